@@ -1,0 +1,262 @@
+//! The retry budget: retries may be at most `floor` per window plus `ratio` × the
+//! originals in the window, counted across every process of the host.
+//!
+//! A deposit/withdraw budget (as tower's) over a sliding window: a ring of
+//! [`BUDGET_BUCKETS`] buckets, each one word `tag:24 | originals:20 | retries:20`, where
+//! the tag is the bucket's epoch (`now_ms / bucket_ms`, mod 2^24). A bucket whose tag is
+//! old is reset by the same CAS that counts into it, so rotation never loses a count and
+//! never needs a lock. Withdrawing re-checks the allowance inside the CAS loop, so
+//! concurrent processes cannot overspend (except across a bucket boundary, by at most
+//! one per racing process).
+
+use crate::layout::{Entry, BUDGET_BUCKETS};
+use crate::{validate, Error, Segment};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+const TAG_BITS: u32 = 24;
+const COUNT_BITS: u32 = 20;
+const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+
+/// A budget's settings, validated by [`BudgetConfig::new`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetConfig {
+    pub ratio: f64,
+    pub floor: u32,
+    pub window_ms: u64,
+}
+
+impl BudgetConfig {
+    pub fn new(ratio: f64, floor: i64, window_seconds: f64) -> Result<Self, Error> {
+        let ratio = validate::ratio("ratio", ratio)?;
+        let floor = validate::count("floor", floor, 0, COUNT_MAX as i64)?;
+        let window = validate::positive_seconds("window", window_seconds)?;
+        let window_ms = crate::clock::secs_to_ms(window);
+        if window_ms < BUDGET_BUCKETS as u64 {
+            return Err(Error::invalid_argument("window", format!("must be at least {} ms", BUDGET_BUCKETS)));
+        }
+        Ok(BudgetConfig { ratio, floor, window_ms })
+    }
+
+    fn bucket_ms(&self) -> u64 {
+        self.window_ms / BUDGET_BUCKETS as u64
+    }
+}
+
+/// What the window holds now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetStats {
+    pub originals: u64,
+    pub retries: u64,
+    /// `floor + ratio × originals`.
+    pub allowed: f64,
+    /// `allowed - retries`, never negative.
+    pub remaining: f64,
+}
+
+/// A named retry budget bound to a segment.
+#[derive(Clone)]
+pub struct RetryBudget {
+    seg: Arc<Segment>,
+    entry: usize,
+    config: BudgetConfig,
+}
+
+impl RetryBudget {
+    pub fn new(seg: Arc<Segment>, name: &str, config: BudgetConfig) -> Result<Self, Error> {
+        let entry = seg.entry_index(name)?;
+        let b = RetryBudget { seg, entry, config };
+        b.adopt_window();
+        Ok(b)
+    }
+
+    pub fn config(&self) -> BudgetConfig {
+        self.config
+    }
+
+    /// Deposit: one original request (a task a user asked for, whatever its attempts).
+    pub fn record_original(&self, now_ms: u64) {
+        let e = self.entry();
+        let tag = self.tag(now_ms);
+        let bucket = &e.budget_buckets[self.index(now_ms)];
+        let _ = bucket.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+            let (o, r) = if tag_of(w) == tag { (originals_of(w), retries_of(w)) } else { (0, 0) };
+            Some(pack(tag, (o + 1).min(COUNT_MAX), r))
+        });
+    }
+
+    /// Withdraw: may one retry be sent now? Counts it when yes.
+    pub fn try_consume(&self, now_ms: u64) -> bool {
+        let e = self.entry();
+        let tag = self.tag(now_ms);
+        let idx = self.index(now_ms);
+        let bucket = &e.budget_buckets[idx];
+        loop {
+            let (others_o, others_r) = self.sum(e, now_ms, Some(idx));
+            let w = bucket.load(Ordering::Acquire);
+            let (o, r) = if tag_of(w) == tag { (originals_of(w), retries_of(w)) } else { (0, 0) };
+            let allowed = self.allowed(others_o + o);
+            if (others_r + r + 1) as f64 > allowed || r >= COUNT_MAX {
+                return false;
+            }
+            if bucket.compare_exchange(w, pack(tag, o, r + 1), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                return true;
+            }
+        }
+    }
+
+    pub fn stats(&self, now_ms: u64) -> BudgetStats {
+        let (originals, retries) = self.sum(self.entry(), now_ms, None);
+        let allowed = self.allowed(originals);
+        BudgetStats { originals, retries, allowed, remaining: (allowed - retries as f64).max(0.0) }
+    }
+
+    fn allowed(&self, originals: u64) -> f64 {
+        // The epsilon keeps 5 + 0.1 × 100 from landing a hair under 15.
+        self.config.floor as f64 + self.config.ratio * originals as f64 + 1e-9
+    }
+
+    /// Sums the buckets inside the window, optionally skipping one.
+    fn sum(&self, e: &Entry, now_ms: u64, skip: Option<usize>) -> (u64, u64) {
+        let cur = self.tag(now_ms);
+        let (mut o, mut r) = (0, 0);
+        for (i, b) in e.budget_buckets.iter().enumerate() {
+            if Some(i) == skip {
+                continue;
+            }
+            let w = b.load(Ordering::Acquire);
+            if w != 0 && cur.wrapping_sub(tag_of(w)) & TAG_MASK < BUDGET_BUCKETS as u64 {
+                o += originals_of(w);
+                r += retries_of(w);
+            }
+        }
+        (o, r)
+    }
+
+    /// The window's bucket width is stored with the entry; a process configured with a
+    /// different window takes over and starts the window afresh (last deploy wins).
+    fn adopt_window(&self) {
+        let e = self.entry();
+        let want = self.config.bucket_ms();
+        let have = e.budget_bucket_ms.load(Ordering::Acquire);
+        if have != want && e.budget_bucket_ms.compare_exchange(have, want, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            for b in &e.budget_buckets {
+                b.store(0, Ordering::Release);
+            }
+        }
+    }
+
+    fn entry(&self) -> &Entry {
+        self.seg.entry(self.entry)
+    }
+
+    fn epoch(&self, now_ms: u64) -> u64 {
+        now_ms / self.config.bucket_ms()
+    }
+
+    fn tag(&self, now_ms: u64) -> u64 {
+        self.epoch(now_ms) & TAG_MASK
+    }
+
+    fn index(&self, now_ms: u64) -> usize {
+        (self.epoch(now_ms) % BUDGET_BUCKETS as u64) as usize
+    }
+}
+
+fn pack(tag: u64, originals: u64, retries: u64) -> u64 {
+    tag << (2 * COUNT_BITS) | originals << COUNT_BITS | retries
+}
+fn tag_of(w: u64) -> u64 {
+    w >> (2 * COUNT_BITS)
+}
+fn originals_of(w: u64) -> u64 {
+    (w >> COUNT_BITS) & COUNT_MAX
+}
+fn retries_of(w: u64) -> u64 {
+    w & COUNT_MAX
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(tag: &str, ratio: f64, floor: i64, window: f64) -> (RetryBudget, std::path::PathBuf) {
+        let p = std::env::temp_dir().join(format!("resilient-budget-{tag}-{}.shm", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        let seg = Arc::new(Segment::open(&p, 8).unwrap());
+        (RetryBudget::new(seg, "sap", BudgetConfig::new(ratio, floor, window).unwrap()).unwrap(), p)
+    }
+
+    #[test]
+    fn floor_plus_ratio_of_originals() {
+        let (b, p) = budget("ratio", 0.1, 5, 60.0);
+        let t = 1_000_000;
+        for _ in 0..100 {
+            b.record_original(t);
+        }
+        let granted = (0..100).filter(|_| b.try_consume(t)).count();
+        assert_eq!(granted, 15);
+        let s = b.stats(t);
+        assert_eq!((s.originals, s.retries), (100, 15));
+        assert!(s.remaining < 1e-6);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn the_window_slides() {
+        let (b, p) = budget("slide", 0.1, 2, 2.0); // 100 ms buckets
+        let t0 = 5_000_000;
+        for _ in 0..30 {
+            b.record_original(t0);
+        }
+        assert_eq!((0..10).filter(|_| b.try_consume(t0)).count(), 5);
+        // Half a window later everything is still inside.
+        assert!(!b.try_consume(t0 + 1000));
+        // A full window later the old bucket has left: only the floor again.
+        let t1 = t0 + 2000;
+        assert_eq!(b.stats(t1).originals, 0);
+        assert_eq!((0..10).filter(|_| b.try_consume(t1)).count(), 2);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn zero_floor_and_zero_ratio_deny_everything() {
+        let (b, p) = budget("zero", 0.0, 0, 1.0);
+        b.record_original(0);
+        assert!(!b.try_consume(0));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn concurrent_withdrawals_do_not_overspend() {
+        let (b, p) = budget("race", 0.1, 5, 60.0);
+        let t = 42_000;
+        for _ in 0..100 {
+            b.record_original(t);
+        }
+        let granted = std::sync::atomic::AtomicU32::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        if b.try_consume(t) {
+                            granted.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(granted.load(Ordering::SeqCst), 15);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn validation() {
+        assert_eq!(BudgetConfig::new(-0.1, 5, 60.0).unwrap_err().argument(), Some("ratio"));
+        assert_eq!(BudgetConfig::new(f64::NAN, 5, 60.0).unwrap_err().argument(), Some("ratio"));
+        assert_eq!(BudgetConfig::new(0.1, -1, 60.0).unwrap_err().argument(), Some("floor"));
+        assert_eq!(BudgetConfig::new(0.1, 5, f64::INFINITY).unwrap_err().argument(), Some("window"));
+        assert_eq!(BudgetConfig::new(0.1, 5, 0.001).unwrap_err().argument(), Some("window"));
+    }
+}

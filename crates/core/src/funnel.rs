@@ -1,0 +1,370 @@
+//! The funnel (bulkhead): at most `limit` attempts in flight per name across every process
+//! of the host, failing fast when full (no queueing).
+//!
+//! State is one 64-bit mask per name (bit i = slot i held; in-flight = popcount) plus one
+//! word per slot saying who holds it and until when (`pid << 42 | expires_at_ms`).
+//!
+//! Protocol (every step a single CAS, so a process killed anywhere leaves nothing that
+//! cannot be reclaimed):
+//! - acquire: claim a free slot word (0 → ours), then set its bit in the mask with a CAS
+//!   that also checks the caller's cap against the popcount; if that CAS fails, give the
+//!   word back and try again.
+//! - release: swap our word back to 0 (proves we still own it), then clear the bit.
+//! - reclaim: a word whose lease expired or whose pid no longer exists is swapped to 0 by
+//!   anyone, and its bit cleared. A bit left set with a zero word (its owner died between
+//!   the two steps of a release) is marked orphaned and reclaimed once the mark expires.
+//!
+//! Reserved slots: interactive (web) callers may fill all `limit` slots; background (CLI)
+//! callers only `limit - reserve`, so a queue worker can never take the last slots a user
+//! is waiting for. One counter, two caps: no separate token kinds.
+
+use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
+use crate::liveness::{current_pid, pid_alive};
+use crate::{validate, Error, Segment};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+const EXPIRY_BITS: u32 = 42;
+const EXPIRY_MASK: u64 = (1 << EXPIRY_BITS) - 1;
+/// How long a bit left set without an owner word is kept before it is reclaimed.
+const ORPHAN_GRACE_MS: u64 = 1000;
+/// Bounded work per acquire under contention: then we report full rather than spin.
+const MAX_ROUNDS: usize = 64;
+
+/// A funnel's settings, validated by [`FunnelConfig::new`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FunnelConfig {
+    pub limit: u32,
+    pub reserve: u32,
+    pub lease_ms: u64,
+}
+
+impl FunnelConfig {
+    pub fn new(limit: i64, reserve: i64, lease_seconds: f64) -> Result<Self, Error> {
+        let limit = validate::count("limit", limit, 1, MAX_FUNNEL_LIMIT as i64)?;
+        let reserve = validate::count("reserve", reserve, 0, limit as i64 - 1)
+            .map_err(|_| Error::invalid_argument("reserve", format!("must be between 0 and limit - 1 ({}), got {reserve}", limit - 1)))?;
+        let lease = validate::positive_seconds("lease", lease_seconds)?;
+        Ok(FunnelConfig { limit, reserve, lease_ms: crate::clock::secs_to_ms(lease) })
+    }
+}
+
+/// Identifies one held slot; `Copy` so a binding can keep a registry for request end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseId {
+    pub(crate) entry: usize,
+    pub(crate) slot: u32,
+    pub(crate) word: u64,
+}
+
+impl LeaseId {
+    /// When this lease expires, in monotonic ms.
+    pub fn expires_at_ms(&self) -> u64 {
+        self.word & EXPIRY_MASK
+    }
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+}
+
+/// A named funnel bound to a segment.
+#[derive(Clone)]
+pub struct Funnel {
+    seg: Arc<Segment>,
+    entry: usize,
+    config: FunnelConfig,
+}
+
+impl Funnel {
+    pub fn new(seg: Arc<Segment>, name: &str, config: FunnelConfig) -> Result<Self, Error> {
+        let entry = seg.entry_index(name)?;
+        Ok(Funnel { seg, entry, config })
+    }
+
+    pub fn config(&self) -> FunnelConfig {
+        self.config
+    }
+
+    /// How many slots a caller may fill: all of them when interactive, `limit - reserve`
+    /// when in the background.
+    pub fn cap(&self, background: bool) -> u32 {
+        if background {
+            self.config.limit - self.config.reserve
+        } else {
+            self.config.limit
+        }
+    }
+
+    /// Takes a slot if fewer than `cap` are held; never waits. `None` means full.
+    pub fn try_acquire(&self, cap: u32, now_ms: u64) -> Option<Lease> {
+        self.try_acquire_for(cap, now_ms, self.config.lease_ms)
+    }
+
+    /// As [`Funnel::try_acquire`] with a lease length chosen by the caller (e.g. 2 × the
+    /// attempt's timeout).
+    pub fn try_acquire_for(&self, cap: u32, now_ms: u64, lease_ms: u64) -> Option<Lease> {
+        let cap = cap.min(self.config.limit);
+        let id = acquire(self.seg.entry(self.entry), self.entry, cap, self.config.limit, now_ms, lease_ms.max(1))?;
+        Some(Lease { seg: self.seg.clone(), id: Some(id) })
+    }
+
+    /// Slots held now, after reclaiming those of dead processes and expired leases.
+    pub fn in_flight(&self, now_ms: u64) -> u32 {
+        let e = self.seg.entry(self.entry);
+        reclaim(e, now_ms);
+        e.funnel_mask.load(Ordering::Acquire).count_ones()
+    }
+}
+
+/// A held slot. Released by [`Lease::release`] or on drop (RAII).
+pub struct Lease {
+    seg: Arc<Segment>,
+    id: Option<LeaseId>,
+}
+
+impl Lease {
+    pub fn id(&self) -> LeaseId {
+        self.id.expect("a live Lease always has an id")
+    }
+
+    /// Gives the slot back. False when it had already been reclaimed (it expired, or was
+    /// released by request-end cleanup).
+    pub fn release(mut self) -> bool {
+        self.take_and_release()
+    }
+
+    /// Forgets the slot without releasing it (the binding's registry releases it later).
+    pub fn into_id(mut self) -> LeaseId {
+        self.id.take().expect("a live Lease always has an id")
+    }
+
+    fn take_and_release(&mut self) -> bool {
+        match self.id.take() {
+            Some(id) => self.seg.release(id),
+            None => false,
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.take_and_release();
+    }
+}
+
+fn acquire(e: &Entry, entry: usize, cap: u32, limit: u32, now_ms: u64, lease_ms: u64) -> Option<LeaseId> {
+    let word = (current_pid() as u64) << EXPIRY_BITS | ((now_ms + lease_ms) & EXPIRY_MASK);
+    let limit_bits = if limit >= 64 { u64::MAX } else { (1u64 << limit) - 1 };
+    let mut reclaimed = false;
+    for _ in 0..MAX_ROUNDS {
+        let mask = e.funnel_mask.load(Ordering::Acquire);
+        if mask.count_ones() >= cap || mask & limit_bits == limit_bits {
+            if !reclaimed && reclaim(e, now_ms) > 0 {
+                reclaimed = true;
+                continue;
+            }
+            return None;
+        }
+        let mut free = !mask & limit_bits;
+        let mut mask_moved = false;
+        while free != 0 && !mask_moved {
+            let slot = free.trailing_zeros();
+            free &= free - 1;
+            let sw = &e.funnel_slots[slot as usize].word;
+            match sw.compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    let bit = 1u64 << slot;
+                    if e.funnel_mask.compare_exchange(mask, mask | bit, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                        return Some(LeaseId { entry, slot, word });
+                    }
+                    let _ = sw.compare_exchange(word, 0, Ordering::AcqRel, Ordering::Acquire);
+                    mask_moved = true;
+                }
+                // A word without its bit: another acquirer mid-way, or one that died there.
+                Err(other) if is_stale(other, now_ms) => {
+                    let _ = sw.compare_exchange(other, 0, Ordering::AcqRel, Ordering::Acquire);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    None
+}
+
+pub(crate) fn release_slot(e: &Entry, id: LeaseId) -> bool {
+    let sw = &e.funnel_slots[id.slot as usize].word;
+    if sw.compare_exchange(id.word, 0, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return false;
+    }
+    e.funnel_mask.fetch_and(!(1u64 << id.slot), Ordering::AcqRel);
+    true
+}
+
+fn is_stale(word: u64, now_ms: u64) -> bool {
+    let pid = (word >> EXPIRY_BITS) as u32;
+    now_ms >= (word & EXPIRY_MASK) || !pid_alive(pid)
+}
+
+/// Frees slots of dead processes and expired leases; returns how many it freed.
+fn reclaim(e: &Entry, now_ms: u64) -> u32 {
+    let mut freed = 0;
+    let mask = e.funnel_mask.load(Ordering::Acquire);
+    for slot in 0..MAX_FUNNEL_LIMIT {
+        let sw = &e.funnel_slots[slot as usize].word;
+        let word = sw.load(Ordering::Acquire);
+        let held = mask & (1 << slot) != 0;
+        if word == 0 {
+            if held {
+                // Owner died between its two release steps: mark, reclaim after a grace.
+                let orphan = (now_ms + ORPHAN_GRACE_MS) & EXPIRY_MASK;
+                let _ = sw.compare_exchange(0, orphan, Ordering::AcqRel, Ordering::Acquire);
+            }
+            continue;
+        }
+        if is_stale(word, now_ms) && sw.compare_exchange(word, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            // Nobody can take this slot while its word was non-zero, so its bit (if set)
+            // belonged to the word we just cleared.
+            let before = e.funnel_mask.fetch_and(!(1u64 << slot), Ordering::AcqRel);
+            if before & (1 << slot) != 0 {
+                freed += 1;
+            }
+        }
+    }
+    freed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(tag: &str) -> (Arc<Segment>, std::path::PathBuf) {
+        let p = std::env::temp_dir().join(format!("resilient-funnel-{tag}-{}.shm", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        (Arc::new(Segment::open(&p, 16).unwrap()), p)
+    }
+
+    fn funnel(seg: &Arc<Segment>, limit: i64, reserve: i64) -> Funnel {
+        Funnel::new(seg.clone(), "x", FunnelConfig::new(limit, reserve, 10.0).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn limit_is_exact_and_release_frees() {
+        let (s, p) = seg("limit");
+        let f = funnel(&s, 3, 0);
+        let a = f.try_acquire(3, 1000).unwrap();
+        let b = f.try_acquire(3, 1000).unwrap();
+        let c = f.try_acquire(3, 1000).unwrap();
+        assert!(f.try_acquire(3, 1000).is_none());
+        assert_eq!(f.in_flight(1000), 3);
+        assert!(b.release());
+        assert_eq!(f.in_flight(1000), 2);
+        let d = f.try_acquire(3, 1000).unwrap();
+        assert_eq!(d.id().slot(), 1, "the freed slot is reused");
+        drop((a, c, d));
+        assert_eq!(f.in_flight(1000), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn background_callers_leave_the_reserve() {
+        let (s, p) = seg("reserve");
+        let f = funnel(&s, 3, 1);
+        assert_eq!(f.cap(true), 2);
+        let _a = f.try_acquire(f.cap(true), 0).unwrap();
+        let _b = f.try_acquire(f.cap(true), 0).unwrap();
+        assert!(f.try_acquire(f.cap(true), 0).is_none(), "background may not take the reserved slot");
+        let _c = f.try_acquire(f.cap(false), 0).unwrap();
+        assert!(f.try_acquire(f.cap(false), 0).is_none());
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn expired_lease_is_reclaimed_and_its_late_release_is_harmless() {
+        let (s, p) = seg("expire");
+        let f = funnel(&s, 1, 0);
+        let a = f.try_acquire_for(1, 1000, 500).unwrap();
+        assert!(f.try_acquire(1, 1499).is_none());
+        let b = f.try_acquire(1, 1500).expect("expired lease reclaimed at 1500");
+        assert!(!a.release(), "the old holder learns its lease was lost");
+        assert_eq!(f.in_flight(1500), 1, "and does not free the new holder's slot");
+        drop(b);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn dead_pid_is_reclaimed_at_once() {
+        let (s, p) = seg("dead");
+        let f = funnel(&s, 1, 0);
+        // Plant a lease of a pid that does not exist, with a far expiry.
+        let e = s.entry(f.entry);
+        let dead_pid: u64 = 4_194_000;
+        assert!(!pid_alive(dead_pid as u32));
+        e.funnel_slots[0].word.store(dead_pid << EXPIRY_BITS | 1_000_000, Ordering::SeqCst);
+        e.funnel_mask.store(1, Ordering::SeqCst);
+        assert!(f.try_acquire(1, 10).is_some());
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn orphaned_bit_is_reclaimed_after_grace() {
+        let (s, p) = seg("orphan");
+        let f = funnel(&s, 1, 0);
+        s.entry(f.entry).funnel_mask.store(1, Ordering::SeqCst);
+        assert!(f.try_acquire(1, 100).is_none(), "first sighting only marks it");
+        assert!(f.try_acquire(1, 100 + ORPHAN_GRACE_MS).is_some());
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn release_by_id_is_idempotent() {
+        let (s, p) = seg("idem");
+        let f = funnel(&s, 2, 0);
+        let id = f.try_acquire(2, 0).unwrap().into_id();
+        assert_eq!(f.in_flight(0), 1);
+        assert!(s.release(id));
+        assert!(!s.release(id));
+        assert_eq!(f.in_flight(0), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn config_validation_names_the_argument() {
+        assert_eq!(FunnelConfig::new(0, 0, 1.0).unwrap_err().argument(), Some("limit"));
+        assert_eq!(FunnelConfig::new(65, 0, 1.0).unwrap_err().argument(), Some("limit"));
+        assert_eq!(FunnelConfig::new(3, 3, 1.0).unwrap_err().argument(), Some("reserve"));
+        assert_eq!(FunnelConfig::new(3, -1, 1.0).unwrap_err().argument(), Some("reserve"));
+        assert_eq!(FunnelConfig::new(3, 0, f64::NAN).unwrap_err().argument(), Some("lease"));
+        assert_eq!(FunnelConfig::new(3, 0, 0.0).unwrap_err().argument(), Some("lease"));
+    }
+
+    #[test]
+    fn threads_never_exceed_the_limit() {
+        use std::sync::atomic::AtomicU32;
+        let (s, p) = seg("threads");
+        let f = funnel(&s, 3, 0);
+        let holders = Arc::new(AtomicU32::new(0));
+        let max_seen = Arc::new(AtomicU32::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (f, holders, max_seen) = (f.clone(), holders.clone(), max_seen.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        if let Some(l) = f.try_acquire(3, 0) {
+                            let n = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                            max_seen.fetch_max(n, Ordering::SeqCst);
+                            holders.fetch_sub(1, Ordering::SeqCst);
+                            assert!(l.release());
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(max_seen.load(Ordering::SeqCst) <= 3);
+        assert!(max_seen.load(Ordering::SeqCst) >= 1);
+        assert_eq!(f.in_flight(0), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+}

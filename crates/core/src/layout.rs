@@ -1,0 +1,71 @@
+//! The byte layout of the shared-memory segment. Everything in it is an atomic: many
+//! processes read and write it at once without locks.
+//!
+//! ```text
+//! [Header: 64 bytes][Entry 0][Entry 1]...[Entry slots-1]
+//! ```
+//! Change anything here and bump [`LAYOUT_VERSION`]: a file of another version is refused.
+
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// "RESILNT1" as a little-endian u64; written last when a segment is created.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"RESILNT1");
+
+/// Bumped whenever [`Header`] or [`Entry`] change shape.
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// The most slots a funnel can have: the in-flight set is one 64-bit mask.
+pub const MAX_FUNNEL_LIMIT: u32 = 64;
+
+/// Buckets in a retry budget's sliding window.
+pub const BUDGET_BUCKETS: usize = 20;
+
+/// Name bytes stored per entry, as 8 words.
+pub const NAME_WORDS: usize = crate::validate::MAX_NAME_LEN / 8;
+
+/// The segment header. `magic` is stored last (release) by the creator; readers check it
+/// first (acquire), so a half-initialised file is never used.
+#[repr(C)]
+pub struct Header {
+    pub magic: AtomicU64,
+    pub version: AtomicU32,
+    pub slots: AtomicU32,
+    pub entry_size: AtomicU32,
+    pub _pad: AtomicU32,
+    pub total_size: AtomicU64,
+    pub _reserved: [AtomicU64; 4],
+}
+
+/// One funnel slot. `0` is free; otherwise `pid << 42 | expires_at_ms`: who holds it and
+/// until when, in one word so a holder and a reclaimer agree with a single CAS.
+#[repr(C)]
+pub struct LeaseSlot {
+    pub word: AtomicU64,
+}
+
+/// One named entry: the name's funnel and retry budget.
+#[repr(C, align(64))]
+pub struct Entry {
+    /// FNV-1a hash of the name (never 0); 0 means the entry is unused. It is the identity.
+    pub hash: AtomicU64,
+    pub name_len: AtomicU64,
+    pub name: [AtomicU64; NAME_WORDS],
+    /// Bit `i` set = funnel slot `i` is held. The in-flight count is its popcount.
+    pub funnel_mask: AtomicU64,
+    pub funnel_slots: [LeaseSlot; MAX_FUNNEL_LIMIT as usize],
+    /// Bucket width of the budget window in ms (0 = not yet configured).
+    pub budget_bucket_ms: AtomicU64,
+    /// Each bucket: `tag:24 | originals:20 | retries:20`, see [`crate::budget`].
+    pub budget_buckets: [AtomicU64; BUDGET_BUCKETS],
+}
+
+pub const HEADER_SIZE: usize = 64;
+pub const ENTRY_SIZE: usize = std::mem::size_of::<Entry>();
+
+/// Total file size for `slots` entries.
+pub fn segment_size(slots: u32) -> usize {
+    HEADER_SIZE + slots as usize * ENTRY_SIZE
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() == HEADER_SIZE);
+const _: () = assert!(ENTRY_SIZE % 64 == 0);

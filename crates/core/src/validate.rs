@@ -1,0 +1,99 @@
+//! Checks for numbers and names that arrive from PHP. Each error names the argument.
+
+use crate::Error;
+
+/// The longest name a funnel or budget may have, in bytes (it is stored in shared memory).
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The longest duration we accept, in seconds (a year): larger values are typos and
+/// would overflow nanosecond arithmetic.
+pub const MAX_SECONDS: f64 = 31_536_000.0;
+
+/// A duration that may be zero: finite, not negative, at most a year.
+pub fn seconds(argument: &str, value: f64) -> Result<f64, Error> {
+    if !value.is_finite() {
+        return Err(Error::invalid_argument(argument, format!("must be a finite number of seconds, got {value}")));
+    }
+    if value < 0.0 {
+        return Err(Error::invalid_argument(argument, format!("must not be negative, got {value}")));
+    }
+    if value > MAX_SECONDS {
+        return Err(Error::invalid_argument(argument, format!("must be at most {MAX_SECONDS} seconds, got {value}")));
+    }
+    Ok(value)
+}
+
+/// A duration that must be positive.
+pub fn positive_seconds(argument: &str, value: f64) -> Result<f64, Error> {
+    let value = seconds(argument, value)?;
+    if value == 0.0 {
+        return Err(Error::invalid_argument(argument, "must be greater than zero"));
+    }
+    Ok(value)
+}
+
+/// A non-negative finite ratio.
+pub fn ratio(argument: &str, value: f64) -> Result<f64, Error> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(Error::invalid_argument(argument, format!("must be a finite number >= 0, got {value}")));
+    }
+    Ok(value)
+}
+
+/// An integer in `min..=max`.
+pub fn count(argument: &str, value: i64, min: i64, max: i64) -> Result<u32, Error> {
+    if value < min || value > max {
+        return Err(Error::invalid_argument(argument, format!("must be between {min} and {max}, got {value}")));
+    }
+    Ok(value as u32)
+}
+
+/// A funnel or budget name: 1..=64 bytes, no NUL, no control characters.
+pub fn name(argument: &str, value: &str) -> Result<(), Error> {
+    if value.is_empty() {
+        return Err(Error::invalid_argument(argument, "must not be empty"));
+    }
+    if value.len() > MAX_NAME_LEN {
+        return Err(Error::invalid_argument(
+            argument,
+            format!("is {} bytes long; at most {MAX_NAME_LEN} bytes are allowed", value.len()),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid_argument(argument, "must not contain control characters"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_nan_inf_negative() {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.5, 1e12] {
+            let e = seconds("timeout", bad).unwrap_err();
+            assert!(e.is_invalid_argument());
+            assert_eq!(e.argument(), Some("timeout"));
+            assert!(e.to_string().starts_with("timeout: "), "{e}");
+        }
+        assert_eq!(seconds("timeout", 0.0).unwrap(), 0.0);
+        assert!(positive_seconds("lease", 0.0).is_err());
+    }
+
+    #[test]
+    fn names() {
+        assert!(name("name", "").is_err());
+        assert!(name("name", &"x".repeat(65)).is_err());
+        assert!(name("name", "a\0b").is_err());
+        assert!(name("name", &"x".repeat(64)).is_ok());
+        assert!(name("name", "shipping-quote").is_ok());
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(count("limit", 3, 1, 64).unwrap(), 3);
+        assert!(count("limit", 0, 1, 64).is_err());
+        assert!(count("limit", 65, 1, 64).is_err());
+    }
+}
