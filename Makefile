@@ -1,0 +1,59 @@
+# resilient — build, test, benchmark and lab entry points.
+#
+#   make lab     the main job: the retry-storm experiment (installs, builds, runs, reports)
+#   make test    installs what is missing, builds, runs cargo test and the PHPUnit suites
+#   make bench   benchmarks in one run: funnel/budget vs Redis::funnel, the seed's cache budget,
+#                APCu; the HTTP client vs curl, Laravel Http, Symfony, Guzzle Pool
+#
+# Every service a target needs (php-fpm, nginx, redis-server) is started on 127.0.0.1 by the
+# target's own script and stopped when it ends, also on failure or Ctrl-C (shell traps).
+
+SHELL       := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+CARGO       ?= cargo
+LAB_ARGS    ?=
+PHPUNIT_ARGS ?=
+
+.PHONY: all deps build test cargo-test phpunit bench lab stubs clean-run
+
+all: build
+
+deps:
+	.ci/deps.sh
+
+build:
+	$(CARGO) build --release --workspace
+
+cargo-test:
+	$(CARGO) test --release --workspace --no-fail-fast
+
+phpunit: build
+	tests/harness/phpunit.sh $(PHPUNIT_ARGS)
+
+# Both test layers run even when the first fails, so one CI run shows every failure.
+test: deps build
+	@rc=0; $(MAKE) --no-print-directory cargo-test || rc=1; \
+	$(MAKE) --no-print-directory phpunit || rc=1; \
+	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see above)"; else echo "make test: all passed"; fi; \
+	exit $$rc
+
+bench: deps build
+	bench/run.sh
+
+lab: deps build
+	lab/run.sh $(LAB_ARGS)
+
+# IDE stubs for the extension's classes: `cargo php stubs` when cargo-php 0.2.x is installed,
+# otherwise generated from PHP's reflection of the built extension.
+stubs: build
+	if command -v cargo-php >/dev/null; then \
+		$(CARGO) php stubs --stdout > stubs/resilient.stubs.php; \
+	else \
+		tests/harness/php.sh stubs/generate.php > stubs/resilient.stubs.php; \
+	fi
+	@echo "wrote stubs/resilient.stubs.php"
+
+# Remove what interrupted runs may have left: scratch dirs and this project's test segments.
+clean-run:
+	rm -rf tests/.run bench/.run
+	rm -rf /dev/shm/resilient-test-*.shm /dev/shm/resilient-bench-*.shm

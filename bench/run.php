@@ -1,0 +1,130 @@
+<?php
+
+declare(strict_types=1);
+
+/*
+ * The benchmark runner (started by bench/run.sh, which provides the local services).
+ *
+ * Every bench/cases/*.php returns one group:
+ *
+ *   return [
+ *       'group'   => 'funnel',                        // short id (selectable on the command line)
+ *       'order'   => 10,                              // groups print in this order
+ *       'title'   => 'what one operation is',
+ *       'cases'   => [
+ *           'id' => [
+ *               'label' => 'shown in the table',
+ *               'ours'  => true,                      // the reference the others are compared to
+ *               'ops'   => 200_000,                   // operations per round
+ *               'make'  => fn (): Closure => fn (int $n) => ...,  // returns a runner doing $n ops
+ *               'requires' => fn (): ?string => null, // optional: a reason to skip, or null
+ *           ],
+ *       ],
+ *       'targets' => [
+ *           ['max_us', 'id', 1.0],                    // µs per op of case id ≤ 1.0
+ *           ['faster', 'id', 'other id', 150.0],      // case id ≥ 150× faster than other id
+ *       ],
+ *   ];
+ *
+ * Each case: one warm-up round, then ROUNDS timed rounds; the median µs per operation is shown,
+ * with ops/s and the ratio to the group's own case. All groups run in this one process, one
+ * after the other, so ratios compare like with like.
+ */
+
+const ROUNDS = 5;
+
+$scale = (float) (getenv('BENCH_SCALE') ?: 1.0);
+$only = array_slice($argv, 1);
+
+$groups = [];
+foreach (glob(__DIR__ . '/cases/*.php') as $file) {
+    $g = require $file;
+    if ($only === [] || in_array($g['group'], $only, true)) {
+        $groups[] = $g;
+    }
+}
+usort($groups, fn ($a, $b) => ($a['order'] ?? 100) <=> ($b['order'] ?? 100));
+
+printf("resilient bench — %s UTC, PHP %s, %d CPUs, median of %d rounds%s\n",
+    gmdate('Y-m-d H:i'), PHP_VERSION, (int) trim((string) shell_exec('nproc')), ROUNDS,
+    $scale !== 1.0 ? ", BENCH_SCALE=$scale" : '');
+
+$allMet = true;
+foreach ($groups as $g) {
+    printf("\n[%s] %s\n", $g['group'], $g['title']);
+    printf("  %-62s %10s %12s   %s\n", 'case', 'µs/op', 'ops/s', 'vs ours');
+    $us = [];
+    $ours = null;
+    foreach ($g['cases'] as $id => $case) {
+        $skip = isset($case['requires']) ? ($case['requires'])() : null;
+        if ($skip !== null) {
+            printf("  %-62s %s\n", $case['label'], "skipped: $skip");
+            continue;
+        }
+        // Collect what the previous case left (Laravel's Http leaves many cycles), so no case pays
+        // for another's garbage.
+        gc_collect_cycles();
+        try {
+            $us[$id] = measure($case['make'](), max(1, (int) ($case['ops'] * $scale)));
+        } catch (Throwable $e) {
+            printf("  %-62s %s\n", $case['label'], 'failed: ' . get_class($e) . ': ' . $e->getMessage());
+            continue;
+        }
+        if (!empty($case['ours'])) {
+            $ours = $id;
+        }
+    }
+    foreach ($g['cases'] as $id => $case) {
+        if (!isset($us[$id])) {
+            continue;
+        }
+        $rel = '';
+        if ($ours !== null && isset($us[$ours])) {
+            $rel = $id === $ours ? '1× (ours)' : ratioText($us[$id] / $us[$ours]);
+        }
+        printf("  %-62s %10s %12s   %s\n", $case['label'], fmtUs($us[$id]), number_format(1e6 / $us[$id]), $rel);
+    }
+    foreach ($g['targets'] ?? [] as $t) {
+        [$met, $text] = match ($t[0]) {
+            'max_us' => isset($us[$t[1]])
+                ? [$us[$t[1]] <= $t[2], sprintf('%s ≤ %s µs per op: %s µs', $g['cases'][$t[1]]['label'], $t[2], fmtUs($us[$t[1]]))]
+                : [false, "{$t[1]} did not run"],
+            'faster' => isset($us[$t[1]], $us[$t[2]])
+                ? [$us[$t[2]] / $us[$t[1]] >= $t[3], sprintf('≥ %s× as fast as %s: %s×', $t[3], $g['cases'][$t[2]]['label'], ratioNumber($us[$t[2]] / $us[$t[1]]))]
+                : [false, "{$t[1]} or {$t[2]} did not run"],
+        };
+        $allMet = $allMet && $met;
+        printf("  target %s %s\n", $met ? 'MET   ' : 'MISSED', $text);
+    }
+}
+echo "\n", $allMet ? "all targets met\n" : "some targets missed (see above)\n";
+
+/** Median µs per operation over ROUNDS rounds of $ops operations (after one warm-up round). */
+function measure(Closure $run, int $ops): float
+{
+    $run(max(1, intdiv($ops, 10)));
+    $samples = [];
+    for ($i = 0; $i < ROUNDS; $i++) {
+        $t = hrtime(true);
+        $run($ops);
+        $samples[] = (hrtime(true) - $t) / 1e3 / $ops;
+    }
+    sort($samples);
+    return $samples[intdiv(ROUNDS, 2)];
+}
+
+function fmtUs(float $us): string
+{
+    return $us < 10 ? sprintf('%.3f', $us) : sprintf('%.1f', $us);
+}
+
+/** Two decimals below 10 (so 0.96× and 1.24× are told apart), whole numbers above. */
+function ratioNumber(float $r): string
+{
+    return $r >= 10 ? number_format($r, 0) : number_format($r, 2);
+}
+
+function ratioText(float $r): string
+{
+    return $r >= 1 ? ratioNumber($r) . '× slower' : ratioNumber(1 / $r) . '× faster';
+}

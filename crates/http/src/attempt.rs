@@ -1,0 +1,57 @@
+//! The attempt record: one per attempt, the single recording point (seed 000: "every call that
+//! goes out passes one recorder first", one row per attempt with its real status and duration).
+//!
+//! The loop hands each record to an [`AttemptObserver`] as soon as the attempt's fate is known
+//! (including whether a retry follows). The PHP binding forwards them to `on_attempt` while the
+//! call is still in progress, through a channel it drains between polls.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What one attempt did. The URL has no query string and no user-info (query secrets stay out).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    pub method: String,
+    pub url: String,
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// The upstream status, or `None` when the attempt got no answer.
+    pub status: Option<u16>,
+    /// The failure kind when there was no answer: `timeout`, `connect`, `closed`, `body`, `other`.
+    pub error: Option<&'static str>,
+    pub duration: Duration,
+    /// Whether the loop will make another attempt.
+    pub retry_follows: bool,
+    /// Why the loop continues or stops, e.g. `retry_on status 503`, `final status`,
+    /// `retry budget exhausted`, `Retry-After 5s exceeds the deadline`.
+    pub reason: String,
+}
+
+/// Receives attempt records. Must be cheap and must not block.
+pub trait AttemptObserver: Send + Sync {
+    fn observe(&self, record: AttemptRecord);
+}
+
+/// The binding's observer: records go over a channel that the blocking driver drains.
+impl AttemptObserver for tokio::sync::mpsc::UnboundedSender<AttemptRecord> {
+    fn observe(&self, record: AttemptRecord) {
+        // A closed receiver means nobody listens any more; dropping the record is correct.
+        let _ = self.send(record);
+    }
+}
+
+/// Collects records in memory (tests, diagnostics).
+#[derive(Debug, Default)]
+pub struct RecordLog(pub Mutex<Vec<AttemptRecord>>);
+
+impl RecordLog {
+    pub fn records(&self) -> Vec<AttemptRecord> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl AttemptObserver for RecordLog {
+    fn observe(&self, record: AttemptRecord) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+    }
+}

@@ -1,0 +1,66 @@
+//! `HttpClient`: a configuration, its policy and its mechanism, ready to call.
+//!
+//! What the PHP `Resilient\Client` wraps: `prepare` validates a request against the options,
+//! `call` runs the loop for one request, `pool` runs many under a sliding window.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::call::{Call, CallEnv};
+use crate::error::{ConfigError, Unavailable};
+use crate::options::ClientConfig;
+use crate::policy::{Caps, Policy};
+use crate::pool::{run_pool, BatchSummary, PoolItem};
+use crate::request::{prepare, PreparedRequest};
+use crate::response::Response;
+
+/// A configured client.
+#[derive(Clone)]
+pub struct HttpClient {
+    config: Arc<ClientConfig>,
+    policy: Arc<Policy>,
+    env: CallEnv,
+}
+
+impl HttpClient {
+    /// `caps`: limits of the calling context (web caps), applied on top of the options.
+    pub fn new(config: ClientConfig, caps: Caps, env: CallEnv) -> Self {
+        let policy = Policy::from_config(&config).capped(caps);
+        Self { config: Arc::new(config), policy: Arc::new(policy), env }
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+    pub fn env(&self) -> &CallEnv {
+        &self.env
+    }
+
+    /// Validates and prepares one request.
+    pub fn prepare(&self, method: &str, path: &str, options: &Value) -> Result<Arc<PreparedRequest>, ConfigError> {
+        prepare(&self.config, method, path, options).map(Arc::new)
+    }
+
+    /// One call. `env` overrides the client's mechanism for this call (e.g. with an observer).
+    pub fn call(&self, env: CallEnv, request: Arc<PreparedRequest>, enclosing_remaining: Option<Duration>) -> impl Future<Output = Result<Response, Unavailable>> + Send + 'static {
+        Call::start(env, self.policy.clone(), request, enclosing_remaining).run()
+    }
+
+    /// Many calls, at most `concurrency` in flight, results in input order.
+    pub fn pool(
+        &self,
+        env: CallEnv,
+        requests: Vec<Arc<PreparedRequest>>,
+        concurrency: usize,
+        enclosing_remaining: Option<Duration>,
+    ) -> impl Future<Output = (Vec<Result<Response, Unavailable>>, BatchSummary)> + Send + 'static {
+        let items = requests.into_iter().map(|request| PoolItem { request, policy: self.policy.clone() }).collect();
+        run_pool(env, items, concurrency, enclosing_remaining)
+    }
+}

@@ -1,0 +1,460 @@
+//! `ClientConfig`: the client's options, parsed and validated from a JSON tree.
+//!
+//! The PHP binding turns the options array into a `serde_json::Value` (callables such as
+//! `on_attempt` removed first; non-finite floats as the strings `"NAN"`, `"INF"`, `"-INF"`).
+//! Parsing is strict: an unknown key is an error naming the key (a typo must not pass
+//! silently), and a wrong type, a negative, NaN or infinite number is an error naming the
+//! option. Durations are seconds (int or float) as in the PHP contract. Never panics, whatever
+//! the input (proptest below).
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::Url;
+use serde_json::{Map, Value};
+
+use crate::error::ConfigError;
+
+/// Full-jitter backoff bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackoffOptions {
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+/// The funnel (bulkhead): `limit` slots per host, `reserve` of them only for web callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FunnelOptions {
+    pub limit: u32,
+    pub reserve: u32,
+    /// Lease lifetime; `None` means the default, 2 × the attempt timeout (seed 000).
+    pub lease: Option<Duration>,
+}
+
+/// The shared retry budget: each original adds `ratio`, each retry spends 1, `floor` retries
+/// per `window` always allowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetOptions {
+    pub ratio: f64,
+    pub floor: u32,
+    pub window: Duration,
+}
+
+/// Circuit breaker settings: accepted and validated now, enforced by a later issue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CircuitOptions {
+    pub failure_ratio: f64,
+    pub min_calls: u32,
+    pub window: Duration,
+    pub open_for: Duration,
+}
+
+/// Where shared counters live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Host-wide shared memory (`resilient.shm_path`).
+    Shm,
+}
+
+/// A validated client configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    pub base_url: Option<Url>,
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+    /// Whole-call deadline; `None`: only the attempt limits and an enclosing deadline bound it.
+    pub deadline: Option<Duration>,
+    pub max_attempts: u32,
+    pub backoff: BackoffOptions,
+    pub retry_on: Vec<u16>,
+    pub max_retry_after: Duration,
+    pub funnel: Option<FunnelOptions>,
+    /// `None` when disabled with `'budget' => false`.
+    pub budget: Option<BudgetOptions>,
+    pub circuit: Option<CircuitOptions>,
+    pub backend: Backend,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub user_agent: HeaderValue,
+}
+
+/// Upper bound for any duration option: 1 day. Larger values are almost surely unit mistakes
+/// (milliseconds given as seconds) and would overflow nothing but still hold workers for ever.
+const MAX_SECONDS: f64 = 86_400.0;
+/// Upper bound for `max_attempts`.
+const MAX_ATTEMPTS: u32 = 100;
+
+impl Default for ClientConfig {
+    /// Laravel's client defaults for timeouts (connect 10 s, timeout 30 s), the seed's retry
+    /// policy (3 attempts, 25 ms / 200 ms full jitter, 429 and 503) and the seed's budget.
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            connect_timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(30),
+            deadline: None,
+            max_attempts: 3,
+            backoff: BackoffOptions { base: Duration::from_millis(25), cap: Duration::from_millis(200) },
+            retry_on: vec![429, 503],
+            max_retry_after: Duration::from_secs(30),
+            funnel: None,
+            budget: Some(BudgetOptions { ratio: 0.1, floor: 5, window: Duration::from_secs(60) }),
+            circuit: None,
+            backend: Backend::Shm,
+            headers: Vec::new(),
+            user_agent: HeaderValue::from_static(concat!("resilient/", env!("CARGO_PKG_VERSION"))),
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Parses and validates an options tree (a JSON object; `null` means all defaults).
+    pub fn from_json(options: &Value) -> Result<Self, ConfigError> {
+        let mut config = ClientConfig::default();
+        let map = match options {
+            Value::Null => return Ok(config),
+            Value::Object(map) => map,
+            other => return Err(ConfigError::new("options", format!("must be an array of options, got {}", describe(other)))),
+        };
+        for (key, value) in map {
+            match key.as_str() {
+                "base_url" => config.base_url = Some(parse_base_url(value)?),
+                "connect_timeout" => config.connect_timeout = positive_seconds(value, key)?,
+                "timeout" => config.timeout = positive_seconds(value, key)?,
+                "deadline" => config.deadline = optional(value, |v| positive_seconds(v, key))?,
+                "max_attempts" => config.max_attempts = count(value, key, 1, MAX_ATTEMPTS)?,
+                "backoff" => config.backoff = parse_backoff(value).map_err(|e| e.within(key))?,
+                "retry_on" => config.retry_on = parse_retry_on(value)?,
+                "max_retry_after" => config.max_retry_after = seconds(value, key)?,
+                "funnel" => config.funnel = optional(value, |v| parse_funnel(v).map_err(|e| e.within(key)))?,
+                "budget" => config.budget = optional(value, |v| parse_budget(v).map_err(|e| e.within(key)))?,
+                "circuit" => config.circuit = optional(value, |v| parse_circuit(v).map_err(|e| e.within(key)))?,
+                "backend" => config.backend = parse_backend(value)?,
+                "headers" => config.headers = parse_headers(value, key)?,
+                "user_agent" => config.user_agent = header_value(value, key)?,
+                // A PHP callable: the binding takes it out before parsing; tolerate a leftover.
+                "on_attempt" => {}
+                _ => return Err(unknown(key, CLIENT_KEYS)),
+            }
+        }
+        if config.backoff.cap < config.backoff.base {
+            return Err(ConfigError::new("backoff.cap", "must not be smaller than backoff.base"));
+        }
+        Ok(config)
+    }
+}
+
+const CLIENT_KEYS: &[&str] = &[
+    "base_url", "connect_timeout", "timeout", "deadline", "max_attempts", "backoff", "retry_on",
+    "max_retry_after", "funnel", "budget", "circuit", "backend", "headers", "user_agent", "on_attempt",
+];
+
+/// `null` or `false` disables an optional section.
+fn optional<T>(value: &Value, parse: impl FnOnce(&Value) -> Result<T, ConfigError>) -> Result<Option<T>, ConfigError> {
+    match value {
+        Value::Null | Value::Bool(false) => Ok(None),
+        other => parse(other).map(Some),
+    }
+}
+
+fn parse_base_url(value: &Value) -> Result<Url, ConfigError> {
+    let text = value.as_str().ok_or_else(|| ConfigError::new("base_url", format!("must be a string, got {}", describe(value))))?;
+    crate::request::parse_http_url(text).map_err(|problem| ConfigError::new("base_url", problem))
+}
+
+fn parse_backoff(value: &Value) -> Result<BackoffOptions, ConfigError> {
+    let mut backoff = ClientConfig::default().backoff;
+    for (key, v) in object(value, "backoff")? {
+        match key.as_str() {
+            "base" => backoff.base = seconds(v, key)?,
+            "cap" => backoff.cap = seconds(v, key)?,
+            _ => return Err(unknown(key, &["base", "cap"])),
+        }
+    }
+    Ok(backoff)
+}
+
+fn parse_retry_on(value: &Value) -> Result<Vec<u16>, ConfigError> {
+    let items = value.as_array().ok_or_else(|| ConfigError::new("retry_on", format!("must be a list of HTTP statuses, got {}", describe(value))))?;
+    let mut statuses = Vec::with_capacity(items.len());
+    for item in items {
+        let status = integer(item).filter(|s| (100..=599).contains(s)).ok_or_else(|| {
+            ConfigError::new("retry_on", format!("must contain HTTP statuses 100..599, got {}", describe(item)))
+        })?;
+        statuses.push(status as u16);
+    }
+    Ok(statuses)
+}
+
+fn parse_funnel(value: &Value) -> Result<FunnelOptions, ConfigError> {
+    let (mut limit, mut reserve, mut lease) = (None, 0, None);
+    for (key, v) in object(value, "funnel")? {
+        match key.as_str() {
+            "limit" => limit = Some(count(v, key, 1, 4096)?),
+            "reserve" => reserve = count(v, key, 0, 4096)?,
+            "lease" => lease = optional(v, |v| positive_seconds(v, key))?,
+            _ => return Err(unknown(key, &["limit", "reserve", "lease"])),
+        }
+    }
+    let limit = limit.ok_or_else(|| ConfigError::new("limit", "is required"))?;
+    if reserve >= limit {
+        return Err(ConfigError::new("reserve", format!("must be smaller than limit ({limit}), got {reserve}")));
+    }
+    Ok(FunnelOptions { limit, reserve, lease })
+}
+
+fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
+    let mut budget = ClientConfig::default().budget.expect("the default has a budget");
+    for (key, v) in object(value, "budget")? {
+        match key.as_str() {
+            "ratio" => budget.ratio = number(v, key, 0.0, 1000.0)?,
+            "floor" => budget.floor = count(v, key, 0, 1_000_000)?,
+            "window" => budget.window = positive_seconds(v, key)?,
+            _ => return Err(unknown(key, &["ratio", "floor", "window"])),
+        }
+    }
+    Ok(budget)
+}
+
+fn parse_circuit(value: &Value) -> Result<CircuitOptions, ConfigError> {
+    let mut circuit = CircuitOptions { failure_ratio: 0.5, min_calls: 20, window: Duration::from_secs(10), open_for: Duration::from_secs(5) };
+    for (key, v) in object(value, "circuit")? {
+        match key.as_str() {
+            "failure_ratio" => {
+                circuit.failure_ratio = number(v, key, 0.0, 1.0)?;
+                if circuit.failure_ratio == 0.0 {
+                    return Err(ConfigError::new(key.as_str(), "must be greater than 0"));
+                }
+            }
+            "min_calls" => circuit.min_calls = count(v, key, 1, 1_000_000)?,
+            "window" => circuit.window = positive_seconds(v, key)?,
+            "open_for" => circuit.open_for = positive_seconds(v, key)?,
+            _ => return Err(unknown(key, &["failure_ratio", "min_calls", "window", "open_for"])),
+        }
+    }
+    Ok(circuit)
+}
+
+fn parse_backend(value: &Value) -> Result<Backend, ConfigError> {
+    match value.as_str() {
+        Some("shm") => Ok(Backend::Shm),
+        // Never echo a Redis URL: it may hold a password.
+        Some(s) if s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://") => {
+            Err(ConfigError::new("backend", "the Redis backend is not supported yet (it arrives with a later issue); use 'shm'"))
+        }
+        Some(_) => Err(ConfigError::new("backend", "must be 'shm' (or, later, a redis:// URL)")),
+        None => Err(ConfigError::new("backend", format!("must be a string, got {}", describe(value)))),
+    }
+}
+
+/// Default headers: name => string (or number). Values are never echoed in errors.
+pub(crate) fn parse_headers(value: &Value, option: &str) -> Result<Vec<(HeaderName, HeaderValue)>, ConfigError> {
+    let map = match value {
+        Value::Object(map) => map,
+        Value::Array(items) if items.is_empty() => return Ok(Vec::new()), // PHP's [] is a list
+        other => return Err(ConfigError::new(option, format!("must be an array of name => value, got {}", describe(other)))),
+    };
+    let mut headers = Vec::with_capacity(map.len());
+    for (name, v) in map {
+        let header_name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::new(option, format!("{:?} is not a valid header name", truncate(name, 64))))?;
+        let values: Vec<&Value> = match v {
+            Value::Array(list) => list.iter().collect(),
+            single => vec![single],
+        };
+        for value in values {
+            headers.push((header_name.clone(), header_value(value, &format!("{option}.{name}"))?));
+        }
+    }
+    Ok(headers)
+}
+
+pub(crate) fn header_value(value: &Value, option: &str) -> Result<HeaderValue, ConfigError> {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => return Err(ConfigError::new(option, format!("must be a string, got {}", describe(other)))),
+    };
+    HeaderValue::from_str(&text).map_err(|_| ConfigError::new(option, "contains characters not allowed in a header value (control characters or line breaks)"))
+}
+
+pub(crate) fn object<'a>(value: &'a Value, option: &str) -> Result<&'a Map<String, Value>, ConfigError> {
+    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    match value {
+        Value::Object(map) => Ok(map),
+        Value::Array(items) if items.is_empty() => Ok(EMPTY.get_or_init(Map::new)),
+        other => Err(ConfigError::new(option, format!("must be an array of options, got {}", describe(other)))),
+    }
+}
+
+pub(crate) fn unknown(key: &str, known: &[&str]) -> ConfigError {
+    ConfigError::new(truncate(key, 64), format!("unknown option (known: {})", known.join(", ")))
+}
+
+/// A finite, non-negative number within `[min, max]`.
+pub(crate) fn number(value: &Value, option: &str, min: f64, max: f64) -> Result<f64, ConfigError> {
+    let n = match value {
+        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+        Value::String(s) if matches!(s.as_str(), "NAN" | "INF" | "-INF") => {
+            return Err(ConfigError::new(option, format!("must be a finite number, got {s}")))
+        }
+        other => return Err(ConfigError::new(option, format!("must be a number, got {}", describe(other)))),
+    };
+    if !n.is_finite() {
+        return Err(ConfigError::new(option, "must be a finite number"));
+    }
+    if n < min || n > max {
+        return Err(ConfigError::new(option, format!("must be between {min} and {max}, got {n}")));
+    }
+    Ok(n)
+}
+
+/// Seconds ≥ 0 as a `Duration`.
+pub(crate) fn seconds(value: &Value, option: &str) -> Result<Duration, ConfigError> {
+    number(value, option, 0.0, MAX_SECONDS).map(Duration::from_secs_f64)
+}
+
+/// Seconds > 0 (and at least 1 ms) as a `Duration`.
+pub(crate) fn positive_seconds(value: &Value, option: &str) -> Result<Duration, ConfigError> {
+    let d = seconds(value, option)?;
+    if d < Duration::from_millis(1) {
+        return Err(ConfigError::new(option, "must be at least 0.001 seconds"));
+    }
+    Ok(d)
+}
+
+/// An integer in `[min, max]`; an integral float (3.0) is accepted.
+pub(crate) fn count(value: &Value, option: &str, min: u32, max: u32) -> Result<u32, ConfigError> {
+    match integer(value) {
+        Some(n) if n >= min as i64 && n <= max as i64 => Ok(n as u32),
+        Some(n) => Err(ConfigError::new(option, format!("must be an integer between {min} and {max}, got {n}"))),
+        None => Err(ConfigError::new(option, format!("must be an integer, got {}", describe(value)))),
+    }
+}
+
+fn integer(value: &Value) -> Option<i64> {
+    match value {
+        Value::Number(n) => n.as_i64().or_else(|| {
+            let f = n.as_f64()?;
+            (f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+        }),
+        _ => None,
+    }
+}
+
+/// A short description of a value's type for messages (strings are not echoed: secrets).
+pub(crate) fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("{b}"),
+        Value::Number(n) => format!("{n}"),
+        Value::String(s) if matches!(s.as_str(), "NAN" | "INF" | "-INF") => s.clone(),
+        Value::String(_) => "a string".into(),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "an array".into(),
+    }
+}
+
+pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
+    s.chars().take(max_chars).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn err(v: Value) -> String {
+        ClientConfig::from_json(&v).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_design_example_parses() {
+        let c = ClientConfig::from_json(&json!({
+            "base_url": "https://api.shipping.example", "connect_timeout": 0.3, "timeout": 0.3,
+            "deadline": 0.85, "max_attempts": 3, "backoff": {"base": 0.025, "cap": 0.2},
+            "retry_on": [429, 503], "max_retry_after": 30.0,
+            "funnel": {"limit": 10, "reserve": 3, "lease": 5.0},
+            "budget": {"ratio": 0.1, "floor": 5, "window": 60.0},
+            "circuit": {"failure_ratio": 0.5, "min_calls": 20, "window": 10.0, "open_for": 5.0},
+            "backend": "shm", "headers": {"X-Api-Key": "k", "Accept": ["a", "b"]}, "user_agent": "me/1"
+        }))
+        .unwrap();
+        assert_eq!(c.timeout, Duration::from_millis(300));
+        assert_eq!(c.deadline, Some(Duration::from_millis(850)));
+        assert_eq!(c.funnel, Some(FunnelOptions { limit: 10, reserve: 3, lease: Some(Duration::from_secs(5)) }));
+        assert_eq!(c.headers.len(), 3);
+        assert_eq!(c.base_url.unwrap().as_str(), "https://api.shipping.example/");
+        assert_eq!(ClientConfig::from_json(&json!({})).unwrap(), ClientConfig::default());
+        assert_eq!(ClientConfig::from_json(&json!({"budget": false})).unwrap().budget, None);
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        assert_eq!(err(json!({"timout": 1})), "option 'timout': unknown option (known: base_url, connect_timeout, timeout, deadline, max_attempts, backoff, retry_on, max_retry_after, funnel, budget, circuit, backend, headers, user_agent, on_attempt)");
+        assert!(err(json!({"timeout": -1})).starts_with("option 'timeout': must be between 0"));
+        assert!(err(json!({"timeout": "1"})).contains("'timeout': must be a number, got a string"));
+        assert!(err(json!({"timeout": "NAN"})).contains("'timeout': must be a finite number"));
+        assert!(err(json!({"deadline": "INF"})).contains("'deadline': must be a finite number"));
+        assert!(err(json!({"timeout": 0})).contains("'timeout': must be at least"));
+        assert!(err(json!({"max_attempts": 0})).contains("'max_attempts'"));
+        assert!(err(json!({"max_attempts": 2.5})).contains("'max_attempts': must be an integer"));
+        assert!(err(json!({"backoff": {"bsae": 1}})).starts_with("option 'backoff.bsae': unknown"));
+        assert!(err(json!({"backoff": {"base": -0.1}})).starts_with("option 'backoff.base'"));
+        assert!(err(json!({"backoff": {"base": 1, "cap": 0.5}})).starts_with("option 'backoff.cap'"));
+        assert!(err(json!({"retry_on": [429, 700]})).starts_with("option 'retry_on'"));
+        assert!(err(json!({"funnel": {"limit": 3, "reserve": 3}})).starts_with("option 'funnel.reserve'"));
+        assert!(err(json!({"funnel": {"reserve": 1}})).starts_with("option 'funnel.limit': is required"));
+        assert!(err(json!({"budget": {"ratio": -1}})).starts_with("option 'budget.ratio'"));
+        assert!(err(json!({"circuit": {"failure_ratio": 0}})).starts_with("option 'circuit.failure_ratio'"));
+        assert!(err(json!({"base_url": "not a url"})).starts_with("option 'base_url'"));
+        assert!(err(json!({"base_url": "ftp://x"})).starts_with("option 'base_url'"));
+        assert!(err(json!({"headers": {"bad name": "x"}})).starts_with("option 'headers'"));
+        assert!(err(json!("x")).starts_with("option 'options'"));
+    }
+
+    #[test]
+    fn redis_is_not_supported_yet_and_its_url_is_not_echoed() {
+        let e = err(json!({"backend": "redis://:s3cret@127.0.0.1:6379/0"}));
+        assert!(e.contains("not supported yet") && !e.contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn header_values_are_not_echoed() {
+        let e = err(json!({"headers": {"Authorization": "Bearer s3cret\r\nX: y"}}));
+        assert!(e.starts_with("option 'headers.Authorization'") && !e.contains("s3cret"), "{e}");
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let key = prop_oneof![
+            Just("base_url".to_string()), Just("timeout".to_string()), Just("deadline".to_string()),
+            Just("max_attempts".to_string()), Just("backoff".to_string()), Just("base".to_string()),
+            Just("cap".to_string()), Just("retry_on".to_string()), Just("funnel".to_string()),
+            Just("limit".to_string()), Just("reserve".to_string()), Just("lease".to_string()),
+            Just("budget".to_string()), Just("ratio".to_string()), Just("circuit".to_string()),
+            Just("headers".to_string()), Just("backend".to_string()), Just("connect_timeout".to_string()),
+            "\\PC{0,8}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>().prop_map(|f| json!(f)),
+            prop_oneof![Just("NAN".to_string()), Just("INF".to_string()), Just("shm".to_string()), Just("redis://x".to_string()), Just("http://127.0.0.1:1".to_string()), "\\PC{0,12}"].prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((key.clone(), inner), 0..6).prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn random_json_never_panics(v in arb_json()) {
+            let _ = ClientConfig::from_json(&v);
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The retry policy: pure decisions, no I/O, no clock of its own.
+//!
+//! Given what just happened and how much of the deadline is left, the policy says what to do
+//! next; the loop in [`crate::call`] carries it out (mechanism apart from policy, as in tower's
+//! `Policy` and reqwest-retry's strategies). The rules follow seed 000's `ShippingQuoteClient`:
+//!
+//! - before an attempt: stop when the remainder cannot cover a useful attempt
+//!   (`min_useful_attempt`, 50 ms as in the seed, or the attempt timeout when smaller);
+//! - an attempt gets `min(timeout, remaining)`, its connect phase `min(connect_timeout, that)`;
+//! - after a transient outcome: no retry for POST/PATCH without an idempotency key, none past
+//!   `max_attempts`; the wait is the server's `Retry-After` when given (never shortened) or
+//!   full jitter; a `Retry-After` above `max_retry_after` fails at once as *upstream failed*
+//!   (the upstream asked us to stay away longer than we accept), and a wait that leaves no
+//!   room for a useful attempt before the deadline fails at once as *deadline exceeded*,
+//!   without sleeping.
+//!
+//! The retry budget is asked by the loop after the policy says "retry" (so a retry the deadline
+//! would forbid anyway never spends budget).
+
+use std::time::Duration;
+
+use crate::classify::Verdict;
+use crate::error::UnavailableKind;
+use crate::options::ClientConfig;
+
+/// The smallest remainder worth starting an attempt with (seed 000: 50 ms).
+pub const MIN_USEFUL_ATTEMPT: Duration = Duration::from_millis(50);
+
+/// Limits a caller imposes on top of the options, e.g. the web context caps
+/// (`resilient.web_timeout`, `web_connect_timeout`, `web_max_attempts`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Caps {
+    pub timeout: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
+    pub max_attempts: Option<u32>,
+}
+
+/// The numbers the loop runs on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub deadline: Option<Duration>,
+    pub max_attempts: u32,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    pub retry_on: Vec<u16>,
+    pub max_retry_after: Duration,
+}
+
+/// What to do after an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Return the response to the caller.
+    Return,
+    /// Wait `delay`, then try again.
+    Retry { delay: Duration, reason: String },
+    /// Stop: the call is unavailable.
+    GiveUp { kind: UnavailableKind, reason: String },
+}
+
+/// What the policy needs to know about the attempt that just ended.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptFacts {
+    /// 1-based number of the attempt that just ended.
+    pub attempt: u32,
+    pub verdict: Verdict,
+    /// The method may be sent again (idempotent, or an idempotency key is present).
+    pub may_retry: bool,
+    /// The response's `Retry-After`, parsed.
+    pub retry_after: Option<Duration>,
+    /// What is left of the deadline now (`Duration::MAX` without a deadline).
+    pub remaining: Duration,
+}
+
+impl Policy {
+    pub fn from_config(config: &ClientConfig) -> Self {
+        Self {
+            timeout: config.timeout,
+            connect_timeout: config.connect_timeout,
+            deadline: config.deadline,
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff.base,
+            backoff_cap: config.backoff.cap,
+            retry_on: config.retry_on.clone(),
+            max_retry_after: config.max_retry_after,
+        }
+    }
+
+    /// Applies caller caps (each only lowers a value).
+    pub fn capped(mut self, caps: Caps) -> Self {
+        if let Some(t) = caps.timeout {
+            self.timeout = self.timeout.min(t);
+        }
+        if let Some(c) = caps.connect_timeout {
+            self.connect_timeout = self.connect_timeout.min(c);
+        }
+        if let Some(n) = caps.max_attempts {
+            self.max_attempts = self.max_attempts.min(n.max(1));
+        }
+        self
+    }
+
+    /// The smallest remainder worth starting an attempt with.
+    pub fn min_useful_attempt(&self) -> Duration {
+        MIN_USEFUL_ATTEMPT.min(self.timeout)
+    }
+
+    /// The attempt's limits: `(timeout, connect_timeout)` cut to the remainder.
+    pub fn attempt_limits(&self, remaining: Duration) -> (Duration, Duration) {
+        let timeout = self.timeout.min(remaining);
+        (timeout, self.connect_timeout.min(timeout))
+    }
+
+    /// Whether an attempt may start with `remaining` left; the reason when not.
+    pub fn before_attempt(&self, attempt: u32, remaining: Duration) -> Result<(), String> {
+        if remaining < self.min_useful_attempt() {
+            return Err(format!(
+                "deadline exceeded: {} left before attempt {attempt}, less than a useful attempt ({})",
+                fmt_duration(remaining),
+                fmt_duration(self.min_useful_attempt())
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decides what follows an attempt. `jitter` is consulted only when a backoff wait is needed.
+    pub fn after_attempt(&self, facts: AttemptFacts, jitter: &mut dyn Iterator<Item = Duration>) -> Next {
+        let what = match facts.verdict {
+            Verdict::Final => return Next::Return,
+            Verdict::TransientStatus(s) => format!("status {s}"),
+            Verdict::TransientFailure(kind) => format!("{} error", kind.as_str()),
+        };
+        let upstream = |reason: String| Next::GiveUp { kind: UnavailableKind::UpstreamFailed, reason };
+        if !facts.may_retry {
+            return upstream(format!("{what}; not retried: the method is not idempotent and no idempotency_key was given"));
+        }
+        if facts.attempt >= self.max_attempts {
+            return upstream(format!("{what}; max_attempts ({}) reached", self.max_attempts));
+        }
+        let (delay, why) = match facts.retry_after {
+            Some(wait) if wait > self.max_retry_after => {
+                return upstream(format!(
+                    "{what}; Retry-After {} exceeds max_retry_after {}, failing without waiting",
+                    fmt_duration(wait),
+                    fmt_duration(self.max_retry_after)
+                ))
+            }
+            Some(wait) => (wait, format!("Retry-After {}", fmt_duration(wait))),
+            None => {
+                let wait = jitter.next().unwrap_or(Duration::ZERO);
+                (wait, format!("backoff {}", fmt_duration(wait)))
+            }
+        };
+        if facts.remaining == Duration::MAX {
+            return Next::Retry { delay, reason: format!("{what}; retry after {why}") };
+        }
+        let needed = delay.saturating_add(self.min_useful_attempt());
+        if facts.remaining < needed {
+            return Next::GiveUp {
+                kind: UnavailableKind::DeadlineExceeded,
+                reason: format!(
+                    "{what}; deadline exceeded: {why} plus a useful attempt does not fit in the {} left, failing without waiting",
+                    fmt_duration(facts.remaining)
+                ),
+            };
+        }
+        Next::Retry { delay, reason: format!("{what}; retry after {why}") }
+    }
+}
+
+/// `1.5s`, `250ms`, `12µs`; absurdly long waits as `>1y`.
+pub fn fmt_duration(d: Duration) -> String {
+    if d >= Duration::from_secs(365 * 86_400) {
+        ">1y".into()
+    } else if d >= Duration::from_secs(1) {
+        let s = format!("{:.3}", d.as_secs_f64());
+        format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
+    } else if d >= Duration::from_millis(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}µs", d.as_micros())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::FailureKind;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn policy() -> Policy {
+        let mut p = Policy::from_config(&ClientConfig::default());
+        p.timeout = 300 * MS;
+        p.max_attempts = 3;
+        p
+    }
+
+    fn facts(attempt: u32, verdict: Verdict, retry_after: Option<Duration>, remaining: Duration) -> AttemptFacts {
+        AttemptFacts { attempt, verdict, may_retry: true, retry_after, remaining }
+    }
+
+    fn no_jitter() -> std::iter::Repeat<Duration> {
+        std::iter::repeat(10 * MS)
+    }
+
+    #[test]
+    fn final_answers_return() {
+        assert_eq!(policy().after_attempt(facts(1, Verdict::Final, None, 800 * MS), &mut no_jitter()), Next::Return);
+    }
+
+    #[test]
+    fn transient_outcomes_retry_with_jitter_or_retry_after() {
+        let p = policy();
+        let n = p.after_attempt(facts(1, Verdict::TransientStatus(503), None, 800 * MS), &mut no_jitter());
+        assert!(matches!(n, Next::Retry { delay, .. } if delay == 10 * MS), "{n:?}");
+        let n = p.after_attempt(facts(1, Verdict::TransientStatus(429), Some(2000 * MS), Duration::MAX), &mut no_jitter());
+        assert!(matches!(n, Next::Retry { delay, .. } if delay == 2000 * MS), "{n:?}");
+        let n = p.after_attempt(facts(2, Verdict::TransientFailure(FailureKind::Connect), None, 800 * MS), &mut no_jitter());
+        assert!(matches!(n, Next::Retry { .. }), "{n:?}");
+    }
+
+    #[test]
+    fn stops_at_max_attempts_and_for_non_idempotent_methods() {
+        let p = policy();
+        let n = p.after_attempt(facts(3, Verdict::TransientStatus(503), None, 800 * MS), &mut no_jitter());
+        assert!(matches!(n, Next::GiveUp { kind: UnavailableKind::UpstreamFailed, .. }), "{n:?}");
+        let mut f = facts(1, Verdict::TransientStatus(503), None, 800 * MS);
+        f.may_retry = false;
+        assert!(matches!(p.after_attempt(f, &mut no_jitter()), Next::GiveUp { kind: UnavailableKind::UpstreamFailed, .. }));
+    }
+
+    #[test]
+    fn retry_after_beyond_the_remainder_or_the_maximum_fails_at_once() {
+        let p = policy();
+        let n = p.after_attempt(facts(1, Verdict::TransientStatus(429), Some(Duration::from_secs(2)), Duration::from_secs(1)), &mut no_jitter());
+        assert!(matches!(n, Next::GiveUp { kind: UnavailableKind::DeadlineExceeded, .. }), "{n:?}");
+        let n = p.after_attempt(facts(1, Verdict::TransientStatus(429), Some(Duration::MAX), Duration::MAX), &mut no_jitter());
+        assert!(matches!(n, Next::GiveUp { kind: UnavailableKind::UpstreamFailed, ref reason } if reason.contains("max_retry_after")), "{n:?}");
+        // A wait that fits but leaves less than a useful attempt is also refused.
+        let n = p.after_attempt(facts(1, Verdict::TransientStatus(503), Some(960 * MS), Duration::from_secs(1)), &mut no_jitter());
+        assert!(matches!(n, Next::GiveUp { kind: UnavailableKind::DeadlineExceeded, .. }), "{n:?}");
+    }
+
+    #[test]
+    fn limits_are_cut_to_the_remainder_and_caps_only_lower() {
+        let mut p = policy();
+        p.connect_timeout = Duration::from_secs(10);
+        assert_eq!(p.attempt_limits(120 * MS), (120 * MS, 120 * MS));
+        assert_eq!(p.attempt_limits(Duration::MAX), (300 * MS, 300 * MS));
+        let caps = Caps { timeout: Some(Duration::from_secs(10)), connect_timeout: Some(Duration::from_secs(3)), max_attempts: Some(1) };
+        let c = p.clone().capped(caps);
+        assert_eq!((c.timeout, c.connect_timeout, c.max_attempts), (300 * MS, Duration::from_secs(3), 1));
+        assert!(p.before_attempt(1, 49 * MS).is_err());
+        assert!(p.before_attempt(1, 50 * MS).is_ok());
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(fmt_duration(Duration::from_millis(2500)), "2.5s");
+        assert_eq!(fmt_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(fmt_duration(Duration::from_millis(40)), "40ms");
+        assert_eq!(fmt_duration(Duration::MAX), ">1y");
+    }
+}

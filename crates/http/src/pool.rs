@@ -1,0 +1,117 @@
+//! `pool`: many calls under one sliding window, with the seed's batch rule.
+//!
+//! At most `concurrency` calls are in flight; the moment one finishes the next one starts
+//! (a sliding window, not chunks: one slow request never holds back the others). Every call
+//! runs the same loop with the same rules (deadline, funnel per attempt, budget, jitter).
+//!
+//! Batch rule (seed 000): the first attempts of the whole batch run first; when more than half
+//! of them failed transiently the upstream is in trouble, not hiccuping, and the retry round
+//! is skipped for the whole batch (those calls fail as upstream failed). Otherwise the calls
+//! that want a retry continue, again under the sliding window. Results come back in input
+//! order (the caller keys them like its input).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use crate::call::{Call, CallEnv, Progress};
+use crate::error::Unavailable;
+use crate::policy::Policy;
+use crate::request::PreparedRequest;
+use crate::response::Response;
+
+/// One request of a pool.
+#[derive(Clone)]
+pub struct PoolItem {
+    pub request: Arc<PreparedRequest>,
+    pub policy: Arc<Policy>,
+}
+
+/// What the batch rule saw, for diagnostics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchSummary {
+    /// Calls that made a first attempt.
+    pub first_attempts: usize,
+    /// Of those, first attempts that failed transiently.
+    pub first_failed: usize,
+    /// Whether the retry round was skipped.
+    pub retry_round_skipped: bool,
+}
+
+/// Runs `items` with at most `concurrency` in flight. Must run inside a tokio runtime (tasks
+/// are spawned on it). `enclosing_remaining` is an enclosing deadline's remainder at the start.
+pub async fn run_pool(
+    env: CallEnv,
+    items: Vec<PoolItem>,
+    concurrency: usize,
+    enclosing_remaining: Option<Duration>,
+) -> (Vec<Result<Response, Unavailable>>, BatchSummary) {
+    let count = items.len();
+    let concurrency = concurrency.clamp(1, count.max(1));
+    let pool_start = env.clock.monotonic_ns();
+    let mut results: Vec<Option<Result<Response, Unavailable>>> = (0..count).map(|_| None).collect();
+    let mut summary = BatchSummary::default();
+
+    // Round 1: every call up to the point where it would retry.
+    let mut paused: Vec<(usize, Call)> = Vec::new();
+    let mut queue = items.into_iter().enumerate();
+    let mut running = JoinSet::new();
+    loop {
+        while running.len() < concurrency {
+            let Some((index, item)) = queue.next() else { break };
+            let env = env.clone();
+            let enclosing = enclosing_remaining.map(|r| {
+                r.saturating_sub(Duration::from_nanos(env.clock.monotonic_ns().saturating_sub(pool_start)))
+            });
+            running.spawn(async move {
+                let mut call = Call::start(env, item.policy, item.request, enclosing);
+                let progress = call.advance(true).await;
+                (index, call, progress)
+            });
+        }
+        let Some(joined) = running.join_next().await else { break };
+        let (index, call, progress) = joined.expect("pool tasks do not panic");
+        if call.attempts() > 0 {
+            summary.first_attempts += 1;
+            summary.first_failed += usize::from(call.first_attempt_transient());
+        }
+        match progress {
+            Progress::Done(result) => results[index] = Some(result),
+            Progress::RetryPending => paused.push((index, call)),
+        }
+    }
+
+    // The batch rule.
+    if summary.first_failed * 2 > summary.first_attempts {
+        summary.retry_round_skipped = true;
+        let why = format!(
+            "more than half of the batch's first attempts failed ({} of {})",
+            summary.first_failed, summary.first_attempts
+        );
+        for (index, call) in paused {
+            results[index] = Some(Err(call.skip_retry(&why)));
+        }
+    } else {
+        // Round 2: the retries, under the same window.
+        paused.sort_by_key(|(index, _)| *index);
+        let mut queue = paused.into_iter();
+        loop {
+            while running.len() < concurrency {
+                let Some((index, mut call)) = queue.next() else { break };
+                running.spawn(async move {
+                    let progress = call.advance(false).await;
+                    (index, call, progress)
+                });
+            }
+            let Some(joined) = running.join_next().await else { break };
+            let (index, _call, progress) = joined.expect("pool tasks do not panic");
+            match progress {
+                Progress::Done(result) => results[index] = Some(result),
+                Progress::RetryPending => unreachable!("advance(false) runs to the end"),
+            }
+        }
+    }
+    let results = results.into_iter().map(|r| r.expect("every pool item has a result")).collect();
+    (results, summary)
+}

@@ -1,0 +1,291 @@
+//! A request, prepared once and sent identically on every attempt.
+//!
+//! `prepare` joins the path with `base_url` (Laravel style: `rtrim(base, '/') . '/' .
+//! ltrim(path, '/')`; an absolute `http(s)://` path is used as is), appends the `query`
+//! (PHP `http_build_query` shape: lists as `a[0]=x`, maps as `a[k]=x`, `true` as `1`), encodes
+//! the body (`json`, `body` or `form`, at most one), merges default and per-request headers, and
+//! turns `idempotency_key` into an `Idempotency-Key` header. The prepared request is immutable,
+//! so every attempt sends the same bytes and the same key.
+
+use reqwest::header::{HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
+use reqwest::{Method, Url};
+use serde_json::Value;
+
+use crate::error::ConfigError;
+use crate::options::{describe, header_value, object, parse_headers, unknown, ClientConfig};
+
+/// The header that carries the idempotency key.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// A request ready to send, identical on every attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedRequest {
+    pub method: Method,
+    pub url: Url,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Option<Vec<u8>>,
+    /// An `Idempotency-Key` header is present (from `idempotency_key` or given directly).
+    pub has_idempotency_key: bool,
+}
+
+impl PreparedRequest {
+    /// `scheme://host[:port]/path`: no user-info, no query, no fragment. For records and messages.
+    pub fn display_url(&self) -> String {
+        display_url(&self.url)
+    }
+}
+
+/// The URL as records and messages show it: no user-info, query or fragment (secrets live there).
+pub fn display_url(url: &Url) -> String {
+    let mut shown = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
+    if let Some(port) = url.port() {
+        shown.push_str(&format!(":{port}"));
+    }
+    shown.push_str(url.path());
+    shown
+}
+
+/// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
+/// credentials).
+pub fn parse_http_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text.trim()).map_err(|e| format!("is not a valid URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("must be an http:// or https:// URL, got scheme '{}'", crate::options::truncate(url.scheme(), 16)));
+    }
+    if url.host_str().map_or(true, str::is_empty) {
+        return Err("must have a host".into());
+    }
+    Ok(url)
+}
+
+const REQUEST_KEYS: &[&str] = &["query", "json", "body", "form", "headers", "idempotency_key"];
+
+/// Prepares `method path` with per-request `options` (`query`, `json`, `body`, `form`,
+/// `headers`, `idempotency_key`) against the client's configuration.
+pub fn prepare(config: &ClientConfig, method: &str, path: &str, options: &Value) -> Result<PreparedRequest, ConfigError> {
+    let method = parse_method(method)?;
+    let mut url = join_url(config.base_url.as_ref(), path)?;
+    let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    headers.push((USER_AGENT, config.user_agent.clone()));
+    headers.extend(config.headers.iter().cloned());
+
+    let (mut query, mut json, mut body, mut form, mut extra_headers, mut key) = (None, None, None, None, None, None);
+    for (name, value) in object(options, "options")? {
+        match name.as_str() {
+            "query" => query = Some(value),
+            "json" => json = Some(value),
+            "body" => body = Some(value),
+            "form" => form = Some(value),
+            "headers" => extra_headers = Some(value),
+            "idempotency_key" => key = Some(value),
+            _ => return Err(unknown(name, REQUEST_KEYS)),
+        }
+    }
+
+    if let Some(query) = query {
+        let pairs = flatten("query", query)?;
+        if !pairs.is_empty() {
+            let mut serializer = url.query_pairs_mut();
+            for (k, v) in &pairs {
+                serializer.append_pair(k, v);
+            }
+        }
+    }
+
+    let bodies = [json.is_some(), body.is_some(), form.is_some()].iter().filter(|b| **b).count();
+    if bodies > 1 {
+        return Err(ConfigError::new("json", "only one of 'json', 'body' and 'form' may be given"));
+    }
+    let mut payload = None;
+    if let Some(value) = json {
+        payload = Some(serde_json::to_vec(value).map_err(|e| ConfigError::new("json", format!("cannot be encoded: {e}")))?);
+        headers.push((CONTENT_TYPE, HeaderValue::from_static("application/json")));
+    }
+    if let Some(value) = body {
+        payload = Some(match value {
+            Value::String(s) => s.clone().into_bytes(),
+            other => return Err(ConfigError::new("body", format!("must be a string, got {}", describe(other)))),
+        });
+    }
+    if let Some(value) = form {
+        let mut serializer = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in flatten("form", value)? {
+            serializer.append_pair(&k, &v);
+        }
+        payload = Some(serializer.finish().into_bytes());
+        headers.push((CONTENT_TYPE, HeaderValue::from_static("application/x-www-form-urlencoded")));
+    }
+
+    if let Some(value) = extra_headers {
+        // Per-request headers replace defaults of the same name.
+        let extra = parse_headers(value, "headers")?;
+        headers.retain(|(name, _)| !extra.iter().any(|(n, _)| n == name));
+        headers.extend(extra);
+    }
+    if let Some(value) = key {
+        let key = match value {
+            Value::String(s) if !s.trim().is_empty() => header_value(value, "idempotency_key")?,
+            Value::Number(_) => header_value(value, "idempotency_key")?,
+            other => return Err(ConfigError::new("idempotency_key", format!("must be a non-empty string, got {}", describe(other)))),
+        };
+        let name = HeaderName::from_static(IDEMPOTENCY_KEY);
+        headers.retain(|(n, _)| *n != name);
+        headers.push((name, key));
+    }
+    let has_idempotency_key = headers.iter().any(|(n, _)| n.as_str() == IDEMPOTENCY_KEY);
+    Ok(PreparedRequest { method, url, headers, body: payload, has_idempotency_key })
+}
+
+fn parse_method(method: &str) -> Result<Method, ConfigError> {
+    let upper = method.trim().to_ascii_uppercase();
+    if upper.is_empty() || upper == "CONNECT" {
+        return Err(ConfigError::new("method", "must be an HTTP method such as GET or POST"));
+    }
+    Method::from_bytes(upper.as_bytes()).map_err(|_| ConfigError::new("method", "is not a valid HTTP method"))
+}
+
+/// Joins a path with the base URL, or parses an absolute URL.
+pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
+    let path = path.trim();
+    let lower = path.get(..8).unwrap_or(path).to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return parse_http_url(path).map_err(|p| ConfigError::new("url", p));
+    }
+    if path.contains("://") {
+        return Err(ConfigError::new("url", "must be a path or an http:// or https:// URL"));
+    }
+    let base = base.ok_or_else(|| ConfigError::new("url", "is a relative path but the client has no 'base_url'"))?;
+    let mut joined = base.as_str().split(['?', '#']).next().unwrap_or("").trim_end_matches('/').to_string();
+    if !path.is_empty() {
+        joined.push('/');
+        joined.push_str(path.trim_start_matches('/'));
+    }
+    let url = parse_http_url(&joined).map_err(|p| ConfigError::new("url", p))?;
+    // Keep the base URL's own query (e.g. an API version) in front of the path's.
+    match (base.query(), url.query()) {
+        (Some(bq), Some(pq)) => {
+            let mut merged = url.clone();
+            merged.set_query(Some(&format!("{bq}&{pq}")));
+            Ok(merged)
+        }
+        (Some(bq), None) => {
+            let mut merged = url.clone();
+            merged.set_query(Some(bq));
+            Ok(merged)
+        }
+        _ => Ok(url),
+    }
+}
+
+/// Flattens a PHP-shaped array into `http_build_query` pairs.
+fn flatten(option: &str, value: &Value) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut pairs = Vec::new();
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                flatten_into(option, k.clone(), v, &mut pairs, 0)?;
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                flatten_into(option, i.to_string(), v, &mut pairs, 0)?;
+            }
+        }
+        Value::Null => {}
+        other => return Err(ConfigError::new(option, format!("must be an array of name => value, got {}", describe(other)))),
+    }
+    Ok(pairs)
+}
+
+fn flatten_into(option: &str, key: String, value: &Value, pairs: &mut Vec<(String, String)>, depth: usize) -> Result<(), ConfigError> {
+    if depth > 16 {
+        return Err(ConfigError::new(option, "is nested too deeply"));
+    }
+    match value {
+        Value::Null => {}
+        Value::Bool(b) => pairs.push((key, if *b { "1" } else { "0" }.into())),
+        Value::Number(n) => pairs.push((key, n.to_string())),
+        Value::String(s) => pairs.push((key, s.clone())),
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                flatten_into(option, format!("{key}[{i}]"), v, pairs, depth + 1)?;
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                flatten_into(option, format!("{key}[{k}]"), v, pairs, depth + 1)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config(base: &str) -> ClientConfig {
+        ClientConfig::from_json(&json!({"base_url": base, "headers": {"X-Default": "d", "Accept": "text/plain"}})).unwrap()
+    }
+
+    fn header<'a>(r: &'a PreparedRequest, name: &str) -> Vec<&'a str> {
+        r.headers.iter().filter(|(n, _)| n.as_str() == name).map(|(_, v)| v.to_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn joins_base_and_path_and_appends_the_query() {
+        let c = config("http://127.0.0.1:8080/api/");
+        let r = prepare(&c, "get", "/quote", &json!({"query": {"postcode": "10110", "a b": "x&y", "l": [1, 2], "t": true, "n": null}})).unwrap();
+        assert_eq!(r.method, Method::GET);
+        assert_eq!(r.url.as_str(), "http://127.0.0.1:8080/api/quote?postcode=10110&a+b=x%26y&l%5B0%5D=1&l%5B1%5D=2&t=1");
+        assert_eq!(r.display_url(), "http://127.0.0.1:8080/api/quote");
+        assert_eq!(prepare(&c, "GET", "quote?x=1", &json!({"query": {"y": 2}})).unwrap().url.query(), Some("x=1&y=2"));
+        assert_eq!(prepare(&c, "GET", "https://other.example/p", &json!({})).unwrap().url.as_str(), "https://other.example/p");
+        let c2 = config("http://h/v1?key=abc");
+        assert_eq!(prepare(&c2, "GET", "/x", &json!([])).unwrap().url.as_str(), "http://h/v1/x?key=abc");
+    }
+
+    #[test]
+    fn display_url_drops_credentials_and_query() {
+        let c = config("http://user:pw@127.0.0.1:9/");
+        let r = prepare(&c, "GET", "/p", &json!({"query": {"token": "s3cret"}})).unwrap();
+        assert_eq!(r.display_url(), "http://127.0.0.1:9/p");
+    }
+
+    #[test]
+    fn malformed_urls_are_rejected_clearly() {
+        let c = ClientConfig::default();
+        for (path, expect) in [
+            ("/relative", "no 'base_url'"),
+            ("http://", "not a valid URL"),
+            ("http://exa mple.com/", "not a valid URL"),
+            ("ftp://x/y", "http:// or https://"),
+            ("http://[::1", "not a valid URL"),
+        ] {
+            let e = prepare(&c, "GET", path, &json!({})).unwrap_err().to_string();
+            assert!(e.starts_with("option 'url'") && e.contains(expect), "{path}: {e}");
+        }
+        assert!(prepare(&c, "GE T", "http://h/", &json!({})).unwrap_err().to_string().starts_with("option 'method'"));
+    }
+
+    #[test]
+    fn bodies_headers_and_the_idempotency_key() {
+        let c = config("http://h");
+        let r = prepare(&c, "POST", "/q", &json!({"json": {"sku": 1}, "headers": {"accept": "application/json"}, "idempotency_key": "k-1"})).unwrap();
+        assert_eq!(r.body.as_deref(), Some(br#"{"sku":1}"#.as_slice()));
+        assert_eq!(header(&r, "content-type"), ["application/json"]);
+        assert_eq!(header(&r, "accept"), ["application/json"]);
+        assert_eq!(header(&r, "x-default"), ["d"]);
+        assert_eq!(header(&r, "idempotency-key"), ["k-1"]);
+        assert!(r.has_idempotency_key);
+        let f = prepare(&c, "PUT", "/q", &json!({"form": {"a": "1 2", "b": [3]}})).unwrap();
+        assert_eq!(f.body.as_deref(), Some(b"a=1+2&b%5B0%5D=3".as_slice()));
+        assert!(!f.has_idempotency_key);
+        let raw = prepare(&c, "POST", "/q", &json!({"body": "raw", "headers": {"Idempotency-Key": "given"}})).unwrap();
+        assert!(raw.has_idempotency_key);
+        assert!(prepare(&c, "POST", "/q", &json!({"json": {}, "body": "x"})).is_err());
+        assert!(prepare(&c, "POST", "/q", &json!({"idempotency_key": ""})).unwrap_err().to_string().starts_with("option 'idempotency_key'"));
+        assert!(prepare(&c, "POST", "/q", &json!({"jsn": {}})).unwrap_err().to_string().starts_with("option 'jsn': unknown"));
+    }
+}

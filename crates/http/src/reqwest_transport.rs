@@ -1,0 +1,130 @@
+//! The production transport: reqwest (rustls) on the process's tokio runtime.
+//!
+//! - One set of clients per process, kept alive between calls, so connections are reused
+//!   (keep-alive) within a process. Never created before it is needed (FPM forks after MINIT).
+//! - reqwest's connect timeout is a client setting, so clients are cached by connect timeout in
+//!   milliseconds (a handful of distinct values per process in practice; the cache is bounded).
+//!   The per-attempt connect limit is `min(connect_timeout, attempt timeout)`: the cached
+//!   client bounds the connect phase by the configured value and the request timeout, which
+//!   covers connect + send + body, bounds it by the attempt timeout.
+//! - No redirects are followed (a 3xx is the caller's answer) and reqwest's own retry policy
+//!   is off (`retry::never()`), so the attempt loop stays the single retry owner. (hyper's pool
+//!   may resend a request whose pooled connection turned out closed *before the request was
+//!   written*; such a request never reached the upstream.)
+//! - Errors are reported without the URL (`without_url`), so query secrets cannot leak.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+
+use crate::clock::BoxFuture;
+use crate::request::PreparedRequest;
+use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
+
+/// Distinct connect timeouts kept; beyond this the least recently added client is dropped.
+const MAX_CLIENTS: usize = 16;
+/// Grace over the request timeout before the outer safety timer fires.
+const SAFETY_GRACE: Duration = Duration::from_millis(20);
+
+/// reqwest clients keyed by connect timeout.
+#[derive(Default)]
+pub struct ReqwestTransport {
+    clients: Mutex<Vec<(u64, reqwest::Client)>>,
+}
+
+impl ReqwestTransport {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The client for a connect timeout (created on first use).
+    pub fn client(&self, connect_timeout: Duration) -> Result<reqwest::Client, TransportError> {
+        let key = connect_timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
+            return Ok(client.clone());
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(key))
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| TransportError::new(FailureKind::Other, format!("cannot build the HTTP client: {}", e.without_url())))?;
+        if clients.len() >= MAX_CLIENTS {
+            clients.remove(0);
+        }
+        clients.push((key, client.clone()));
+        Ok(client)
+    }
+}
+
+impl Transport for ReqwestTransport {
+    fn send(&self, request: &PreparedRequest, limits: AttemptLimits) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
+        let client = match self.client(limits.connect_timeout) {
+            Ok(client) => client,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        let mut headers = HeaderMap::with_capacity(request.headers.len());
+        for (name, value) in &request.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        let mut builder = client.request(request.method.clone(), request.url.clone()).headers(headers).timeout(limits.timeout);
+        if let Some(body) = &request.body {
+            builder = builder.body(body.clone());
+        }
+        let timeout = limits.timeout;
+        Box::pin(async move {
+            let exchange = async move {
+                let response = builder.send().await.map_err(map_error)?;
+                let status = response.status().as_u16();
+                let headers = response
+                    .headers()
+                    .iter()
+                    .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                    .collect();
+                let body = response.bytes().await.map_err(map_error)?.to_vec();
+                Ok(RawResponse { status, headers, body })
+            };
+            // reqwest enforces `timeout` itself; this outer timer only guards against a stall
+            // it would not see, so the deadline holds whatever happens.
+            match tokio::time::timeout(timeout.saturating_add(SAFETY_GRACE), exchange).await {
+                Ok(result) => result,
+                Err(_) => Err(TransportError::new(FailureKind::Timeout, "the attempt timed out")),
+            }
+        })
+    }
+}
+
+/// Maps a reqwest error to a failure kind and a URL-free detail.
+fn map_error(error: reqwest::Error) -> TransportError {
+    let kind = if error.is_timeout() {
+        FailureKind::Timeout
+    } else if error.is_connect() {
+        FailureKind::Connect
+    } else if error.is_body() || error.is_decode() {
+        FailureKind::Body
+    } else if error.is_request() {
+        FailureKind::Closed
+    } else {
+        FailureKind::Other
+    };
+    // The innermost cause says most ("connection refused", "connection closed before message
+    // completed"); none of the causes carry the URL.
+    let error = error.without_url();
+    let mut detail = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    let mut innermost = None;
+    while let Some(cause) = source {
+        innermost = Some(cause.to_string());
+        source = cause.source();
+    }
+    if let Some(cause) = innermost {
+        if !detail.contains(&cause) {
+            detail = format!("{detail}: {cause}");
+        }
+    }
+    TransportError::new(kind, detail)
+}

@@ -1,0 +1,100 @@
+//! The answer a call returns: the final upstream response plus what it cost to get it.
+
+use std::time::Duration;
+
+use crate::transport::RawResponse;
+
+/// A final upstream response (any status the loop does not retry), with the attempt count and
+/// the elapsed time of the whole call (all attempts and sleeps).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    attempts: u32,
+    elapsed: Duration,
+}
+
+impl Response {
+    pub fn new(raw: RawResponse, attempts: u32, elapsed: Duration) -> Self {
+        Self { status: raw.status, headers: raw.headers, body: raw.body, attempts, elapsed }
+    }
+
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// 2xx.
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// All values of a header (case-insensitive name), in arrival order.
+    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// A header's values joined with ", " (as PSR-7 `getHeaderLine` and Laravel's `header()`),
+    /// or `None` when absent.
+    pub fn header(&self, name: &str) -> Option<String> {
+        let values: Vec<&str> = self.header_values(name).collect();
+        (!values.is_empty()).then(|| values.join(", "))
+    }
+
+    /// Every header as (lower-case name, value), a name repeated per value, in arrival order.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    /// Headers grouped by name, names in first-seen order: name => [values].
+    pub fn headers_grouped(&self) -> Vec<(String, Vec<String>)> {
+        let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
+        for (name, value) in &self.headers {
+            match grouped.iter_mut().find(|(n, _)| n == name) {
+                Some((_, values)) => values.push(value.clone()),
+                None => grouped.push((name.clone(), vec![value.clone()])),
+            }
+        }
+        grouped
+    }
+
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The body decoded as JSON.
+    pub fn json(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_slice(&self.body)
+    }
+
+    /// Attempts made by the call, the first one included.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Time from the call's start to this answer, sleeps included.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_multi_valued_and_case_insensitive() {
+        let raw = RawResponse {
+            status: 200,
+            headers: vec![("set-cookie".into(), "a=1".into()), ("x-n".into(), "1".into()), ("set-cookie".into(), "b=2".into())],
+            body: br#"{"x":1}"#.to_vec(),
+        };
+        let r = Response::new(raw, 2, Duration::from_millis(5));
+        assert_eq!(r.header("Set-Cookie").as_deref(), Some("a=1, b=2"));
+        assert_eq!(r.header("missing"), None);
+        assert_eq!(r.headers_grouped()[0], ("set-cookie".to_string(), vec!["a=1".to_string(), "b=2".to_string()]));
+        assert_eq!(r.json().unwrap()["x"], 1);
+        assert!(r.ok());
+        assert_eq!((r.attempts(), r.elapsed()), (2, Duration::from_millis(5)));
+    }
+}

@@ -1,0 +1,109 @@
+//! Per-process I/O: a tokio current-thread runtime and the reqwest transport, created lazily.
+//!
+//! PHP-FPM runs MINIT in the master and then forks; tokio does not survive a fork and a
+//! connection pool must not be shared between processes. So nothing is created before the
+//! first call, and everything is keyed by the pid: a process that finds a runtime made by
+//! another pid (a child of `pcntl_fork`, or an FPM worker forked after the master somehow made
+//! one) creates its own and *leaks* the inherited one: dropping it would touch the parent's
+//! threads and sockets (shared file descriptors: closing or shutting down a TLS stream would
+//! break the parent's connections).
+//!
+//! The runtime is current-thread: it runs on the PHP thread, only while a call blocks in
+//! [`ProcessIo::drive`]. `drive` returns to the caller between polls whenever an attempt record
+//! arrives, so PHP code (`on_attempt`) runs *outside* the runtime: it may throw, or even make
+//! another call on the same runtime, without re-entering tokio.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::attempt::AttemptRecord;
+use crate::reqwest_transport::ReqwestTransport;
+
+/// This process's runtime and transport.
+pub struct ProcessIo {
+    pid: u32,
+    runtime: tokio::runtime::Runtime,
+    transport: Arc<ReqwestTransport>,
+}
+
+static CURRENT: Mutex<Option<&'static ProcessIo>> = Mutex::new(None);
+
+/// This process's I/O, created on first use (and again, fresh, in a forked child).
+pub fn process_io() -> Result<&'static ProcessIo, String> {
+    let pid = std::process::id();
+    let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(io) = *current {
+        if io.pid == pid {
+            return Ok(io);
+        }
+        // Inherited across fork: leave it untouched (leaked), never drop it.
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the I/O runtime: {e}"))?;
+    let io: &'static ProcessIo = Box::leak(Box::new(ProcessIo { pid, runtime, transport: Arc::new(ReqwestTransport::new()) }));
+    *current = Some(io);
+    Ok(io)
+}
+
+/// One step of [`ProcessIo::drive`].
+enum Step<T> {
+    Event(AttemptRecord),
+    Done(T),
+}
+
+impl ProcessIo {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The process's transport (keep-alive connections live here).
+    pub fn transport(&self) -> Arc<ReqwestTransport> {
+        self.transport.clone()
+    }
+
+    /// Runs a future to completion on this process's runtime.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// Runs `future`, handing each attempt record from `events` to `on_event` as soon as it
+    /// arrives, outside the runtime. `on_event` returning `false` cancels the call: the future
+    /// is dropped (funnel slots are released by drop) and `None` is returned. Records still
+    /// queued when the future completes are delivered before returning.
+    pub fn drive<F: Future>(
+        &self,
+        future: F,
+        mut events: UnboundedReceiver<AttemptRecord>,
+        mut on_event: impl FnMut(AttemptRecord) -> bool,
+    ) -> Option<F::Output> {
+        let mut future = std::pin::pin!(future);
+        loop {
+            let step = self.runtime.block_on(async {
+                tokio::select! {
+                    biased;
+                    Some(record) = events.recv() => Step::Event(record),
+                    output = &mut future => Step::Done(output),
+                }
+            });
+            match step {
+                Step::Event(record) => {
+                    if !on_event(record) {
+                        return None;
+                    }
+                }
+                Step::Done(output) => {
+                    while let Ok(record) = events.try_recv() {
+                        if !on_event(record) {
+                            break;
+                        }
+                    }
+                    return Some(output);
+                }
+            }
+        }
+    }
+}

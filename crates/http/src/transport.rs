@@ -1,0 +1,82 @@
+//! The transport: sends one attempt, nothing more.
+//!
+//! A transport never retries, never follows redirects into retries and never decides anything:
+//! it sends the prepared request within the given limits and reports either the upstream's
+//! answer (any status) or a failure with a kind. The attempt loop owns every decision. The trait
+//! lets the loop run over reqwest in production and over a scripted fake in tests.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::clock::BoxFuture;
+use crate::request::PreparedRequest;
+
+/// Time limits of one attempt, already cut to the deadline's remainder by the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptLimits {
+    /// Whole attempt: connect, send, and reading the full body.
+    pub timeout: Duration,
+    /// Connection set-up (DNS, TCP, TLS); never more than `timeout`.
+    pub connect_timeout: Duration,
+}
+
+/// An upstream answer as the transport received it, body read in full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawResponse {
+    pub status: u16,
+    /// In arrival order; a name may repeat (multi-valued headers). Names are lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Why an attempt got no answer. Every kind is transient for the classifier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// The attempt timeout (or the deadline's remainder) ran out.
+    Timeout,
+    /// No connection could be made (refused, unreachable, DNS, TLS, connect timeout).
+    Connect,
+    /// The connection closed or reset before a complete response arrived.
+    Closed,
+    /// The response body could not be read completely.
+    Body,
+    /// Anything else the transport could not classify.
+    Other,
+}
+
+impl FailureKind {
+    /// The name used in attempt records and messages: `timeout`, `connect`, `closed`, `body`, `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::Connect => "connect",
+            FailureKind::Closed => "closed",
+            FailureKind::Body => "body",
+            FailureKind::Other => "other",
+        }
+    }
+}
+
+/// A failed attempt: the kind plus a detail that never contains the URL, headers or body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportError {
+    pub kind: FailureKind,
+    pub detail: String,
+}
+
+impl TransportError {
+    pub fn new(kind: FailureKind, detail: impl Into<String>) -> Self {
+        Self { kind, detail: detail.into() }
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} error: {}", self.kind.as_str(), self.detail)
+    }
+}
+
+/// Sends one attempt. Implementations must honour `limits` and must not retry.
+pub trait Transport: Send + Sync {
+    fn send(&self, request: &PreparedRequest, limits: AttemptLimits) -> BoxFuture<'static, Result<RawResponse, TransportError>>;
+}

@@ -1,0 +1,52 @@
+//! Fork safety: after the parent used its runtime and kept a connection alive, a forked child
+//! gets its own runtime and client (keyed by pid), its calls work, and neither process hangs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use resilient_http::runtime::process_io;
+use resilient_http::{Caps, CallEnv, ClientConfig, HttpClient, SystemClock, TokioSleeper};
+use resilient_upstream::Upstream;
+use serde_json::json;
+
+fn get(base: &str) -> Result<u16, String> {
+    let io = process_io()?;
+    let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), io.transport());
+    let config = ClientConfig::from_json(&json!({"base_url": base, "deadline": 3})).map_err(|e| e.to_string())?;
+    let c = HttpClient::new(config, Caps::default(), env);
+    let req = c.prepare("GET", "/ping", &json!({})).map_err(|e| e.to_string())?;
+    io.block_on(c.call(c.env().clone(), req, None)).map(|r| r.status()).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_forked_child_gets_its_own_runtime_and_both_keep_working() {
+    let up = Upstream::start().unwrap();
+    let base = up.key_url("fork");
+    assert_eq!(get(&base), Ok(200));
+    let parent_pid = process_io().unwrap().pid();
+
+    // SAFETY: the child only makes one call with a fresh runtime and leaves with _exit.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0);
+    if child == 0 {
+        let ok = process_io().map(|io| io.pid() != parent_pid).unwrap_or(false) && get(&base) == Ok(200) && get(&base) == Ok(200);
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let started = Instant::now();
+    let mut status = 0;
+    loop {
+        let r = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
+        if r == child {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            unsafe { libc::kill(child, libc::SIGKILL) };
+            panic!("the child hung");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    // The parent's runtime and its kept-alive connection still work.
+    assert_eq!(process_io().unwrap().pid(), parent_pid);
+    assert_eq!(get(&base), Ok(200));
+}

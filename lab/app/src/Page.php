@@ -1,0 +1,48 @@
+<?php
+declare(strict_types=1);
+
+/** The page's settings (from the FPM pool env the runner writes) and its three possible answers. */
+final class Page
+{
+    /** Shown when there is no live quote: clearly an estimate, never 0 (seed 000). */
+    private const ESTIMATE = ['price_thb' => 60, 'is_estimate' => true];
+
+    public static function upstreamUrl(): string
+    {
+        return (string) getenv('LAB_UPSTREAM_URL');
+    }
+
+    public static function deadlineMs(): int
+    {
+        return (int) (getenv('LAB_DEADLINE_MS') ?: 850);
+    }
+
+    public static function live(string $variant, mixed $quote, int $started): void
+    {
+        self::send(200, ['status' => 'live', 'variant' => $variant, 'quote' => $quote, 'ms' => self::ms($started)]);
+    }
+
+    public static function fallback(string $variant, string $reason, int $started): void
+    {
+        self::send(200, ['status' => 'fallback', 'variant' => $variant, 'reason' => $reason,
+            'estimate' => self::ESTIMATE, 'ms' => self::ms($started)]);
+    }
+
+    public static function error(string $variant, Throwable $e, int $started): void
+    {
+        error_log('lab checkout error: '.get_class($e).': '.$e->getMessage());
+        self::send(500, ['status' => 'error', 'variant' => $variant, 'class' => get_class($e), 'ms' => self::ms($started)]);
+    }
+
+    private static function ms(int $started): float
+    {
+        return round((hrtime(true) - $started) / 1e6, 2);
+    }
+
+    private static function send(int $code, array $body): void
+    {
+        http_response_code($code);
+        header('Content-Type: application/json');
+        echo json_encode($body);
+    }
+}

@@ -1,0 +1,46 @@
+<?php
+declare(strict_types=1);
+
+/**
+ * The extension's client with the seed's policy: deadline 0.85 s, 0.3 s per attempt, 3 attempts,
+ * full jitter 25..200 ms, a host-wide funnel of 4 and a retry budget (10 %, floor 5), both in
+ * shared memory. Needs ini resilient.web_max_attempts=3 (set by the lab's pool config), since the
+ * web default allows no retry.
+ */
+final class ResilientQuoteClient
+{
+    public function __construct(private string $url, private int $deadlineMs) {}
+
+    public function quote(string $postcode): array
+    {
+        $parts = parse_url($this->url);
+        $client = new Resilient\Client('shipping', [
+            'base_url' => $parts['scheme'].'://'.$parts['host'].':'.$parts['port'],
+            'connect_timeout' => 0.3,
+            'timeout' => 0.3,
+            'deadline' => $this->deadlineMs / 1000,
+            'max_attempts' => 3,
+            'backoff' => ['base' => 0.025, 'cap' => 0.2],
+            'funnel' => ['limit' => 4, 'reserve' => 0, 'lease' => 5.0],
+            'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
+            'backend' => 'shm',
+        ]);
+        try {
+            $response = $client->get($parts['path'], ['postcode' => $postcode]);
+        } catch (Resilient\FunnelFull $e) {
+            throw new QuoteUnavailable('funnel_full', $e->getMessage(), $e);
+        } catch (Resilient\BudgetExhausted $e) {
+            throw new QuoteUnavailable('budget', $e->getMessage(), $e);
+        } catch (Resilient\DeadlineExceeded $e) {
+            throw new QuoteUnavailable('deadline', $e->getMessage(), $e);
+        } catch (Resilient\CircuitOpen $e) {
+            throw new QuoteUnavailable('circuit', $e->getMessage(), $e);
+        } catch (Resilient\UpstreamFailed $e) {
+            throw new QuoteUnavailable('upstream', $e->getMessage(), $e);
+        }
+        if (! $response->ok()) {
+            throw new UnexpectedValueException('upstream answered HTTP '.$response->status());
+        }
+        return $response->json();
+    }
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The retry-storm lab (`make lab`): installs what is missing, builds, runs the experiment
+# (naive, laravel, resilient side by side) and leaves lab/out/report.md + lab/out/timelines.png.
+#
+#   bash lab/run.sh                  full run (3 × 20 s phases per variant, ≈ 4 min)
+#   bash lab/run.sh --quick --check  CI: 5 s phases, exit non-zero unless the robust properties hold
+#   bash lab/run.sh --help           every knob (rate, capacity, latencies, phases, workers, deadline)
+#
+# Every process the lab starts (upstream simulator, redis-server, php-fpm, nginx) is a child of
+# resilient-lab, which stops them on exit, error or signal; this script also runs the lab in its
+# own process group and kills that whole group on exit, Ctrl-C or failure as a last resort.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export PATH="$HOME/.cargo/bin:$PATH"
+
+for a in "$@"; do
+    if [ "$a" = "-h" ] || [ "$a" = "--help" ]; then
+        [ -x target/release/resilient-lab ] && exec target/release/resilient-lab --help
+        sed -n '2,12p' "$0"; exit 0
+    fi
+done
+
+# --- dependencies -------------------------------------------------------------------------
+# The project's list (PHP, php-fpm, nginx, redis, Laravel 8, Guzzle, Rust) ...
+if [ -x .ci/deps.sh ]; then
+    .ci/deps.sh
+fi
+# ... plus what the lab alone needs: fontconfig/freetype for plotters' text, a font, curl ext.
+lab_packages=(php8.2-fpm php8.2-curl php8.2-redis php8.2-mbstring nginx redis-server
+              php-laravel-framework php-guzzlehttp-guzzle libfontconfig1-dev libfreetype-dev
+              fonts-dejavu-core pkg-config)
+missing=()
+for p in "${lab_packages[@]}"; do
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" = installed ] || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "lab: missing Debian packages: ${missing[*]} (run as root or install them)" >&2
+        exit 1
+    fi
+    echo "lab: installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# --- build ----------------------------------------------------------------------------------
+cargo build --release -p resilient-lab -p resilient-upstream
+# The extension: without it the resilient variant is reported as not run (the others still run).
+if ! cargo build --release -p resilient; then
+    echo "lab: WARNING: the extension did not build; the resilient variant will be skipped" >&2
+fi
+
+# --- run --------------------------------------------------------------------------------------
+lab_pid=""
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ -n "$lab_pid" ] && kill -0 "$lab_pid" 2>/dev/null; then
+        kill -TERM -- "-$lab_pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do
+            kill -0 "$lab_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+    fi
+    # Whatever is left of the lab's process group (children of a killed lab), for sure.
+    [ -n "$lab_pid" ] && kill -KILL -- "-$lab_pid" 2>/dev/null || true
+    [ -n "$lab_pid" ] && rm -f /dev/shm/resilient-lab-"$lab_pid"-*.shm
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "lab: interrupted" >&2; exit 130' INT TERM
+
+set -m   # the lab gets its own process group, so cleanup can kill the whole group
+target/release/resilient-lab --root "$root" "$@" &
+lab_pid=$!
+set +m
+set +e
+wait "$lab_pid"
+rc=$?
+set -e
+exit "$rc"

@@ -1,0 +1,337 @@
+//! From raw records to the report's figures: per phase (by send time for requests, by arrival
+//! time for upstream attempts) and as timelines in fixed bins.
+//!
+//! Definitions (also printed in the report):
+//! - goodput: /checkout answered `live` within `good_within_s` (1 s: the seed's 900 ms page budget
+//!   plus slack), per second of the phase;
+//! - amplification: upstream attempts arriving in the phase / /checkout requests sent in it;
+//! - recovery: from the upstream's switch back to normal until the first instant t from which the
+//!   requests sent in [t, t+2 s) got ≥ 95 % goodput;
+//! - FPM out of idle workers: a sample saw 0 idle workers, or FPM's own "max active processes"
+//!   reached pm.max_children.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::experiment::{is_good, VariantRun};
+use crate::loadgen::{Outcome, Record};
+use crate::params::{Params, PHASES};
+
+/// Bin width of the timelines, seconds.
+pub const BIN_S: f64 = 0.5;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PhaseStats {
+    pub phase: String,
+    pub from_s: f64,
+    pub to_s: f64,
+    pub offered_rps: f64,
+    pub achieved_rps: f64,
+    /// 99th percentile of (sent − scheduled): how late the generator sent.
+    pub send_lag_p99_ms: f64,
+    pub sent: u64,
+    pub goodput_rps: f64,
+    pub good: u64,
+    /// Live, but slower than good_within_s.
+    pub live_late: u64,
+    pub fallback: u64,
+    pub fallback_rps: f64,
+    pub fallback_by_reason: BTreeMap<String, u64>,
+    pub errors: u64,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    pub upstream_attempts: u64,
+    pub amplification: f64,
+    pub upstream_max_in_service: u32,
+    pub upstream_max_queue: u32,
+    pub live_p50_ms: Option<f64>,
+    pub live_p99_ms: Option<f64>,
+    pub fallback_p50_ms: Option<f64>,
+    pub fallback_p99_ms: Option<f64>,
+    pub health_sent: u64,
+    pub health_ok: u64,
+    pub health_p99_ms: Option<f64>,
+    pub fpm_busy_max: Option<u32>,
+    pub fpm_idle_min: Option<u32>,
+    pub fpm_listen_queue_max: Option<u32>,
+    pub fpm_out_of_idle: bool,
+    /// Only for the last phase; None there means it never recovered.
+    pub recovery_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Bin {
+    pub t_s: f64,
+    pub offered_rps: f64,
+    pub goodput_rps: f64,
+    pub fallback_rps: f64,
+    pub error_rps: f64,
+    pub upstream_attempts_rps: f64,
+    pub upstream_in_service_max: u32,
+    pub upstream_queue_max: u32,
+    /// In service + queued: everything inside the upstream.
+    pub upstream_in_flight_max: u32,
+    pub health_p99_ms: Option<f64>,
+    pub fpm_busy_max: Option<u32>,
+    pub fpm_listen_queue_max: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VariantSummary {
+    pub name: String,
+    pub skipped: Option<String>,
+    pub warmup: String,
+    pub phases: Vec<PhaseStats>,
+    pub recovery_s: Option<f64>,
+    pub fpm_max_active_whole_run: Option<u32>,
+    pub fpm_max_listen_queue_whole_run: Option<u32>,
+    pub fpm_out_of_idle_whole_run: bool,
+    #[serde(skip)]
+    pub bins: Vec<Bin>,
+}
+
+pub fn percentile(v: &mut [f64], q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+/// Upstream levels over time from the attempt rows: (time, in_service, queued) after each event.
+fn upstream_levels(run: &VariantRun) -> Vec<(f64, u32, u32)> {
+    // kind order at equal times: end, start, arrival (no peak that never existed).
+    let mut ev: Vec<(f64, u8)> = Vec::with_capacity(run.attempts.len() * 3);
+    for a in &run.attempts {
+        ev.push((a.arrival_s, 2));
+        if let Some(s) = a.start_s {
+            ev.push((s, 1));
+        }
+        if let Some(e) = a.end_s {
+            ev.push((e, 0));
+        }
+    }
+    ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut q, mut s) = (0i64, 0i64);
+    ev.iter()
+        .map(|&(t, k)| {
+            match k {
+                2 => q += 1,
+                1 => {
+                    q -= 1;
+                    s += 1
+                }
+                _ => s -= 1,
+            }
+            (t, s.max(0) as u32, q.max(0) as u32)
+        })
+        .collect()
+}
+
+fn max_level_in(levels: &[(f64, u32, u32)], from: f64, to: f64) -> (u32, u32) {
+    // The level at `from` is the one set by the last event before it.
+    let start = levels.partition_point(|l| l.0 < from);
+    let mut m = if start > 0 { (levels[start - 1].1, levels[start - 1].2) } else { (0, 0) };
+    for l in levels[start..].iter().take_while(|l| l.0 < to) {
+        m = (m.0.max(l.1), m.1.max(l.2));
+    }
+    m
+}
+
+fn in_window<'a>(rs: impl Iterator<Item = &'a Record>, from: f64, to: f64) -> Vec<&'a Record> {
+    rs.filter(|r| r.sent_s >= from && r.sent_s < to).collect()
+}
+
+pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
+    let mut s = VariantSummary { name: run.name.clone(), skipped: run.skipped.clone(), warmup: run.warmup.clone(), ..Default::default() };
+    if run.skipped.is_some() {
+        return s;
+    }
+    let levels = upstream_levels(run);
+    let heal_s = run.switches_s.get(1).copied().unwrap_or(2.0 * p.phase_secs);
+    for (i, name) in PHASES.iter().enumerate() {
+        let (from, to) = (i as f64 * p.phase_secs, (i + 1) as f64 * p.phase_secs);
+        let dur = to - from;
+        let c = in_window(run.checkout(), from, to);
+        let h = in_window(run.health(), from, to);
+        let scheduled = run.checkout().filter(|r| r.scheduled_s >= from && r.scheduled_s < to).count();
+        let mut ps = PhaseStats { phase: name.to_string(), from_s: from, to_s: to, ..Default::default() };
+        ps.offered_rps = scheduled as f64 / dur;
+        ps.sent = c.len() as u64;
+        ps.achieved_rps = c.len() as f64 / dur;
+        ps.send_lag_p99_ms = percentile(&mut c.iter().map(|r| (r.sent_s - r.scheduled_s) * 1000.0).collect::<Vec<_>>(), 0.99).unwrap_or(0.0);
+        let (mut live_ms, mut fb_ms) = (Vec::new(), Vec::new());
+        for r in &c {
+            match &r.outcome {
+                Outcome::Live => {
+                    live_ms.push(r.latency_s.unwrap_or(0.0) * 1000.0);
+                    if is_good(r, p.good_within_s) {
+                        ps.good += 1;
+                    } else {
+                        ps.live_late += 1;
+                    }
+                }
+                Outcome::Fallback(reason) => {
+                    ps.fallback += 1;
+                    *ps.fallback_by_reason.entry(reason.clone()).or_default() += 1;
+                    fb_ms.push(r.latency_s.unwrap_or(0.0) * 1000.0);
+                }
+                Outcome::Error(kind) => {
+                    ps.errors += 1;
+                    *ps.errors_by_kind.entry(kind.clone()).or_default() += 1;
+                }
+            }
+        }
+        ps.goodput_rps = ps.good as f64 / dur;
+        ps.fallback_rps = ps.fallback as f64 / dur;
+        ps.live_p50_ms = percentile(&mut live_ms, 0.5);
+        ps.live_p99_ms = percentile(&mut live_ms, 0.99);
+        ps.fallback_p50_ms = percentile(&mut fb_ms, 0.5);
+        ps.fallback_p99_ms = percentile(&mut fb_ms, 0.99);
+        ps.upstream_attempts = run.attempts.iter().filter(|a| a.arrival_s >= from && a.arrival_s < to).count() as u64;
+        ps.amplification = if ps.sent > 0 { ps.upstream_attempts as f64 / ps.sent as f64 } else { 0.0 };
+        (ps.upstream_max_in_service, ps.upstream_max_queue) = max_level_in(&levels, from, to);
+        ps.health_sent = h.len() as u64;
+        ps.health_ok = h.iter().filter(|r| r.outcome == Outcome::Live).count() as u64;
+        // A /health without an answer counts as infinitely slow, not as missing.
+        let mut hl: Vec<f64> = h.iter().map(|r| if r.outcome == Outcome::Live { r.latency_s.unwrap_or(0.0) * 1000.0 } else { f64::INFINITY }).collect();
+        ps.health_p99_ms = percentile(&mut hl, 0.99);
+        let samples: Vec<_> = run.samples.iter().filter(|x| x.t_s >= from && x.t_s < to).collect();
+        ps.fpm_busy_max = samples.iter().filter_map(|x| x.fpm_active).max();
+        ps.fpm_idle_min = samples.iter().filter_map(|x| x.fpm_idle).min();
+        ps.fpm_listen_queue_max = samples.iter().filter_map(|x| x.fpm_listen_queue).max();
+        // A listen queue of 1 with idle workers is only the instant between connect and accept;
+        // out of idle workers means no idle worker at all.
+        ps.fpm_out_of_idle = ps.fpm_idle_min == Some(0);
+        if i == 2 {
+            ps.recovery_s = recovery(run, p, heal_s);
+            s.recovery_s = ps.recovery_s;
+        }
+        s.phases.push(ps);
+    }
+    s.fpm_max_active_whole_run = run.fpm_final.as_ref().map(|f| f.max_active);
+    s.fpm_max_listen_queue_whole_run = run.fpm_final.as_ref().map(|f| f.max_listen_queue);
+    s.fpm_out_of_idle_whole_run =
+        s.phases.iter().any(|x| x.fpm_out_of_idle) || s.fpm_max_active_whole_run.is_some_and(|m| m >= p.workers);
+    s.bins = bins(p, run, &levels);
+    s
+}
+
+/// Seconds from `heal_s` until requests sent in [t, t+2 s) are ≥ 95 % good; None if never.
+fn recovery(run: &VariantRun, p: &Params, heal_s: f64) -> Option<f64> {
+    let c: Vec<&Record> = run.checkout().collect();
+    let end = p.total_secs();
+    let mut t = heal_s;
+    while t + 2.0 <= end + 1e-9 {
+        let w: Vec<_> = c.iter().filter(|r| r.scheduled_s >= t && r.scheduled_s < t + 2.0).collect();
+        if !w.is_empty() {
+            let good = w.iter().filter(|r| is_good(r, p.good_within_s)).count();
+            if good as f64 >= 0.95 * w.len() as f64 {
+                return Some(t - heal_s);
+            }
+        }
+        t += 0.05;
+    }
+    None
+}
+
+fn bins(p: &Params, run: &VariantRun, levels: &[(f64, u32, u32)]) -> Vec<Bin> {
+    let end = p.total_secs();
+    let n = (end / BIN_S).ceil() as usize;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let (from, to) = (i as f64 * BIN_S, (i + 1) as f64 * BIN_S);
+        let c = in_window(run.checkout(), from, to);
+        let mut b = Bin { t_s: from, ..Default::default() };
+        b.offered_rps = run.checkout().filter(|r| r.scheduled_s >= from && r.scheduled_s < to).count() as f64 / BIN_S;
+        b.goodput_rps = c.iter().filter(|r| is_good(r, p.good_within_s)).count() as f64 / BIN_S;
+        b.fallback_rps = c.iter().filter(|r| matches!(r.outcome, Outcome::Fallback(_))).count() as f64 / BIN_S;
+        b.error_rps = c.iter().filter(|r| matches!(r.outcome, Outcome::Error(_))).count() as f64 / BIN_S;
+        b.upstream_attempts_rps = run.attempts.iter().filter(|a| a.arrival_s >= from && a.arrival_s < to).count() as f64 / BIN_S;
+        (b.upstream_in_service_max, b.upstream_queue_max) = max_level_in(levels, from, to);
+        // in flight = max of (service + queue) at any event in the bin.
+        let start = levels.partition_point(|l| l.0 < from);
+        let before = if start > 0 { levels[start - 1].1 + levels[start - 1].2 } else { 0 };
+        b.upstream_in_flight_max = levels[start..].iter().take_while(|l| l.0 < to).map(|l| l.1 + l.2).fold(before, u32::max);
+        // /health over a 2 s window centred on the bin (a few samples per bin at 5/s).
+        let mid = from + BIN_S / 2.0;
+        let mut hl: Vec<f64> = in_window(run.health(), mid - 1.0, mid + 1.0)
+            .iter()
+            .map(|r| if r.outcome == Outcome::Live { r.latency_s.unwrap_or(0.0) * 1000.0 } else { f64::INFINITY })
+            .collect();
+        b.health_p99_ms = percentile(&mut hl, 0.99);
+        let samples: Vec<_> = run.samples.iter().filter(|x| x.t_s >= from && x.t_s < to).collect();
+        b.fpm_busy_max = samples.iter().filter_map(|x| x.fpm_active).max();
+        b.fpm_listen_queue_max = samples.iter().filter_map(|x| x.fpm_listen_queue).max();
+        out.push(b);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loadgen::Page;
+    use crate::upstream::UpstreamAttempt;
+
+    fn params() -> Params {
+        let mut p = Params::from_args(Vec::<String>::new()).unwrap();
+        p.phase_secs = 10.0;
+        p
+    }
+
+    fn checkout(t: f64, outcome: Outcome, latency: f64) -> Record {
+        Record { page: Page::Checkout, scheduled_s: t, sent_s: t, latency_s: Some(latency), http_status: 200, outcome }
+    }
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&mut v, 0.99), Some(99.0));
+        assert_eq!(percentile(&mut v, 0.5), Some(50.0));
+        assert_eq!(percentile(&mut [7.0], 0.99), Some(7.0));
+        assert_eq!(percentile(&mut [], 0.5), None);
+    }
+
+    #[test]
+    fn upstream_levels_count_service_and_queue_and_carry_into_a_window() {
+        let a = |arr: f64, start: Option<f64>, end: Option<f64>| UpstreamAttempt { arrival_s: arr, start_s: start, end_s: end, gone: false };
+        let run = VariantRun {
+            attempts: vec![
+                a(1.0, Some(1.0), Some(5.0)),
+                a(2.0, Some(2.0), Some(3.0)),
+                // queued from 2.5 until the second frees its slot at 3.0 (capacity 2 here)
+                a(2.5, Some(3.0), Some(4.0)),
+            ],
+            ..Default::default()
+        };
+        let levels = upstream_levels(&run);
+        assert_eq!(max_level_in(&levels, 0.0, 10.0), (2, 1));
+        // At 3.5 two are in service (the first and the third), set by events before the window.
+        assert_eq!(max_level_in(&levels, 3.5, 3.9), (2, 0));
+        // An end and a start at the same instant never show three in service.
+        assert_eq!(max_level_in(&levels, 2.9, 3.1), (2, 1));
+    }
+
+    #[test]
+    fn recovery_is_the_first_2s_window_with_95_percent_goodput() {
+        let p = params();
+        let heal = 20.0;
+        let mut records = Vec::new();
+        let mut t = heal;
+        while t < 30.0 {
+            let good = t >= heal + 1.5;
+            records.push(checkout(t, if good { Outcome::Live } else { Outcome::Fallback("funnel_full".into()) }, 0.02));
+            t += 0.02;
+        }
+        let run = VariantRun { records, ..Default::default() };
+        let r = recovery(&run, &p, heal).unwrap();
+        // ≥ 95 % lets up to 5 % of the 2 s window (0.1 s) still be bad at its start.
+        assert!((1.35..=1.5).contains(&r), "recovery {r}");
+        // Live but slower than good_within does not count as recovered.
+        let slow: Vec<Record> = (0..500).map(|i| checkout(heal + i as f64 * 0.02, Outcome::Live, 2.0)).collect();
+        let run = VariantRun { records: slow, ..Default::default() };
+        assert_eq!(recovery(&run, &p, heal), None);
+    }
+}

@@ -1,0 +1,179 @@
+//! resilient-lab: seed 000's overload experiment ("ลองทำให้ปลายทางช้า แล้วดูว่าระบบฟื้นไหม") as one
+//! command. For each variant (naive, laravel, resilient) it starts a fresh upstream simulator,
+//! php-fpm + nginx serving lab/app, drives /checkout with an open-loop 50 req/s (and /health
+//! lightly) through normal → slow → normal, then reports per phase, plots the timelines and,
+//! with --check, asserts the robust CI properties.
+//!
+//! Layout: params (knobs) → experiment (one variant: sut, upstream, loadgen, sampler, progress)
+//! → analysis (figures) → goals (verdicts) → report (tables, markdown, raw) and plot (PNGs).
+
+mod analysis;
+mod experiment;
+mod goals;
+mod loadgen;
+mod params;
+mod plot;
+mod procs;
+mod progress;
+mod report;
+mod sampler;
+mod sut;
+mod upstream;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use params::Params;
+
+fn main() -> ExitCode {
+    let p = match Params::from_args(std::env::args().skip(1)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start tokio: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = rt.block_on(async {
+        tokio::select! {
+            code = run(p) => code,
+            _ = interrupted() => {
+                eprintln!("\ninterrupted: stopping every process the lab started");
+                ExitCode::from(130)
+            }
+        }
+    });
+    // Dropping the runtime drops every task, and with them the process guards (procs.rs).
+    drop(rt);
+    code
+}
+
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+}
+
+async fn run(p: Params) -> ExitCode {
+    let stamp = utc_stamp();
+    let run_dir = p.out_dir.join(format!("run-{}", stamp.replace([':', '-'], "").replace(' ', "-")));
+    if let Err(e) = std::fs::create_dir_all(&run_dir) {
+        eprintln!("cannot create {}: {e}", run_dir.display());
+        return ExitCode::FAILURE;
+    }
+    prune_old_runs(&p.out_dir, 5);
+    eprintln!(
+        "lab: {} variants × 3 phases × {} s, {} req/s; output in {}",
+        p.variants.len(), p.phase_secs, p.rate, run_dir.display()
+    );
+
+    let mut runs = Vec::new();
+    for v in &p.variants {
+        let dir = run_dir.join(v);
+        let run = if v == "resilient" {
+            match resilient_available(&p) {
+                Ok(()) => experiment::run_variant(&p, v, &dir).await,
+                Err(why) => {
+                    eprintln!("[resilient] skipped: {why}");
+                    experiment::VariantRun { name: v.clone(), skipped: Some(why), ..Default::default() }
+                }
+            }
+        } else {
+            experiment::run_variant(&p, v, &dir).await
+        };
+        runs.push(run);
+    }
+
+    let summaries: Vec<_> = runs.iter().map(|r| analysis::summarize(&p, r)).collect();
+    let goals = goals::goals(&p, &summaries);
+    let open_loop = goals::open_loop(&p, &summaries);
+    if let Err(e) = report::write_raw(&run_dir, &runs, &summaries) {
+        eprintln!("raw data: {e}");
+    }
+    let mut plots = Vec::new();
+    let png = run_dir.join("timelines.png");
+    match plot::timelines(&p, &summaries, &png) {
+        Ok(()) => {
+            let _ = std::fs::copy(&png, p.out_dir.join("timelines.png"));
+            plots.push("timelines.png".to_string());
+        }
+        Err(e) => eprintln!("plot: {e}"),
+    }
+    let md = report::markdown(&p, &summaries, &goals, &open_loop, &run_dir, &stamp, &plots);
+    let _ = std::fs::write(run_dir.join("report.md"), &md);
+    if let Err(e) = std::fs::write(p.out_dir.join("report.md"), &md) {
+        eprintln!("report: {e}");
+    }
+
+    println!("\n{}", report::tables(&p, &summaries, false));
+    print!("{}", report::verdicts("Goals for the resilient variant (slow phase)", &goals, false));
+    print!("{}", report::verdicts("Open loop", &open_loop, false));
+    println!("report: {}  plots: {}  raw: {}", p.out_dir.join("report.md").display(), p.out_dir.join("timelines.png").display(), run_dir.display());
+
+    if p.check {
+        let checks = goals::ci_check(&p, &summaries);
+        print!("{}", report::verdicts("CI check (--check)", &checks, false));
+        let _ = std::fs::write(run_dir.join("check.json"), serde_json::to_string_pretty(&checks).unwrap_or_default());
+        if checks.iter().any(|c| !c.met) {
+            println!("CHECK FAILED");
+            return ExitCode::FAILURE;
+        }
+        println!("CHECK PASSED");
+    }
+    ExitCode::SUCCESS
+}
+
+/// The resilient variant needs the extension with its client class (helpers H1/H4).
+fn resilient_available(p: &Params) -> Result<(), String> {
+    if !p.extension.exists() {
+        return Err(format!("{} not built", p.extension.display()));
+    }
+    let out = std::process::Command::new("php")
+        .args(["-n", "-d", &format!("extension={}", p.extension.display())])
+        .args(["-r", r#"exit(class_exists('Resilient\Client') ? 0 : 3);"#])
+        .output()
+        .map_err(|e| format!("php: {e}"))?;
+    match out.status.code() {
+        Some(0) => Ok(()),
+        Some(3) => Err(format!("{} has no Resilient\\Client yet", p.extension.display())),
+        _ => Err(format!("php cannot load {}: {}", p.extension.display(), String::from_utf8_lossy(&out.stderr).trim())),
+    }
+}
+
+/// Keeps the newest `keep` run-* directories under out/.
+fn prune_old_runs(out: &Path, keep: usize) {
+    let Ok(rd) = std::fs::read_dir(out) else { return };
+    let mut runs: Vec<_> = rd.flatten().map(|e| e.path()).filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("run-"))).collect();
+    runs.sort();
+    if runs.len() > keep {
+        for old in &runs[..runs.len() - keep] {
+            let _ = std::fs::remove_dir_all(old);
+        }
+    }
+}
+
+/// "YYYY-MM-DD HH:MM:SS" UTC, without a date crate.
+fn utc_stamp() -> String {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}

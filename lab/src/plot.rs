@@ -1,0 +1,248 @@
+//! PNG timelines with plotters: the three variants overlaid on shared axes, one panel per
+//! metric (offered vs goodput, upstream attempts/s, upstream in flight, /health p99, FPM busy
+//! workers), the slow phase shaded. Log panels plot log10 of the value on a linear axis with
+//! labels written back as values, so every panel shares one code path.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::analysis::{Bin, VariantSummary, BIN_S};
+use crate::params::Params;
+
+const PALETTE: [RGBColor; 3] = [RGBColor(214, 39, 40), RGBColor(31, 119, 180), RGBColor(44, 160, 44)];
+const SLOW_SHADE: RGBColor = RGBColor(255, 236, 214);
+
+fn color_of(name: &str, i: usize) -> RGBColor {
+    match name {
+        "naive" => PALETTE[0],
+        "laravel" => PALETTE[1],
+        "resilient" => PALETTE[2],
+        _ => PALETTE[i % 3],
+    }
+}
+
+struct Panel {
+    title: String,
+    y_desc: &'static str,
+    log: bool,
+    value: fn(&Bin) -> Option<f64>,
+    /// A horizontal reference line: (label, value, only in the slow phase).
+    reference: Option<(String, f64, bool)>,
+    offered: bool,
+    legend: SeriesLabelPosition,
+}
+
+fn panels(p: &Params) -> Vec<Panel> {
+    vec![
+        Panel {
+            title: format!("/checkout: offered (grey) vs goodput (live within {:.1} s), req/s", p.good_within_s),
+            y_desc: "req/s",
+            log: false,
+            value: |b| Some(b.goodput_rps),
+            reference: Some((format!("upstream capacity when slow {:.1}/s", p.slow_capacity_rps()), p.slow_capacity_rps(), true)),
+            offered: true,
+            legend: SeriesLabelPosition::LowerLeft,
+        },
+        Panel {
+            title: "upstream attempts arriving, per second".into(),
+            y_desc: "attempts/s",
+            log: false,
+            value: |b| Some(b.upstream_attempts_rps),
+            reference: Some(("capacity when slow".into(), p.slow_capacity_rps(), true)),
+            offered: true,
+            legend: SeriesLabelPosition::UpperLeft,
+        },
+        Panel {
+            title: "upstream in flight (in service + queued), max per bin, log scale".into(),
+            y_desc: "requests",
+            log: true,
+            value: |b| Some(b.upstream_in_flight_max as f64),
+            reference: Some((format!("{} slots", p.capacity), p.capacity as f64, false)),
+            offered: false,
+            legend: SeriesLabelPosition::UpperLeft,
+        },
+        Panel {
+            title: "/health p99 latency (2 s window; unanswered = top), log scale".into(),
+            y_desc: "ms",
+            log: true,
+            value: |b| b.health_p99_ms,
+            reference: Some(("50 ms goal".into(), 50.0, false)),
+            offered: false,
+            legend: SeriesLabelPosition::UpperLeft,
+        },
+        Panel {
+            title: "php-fpm busy workers (max per bin)".into(),
+            y_desc: "workers",
+            log: false,
+            value: |b| b.fpm_busy_max.map(|x| x as f64),
+            reference: Some((format!("{} workers", p.workers), p.workers as f64, false)),
+            offered: false,
+            legend: SeriesLabelPosition::MiddleLeft,
+        },
+    ]
+}
+
+fn tf(log: bool, v: f64) -> f64 {
+    if log {
+        v.max(1.0).log10()
+    } else {
+        v
+    }
+}
+
+/// Top of the y axis for a panel: the same for every variant (shared axes).
+fn y_top(panel: &Panel, ran: &[&VariantSummary]) -> f64 {
+    let mut ymax = 1.0f64;
+    for v in ran {
+        for b in &v.bins {
+            if let Some(x) = (panel.value)(b).filter(|x| x.is_finite()) {
+                ymax = ymax.max(x);
+            }
+            if panel.offered {
+                ymax = ymax.max(b.offered_rps);
+            }
+        }
+    }
+    if let Some((_, r, _)) = &panel.reference {
+        ymax = ymax.max(*r);
+    }
+    tf(panel.log, ymax) * 1.1 + if panel.log { 0.1 } else { 0.0 }
+}
+
+fn header(area: &DrawingArea<BitMapBackend, plotters::coord::Shift>, p: &Params, what: &str) -> Result<(), String> {
+    area.draw_text(
+        &format!(
+            "Retry storm lab{what}: {} req/s open loop, upstream {} slots {}→{}→{} ms, {} FPM workers, deadline {} ms (slow phase shaded)",
+            p.rate, p.capacity, p.normal_ms, p.slow_ms, p.normal_ms, p.workers, p.deadline_ms
+        ),
+        &("sans-serif", 24).into_font().color(&BLACK),
+        (20, 22),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The variants overlaid, one panel per metric.
+pub fn timelines(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), String> {
+    let ran: Vec<&VariantSummary> = all.iter().filter(|v| v.skipped.is_none() && !v.bins.is_empty()).collect();
+    if ran.is_empty() {
+        return Err("nothing to plot".into());
+    }
+    let panels = panels(p);
+    let (w, h) = (1500u32, 360 * panels.len() as u32 + 70);
+    let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (head, body) = root.split_vertically(70);
+    header(&head, p, "")?;
+    let areas = body.split_evenly((panels.len(), 1));
+    for (panel, area) in panels.iter().zip(areas.iter()) {
+        draw_panel(p, panel, area, &ran, y_top(panel, &ran), &panel.title)?;
+    }
+    root.present().map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// One column per variant, one row per metric, the same axes along each row.
+pub fn grid(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), String> {
+    let ran: Vec<&VariantSummary> = all.iter().filter(|v| v.skipped.is_none() && !v.bins.is_empty()).collect();
+    if ran.is_empty() {
+        return Err("nothing to plot".into());
+    }
+    let panels = panels(p);
+    let (w, h) = (700 * ran.len() as u32, 330 * panels.len() as u32 + 70);
+    let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (head, body) = root.split_vertically(70);
+    header(&head, p, " by variant")?;
+    let areas = body.split_evenly((panels.len(), ran.len()));
+    for (r, panel) in panels.iter().enumerate() {
+        let top = y_top(panel, &ran);
+        for (c, v) in ran.iter().enumerate() {
+            let short = panel.title.split(',').next().unwrap_or(&panel.title);
+            draw_panel(p, panel, &areas[r * ran.len() + c], &[*v], top, &format!("{}: {short}", v.name))?;
+        }
+    }
+    root.present().map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
+}
+
+fn draw_panel(
+    p: &Params,
+    panel: &Panel,
+    area: &DrawingArea<BitMapBackend, plotters::coord::Shift>,
+    ran: &[&VariantSummary],
+    ytop: f64,
+    title: &str,
+) -> Result<(), String> {
+    let xmax = p.total_secs();
+    {
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, 0f64..ytop)
+            .map_err(|e| e.to_string())?;
+        let log = panel.log;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the load started")
+            .y_desc(panel.y_desc)
+            .y_label_formatter(&|y| {
+                if log {
+                    let v = 10f64.powf(*y);
+                    if v >= 100.0 { format!("{:.0}", v) } else { format!("{:.1}", v) }
+                } else {
+                    format!("{:.0}", y)
+                }
+            })
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 16))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(std::iter::once(Rectangle::new([(p.phase_secs, 0.0), (2.0 * p.phase_secs, ytop)], SLOW_SHADE.filled())))
+            .map_err(|e| e.to_string())?;
+        if let Some((label, r, slow_only)) = &panel.reference {
+            let (x0, x1) = if *slow_only { (p.phase_secs, 2.0 * p.phase_secs) } else { (0.0, xmax) };
+            let y = tf(log, *r);
+            chart
+                .draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], BLACK.mix(0.6).stroke_width(1))))
+                .map_err(|e| e.to_string())?
+                .label(label.clone())
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.6).stroke_width(1)));
+        }
+        if panel.offered {
+            let pts: Vec<(f64, f64)> = ran[0].bins.iter().map(|b| (b.t_s + BIN_S / 2.0, b.offered_rps)).collect();
+            chart
+                .draw_series(LineSeries::new(pts, RGBColor(150, 150, 150).stroke_width(3)))
+                .map_err(|e| e.to_string())?
+                .label("offered")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RGBColor(150, 150, 150).stroke_width(3)));
+        }
+        for (i, v) in ran.iter().enumerate() {
+            let c = color_of(&v.name, i);
+            let pts: Vec<(f64, f64)> = v
+                .bins
+                .iter()
+                .filter_map(|b| (panel.value)(b).map(|y| (b.t_s + BIN_S / 2.0, if y.is_finite() { tf(log, y) } else { ytop })))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(v.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+        }
+        chart
+            .configure_series_labels()
+            .position(panel.legend.clone())
+            .label_font(("sans-serif", 15))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .draw()
+            .map_err(|e| e.to_string())?;
+    }
+    }
+    Ok(())
+}

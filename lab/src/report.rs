@@ -1,0 +1,229 @@
+//! The report: a terminal table, lab/out/report.md, and the raw series (CSV + JSON) in the run
+//! directory. Rows are metrics, columns are variants, one block per phase.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::analysis::{PhaseStats, VariantSummary};
+use crate::experiment::VariantRun;
+use crate::goals::Verdict;
+use crate::loadgen::Outcome;
+use crate::params::Params;
+
+fn f1(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.1}"),
+        Some(_) => "∞".into(),
+        None => "–".into(),
+    }
+}
+
+fn opt(v: Option<u32>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "?".into())
+}
+
+fn reasons(m: &std::collections::BTreeMap<String, u64>) -> String {
+    if m.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    format!(" ({})", parts.join(", "))
+}
+
+/// (metric name, value per phase stats) rows of one block.
+fn rows(p: &Params, s: &PhaseStats, last: bool, v: &VariantSummary) -> Vec<(String, String)> {
+    let mut r = vec![
+        ("offered / achieved req/s".into(), format!("{:.1} / {:.1}", s.offered_rps, s.achieved_rps)),
+        (format!("goodput req/s (live ≤ {:.1} s)", p.good_within_s), format!("{:.1}", s.goodput_rps)),
+        ("live but late".into(), s.live_late.to_string()),
+        ("fallback (fast refusals etc.)".into(), format!("{}{}", s.fallback, reasons(&s.fallback_by_reason))),
+        ("errors".into(), format!("{}{}", s.errors, reasons(&s.errors_by_kind))),
+        ("amplification (attempts/requests)".into(), format!("{:.2} ({}/{})", s.amplification, s.upstream_attempts, s.sent)),
+        ("upstream max in service / queue".into(), format!("{} / {}", s.upstream_max_in_service, s.upstream_max_queue)),
+        ("live p50 / p99 ms".into(), format!("{} / {}", f1(s.live_p50_ms), f1(s.live_p99_ms))),
+        ("fallback p50 / p99 ms".into(), format!("{} / {}", f1(s.fallback_p50_ms), f1(s.fallback_p99_ms))),
+        ("/health p99 ms (ok/sent)".into(), format!("{} ({}/{})", f1(s.health_p99_ms), s.health_ok, s.health_sent)),
+        ("FPM busy max / idle min / queue max".into(), format!("{} / {} / {}", opt(s.fpm_busy_max), opt(s.fpm_idle_min), opt(s.fpm_listen_queue_max))),
+        ("FPM out of idle workers".into(), if s.fpm_out_of_idle { "YES" } else { "no" }.into()),
+    ];
+    if last {
+        r.push(("recovery after healing".into(), v.recovery_s.map(|x| format!("{x:.2} s")).unwrap_or_else(|| "not within phase".into())));
+    }
+    r
+}
+
+/// Markdown (or plain) tables, one per phase.
+pub fn tables(p: &Params, all: &[VariantSummary], markdown: bool) -> String {
+    let ran: Vec<&VariantSummary> = all.iter().filter(|v| v.skipped.is_none()).collect();
+    let mut out = String::new();
+    for v in all.iter().filter(|v| v.skipped.is_some()) {
+        let _ = writeln!(out, "{}: did not run — {}\n", v.name, v.skipped.as_deref().unwrap_or(""));
+    }
+    if ran.is_empty() {
+        return out;
+    }
+    for i in 0..3 {
+        let ph = &ran[0].phases[i];
+        let title = format!("{} ({:.0}–{:.0} s, upstream {} ms)", ph.phase, ph.from_s, ph.to_s, if i == 1 { p.slow_ms } else { p.normal_ms });
+        let table: Vec<Vec<(String, String)>> = ran.iter().map(|v| rows(p, &v.phases[i], i == 2, v)).collect();
+        let names: Vec<&str> = table[0].iter().map(|r| r.0.as_str()).collect();
+        if markdown {
+            let _ = writeln!(out, "### {title}\n");
+            let _ = writeln!(out, "| metric | {} |", ran.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(" | "));
+            let _ = writeln!(out, "|---|{}", "---|".repeat(ran.len()));
+            for (k, name) in names.iter().enumerate() {
+                let _ = writeln!(out, "| {name} | {} |", table.iter().map(|t| t[k].1.as_str()).collect::<Vec<_>>().join(" | "));
+            }
+            let _ = writeln!(out);
+        } else {
+            let w0 = names.iter().map(|n| n.chars().count()).max().unwrap_or(10) + 2;
+            let ws: Vec<usize> = (0..ran.len())
+                .map(|j| table[j].iter().map(|r| r.1.chars().count()).max().unwrap_or(8).max(ran[j].name.len()) + 2)
+                .collect();
+            let _ = writeln!(out, "== {title} ==");
+            let mut head = format!("{:w0$}", "");
+            for (j, v) in ran.iter().enumerate() {
+                let _ = write!(head, "{:<w$}", v.name, w = ws[j]);
+            }
+            let _ = writeln!(out, "{}", head.trim_end());
+            for (k, name) in names.iter().enumerate() {
+                let mut line = format!("{:w0$}", name);
+                for (j, t) in table.iter().enumerate() {
+                    let _ = write!(line, "{:<w$}", t[k].1, w = ws[j]);
+                }
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+            let _ = writeln!(out);
+        }
+    }
+    out
+}
+
+pub fn verdicts(title: &str, v: &[Verdict], markdown: bool) -> String {
+    let mut out = String::new();
+    if markdown {
+        let _ = writeln!(out, "### {title}\n\n| goal | measured | |\n|---|---|---|");
+        for x in v {
+            let _ = writeln!(out, "| {} | {} | {} |", x.what, x.measured, if x.met { "met" } else { "**MISSED**" });
+        }
+    } else {
+        let _ = writeln!(out, "== {title} ==");
+        for x in v {
+            let _ = writeln!(out, "  [{}] {} — {}", if x.met { " met " } else { "MISSED" }, x.what, x.measured);
+        }
+    }
+    let _ = writeln!(out);
+    out
+}
+
+pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[Verdict], open_loop: &[Verdict], run_dir: &Path, started: &str, plots: &[String]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Retry-storm lab report\n");
+    let _ = writeln!(
+        md,
+        "Run {started} UTC{}: upstream {} slots, {} ms → {} ms → {} ms, {} s per phase, {} req/s open loop on /checkout \
+         + {} req/s on /health, php-fpm pm static {} workers behind nginx, deadline {} ms in every variant. \
+         Raw data (CSV, JSON), generated configs and logs: `lab/out/{}/`.\n",
+        if p.quick { " (--quick)" } else { "" },
+        p.capacity, p.normal_ms, p.slow_ms, p.normal_ms, p.phase_secs, p.rate, p.health_rate, p.workers, p.deadline_ms,
+        run_dir.strip_prefix(&p.out_dir).unwrap_or(run_dir).display()
+    );
+    let _ = writeln!(md, "Upstream capacity when slow: {} / {} ms = {:.1} req/s, below the offered {} req/s before any retry.\n", p.capacity, p.slow_ms, p.slow_capacity_rps(), p.rate);
+    md.push_str(&verdicts("Goals for the resilient variant (issue 4, slow phase)", goals, true));
+    md.push_str(&verdicts("Open loop (the generator kept its rate)", open_loop, true));
+    for plot in plots {
+        let _ = writeln!(md, "![{plot}]({plot})\n");
+    }
+    let _ = writeln!(md, "## Per phase\n");
+    md.push_str(&tables(p, all, true));
+    let _ = writeln!(md, "## Definitions\n");
+    let _ = writeln!(
+        md,
+        "- Requests are assigned to a phase by send time, upstream attempts by arrival time.\n\
+         - goodput: `/checkout` answered `live` within {:.1} s (the seed's 900 ms page budget plus slack), per second.\n\
+         - fallback: the page answered with the estimate; the reason is the page's: `funnel_full`, `budget`, `deadline`, \
+           `circuit` are our own refusals, `upstream` means the retries were used up.\n\
+         - errors: HTTP ≠ 200, a body that is not the page's JSON, transport errors, or no answer by the end of the run (+{} s drain).\n\
+         - amplification: upstream attempts / `/checkout` requests sent, in the same phase.\n\
+         - upstream in service / queue: computed from the upstream's own per-attempt rows (start and end of service).\n\
+         - latency is measured by the load generator (send to full answer); live and fallback apart.\n\
+         - `/health` p99 counts an unanswered request as infinitely slow.\n\
+         - recovery: from the upstream's switch back to normal until the first instant t from which the requests sent in \
+           [t, t+2 s) got ≥ 95 % goodput (checked every 50 ms).\n\
+         - FPM out of idle workers: a 250 ms sample of the pool's status saw 0 idle workers (the whole-run goal also \
+           uses FPM's own `max active processes` = pm.max_children; the warm-up uses only half of the workers). The listen \
+           queue is reported apart: FPM's TCP backlog, where requests wait when no worker is idle.\n",
+        p.good_within_s, p.drain_secs
+    );
+    let _ = writeln!(md, "## Variants\n");
+    let _ = writeln!(
+        md,
+        "- **naive**: curl, 3 attempts, fixed 100 ms sleep, no funnel, no budget, each attempt min(300 ms, remaining of {} ms) \
+           (`lab/app/src/NaiveQuoteClient.php`).\n\
+         - **laravel**: seed 000's `ShippingQuoteClient` on Debian's Laravel 8: Http (Guzzle) with 300 ms connect/timeout via \
+           `withOptions`, `Redis::funnel` limit 4 per attempt, the seed's cache `RetryBudget` on a real redis-server, full jitter, \
+           deadline (`lab/app/src/Laravel/`).\n\
+         - **resilient**: `Resilient\\Client` with deadline, 0.3 s per attempt, 3 attempts, full jitter 25–200 ms, funnel 4, \
+           budget 10 % + floor 5, shared-memory backend; ini `resilient.web_max_attempts=3` (the web default allows no retry) \
+           (`lab/app/src/ResilientQuoteClient.php`).\n",
+        p.deadline_ms
+    );
+    for v in all {
+        let _ = writeln!(md, "- {} warm-up: {}", v.name, if v.warmup.is_empty() { v.skipped.as_deref().unwrap_or("–") } else { &v.warmup });
+    }
+    md
+}
+
+/// Raw series: requests.csv, upstream_attempts.csv, samples.csv, timeline.csv, summary.json.
+pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Result<(), String> {
+    let w = |name: &str, s: String| std::fs::write(dir.join(name), s).map_err(|e| format!("{name}: {e}"));
+    let mut req = String::from("variant,page,scheduled_s,sent_s,latency_ms,http_status,outcome,detail\n");
+    let mut att = String::from("variant,arrival_s,start_s,end_s,client_gone\n");
+    let mut smp = String::from("variant,t_s,fpm_active,fpm_idle,fpm_listen_queue,upstream_in_service,upstream_queued\n");
+    let o = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+    for r in runs {
+        for x in &r.records {
+            let (kind, detail) = match &x.outcome {
+                Outcome::Live => ("live", String::new()),
+                Outcome::Fallback(d) => ("fallback", d.clone()),
+                Outcome::Error(d) => ("error", d.replace(',', ";")),
+            };
+            let _ = writeln!(
+                req,
+                "{},{:?},{:.4},{:.4},{},{},{kind},{detail}",
+                r.name,
+                x.page,
+                x.scheduled_s,
+                x.sent_s,
+                x.latency_s.map(|l| format!("{:.2}", l * 1000.0)).unwrap_or_default(),
+                x.http_status
+            );
+        }
+        for a in &r.attempts {
+            let t = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_default();
+            let _ = writeln!(att, "{},{:.4},{},{},{}", r.name, a.arrival_s, t(a.start_s), t(a.end_s), a.gone);
+        }
+        for s in &r.samples {
+            let _ = writeln!(smp, "{},{:.3},{},{},{},{},{}", r.name, s.t_s, o(s.fpm_active), o(s.fpm_idle), o(s.fpm_listen_queue), o(s.upstream_in_service), o(s.upstream_queued));
+        }
+    }
+    let mut tl = String::from("variant,t_s,offered_rps,goodput_rps,fallback_rps,error_rps,upstream_attempts_rps,upstream_in_service_max,upstream_queue_max,upstream_in_flight_max,health_p99_ms,fpm_busy_max,fpm_listen_queue_max\n");
+    for v in all {
+        for b in &v.bins {
+            let _ = writeln!(
+                tl,
+                "{},{:.2},{:.1},{:.1},{:.1},{:.1},{:.1},{},{},{},{},{},{}",
+                v.name, b.t_s, b.offered_rps, b.goodput_rps, b.fallback_rps, b.error_rps, b.upstream_attempts_rps,
+                b.upstream_in_service_max, b.upstream_queue_max, b.upstream_in_flight_max,
+                b.health_p99_ms.map(|x| if x.is_finite() { format!("{x:.1}") } else { "inf".into() }).unwrap_or_default(),
+                o(b.fpm_busy_max), o(b.fpm_listen_queue_max)
+            );
+        }
+    }
+    w("requests.csv", req)?;
+    w("upstream_attempts.csv", att)?;
+    w("samples.csv", smp)?;
+    w("timeline.csv", tl)?;
+    w("summary.json", serde_json::to_string_pretty(&serde_json::json!({ "variants": all, "runs": runs })).map_err(|e| e.to_string())?)?;
+    Ok(())
+}

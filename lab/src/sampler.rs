@@ -1,0 +1,85 @@
+//! Samples, every 250 ms while the load runs: php-fpm's busy/idle workers and listen queue
+//! (from the pool's status page, served by its own listener so it answers even when every worker
+//! is busy) and the upstream's in-service/queued levels.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::upstream::Upstream;
+
+pub const PERIOD: Duration = Duration::from_millis(250);
+
+/// One sample; a field is None when its source did not answer in time.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Sample {
+    pub t_s: f64,
+    pub fpm_active: Option<u32>,
+    pub fpm_idle: Option<u32>,
+    pub fpm_listen_queue: Option<u32>,
+    pub upstream_in_service: Option<u32>,
+    pub upstream_queued: Option<u32>,
+}
+
+/// The FPM status fields the lab uses.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FpmStatus {
+    pub active: u32,
+    pub idle: u32,
+    pub listen_queue: u32,
+    pub max_listen_queue: u32,
+    pub max_active: u32,
+}
+
+pub async fn fpm_status(http: &reqwest::Client, base: &str) -> Option<FpmStatus> {
+    let v: serde_json::Value = http
+        .get(format!("{base}/fpm-status?json"))
+        .timeout(Duration::from_secs(1))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).map(|x| x as u32);
+    Some(FpmStatus {
+        active: n("active processes")?,
+        idle: n("idle processes")?,
+        listen_queue: n("listen queue")?,
+        max_listen_queue: n("max listen queue")?,
+        max_active: n("max active processes")?,
+    })
+}
+
+/// Samples until `stop` is set; the latest sample is also kept in `latest` for the progress line.
+pub async fn run(
+    http: reqwest::Client,
+    sut_base: String,
+    upstream: Arc<Upstream>,
+    t0: Instant,
+    stop: Arc<AtomicBool>,
+    latest: Arc<Mutex<Sample>>,
+) -> Vec<Sample> {
+    let mut out = Vec::new();
+    let mut tick = tokio::time::interval(PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    while !stop.load(Ordering::Relaxed) {
+        tick.tick().await;
+        let t_s = (Instant::now() - t0).as_secs_f64();
+        let (fpm, up) = tokio::join!(fpm_status(&http, &sut_base), upstream.level(&http));
+        let s = Sample {
+            t_s,
+            fpm_active: fpm.as_ref().map(|f| f.active),
+            fpm_idle: fpm.as_ref().map(|f| f.idle),
+            fpm_listen_queue: fpm.as_ref().map(|f| f.listen_queue),
+            upstream_in_service: up.map(|u| u.0),
+            upstream_queued: up.map(|u| u.1),
+        };
+        *latest.lock().unwrap_or_else(|e| e.into_inner()) = s.clone();
+        out.push(s);
+    }
+    out
+}

@@ -1,0 +1,153 @@
+//! The system under test for one variant: redis-server (laravel only), php-fpm (pm static) and
+//! nginx on a loopback port, from the templates in lab/conf, in the variant's own directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::params::Params;
+use crate::procs::{free_port, wait_for_port, Child};
+
+/// Extensions every variant loads (php-fpm runs with -n, so nothing comes from php.ini).
+/// igbinary must come before redis.
+const BASE_EXTENSIONS: [&str; 5] = ["ctype", "mbstring", "curl", "igbinary", "redis"];
+
+/// A running php-fpm + nginx (+ redis) for one variant. Dropping it stops everything.
+pub struct SystemUnderTest {
+    pub port: u16,
+    pub dir: PathBuf,
+    // Declared in stop order: nginx first, then fpm, then redis.
+    nginx: Child,
+    fpm: Child,
+    _redis: Option<Child>,
+    shm_path: Option<PathBuf>,
+}
+
+impl SystemUnderTest {
+    /// Writes the configs into `dir` and starts everything; waits until /health answers.
+    pub fn start(p: &Params, variant: &str, dir: &Path, upstream_url: &str) -> Result<SystemUnderTest, String> {
+        std::fs::create_dir_all(dir.join("nginx-tmp")).map_err(|e| e.to_string())?;
+        let app = p.root.join("lab/app");
+        let conf = p.root.join("lab/conf");
+
+        let (redis, redis_port) = if variant == "laravel" {
+            let port = free_port()?;
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--dir", &dir.display().to_string(), "--daemonize", "no", "--loglevel", "warning"]);
+            let child = Child::spawn("redis-server", cmd, &dir.join("redis.log"))?;
+            if !wait_for_port(port, Duration::from_secs(10)) {
+                return Err("redis-server did not start (see redis.log)".into());
+            }
+            (Some(child), port)
+        } else {
+            (None, 0)
+        };
+
+        let vars = [
+            ("DIR", dir.display().to_string()),
+            ("APP", app.display().to_string()),
+            ("WORKERS", p.workers.to_string()),
+            ("VARIANT", variant.to_string()),
+            ("UPSTREAM_URL", upstream_url.to_string()),
+            ("REDIS_PORT", redis_port.to_string()),
+            ("DEADLINE_MS", p.deadline_ms.to_string()),
+            ("FPM_PORT", free_port()?.to_string()),
+        ];
+        let fpm_conf = dir.join("php-fpm.conf");
+        render(&conf.join("php-fpm.conf.tmpl"), &fpm_conf, &vars)?;
+
+        let mut cmd = Command::new("php-fpm8.2");
+        cmd.args(["-n", "-R", "-F", "-y"]).arg(&fpm_conf);
+        for d in ["zend_extension=opcache", "opcache.enable=1", "opcache.enable_cli=0", "display_errors=0", "log_errors=1"] {
+            cmd.args(["-d", d]);
+        }
+        for ext in BASE_EXTENSIONS {
+            cmd.args(["-d", &format!("extension={ext}")]);
+        }
+        let mut shm_path = None;
+        if variant == "resilient" {
+            let shm = PathBuf::from(format!("/dev/shm/resilient-lab-{}-{}.shm", std::process::id(), variant));
+            let _ = std::fs::remove_file(&shm);
+            cmd.args(["-d", &format!("extension={}", p.extension.display())]);
+            cmd.args(["-d", &format!("resilient.shm_path={}", shm.display())]);
+            // The web default is "no retry"; this experiment is about retries on the web, so it
+            // allows the 3 attempts the other variants make.
+            cmd.args(["-d", "resilient.web_max_attempts=3"]);
+            shm_path = Some(shm);
+        }
+        std::fs::write(dir.join("php-fpm.cmd"), format!("{cmd:?}\n")).map_err(|e| e.to_string())?;
+        let fpm = Child::spawn("php-fpm", cmd, &dir.join("fpm.out"))?;
+
+        let port = free_port()?;
+        let mut vars = vars.to_vec();
+        vars.push(("PORT", port.to_string()));
+        let nginx_conf = dir.join("nginx.conf");
+        render(&conf.join("nginx.conf.tmpl"), &nginx_conf, &vars)?;
+        let mut cmd = Command::new("nginx");
+        cmd.arg("-c").arg(&nginx_conf).arg("-p").arg(dir).args(["-e", &dir.join("nginx-error.log").display().to_string()]);
+        let nginx = Child::spawn("nginx", cmd, &dir.join("nginx.out"))?;
+
+        let mut sut = SystemUnderTest { port, dir: dir.to_path_buf(), nginx, fpm, _redis: redis, shm_path };
+        if !wait_for_port(port, Duration::from_secs(10)) {
+            return Err("nginx did not listen (see nginx-error.log)".into());
+        }
+        sut.wait_health(Duration::from_secs(15))?;
+        Ok(sut)
+    }
+
+    fn wait_health(&mut self, timeout: Duration) -> Result<(), String> {
+        let until = std::time::Instant::now() + timeout;
+        let mut last = String::new();
+        while std::time::Instant::now() < until {
+            self.fpm.check_alive().map_err(|e| format!("{e} (see {}/fpm-error.log)", self.dir.display()))?;
+            self.nginx.check_alive()?;
+            match http_get(self.port, "/health") {
+                Ok((200, _)) => return Ok(()),
+                Ok((s, b)) => last = format!("HTTP {s}: {b}"),
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("/health did not answer 200 ({last})"))
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for SystemUnderTest {
+    fn drop(&mut self) {
+        self.nginx.stop();
+        self.fpm.stop();
+        if let Some(p) = &self.shm_path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Fills `{{NAME}}` placeholders; refuses to leave one unfilled.
+fn render(tmpl: &Path, out: &Path, vars: &[(&str, String)]) -> Result<(), String> {
+    let mut s = std::fs::read_to_string(tmpl).map_err(|e| format!("{}: {e}", tmpl.display()))?;
+    for (k, v) in vars {
+        s = s.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    if let Some(i) = s.find("{{") {
+        return Err(format!("{}: unfilled placeholder near '{}'", tmpl.display(), &s[i..(i + 30).min(s.len())]));
+    }
+    std::fs::write(out, s).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+/// A minimal blocking HTTP/1.0 GET on loopback (used outside the load: setup, status).
+pub fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).map_err(|e| e.to_string())?;
+    let status = buf.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or("bad HTTP answer")?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((status, body))
+}

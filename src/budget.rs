@@ -1,0 +1,70 @@
+//! `Resilient\RetryBudget`: retries allowed per sliding window =
+//! `floor + ratio × originals`, counted across every process of the host.
+
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::ZendHashTable;
+use ext_php_rs::boxed::ZBox;
+use resilient_core::{clock, BudgetConfig, RetryBudget as CoreBudget};
+
+use crate::{errors, segment};
+
+/// A retry budget per name: per sliding window, retries may be at most
+/// `floor + ratio × originals`, counted across every process of the host.
+/// Throws `\ValueError` on a bad argument and `Resilient\SharedMemoryError`
+/// when the segment cannot be used.
+#[php_class]
+#[php(name = "Resilient\\RetryBudget")]
+pub struct RetryBudget {
+    name: String,
+    inner: CoreBudget,
+}
+
+/// Stats are rounded to 1e-6: the core adds a tiny epsilon to `allowed` so
+/// 5 + 0.1 × 100 does not land under 15.
+fn round6(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
+}
+
+#[php_impl]
+impl RetryBudget {
+    /// `new RetryBudget(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0)`.
+    #[php(defaults(ratio = 0.1, floor = 5, window = 60.0))]
+    pub fn __construct(name: String, ratio: f64, floor: i64, window: f64) -> PhpResult<Self> {
+        resilient_core::validate::name("name", &name).map_err(errors::php)?;
+        let config = BudgetConfig::new(ratio, floor, window).map_err(errors::php)?;
+        let inner = CoreBudget::new(segment::shared()?, &name, config).map_err(errors::php)?;
+        Ok(RetryBudget { name, inner })
+    }
+
+    /// Deposit: one original request (whatever its attempts).
+    pub fn record_original(&self) {
+        self.inner.record_original(clock::monotonic_ms());
+    }
+
+    /// Withdraw: true (and counted) when one retry may be sent now.
+    pub fn try_consume(&self) -> bool {
+        self.inner.try_consume(clock::monotonic_ms())
+    }
+
+    /// `['originals' => int, 'retries' => int, 'allowed' => float,
+    /// 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int]`
+    /// for the current window.
+    pub fn stats(&self) -> PhpResult<ZBox<ZendHashTable>> {
+        let s = self.inner.stats(clock::monotonic_ms());
+        let cfg = self.inner.config();
+        let mut ht = ZendHashTable::new();
+        let to_i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        ht.insert("originals", to_i(s.originals))?;
+        ht.insert("retries", to_i(s.retries))?;
+        ht.insert("allowed", round6(s.allowed))?;
+        ht.insert("remaining", round6(s.remaining))?;
+        ht.insert("window", cfg.window_ms as f64 / 1000.0)?;
+        ht.insert("ratio", cfg.ratio)?;
+        ht.insert("floor", i64::from(cfg.floor))?;
+        Ok(ht)
+    }
+
+    pub fn name(&self) -> String {
+        self.name.clone()
+    }
+}

@@ -1,0 +1,465 @@
+//! `Resilient\Client`: the PHP face of `resilient_http`.
+//!
+//! No policy here. The constructor turns the options array into JSON for
+//! `resilient_http::ClientConfig` (strict: unknown keys and bad values throw
+//! `\InvalidArgumentException` naming the option), applies the web caps of
+//! `Resilient\Context` when serving a web request, and binds the funnel and the retry budget
+//! named after the client to the host-wide shared memory. Each call then:
+//!
+//! - takes this process's runtime and transport (created on first use, per pid: a child of
+//!   `pcntl_fork` gets its own),
+//! - passes the enclosing `Resilient\Deadline::within` remainder (the earlier deadline wins),
+//! - blocks on the attempt loop, calling `on_attempt` between polls, once per attempt, while
+//!   the call is in progress (outside the runtime, so the callable may throw or even make
+//!   another call; a throwing callable cancels the call and its exception propagates),
+//! - returns a `Resilient\Response`, or throws the matching `Resilient\Unavailable` subclass
+//!   (code = last HTTP status, 0 for a connection error; `response()` = the last Response).
+//!
+//! Funnel leases taken by the loop are listed in `held` while in flight, so a bailout (fatal
+//! error, `max_execution_time`) in the middle of a call still gives them back at request end.
+
+use std::ptr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ext_php_rs::boxed::ZBox;
+use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
+use resilient_core::{LeaseId, Segment};
+use resilient_http::gate::{shared_guards, LeaseRegistry};
+use resilient_http::runtime::process_io;
+use resilient_http::{AttemptRecord, Caps, CallEnv, ClientConfig, HttpClient, PreparedRequest, SystemClock, TokioSleeper, Unavailable};
+use serde_json::{Map, Number, Value};
+
+use crate::exceptions::{self, Kind};
+use crate::response::Response;
+use crate::{context, deadline, engine, errors, held, ini, segment};
+
+/// Deepest array nesting accepted in options (a cycle through references cannot hang us).
+const MAX_DEPTH: u32 = 32;
+/// `json_encode` flags: `JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE |
+/// JSON_PRESERVE_ZERO_FRACTION | JSON_THROW_ON_ERROR`.
+const JSON_FLAGS: i64 = 64 | 256 | 1024 | 4_194_304;
+
+#[php_class]
+#[php(name = "Resilient\\Client")]
+pub struct Client {
+    name: String,
+    http: HttpClient,
+    /// The `on_attempt` callable (a counted reference), if any.
+    on_attempt: Option<Zval>,
+}
+
+/// Lists the loop's leases in `held` while they are in flight.
+struct HeldLeases(Arc<Segment>);
+
+impl LeaseRegistry for HeldLeases {
+    fn held(&self, id: LeaseId) {
+        held::add(&self.0, id);
+    }
+    fn released(&self, id: LeaseId) {
+        held::remove(id);
+    }
+}
+
+#[php_impl]
+impl Client {
+    /// `new Client(string $name, array $options = [])`. The name identifies the funnel and the
+    /// retry budget shared by every process of the host.
+    pub fn __construct(name: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+        resilient_core::validate::name("name", &name).map_err(errors::php)?;
+        let mut on_attempt = None;
+        let mut json = Map::new();
+        if let Some(options) = options {
+            for (key, value) in options.iter() {
+                let key = key_string(&key);
+                if key == "on_attempt" {
+                    if !value.is_null() {
+                        if !value.is_callable() {
+                            return Err(exceptions::invalid_argument("option 'on_attempt': must be callable"));
+                        }
+                        on_attempt = Some(value.shallow_clone());
+                    }
+                    continue;
+                }
+                json.insert(key.clone(), to_json(value, &key, 0).map_err(exceptions::invalid_argument)?);
+            }
+        }
+        let config = ClientConfig::from_json(&Value::Object(json)).map_err(|e| exceptions::invalid_argument(e.to_string()))?;
+        let web = context::is_web();
+        let caps = if web {
+            Caps {
+                timeout: Some(Duration::from_secs_f64(ini::web_timeout())),
+                connect_timeout: Some(Duration::from_secs_f64(ini::web_connect_timeout())),
+                max_attempts: Some(ini::web_max_attempts()),
+            }
+        } else {
+            Caps::default()
+        };
+        let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
+        let mut env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), io.transport());
+        if config.funnel.is_some() || config.budget.is_some() {
+            let segment = segment::shared()?;
+            let policy = resilient_http::Policy::from_config(&config).capped(caps);
+            let registry: Arc<dyn LeaseRegistry> = Arc::new(HeldLeases(segment.clone()));
+            let (gate, budget) = shared_guards(segment, &name, &config, &policy, !web, Some(registry)).map_err(errors::php)?;
+            env.gate = gate;
+            env.budget = budget;
+        }
+        let http = HttpClient::new(config, caps, env);
+        Ok(Client { name, http, on_attempt })
+    }
+
+    /// `get(string $path, array $query = [], array $options = [])`.
+    pub fn get(&self, path: String, query: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+        self.verb("GET", &path, query, options, false)
+    }
+
+    /// `head(string $path, array $query = [], array $options = [])`.
+    pub fn head(&self, path: String, query: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+        self.verb("HEAD", &path, query, options, false)
+    }
+
+    /// `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
+    /// sent as the JSON body. Retried only with an `idempotency_key`.
+    pub fn post(&self, path: String, json: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+        self.verb("POST", &path, json, options, true)
+    }
+
+    /// `put(string $path, array $json = [], array $options = [])`.
+    pub fn put(&self, path: String, json: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+        self.verb("PUT", &path, json, options, true)
+    }
+
+    /// `patch(string $path, array $json = [], array $options = [])`. Retried only with an
+    /// `idempotency_key`.
+    pub fn patch(&self, path: String, json: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+        self.verb("PATCH", &path, json, options, true)
+    }
+
+    /// `delete(string $path, array $json = [], array $options = [])`.
+    pub fn delete(&self, path: String, json: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+        self.verb("DELETE", &path, json, options, true)
+    }
+
+    /// `request(string $method, string $path, array $options = [])` with options `query`,
+    /// `json`, `body`, `form`, `headers`, `idempotency_key`.
+    pub fn request(&self, method: String, path: String, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+        let options = request_options(options)?;
+        let request = self.prepare(&method, &path, &options)?;
+        self.run(request)
+    }
+
+    /// `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
+    /// options?]`; at most `$concurrency` in flight (a sliding window); returns `key =>
+    /// Response|Unavailable` (failures are values, not thrown).
+    #[php(defaults(concurrency = 5))]
+    pub fn pool(&self, requests: &ZendHashTable, concurrency: i64) -> PhpResult<ZBox<ZendHashTable>> {
+        if !(1..=1024).contains(&concurrency) {
+            return Err(exceptions::value_error(format!("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got {concurrency}")));
+        }
+        let mut keys = Vec::with_capacity(requests.len());
+        let mut prepared = Vec::with_capacity(requests.len());
+        for (key, item) in requests.iter() {
+            let label = key_string(&key);
+            let (method, path, options) = pool_item(item, &label)?;
+            let options = request_options(options)?;
+            let request = self.http.prepare(&method, &path, &options);
+            prepared.push(request.map_err(|e| exceptions::invalid_argument(format!("pool request '{label}': {e}")))?);
+            keys.push(key_owned(&key));
+        }
+        let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
+        let (env, events) = self.call_env(io);
+        let future = self.http.pool(env, prepared, concurrency as usize, enclosing_remaining());
+        let mut failure = None;
+        let output = io.drive(future, events, |record| self.notify(record, &mut failure));
+        let Some((results, _summary)) = output else {
+            return Err(failure.unwrap_or_else(|| PhpException::from("the pool was cancelled")));
+        };
+        let mut out = ZendHashTable::with_capacity(u32::try_from(keys.len()).unwrap_or(u32::MAX));
+        for (key, result) in keys.into_iter().zip(results) {
+            let value = match result {
+                Ok(response) => Response::into_zval_object(response).unwrap_or_default(),
+                Err(unavailable) => unavailable_object(unavailable)?,
+            };
+            match key {
+                OwnedKey::Index(i) => out.insert_at_index(i, value)?,
+                OwnedKey::Name(name) => out.insert(name.as_str(), value)?,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The client's name (its funnel and budget name).
+    pub fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+impl Client {
+    /// get/post/...: `$data` becomes the query (GET/HEAD) or the JSON body (others).
+    fn verb(&self, method: &str, path: &str, data: Option<&ZendHashTable>, options: Option<&ZendHashTable>, body: bool) -> PhpResult<Response> {
+        let mut options = request_options(options)?;
+        if let Some(data) = data.filter(|d| !d.is_empty()) {
+            let map = options.as_object_mut().expect("request_options returns an object");
+            if body {
+                if !map.contains_key("json") && !map.contains_key("body") && !map.contains_key("form") {
+                    map.insert("json".into(), json_encode_table(data)?);
+                }
+            } else {
+                let mut query = match to_json_table(data, "query")? {
+                    Value::Object(m) => m,
+                    Value::Array(items) => items.into_iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
+                    _ => Map::new(),
+                };
+                if let Some(Value::Object(extra)) = map.remove("query") {
+                    query.extend(extra);
+                }
+                map.insert("query".into(), Value::Object(query));
+            }
+        }
+        let request = self.prepare(method, path, &options)?;
+        self.run(request)
+    }
+
+    fn prepare(&self, method: &str, path: &str, options: &Value) -> PhpResult<Arc<PreparedRequest>> {
+        self.http.prepare(method, path, options).map_err(|e| exceptions::invalid_argument(e.to_string()))
+    }
+
+    /// This process's transport, and the observer channel when `on_attempt` is set.
+    fn call_env(&self, io: &resilient_http::runtime::ProcessIo) -> (CallEnv, tokio::sync::mpsc::UnboundedReceiver<AttemptRecord>) {
+        let mut env = self.http.env().clone();
+        env.transport = io.transport();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        if self.on_attempt.is_some() {
+            env.observer = Some(Arc::new(tx));
+        }
+        (env, rx)
+    }
+
+    /// One call to its end: a Response, or the Unavailable subclass thrown.
+    fn run(&self, request: Arc<PreparedRequest>) -> PhpResult<Response> {
+        let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
+        let (env, events) = self.call_env(io);
+        let future = self.http.call(env, request, enclosing_remaining());
+        let mut failure = None;
+        match io.drive(future, events, |record| self.notify(record, &mut failure)) {
+            Some(Ok(response)) => Ok(Response::new(response)),
+            Some(Err(unavailable)) => Err(throw_unavailable(unavailable)),
+            None => Err(failure.unwrap_or_else(|| PhpException::from("the call was cancelled"))),
+        }
+    }
+
+    /// Calls `on_attempt` with one record. False (cancel the call) when it throws.
+    fn notify(&self, record: AttemptRecord, failure: &mut Option<PhpException>) -> bool {
+        let Some(callable) = &self.on_attempt else { return true };
+        let Ok(callable) = ZendCallable::new(callable) else { return true };
+        let array = match self.record_array(&record) {
+            Ok(a) => a,
+            Err(e) => {
+                *failure = Some(e);
+                return false;
+            }
+        };
+        match callable.try_call(vec![&array]) {
+            Ok(_) => true,
+            Err(e) => {
+                *failure = Some(PhpException::from(e));
+                false
+            }
+        }
+    }
+
+    /// The attempt as the array `on_attempt` receives.
+    fn record_array(&self, r: &AttemptRecord) -> PhpResult<Zval> {
+        let mut ht = ZendHashTable::new();
+        ht.insert("client", self.name.as_str())?;
+        ht.insert("method", r.method.as_str())?;
+        ht.insert("url", r.url.as_str())?;
+        ht.insert("attempt", i64::from(r.attempt))?;
+        ht.insert("status", r.status.map(i64::from))?;
+        ht.insert("error", r.error)?;
+        ht.insert("duration_ms", r.duration.as_secs_f64() * 1000.0)?;
+        ht.insert("retry_follows", r.retry_follows)?;
+        ht.insert("reason", r.reason.as_str())?;
+        let mut z = Zval::new();
+        z.set_hashtable(ht);
+        Ok(z)
+    }
+}
+
+/// What an enclosing `Resilient\Deadline::within` has left.
+fn enclosing_remaining() -> Option<Duration> {
+    deadline::remaining().map(|s| Duration::from_secs_f64(s.max(0.0)))
+}
+
+/// The Unavailable subclass for an error.
+fn kind_of(u: &Unavailable) -> Kind {
+    if u.is_deadline_exceeded() {
+        Kind::DeadlineExceeded
+    } else if u.is_funnel_full() {
+        Kind::FunnelFull
+    } else if u.is_budget_exhausted() {
+        Kind::BudgetExhausted
+    } else if u.is_circuit_open() {
+        Kind::CircuitOpen
+    } else {
+        Kind::UpstreamFailed
+    }
+}
+
+/// Throws the matching subclass with the last Response attached; returns the (no-op) error
+/// for the method's `Err`.
+fn throw_unavailable(u: Unavailable) -> PhpException {
+    let kind = kind_of(&u);
+    let code = i32::from(u.last_status());
+    let message = u.message().to_string();
+    let response = u.into_last_response().and_then(Response::into_zval_object);
+    exceptions::throw_with_response(kind, &message, code, response);
+    exceptions::error(kind, message, code)
+}
+
+/// An Unavailable subclass instance, not thrown (for `pool` results).
+fn unavailable_object(u: Unavailable) -> PhpResult<Zval> {
+    let kind = kind_of(&u);
+    let ce = exceptions::class_entry(kind).ok_or_else(|| PhpException::from("Resilient exceptions are not registered"))?;
+    let message = u.message().to_string();
+    let code = i64::from(u.last_status());
+    let response = u.into_last_response().and_then(Response::into_zval_object);
+    let mut object = ZendObject::new(ce);
+    object.try_call_method("__construct", vec![&message as &dyn IntoZvalDyn, &code]).map_err(PhpException::from)?;
+    if let (Some(mut response), Some(update), Some(scope)) = (response, engine::zend_update_property(), exceptions::class_entry(Kind::Unavailable)) {
+        let name = c"response";
+        // SAFETY: live object and class entry, NUL-terminated name; the engine copies `response`.
+        unsafe {
+            update(ptr::from_ref(scope).cast_mut(), ptr::from_mut(&mut *object), name.as_ptr(), name.count_bytes(), ptr::from_mut(&mut response));
+        }
+    }
+    object.into_zval(false).map_err(PhpException::from)
+}
+
+/// An array key as a string (`0`, `name`).
+fn key_string(key: &ArrayKey) -> String {
+    match key {
+        ArrayKey::Long(i) => i.to_string(),
+        ArrayKey::String(s) => s.clone(),
+        ArrayKey::Str(s) => (*s).to_string(),
+        ArrayKey::ZendString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+    }
+}
+
+enum OwnedKey {
+    Index(i64),
+    Name(String),
+}
+
+fn key_owned(key: &ArrayKey) -> OwnedKey {
+    match key {
+        ArrayKey::Long(i) => OwnedKey::Index(*i),
+        other => OwnedKey::Name(key_string(other)),
+    }
+}
+
+/// `[method, path, options?]` of a pool entry.
+fn pool_item<'a>(item: &'a Zval, label: &str) -> PhpResult<(String, String, Option<&'a ZendHashTable>)> {
+    let bad = || exceptions::invalid_argument(format!("pool request '{label}': must be [method, path, options?]"));
+    let list = item.array().ok_or_else(bad)?;
+    let method = list.get_index(0).and_then(Zval::str).ok_or_else(bad)?.to_string();
+    let path = list.get_index(1).and_then(Zval::str).ok_or_else(bad)?.to_string();
+    let options = match list.get_index(2) {
+        None => None,
+        Some(z) if z.is_null() => None,
+        Some(z) => Some(z.array().ok_or_else(bad)?),
+    };
+    if list.len() > 3 {
+        return Err(bad());
+    }
+    Ok((method, path, options))
+}
+
+/// Per-request options as JSON; `json` is encoded by PHP's own `json_encode` (objects,
+/// `JsonSerializable`, floats exactly as PHP writes them).
+fn request_options(options: Option<&ZendHashTable>) -> PhpResult<Value> {
+    let mut map = Map::new();
+    if let Some(options) = options {
+        for (key, value) in options.iter() {
+            let key = key_string(&key);
+            let json = if key == "json" { json_encode(value)? } else { to_json(value, &key, 0).map_err(exceptions::invalid_argument)? };
+            map.insert(key, json);
+        }
+    }
+    Ok(Value::Object(map))
+}
+
+fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {
+    let mut z = Zval::new();
+    z.set_hashtable(table.to_owned());
+    json_encode(&z)
+}
+
+/// `json_encode($value)` parsed back (key order kept).
+fn json_encode(value: &Zval) -> PhpResult<Value> {
+    let encode = ZendCallable::try_from_name("json_encode").map_err(|_| PhpException::from("json_encode is not available"))?;
+    let encoded = encode.try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS]).map_err(PhpException::from)?;
+    let text = encoded.str().ok_or_else(|| exceptions::invalid_argument("option 'json': cannot be encoded as JSON"))?;
+    serde_json::from_str(text).map_err(|e| exceptions::invalid_argument(format!("option 'json': {e}")))
+}
+
+fn to_json_table(table: &ZendHashTable, path: &str) -> PhpResult<Value> {
+    let mut z = Zval::new();
+    z.set_hashtable(table.to_owned());
+    to_json(&z, path, 0).map_err(exceptions::invalid_argument)
+}
+
+/// A PHP value as JSON: lists (keys 0..n-1 in order) become arrays, other arrays objects;
+/// non-finite floats the strings `NAN`, `INF`, `-INF` (so the parser can name them); objects
+/// are refused (an option is never an object).
+fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("option '{path}': nested too deeply"));
+    }
+    let value = value.dereference();
+    if value.is_null() {
+        return Ok(Value::Null);
+    }
+    if let Some(b) = value.bool() {
+        return Ok(Value::Bool(b));
+    }
+    if let Some(n) = value.long() {
+        return Ok(Value::Number(n.into()));
+    }
+    if let Some(f) = value.double() {
+        return Ok(match Number::from_f64(f) {
+            Some(n) => Value::Number(n),
+            None if f.is_nan() => Value::String("NAN".into()),
+            None if f > 0.0 => Value::String("INF".into()),
+            None => Value::String("-INF".into()),
+        });
+    }
+    if let Some(s) = value.zend_str() {
+        return Ok(Value::String(String::from_utf8_lossy(s.as_bytes()).into_owned()));
+    }
+    if let Some(table) = value.array() {
+        let is_list = table.iter().enumerate().all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if n == i as i64));
+        if is_list {
+            let mut items = Vec::with_capacity(table.len());
+            for (i, (_, v)) in table.iter().enumerate() {
+                items.push(to_json(v, &format!("{path}.{i}"), depth + 1)?);
+            }
+            return Ok(Value::Array(items));
+        }
+        let mut map = Map::new();
+        for (k, v) in table.iter() {
+            let k = key_string(&k);
+            let child = to_json(v, &format!("{path}.{k}"), depth + 1)?;
+            map.insert(k, child);
+        }
+        return Ok(Value::Object(map));
+    }
+    Err(format!("option '{path}': must not be {}", if value.is_object() { "an object" } else { "a resource" }))
+}
+
+pub fn register(module: ModuleBuilder) -> ModuleBuilder {
+    module.class::<Client>()
+}

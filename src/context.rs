@@ -1,0 +1,124 @@
+//! `Resilient\Context`: where this PHP process runs (web request or console),
+//! and the web caps from php.ini.
+//!
+//! A web request must answer within seconds, so under a web SAPI timeouts and
+//! attempts are capped by `resilient.web_timeout` (10 s),
+//! `resilient.web_connect_timeout` (3 s) and `resilient.web_max_attempts` (1);
+//! queue workers, the scheduler and artisan (CLI) get the configured values.
+
+use std::ffi::CStr;
+
+use ext_php_rs::prelude::*;
+use resilient_core::validate;
+
+use crate::errors;
+use crate::ini;
+
+/// SAPIs that are not serving an HTTP request: console, debugger, embedded,
+/// static-php-cli's self-contained binary.
+const NON_WEB_SAPIS: [&str; 4] = ["cli", "phpdbg", "embed", "micro"];
+
+/// The SAPI name (`cli`, `fpm-fcgi`, `apache2handler`, `cli-server`, ...).
+pub fn sapi_name() -> String {
+    // SAFETY: `sapi_module` is set by the SAPI before any module starts and
+    // never freed; `name` is a static C string (or NULL in odd embeddings).
+    let name = unsafe { ext_php_rs::ffi::sapi_module.name };
+    if name.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-null, NUL-terminated.
+    unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+}
+
+/// True when serving a web request (any SAPI but cli/phpdbg/embed/micro).
+/// Cached: the SAPI of a process never changes once it serves requests.
+pub fn is_web() -> bool {
+    static IS_WEB: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IS_WEB.get_or_init(|| is_web_sapi(&sapi_name()))
+}
+
+pub fn is_web_sapi(sapi: &str) -> bool {
+    !sapi.is_empty() && !NON_WEB_SAPIS.contains(&sapi)
+}
+
+/// `seconds`, capped to `cap` under a web SAPI.
+fn cap_when_web(seconds: f64, cap: f64) -> f64 {
+    if is_web() {
+        seconds.min(cap)
+    } else {
+        seconds
+    }
+}
+
+/// Per-attempt timeout for this context (seconds), for Rust callers (Client).
+pub fn timeout(seconds: f64) -> f64 {
+    cap_when_web(seconds, ini::web_timeout())
+}
+
+/// Connect timeout for this context (seconds), for Rust callers (Client).
+pub fn connect_timeout(seconds: f64) -> f64 {
+    cap_when_web(seconds, ini::web_connect_timeout())
+}
+
+/// Attempts (the first one included) for this context, for Rust callers (Client).
+pub fn max_attempts(attempts: u32) -> u32 {
+    if is_web() {
+        attempts.min(ini::web_max_attempts())
+    } else {
+        attempts
+    }
+}
+
+/// Where this process runs, and the web caps from php.ini (static; not
+/// instantiable). Web = any SAPI but cli, phpdbg, embed, micro.
+#[php_class]
+#[php(name = "Resilient\\Context")]
+#[php(flags = ext_php_rs::flags::ClassFlags::Final)]
+pub struct Context;
+
+#[php_impl]
+impl Context {
+    /// True under a web SAPI (fpm-fcgi, cgi-fcgi, apache2handler, cli-server,
+    /// litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro.
+    pub fn is_web() -> bool {
+        is_web()
+    }
+
+    /// The SAPI name, as `PHP_SAPI`.
+    pub fn sapi() -> String {
+        sapi_name()
+    }
+
+    /// `$seconds`, capped to `resilient.web_timeout` when web.
+    pub fn timeout(seconds: f64) -> PhpResult<f64> {
+        let seconds = validate::positive_seconds("seconds", seconds).map_err(errors::php)?;
+        Ok(timeout(seconds))
+    }
+
+    /// `$seconds`, capped to `resilient.web_connect_timeout` when web.
+    pub fn connect_timeout(seconds: f64) -> PhpResult<f64> {
+        let seconds = validate::positive_seconds("seconds", seconds).map_err(errors::php)?;
+        Ok(connect_timeout(seconds))
+    }
+
+    /// `$attempts` (>= 1), capped to `resilient.web_max_attempts` when web.
+    pub fn max_attempts(attempts: i64) -> PhpResult<i64> {
+        let attempts = validate::count("attempts", attempts, 1, 100).map_err(errors::php)?;
+        Ok(i64::from(max_attempts(attempts)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_web_sapi;
+
+    #[test]
+    fn sapi_classification() {
+        for web in ["fpm-fcgi", "cgi-fcgi", "apache2handler", "cli-server", "litespeed", "frankenphp"] {
+            assert!(is_web_sapi(web), "{web}");
+        }
+        for console in ["cli", "phpdbg", "embed", "micro", ""] {
+            assert!(!is_web_sapi(console), "{console}");
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! PHP engine symbols that ext-php-rs does not bind, resolved with `dlsym`.
+//!
+//! Why not `extern "C"` declarations: the `.so` is linked with BIND_NOW, and
+//! `cargo php stubs` dlopens it outside PHP, providing only the symbols
+//! ext-php-rs binds. Any other direct reference (function or data) makes that
+//! dlopen fail, so these few are looked up at first use instead. Inside PHP
+//! they always exist (they are part of the engine's exported API); if one
+//! were missing, callers get `None` and fall back.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::OnceLock;
+
+use ext_php_rs::ffi::{zend_class_entry, zend_object, zval};
+
+/// Resolves `name` (NUL-terminated bytes) once; 0 when absent.
+fn lookup(cache: &OnceLock<usize>, name: &'static [u8]) -> usize {
+    *cache.get_or_init(|| match CStr::from_bytes_with_nul(name) {
+        // SAFETY: dlsym with RTLD_DEFAULT only searches already-loaded objects.
+        Ok(name) => (unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }) as usize,
+        Err(_) => 0,
+    })
+}
+
+macro_rules! engine_fn {
+    ($(#[$doc:meta])* $name:ident: fn($($arg:ident: $ty:ty),*) $(-> $ret:ty)?) => {
+        $(#[$doc])*
+        #[allow(non_snake_case)]
+        pub fn $name() -> Option<unsafe extern "C" fn($($ty),*) $(-> $ret)?> {
+            static CACHE: OnceLock<usize> = OnceLock::new();
+            let addr = lookup(&CACHE, concat!(stringify!($name), "\0").as_bytes());
+            // SAFETY: the symbol has this C signature in PHP 8.x's headers.
+            (addr != 0).then(|| unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($ty),*) $(-> $ret)?>(addr) })
+        }
+    };
+}
+
+engine_fn!(
+    /// `char *zend_ini_string_ex(const char *name, size_t len, int orig, bool *exists)`
+    zend_ini_string_ex: fn(name: *const c_char, len: usize, orig: c_int, exists: *mut bool) -> *mut c_char
+);
+engine_fn!(
+    /// `void zend_unregister_ini_entries(int module_number)`
+    zend_unregister_ini_entries: fn(module_number: c_int)
+);
+engine_fn!(
+    /// `void zend_update_property(zend_class_entry *scope, zend_object *obj, const char *name, size_t len, zval *value)`
+    zend_update_property: fn(scope: *mut zend_class_entry, object: *mut zend_object, name: *const c_char, len: usize, value: *mut zval)
+);
+
+/// The value of one of SPL's `zend_class_entry *` globals
+/// (`spl_ce_RuntimeException`...), set by SPL's MINIT, which runs before any
+/// extension loaded with `extension=` starts.
+pub fn spl_class_entry(symbol: &CStr) -> Option<*mut zend_class_entry> {
+    // SAFETY: RTLD_DEFAULT lookup; the symbol is a `zend_class_entry *` variable.
+    unsafe {
+        let slot = libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()).cast::<*mut zend_class_entry>();
+        if slot.is_null() || (*slot).is_null() {
+            return None;
+        }
+        Some(*slot)
+    }
+}

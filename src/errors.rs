@@ -1,0 +1,26 @@
+//! Mapping of `resilient_core::Error` to PHP exceptions.
+//!
+//! - invalid argument (the message starts with the argument's name) → `\ValueError`
+//! - segment problems (corrupt, foreign owner, group/world-writable, wrong layout,
+//!   table full) → `Resilient\SharedMemoryError` with the core's message, which
+//!   names the file and the problem.
+
+use ext_php_rs::exception::PhpException;
+use resilient_core::Error;
+
+use crate::exceptions::{self, Kind};
+
+/// The PHP exception for a core error.
+pub fn to_php(err: &Error) -> PhpException {
+    if err.is_invalid_argument() {
+        exceptions::value_error(err.to_string())
+    } else {
+        // is_segment() / is_table_full(), and anything a later core adds.
+        exceptions::error(Kind::SharedMemoryError, err.to_string(), 0)
+    }
+}
+
+/// `?`-friendly conversion: `core_call().map_err(errors::php)?`.
+pub fn php(err: Error) -> PhpException {
+    to_php(&err)
+}

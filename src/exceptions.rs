@@ -1,0 +1,252 @@
+//! The extension's exception classes and the helpers Rust code uses to throw them.
+//!
+//! ```text
+//! \RuntimeException
+//!  ├── Resilient\Unavailable            (+ response(): ?Resilient\Response)
+//!  │    ├── Resilient\DeadlineExceeded
+//!  │    ├── Resilient\FunnelFull
+//!  │    ├── Resilient\BudgetExhausted
+//!  │    ├── Resilient\CircuitOpen
+//!  │    └── Resilient\UpstreamFailed
+//!  └── Resilient\SharedMemoryError      (our extension: corrupt/foreign segment file)
+//! ```
+//!
+//! Why not `#[php_class]`: a class with a Rust object behind it cannot be
+//! constructed or subclassed from PHP as an exception. These are plain
+//! internal classes registered in MINIT with `ClassBuilder`, inheriting
+//! `\RuntimeException`'s constructor, so `new Resilient\FunnelFull('x')` and
+//! `class Mine extends Resilient\Unavailable {}` work.
+//!
+//! `Unavailable` declares `protected $response = null` and a `response()`
+//! method reading it. [`throw_with_response`] sets it on the thrown object
+//! (for `Resilient\Client`, which attaches the last Response it received).
+
+use std::ffi::CStr;
+use std::panic::AssertUnwindSafe;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use ext_php_rs::args::ArgInfoTables;
+use ext_php_rs::builders::{ClassBuilder, ClassProperty, FunctionBuilder};
+use ext_php_rs::exception::PhpException;
+use ext_php_rs::ffi::zend_throw_exception;
+
+use crate::engine;
+use ext_php_rs::flags::{DataType, MethodFlags, PropertyFlags};
+use ext_php_rs::types::Zval;
+use ext_php_rs::zend::{ce, ClassEntry, ExecuteData, ExecutorGlobals};
+
+/// Every exception class the extension defines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Unavailable = 0,
+    DeadlineExceeded = 1,
+    FunnelFull = 2,
+    BudgetExhausted = 3,
+    CircuitOpen = 4,
+    UpstreamFailed = 5,
+    SharedMemoryError = 6,
+}
+
+const COUNT: usize = 7;
+
+impl Kind {
+    pub const ALL: [Kind; COUNT] = [
+        Kind::Unavailable,
+        Kind::DeadlineExceeded,
+        Kind::FunnelFull,
+        Kind::BudgetExhausted,
+        Kind::CircuitOpen,
+        Kind::UpstreamFailed,
+        Kind::SharedMemoryError,
+    ];
+
+    /// Fully qualified PHP class name.
+    pub const fn class_name(self) -> &'static str {
+        match self {
+            Kind::Unavailable => "Resilient\\Unavailable",
+            Kind::DeadlineExceeded => "Resilient\\DeadlineExceeded",
+            Kind::FunnelFull => "Resilient\\FunnelFull",
+            Kind::BudgetExhausted => "Resilient\\BudgetExhausted",
+            Kind::CircuitOpen => "Resilient\\CircuitOpen",
+            Kind::UpstreamFailed => "Resilient\\UpstreamFailed",
+            Kind::SharedMemoryError => "Resilient\\SharedMemoryError",
+        }
+    }
+
+    /// True for `Unavailable` and its subclasses (they carry a response).
+    pub const fn is_unavailable(self) -> bool {
+        !matches!(self, Kind::SharedMemoryError)
+    }
+}
+
+/// Class entries, filled at MINIT (and again if a SAPI restarts the module).
+static CLASS_ENTRIES: [AtomicPtr<ClassEntry>; COUNT] = [const { AtomicPtr::new(ptr::null_mut()) }; COUNT];
+
+/// The registered class entry, `None` before MINIT.
+pub fn class_entry(kind: Kind) -> Option<&'static ClassEntry> {
+    // SAFETY: only ever set to class entries the engine keeps for the life of the process.
+    unsafe { CLASS_ENTRIES[kind as usize].load(Ordering::Acquire).as_ref() }
+}
+
+/// `\RuntimeException` (SPL is always compiled into PHP 8).
+pub fn runtime_exception() -> &'static ClassEntry {
+    spl_class(c"spl_ce_RuntimeException").unwrap_or_else(ce::exception)
+}
+
+/// `\InvalidArgumentException`.
+pub fn invalid_argument_exception() -> &'static ClassEntry {
+    spl_class(c"spl_ce_InvalidArgumentException").unwrap_or_else(ce::exception)
+}
+
+fn spl_class(symbol: &CStr) -> Option<&'static ClassEntry> {
+    // SAFETY: SPL's class entries live as long as PHP.
+    engine::spl_class_entry(symbol).and_then(|ce| unsafe { ce.cast::<ClassEntry>().as_ref() })
+}
+
+fn unavailable_ce() -> &'static ClassEntry {
+    class_entry(Kind::Unavailable).unwrap_or_else(runtime_exception)
+}
+
+fn store<const K: usize>(ce: &'static mut ClassEntry, arg_info: ArgInfoTables) {
+    CLASS_ENTRIES[K].store(ce, Ordering::Release);
+    // The engine points at these for the life of the process.
+    std::mem::forget(arg_info);
+}
+
+const RESPONSE_PROPERTY: &CStr = c"response";
+
+/// Registers every class. Called from MINIT, before the `#[php_class]` classes.
+pub fn register() -> ext_php_rs::error::Result<()> {
+    ClassBuilder::new(Kind::Unavailable.class_name())
+        .extends((runtime_exception, "\\RuntimeException"))
+        .property(ClassProperty {
+            name: "response".into(),
+            flags: PropertyFlags::Protected,
+            default: Some(Box::new(|| Ok(Zval::null()))),
+            docs: &[],
+            ty: None,
+            nullable: true,
+            readonly: false,
+            default_stub: Some("null".into()),
+        })
+        .method(
+            FunctionBuilder::new("response", unavailable_response).returns(DataType::object("Resilient\\Response"), false, true),
+            MethodFlags::Public,
+        )
+        .registration(store::<{ Kind::Unavailable as usize }>)
+        .register()?;
+
+    macro_rules! sub {
+        ($kind:expr, $parent:expr, $parent_name:expr) => {
+            ClassBuilder::new($kind.class_name())
+                .extends(($parent, $parent_name))
+                .registration(store::<{ $kind as usize }>)
+                .register()?;
+        };
+    }
+    sub!(Kind::DeadlineExceeded, unavailable_ce, "\\Resilient\\Unavailable");
+    sub!(Kind::FunnelFull, unavailable_ce, "\\Resilient\\Unavailable");
+    sub!(Kind::BudgetExhausted, unavailable_ce, "\\Resilient\\Unavailable");
+    sub!(Kind::CircuitOpen, unavailable_ce, "\\Resilient\\Unavailable");
+    sub!(Kind::UpstreamFailed, unavailable_ce, "\\Resilient\\Unavailable");
+    sub!(Kind::SharedMemoryError, runtime_exception, "\\RuntimeException");
+    Ok(())
+}
+
+/// `Unavailable::response()`: the protected `$response` property.
+extern "C" fn unavailable_response(ex: &mut ExecuteData, retval: &mut Zval) {
+    ext_php_rs::zend::run_handler(AssertUnwindSafe(|| {
+        if ex.parser().parse().is_err() {
+            return; // ArgumentCountError already thrown
+        }
+        let scope = ptr::from_ref(unavailable_ce()).cast_mut();
+        let Some(this) = ex.get_self() else {
+            retval.set_null();
+            return;
+        };
+        let mut rv = Zval::new();
+        // SAFETY: live object, NUL-terminated name, `rv` outlives the read.
+        let value = unsafe {
+            ext_php_rs::ffi::zend_read_property(
+                scope,
+                ptr::from_mut(this),
+                RESPONSE_PROPERTY.as_ptr(),
+                RESPONSE_PROPERTY.count_bytes(),
+                true,
+                &raw mut rv,
+            )
+            .as_ref()
+        };
+        *retval = match value {
+            Some(v) if v.is_object() => v.shallow_clone(),
+            _ => Zval::null(),
+        };
+    }));
+}
+
+/// An exception of one of our classes, ready to be returned as `Err` from a
+/// `#[php_method]` (the macro throws it). `code` is the exception code
+/// (`UpstreamFailed`: last HTTP status, 0 for a connection error).
+pub fn error(kind: Kind, message: impl Into<String>, code: i32) -> PhpException {
+    match class_entry(kind) {
+        Some(ce) => PhpException::new(message.into(), code, ce),
+        None => PhpException::new(message.into(), code, runtime_exception()),
+    }
+}
+
+/// Throws at once (for hand-written handlers). No-op if an exception is
+/// already pending: that one keeps propagating.
+pub fn throw(kind: Kind, message: impl Into<String>, code: i32) {
+    error(kind, message, code).throw();
+}
+
+/// Throws `kind` (an `Unavailable` subclass) with `response` attached, so
+/// `$e->response()` returns it. `response` should be a `Resilient\Response`
+/// object; anything else is ignored. After this returns the exception is
+/// pending: return from the handler without throwing anything else
+/// (returning `Err(..)` from a `#[php_method]` is fine: `throw()` is a no-op
+/// while an exception is pending).
+pub fn throw_with_response(kind: Kind, message: &str, code: i32, response: Option<Zval>) {
+    if ExecutorGlobals::has_exception() {
+        return;
+    }
+    let Some(ce) = class_entry(kind) else {
+        throw(kind, message, code);
+        return;
+    };
+    let Ok(c_message) = std::ffi::CString::new(message.replace('\0', "\\0")) else {
+        return;
+    };
+    // SAFETY: valid class entry and C string; the engine returns the thrown object.
+    let object = unsafe { zend_throw_exception(ptr::from_ref(ce).cast_mut(), c_message.as_ptr(), code.into()) };
+    let Some(mut response) = response.filter(|r| kind.is_unavailable() && r.is_object()) else {
+        return;
+    };
+    if object.is_null() {
+        return;
+    }
+    let Some(zend_update_property) = engine::zend_update_property() else {
+        return;
+    };
+    // SAFETY: `object` is the live pending exception; zend_update_property copies (and addrefs) `response`.
+    unsafe {
+        zend_update_property(
+            ptr::from_ref(unavailable_ce()).cast_mut(),
+            object,
+            RESPONSE_PROPERTY.as_ptr(),
+            RESPONSE_PROPERTY.count_bytes(),
+            ptr::from_mut(&mut response),
+        );
+    }
+}
+
+/// `\ValueError` naming the argument, for out-of-range / NaN / INF / empty values.
+pub fn value_error(message: impl Into<String>) -> PhpException {
+    PhpException::new(message.into(), 0, ce::value_error())
+}
+
+/// `\InvalidArgumentException` naming the option (e.g. an unknown option key).
+pub fn invalid_argument(message: impl Into<String>) -> PhpException {
+    PhpException::new(message.into(), 0, invalid_argument_exception())
+}

@@ -1,0 +1,200 @@
+//! `Resilient\Funnel` and `Resilient\Lease`: a concurrency limit per name,
+//! shared by every PHP process of the user on the host.
+//!
+//! A lease is one held slot. It is released by `Lease::release()`, when the
+//! `Lease` object is destroyed, and at request end (RSHUTDOWN, see `held.rs`),
+//! including after a fatal error or `max_execution_time`. It also expires on
+//! its own after `lease` seconds (default 20 s = 2 × the 10 s web timeout cap),
+//! and the slot of a process that no longer exists is reclaimed at once.
+//!
+//! A lease belongs to the process that acquired it: in a child of
+//! `pcntl_fork` the inherited `Lease` object neither releases it on
+//! destruction nor via `release()` (which returns false there).
+
+use std::sync::Arc;
+
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::Zval;
+use resilient_core::{clock, Funnel as CoreFunnel, FunnelConfig, Lease as CoreLease, Segment};
+
+use crate::exceptions::{self, Kind};
+use crate::{context, errors, held, segment};
+
+/// Default lease length: 2 × the default web timeout cap (`resilient.web_timeout` = 10 s).
+pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
+
+/// A named concurrency limit shared by every PHP process of the user on the
+/// host (FPM workers and CLI): at most `limit` leases held at once; web
+/// callers may use all slots, background (CLI) callers only `limit - reserve`.
+/// Fails fast when full (no queueing). Throws `\ValueError` on a bad
+/// argument (the message names it) and `Resilient\SharedMemoryError` when
+/// the segment cannot be used.
+#[php_class]
+#[php(name = "Resilient\\Funnel")]
+pub struct Funnel {
+    name: String,
+    segment: Arc<Segment>,
+    inner: CoreFunnel,
+}
+
+impl Funnel {
+    /// Takes a slot for the caller's context (or the explicit `background`).
+    fn acquire(&self, background: Option<bool>) -> Option<CoreLease> {
+        let background = background.unwrap_or_else(|| !context::is_web());
+        self.inner.try_acquire(self.inner.cap(background), clock::monotonic_ms())
+    }
+
+    fn full_message(&self) -> String {
+        let cfg = self.inner.config();
+        format!(
+            "funnel '{}' is full ({} of {} slots in flight, {} reserved for web callers)",
+            self.name,
+            self.inner.in_flight(clock::monotonic_ms()),
+            cfg.limit,
+            cfg.reserve
+        )
+    }
+
+    /// Wraps a core lease in a PHP-visible Lease, recorded for request end.
+    fn lease_object(&self, lease: CoreLease) -> Lease {
+        held::add(&self.segment, lease.id());
+        Lease { funnel: self.name.clone(), pid: crate::pid::current(), inner: Some(lease) }
+    }
+}
+
+#[php_impl]
+impl Funnel {
+    /// `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null)`.
+    /// `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease` seconds, finite and
+    /// > 0, default 20.0 (2 × the web timeout cap).
+    #[php(defaults(reserve = 0))]
+    pub fn __construct(name: String, limit: i64, reserve: i64, lease: Option<f64>) -> PhpResult<Self> {
+        resilient_core::validate::name("name", &name).map_err(errors::php)?;
+        let config = FunnelConfig::new(limit, reserve, lease.unwrap_or(DEFAULT_LEASE_SECONDS)).map_err(errors::php)?;
+        let segment = segment::shared()?;
+        let inner = CoreFunnel::new(segment.clone(), &name, config).map_err(errors::php)?;
+        Ok(Funnel { name, segment, inner })
+    }
+
+    /// A lease, or null when full. `$background` null = from the context
+    /// (CLI is background and may only use `limit - reserve` slots).
+    pub fn try_acquire(&self, background: Option<bool>) -> Option<Lease> {
+        self.acquire(background).map(|l| self.lease_object(l))
+    }
+
+    /// Acquires a slot, calls `$fn`, releases the slot (also when `$fn` throws,
+    /// exits or hits a fatal error) and returns `$fn`'s result. When full:
+    /// returns `$fallback()` if given, else throws `Resilient\FunnelFull`.
+    pub fn run(&self, r#fn: ZendCallable, fallback: Option<ZendCallable>) -> PhpResult<Zval> {
+        let Some(lease) = self.acquire(None) else {
+            return match fallback {
+                Some(fallback) => fallback.try_call(vec![]).map_err(PhpException::from),
+                None => Err(exceptions::error(Kind::FunnelFull, self.full_message(), 0)),
+            };
+        };
+        // Listed for RSHUTDOWN, and released by the guard on return, on
+        // exception and on bailout.
+        let id = lease.id();
+        held::add(&self.segment, id);
+        let guard = BailoutGuard::new(RunLease(Some(lease)));
+        let result = r#fn.try_call(vec![]);
+        drop(guard);
+        result.map_err(PhpException::from)
+    }
+
+    /// Leases held now across all processes (reclaims expired/dead ones first).
+    pub fn in_flight(&self) -> i64 {
+        i64::from(self.inner.in_flight(clock::monotonic_ms()))
+    }
+
+    pub fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    pub fn limit(&self) -> i64 {
+        i64::from(self.inner.config().limit)
+    }
+
+    pub fn reserve(&self) -> i64 {
+        i64::from(self.inner.config().reserve)
+    }
+
+    /// Lease length in seconds.
+    pub fn lease(&self) -> f64 {
+        self.inner.config().lease_ms as f64 / 1000.0
+    }
+}
+
+/// The lease of `Funnel::run`, released (and unlisted) when dropped.
+struct RunLease(Option<CoreLease>);
+
+impl Drop for RunLease {
+    fn drop(&mut self) {
+        if let Some(lease) = self.0.take() {
+            held::remove(lease.id());
+            lease.release();
+        }
+    }
+}
+
+/// One held funnel slot (get one from `Funnel::tryAcquire()`; not
+/// constructible from PHP). Released by `release()`, when the object is
+/// destroyed, and at request end (also after a fatal error or
+/// `max_execution_time`). In a `pcntl_fork()` child an inherited lease is
+/// neither released nor releasable: it belongs to the parent.
+#[php_class]
+#[php(name = "Resilient\\Lease")]
+#[php(flags = ext_php_rs::flags::ClassFlags::Final)]
+pub struct Lease {
+    funnel: String,
+    pid: u32,
+    inner: Option<CoreLease>,
+}
+
+impl Lease {
+    fn ours(&self) -> bool {
+        self.pid == crate::pid::current()
+    }
+}
+
+#[php_impl]
+impl Lease {
+    /// Gives the slot back. True if this call released it; false if it was
+    /// already released, expired and reclaimed, or belongs to a parent process.
+    pub fn release(&mut self) -> bool {
+        if !self.ours() {
+            return false;
+        }
+        match self.inner.take() {
+            Some(lease) => {
+                held::remove(lease.id());
+                lease.release()
+            }
+            None => false,
+        }
+    }
+
+    /// True until released (locally). A lease that expired is still reported
+    /// held here; `release()` then returns false.
+    pub fn is_held(&self) -> bool {
+        self.inner.is_some() && self.ours()
+    }
+
+    /// The funnel's name.
+    pub fn funnel(&self) -> String {
+        self.funnel.clone()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(lease) = self.inner.take() {
+            held::remove(lease.id());
+            if self.pid == crate::pid::current() {
+                lease.release();
+            } else {
+                let _ = lease.into_id(); // the parent's slot: leave it alone
+            }
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Leases held by this process for the current request.
+//!
+//! A bailout (fatal error, `max_execution_time`) long-jumps past Rust frames
+//! and the engine may never destroy the `Resilient\Lease` objects, so every
+//! lease handed to PHP is also recorded here and RSHUTDOWN releases whatever
+//! is still listed. Releasing is idempotent in the core (a `LeaseId` carries
+//! the owner word, so a slot already reclaimed and re-acquired by someone else
+//! is left alone).
+//!
+//! Entries remember the pid: a child of `pcntl_fork` inherits this list and
+//! must not release its parent's slots.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use resilient_core::{LeaseId, Segment};
+
+struct Held {
+    pid: u32,
+    segment: Arc<Segment>,
+    id: LeaseId,
+}
+
+static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
+
+/// Records a lease handed to PHP.
+pub fn add(segment: &Arc<Segment>, id: LeaseId) {
+    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    held.push(Held { pid: crate::pid::current(), segment: segment.clone(), id });
+}
+
+/// Forgets a lease (released by PHP code or by its object's destruction).
+/// O(held), which is a handful: a request holds a few slots at most.
+pub fn remove(id: LeaseId) {
+    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(i) = held.iter().position(|h| h.id == id) {
+        held.swap_remove(i);
+    }
+}
+
+/// Releases every lease this process still holds; returns how many were
+/// still ours. Entries inherited from a parent process are dropped unreleased.
+pub fn release_all() -> usize {
+    let taken = std::mem::take(&mut *HELD.lock().unwrap_or_else(PoisonError::into_inner));
+    let pid = crate::pid::current();
+    taken.into_iter().filter(|h| h.pid == pid).filter(|h| h.segment.release(h.id)).count()
+}
+
+/// How many leases are listed (for tests and debugging).
+pub fn count() -> usize {
+    HELD.lock().unwrap_or_else(PoisonError::into_inner).len()
+}

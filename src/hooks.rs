@@ -1,0 +1,74 @@
+//! Module and request hooks.
+//!
+//! - MINIT: ini entries and exception classes. Nothing process-bound: the FPM
+//!   master runs MINIT and then forks, so the shared-memory segment (and, in
+//!   the client, runtimes and connections) are created lazily per process.
+//! - RINIT: an empty deadline stack.
+//! - RSHUTDOWN: release every lease this request still holds, empty the
+//!   deadline stack. This is the backstop for fatal errors and
+//!   `max_execution_time`: a bailout long-jumps past Rust frames, so their
+//!   destructors never run, but RSHUTDOWN always does.
+//! - MSHUTDOWN: unregister the ini entries.
+//!
+//! A panic unwinding out of an `extern "C"` hook aborts PHP, so every body
+//! runs under `catch_unwind`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::{deadline, exceptions, held, ini};
+
+const SUCCESS: i32 = 0;
+const FAILURE: i32 = -1;
+
+/// Runs `body`, turning a panic into `FAILURE` (and a warning on stderr from
+/// the panic hook) instead of an abort.
+fn guarded(body: impl FnOnce() -> i32) -> i32 {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(FAILURE)
+}
+
+pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
+    guarded(|| {
+        ini::register(module_number);
+        match exceptions::register() {
+            Ok(()) => SUCCESS,
+            Err(e) => {
+                ext_php_rs::error::php_error(
+                    &ext_php_rs::flags::ErrorType::CoreWarning,
+                    &format!("resilient: cannot register exception classes: {e}"),
+                );
+                FAILURE
+            }
+        }
+    })
+}
+
+pub unsafe extern "C" fn module_shutdown(_ty: i32, module_number: i32) -> i32 {
+    guarded(|| {
+        ini::unregister(module_number);
+        SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
+    guarded(|| {
+        deadline::clear();
+        SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn request_shutdown(_ty: i32, _module_number: i32) -> i32 {
+    // Both steps run even if the first one panics.
+    let a = guarded(|| {
+        held::release_all();
+        SUCCESS
+    });
+    let b = guarded(|| {
+        deadline::clear();
+        SUCCESS
+    });
+    if a == SUCCESS && b == SUCCESS {
+        SUCCESS
+    } else {
+        FAILURE
+    }
+}

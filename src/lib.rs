@@ -1,0 +1,45 @@
+//! `resilient`: the PHP extension, a thin ext-php-rs binding over the
+//! PHP-free `resilient-core` (shared-memory funnel, retry budget, deadline
+//! stack) and `resilient-http` crates. No policy lives here: this crate turns
+//! PHP arguments into core calls and core errors into PHP exceptions.
+//!
+//! - `ini`: php.ini settings (`resilient.*`), registered at MINIT.
+//! - `hooks`: MINIT/MSHUTDOWN/RINIT/RSHUTDOWN, each under `catch_unwind`.
+//! - `exceptions`: `Resilient\Unavailable` & co, registered at MINIT.
+//! - `errors`: core error → PHP exception; `engine`: dlsym'd engine symbols.
+//! - `segment`: the per-process, lazily opened shared-memory segment.
+//! - `held`: leases to release at request end; `pid`: fork-aware cached pid.
+//! - `funnel`, `budget`, `deadline`, `context`: the PHP classes.
+//! - `client`, `response`: `Resilient\Client` / `Resilient\Response`.
+
+use ext_php_rs::prelude::*;
+
+pub mod budget;
+pub mod client;
+pub mod context;
+pub mod deadline;
+pub mod engine;
+pub mod errors;
+pub mod exceptions;
+pub mod funnel;
+pub mod held;
+pub mod hooks;
+pub mod ini;
+pub mod pid;
+pub mod response;
+pub mod segment;
+
+#[php_module]
+pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
+    let m = module
+        .startup_function(hooks::module_startup)
+        .shutdown_function(hooks::module_shutdown)
+        .request_startup_function(hooks::request_startup)
+        .request_shutdown_function(hooks::request_shutdown)
+        .class::<funnel::Funnel>()
+        .class::<funnel::Lease>()
+        .class::<budget::RetryBudget>()
+        .class::<deadline::Deadline>()
+        .class::<context::Context>();
+    client::register(response::register(m))
+}

@@ -1,0 +1,88 @@
+//! `Resilient\Response`: the answer a `Resilient\Client` call returns (any status the client
+//! does not retry), plus what it cost: `attempts()` and `elapsedMs()`.
+//!
+//! A thin wrapper over `resilient_http::Response`. Not constructible from PHP: only the client
+//! makes them (also attached to `Unavailable` exceptions as the last response).
+
+use ext_php_rs::boxed::ZBox;
+use ext_php_rs::convert::IntoZval;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, Zval};
+
+#[php_class]
+#[php(name = "Resilient\\Response")]
+#[php(flags = ext_php_rs::flags::ClassFlags::Final)]
+pub struct Response {
+    inner: resilient_http::Response,
+}
+
+impl Response {
+    pub fn new(inner: resilient_http::Response) -> Self {
+        Self { inner }
+    }
+
+    /// The response as a PHP object in a zval (to attach to an exception or put in an array).
+    pub fn into_zval_object(inner: resilient_http::Response) -> Option<Zval> {
+        ZendClassObject::new(Response::new(inner)).into_zval(false).ok()
+    }
+}
+
+#[php_impl]
+impl Response {
+    /// The HTTP status.
+    pub fn status(&self) -> i64 {
+        i64::from(self.inner.status())
+    }
+
+    /// True for 2xx.
+    pub fn ok(&self) -> bool {
+        self.inner.ok()
+    }
+
+    /// A header's values joined with ", " (case-insensitive name), or null when absent.
+    pub fn header(&self, name: String) -> Option<String> {
+        self.inner.header(&name)
+    }
+
+    /// Every header: lower-case name => list of values.
+    pub fn headers(&self) -> PhpResult<ZBox<ZendHashTable>> {
+        let mut ht = ZendHashTable::new();
+        for (name, values) in self.inner.headers_grouped() {
+            let mut list = ZendHashTable::new();
+            for v in values {
+                list.push(v)?;
+            }
+            ht.insert(name.as_str(), list)?;
+        }
+        Ok(ht)
+    }
+
+    /// The body, bytes as received (a binary-safe PHP string).
+    pub fn body(&self) -> Zval {
+        let mut z = Zval::new();
+        z.set_binary(self.inner.body().to_vec());
+        z
+    }
+
+    /// The body decoded as JSON into arrays (`json_decode($body, true)`); null when not JSON.
+    pub fn json(&self) -> PhpResult<Zval> {
+        let decode = ZendCallable::try_from_name("json_decode").map_err(|_| PhpException::from("json_decode is not available"))?;
+        let body = self.body();
+        let assoc = true;
+        decode.try_call(vec![&body as &dyn ext_php_rs::convert::IntoZvalDyn, &assoc]).map_err(PhpException::from)
+    }
+
+    /// Attempts the call made, the first one included.
+    pub fn attempts(&self) -> i64 {
+        i64::from(self.inner.attempts())
+    }
+
+    /// Milliseconds from the call's start to this answer (sleeps between attempts included).
+    pub fn elapsed_ms(&self) -> f64 {
+        self.inner.elapsed().as_secs_f64() * 1000.0
+    }
+}
+
+pub fn register(module: ModuleBuilder) -> ModuleBuilder {
+    module.class::<Response>()
+}

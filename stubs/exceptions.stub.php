@@ -1,0 +1,52 @@
+
+// Exception classes: registered in MINIT with ClassBuilder (src/exceptions.rs),
+// so `cargo php stubs` does not see them; this part is written by hand.
+//
+// php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
+//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.shm
+//   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
+//   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
+//   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI
+//   resilient.web_max_attempts    = 1      ; cap of Context::maxAttempts() under a web SAPI
+//   resilient.backend             = "shm"  ; or "redis://host:port/db" (later issue)
+
+namespace Resilient {
+    /**
+     * No answer worth returning: our own refusal (deadline, funnel full,
+     * budget spent, circuit open) or retryable upstream outcomes exhausted.
+     * Constructible and subclassable from PHP.
+     */
+    class Unavailable extends \RuntimeException {
+        /** The last response received, if any (set by Resilient\Client). */
+        protected $response = null;
+
+        /**
+         * The last Response received before giving up, or null.
+         *
+         * @return \Resilient\Response|null
+         */
+        public function response(): ?\Resilient\Response {}
+    }
+
+    /** The deadline left no time for the work. */
+    class DeadlineExceeded extends Unavailable {}
+
+    /** The funnel had no free slot (no queueing: fail fast). */
+    class FunnelFull extends Unavailable {}
+
+    /** The retry budget is spent for this window. */
+    class BudgetExhausted extends Unavailable {}
+
+    /** The circuit breaker is open. */
+    class CircuitOpen extends Unavailable {}
+
+    /** Retryable upstream outcomes exhausted. Code = last HTTP status, 0 for a connection error. */
+    class UpstreamFailed extends Unavailable {}
+
+    /**
+     * The shared-memory segment cannot be used: corrupt, another layout
+     * version, owned by another user, writable by group/others, a symlink,
+     * or its table of names is full. The message names the file and the problem.
+     */
+    class SharedMemoryError extends \RuntimeException {}
+}

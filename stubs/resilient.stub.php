@@ -1,0 +1,292 @@
+<?php
+
+// Stubs for resilient
+
+namespace Resilient {
+    /**
+     * Where this process runs, and the web caps from php.ini (static; not
+     * instantiable). Web = any SAPI but cli, phpdbg, embed, micro.
+     */
+    class Context {
+        public function __construct() {}
+
+        /**
+         * `$seconds`, capped to `resilient.web_connect_timeout` when web.
+         *
+         * @param float $seconds
+         * @return float
+         */
+        public static function connectTimeout(float $seconds): float {}
+
+        /**
+         * True under a web SAPI (fpm-fcgi, cgi-fcgi, apache2handler, cli-server,
+         * litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro.
+         *
+         * @return bool
+         */
+        public static function isWeb(): bool {}
+
+        /**
+         * `$attempts` (>= 1), capped to `resilient.web_max_attempts` when web.
+         *
+         * @param int $attempts
+         * @return int
+         */
+        public static function maxAttempts(int $attempts): int {}
+
+        /**
+         * The SAPI name, as `PHP_SAPI`.
+         *
+         * @return string
+         */
+        public static function sapi(): string {}
+
+        /**
+         * `$seconds`, capped to `resilient.web_timeout` when web.
+         *
+         * @param float $seconds
+         * @return float
+         */
+        public static function timeout(float $seconds): float {}
+    }
+
+    /**
+     * One deadline shared by every call inside a scope (static; not
+     * instantiable). Per process, cleared at request start and end: nothing
+     * survives into the next FPM request.
+     */
+    class Deadline {
+        public function __construct() {}
+
+        /**
+         * `min($seconds, remaining())`, never below 0.001; `$seconds` when no
+         * deadline is set.
+         *
+         * @param float $seconds
+         * @return float
+         */
+        public static function cap(float $seconds): float {}
+
+        /**
+         * Seconds left in the current deadline scope, or null outside any.
+         *
+         * @return float|null
+         */
+        public static function remaining(): ?float {}
+
+        /**
+         * Runs `$fn` with a deadline of `$seconds` from now (or the enclosing
+         * deadline if that is earlier) and returns its result. The enclosing
+         * deadline is restored on return and when `$fn` throws (the exception
+         * propagates unchanged). `$seconds` >= 0 and finite, else `\ValueError`.
+         *
+         * @param float $seconds
+         * @param callable $fn
+         * @return mixed
+         */
+        public static function within(float $seconds, callable $fn): mixed {}
+    }
+
+    /**
+     * A named concurrency limit shared by every PHP process of the user on the
+     * host (FPM workers and CLI): at most `limit` leases held at once; web
+     * callers may use all slots, background (CLI) callers only `limit - reserve`.
+     * Fails fast when full (no queueing). Throws `\ValueError` on a bad
+     * argument (the message names it) and `Resilient\SharedMemoryError` when
+     * the segment cannot be used.
+     */
+    class Funnel {
+        /**
+         * `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null)`.
+         * `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease` seconds, finite and
+         * > 0, default 20.0 (2 × the web timeout cap).
+         *
+         * @param string $name
+         * @param int $limit
+         * @param int $reserve
+         * @param float|null $lease
+         */
+        public function __construct(string $name, int $limit, int $reserve = 0, ?float $lease = null) {}
+
+        /**
+         * Leases held now across all processes (reclaims expired/dead ones first).
+         *
+         * @return int
+         */
+        public function inFlight(): int {}
+
+        /**
+         * Lease length in seconds.
+         *
+         * @return float
+         */
+        public function lease(): float {}
+
+        /**
+         * @return int
+         */
+        public function limit(): int {}
+
+        /**
+         * @return string
+         */
+        public function name(): string {}
+
+        /**
+         * @return int
+         */
+        public function reserve(): int {}
+
+        /**
+         * Acquires a slot, calls `$fn`, releases the slot (also when `$fn` throws,
+         * exits or hits a fatal error) and returns `$fn`'s result. When full:
+         * returns `$fallback()` if given, else throws `Resilient\FunnelFull`.
+         *
+         * @param callable $fn
+         * @param callable|null $fallback
+         * @return mixed
+         */
+        public function run(callable $fn, ?callable $fallback = null): mixed {}
+
+        /**
+         * A lease, or null when full. `$background` null = from the context
+         * (CLI is background and may only use `limit - reserve` slots).
+         *
+         * @param bool|null $background
+         * @return \Resilient\Lease|null
+         */
+        public function tryAcquire(?bool $background = null): ?\Resilient\Lease {}
+    }
+
+    /**
+     * One held funnel slot (get one from `Funnel::tryAcquire()`; not
+     * constructible from PHP). Released by `release()`, when the object is
+     * destroyed, and at request end (also after a fatal error or
+     * `max_execution_time`). In a `pcntl_fork()` child an inherited lease is
+     * neither released nor releasable: it belongs to the parent.
+     */
+    class Lease {
+        public function __construct() {}
+
+        /**
+         * The funnel's name.
+         *
+         * @return string
+         */
+        public function funnel(): string {}
+
+        /**
+         * True until released (locally). A lease that expired is still reported
+         * held here; `release()` then returns false.
+         *
+         * @return bool
+         */
+        public function isHeld(): bool {}
+
+        /**
+         * Gives the slot back. True if this call released it; false if it was
+         * already released, expired and reclaimed, or belongs to a parent process.
+         *
+         * @return bool
+         */
+        public function release(): bool {}
+    }
+
+    /**
+     * A retry budget per name: per sliding window, retries may be at most
+     * `floor + ratio × originals`, counted across every process of the host.
+     * Throws `\ValueError` on a bad argument and `Resilient\SharedMemoryError`
+     * when the segment cannot be used.
+     */
+    class RetryBudget {
+        /**
+         * `new RetryBudget(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0)`.
+         *
+         * @param string $name
+         * @param float $ratio
+         * @param int $floor
+         * @param float $window
+         */
+        public function __construct(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0) {}
+
+        /**
+         * @return string
+         */
+        public function name(): string {}
+
+        /**
+         * Deposit: one original request (whatever its attempts).
+         *
+         * @return void
+         */
+        public function recordOriginal(): void {}
+
+        /**
+         * `['originals' => int, 'retries' => int, 'allowed' => float,
+         * 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int]`
+         * for the current window.
+         *
+         * @return array
+         */
+        public function stats(): array {}
+
+        /**
+         * Withdraw: true (and counted) when one retry may be sent now.
+         *
+         * @return bool
+         */
+        public function tryConsume(): bool {}
+    }
+}
+
+// Exception classes: registered in MINIT with ClassBuilder (src/exceptions.rs),
+// so `cargo php stubs` does not see them; this part is written by hand.
+//
+// php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
+//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.shm
+//   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
+//   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
+//   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI
+//   resilient.web_max_attempts    = 1      ; cap of Context::maxAttempts() under a web SAPI
+//   resilient.backend             = "shm"  ; or "redis://host:port/db" (later issue)
+
+namespace Resilient {
+    /**
+     * No answer worth returning: our own refusal (deadline, funnel full,
+     * budget spent, circuit open) or retryable upstream outcomes exhausted.
+     * Constructible and subclassable from PHP.
+     */
+    class Unavailable extends \RuntimeException {
+        /** The last response received, if any (set by Resilient\Client). */
+        protected $response = null;
+
+        /**
+         * The last Response received before giving up, or null.
+         *
+         * @return \Resilient\Response|null
+         */
+        public function response(): ?\Resilient\Response {}
+    }
+
+    /** The deadline left no time for the work. */
+    class DeadlineExceeded extends Unavailable {}
+
+    /** The funnel had no free slot (no queueing: fail fast). */
+    class FunnelFull extends Unavailable {}
+
+    /** The retry budget is spent for this window. */
+    class BudgetExhausted extends Unavailable {}
+
+    /** The circuit breaker is open. */
+    class CircuitOpen extends Unavailable {}
+
+    /** Retryable upstream outcomes exhausted. Code = last HTTP status, 0 for a connection error. */
+    class UpstreamFailed extends Unavailable {}
+
+    /**
+     * The shared-memory segment cannot be used: corrupt, another layout
+     * version, owned by another user, writable by group/others, a symlink,
+     * or its table of names is full. The message names the file and the problem.
+     */
+    class SharedMemoryError extends \RuntimeException {}
+}

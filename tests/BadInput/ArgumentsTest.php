@@ -1,0 +1,78 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\BadInput;
+
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * Must show 7 (arguments): a name too long, negative / NaN / INF / out-of-range numbers → a
+ * \ValueError or \InvalidArgumentException whose message names the argument; the process goes
+ * on normally (each case runs in a child whose exit code is checked, so a crash cannot hide).
+ */
+final class ArgumentsTest extends TestCase
+{
+    /** @return iterable<string,array{string,string}> code, argument name the message must contain */
+    public static function badArguments(): iterable
+    {
+        $long = str_repeat('n', 65);
+        yield 'funnel name too long' => ["new Resilient\\Funnel('$long', limit: 1);", 'name'];
+        yield 'funnel name empty' => ["new Resilient\\Funnel('', limit: 1);", 'name'];
+        yield 'budget name too long' => ["new Resilient\\RetryBudget('$long');", 'name'];
+        yield 'limit negative' => ["new Resilient\\Funnel('a', limit: -1);", 'limit'];
+        yield 'limit zero' => ["new Resilient\\Funnel('a', limit: 0);", 'limit'];
+        yield 'limit above 64' => ["new Resilient\\Funnel('a', limit: 65);", 'limit'];
+        yield 'reserve negative' => ["new Resilient\\Funnel('a', limit: 3, reserve: -1);", 'reserve'];
+        yield 'reserve above limit' => ["new Resilient\\Funnel('a', limit: 3, reserve: 4);", 'reserve'];
+        yield 'lease negative' => ["new Resilient\\Funnel('a', limit: 3, lease: -1.0);", 'lease'];
+        yield 'lease NaN' => ["new Resilient\\Funnel('a', limit: 3, lease: NAN);", 'lease'];
+        yield 'lease INF' => ["new Resilient\\Funnel('a', limit: 3, lease: INF);", 'lease'];
+        yield 'ratio negative' => ["new Resilient\\RetryBudget('a', ratio: -0.1);", 'ratio'];
+        yield 'ratio NaN' => ["new Resilient\\RetryBudget('a', ratio: NAN);", 'ratio'];
+        yield 'ratio INF' => ["new Resilient\\RetryBudget('a', ratio: INF);", 'ratio'];
+        yield 'floor negative' => ["new Resilient\\RetryBudget('a', floor: -1);", 'floor'];
+        yield 'window zero' => ["new Resilient\\RetryBudget('a', window: 0.0);", 'window'];
+        yield 'window negative' => ["new Resilient\\RetryBudget('a', window: -60.0);", 'window'];
+        yield 'window NaN' => ["new Resilient\\RetryBudget('a', window: NAN);", 'window'];
+        yield 'window INF' => ["new Resilient\\RetryBudget('a', window: INF);", 'window'];
+        yield 'within negative' => ['Resilient\\Deadline::within(-1.0, fn () => 1);', 'seconds'];
+        yield 'within NaN' => ['Resilient\\Deadline::within(NAN, fn () => 1);', 'seconds'];
+        yield 'within INF' => ['Resilient\\Deadline::within(INF, fn () => 1);', 'seconds'];
+        yield 'cap NaN' => ['Resilient\\Deadline::cap(NAN);', 'seconds'];
+        yield 'cap negative' => ['Resilient\\Deadline::cap(-5.0);', 'seconds'];
+        yield 'context timeout NaN' => ['Resilient\\Context::timeout(NAN);', 'seconds'];
+        yield 'context timeout negative' => ['Resilient\\Context::timeout(-1.0);', 'seconds'];
+        yield 'context connect INF' => ['Resilient\\Context::connectTimeout(INF);', 'seconds'];
+    }
+
+    /** @dataProvider badArguments */
+    public function testBadArgumentIsAClearError(string $code, string $argument): void
+    {
+        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
+        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
+        $result = $r->json();
+        $this->assertTrue($result['threw'], "accepted: $code");
+        $this->assertContains($result['class'], [\ValueError::class, \InvalidArgumentException::class], json_encode($result));
+        $this->assertStringContainsStringIgnoringCase($argument, $result['message'], "the message must name `$argument`");
+    }
+
+    public function testNamesUpToTheLimitAreAccepted(): void
+    {
+        $name = str_repeat('n', 60) . bin2hex(random_bytes(2));
+        $this->assertSame(64, strlen($name));
+        $f = new \Resilient\Funnel($name, limit: 1);
+        $this->assertSame($name, $f->name());
+        $this->assertSame(0, $f->inFlight());
+    }
+
+    public function testTheProcessGoesOnAfterABadArgument(): void
+    {
+        $code = 'try { new Resilient\Funnel("a", limit: -1); } catch (Throwable) {} '
+            . '$l = (new Resilient\Funnel("after-bad-arg-" . getmypid(), limit: 1))->tryAcquire(); return $l !== null;';
+        $r = PhpProcess::runScript('expect_throw.php', [$code], [], 20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame(['threw' => false, 'returned' => true], $r->json());
+    }
+}

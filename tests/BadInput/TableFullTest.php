@@ -1,0 +1,48 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\BadInput;
+
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * Must show 7 (table full): with resilient.shm_slots = 8, eight names fit; the ninth is a clear
+ * exception saying the table is full; the names already there keep working.
+ */
+final class TableFullTest extends TestCase
+{
+    public function testNinthNameInAnEightSlotTableIsAClearError(): void
+    {
+        $code = <<<'PHP'
+            $made = 0;
+            try {
+                for ($i = 0; $i < 20; $i++) {
+                    (new Resilient\Funnel("table-$i", limit: 1))->inFlight();
+                    $made++;
+                }
+            } catch (Throwable $e) {
+                $again = (new Resilient\Funnel("table-0", limit: 1))->tryAcquire() !== null;
+                $budgetToo = null;
+                try { new Resilient\RetryBudget("another-name"); } catch (Throwable $b) { $budgetToo = get_class($b); }
+                throw new RuntimeException(json_encode(['made' => $made, 'class' => get_class($e), 'message' => $e->getMessage(),
+                    'first_name_still_works' => $again, 'budget_too' => $budgetToo]));
+            }
+            return $made;
+            PHP;
+        $path = Run::shmPath('full-' . bin2hex(random_bytes(3)));
+        $r = PhpProcess::runScript('expect_throw.php', [$code], ['resilient.shm_path' => $path, 'resilient.shm_slots' => 8], 20);
+        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
+        $outer = $r->json();
+        $this->assertTrue($outer['threw'], '20 names fit in an 8-slot table: ' . json_encode($outer));
+        $info = json_decode($outer['message'], true);
+        fwrite(STDERR, "\n[table full] after {$info['made']} names: {$info['class']}: {$info['message']}\n");
+        $this->assertSame(8, $info['made'], 'an 8-slot table holds 8 names');
+        $this->assertTrue(is_a($info['class'], \RuntimeException::class, true), $info['class']);
+        $this->assertMatchesRegularExpression('/full/i', $info['message']);
+        $this->assertTrue($info['first_name_still_works']);
+        $this->assertNotNull($info['budget_too'], 'a new budget name must also be refused when the table is full');
+    }
+}

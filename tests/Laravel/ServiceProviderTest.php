@@ -1,0 +1,99 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+use Illuminate\Config\Repository;
+use Illuminate\Container\Container;
+use Illuminate\Foundation\Application;
+use Illuminate\Support\Facades\Facade;
+use Resilient\Deadline;
+use Resilient\Laravel\Facades\Resilient;
+use Resilient\Laravel\Middleware\WithinDeadline;
+use Resilient\Laravel\ResilientManager;
+use Resilient\Laravel\ResilientServiceProvider;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/** The Laravel package on Debian's Laravel 8: provider, config, facade, deadline middleware. */
+final class ServiceProviderTest extends TestCase
+{
+    private Application $app;
+
+    public static function setUpBeforeClass(): void
+    {
+        require_once '/usr/share/php/Illuminate/autoload.php';
+        require_once __DIR__ . '/../../php/autoload.php';
+    }
+
+    protected function setUp(): void
+    {
+        $this->app = new Application(Run::dir() . '/laravel');
+        $this->app->instance('config', new Repository([
+            'resilient' => [
+                'funnels' => ['lv-sap' => ['limit' => 2, 'reserve' => 1, 'lease' => 5.0]],
+                'budgets' => ['lv-sap' => ['ratio' => 0.5, 'floor' => 1, 'window' => 60.0]],
+                'clients' => ['lv-shipping' => ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 2]],
+            ],
+        ]));
+        Facade::setFacadeApplication($this->app);
+        $this->app->register(ResilientServiceProvider::class);
+        $this->app->boot();
+    }
+
+    protected function tearDown(): void
+    {
+        Facade::clearResolvedInstances();
+        Container::setInstance(null);
+    }
+
+    public function testTheManagerIsASingletonBuiltFromConfig(): void
+    {
+        $this->assertSame($this->app->make('resilient'), $this->app->make(ResilientManager::class));
+
+        $funnel = Resilient::funnel('lv-sap');
+        $this->assertInstanceOf(\Resilient\Funnel::class, $funnel);
+        // CLI is a background caller: limit 2 - reserve 1 = one slot.
+        $lease = $funnel->tryAcquire();
+        $this->assertNotNull($lease);
+        $this->assertNull($funnel->tryAcquire());
+        $lease->release();
+
+        $budget = Resilient::budget('lv-sap');
+        $budget->recordOriginal();
+        $budget->recordOriginal();
+        $this->assertTrue($budget->tryConsume());   // floor 1
+        $this->assertTrue($budget->tryConsume());   // + 0.5 × 2
+        $this->assertFalse($budget->tryConsume());
+    }
+
+    public function testClientsAreBuiltOncePerName(): void
+    {
+        $client = Resilient::client('lv-shipping');
+        $this->assertInstanceOf(\Resilient\Client::class, $client);
+        $this->assertSame($client, Resilient::client('lv-shipping'));
+    }
+
+    public function testAnUnknownNameSaysWhatIsConfigured(): void
+    {
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage('no funnel named "nope" in config/resilient.php (known: lv-sap)');
+        Resilient::funnel('nope');
+    }
+
+    public function testTheDeadlineMiddlewareScopesTheRequestAndRestoresAfter(): void
+    {
+        $middleware = new WithinDeadline();
+        $seen = $middleware->handle('request', fn ($r) => Deadline::remaining(), '0.9');
+        $this->assertGreaterThan(0.5, $seen);
+        $this->assertLessThanOrEqual(0.9, $seen);
+        $this->assertNull(Deadline::remaining());
+
+        // As job middleware the deadline comes from the constructor.
+        $seen = (new WithinDeadline(60))->handle('job', fn ($j) => Deadline::remaining());
+        $this->assertGreaterThan(59.0, $seen);
+
+        $this->assertTrue($this->app['router']->getMiddleware()['resilient.deadline'] === WithinDeadline::class);
+    }
+}

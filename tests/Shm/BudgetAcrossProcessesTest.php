@@ -1,0 +1,80 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Shm;
+
+use Resilient\RetryBudget;
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * Must show 4: 100 originals recorded by 4 processes, then retries asked by 4 processes:
+ * exactly floor + 10 succeed (ratio 0.1, floor 5 → 15), the rest are refused; after the
+ * (small) window slides, retries are allowed again.
+ */
+final class BudgetAcrossProcessesTest extends TestCase
+{
+    private const WINDOW = 2.0;
+
+    public function testFloorPlusTenPercentAcrossProcessesThenTheWindowSlides(): void
+    {
+        $name = Run::name('budget');
+        $cfg = [0.1, 5, self::WINDOW];
+
+        // Phase 1: 4 processes × 25 originals, started together.
+        $start = microtime(true) + 0.3;
+        $procs = [];
+        for ($i = 0; $i < 4; $i++) {
+            $procs[] = PhpProcess::script('budget_worker.php', [$name, ...$cfg, 25, 0, $start]);
+        }
+        foreach ($procs as $p) {
+            $r = $p->wait(30);
+            $this->assertSame(0, $r->exitCode, $r->describe());
+        }
+
+        // Phase 2: 4 processes × 10 retries each, started together.
+        $start = microtime(true) + 0.3;
+        $procs = [];
+        for ($i = 0; $i < 4; $i++) {
+            $procs[] = PhpProcess::script('budget_worker.php', [$name, ...$cfg, 0, 10, $start]);
+        }
+        $granted = 0;
+        foreach ($procs as $p) {
+            $r = $p->wait(30);
+            $this->assertSame(0, $r->exitCode, $r->describe());
+            $granted += $r->json()['granted'];
+        }
+        $spentAt = microtime(true);
+        fwrite(STDERR, "\n[budget] 100 originals, 40 retries asked by 4 processes: $granted granted\n");
+        $this->assertSame(15, $granted, 'floor 5 + 10% of 100 originals = 15 retries, no more, no less');
+
+        // This process shares the budget: refused now...
+        $budget = new RetryBudget($name, ratio: 0.1, floor: 5, window: self::WINDOW);
+        $this->assertFalse($budget->tryConsume(), 'a 16th retry inside the window must be refused');
+
+        // ...and allowed again once the window has slid past the spent retries.
+        [, $waited] = $this->waitFor(fn () => $budget->tryConsume(), 3 * self::WINDOW, 'a retry to be allowed after the window slides', 0.05);
+        $sinceSpent = microtime(true) - $spentAt;
+        fwrite(STDERR, sprintf("[budget] retries allowed again %.2f s after they were spent (window %.1f s)\n", $sinceSpent, self::WINDOW));
+        $this->assertGreaterThan(0.5 * self::WINDOW, $sinceSpent, 'retries came back long before the window slid');
+        $this->assertLessThan(1.5 * self::WINDOW + 0.5, $sinceSpent);
+    }
+
+    public function testOneProcessStats(): void
+    {
+        $b = new RetryBudget(Run::name('stats'), ratio: 0.5, floor: 1, window: 60.0);
+        for ($i = 0; $i < 4; $i++) {
+            $b->recordOriginal();
+        }
+        $ok = 0;
+        for ($i = 0; $i < 10; $i++) {
+            $ok += $b->tryConsume() ? 1 : 0;
+        }
+        $this->assertSame(3, $ok, 'floor 1 + 0.5 × 4 originals');
+        $stats = $b->stats();
+        $this->assertIsArray($stats);
+        $this->assertNotEmpty($stats);
+    }
+}
