@@ -43,15 +43,10 @@ bench: deps build
 lab: deps build
 	lab/run.sh $(LAB_ARGS)
 
-# IDE stubs for the extension's classes: `cargo php stubs` when cargo-php 0.2.x is installed,
-# otherwise generated from PHP's reflection of the built extension.
-stubs: build
-	if command -v cargo-php >/dev/null; then \
-		$(CARGO) php stubs --stdout > stubs/resilient.stubs.php; \
-	else \
-		tests/harness/php.sh stubs/generate.php > stubs/resilient.stubs.php; \
-	fi
-	@echo "wrote stubs/resilient.stubs.php"
+# IDE stubs for the extension's classes (stubs/resilient.stub.php): `cargo php stubs` (cargo-php
+# 0.2.x, installed if missing) for the #[php_class] classes plus the hand-written exception stubs.
+stubs: deps
+	stubs/generate.sh
 
 # Remove what interrupted runs may have left: scratch dirs and this project's test segments.
 clean-run:

@@ -108,6 +108,14 @@ async fn run(p: Params) -> ExitCode {
         }
         Err(e) => eprintln!("plot: {e}"),
     }
+    let png = run_dir.join("timelines_by_variant.png");
+    match plot::grid(&p, &summaries, &png) {
+        Ok(()) => {
+            let _ = std::fs::copy(&png, p.out_dir.join("timelines_by_variant.png"));
+            plots.push("timelines_by_variant.png".to_string());
+        }
+        Err(e) => eprintln!("plot: {e}"),
+    }
     let md = report::markdown(&p, &summaries, &goals, &open_loop, &run_dir, &stamp, &plots);
     let _ = std::fs::write(run_dir.join("report.md"), &md);
     if let Err(e) = std::fs::write(p.out_dir.join("report.md"), &md) {

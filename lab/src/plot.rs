@@ -243,6 +243,5 @@ fn draw_panel(
             .draw()
             .map_err(|e| e.to_string())?;
     }
-    }
     Ok(())
 }
