@@ -146,8 +146,8 @@ impl Client {
     /// `request(string $method, string $path, array $options = [])` with options `query`,
     /// `json`, `body`, `form`, `headers`, `idempotency_key`.
     pub fn request(&self, method: String, path: String, options: Option<&ZendHashTable>) -> PhpResult<Response> {
-        let options = request_options(options)?;
-        let request = self.prepare(&method, &path, &options)?;
+        let (options, raw_body) = request_options(options)?;
+        let request = self.prepare(&method, &path, &options, raw_body)?;
         self.run(request)
     }
 
@@ -164,8 +164,8 @@ impl Client {
         for (key, item) in requests.iter() {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
-            let options = request_options(options)?;
-            let request = self.http.prepare(&method, &path, &options);
+            let (options, raw_body) = request_options(options)?;
+            let request = self.http.prepare(&method, &path, &options).map(|r| with_raw_body(r, raw_body));
             prepared.push(request.map_err(|e| exceptions::invalid_argument(format!("pool request '{label}': {e}")))?);
             keys.push(key_owned(&key));
         }
@@ -200,7 +200,7 @@ impl Client {
 impl Client {
     /// get/post/...: `$data` becomes the query (GET/HEAD) or the JSON body (others).
     fn verb(&self, method: &str, path: &str, data: Option<&ZendHashTable>, options: Option<&ZendHashTable>, body: bool) -> PhpResult<Response> {
-        let mut options = request_options(options)?;
+        let (mut options, raw_body) = request_options(options)?;
         if let Some(data) = data.filter(|d| !d.is_empty()) {
             let map = options.as_object_mut().expect("request_options returns an object");
             if body {
@@ -219,23 +219,27 @@ impl Client {
                 map.insert("query".into(), Value::Object(query));
             }
         }
-        let request = self.prepare(method, path, &options)?;
+        let request = self.prepare(method, path, &options, raw_body)?;
         self.run(request)
     }
 
-    fn prepare(&self, method: &str, path: &str, options: &Value) -> PhpResult<Arc<PreparedRequest>> {
-        self.http.prepare(method, path, options).map_err(|e| exceptions::invalid_argument(e.to_string()))
+    fn prepare(&self, method: &str, path: &str, options: &Value, raw_body: Option<Vec<u8>>) -> PhpResult<Arc<PreparedRequest>> {
+        self.http
+            .prepare(method, path, options)
+            .map(|r| with_raw_body(r, raw_body))
+            .map_err(|e| exceptions::invalid_argument(e.to_string()))
     }
 
     /// This process's transport, and the observer channel when `on_attempt` is set.
-    fn call_env(&self, io: &resilient_http::runtime::ProcessIo) -> (CallEnv, tokio::sync::mpsc::UnboundedReceiver<AttemptRecord>) {
+    fn call_env(&self, io: &resilient_http::runtime::ProcessIo) -> (CallEnv, Option<tokio::sync::mpsc::UnboundedReceiver<AttemptRecord>>) {
         let mut env = self.http.env().clone();
         env.transport = io.transport();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        if self.on_attempt.is_some() {
-            env.observer = Some(Arc::new(tx));
+        if self.on_attempt.is_none() {
+            return (env, None);
         }
-        (env, rx)
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        env.observer = Some(Arc::new(tx));
+        (env, Some(rx))
     }
 
     /// One call to its end: a Response, or the Unavailable subclass thrown.
@@ -379,17 +383,34 @@ fn pool_item<'a>(item: &'a Zval, label: &str) -> PhpResult<(String, String, Opti
 }
 
 /// Per-request options as JSON; `json` is encoded by PHP's own `json_encode` (objects,
-/// `JsonSerializable`, floats exactly as PHP writes them).
-fn request_options(options: Option<&ZendHashTable>) -> PhpResult<Value> {
+/// `JsonSerializable`, floats exactly as PHP writes them); a string `body` is kept aside as
+/// raw bytes (binary-safe) and validated through a placeholder.
+fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<Vec<u8>>)> {
     let mut map = Map::new();
+    let mut raw_body = None;
     if let Some(options) = options {
         for (key, value) in options.iter() {
             let key = key_string(&key);
-            let json = if key == "json" { json_encode(value)? } else { to_json(value, &key, 0).map_err(exceptions::invalid_argument)? };
+            let json = match key.as_str() {
+                "json" => json_encode(value)?,
+                "body" if value.dereference().is_string() => {
+                    raw_body = value.dereference().zend_str().map(|s| s.as_bytes().to_vec());
+                    Value::String(String::new())
+                }
+                _ => to_json(value, &key, 0).map_err(exceptions::invalid_argument)?,
+            };
             map.insert(key, json);
         }
     }
-    Ok(Value::Object(map))
+    Ok((Value::Object(map), raw_body))
+}
+
+/// Puts the raw `body` bytes into a freshly prepared (not yet shared) request.
+fn with_raw_body(mut request: Arc<PreparedRequest>, raw_body: Option<Vec<u8>>) -> Arc<PreparedRequest> {
+    if let (Some(bytes), Some(r)) = (raw_body, Arc::get_mut(&mut request)) {
+        r.body = Some(bytes);
+    }
+    request
 }
 
 fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {

@@ -44,6 +44,10 @@ pub struct PhaseStats {
     pub amplification: f64,
     pub upstream_max_in_service: u32,
     pub upstream_max_queue: u32,
+    /// Share of the upstream's slot-time spent serving (busy slot-seconds / capacity × phase).
+    pub upstream_utilization: f64,
+    /// When every slot was busy and one freed: median time until the next request took it.
+    pub free_slot_idle_p50_ms: Option<f64>,
     pub live_p50_ms: Option<f64>,
     pub live_p99_ms: Option<f64>,
     pub fallback_p50_ms: Option<f64>,
@@ -192,6 +196,14 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         ps.upstream_attempts = run.attempts.iter().filter(|a| a.arrival_s >= from && a.arrival_s < to).count() as u64;
         ps.amplification = if ps.sent > 0 { ps.upstream_attempts as f64 / ps.sent as f64 } else { 0.0 };
         (ps.upstream_max_in_service, ps.upstream_max_queue) = max_level_in(&levels, from, to);
+        let busy: f64 = run
+            .attempts
+            .iter()
+            .filter_map(|a| Some((a.start_s?, a.end_s?)))
+            .map(|(s0, e0)| (e0.min(to) - s0.max(from)).max(0.0))
+            .sum();
+        ps.upstream_utilization = busy / (p.capacity as f64 * dur);
+        ps.free_slot_idle_p50_ms = percentile(&mut free_slot_gaps(run, p.capacity, from, to), 0.5);
         ps.health_sent = h.len() as u64;
         ps.health_ok = h.iter().filter(|r| r.outcome == Outcome::Live).count() as u64;
         // A /health without an answer counts as infinitely slow, not as missing.
@@ -216,6 +228,34 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         s.phases.iter().any(|x| x.fpm_out_of_idle) || s.fpm_max_active_whole_run.is_some_and(|m| m >= p.workers);
     s.bins = bins(p, run, &levels);
     s
+}
+
+/// For each time all `capacity` slots were busy and one freed (within [from, to)): ms until the
+/// next service started. Shows how long a freed slot idles when nobody waits for it.
+fn free_slot_gaps(run: &VariantRun, capacity: u32, from: f64, to: f64) -> Vec<f64> {
+    let mut ev: Vec<(f64, i32)> = Vec::new();
+    for a in &run.attempts {
+        if let (Some(s), Some(e)) = (a.start_s, a.end_s) {
+            ev.push((s, 1));
+            ev.push((e, -1));
+        }
+    }
+    ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut level, mut freed, mut gaps) = (0i64, None::<f64>, Vec::new());
+    for (t, k) in ev {
+        if k < 0 {
+            if level == capacity as i64 && t >= from && t < to {
+                freed = Some(t);
+            }
+            level -= 1;
+        } else {
+            if let Some(f) = freed.take() {
+                gaps.push((t - f) * 1000.0);
+            }
+            level += 1;
+        }
+    }
+    gaps
 }
 
 /// Seconds from `heal_s` until requests sent in [t, t+2 s) are ≥ 95 % good; None if never.

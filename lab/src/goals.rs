@@ -43,7 +43,13 @@ pub fn goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
         Verdict { what: "amplification ≤ 1.1".into(), measured: format!("{:.3} ({} attempts / {} requests)", s.amplification, s.upstream_attempts, s.sent), met: s.amplification <= 1.1 },
         Verdict {
             what: format!("goodput ≥ 90 % of upstream capacity ({:.1}/s of {cap:.1}/s)", 0.9 * cap),
-            measured: format!("{:.1}/s ({:.0} % of capacity)", s.goodput_rps, 100.0 * s.goodput_rps / cap),
+            measured: format!(
+                "{:.1}/s ({:.0} % of capacity; upstream slots busy {:.0} % of the phase; a freed slot idled {} until the next request)",
+                s.goodput_rps,
+                100.0 * s.goodput_rps / cap,
+                100.0 * s.upstream_utilization,
+                s.free_slot_idle_p50_ms.map(|x| format!("{x:.1} ms")).unwrap_or("?".into())
+            ),
             met: s.goodput_rps >= 0.9 * cap,
         },
         Verdict { what: "/health p99 ≤ 50 ms".into(), measured: ms(s.health_p99_ms), met: s.health_p99_ms.is_some_and(|x| x <= 50.0) },

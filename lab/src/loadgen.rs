@@ -157,3 +157,51 @@ pub fn client(timeout_s: f64) -> Result<reqwest::Client, String> {
         .build()
         .map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_reads_the_pages_answer() {
+        assert_eq!(classify(Page::Checkout, 200, r#"{"status":"live"}"#), Outcome::Live);
+        assert_eq!(classify(Page::Checkout, 200, r#"{"status":"fallback","reason":"budget"}"#), Outcome::Fallback("budget".into()));
+        assert!(matches!(classify(Page::Checkout, 200, "<html>"), Outcome::Error(_)));
+        assert!(matches!(classify(Page::Checkout, 502, ""), Outcome::Error(_)));
+        assert_eq!(classify(Page::Health, 200, "ok"), Outcome::Live);
+    }
+
+    /// Against a server that accepts and never answers, the generator still sends on schedule:
+    /// the proof that it is open loop.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sends_on_schedule_when_nothing_answers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let counters = Arc::new(Counters::default());
+        let t0 = Instant::now();
+        let hard_end = t0 + Duration::from_millis(900);
+        let url = format!("http://127.0.0.1:{port}/checkout");
+        let n = open_loop(client(30.0).unwrap(), url, Page::Checkout, 100.0, t0, 0.5, hard_end, tx, counters.clone()).await;
+        assert_eq!(n, 50);
+        // All 50 were sent before any answered (none ever does).
+        assert_eq!(counters.sent.load(Relaxed), 50);
+        assert_eq!(counters.done.load(Relaxed), 0);
+        let mut records = Vec::new();
+        while let Some(r) = rx.recv().await {
+            records.push(r);
+        }
+        hold.abort();
+        assert_eq!(records.len(), 50);
+        for r in &records {
+            assert!(matches!(r.outcome, Outcome::Error(_)));
+            assert!(r.sent_s - r.scheduled_s < 0.05, "sent {:.3} s late", r.sent_s - r.scheduled_s);
+        }
+    }
+}

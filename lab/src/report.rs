@@ -40,6 +40,8 @@ fn rows(p: &Params, s: &PhaseStats, last: bool, v: &VariantSummary) -> Vec<(Stri
         ("errors".into(), format!("{}{}", s.errors, reasons(&s.errors_by_kind))),
         ("amplification (attempts/requests)".into(), format!("{:.2} ({}/{})", s.amplification, s.upstream_attempts, s.sent)),
         ("upstream max in service / queue".into(), format!("{} / {}", s.upstream_max_in_service, s.upstream_max_queue)),
+        ("upstream slot utilization".into(), format!("{:.0} %", 100.0 * s.upstream_utilization)),
+        ("freed slot idles until next request (p50)".into(), s.free_slot_idle_p50_ms.map(|x| format!("{x:.1} ms")).unwrap_or_else(|| "–".into())),
         ("live p50 / p99 ms".into(), format!("{} / {}", f1(s.live_p50_ms), f1(s.live_p99_ms))),
         ("fallback p50 / p99 ms".into(), format!("{} / {}", f1(s.fallback_p50_ms), f1(s.fallback_p99_ms))),
         ("/health p99 ms (ok/sent)".into(), format!("{} ({}/{})", f1(s.health_p99_ms), s.health_ok, s.health_sent)),
@@ -130,6 +132,7 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[Verdict], open_loop
     );
     let _ = writeln!(md, "Upstream capacity when slow: {} / {} ms = {:.1} req/s, below the offered {} req/s before any retry.\n", p.capacity, p.slow_ms, p.slow_capacity_rps(), p.rate);
     md.push_str(&verdicts("Goals for the resilient variant (issue 4, slow phase)", goals, true));
+    md.push_str(&miss_notes(p, all, goals));
     md.push_str(&verdicts("Open loop (the generator kept its rate)", open_loop, true));
     for plot in plots {
         let _ = writeln!(md, "![{plot}]({plot})\n");
@@ -145,7 +148,8 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[Verdict], open_loop
            `circuit` are our own refusals, `upstream` means the retries were used up.\n\
          - errors: HTTP ≠ 200, a body that is not the page's JSON, transport errors, or no answer by the end of the run (+{} s drain).\n\
          - amplification: upstream attempts / `/checkout` requests sent, in the same phase.\n\
-         - upstream in service / queue: computed from the upstream's own per-attempt rows (start and end of service).\n\
+         - upstream in service / queue: computed from the upstream's own per-attempt rows (start and end of service); \
+           utilization = busy slot-seconds / (slots × phase length), work for clients that had gone included.\n\
          - latency is measured by the load generator (send to full answer); live and fallback apart.\n\
          - `/health` p99 counts an unanswered request as infinitely slow.\n\
          - recovery: from the upstream's switch back to normal until the first instant t from which the requests sent in \
@@ -172,6 +176,41 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[Verdict], open_loop
         let _ = writeln!(md, "- {} warm-up: {}", v.name, if v.warmup.is_empty() { v.skipped.as_deref().unwrap_or("–") } else { &v.warmup });
     }
     md
+}
+
+/// Why a goal was missed, from the measurements (only for the goals whose cause the lab can show).
+fn miss_notes(p: &Params, all: &[VariantSummary], goals: &[Verdict]) -> String {
+    let mut out = String::new();
+    let goodput_missed = goals.iter().any(|g| g.what.starts_with("goodput") && !g.met);
+    let slow = all.iter().find(|v| v.name == "resilient" && v.skipped.is_none()).and_then(|v| v.phases.get(1));
+    if let (true, Some(s)) = (goodput_missed, slow) {
+        let interval = 1000.0 / p.rate;
+        let per_cycle = (p.slow_ms as f64 / interval).floor() + 1.0;
+        let ceiling = p.slow_ms as f64 / (per_cycle * interval);
+        let _ = writeln!(
+            out,
+            "**Why the goodput goal is missed.** The funnel refuses at once when its {cap} slots are busy (the contract: \
+             fail fast, no queueing), and nobody waits for a slot when it frees, so it idles until the next request arrives: \
+             measured p50 {gap} with arrivals every {interval:.0} ms; the upstream's slots were busy {util:.0} % of the slow phase. \
+             With a constant arrival rate and {svc} ms of service, a slot that frees just after an arrival serves at most one \
+             request per {per_cycle:.0} arrival intervals: a ceiling of {ceil:.0} % of capacity for any fail-fast funnel of \
+             {cap} in front of {cap} slots (random arrivals would lose more).{laravel} \
+             Closing the gap needs a design change outside the lab: a short funnel wait (up to one arrival interval) or a funnel \
+             a little wider than the upstream. The lab reports the miss rather than changing the experiment to hide it.\n",
+            cap = p.capacity,
+            gap = s.free_slot_idle_p50_ms.map(|x| format!("{x:.1} ms")).unwrap_or("?".into()),
+            util = 100.0 * s.upstream_utilization,
+            svc = p.slow_ms,
+            ceil = 100.0 * ceiling,
+            laravel = all
+                .iter()
+                .find(|v| v.name == "laravel" && v.skipped.is_none())
+                .and_then(|v| v.phases.get(1))
+                .map(|l| format!(" The Laravel variant's funnel (same limit) got {:.1}/s.", l.goodput_rps))
+                .unwrap_or_default(),
+        );
+    }
+    out
 }
 
 /// Raw series: requests.csv, upstream_attempts.csv, samples.csv, timeline.csv, summary.json.

@@ -26,12 +26,20 @@ impl FullJitter {
         Self { base, cap, retry: 0, rng: SmallRng::seed_from_u64(seed) }
     }
 
-    /// A backoff seeded from the operating system, so two processes (or a parent and a forked
-    /// child) never share a sequence.
+    /// A backoff with a fresh seed: a per-process secret from the OS (drawn once), mixed with
+    /// the monotonic clock and a counter, so calls, processes and a parent and its forked child
+    /// (different call times) never share a sequence, without a syscall per call.
     pub fn from_entropy(base: Duration, cap: Duration) -> Self {
-        let seed = rand::rngs::OsRng
-            .try_next_u64_compat()
-            .unwrap_or_else(|| crate::clock::monotonic_ns() ^ (std::process::id() as u64) << 32);
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static SECRET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let secret = *SECRET.get_or_init(|| {
+            rand::rngs::OsRng
+                .try_next_u64_compat()
+                .unwrap_or_else(|| crate::clock::monotonic_ns() ^ (std::process::id() as u64) << 32)
+        });
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let seed = splitmix64(secret ^ crate::clock::monotonic_ns().rotate_left(17) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         Self::seeded(base, cap, seed)
     }
 
@@ -53,6 +61,13 @@ impl Iterator for FullJitter {
         let ceiling = Self::ceiling(self.base, self.cap, self.retry).as_nanos() as u64;
         Some(Duration::from_nanos(self.rng.random_range(0..=ceiling)))
     }
+}
+
+/// SplitMix64 finaliser: spreads nearby inputs (clock ticks) over the whole seed space.
+fn splitmix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// `OsRng` in rand 0.9 is fallible through `TryRngCore`; this keeps the call site short.

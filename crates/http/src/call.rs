@@ -77,7 +77,8 @@ pub struct Call {
     env: CallEnv,
     policy: Arc<Policy>,
     request: Arc<PreparedRequest>,
-    url: String,
+    /// The URL as records and messages show it, computed on first use (most calls need none).
+    url: std::cell::OnceCell<String>,
     started_ns: u64,
     deadline_ns: Option<u64>,
     attempts: u32,
@@ -104,12 +105,11 @@ impl Call {
             Some(seed) => FullJitter::seeded(policy.backoff_base, policy.backoff_cap, seed),
             None => FullJitter::from_entropy(policy.backoff_base, policy.backoff_cap),
         };
-        let url = request.display_url();
         Self {
             env,
             policy,
             request,
-            url,
+            url: std::cell::OnceCell::new(),
             started_ns,
             deadline_ns,
             attempts: 0,
@@ -241,8 +241,8 @@ impl Call {
         };
         let next = self.policy.after_attempt(facts, &mut self.jitter);
         let record = AttemptRecord {
-            method: self.request.method.to_string(),
-            url: self.url.clone(),
+            method: if self.env.observer.is_some() { self.request.method.to_string() } else { String::new() },
+            url: if self.env.observer.is_some() { self.url().to_string() } else { String::new() },
             attempt: number,
             status: outcome.as_ref().ok().map(|r| r.status),
             error: outcome.as_ref().err().map(|e| e.kind.as_str()),
@@ -279,6 +279,10 @@ impl Call {
         }
     }
 
+    fn url(&self) -> &str {
+        self.url.get_or_init(|| self.request.display_url())
+    }
+
     fn remaining(&self) -> Duration {
         match self.deadline_ns {
             Some(deadline) => Duration::from_nanos(deadline.saturating_sub(self.env.clock.monotonic_ns())),
@@ -304,7 +308,7 @@ impl Call {
         let message = format!(
             "{} {}: {reason} ({} attempt{plural} in {}){}",
             self.request.method,
-            self.url,
+            self.url(),
             self.attempts,
             fmt_duration(self.elapsed()),
             last_failure.unwrap_or_default()

@@ -14,8 +14,15 @@ use crate::error::{ConfigError, Unavailable};
 use crate::options::ClientConfig;
 use crate::policy::{Caps, Policy};
 use crate::pool::{run_pool, BatchSummary, PoolItem};
-use crate::request::{prepare, PreparedRequest};
+use std::sync::Mutex;
+
+use reqwest::Url;
+
+use crate::request::{join_url, prepare_at, PreparedRequest};
 use crate::response::Response;
+
+/// Joined URLs kept per client (paths repeat: parsing a URL is a large part of preparing).
+const URL_CACHE: usize = 64;
 
 /// A configured client.
 #[derive(Clone)]
@@ -23,13 +30,14 @@ pub struct HttpClient {
     config: Arc<ClientConfig>,
     policy: Arc<Policy>,
     env: CallEnv,
+    urls: Arc<Mutex<Vec<(String, Url)>>>,
 }
 
 impl HttpClient {
     /// `caps`: limits of the calling context (web caps), applied on top of the options.
     pub fn new(config: ClientConfig, caps: Caps, env: CallEnv) -> Self {
         let policy = Policy::from_config(&config).capped(caps);
-        Self { config: Arc::new(config), policy: Arc::new(policy), env }
+        Self { config: Arc::new(config), policy: Arc::new(policy), env, urls: Arc::default() }
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -44,7 +52,21 @@ impl HttpClient {
 
     /// Validates and prepares one request.
     pub fn prepare(&self, method: &str, path: &str, options: &Value) -> Result<Arc<PreparedRequest>, ConfigError> {
-        prepare(&self.config, method, path, options).map(Arc::new)
+        let url = {
+            let mut urls = self.urls.lock().unwrap_or_else(|e| e.into_inner());
+            match urls.iter().find(|(p, _)| p == path) {
+                Some((_, url)) => url.clone(),
+                None => {
+                    let url = join_url(self.config.base_url.as_ref(), path)?;
+                    if urls.len() >= URL_CACHE {
+                        urls.remove(0);
+                    }
+                    urls.push((path.to_string(), url.clone()));
+                    url
+                }
+            }
+        };
+        prepare_at(&self.config, method, url, options).map(Arc::new)
     }
 
     /// One call. `env` overrides the client's mechanism for this call (e.g. with an observer).

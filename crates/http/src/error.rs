@@ -128,7 +128,7 @@ impl ConfigError {
     }
     /// Prefixes the option path, e.g. `base` inside `backoff` becomes `backoff.base`.
     pub(crate) fn within(mut self, parent: &str) -> Self {
-        self.option = format!("{parent}.{}", self.option);
+        self.option = if self.option.is_empty() { parent.to_string() } else { format!("{parent}.{}", self.option) };
         self
     }
 }

@@ -13,7 +13,7 @@
 //! - [`policy`]: pure decisions (limits per attempt, retry or give up, how long to wait).
 //! - [`call`]: THE attempt loop, the single retry owner, over the injected mechanism:
 //!   [`clock`] (monotonic + wall time, sleeper), [`transport`] (one attempt; reqwest in
-//!   [`reqwest_transport`]), [`gate`] (funnel slot per attempt, retry budget; adapters over
+//!   [`http1_transport`] for plain http, [`reqwest_transport`] for https), [`gate`] (funnel slot per attempt, retry budget; adapters over
 //!   `resilient_core`'s shared memory), [`attempt`] (one record per attempt for `on_attempt`).
 //! - [`pool`]: sliding window over many calls, with the seed's batch rule.
 //! - [`runtime`]: the per-process (fork-safe) tokio runtime and transport, and the driver
@@ -28,6 +28,7 @@ pub mod client;
 pub mod clock;
 pub mod error;
 pub mod gate;
+pub mod http1_transport;
 pub mod options;
 pub mod policy;
 pub mod pool;

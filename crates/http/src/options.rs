@@ -163,7 +163,7 @@ fn parse_base_url(value: &Value) -> Result<Url, ConfigError> {
 
 fn parse_backoff(value: &Value) -> Result<BackoffOptions, ConfigError> {
     let mut backoff = ClientConfig::default().backoff;
-    for (key, v) in object(value, "backoff")? {
+    for (key, v) in object(value, "")? {
         match key.as_str() {
             "base" => backoff.base = seconds(v, key)?,
             "cap" => backoff.cap = seconds(v, key)?,
@@ -187,7 +187,7 @@ fn parse_retry_on(value: &Value) -> Result<Vec<u16>, ConfigError> {
 
 fn parse_funnel(value: &Value) -> Result<FunnelOptions, ConfigError> {
     let (mut limit, mut reserve, mut lease) = (None, 0, None);
-    for (key, v) in object(value, "funnel")? {
+    for (key, v) in object(value, "")? {
         match key.as_str() {
             "limit" => limit = Some(count(v, key, 1, 4096)?),
             "reserve" => reserve = count(v, key, 0, 4096)?,
@@ -204,7 +204,7 @@ fn parse_funnel(value: &Value) -> Result<FunnelOptions, ConfigError> {
 
 fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
     let mut budget = ClientConfig::default().budget.expect("the default has a budget");
-    for (key, v) in object(value, "budget")? {
+    for (key, v) in object(value, "")? {
         match key.as_str() {
             "ratio" => budget.ratio = number(v, key, 0.0, 1000.0)?,
             "floor" => budget.floor = count(v, key, 0, 1_000_000)?,
@@ -217,7 +217,7 @@ fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
 
 fn parse_circuit(value: &Value) -> Result<CircuitOptions, ConfigError> {
     let mut circuit = CircuitOptions { failure_ratio: 0.5, min_calls: 20, window: Duration::from_secs(10), open_for: Duration::from_secs(5) };
-    for (key, v) in object(value, "circuit")? {
+    for (key, v) in object(value, "")? {
         match key.as_str() {
             "failure_ratio" => {
                 circuit.failure_ratio = number(v, key, 0.0, 1.0)?;
@@ -411,6 +411,8 @@ mod tests {
         assert!(err(json!({"base_url": "ftp://x"})).starts_with("option 'base_url'"));
         assert!(err(json!({"headers": {"bad name": "x"}})).starts_with("option 'headers'"));
         assert!(err(json!("x")).starts_with("option 'options'"));
+        assert_eq!(err(json!({"backoff": 5})), "option 'backoff': must be an array of options, got 5");
+        assert!(err(json!({"funnel": "x"})).starts_with("option 'funnel': must be an array"));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! turns `idempotency_key` into an `Idempotency-Key` header. The prepared request is immutable,
 //! so every attempt sends the same bytes and the same key.
 
-use reqwest::header::{HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
 use reqwest::{Method, Url};
 use serde_json::Value;
 
@@ -22,7 +22,8 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub struct PreparedRequest {
     pub method: Method,
     pub url: Url,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Built once: every attempt sends these exact headers.
+    pub headers: HeaderMap,
     pub body: Option<Vec<u8>>,
     /// An `Idempotency-Key` header is present (from `idempotency_key` or given directly).
     pub has_idempotency_key: bool,
@@ -63,8 +64,13 @@ const REQUEST_KEYS: &[&str] = &["query", "json", "body", "form", "headers", "ide
 /// Prepares `method path` with per-request `options` (`query`, `json`, `body`, `form`,
 /// `headers`, `idempotency_key`) against the client's configuration.
 pub fn prepare(config: &ClientConfig, method: &str, path: &str, options: &Value) -> Result<PreparedRequest, ConfigError> {
+    prepare_at(config, method, join_url(config.base_url.as_ref(), path)?, options)
+}
+
+/// As [`prepare`], with the URL already joined (callers may cache joined URLs per path).
+pub fn prepare_at(config: &ClientConfig, method: &str, url: Url, options: &Value) -> Result<PreparedRequest, ConfigError> {
     let method = parse_method(method)?;
-    let mut url = join_url(config.base_url.as_ref(), path)?;
+    let mut url = url;
     let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
     headers.push((USER_AGENT, config.user_agent.clone()));
     headers.extend(config.headers.iter().cloned());
@@ -133,7 +139,11 @@ pub fn prepare(config: &ClientConfig, method: &str, path: &str, options: &Value)
         headers.push((name, key));
     }
     let has_idempotency_key = headers.iter().any(|(n, _)| n.as_str() == IDEMPOTENCY_KEY);
-    Ok(PreparedRequest { method, url, headers, body: payload, has_idempotency_key })
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        map.append(name, value);
+    }
+    Ok(PreparedRequest { method, url, headers: map, body: payload, has_idempotency_key })
 }
 
 fn parse_method(method: &str) -> Result<Method, ConfigError> {

@@ -5,8 +5,8 @@
 //! - reqwest's connect timeout is a client setting, so clients are cached by connect timeout in
 //!   milliseconds (a handful of distinct values per process in practice; the cache is bounded).
 //!   The per-attempt connect limit is `min(connect_timeout, attempt timeout)`: the cached
-//!   client bounds the connect phase by the configured value and the request timeout, which
-//!   covers connect + send + body, bounds it by the attempt timeout.
+//!   client bounds the connect phase by the configured value, and one tokio timer around the
+//!   whole exchange (connect + send + full body) bounds everything by the attempt timeout.
 //! - No redirects are followed (a 3xx is the caller's answer) and reqwest's own retry policy
 //!   is off (`retry::never()`), so the attempt loop stays the single retry owner. (hyper's pool
 //!   may resend a request whose pooled connection turned out closed *before the request was
@@ -16,16 +16,12 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use reqwest::header::HeaderMap;
-
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 
 /// Distinct connect timeouts kept; beyond this the least recently added client is dropped.
 const MAX_CLIENTS: usize = 16;
-/// Grace over the request timeout before the outer safety timer fires.
-const SAFETY_GRACE: Duration = Duration::from_millis(20);
 
 /// reqwest clients keyed by connect timeout.
 #[derive(Default)]
@@ -45,7 +41,12 @@ impl ReqwestTransport {
         if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
             return Ok(client.clone());
         }
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if !proxy_configured() {
+            // Nothing to honour: skip the per-request proxy matching.
+            builder = builder.no_proxy();
+        }
+        let client = builder
             .connect_timeout(Duration::from_millis(key))
             .redirect(reqwest::redirect::Policy::none())
             .retry(reqwest::retry::never())
@@ -67,11 +68,9 @@ impl Transport for ReqwestTransport {
             Ok(client) => client,
             Err(e) => return Box::pin(async move { Err(e) }),
         };
-        let mut headers = HeaderMap::with_capacity(request.headers.len());
-        for (name, value) in &request.headers {
-            headers.append(name.clone(), value.clone());
-        }
-        let mut builder = client.request(request.method.clone(), request.url.clone()).headers(headers).timeout(limits.timeout);
+        // The attempt timeout is enforced below, around the whole exchange (connect, send, body):
+        // one timer per attempt.
+        let mut builder = client.request(request.method.clone(), request.url.clone()).headers(request.headers.clone());
         if let Some(body) = &request.body {
             builder = builder.body(body.clone());
         }
@@ -88,14 +87,20 @@ impl Transport for ReqwestTransport {
                 let body = response.bytes().await.map_err(map_error)?.to_vec();
                 Ok(RawResponse { status, headers, body })
             };
-            // reqwest enforces `timeout` itself; this outer timer only guards against a stall
-            // it would not see, so the deadline holds whatever happens.
-            match tokio::time::timeout(timeout.saturating_add(SAFETY_GRACE), exchange).await {
+            match tokio::time::timeout(timeout, exchange).await {
                 Ok(result) => result,
                 Err(_) => Err(TransportError::new(FailureKind::Timeout, "the attempt timed out")),
             }
         })
     }
+}
+
+/// Whether the environment names a proxy (reqwest honours `HTTP(S)_PROXY` / `ALL_PROXY`, as curl
+/// does; without one, matching every request against the proxy rules is wasted work).
+pub(crate) fn proxy_configured() -> bool {
+    ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
 /// Maps a reqwest error to a failure kind and a URL-free detail.

@@ -19,13 +19,15 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::attempt::AttemptRecord;
+use crate::http1_transport::Http1Transport;
 use crate::reqwest_transport::ReqwestTransport;
+use crate::transport::Transport;
 
 /// This process's runtime and transport.
 pub struct ProcessIo {
     pid: u32,
     runtime: tokio::runtime::Runtime,
-    transport: Arc<ReqwestTransport>,
+    transport: Arc<Http1Transport>,
 }
 
 static CURRENT: Mutex<Option<&'static ProcessIo>> = Mutex::new(None);
@@ -44,7 +46,7 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the I/O runtime: {e}"))?;
-    let io: &'static ProcessIo = Box::leak(Box::new(ProcessIo { pid, runtime, transport: Arc::new(ReqwestTransport::new()) }));
+    let io: &'static ProcessIo = Box::leak(Box::new(ProcessIo { pid, runtime, transport: Arc::new(Http1Transport::new(Arc::new(ReqwestTransport::new()))) }));
     *current = Some(io);
     Ok(io)
 }
@@ -60,9 +62,15 @@ impl ProcessIo {
         self.pid
     }
 
-    /// The process's transport (keep-alive connections live here).
-    pub fn transport(&self) -> Arc<ReqwestTransport> {
+    /// The process's transport (keep-alive connections live here): plain http on hyper's
+    /// connection API, https on reqwest.
+    pub fn transport(&self) -> Arc<dyn Transport> {
         self.transport.clone()
+    }
+
+    /// Idle keep-alive connections of the plain-http transport.
+    pub fn idle_connections(&self) -> usize {
+        self.transport.idle_connections()
     }
 
     /// Runs a future to completion on this process's runtime.
@@ -70,16 +78,19 @@ impl ProcessIo {
         self.runtime.block_on(future)
     }
 
-    /// Runs `future`, handing each attempt record from `events` to `on_event` as soon as it
-    /// arrives, outside the runtime. `on_event` returning `false` cancels the call: the future
+    /// Runs `future`, handing each attempt record from `events` (if any) to `on_event` as soon
+    /// as it arrives, outside the runtime. `on_event` returning `false` cancels the call: the future
     /// is dropped (funnel slots are released by drop) and `None` is returned. Records still
     /// queued when the future completes are delivered before returning.
     pub fn drive<F: Future>(
         &self,
         future: F,
-        mut events: UnboundedReceiver<AttemptRecord>,
+        events: Option<UnboundedReceiver<AttemptRecord>>,
         mut on_event: impl FnMut(AttemptRecord) -> bool,
     ) -> Option<F::Output> {
+        let Some(mut events) = events else {
+            return Some(self.runtime.block_on(future));
+        };
         let mut future = std::pin::pin!(future);
         loop {
             let step = self.runtime.block_on(async {

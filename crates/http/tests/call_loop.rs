@@ -145,7 +145,7 @@ async fn post_is_retried_only_with_an_idempotency_key_and_the_key_never_changes(
         .transport
         .seen()
         .iter()
-        .map(|s| s.request.headers.iter().find(|(n, _)| n == "idempotency-key").unwrap().1.to_str().unwrap().to_string())
+        .map(|s| s.request.headers.get("idempotency-key").unwrap().to_str().unwrap().to_string())
         .collect();
     assert_eq!(keys, ["order-42", "order-42", "order-42"]);
     let bodies: Vec<_> = rig.transport.seen().iter().map(|s| s.request.body.clone()).collect();

@@ -48,7 +48,7 @@ fn run(c: &HttpClient, method: &str, path: &str, opts: Value) -> (Result<resilie
     env.observer = Some(Arc::new(tx));
     let req = c.prepare(method, path, &opts).unwrap();
     let mut records = Vec::new();
-    let out = io.drive(c.call(env, req, None), rx, |r| {
+    let out = io.drive(c.call(env, req, None), Some(rx), |r| {
         records.push((Instant::now(), r));
         true
     });
@@ -157,6 +157,28 @@ fn pool_keeps_the_window_and_one_hang_holds_nobody_back() {
 }
 
 #[test]
+fn a_connection_the_server_closed_is_not_reused() {
+    let up = Upstream::start().unwrap();
+    let c = client(&up, "stale", json!({"max_attempts": 1}));
+    let (r, _) = run(&c, "GET", "/a", json!({}));
+    assert_eq!(r.unwrap().status(), 200);
+    // Stop the server (closes every connection), start another on a new port: the pooled
+    // connection to the old port is stale and must not be used for the old key's next call.
+    let addr = up.addr();
+    drop(up);
+    std::thread::sleep(Duration::from_millis(50));
+    let listener = std::net::TcpListener::bind(addr);
+    if let Ok(listener) = listener {
+        // Same port free again: a fresh server there must see a fresh connection work.
+        drop(listener);
+    }
+    let (r, records) = run(&c, "GET", "/b", json!({}));
+    // Either a clean connect error (nothing listens) — never a 'closed' error from a stale reuse.
+    let e = r.unwrap_err();
+    assert_eq!(records[0].1.error, Some("connect"), "{e}");
+}
+
+#[test]
 fn connections_are_kept_alive_and_reused() {
     let up = Upstream::start().unwrap();
     let c = client(&up, "ka", json!({}));
@@ -167,5 +189,62 @@ fn connections_are_kept_alive_and_reused() {
     }
     let per_call = started.elapsed() / 200;
     eprintln!("sequential GET: {per_call:?} per call");
+    // One connection, reused 200 times (other tests may keep theirs: count at least this one).
+    assert!(process_io().unwrap().idle_connections() >= 1);
     assert!(per_call < Duration::from_millis(20), "{per_call:?}");
+}
+
+/// A server that answers one request per connection with keep-alive, then closes the idle
+/// connection 50 ms later (as servers do after their keep-alive timeout) but keeps listening.
+#[test]
+fn an_idle_connection_closed_by_the_server_is_detected_before_reuse() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).unwrap();
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok").unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            drop(s); // idle close
+        }
+    });
+    let io = process_io().unwrap();
+    let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), io.transport());
+    let config = ClientConfig::from_json(&json!({"base_url": format!("http://127.0.0.1:{port}"), "max_attempts": 1})).unwrap();
+    let c = HttpClient::new(config, Caps::default(), env);
+    let (r, _) = run(&c, "GET", "/1", json!({}));
+    assert_eq!(r.unwrap().body(), b"ok");
+    std::thread::sleep(Duration::from_millis(200));
+    let (r, records) = run(&c, "GET", "/2", json!({}));
+    assert_eq!(r.map(|r| r.body().to_vec()).map_err(|e| e.to_string()), Ok(b"ok".to_vec()), "{records:?}");
+    server.join().unwrap();
+}
+
+/// The reqwest transport (https, proxies) against the same upstream: answers, Retry-After, hang.
+#[test]
+fn the_reqwest_transport_follows_the_same_rules() {
+    let up = Upstream::start().unwrap();
+    script(&up, "rq", json!([{"status": 503, "headers": {"Retry-After": "0"}}, {"status": 200, "body": "ok"}]));
+    script(&up, "rqhang", json!([{"hang": true, "hang_ms": 5000}]));
+    let transport = Arc::new(resilient_http::reqwest_transport::ReqwestTransport::new());
+    let make = |key: &str, options: Value| {
+        let mut options = options;
+        options["base_url"] = json!(up.key_url(key));
+        let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), transport.clone());
+        HttpClient::new(ClientConfig::from_json(&options).unwrap(), Caps::default(), env)
+    };
+    let c = make("rq", json!({}));
+    let (r, records) = run(&c, "GET", "/x?a=1", json!({"headers": {"X-T": "1"}}));
+    assert_eq!((r.as_ref().unwrap().status(), r.unwrap().attempts()), (200, 2));
+    assert_eq!(records.len(), 2);
+    let rows = rows(&up, "rq", 2);
+    assert_eq!((rows[0]["query"].as_str(), rows[0]["headers"]["x-t"].as_str()), (Some("a=1"), Some("1")));
+    let c = make("rqhang", json!({"deadline": 0.3, "timeout": 5}));
+    let started = Instant::now();
+    let (r, _) = run(&c, "GET", "/", json!({}));
+    assert!(r.unwrap_err().is_deadline_exceeded());
+    assert!(started.elapsed() < Duration::from_millis(400));
 }

@@ -65,22 +65,27 @@ final class MockUpstream
         return "http://127.0.0.1:{$this->port}/k/$key";
     }
 
-    /** @param list<array<string,mixed>> $steps */
-    public function script(string $key, array $steps, string $then = 'repeat_last'): void
+    /**
+     * Sets what a key answers, request after request; with $path only for that exact path.
+     *
+     * @param list<array<string,mixed>> $steps
+     */
+    public function script(string $key, array $steps, string $then = 'repeat_last', ?string $path = null): void
     {
-        $this->control('POST', '/__control/script', ['key' => $key, 'steps' => $steps, 'then' => $then]);
+        $this->control('POST', '/__control/script', ['key' => $key, 'steps' => $steps, 'then' => $then] + ($path === null ? [] : ['path' => $path]));
     }
 
     /**
      * The attempts the key received, each with t_ms (arrival, monotonic ms), headers, query,
      * body, concurrent_at_arrival, max_concurrent, status, end_t_ms. Waits (bounded) until at
-     * least $min arrived and none is in flight.
+     * least $min arrived and (with $idle) none is in flight.
      *
      * @return list<array<string,mixed>>
      */
-    public function attempts(string $key, int $min = 0, int $timeoutMs = 5000): array
+    public function attempts(string $key, int $min = 0, int $timeoutMs = 5000, bool $idle = true): array
     {
-        return $this->control('GET', "/__control/attempts?key=$key&min=$min&idle=1&timeout_ms=$timeoutMs");
+        $idle = $idle ? 1 : 0;
+        return $this->control('GET', "/__control/attempts?key=$key&min=$min&idle=$idle&timeout_ms=$timeoutMs");
     }
 
     private function control(string $method, string $path, ?array $body = null): array

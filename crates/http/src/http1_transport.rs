@@ -1,0 +1,227 @@
+//! The lean transport for plain `http://`: hyper's HTTP/1.1 connection API, driven inline.
+//!
+//! Why: for loopback and in-cluster upstreams the per-request cost of a general client (tower
+//! layers, proxy matching, a pool keyed by hashing, a connection task woken across tasks) is a
+//! large share of the total. Here a connection is a `(SendRequest, Connection)` pair polled *in
+//! the caller's own future*: no spawned task, no cross-task wake-ups. Between calls the pair sits
+//! in a small per-process pool (keep-alive reuse); nobody polls it then, which is fine for an
+//! idle HTTP/1.1 connection.
+//!
+//! Reuse is safe against servers that closed an idle connection: before reusing, a
+//! non-blocking `recv(MSG_PEEK)` on the socket tells EOF or stray bytes (discard) from "still
+//! open, nothing to read" (reuse). Idle connections older than [`IDLE_TIMEOUT`] are dropped.
+//! Like the reqwest transport it never retries and never follows redirects; the attempt timeout
+//! covers connect + send + the whole body. `https://` (and everything when an `HTTP_PROXY`-style
+//! variable is set) goes to the reqwest transport.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{self, Connection, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::clock::BoxFuture;
+use crate::request::PreparedRequest;
+use crate::reqwest_transport::ReqwestTransport;
+use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
+
+/// Idle connections older than this are not reused (servers commonly close after 5–75 s).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Idle connections kept per host:port.
+const MAX_IDLE_PER_HOST: usize = 32;
+
+type Conn = Connection<TokioIo<TcpStream>, Full<Bytes>>;
+
+/// One open connection.
+struct Http1Conn {
+    sender: SendRequest<Full<Bytes>>,
+    conn: Conn,
+    fd: RawFd,
+    idle_since: Instant,
+}
+
+/// Plain-HTTP/1.1 transport with inline-driven keep-alive connections; https via reqwest.
+pub struct Http1Transport {
+    idle: Arc<Mutex<HashMap<String, Vec<Http1Conn>>>>,
+    fallback: Arc<ReqwestTransport>,
+    /// A proxy is configured in the environment: everything goes through reqwest, which honours it.
+    proxied: bool,
+}
+
+impl Http1Transport {
+    pub fn new(fallback: Arc<ReqwestTransport>) -> Self {
+        Self { idle: Arc::default(), fallback, proxied: crate::reqwest_transport::proxy_configured() }
+    }
+
+    /// Idle connections kept now (all hosts).
+    pub fn idle_connections(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).values().map(Vec::len).sum()
+    }
+}
+
+impl Transport for Http1Transport {
+    fn send(&self, request: &PreparedRequest, limits: AttemptLimits) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
+        let url = &request.url;
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return self.fallback.send(request, limits);
+        };
+        if url.scheme() != "http" || self.proxied {
+            return self.fallback.send(request, limits);
+        }
+        let authority = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        let key = format!("{host}:{port}");
+        let target = match url.query() {
+            Some(q) => format!("{}?{}", url.path(), q),
+            None => url.path().to_string(),
+        };
+        let mut builder = hyper::Request::builder().method(request.method.clone()).uri(target);
+        let headers = builder.headers_mut().expect("a fresh builder has headers");
+        *headers = request.headers.clone();
+        if !headers.contains_key(hyper::header::HOST) {
+            match hyper::header::HeaderValue::from_str(&authority) {
+                Ok(v) => {
+                    headers.insert(hyper::header::HOST, v);
+                }
+                Err(_) => return self.fallback.send(request, limits),
+            }
+        }
+        let body = Full::new(request.body.clone().map(Bytes::from).unwrap_or_default());
+        let http_request = match builder.body(body) {
+            Ok(r) => r,
+            Err(_) => return self.fallback.send(request, limits),
+        };
+        let reused = take_idle(&self.idle, &key);
+        let pool = self.idle.clone();
+        let dial = (host.to_string(), port);
+        Box::pin(async move {
+            let exchange = exchange(pool, key, dial, reused, http_request, limits.connect_timeout);
+            match tokio::time::timeout(limits.timeout, exchange).await {
+                Ok(result) => result,
+                Err(_) => Err(TransportError::new(FailureKind::Timeout, "the attempt timed out")),
+            }
+        })
+    }
+}
+
+/// An idle connection that is still open, if any (closed or stale ones are dropped).
+fn take_idle(pool: &Mutex<HashMap<String, Vec<Http1Conn>>>, key: &str) -> Option<Http1Conn> {
+    let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
+    let list = pool.get_mut(key)?;
+    while let Some(c) = list.pop() {
+        if c.idle_since.elapsed() < IDLE_TIMEOUT && !c.sender.is_closed() && socket_is_quiet(c.fd) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// True when the socket has nothing to read and is not at EOF: an idle keep-alive connection
+/// the server has not closed.
+fn socket_is_quiet(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `fd` belongs to a live TcpStream owned by the connection we are checking; a 1-byte
+    // peek never consumes data.
+    let n = unsafe { libc::recv(fd, (&raw mut byte).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    n < 0 && matches!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EAGAIN))
+}
+
+async fn connect(host: &str, port: u16, connect_timeout: Duration) -> Result<Http1Conn, TransportError> {
+    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect((host, port))).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(TransportError::new(FailureKind::Connect, format!("tcp connect error: {e}"))),
+        Err(_) => return Err(TransportError::new(FailureKind::Connect, "connect timed out")),
+    };
+    let _ = stream.set_nodelay(true);
+    let fd = stream.as_raw_fd();
+    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| TransportError::new(FailureKind::Connect, format!("handshake error: {e}")))?;
+    Ok(Http1Conn { sender, conn, fd, idle_since: Instant::now() })
+}
+
+/// Sends one request on a (reused or new) connection, polling the connection inline, and puts
+/// the connection back for reuse when it is still good.
+async fn exchange(
+    pool: Arc<Mutex<HashMap<String, Vec<Http1Conn>>>>,
+    key: String,
+    dial: (String, u16),
+    reused: Option<Http1Conn>,
+    request: hyper::Request<Full<Bytes>>,
+    connect_timeout: Duration,
+) -> Result<RawResponse, TransportError> {
+    let mut c = match reused {
+        Some(c) => c,
+        None => connect(&dial.0, dial.1, connect_timeout).await?,
+    };
+    let response = c.sender.send_request(request);
+    let work = async move {
+        let response = response.await?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await?.to_bytes();
+        Ok::<_, hyper::Error>((parts, body))
+    };
+    let mut work = std::pin::pin!(work);
+    let mut conn_done = false;
+    let result = std::future::poll_fn(|cx| {
+        if !conn_done && Pin::new(&mut c.conn).poll(cx).is_ready() {
+            conn_done = true;
+        }
+        work.as_mut().poll(cx)
+    })
+    .await;
+    let (parts, body) = result.map_err(map_hyper_error)?;
+    // Let the connection settle into idle; keep it if it is ready for another request.
+    if !conn_done {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        conn_done = Pin::new(&mut c.conn).poll(&mut cx).is_ready();
+    }
+    if !conn_done && c.sender.is_ready() {
+        c.idle_since = Instant::now();
+        let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
+        let list = pool.entry(key).or_default();
+        if list.len() < MAX_IDLE_PER_HOST {
+            list.push(c);
+        }
+    }
+    let headers = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
+    Ok(RawResponse { status: parts.status.as_u16(), headers, body: body.to_vec() })
+}
+
+fn map_hyper_error(e: hyper::Error) -> TransportError {
+    let kind = if e.is_timeout() {
+        FailureKind::Timeout
+    } else if e.is_body_write_aborted() || e.is_parse() || e.is_parse_status() || e.is_user() {
+        FailureKind::Other
+    } else {
+        // Closed, reset, incomplete message, canceled: the connection went away.
+        FailureKind::Closed
+    };
+    let mut detail = e.to_string();
+    if let Some(cause) = std::error::Error::source(&e) {
+        detail = format!("{detail}: {cause}");
+    }
+    TransportError::new(kind, detail)
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<Http1Conn>();
+    let _ = Poll::<()>::Pending;
+}

@@ -1,0 +1,119 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Http;
+
+require_once __DIR__ . '/support/HttpTestCase.php';
+
+use Resilient\Client;
+
+/**
+ * Must show 11 (options and URLs): malformed URLs and bad option types are clear errors naming
+ * the option, never a crash. (Retry-After values: RetryAfterTest; fuzzing: the proptests of
+ * crates/http, run by `cargo test`.)
+ */
+final class BadInputTest extends HttpTestCase
+{
+    /** @return array<string, array{array<string,mixed>, string}> */
+    public static function badOptions(): array
+    {
+        return [
+            'unknown key' => [['timout' => 1], "option 'timout': unknown option"],
+            'negative timeout' => [['timeout' => -1], "option 'timeout'"],
+            'NAN deadline' => [['deadline' => NAN], "option 'deadline': must be a finite number, got NAN"],
+            'INF timeout' => [['timeout' => INF], "option 'timeout': must be a finite number, got INF"],
+            'string timeout' => [['timeout' => '0.3'], "option 'timeout': must be a number, got a string"],
+            'zero attempts' => [['max_attempts' => 0], "option 'max_attempts'"],
+            'float attempts' => [['max_attempts' => 2.5], "option 'max_attempts': must be an integer"],
+            'backoff typo' => [['backoff' => ['bsae' => 1]], "option 'backoff.bsae': unknown option"],
+            'backoff not an array' => [['backoff' => 5], "option 'backoff': must be an array"],
+            'retry_on 700' => [['retry_on' => [429, 700]], "option 'retry_on'"],
+            'reserve >= limit' => [['funnel' => ['limit' => 2, 'reserve' => 2]], "option 'funnel.reserve'"],
+            'budget ratio' => [['budget' => ['ratio' => -0.5]], "option 'budget.ratio'"],
+            'circuit ratio' => [['circuit' => ['failure_ratio' => 2]], "option 'circuit.failure_ratio'"],
+            'redis backend' => [['backend' => 'redis://:pw@127.0.0.1:6379/0'], "option 'backend': the Redis backend is not supported yet"],
+            'base_url not a url' => [['base_url' => 'not a url'], "option 'base_url'"],
+            'base_url ftp' => [['base_url' => 'ftp://x'], "option 'base_url': must be an http:// or https:// URL"],
+            'header with newline' => [['headers' => ['X-A' => "a\r\nInjected: 1"]], "option 'headers.X-A'"],
+            'object option' => [['timeout' => new \stdClass()], "option 'timeout': must not be an object"],
+            'on_attempt not callable' => [['on_attempt' => 'no_such_function_xyz'], "option 'on_attempt': must be callable"],
+        ];
+    }
+
+    /** @dataProvider badOptions */
+    public function testBadOptionsAreClearErrors(array $options, string $expected): void
+    {
+        try {
+            new Client('bad-input', $options);
+            $this->fail('expected InvalidArgumentException');
+        } catch (\InvalidArgumentException $e) {
+            $this->assertStringStartsWith($expected, $e->getMessage());
+            $this->assertStringNotContainsString(':pw@', $e->getMessage());
+        }
+    }
+
+    public function testMalformedUrlsAreClearErrors(): void
+    {
+        $key = $this->up->key('badurl');
+        $client = $this->client($key);
+        foreach ([
+            'http://' => "option 'url': is not a valid URL",
+            'http://exa mple.com/' => "option 'url': is not a valid URL",
+            'gopher://x/' => "option 'url': must be a path or an http:// or https:// URL",
+            'http://[::1' => "option 'url': is not a valid URL",
+        ] as $url => $expected) {
+            try {
+                $client->get($url);
+                $this->fail("expected InvalidArgumentException for $url");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringStartsWith($expected, $e->getMessage(), $url);
+            }
+        }
+        $noBase = new Client('bad-input');
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage("option 'url': is a relative path but the client has no 'base_url'");
+        $noBase->get('/relative');
+    }
+
+    public function testBadRequestOptionsAndArguments(): void
+    {
+        $client = $this->client($this->up->key('badreq'));
+        $cases = [
+            fn () => $client->request('GET', '/x', ['jsn' => []]),
+            fn () => $client->request('POST', '/x', ['json' => [], 'body' => 'x']),
+            fn () => $client->request('POST', '/x', ['idempotency_key' => '']),
+            fn () => $client->request('GE T', '/x'),
+            fn () => $client->request('GET', '/x', ['json' => NAN]),
+            fn () => $client->pool(['a' => 'not a request']),
+        ];
+        foreach ($cases as $i => $case) {
+            try {
+                $case();
+                $this->fail("case $i: expected InvalidArgumentException");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertMatchesRegularExpression("/option '|pool request 'a'|json/", $e->getMessage(), "case $i");
+            } catch (\JsonException $e) {
+                $this->assertSame(4, $i, 'only NAN in json comes back as JsonException');
+            }
+        }
+        $this->expectException(\ValueError::class);
+        $client->pool([['GET', '/x']], 0);
+    }
+
+    public function testSecretsNeverReachMessages(): void
+    {
+        $client = new Client('secret', [
+            'base_url' => 'http://user:hunter2@127.0.0.1:1',
+            'headers' => ['Authorization' => 'Bearer hunter2'],
+            'max_attempts' => 1,
+        ]);
+        try {
+            $client->get('/x', ['api_key' => 'hunter2'], ['headers' => ['Cookie' => 'sid=hunter2']]);
+            $this->fail('expected UpstreamFailed');
+        } catch (\Resilient\UpstreamFailed $e) {
+            $this->assertStringNotContainsString('hunter2', $e->getMessage());
+            $this->assertStringContainsString('GET http://127.0.0.1:1/x: connect error', $e->getMessage());
+        }
+    }
+}

@@ -1,0 +1,75 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Http;
+
+require_once __DIR__ . '/support/HttpTestCase.php';
+
+use Resilient\DeadlineExceeded;
+
+/**
+ * Must show 5: a hanging upstream (reads the request, never answers) with deadline 0.5 s: the
+ * call ends within deadline + 100 ms, whatever `timeout` says.
+ */
+final class HangTest extends HttpTestCase
+{
+    public function testAHangingUpstreamIsCutAtTheDeadline(): void
+    {
+        $key = $this->up->key('hang');
+        $this->up->script($key, [['hang' => true, 'hang_ms' => 20000]]);
+        $records = [];
+        $client = $this->client($key, ['deadline' => 0.5, 'timeout' => 10, 'connect_timeout' => 3, 'on_attempt' => function (array $a) use (&$records): void {
+            $records[] = $a;
+        }]);
+        $t = hrtime(true);
+        try {
+            $client->get('/slow');
+            $this->fail('expected DeadlineExceeded');
+        } catch (DeadlineExceeded $e) {
+            $elapsedMs = (hrtime(true) - $t) / 1e6;
+            $this->assertLessThan(600.0, $elapsedMs);
+            $this->assertGreaterThanOrEqual(495.0, $elapsedMs);
+            $this->assertSame(0, $e->getCode());
+            $this->assertNull($e->response());
+        }
+        $this->assertCount(1, $records);
+        $this->assertSame('timeout', $records[0]['error']);
+        $this->assertNull($records[0]['status']);
+        $this->assertFalse($records[0]['retry_follows']);
+    }
+
+    public function testEachAttemptGetsOnlyTheRemainder(): void
+    {
+        // The seed's numbers: deadline 850 ms, 300 ms per attempt, 3 attempts.
+        $key = $this->up->key('hang3');
+        $this->up->script($key, [['hang' => true, 'hang_ms' => 20000]]);
+        $records = [];
+        $client = $this->client($key, ['deadline' => 0.85, 'timeout' => 0.3, 'max_attempts' => 3, 'on_attempt' => function (array $a) use (&$records): void {
+            $records[] = $a;
+        }]);
+        $t = hrtime(true);
+        try {
+            $client->get('/slow');
+            $this->fail('expected an Unavailable');
+        } catch (\Resilient\Unavailable $e) {
+            $this->assertLessThan(950.0, (hrtime(true) - $t) / 1e6);
+        }
+        $durations = array_column($records, 'duration_ms');
+        $this->assertGreaterThanOrEqual(2, count($durations));
+        $this->assertEqualsWithDelta(300.0, $durations[0], 30.0);
+        $this->assertLessThanOrEqual(850.0 + 50.0, array_sum($durations));
+    }
+
+    public function testAClosedConnectionIsRetried(): void
+    {
+        $key = $this->up->key('close');
+        $this->up->script($key, [['close' => true], ['status' => 200, 'body' => 'ok']]);
+        $records = [];
+        $r = $this->client($key, ['on_attempt' => function (array $a) use (&$records): void {
+            $records[] = $a;
+        }])->get('/x');
+        $this->assertSame('ok', $r->body());
+        $this->assertSame(['closed', null], array_column($records, 'error'));
+    }
+}

@@ -1,0 +1,73 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Http;
+
+require_once __DIR__ . '/support/HttpTestCase.php';
+
+use Resilient\Tests\Harness\Run;
+
+/**
+ * `on_attempt`, the single recording point: called once per attempt while the call is in
+ * progress, with the URL stripped of its query; a throwing callable cancels the call (its
+ * exception propagates, the funnel slot comes back); the callable may itself make calls.
+ */
+final class OnAttemptTest extends HttpTestCase
+{
+    public function testRecordsArriveDuringTheCallOnePerAttempt(): void
+    {
+        $key = $this->up->key('onattempt');
+        $this->up->script($key, [['status' => 503, 'headers' => ['Retry-After' => '1']], ['status' => 200]]);
+        $seen = [];
+        $client = $this->client($key, ['on_attempt' => function (array $a) use (&$seen): void {
+            $seen[] = $a + ['at' => microtime(true)];
+        }]);
+        $r = $client->get('/quote', ['token' => 's3cret']);
+        $end = microtime(true);
+        $this->assertSame(2, $r->attempts());
+        $this->assertCount(2, $seen);
+        $this->assertGreaterThan(0.9, $end - $seen[0]['at'], 'the first record came before the Retry-After sleep, not at the end');
+        $this->assertSame($this->up->base($key) . '/quote', $seen[0]['url']);
+        $this->assertStringNotContainsString('s3cret', json_encode($seen));
+        $this->assertSame(['client', 'method', 'url', 'attempt', 'status', 'error', 'duration_ms', 'retry_follows', 'reason', 'at'], array_keys($seen[0]));
+        $this->assertSame([1, 2], array_column($seen, 'attempt'));
+        $this->assertSame('GET', $seen[1]['method']);
+    }
+
+    public function testAThrowingCallableCancelsTheCallAndFreesTheSlot(): void
+    {
+        $key = $this->up->key('onthrow');
+        $this->up->script($key, [['status' => 503]]);
+        $name = Run::name('onthrow');
+        $client = new \Resilient\Client($name, [
+            'base_url' => $this->up->base($key),
+            'funnel' => ['limit' => 1],
+            'on_attempt' => function (array $a): void {
+                throw new \DomainException('recorder failed at attempt ' . $a['attempt']);
+            },
+        ]);
+        try {
+            $client->get('/x');
+            $this->fail('expected the callable\'s exception');
+        } catch (\DomainException $e) {
+            $this->assertSame('recorder failed at attempt 1', $e->getMessage());
+        }
+        $this->assertCount(1, $this->up->attempts($key, 1), 'cancelled before the retry');
+        $this->assertSame(0, (new \Resilient\Funnel($name, 1))->inFlight());
+    }
+
+    public function testTheCallableMayMakeCallsItself(): void
+    {
+        $key = $this->up->key('onnested');
+        $this->up->script($key, [['status' => 200]]);
+        $log = $this->client($key);
+        $inner = [];
+        $client = $this->client($key, ['on_attempt' => function (array $a) use ($log, &$inner): void {
+            $inner[] = $log->post('/log', ['attempt' => $a['attempt']])->status();
+        }]);
+        $this->assertSame(200, $client->get('/main')->status());
+        $this->assertSame([200], $inner);
+        $this->assertSame(['/main', '/log'], array_column($this->up->attempts($key, 2), 'path'));
+    }
+}
