@@ -14,7 +14,7 @@ CARGO       ?= cargo
 LAB_ARGS    ?=
 PHPUNIT_ARGS ?=
 
-.PHONY: all deps build test cargo-test phpunit bench lab stubs clean-run
+.PHONY: all deps build test cargo-test phpunit lab-check bench lab stubs clean-run
 
 all: build
 
@@ -30,10 +30,16 @@ cargo-test:
 phpunit: build
 	tests/harness/phpunit.sh $(PHPUNIT_ARGS)
 
-# Both test layers run even when the first fails, so one CI run shows every failure.
+# The lab in its short form, asserting only robust properties (amplification, /health served,
+# the load generator open-loop): the end-to-end check of issue 4.
+lab-check: build
+	bash lab/run.sh --quick --check
+
+# Every test layer runs even when an earlier one fails, so one CI run shows every failure.
 test: deps build
 	@rc=0; $(MAKE) --no-print-directory cargo-test || rc=1; \
 	$(MAKE) --no-print-directory phpunit || rc=1; \
+	$(MAKE) --no-print-directory lab-check || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see above)"; else echo "make test: all passed"; fi; \
 	exit $$rc
 

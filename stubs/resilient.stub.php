@@ -3,6 +3,108 @@
 // Stubs for resilient
 
 namespace Resilient {
+    class Client {
+        /**
+         * `new Client(string $name, array $options = [])`. The name identifies the funnel and the
+         * retry budget shared by every process of the host.
+         *
+         * @param string $name
+         * @param array|null $options
+         */
+        public function __construct(string $name, ?array $options = null) {}
+
+        /**
+         * `delete(string $path, array $json = [], array $options = [])`.
+         *
+         * @param string $path
+         * @param array|null $json
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function delete(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `get(string $path, array $query = [], array $options = [])`.
+         *
+         * @param string $path
+         * @param array|null $query
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function get(string $path, ?array $query = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `head(string $path, array $query = [], array $options = [])`.
+         *
+         * @param string $path
+         * @param array|null $query
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function head(string $path, ?array $query = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * The client's name (its funnel and budget name).
+         *
+         * @return string
+         */
+        public function name(): string {}
+
+        /**
+         * `patch(string $path, array $json = [], array $options = [])`. Retried only with an
+         * `idempotency_key`.
+         *
+         * @param string $path
+         * @param array|null $json
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function patch(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
+         * options?]`; at most `$concurrency` in flight (a sliding window); returns `key =>
+         * Response|Unavailable` (failures are values, not thrown).
+         *
+         * @param array $requests
+         * @param int $concurrency
+         * @return array
+         */
+        public function pool(array $requests, int $concurrency = 5): array {}
+
+        /**
+         * `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
+         * sent as the JSON body. Retried only with an `idempotency_key`.
+         *
+         * @param string $path
+         * @param array|null $json
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function post(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `put(string $path, array $json = [], array $options = [])`.
+         *
+         * @param string $path
+         * @param array|null $json
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function put(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `request(string $method, string $path, array $options = [])` with options `query`,
+         * `json`, `body`, `form`, `headers`, `idempotency_key`.
+         *
+         * @param string $method
+         * @param string $path
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function request(string $method, string $path, ?array $options = null): \Resilient\Response {}
+    }
+
     /**
      * Where this process runs, and the web caps from php.ini (static; not
      * instantiable). Web = any SAPI but cli, phpdbg, embed, micro.
@@ -190,6 +292,67 @@ namespace Resilient {
          * @return bool
          */
         public function release(): bool {}
+    }
+
+    class Response {
+        public function __construct() {}
+
+        /**
+         * Attempts the call made, the first one included.
+         *
+         * @return int
+         */
+        public function attempts(): int {}
+
+        /**
+         * The body, bytes as received (a binary-safe PHP string).
+         *
+         * @return mixed
+         */
+        public function body(): mixed {}
+
+        /**
+         * Milliseconds from the call's start to this answer (sleeps between attempts included).
+         *
+         * @return float
+         */
+        public function elapsedMs(): float {}
+
+        /**
+         * A header's values joined with ", " (case-insensitive name), or null when absent.
+         *
+         * @param string $name
+         * @return string|null
+         */
+        public function header(string $name): ?string {}
+
+        /**
+         * Every header: lower-case name => list of values.
+         *
+         * @return array
+         */
+        public function headers(): array {}
+
+        /**
+         * The body decoded as JSON into arrays (`json_decode($body, true)`); null when not JSON.
+         *
+         * @return mixed
+         */
+        public function json(): mixed {}
+
+        /**
+         * True for 2xx.
+         *
+         * @return bool
+         */
+        public function ok(): bool {}
+
+        /**
+         * The HTTP status.
+         *
+         * @return int
+         */
+        public function status(): int {}
     }
 
     /**

@@ -55,7 +55,7 @@ pub async fn run_variant(p: &Params, variant: &str, dir: &Path) -> VariantRun {
 async fn run_inner(p: &Params, variant: &str, dir: &Path, run: &mut VariantRun) -> Result<(), String> {
     let control = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(5)).build().map_err(|e| e.to_string())?;
     let upstream = Arc::new(Upstream::start(&p.upstream_bin, dir)?);
-    upstream.set(&control, p.capacity, p.normal_ms).await?;
+    upstream.set(&control, p.capacity, p.normal_ms, 0.0).await?;
     let sut = {
         let (p, variant, dir, url) = (p.clone(), variant.to_string(), dir.to_path_buf(), upstream.quote_url());
         tokio::task::spawn_blocking(move || SystemUnderTest::start(&p, &variant, &dir, &url)).await.map_err(|e| e.to_string())??
@@ -92,9 +92,9 @@ async fn run_inner(p: &Params, variant: &str, dir: &Path, run: &mut VariantRun) 
     let progress = tokio::spawn(progress::run(p.clone(), variant.to_string(), t0, counters.clone(), latest.clone(), stop.clone()));
 
     // Phase switches, on schedule, while the load keeps going.
-    for (k, ms) in [(1.0, p.slow_ms), (2.0, p.normal_ms)] {
+    for (k, ms, fail) in [(1.0, p.slow_ms, p.slow_fail_ratio), (2.0, p.normal_ms, 0.0)] {
         tokio::time::sleep_until(t0 + Duration::from_secs_f64(k * p.phase_secs)).await;
-        upstream.set(&control, p.capacity, ms).await?;
+        upstream.set(&control, p.capacity, ms, fail).await?;
         run.switches_s.push((Instant::now() - t0).as_secs_f64());
     }
     let scheduled = checkout.await.map_err(|e| e.to_string())? + health.await.map_err(|e| e.to_string())?;

@@ -1,5 +1,5 @@
 //! resilient-lab: seed 000's overload experiment ("ลองทำให้ปลายทางช้า แล้วดูว่าระบบฟื้นไหม") as one
-//! command. For each variant (naive, laravel, resilient) it starts a fresh upstream simulator,
+//! command. For each variant (naive, laravel, resilient, resilient-failfast) it starts a fresh upstream simulator,
 //! php-fpm + nginx serving lab/app, drives /checkout with an open-loop 50 req/s (and /health
 //! lightly) through normal → slow → normal, then reports per phase, plots the timelines and,
 //! with --check, asserts the robust CI properties.
@@ -24,7 +24,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use params::Params;
+use params::{is_resilient, Params};
 
 fn main() -> ExitCode {
     let p = match Params::from_args(std::env::args().skip(1)) {
@@ -79,11 +79,11 @@ async fn run(p: Params) -> ExitCode {
     let mut runs = Vec::new();
     for v in &p.variants {
         let dir = run_dir.join(v);
-        let run = if v == "resilient" {
+        let run = if is_resilient(v) {
             match resilient_available(&p) {
                 Ok(()) => experiment::run_variant(&p, v, &dir).await,
                 Err(why) => {
-                    eprintln!("[resilient] skipped: {why}");
+                    eprintln!("[{v}] skipped: {why}");
                     experiment::VariantRun { name: v.clone(), skipped: Some(why), ..Default::default() }
                 }
             }
@@ -94,7 +94,7 @@ async fn run(p: Params) -> ExitCode {
     }
 
     let summaries: Vec<_> = runs.iter().map(|r| analysis::summarize(&p, r)).collect();
-    let goals = goals::goals(&p, &summaries);
+    let goals = goals::all_goals(&p, &summaries);
     let open_loop = goals::open_loop(&p, &summaries);
     if let Err(e) = report::write_raw(&run_dir, &runs, &summaries) {
         eprintln!("raw data: {e}");
@@ -123,7 +123,9 @@ async fn run(p: Params) -> ExitCode {
     }
 
     println!("\n{}", report::tables(&p, &summaries, false));
-    print!("{}", report::verdicts("Goals for the resilient variant (slow phase)", &goals, false));
+    for g in &goals {
+        print!("{}", report::verdicts(&g.title(&p), &g.verdicts, false));
+    }
     print!("{}", report::verdicts("Open loop", &open_loop, false));
     println!("report: {}  plots: {}  raw: {}", p.out_dir.join("report.md").display(), p.out_dir.join("timelines.png").display(), run_dir.display());
 
@@ -140,19 +142,25 @@ async fn run(p: Params) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The resilient variant needs the extension with its client class (helpers H1/H4).
+/// The resilient variants need the extension with its client class (helpers H1/H4), and one
+/// that knows the funnel's `wait` option (an older build rejects it as unknown).
 fn resilient_available(p: &Params) -> Result<(), String> {
     if !p.extension.exists() {
         return Err(format!("{} not built", p.extension.display()));
     }
+    let probe = r#"if (!class_exists('Resilient\Client')) exit(3);
+        try { new Resilient\Client('probe', ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 1, 'wait' => 0.001]]); }
+        catch (Throwable $e) { fwrite(STDERR, $e->getMessage()); exit(4); }
+        exit(0);"#;
     let out = std::process::Command::new("php")
         .args(["-n", "-d", &format!("extension={}", p.extension.display())])
-        .args(["-r", r#"exit(class_exists('Resilient\Client') ? 0 : 3);"#])
+        .args(["-r", probe])
         .output()
         .map_err(|e| format!("php: {e}"))?;
     match out.status.code() {
         Some(0) => Ok(()),
         Some(3) => Err(format!("{} has no Resilient\\Client yet", p.extension.display())),
+        Some(4) => Err(format!("{} has no funnel wait yet: {}", p.extension.display(), String::from_utf8_lossy(&out.stderr).trim())),
         _ => Err(format!("php cannot load {}: {}", p.extension.display(), String::from_utf8_lossy(&out.stderr).trim())),
     }
 }

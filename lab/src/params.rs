@@ -7,8 +7,11 @@ use std::path::PathBuf;
 /// Every knob of one lab run.
 #[derive(Debug, Clone)]
 pub struct Params {
-    /// Variants to run, in order (naive, laravel, resilient).
+    /// Variants to run, in order (naive, laravel, resilient, resilient-failfast).
     pub variants: Vec<String>,
+    /// How long the `resilient` variant's funnel waits for a free slot, ms (counted in the
+    /// deadline). `resilient-failfast` always uses 0, the contract's default.
+    pub funnel_wait_ms: u64,
     /// Length of each of the three phases (normal, slow, normal), seconds.
     pub phase_secs: f64,
     /// Offered load on /checkout, requests per second (open loop).
@@ -21,6 +24,8 @@ pub struct Params {
     pub normal_ms: u64,
     /// Upstream service time in the slow phase, ms.
     pub slow_ms: u64,
+    /// Share of upstream answers that are 503 during the slow phase (0 = none: the seed's experiment).
+    pub slow_fail_ratio: f64,
     /// php-fpm workers (pm static).
     pub workers: u32,
     /// The page's deadline for the whole quote call, ms (the same in every variant).
@@ -40,7 +45,7 @@ pub struct Params {
     pub out_dir: PathBuf,
     /// The repository root (for lab/app, lab/conf, target/release).
     pub root: PathBuf,
-    /// The extension to load for the resilient variant.
+    /// The extension to load for the resilient variants.
     pub extension: PathBuf,
     /// The upstream simulator binary.
     pub upstream_bin: PathBuf,
@@ -51,13 +56,16 @@ impl Params {
 usage: resilient-lab [options]
   --quick                 short phases (5 s) for CI
   --check                 exit non-zero unless the CI properties hold
-  --variants a,b,c        naive,laravel,resilient (default: all three)
+  --variants a,b,c        naive,laravel,resilient,resilient-failfast (default: all four)
+  --funnel-wait-ms MS     how long the resilient variant's funnel waits for a slot (default 50;
+                          resilient-failfast always 0)
   --phase-secs S          seconds per phase (default 20; --quick 5)
   --rate R                /checkout requests per second (default 50)
   --health-rate R         /health requests per second (default 5)
   --capacity N            upstream slots (default 4)
   --normal-ms MS          upstream service time when normal (default 20)
   --slow-ms MS            upstream service time when slow (default 120)
+  --slow-fail-ratio R     share of upstream answers that are 503 in the slow phase (default 0)
   --workers N             php-fpm workers, pm static (default 16)
   --deadline-ms MS        the page's deadline for the quote (default 850)
   --good-within S         live answers slower than this are not goodput (default 1.0)
@@ -72,13 +80,15 @@ usage: resilient-lab [options]
         let quick = args.iter().any(|a| a == "--quick");
         let root = std::env::current_dir().map_err(|e| e.to_string())?;
         let mut p = Params {
-            variants: vec!["naive".into(), "laravel".into(), "resilient".into()],
+            variants: VARIANTS.iter().map(|v| v.to_string()).collect(),
+            funnel_wait_ms: 50,
             phase_secs: if quick { 5.0 } else { 20.0 },
             rate: 50.0,
             health_rate: 5.0,
             capacity: 4,
             normal_ms: 20,
             slow_ms: 120,
+            slow_fail_ratio: 0.0,
             workers: 16,
             deadline_ms: 850,
             good_within_s: 1.0,
@@ -101,17 +111,19 @@ usage: resilient-lab [options]
                 "--variants" => {
                     p.variants = val(&a)?.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
                     for v in &p.variants {
-                        if !["naive", "laravel", "resilient"].contains(&v.as_str()) {
-                            return Err(format!("unknown variant '{v}'"));
+                        if !VARIANTS.contains(&v.as_str()) {
+                            return Err(format!("unknown variant '{v}' (known: {})", VARIANTS.join(", ")));
                         }
                     }
                 }
+                "--funnel-wait-ms" => p.funnel_wait_ms = num(&a, &val(&a)?)? as u64,
                 "--phase-secs" => p.phase_secs = num(&a, &val(&a)?)?,
                 "--rate" => p.rate = num(&a, &val(&a)?)?,
                 "--health-rate" => p.health_rate = num(&a, &val(&a)?)?,
                 "--capacity" => p.capacity = num(&a, &val(&a)?)? as u32,
                 "--normal-ms" => p.normal_ms = num(&a, &val(&a)?)? as u64,
                 "--slow-ms" => p.slow_ms = num(&a, &val(&a)?)? as u64,
+                "--slow-fail-ratio" => p.slow_fail_ratio = num(&a, &val(&a)?)?.min(1.0),
                 "--workers" => p.workers = num(&a, &val(&a)?)? as u32,
                 "--deadline-ms" => p.deadline_ms = num(&a, &val(&a)?)? as u64,
                 "--good-within" => p.good_within_s = num(&a, &val(&a)?)?,
@@ -138,6 +150,15 @@ usage: resilient-lab [options]
         self.capacity as f64 * 1000.0 / self.slow_ms as f64
     }
 
+    /// The funnel wait a variant's client uses, ms; `None` for the variants without the extension.
+    pub fn funnel_wait_ms_of(&self, variant: &str) -> Option<u64> {
+        match variant {
+            "resilient" => Some(self.funnel_wait_ms),
+            "resilient-failfast" => Some(0),
+            _ => None,
+        }
+    }
+
     pub fn total_secs(&self) -> f64 {
         3.0 * self.phase_secs
     }
@@ -148,6 +169,17 @@ fn num(name: &str, v: &str) -> Result<f64, String> {
         .ok()
         .filter(|x| x.is_finite() && *x >= 0.0)
         .ok_or_else(|| format!("{name}: '{v}' is not a non-negative number"))
+}
+
+/// Every variant, in the default order.
+pub const VARIANTS: [&str; 4] = ["naive", "laravel", "resilient", "resilient-failfast"];
+
+/// The variants that run this extension's client (they need libresilient.so, shared memory and
+/// the resilient.* ini).
+pub const RESILIENT_VARIANTS: [&str; 2] = ["resilient", "resilient-failfast"];
+
+pub fn is_resilient(variant: &str) -> bool {
+    RESILIENT_VARIANTS.contains(&variant)
 }
 
 /// The three phases, in order.

@@ -10,7 +10,8 @@ use plotters::prelude::*;
 use crate::analysis::{Bin, VariantSummary, BIN_S};
 use crate::params::Params;
 
-const PALETTE: [RGBColor; 3] = [RGBColor(214, 39, 40), RGBColor(31, 119, 180), RGBColor(44, 160, 44)];
+/// naive red, laravel blue, resilient green, resilient-failfast orange.
+const PALETTE: [RGBColor; 4] = [RGBColor(214, 39, 40), RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(255, 127, 14)];
 const SLOW_SHADE: RGBColor = RGBColor(255, 236, 214);
 
 fn color_of(name: &str, i: usize) -> RGBColor {
@@ -18,7 +19,8 @@ fn color_of(name: &str, i: usize) -> RGBColor {
         "naive" => PALETTE[0],
         "laravel" => PALETTE[1],
         "resilient" => PALETTE[2],
-        _ => PALETTE[i % 3],
+        "resilient-failfast" => PALETTE[3],
+        _ => PALETTE[i % PALETTE.len()],
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::analysis::{PhaseStats, VariantSummary};
 use crate::experiment::VariantRun;
-use crate::goals::Verdict;
+use crate::goals::{VariantGoals, Verdict};
 use crate::loadgen::Outcome;
 use crate::params::Params;
 
@@ -118,7 +118,7 @@ pub fn verdicts(title: &str, v: &[Verdict], markdown: bool) -> String {
     out
 }
 
-pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[Verdict], open_loop: &[Verdict], run_dir: &Path, started: &str, plots: &[String]) -> String {
+pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[VariantGoals], open_loop: &[Verdict], run_dir: &Path, started: &str, plots: &[String]) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Retry-storm lab report\n");
     let _ = writeln!(
@@ -130,9 +130,14 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[Verdict], open_loop
         p.capacity, p.normal_ms, p.slow_ms, p.normal_ms, p.phase_secs, p.rate, p.health_rate, p.workers, p.deadline_ms,
         run_dir.strip_prefix(&p.out_dir).unwrap_or(run_dir).display()
     );
+    if p.slow_fail_ratio > 0.0 {
+        let _ = writeln!(md, "**Not the seed's experiment:** in the slow phase {:.0} % of the upstream's answers are 503 (`--slow-fail-ratio`).\n", 100.0 * p.slow_fail_ratio);
+    }
     let _ = writeln!(md, "Upstream capacity when slow: {} / {} ms = {:.1} req/s, below the offered {} req/s before any retry.\n", p.capacity, p.slow_ms, p.slow_capacity_rps(), p.rate);
-    md.push_str(&verdicts("Goals for the resilient variant (issue 4, slow phase)", goals, true));
-    md.push_str(&miss_notes(p, all, goals));
+    for g in goals {
+        md.push_str(&verdicts(&format!("{} — issue 4", g.title(p)), &g.verdicts, true));
+        md.push_str(&miss_notes(p, all, g));
+    }
     md.push_str(&verdicts("Open loop (the generator kept its rate)", open_loop, true));
     for plot in plots {
         let _ = writeln!(md, "![{plot}]({plot})\n");
@@ -167,10 +172,13 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[Verdict], open_loop
          - **laravel**: seed 000's `ShippingQuoteClient` on Debian's Laravel 8: Http (Guzzle) with 300 ms connect/timeout via \
            `withOptions`, `Redis::funnel` limit 4 per attempt, the seed's cache `RetryBudget` on a real redis-server, full jitter, \
            deadline (`lab/app/src/Laravel/`).\n\
-         - **resilient**: `Resilient\\Client` with deadline, 0.3 s per attempt, 3 attempts, full jitter 25–200 ms, funnel 4, \
+         - **resilient**: `Resilient\\Client` with deadline, 0.3 s per attempt, 3 attempts, full jitter 25–200 ms, funnel 4 \
+           that waits up to {} ms for a free slot (`funnel.wait`, counted in the deadline; `--funnel-wait-ms`), \
            budget 10 % + floor 5, shared-memory backend; ini `resilient.web_max_attempts=3` (the web default allows no retry) \
-           (`lab/app/src/ResilientQuoteClient.php`).\n",
-        p.deadline_ms
+           (`lab/app/src/ResilientQuoteClient.php`).\n\
+         - **resilient-failfast**: the same client and ini with `funnel.wait` 0, the contract's default: the funnel refuses \
+           at once when its slots are busy. Its own php-fpm and shared-memory segment.\n",
+        p.deadline_ms, p.funnel_wait_ms
     );
     for v in all {
         let _ = writeln!(md, "- {} warm-up: {}", v.name, if v.warmup.is_empty() { v.skipped.as_deref().unwrap_or("–") } else { &v.warmup });
@@ -178,39 +186,78 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[Verdict], open_loop
     md
 }
 
-/// Why a goal was missed, from the measurements (only for the goals whose cause the lab can show).
-fn miss_notes(p: &Params, all: &[VariantSummary], goals: &[Verdict]) -> String {
+/// Why a goal was missed, from the measurements (only for the goals whose cause the lab can show):
+/// the goodput goal, for whichever resilient variant misses it.
+fn miss_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> String {
     let mut out = String::new();
-    let goodput_missed = goals.iter().any(|g| g.what.starts_with("goodput") && !g.met);
-    let slow = all.iter().find(|v| v.name == "resilient" && v.skipped.is_none()).and_then(|v| v.phases.get(1));
-    if let (true, Some(s)) = (goodput_missed, slow) {
-        let interval = 1000.0 / p.rate;
-        let per_cycle = (p.slow_ms as f64 / interval).floor() + 1.0;
-        let ceiling = p.slow_ms as f64 / (per_cycle * interval);
+    let slow = all.iter().find(|v| v.name == g.variant && v.skipped.is_none()).and_then(|v| v.phases.get(1));
+    let (true, Some(s), Some(wait_ms)) = (g.goodput_missed(), slow, p.funnel_wait_ms_of(&g.variant)) else {
+        return out;
+    };
+    let interval = 1000.0 / p.rate;
+    let per_cycle = (p.slow_ms as f64 / interval).floor() + 1.0;
+    let ceiling = p.slow_ms as f64 / (per_cycle * interval);
+    let gap = s.free_slot_idle_p50_ms.map(|x| format!("{x:.1} ms")).unwrap_or("?".into());
+    let laravel = all
+        .iter()
+        .find(|v| v.name == "laravel" && v.skipped.is_none())
+        .and_then(|v| v.phases.get(1))
+        .map(|l| format!(" The Laravel variant's funnel (same limit, also fail-fast) got {:.1}/s.", l.goodput_rps))
+        .unwrap_or_default();
+    if wait_ms == 0 {
         let _ = writeln!(
             out,
-            "**Why the goodput goal is missed.** The funnel refuses at once when its {cap} slots are busy (the contract: \
-             fail fast, no queueing), and nobody waits for a slot when it frees, so it idles until the next request arrives: \
-             measured p50 {gap} with arrivals every {interval:.0} ms; the upstream's slots were busy {util:.0} % of the slow phase. \
-             With a constant arrival rate and {svc} ms of service, a slot that frees just after an arrival serves at most one \
-             request per {per_cycle:.0} arrival intervals: a ceiling of {ceil:.0} % of capacity for any fail-fast funnel of \
-             {cap} in front of {cap} slots (random arrivals would lose more).{laravel} \
-             Closing the gap needs a design change outside the lab: a short funnel wait (up to one arrival interval) or a funnel \
-             a little wider than the upstream. The lab reports the miss rather than changing the experiment to hide it.\n",
+            "**Why {name} misses the goodput goal.** Its funnel refuses at once when its {cap} slots are busy (the contract's \
+             default: fail fast, no queueing), and nobody waits for a slot when it frees, so it idles until the next request \
+             arrives: measured p50 {gap} with arrivals every {interval:.0} ms; the upstream's slots were busy {util:.0} % of the \
+             slow phase. With a constant arrival rate and {svc} ms of service, a slot that frees just after an arrival serves at \
+             most one request per {per_cycle:.0} arrival intervals: a ceiling of {ceil:.0} % of capacity for any fail-fast funnel \
+             of {cap} in front of {cap} slots (random arrivals would lose more).{laravel}{waiting} The lab reports the miss \
+             rather than changing the experiment to hide it.\n",
+            name = g.variant,
             cap = p.capacity,
-            gap = s.free_slot_idle_p50_ms.map(|x| format!("{x:.1} ms")).unwrap_or("?".into()),
             util = 100.0 * s.upstream_utilization,
             svc = p.slow_ms,
             ceil = 100.0 * ceiling,
-            laravel = all
-                .iter()
-                .find(|v| v.name == "laravel" && v.skipped.is_none())
-                .and_then(|v| v.phases.get(1))
-                .map(|l| format!(" The Laravel variant's funnel (same limit) got {:.1}/s.", l.goodput_rps))
-                .unwrap_or_default(),
+            waiting = waiting_variant(p, all),
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "**Why {name} misses the goodput goal.** Its funnel waits up to {wait_ms} ms for a free slot (arrivals every \
+             {interval:.0} ms), yet the upstream's slots were busy only {util:.0} % of the slow phase and a freed slot idled \
+             p50 {gap} before the next attempt took it. A fail-fast funnel of {cap} in front of {cap} slots is capped at \
+             {ceil:.0} % here ({svc} ms of service, one request per {per_cycle:.0} arrival intervals per slot); a wait shorter \
+             than the arrival interval, or waiters that give up before a slot frees, leave part of that gap. The lab reports \
+             the miss rather than changing the experiment to hide it.\n",
+            name = g.variant,
+            cap = p.capacity,
+            util = 100.0 * s.upstream_utilization,
+            svc = p.slow_ms,
+            ceil = 100.0 * ceiling,
         );
     }
     out
+}
+
+/// What the funnel wait did in this run, for the fail-fast variant's note.
+fn waiting_variant(p: &Params, all: &[VariantSummary]) -> String {
+    let cap = p.slow_capacity_rps();
+    let w = p.funnel_wait_ms;
+    match all.iter().find(|v| v.name == "resilient" && v.skipped.is_none()).and_then(|v| v.phases.get(1)) {
+        Some(r) if w > 0 => format!(
+            " The remedy is a short funnel wait, counted in the deadline, so that the request that arrived just before a \
+             slot freed takes it: the `resilient` variant waits up to {w} ms (`--funnel-wait-ms`) and got {:.1}/s ({:.0} % of \
+             capacity; slots busy {:.0} %, a freed slot idled p50 {}).",
+            r.goodput_rps,
+            100.0 * r.goodput_rps / cap,
+            100.0 * r.upstream_utilization,
+            r.free_slot_idle_p50_ms.map(|x| format!("{x:.1} ms")).unwrap_or("?".into())
+        ),
+        _ => " The remedy is a short funnel wait, counted in the deadline (`funnel.wait`; the `resilient` variant with \
+              `--funnel-wait-ms` > 0), so that the request that arrived just before a slot freed takes it."
+            .into(),
+    }
 }
 
 /// Raw series: requests.csv, upstream_attempts.csv, samples.csv, timeline.csv, summary.json.

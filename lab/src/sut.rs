@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::params::Params;
+use crate::params::{is_resilient, Params};
 use crate::procs::{free_port, wait_for_port, Child};
 
 /// Extensions every variant loads (php-fpm runs with -n, so nothing comes from php.ini).
@@ -52,6 +52,7 @@ impl SystemUnderTest {
             ("UPSTREAM_URL", upstream_url.to_string()),
             ("REDIS_PORT", redis_port.to_string()),
             ("DEADLINE_MS", p.deadline_ms.to_string()),
+            ("FUNNEL_WAIT_MS", p.funnel_wait_ms_of(variant).unwrap_or(0).to_string()),
             ("FPM_PORT", free_port()?.to_string()),
         ];
         let fpm_conf = dir.join("php-fpm.conf");
@@ -68,7 +69,8 @@ impl SystemUnderTest {
             cmd.args(["-d", &format!("extension={ext}")]);
         }
         let mut shm_path = None;
-        if variant == "resilient" {
+        if is_resilient(variant) {
+            // Each variant its own segment: no funnel slot or budget token carries over.
             let shm = PathBuf::from(format!("/dev/shm/resilient-lab-{}-{}.shm", std::process::id(), variant));
             let _ = std::fs::remove_file(&shm);
             cmd.args(["-d", &format!("extension={}", p.extension.display())]);

@@ -63,11 +63,11 @@ impl Upstream {
         format!("{}/sim/quote", self.base_url())
     }
 
-    /// Sets capacity and service time (at start and at phase boundaries).
-    pub async fn set(&self, http: &reqwest::Client, capacity: u32, service_ms: u64) -> Result<(), String> {
+    /// Sets capacity, service time and the share of 503 answers (at start and at phase boundaries).
+    pub async fn set(&self, http: &reqwest::Client, capacity: u32, service_ms: u64, fail_ratio: f64) -> Result<(), String> {
         let r = http
             .post(format!("{}/__control/sim", self.base_url()))
-            .json(&serde_json::json!({ "capacity": capacity, "service_ms": service_ms }))
+            .json(&serde_json::json!({ "capacity": capacity, "service_ms": service_ms, "fail_ratio": fail_ratio }))
             .send()
             .await
             .map_err(|e| format!("upstream control: {e}"))?;

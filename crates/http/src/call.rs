@@ -27,8 +27,8 @@ use crate::backoff::FullJitter;
 use crate::classify::{classify, may_retry};
 use crate::clock::{Clock, Sleeper};
 use crate::error::{Unavailable, UnavailableKind};
-use crate::gate::{AttemptGate, RetryAllowance};
-use crate::policy::{fmt_duration, AttemptFacts, Next, Policy};
+use crate::gate::{AttemptGate, RetryAllowance, Slot};
+use crate::policy::{fmt_duration, AttemptFacts, Next, Policy, FUNNEL_POLL};
 use crate::request::PreparedRequest;
 use crate::response::Response;
 use crate::retry_after::retry_after_of;
@@ -197,6 +197,30 @@ impl Call {
         Ok(pending.delay)
     }
 
+    /// Takes a funnel slot. When the funnel is full, waits for one up to the policy's
+    /// `funnel_wait` (polling; the wait counts in the deadline and never eats into the time a
+    /// useful attempt needs), then fails fast: our refusal, nothing sent.
+    async fn enter(&mut self, gate: &dyn AttemptGate, number: u32) -> Result<Slot, Unavailable> {
+        let started = self.env.clock.monotonic_ns();
+        loop {
+            if let Some(slot) = gate.try_enter(self.env.clock.monotonic_ms()) {
+                return Ok(slot);
+            }
+            let waited = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(started));
+            let room = self.remaining().saturating_sub(self.policy.min_useful_attempt());
+            let left = self.policy.funnel_wait.saturating_sub(waited).min(room);
+            if left.is_zero() {
+                let reason = if waited.is_zero() {
+                    format!("funnel full: no free slot for attempt {number}, not sent")
+                } else {
+                    format!("funnel full: no free slot for attempt {number} after waiting {}, not sent", fmt_duration(waited))
+                };
+                return Err(self.unavailable(UnavailableKind::FunnelFull, reason));
+            }
+            self.env.sleeper.sleep(left.min(FUNNEL_POLL)).await;
+        }
+    }
+
     /// One attempt: admission, send, release, decide. `None` when a retry is now pending.
     async fn attempt(&mut self) -> Option<Result<Response, Unavailable>> {
         let number = self.attempts + 1;
@@ -204,17 +228,14 @@ impl Call {
         if let Err(reason) = self.policy.before_attempt(number, remaining) {
             return Some(Err(self.unavailable(UnavailableKind::DeadlineExceeded, reason)));
         }
-        let slot = match &self.env.gate {
-            Some(gate) => match gate.try_enter(self.env.clock.monotonic_ms()) {
-                Some(slot) => Some(slot),
-                None => {
-                    let reason = format!("funnel full: no free slot for attempt {number}, not sent");
-                    return Some(Err(self.unavailable(UnavailableKind::FunnelFull, reason)));
-                }
+        let slot = match self.env.gate.clone() {
+            Some(gate) => match self.enter(gate.as_ref(), number).await {
+                Ok(slot) => Some(slot),
+                Err(e) => return Some(Err(e)),
             },
             None => None,
         };
-        let (timeout, connect_timeout) = self.policy.attempt_limits(remaining);
+        let (timeout, connect_timeout) = self.policy.attempt_limits(self.remaining());
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
         let outcome = self.env.transport.send(&self.request, AttemptLimits { timeout, connect_timeout }).await;

@@ -29,6 +29,9 @@ pub struct FunnelOptions {
     pub reserve: u32,
     /// Lease lifetime; `None` means the default, 2 × the attempt timeout (seed 000).
     pub lease: Option<Duration>,
+    /// How long an attempt may wait for a free slot (counted in the deadline); zero, the
+    /// default, fails fast.
+    pub wait: Duration,
 }
 
 /// The shared retry budget: each original adds `ratio`, each retry spends 1, `floor` retries
@@ -186,20 +189,21 @@ fn parse_retry_on(value: &Value) -> Result<Vec<u16>, ConfigError> {
 }
 
 fn parse_funnel(value: &Value) -> Result<FunnelOptions, ConfigError> {
-    let (mut limit, mut reserve, mut lease) = (None, 0, None);
+    let (mut limit, mut reserve, mut lease, mut wait) = (None, 0, None, Duration::ZERO);
     for (key, v) in object(value, "")? {
         match key.as_str() {
-            "limit" => limit = Some(count(v, key, 1, 4096)?),
-            "reserve" => reserve = count(v, key, 0, 4096)?,
+            "limit" => limit = Some(count(v, key, 1, resilient_core::layout::MAX_FUNNEL_LIMIT)?),
+            "reserve" => reserve = count(v, key, 0, resilient_core::layout::MAX_FUNNEL_LIMIT)?,
             "lease" => lease = optional(v, |v| positive_seconds(v, key))?,
-            _ => return Err(unknown(key, &["limit", "reserve", "lease"])),
+            "wait" => wait = seconds(v, key)?,
+            _ => return Err(unknown(key, &["limit", "reserve", "lease", "wait"])),
         }
     }
     let limit = limit.ok_or_else(|| ConfigError::new("limit", "is required"))?;
     if reserve >= limit {
         return Err(ConfigError::new("reserve", format!("must be smaller than limit ({limit}), got {reserve}")));
     }
-    Ok(FunnelOptions { limit, reserve, lease })
+    Ok(FunnelOptions { limit, reserve, lease, wait })
 }
 
 fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
@@ -382,7 +386,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.timeout, Duration::from_millis(300));
         assert_eq!(c.deadline, Some(Duration::from_millis(850)));
-        assert_eq!(c.funnel, Some(FunnelOptions { limit: 10, reserve: 3, lease: Some(Duration::from_secs(5)) }));
+        assert_eq!(c.funnel, Some(FunnelOptions { limit: 10, reserve: 3, lease: Some(Duration::from_secs(5)), wait: Duration::ZERO }));
         assert_eq!(c.headers.len(), 3);
         assert_eq!(c.base_url.unwrap().as_str(), "https://api.shipping.example/");
         assert_eq!(ClientConfig::from_json(&json!({})).unwrap(), ClientConfig::default());

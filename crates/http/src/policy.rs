@@ -46,7 +46,12 @@ pub struct Policy {
     pub backoff_cap: Duration,
     pub retry_on: Vec<u16>,
     pub max_retry_after: Duration,
+    /// How long an attempt may wait for a funnel slot; zero fails fast.
+    pub funnel_wait: Duration,
 }
+
+/// How often a waiting attempt looks for a free funnel slot (a few shared-memory loads).
+pub const FUNNEL_POLL: Duration = Duration::from_millis(1);
 
 /// What to do after an attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +89,7 @@ impl Policy {
             backoff_cap: config.backoff.cap,
             retry_on: config.retry_on.clone(),
             max_retry_after: config.max_retry_after,
+            funnel_wait: config.funnel.map_or(Duration::ZERO, |f| f.wait),
         }
     }
 

@@ -224,6 +224,58 @@ async fn a_full_funnel_fails_fast_without_sending() {
     assert!(rig.records.records().is_empty(), "a refusal is not an attempt");
 }
 
+/// Full for the first `full_polls` looks, then free (a slot another process gives back).
+struct FreesAfter {
+    full_polls: AtomicU32,
+    polls: AtomicU32,
+}
+
+impl resilient_http::gate::AttemptGate for FreesAfter {
+    fn try_enter(&self, _now_ms: u64) -> Option<resilient_http::gate::Slot> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        let left = self.full_polls.load(Ordering::SeqCst);
+        if left > 0 {
+            self.full_polls.store(left - 1, Ordering::SeqCst);
+            return None;
+        }
+        Some(resilient_http::gate::Slot::new(|| {}))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_funnel_wait_takes_a_slot_freed_within_it_and_counts_in_the_deadline() {
+    let mut rig = Rig::new(vec![], status(200));
+    let gate = Arc::new(FreesAfter { full_polls: AtomicU32::new(10), polls: AtomicU32::new(0) });
+    rig.env.gate = Some(gate.clone());
+    let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 0.05}}));
+    let started = tokio::time::Instant::now();
+    let r = call(&rig, &c, "GET", "/", json!({})).await.unwrap();
+    assert_eq!((r.attempts(), rig.sends()), (1, 1));
+    assert_eq!(gate.polls.load(Ordering::SeqCst), 11);
+    // Ten polls about 1 ms apart (tokio's timer rounds each up to its next millisecond tick).
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(10) && waited <= Duration::from_millis(20), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_funnel_wait_gives_up_at_its_bound_or_before_the_deadline_needs_it() {
+    // Never frees: refused after the 30 ms wait, nothing sent.
+    let mut rig = Rig::new(vec![], status(200));
+    rig.env.gate = Some(Arc::new(FreesAfter { full_polls: AtomicU32::new(u32::MAX), polls: AtomicU32::new(0) }));
+    let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 0.03}}));
+    let started = tokio::time::Instant::now();
+    let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(e.is_funnel_full() && e.attempts() == 0 && e.to_string().contains("after waiting 30"), "{e}");
+    assert_eq!((started.elapsed(), rig.sends()), (Duration::from_millis(30), 0));
+
+    // A deadline of 0.1 s leaves 50 ms of waiting room (a useful attempt needs 50 ms).
+    let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 5.0}, "deadline": 0.1}));
+    let started = tokio::time::Instant::now();
+    let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(e.is_funnel_full(), "{e}");
+    assert_eq!(started.elapsed(), Duration::from_millis(50));
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_budget_bounds_total_attempts_under_a_failing_upstream() {
     let mut rig = Rig::new(vec![], status(503));
