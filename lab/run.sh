@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The retry-storm lab (`make lab`): installs what is missing, builds, runs the experiment
-# (naive, laravel, resilient side by side) and leaves lab/out/report.md + lab/out/timelines.png.
+# (naive, laravel, resilient, resilient-failfast side by side) and leaves lab/out/report.md + lab/out/timelines.png.
 #
-#   bash lab/run.sh                  full run (3 × 20 s phases per variant, ≈ 5 min)
+#   bash lab/run.sh                  full run (3 × 20 s phases per variant, ≈ 7 min)
 #   bash lab/run.sh --quick --check  CI: 5 s phases, exit non-zero unless the robust properties hold
 #   bash lab/run.sh --help           every knob (rate, capacity, latencies, phases, workers, deadline)
 #

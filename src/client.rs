@@ -39,8 +39,9 @@ use crate::{context, deadline, engine, errors, held, ini, segment};
 /// Deepest array nesting accepted in options (a cycle through references cannot hang us).
 const MAX_DEPTH: u32 = 32;
 /// `json_encode` flags: `JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE |
-/// JSON_PRESERVE_ZERO_FRACTION | JSON_THROW_ON_ERROR`.
-const JSON_FLAGS: i64 = 64 | 256 | 1024 | 4_194_304;
+/// JSON_PRESERVE_ZERO_FRACTION` (no `JSON_THROW_ON_ERROR`: a value that cannot be encoded is a
+/// bad option, reported as `\InvalidArgumentException` like every other).
+const JSON_FLAGS: i64 = 64 | 256 | 1024;
 
 #[php_class]
 #[php(name = "Resilient\\Client")]
@@ -90,8 +91,8 @@ impl Client {
         let web = context::is_web();
         let caps = if web {
             Caps {
-                timeout: Some(Duration::from_secs_f64(ini::web_timeout())),
-                connect_timeout: Some(Duration::from_secs_f64(ini::web_connect_timeout())),
+                timeout: Duration::try_from_secs_f64(ini::web_timeout()).ok(),
+                connect_timeout: Duration::try_from_secs_f64(ini::web_connect_timeout()).ok(),
                 max_attempts: Some(ini::web_max_attempts()),
             }
         } else {
@@ -423,7 +424,14 @@ fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {
 fn json_encode(value: &Zval) -> PhpResult<Value> {
     let encode = ZendCallable::try_from_name("json_encode").map_err(|_| PhpException::from("json_encode is not available"))?;
     let encoded = encode.try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS]).map_err(PhpException::from)?;
-    let text = encoded.str().ok_or_else(|| exceptions::invalid_argument("option 'json': cannot be encoded as JSON"))?;
+    let Some(text) = encoded.str() else {
+        let why = ZendCallable::try_from_name("json_last_error_msg")
+            .ok()
+            .and_then(|f| f.try_call(vec![]).ok())
+            .and_then(|z| z.str().map(str::to_owned))
+            .unwrap_or_else(|| "unknown error".to_owned());
+        return Err(exceptions::invalid_argument(format!("option 'json': cannot be encoded as JSON ({why})")));
+    };
     serde_json::from_str(text).map_err(|e| exceptions::invalid_argument(format!("option 'json': {e}")))
 }
 

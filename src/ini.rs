@@ -126,8 +126,10 @@ fn parse_slots(v: &str) -> Option<u32> {
     v.trim().parse::<u32>().ok().filter(|n| (1..=MAX_SHM_SLOTS).contains(n))
 }
 
+/// Positive, finite and at most a year (larger values are typos, and would overflow a
+/// `Duration`): anything else is refused by `ini_set` and ignored from php.ini.
 fn parse_seconds(v: &str) -> Option<f64> {
-    v.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0)
+    v.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0 && *s <= resilient_core::validate::MAX_SECONDS)
 }
 
 fn parse_attempts(v: &str) -> Option<u32> {

@@ -184,3 +184,27 @@ pub fn is_resilient(variant: &str) -> bool {
 
 /// The three phases, in order.
 pub const PHASES: [&str; 3] = ["normal", "slow", "normal-again"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Params, String> {
+        Params::from_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn both_resilient_variants_run_by_default_and_only_one_waits() {
+        let p = parse(&[]).unwrap();
+        assert_eq!(p.variants, ["naive", "laravel", "resilient", "resilient-failfast"]);
+        assert_eq!(p.funnel_wait_ms_of("resilient"), Some(50));
+        assert_eq!(p.funnel_wait_ms_of("resilient-failfast"), Some(0));
+        assert_eq!(p.funnel_wait_ms_of("laravel"), None);
+
+        let p = parse(&["--funnel-wait-ms", "20", "--variants", "resilient-failfast,resilient"]).unwrap();
+        assert_eq!(p.variants, ["resilient-failfast", "resilient"]);
+        assert_eq!(p.funnel_wait_ms_of("resilient"), Some(20));
+        assert_eq!(p.funnel_wait_ms_of("resilient-failfast"), Some(0), "the fail-fast variant ignores the flag");
+        assert!(parse(&["--variants", "naive,resilient-wait"]).unwrap_err().contains("unknown variant 'resilient-wait'"));
+    }
+}

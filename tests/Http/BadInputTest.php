@@ -92,9 +92,10 @@ final class BadInputTest extends HttpTestCase
                 $case();
                 $this->fail("case $i: expected InvalidArgumentException");
             } catch (\InvalidArgumentException $e) {
-                $this->assertMatchesRegularExpression("/option '|pool request 'a'|json/", $e->getMessage(), "case $i");
-            } catch (\JsonException $e) {
-                $this->assertSame(4, $i, 'only NAN in json comes back as JsonException');
+                $this->assertMatchesRegularExpression("/option '|pool request 'a'/", $e->getMessage(), "case $i");
+                if ($i === 4) {
+                    $this->assertStringContainsString("option 'json': cannot be encoded as JSON (Inf and NaN cannot be JSON encoded)", $e->getMessage());
+                }
             }
         }
         $this->expectException(\ValueError::class);

@@ -57,6 +57,32 @@ final class OnAttemptTest extends HttpTestCase
         $this->assertSame(0, (new \Resilient\Funnel($name, 1))->inFlight());
     }
 
+    public function testAThrowingCallableCancelsAPoolAndItsSlotsComeBackAtOnce(): void
+    {
+        // One request answers fast, the other hangs: when the fast one's record throws, the
+        // hanging one is in flight holding a slot. Cancelling must give it back now, not at the
+        // next call or at lease expiry.
+        $key = $this->up->key('poolthrow');
+        $this->up->script($key, [['status' => 200]], 'repeat_last', '/fast');
+        $this->up->script($key, [['hang' => true, 'hang_ms' => 10000]], 'repeat_last', '/slow');
+        $name = Run::name('poolthrow');
+        $client = new \Resilient\Client($name, [
+            'base_url' => $this->up->base($key),
+            'funnel' => ['limit' => 4, 'lease' => 60.0],
+            'timeout' => 5.0,
+            'on_attempt' => function (array $a): void {
+                throw new \DomainException('recorder failed');
+            },
+        ]);
+        try {
+            $client->pool(['slow' => ['GET', '/slow'], 'fast' => ['GET', '/fast']], concurrency: 2);
+            $this->fail('expected the callable\'s exception');
+        } catch (\DomainException $e) {
+            $this->assertSame('recorder failed', $e->getMessage());
+        }
+        $this->assertSame(0, (new \Resilient\Funnel($name, 4))->inFlight(), 'the hanging request\'s slot is back');
+    }
+
     public function testTheCallableMayMakeCallsItself(): void
     {
         $key = $this->up->key('onnested');

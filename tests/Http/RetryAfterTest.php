@@ -46,22 +46,30 @@ final class RetryAfterTest extends HttpTestCase
         $this->assertStringContainsString('Retry-After 2s', $records[0]['reason']);
     }
 
+    /** The same exercise with HTTP-dates: twice, then 200. */
     public function testRetryAfterAsAnHttpDateIsObeyed(): void
     {
         $key = $this->up->key('radate');
-        $at = time() + 2;
+        $first = time() + 2;
+        $second = $first + 2;
+        $date = fn (int $t) => gmdate('D, d M Y H:i:s', $t) . ' GMT';
         $this->up->script($key, [
-            ['status' => 503, 'headers' => ['Retry-After' => gmdate('D, d M Y H:i:s', $at) . ' GMT']],
+            ['status' => 503, 'headers' => ['Retry-After' => $date($first)]],
+            ['status' => 429, 'headers' => ['Retry-After' => $date($second)]],
             ['status' => 200, 'body' => 'ok'],
         ]);
         $r = $this->client($key)->get('/x');
         $this->assertSame('ok', $r->body());
-        $this->assertSame(2, $r->attempts());
-        $attempts = $this->up->attempts($key, 2);
-        // The retry arrives at or after the date the server named (same host clock).
-        $this->assertGreaterThanOrEqual($at * 1000.0 - 2.0, $attempts[1]['unix_ms']);
-        $this->assertLessThan($at * 1000.0 + 300.0, $attempts[1]['unix_ms']);
+        $this->assertSame(3, $r->attempts());
+        $attempts = $this->up->attempts($key, 3);
+        // Each retry arrives at or after the date the server named (same host clock), not later
+        // than a scheduling delay after it.
+        foreach ([1 => $first, 2 => $second] as $i => $at) {
+            $this->assertGreaterThanOrEqual($at * 1000.0 - 2.0, $attempts[$i]['unix_ms'], "retry $i came before the date");
+            $this->assertLessThan($at * 1000.0 + 300.0, $attempts[$i]['unix_ms'], "retry $i came late");
+        }
         $this->assertGreaterThan(900.0, self::gapsMs($attempts)[0]);
+        $this->assertGreaterThan(1900.0, self::gapsMs($attempts)[1]);
     }
 
     /** Must show 2: a Retry-After longer than what is left of the deadline fails at once. */

@@ -106,4 +106,23 @@ final class FunnelLeaseTest extends TestCase
         $this->assertTrue($lease->release());
         $this->assertSame(0, $f->inFlight());
     }
+
+    public function testAChildForkedInsideRunCannotFreeTheParentsSlot(): void
+    {
+        $f = new Funnel(Run::name('forkrun'), limit: 1);
+        $report = Run::tempDir('forkrun') . '/child.json';
+        $seen = $f->run(function () use ($f, $report) {
+            $pid = pcntl_fork();
+            if ($pid === 0) {
+                // The child leaves run() by exit: the guard it inherited must not release.
+                register_shutdown_function(fn () => file_put_contents($report, json_encode(['in_flight' => $f->inFlight()])));
+                exit(0);
+            }
+            pcntl_waitpid($pid, $status);
+            return $f->inFlight();
+        });
+        $this->assertSame(['in_flight' => 1], json_decode((string) @file_get_contents($report), true));
+        $this->assertSame(1, $seen, 'the parent still holds its slot after the child exited');
+        $this->assertSame(0, $f->inFlight());
+    }
 }

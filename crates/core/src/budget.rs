@@ -8,6 +8,10 @@
 //! never needs a lock. Withdrawing re-checks the allowance inside the CAS loop, so
 //! concurrent processes cannot overspend (except across a bucket boundary, by at most
 //! one per racing process).
+//!
+//! The window is part of a budget's identity: `('sap', 60 s)` and `('sap', 30 s)` are two
+//! budgets with their own entries, so a web config and a queue config with different
+//! windows (or a deploy that changes the window) never reset each other's counts.
 
 use crate::layout::{Entry, BUDGET_BUCKETS};
 use crate::{validate, Error, Segment};
@@ -65,10 +69,12 @@ pub struct RetryBudget {
 
 impl RetryBudget {
     pub fn new(seg: Arc<Segment>, name: &str, config: BudgetConfig) -> Result<Self, Error> {
-        let entry = seg.entry_index(name)?;
-        let b = RetryBudget { seg, entry, config };
-        b.adopt_window();
-        Ok(b)
+        validate::name("name", name)?;
+        // The separator is a control character, which no validated name contains.
+        let entry = seg.entry_index_unchecked(&format!("{name}\u{1f}budget/{}ms", config.window_ms))?;
+        let e = seg.entry(entry);
+        let _ = e.budget_bucket_ms.compare_exchange(0, config.bucket_ms(), Ordering::AcqRel, Ordering::Acquire);
+        Ok(RetryBudget { seg, entry, config })
     }
 
     pub fn config(&self) -> BudgetConfig {
@@ -132,19 +138,6 @@ impl RetryBudget {
             }
         }
         (o, r)
-    }
-
-    /// The window's bucket width is stored with the entry; a process configured with a
-    /// different window takes over and starts the window afresh (last deploy wins).
-    fn adopt_window(&self) {
-        let e = self.entry();
-        let want = self.config.bucket_ms();
-        let have = e.budget_bucket_ms.load(Ordering::Acquire);
-        if have != want && e.budget_bucket_ms.compare_exchange(have, want, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            for b in &e.budget_buckets {
-                b.store(0, Ordering::Release);
-            }
-        }
     }
 
     fn entry(&self) -> &Entry {
@@ -248,6 +241,21 @@ mod tests {
             }
         });
         assert_eq!(granted.load(Ordering::SeqCst), 15);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn budgets_with_different_windows_do_not_reset_each_other() {
+        let (a, p) = budget("windows", 0.1, 0, 60.0);
+        let seg = a.seg.clone();
+        for _ in 0..50 {
+            a.record_original(1000);
+        }
+        let b = RetryBudget::new(seg.clone(), "sap", BudgetConfig::new(0.1, 0, 30.0).unwrap()).unwrap();
+        b.record_original(1000);
+        let a_again = RetryBudget::new(seg, "sap", BudgetConfig::new(0.1, 0, 60.0).unwrap()).unwrap();
+        assert_eq!(a_again.stats(1000).originals, 50);
+        assert_eq!(b.stats(1000).originals, 1);
         std::fs::remove_file(p).unwrap();
     }
 

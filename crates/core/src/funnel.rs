@@ -65,6 +65,10 @@ impl LeaseId {
     pub fn slot(&self) -> u32 {
         self.slot
     }
+    /// The process that acquired it.
+    pub fn holder_pid(&self) -> u32 {
+        (self.word >> EXPIRY_BITS) as u32
+    }
 }
 
 /// A named funnel bound to a segment.
@@ -324,6 +328,26 @@ mod tests {
         assert!(s.release(id));
         assert!(!s.release(id));
         assert_eq!(f.in_flight(0), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_forked_child_cannot_release_its_parents_lease() {
+        let (s, p) = seg("fork");
+        let f = funnel(&s, 1, 0);
+        let lease = f.try_acquire(1, 0).unwrap();
+        // SAFETY: the child only touches the mapping and _exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            drop(lease); // the inherited guard must leave the parent's slot alone
+            let still_held = f.in_flight(0) == 1;
+            unsafe { libc::_exit(if still_held { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child freed the parent's slot");
+        assert_eq!(f.in_flight(0), 1);
+        assert!(lease.release());
         std::fs::remove_file(p).unwrap();
     }
 

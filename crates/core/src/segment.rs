@@ -174,7 +174,12 @@ impl Segment {
     /// The index of `name`'s entry, claiming a free one the first time a name is used.
     pub fn entry_index(&self, name: &str) -> Result<usize, Error> {
         crate::validate::name("name", name)?;
-        table::find_or_claim(self.entries(), name).ok_or_else(|| Error::table_full(&self.path, self.slots))
+        self.entry_index_unchecked(name)
+    }
+
+    /// As [`Segment::entry_index`] for keys the core composes itself.
+    pub(crate) fn entry_index_unchecked(&self, key: &str) -> Result<usize, Error> {
+        table::find_or_claim(self.entries(), key).ok_or_else(|| Error::table_full(&self.path, self.slots))
     }
 
     /// Names in use, with their entry index (for metrics).
@@ -195,8 +200,13 @@ impl Segment {
         self.slots
     }
 
-    /// Releases a lease by id. Idempotent: false when it was already released or reclaimed.
+    /// Releases a lease by id. Idempotent: false when it was already released or reclaimed,
+    /// and when it belongs to another process (a `pcntl_fork` child must never free its
+    /// parent's slot, whatever object or guard it inherited).
     pub fn release(&self, id: crate::LeaseId) -> bool {
+        if id.holder_pid() != crate::liveness::current_pid() {
+            return false;
+        }
         crate::funnel::release_slot(self.entry(id.entry), id)
     }
 }

@@ -73,7 +73,10 @@ impl Transport for Http1Transport {
         let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
             return self.fallback.send(request, limits);
         };
-        if url.scheme() != "http" || self.proxied {
+        // reqwest handles what this lean path does not: TLS, proxies, credentials in the URL
+        // (sent as Basic auth) and bracketed IPv6 literals.
+        let has_credentials = !url.username().is_empty() || url.password().is_some();
+        if url.scheme() != "http" || self.proxied || has_credentials || host.starts_with('[') {
             return self.fallback.send(request, limits);
         }
         let authority = match url.port() {

@@ -212,7 +212,13 @@ fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
         match key.as_str() {
             "ratio" => budget.ratio = number(v, key, 0.0, 1000.0)?,
             "floor" => budget.floor = count(v, key, 0, 1_000_000)?,
-            "window" => budget.window = positive_seconds(v, key)?,
+            "window" => {
+                budget.window = positive_seconds(v, key)?;
+                // The window is cut into 20 buckets of at least 1 ms (resilient_core::budget).
+                if budget.window < Duration::from_millis(resilient_core::layout::BUDGET_BUCKETS as u64) {
+                    return Err(ConfigError::new(key, format!("must be at least {} ms", resilient_core::layout::BUDGET_BUCKETS)));
+                }
+            }
             _ => return Err(unknown(key, &["ratio", "floor", "window"])),
         }
     }

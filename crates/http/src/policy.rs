@@ -97,6 +97,8 @@ impl Policy {
     pub fn capped(mut self, caps: Caps) -> Self {
         if let Some(t) = caps.timeout {
             self.timeout = self.timeout.min(t);
+            // A web request must not sit in a funnel queue longer than it may wait for an answer.
+            self.funnel_wait = self.funnel_wait.min(t);
         }
         if let Some(c) = caps.connect_timeout {
             self.connect_timeout = self.connect_timeout.min(c);

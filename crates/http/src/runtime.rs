@@ -91,7 +91,7 @@ impl ProcessIo {
         let Some(mut events) = events else {
             return Some(self.runtime.block_on(future));
         };
-        let mut future = std::pin::pin!(future);
+        let mut future = Box::pin(future);
         loop {
             let step = self.runtime.block_on(async {
                 tokio::select! {
@@ -103,6 +103,13 @@ impl ProcessIo {
             match step {
                 Step::Event(record) => {
                     if !on_event(record) {
+                        // Cancel: dropping the future aborts the tasks it spawned (a pool's
+                        // requests), but an aborted task is only dropped, and its funnel slot
+                        // given back, when the runtime next runs. Run it now, not at the next call.
+                        drop(future);
+                        for _ in 0..3 {
+                            self.runtime.block_on(tokio::task::yield_now());
+                        }
                         return None;
                     }
                 }

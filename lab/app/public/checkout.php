@@ -30,9 +30,11 @@ try {
             );
             return $client->quote($postcode);
         })(),
-        'resilient' => (function () use ($postcode) {
+        // resilient: the funnel waits LAB_FUNNEL_WAIT_MS for a slot; resilient-failfast: the
+        // runner sets 0, the contract's default (fail fast).
+        'resilient', 'resilient-failfast' => (function () use ($postcode) {
             require __DIR__.'/../src/ResilientQuoteClient.php';
-            return (new ResilientQuoteClient(Page::upstreamUrl(), Page::deadlineMs()))->quote($postcode);
+            return (new ResilientQuoteClient(Page::upstreamUrl(), Page::deadlineMs(), Page::funnelWaitMs()))->quote($postcode);
         })(),
         default => throw new LogicException("unknown LAB_VARIANT '{$variant}'"),
     };

@@ -17,6 +17,12 @@ final class Page
         return (int) (getenv('LAB_DEADLINE_MS') ?: 850);
     }
 
+    /** How long the resilient client's funnel waits for a free slot; 0 = fail fast. */
+    public static function funnelWaitMs(): int
+    {
+        return (int) (getenv('LAB_FUNNEL_WAIT_MS') ?: 0);
+    }
+
     public static function live(string $variant, mixed $quote, int $started): void
     {
         self::send(200, ['status' => 'live', 'variant' => $variant, 'quote' => $quote, 'ms' => self::ms($started)]);

@@ -4,12 +4,14 @@ declare(strict_types=1);
 /**
  * The extension's client with the seed's policy: deadline 0.85 s, 0.3 s per attempt, 3 attempts,
  * full jitter 25..200 ms, a host-wide funnel of 4 and a retry budget (10 %, floor 5), both in
- * shared memory. Needs ini resilient.web_max_attempts=3 (set by the lab's pool config), since the
- * web default allows no retry.
+ * shared memory. The funnel waits up to $funnelWaitMs for a free slot (seed 000: the wait counts
+ * in the deadline); 0 fails fast, the contract's default (variant resilient-failfast). Needs ini
+ * resilient.web_max_attempts=3 (set by the lab's php-fpm command line), since the web default
+ * allows no retry.
  */
 final class ResilientQuoteClient
 {
-    public function __construct(private string $url, private int $deadlineMs) {}
+    public function __construct(private string $url, private int $deadlineMs, private int $funnelWaitMs = 0) {}
 
     public function quote(string $postcode): array
     {
@@ -21,7 +23,7 @@ final class ResilientQuoteClient
             'deadline' => $this->deadlineMs / 1000,
             'max_attempts' => 3,
             'backoff' => ['base' => 0.025, 'cap' => 0.2],
-            'funnel' => ['limit' => 4, 'reserve' => 0, 'lease' => 5.0],
+            'funnel' => ['limit' => 4, 'reserve' => 0, 'lease' => 5.0, 'wait' => $this->funnelWaitMs / 1000],
             'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
             'backend' => 'shm',
         ]);
