@@ -1,6 +1,8 @@
-//! PNG timelines with plotters: the three variants overlaid on shared axes, one panel per
+//! PNG timelines with plotters: the variants overlaid on shared axes, one panel per
 //! metric (offered vs goodput, upstream attempts/s, upstream in flight, /health p99, FPM busy
-//! workers), the slow phase shaded. Log panels plot log10 of the value on a linear axis with
+//! workers), the slow phase shaded. Variants that measure the same (laravel and
+//! resilient-failfast often do) must stay visible: wider lines are drawn first, so a line on
+//! top of another leaves a coloured edge, and resilient-failfast is dashed. Log panels plot log10 of the value on a linear axis with
 //! labels written back as values, so every panel shares one code path.
 
 use std::path::Path;
@@ -14,14 +16,23 @@ use crate::params::Params;
 const PALETTE: [RGBColor; 4] = [RGBColor(214, 39, 40), RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(255, 127, 14)];
 const SLOW_SHADE: RGBColor = RGBColor(255, 236, 214);
 
-fn color_of(name: &str, i: usize) -> RGBColor {
-    match name {
-        "naive" => PALETTE[0],
-        "laravel" => PALETTE[1],
-        "resilient" => PALETTE[2],
-        "resilient-failfast" => PALETTE[3],
-        _ => PALETTE[i % PALETTE.len()],
-    }
+/// How a variant's line looks: colour, width, dashed.
+#[derive(Clone, Copy)]
+struct LineLook {
+    color: RGBColor,
+    width: u32,
+    dashed: bool,
+}
+
+fn look_of(name: &str, i: usize) -> LineLook {
+    let (color, width, dashed) = match name {
+        "naive" => (PALETTE[0], 2, false),
+        "laravel" => (PALETTE[1], 6, false),
+        "resilient" => (PALETTE[2], 4, false),
+        "resilient-failfast" => (PALETTE[3], 2, true),
+        _ => (PALETTE[i % PALETTE.len()], 2, false),
+    };
+    LineLook { color, width, dashed }
 }
 
 struct Panel {
@@ -138,7 +149,7 @@ pub fn timelines(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), 
     header(&head, p, "")?;
     let areas = body.split_evenly((panels.len(), 1));
     for (panel, area) in panels.iter().zip(areas.iter()) {
-        draw_panel(p, panel, area, &ran, y_top(panel, &ran), &panel.title)?;
+        draw_panel(p, panel, area, &ran, y_top(panel, &ran), &panel.title, true)?;
     }
     root.present().map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
@@ -161,7 +172,7 @@ pub fn grid(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), Strin
         let top = y_top(panel, &ran);
         for (c, v) in ran.iter().enumerate() {
             let short = panel.title.split(',').next().unwrap_or(&panel.title);
-            draw_panel(p, panel, &areas[r * ran.len() + c], &[*v], top, &format!("{}: {short}", v.name))?;
+            draw_panel(p, panel, &areas[r * ran.len() + c], &[*v], top, &format!("{}: {short}", v.name), false)?;
         }
     }
     root.present().map_err(|e| format!("{}: {e}", path.display()))?;
@@ -175,6 +186,9 @@ fn draw_panel(
     ran: &[&VariantSummary],
     ytop: f64,
     title: &str,
+    // Several variants on the same axes: widths and dashes keep equal lines apart. Alone in
+    // its panel, a variant gets a plain solid line.
+    overlay: bool,
 ) -> Result<(), String> {
     let xmax = p.total_secs();
     {
@@ -223,18 +237,47 @@ fn draw_panel(
                 .label("offered")
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RGBColor(150, 150, 150).stroke_width(3)));
         }
-        for (i, v) in ran.iter().enumerate() {
-            let c = color_of(&v.name, i);
-            let pts: Vec<(f64, f64)> = v
+        // Widest first, so that narrower lines on top leave the wider ones' edges visible; the
+        // legend keeps the variants' own order.
+        let mut order: Vec<(usize, LineLook)> = ran
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let look = look_of(&v.name, i);
+                (i, if overlay { look } else { LineLook { width: 3, dashed: false, ..look } })
+            })
+            .collect();
+        order.sort_by_key(|(i, look)| (std::cmp::Reverse(look.width), *i));
+        let mut drawn: Vec<(usize, Vec<(f64, f64)>, LineLook)> = Vec::new();
+        for (i, look) in order {
+            let pts: Vec<(f64, f64)> = ran[i]
                 .bins
                 .iter()
                 .filter_map(|b| (panel.value)(b).map(|y| (b.t_s + BIN_S / 2.0, if y.is_finite() { tf(log, y) } else { ytop })))
                 .collect();
+            let style = look.color.stroke_width(look.width);
+            if look.dashed {
+                chart.draw_series(DashedLineSeries::new(pts.clone(), 9, 5, style)).map_err(|e| e.to_string())?;
+            } else {
+                chart.draw_series(LineSeries::new(pts.clone(), style)).map_err(|e| e.to_string())?;
+            }
+            drawn.push((i, pts, look));
+        }
+        // Legend entries, in the variants' order (empty series that only carry the label).
+        drawn.sort_by_key(|d| d.0);
+        for (i, _, look) in drawn {
+            let style = look.color.stroke_width(look.width.min(4));
             chart
-                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
                 .map_err(|e| e.to_string())?
-                .label(v.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+                .label(ran[i].name.clone())
+                .legend(move |(x, y)| -> DynElement<'static, BitMapBackend, (i32, i32)> {
+                    if look.dashed {
+                        plotters::element::DashedPathElement::new(vec![(x, y), (x + 24, y)], 7, 4, style).into_dyn()
+                    } else {
+                        PathElement::new(vec![(x, y), (x + 24, y)], style).into_dyn()
+                    }
+                });
         }
         chart
             .configure_series_labels()
