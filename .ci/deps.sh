@@ -7,6 +7,8 @@ packages=(
     php8.2-cli php8.2-dev php8.2-fpm php8.2-curl php8.2-redis php8.2-apcu php8.2-mbstring php8.2-xml
     libclang-dev clang pkg-config phpunit nginx libfcgi-bin redis-server
     php-laravel-framework php-guzzlehttp-guzzle php-symfony-http-client wrk procps curl ca-certificates
+    # the lab's plots (plotters draws text with fontconfig/freetype; the workspace build needs them)
+    libfontconfig1-dev libfreetype-dev fonts-dejavu-core
 )
 
 missing=()

@@ -23,27 +23,9 @@ for a in "$@"; do
 done
 
 # --- dependencies -------------------------------------------------------------------------
-# The project's list (PHP, php-fpm, nginx, redis, Laravel 8, Guzzle, Rust) ...
-if [ -x .ci/deps.sh ]; then
-    .ci/deps.sh
-fi
-# ... plus what the lab alone needs: fontconfig/freetype for plotters' text, a font, curl ext.
-lab_packages=(php8.2-fpm php8.2-curl php8.2-redis php8.2-mbstring nginx redis-server
-              php-laravel-framework php-guzzlehttp-guzzle libfontconfig1-dev libfreetype-dev
-              fonts-dejavu-core pkg-config)
-missing=()
-for p in "${lab_packages[@]}"; do
-    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" = installed ] || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "lab: missing Debian packages: ${missing[*]} (run as root or install them)" >&2
-        exit 1
-    fi
-    echo "lab: installing ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# The project's one list (PHP, php-fpm, nginx, redis, Laravel 8, Guzzle, Rust, and the
+# fontconfig/freetype/font the plots need): only what is missing is installed.
+.ci/deps.sh
 
 # --- build ----------------------------------------------------------------------------------
 cargo build --release -p resilient-lab -p resilient-upstream

@@ -162,60 +162,28 @@ fn validate(new_value: *mut zend_string, ok: fn(&str) -> bool) -> c_int {
     }
 }
 
-unsafe extern "C" fn on_modify_path(
-    _: *mut zend_ini_entry,
-    v: *mut zend_string,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: c_int,
-) -> c_int {
-    validate(v, parse_path)
+/// Declares an `OnModify` handler (the engine's C signature) that accepts a value when
+/// `$check` says so.
+macro_rules! on_modify {
+    ($name:ident, $check:expr) => {
+        unsafe extern "C" fn $name(
+            _: *mut zend_ini_entry,
+            v: *mut zend_string,
+            _: *mut c_void,
+            _: *mut c_void,
+            _: *mut c_void,
+            _: c_int,
+        ) -> c_int {
+            validate(v, $check)
+        }
+    };
 }
 
-unsafe extern "C" fn on_modify_slots(
-    _: *mut zend_ini_entry,
-    v: *mut zend_string,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: c_int,
-) -> c_int {
-    validate(v, |s| parse_slots(s).is_some())
-}
-
-unsafe extern "C" fn on_modify_seconds(
-    _: *mut zend_ini_entry,
-    v: *mut zend_string,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: c_int,
-) -> c_int {
-    validate(v, |s| parse_seconds(s).is_some())
-}
-
-unsafe extern "C" fn on_modify_attempts(
-    _: *mut zend_ini_entry,
-    v: *mut zend_string,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: c_int,
-) -> c_int {
-    validate(v, |s| parse_attempts(s).is_some())
-}
-
-unsafe extern "C" fn on_modify_backend(
-    _: *mut zend_ini_entry,
-    v: *mut zend_string,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: c_int,
-) -> c_int {
-    validate(v, parse_backend)
-}
+on_modify!(on_modify_path, parse_path);
+on_modify!(on_modify_slots, |s| parse_slots(s).is_some());
+on_modify!(on_modify_seconds, |s| parse_seconds(s).is_some());
+on_modify!(on_modify_attempts, |s| parse_attempts(s).is_some());
+on_modify!(on_modify_backend, parse_backend);
 
 #[cfg(test)]
 mod tests {

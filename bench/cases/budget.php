@@ -5,12 +5,12 @@ declare(strict_types=1);
 /*
  * One retry-budget decision pair: record an original, then ask for a retry.
  * - resilient: RetryBudget::recordOriginal() + tryConsume() (sliding window in shared memory);
- * - the seed's cache RetryBudget (bench/lib/SeedRetryBudget.php) on Laravel's redis cache store;
+ * - the seed's cache RetryBudget (lab/app/src/Laravel/RetryBudget.php, shared with the lab) on Laravel's redis cache store;
  * - APCu: the same counters with apcu_inc/apcu_fetch (not shared with CLI processes).
  */
 
 require_once __DIR__ . '/../laravel_bootstrap.php';
-require_once __DIR__ . '/../lib/SeedRetryBudget.php';
+require_once __DIR__ . '/../../lab/app/src/Laravel/RetryBudget.php';
 
 return [
     'order' => 20,
@@ -37,7 +37,7 @@ return [
             'requires' => fn () => getenv('RESILIENT_BENCH_REDIS_PORT') ? null : 'no redis-server (run through bench/run.sh)',
             'make' => function (): Closure {
                 laravel_bootstrap(['redis_port' => (int) getenv('RESILIENT_BENCH_REDIS_PORT')]);
-                $b = new ResilientBench\SeedRetryBudget('bench-budget-' . getmypid());
+                $b = new App\Support\RetryBudget('bench-budget-' . getmypid());
                 return function (int $n) use ($b): void {
                     for ($i = 0; $i < $n; $i++) {
                         $b->recordOriginal();
