@@ -35,12 +35,15 @@ phpunit: build
 lab-check: build
 	bash lab/run.sh --quick --check
 
-# Every test layer runs even when an earlier one fails, so one CI run shows every failure.
+# Every test layer runs even when an earlier one fails, so one CI run shows every failure; the
+# last line adds their results up ("tests: N passed, M failed").
 test: deps build
-	@rc=0; $(MAKE) --no-print-directory cargo-test || rc=1; \
-	$(MAKE) --no-print-directory phpunit || rc=1; \
-	$(MAKE) --no-print-directory lab-check || rc=1; \
-	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see above)"; else echo "make test: all passed"; fi; \
+	@mkdir -p tests/.run; rc=0; \
+	$(MAKE) --no-print-directory cargo-test 2>&1 | tee tests/.run/cargo.log; [ $${PIPESTATUS[0]} -eq 0 ] || rc=1; \
+	$(MAKE) --no-print-directory phpunit 2>&1 | tee tests/.run/phpunit.log; [ $${PIPESTATUS[0]} -eq 0 ] || rc=1; \
+	$(MAKE) --no-print-directory lab-check 2>&1 | tee tests/.run/lab.log; [ $${PIPESTATUS[0]} -eq 0 ] || rc=1; \
+	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see above)"; else echo "make test: all layers passed"; fi; \
+	tests/harness/summary.sh tests/.run/cargo.log tests/.run/phpunit.log tests/.run/lab.log; \
 	exit $$rc
 
 bench: deps build

@@ -28,11 +28,9 @@ done
 .ci/deps.sh
 
 # --- build ----------------------------------------------------------------------------------
-cargo build --release -p resilient-lab -p resilient-upstream
-# The extension: without it the resilient variant is reported as not run (the others still run).
-if ! cargo build --release -p resilient; then
-    echo "lab: WARNING: the extension did not build; the resilient variant will be skipped" >&2
-fi
+# The whole workspace, as `make build` does: building a subset with -p unifies features
+# differently and would recompile shared dependencies (minutes on 2 cores) for nothing.
+cargo build --release --workspace
 
 # --- run --------------------------------------------------------------------------------------
 lab_pid=""
