@@ -9,7 +9,9 @@
 # target's own script and stopped when it ends, also on failure or Ctrl-C (shell traps).
 
 SHELL       := /bin/bash
-export PATH := $(HOME)/.cargo/bin:$(PATH)
+# Prepend cargo's bin only once: ext-php-rs's build script reruns whenever PATH changes, so a
+# nested make or script that prepended it again would rebuild the extension for nothing.
+export PATH := $(if $(findstring :$(HOME)/.cargo/bin:,:$(PATH):),$(PATH),$(HOME)/.cargo/bin:$(PATH))
 CARGO       ?= cargo
 LAB_ARGS    ?=
 PHPUNIT_ARGS ?=

@@ -37,7 +37,8 @@ else
 fi
 
 # Rust: Debian's rustc is too old for ext-php-rs; use rustup's toolchain.
-export PATH="$HOME/.cargo/bin:$PATH"
+# Only once: ext-php-rs's build script reruns (a rebuild) whenever PATH changes.
+case ":$PATH:" in *":$HOME/.cargo/bin:"*) ;; *) export PATH="$HOME/.cargo/bin:$PATH" ;; esac
 if ! command -v cargo >/dev/null; then
     echo "deps: installing Rust with rustup (minimal profile)"
     curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal

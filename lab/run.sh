@@ -13,7 +13,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-export PATH="$HOME/.cargo/bin:$PATH"
+# Only once: ext-php-rs's build script reruns (a rebuild) whenever PATH changes.
+case ":$PATH:" in *":$HOME/.cargo/bin:"*) ;; *) export PATH="$HOME/.cargo/bin:$PATH" ;; esac
 
 for a in "$@"; do
     if [ "$a" = "-h" ] || [ "$a" = "--help" ]; then
