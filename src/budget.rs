@@ -1,9 +1,9 @@
 //! `Resilient\RetryBudget`: retries allowed per sliding window =
 //! `floor + ratio × originals`, counted across every process of the host.
 
+use ext_php_rs::boxed::ZBox;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
-use ext_php_rs::boxed::ZBox;
 use resilient_core::{clock, BudgetConfig, RetryBudget as CoreBudget};
 
 use crate::{errors, segment};

@@ -29,7 +29,10 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::gate::{shared_guards, LeaseRegistry};
 use resilient_http::runtime::process_io;
-use resilient_http::{AttemptRecord, Caps, CallEnv, ClientConfig, HttpClient, PreparedRequest, SystemClock, TokioSleeper, Unavailable};
+use resilient_http::{
+    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, PreparedRequest, SystemClock,
+    TokioSleeper, Unavailable,
+};
 use serde_json::{Map, Number, Value};
 
 use crate::exceptions::{self, Kind};
@@ -78,16 +81,22 @@ impl Client {
                 if key == "on_attempt" {
                     if !value.is_null() {
                         if !value.is_callable() {
-                            return Err(exceptions::invalid_argument("option 'on_attempt': must be callable"));
+                            return Err(exceptions::invalid_argument(
+                                "option 'on_attempt': must be callable",
+                            ));
                         }
                         on_attempt = Some(value.shallow_clone());
                     }
                     continue;
                 }
-                json.insert(key.clone(), to_json(value, &key, 0).map_err(exceptions::invalid_argument)?);
+                json.insert(
+                    key.clone(),
+                    to_json(value, &key, 0).map_err(exceptions::invalid_argument)?,
+                );
             }
         }
-        let config = ClientConfig::from_json(&Value::Object(json)).map_err(|e| exceptions::invalid_argument(e.to_string()))?;
+        let config = ClientConfig::from_json(&Value::Object(json))
+            .map_err(|e| exceptions::invalid_argument(e.to_string()))?;
         let web = context::is_web();
         let caps = if web {
             Caps {
@@ -99,54 +108,99 @@ impl Client {
             Caps::default()
         };
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
-        let mut env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), io.transport());
+        let mut env = CallEnv::new(
+            Arc::new(SystemClock),
+            Arc::new(TokioSleeper),
+            io.transport(),
+        );
         if config.funnel.is_some() || config.budget.is_some() {
             let segment = segment::shared()?;
             let policy = resilient_http::Policy::from_config(&config).capped(caps);
             let registry: Arc<dyn LeaseRegistry> = Arc::new(HeldLeases(segment.clone()));
-            let (gate, budget) = shared_guards(segment, &name, &config, &policy, !web, Some(registry)).map_err(errors::php)?;
+            let (gate, budget) =
+                shared_guards(segment, &name, &config, &policy, !web, Some(registry))
+                    .map_err(errors::php)?;
             env.gate = gate;
             env.budget = budget;
         }
         let http = HttpClient::new(config, caps, env);
-        Ok(Client { name, http, on_attempt })
+        Ok(Client {
+            name,
+            http,
+            on_attempt,
+        })
     }
 
     /// `get(string $path, array $query = [], array $options = [])`.
-    pub fn get(&self, path: String, query: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+    pub fn get(
+        &self,
+        path: String,
+        query: Option<&ZendHashTable>,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Response> {
         self.verb("GET", &path, query, options, false)
     }
 
     /// `head(string $path, array $query = [], array $options = [])`.
-    pub fn head(&self, path: String, query: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+    pub fn head(
+        &self,
+        path: String,
+        query: Option<&ZendHashTable>,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Response> {
         self.verb("HEAD", &path, query, options, false)
     }
 
     /// `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
     /// sent as the JSON body. Retried only with an `idempotency_key`.
-    pub fn post(&self, path: String, json: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+    pub fn post(
+        &self,
+        path: String,
+        json: Option<&ZendHashTable>,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Response> {
         self.verb("POST", &path, json, options, true)
     }
 
     /// `put(string $path, array $json = [], array $options = [])`.
-    pub fn put(&self, path: String, json: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+    pub fn put(
+        &self,
+        path: String,
+        json: Option<&ZendHashTable>,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Response> {
         self.verb("PUT", &path, json, options, true)
     }
 
     /// `patch(string $path, array $json = [], array $options = [])`. Retried only with an
     /// `idempotency_key`.
-    pub fn patch(&self, path: String, json: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+    pub fn patch(
+        &self,
+        path: String,
+        json: Option<&ZendHashTable>,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Response> {
         self.verb("PATCH", &path, json, options, true)
     }
 
     /// `delete(string $path, array $json = [], array $options = [])`.
-    pub fn delete(&self, path: String, json: Option<&ZendHashTable>, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+    pub fn delete(
+        &self,
+        path: String,
+        json: Option<&ZendHashTable>,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Response> {
         self.verb("DELETE", &path, json, options, true)
     }
 
     /// `request(string $method, string $path, array $options = [])` with options `query`,
     /// `json`, `body`, `form`, `headers`, `idempotency_key`.
-    pub fn request(&self, method: String, path: String, options: Option<&ZendHashTable>) -> PhpResult<Response> {
+    pub fn request(
+        &self,
+        method: String,
+        path: String,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Response> {
         let (options, raw_body) = request_options(options)?;
         let request = self.prepare(&method, &path, &options, raw_body)?;
         self.run(request)
@@ -156,7 +210,11 @@ impl Client {
     /// options?]`; at most `$concurrency` in flight (a sliding window); returns `key =>
     /// Response|Unavailable` (failures are values, not thrown).
     #[php(defaults(concurrency = 5))]
-    pub fn pool(&self, requests: &ZendHashTable, concurrency: i64) -> PhpResult<ZBox<ZendHashTable>> {
+    pub fn pool(
+        &self,
+        requests: &ZendHashTable,
+        concurrency: i64,
+    ) -> PhpResult<ZBox<ZendHashTable>> {
         if !(1..=1024).contains(&concurrency) {
             return Err(exceptions::value_error(format!("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got {concurrency}")));
         }
@@ -166,13 +224,20 @@ impl Client {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
             let (options, raw_body) = request_options(options)?;
-            let request = self.http.prepare(&method, &path, &options).map(|r| with_raw_body(r, raw_body));
-            prepared.push(request.map_err(|e| exceptions::invalid_argument(format!("pool request '{label}': {e}")))?);
+            let request = self
+                .http
+                .prepare(&method, &path, &options)
+                .map(|r| with_raw_body(r, raw_body));
+            prepared.push(request.map_err(|e| {
+                exceptions::invalid_argument(format!("pool request '{label}': {e}"))
+            })?);
             keys.push(key_owned(&key));
         }
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
         let (env, events) = self.call_env(io);
-        let future = self.http.pool(env, prepared, concurrency as usize, enclosing_remaining());
+        let future = self
+            .http
+            .pool(env, prepared, concurrency as usize, enclosing_remaining());
         let mut failure = None;
         let output = io.drive(future, events, |record| self.notify(record, &mut failure));
         let Some((results, _summary)) = output else {
@@ -200,18 +265,34 @@ impl Client {
 
 impl Client {
     /// get/post/...: `$data` becomes the query (GET/HEAD) or the JSON body (others).
-    fn verb(&self, method: &str, path: &str, data: Option<&ZendHashTable>, options: Option<&ZendHashTable>, body: bool) -> PhpResult<Response> {
+    fn verb(
+        &self,
+        method: &str,
+        path: &str,
+        data: Option<&ZendHashTable>,
+        options: Option<&ZendHashTable>,
+        body: bool,
+    ) -> PhpResult<Response> {
         let (mut options, raw_body) = request_options(options)?;
         if let Some(data) = data.filter(|d| !d.is_empty()) {
-            let map = options.as_object_mut().expect("request_options returns an object");
+            let map = options
+                .as_object_mut()
+                .expect("request_options returns an object");
             if body {
-                if !map.contains_key("json") && !map.contains_key("body") && !map.contains_key("form") {
+                if !map.contains_key("json")
+                    && !map.contains_key("body")
+                    && !map.contains_key("form")
+                {
                     map.insert("json".into(), json_encode_table(data)?);
                 }
             } else {
                 let mut query = match to_json_table(data, "query")? {
                     Value::Object(m) => m,
-                    Value::Array(items) => items.into_iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
+                    Value::Array(items) => items
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, v)| (i.to_string(), v))
+                        .collect(),
                     _ => Map::new(),
                 };
                 if let Some(Value::Object(extra)) = map.remove("query") {
@@ -224,7 +305,13 @@ impl Client {
         self.run(request)
     }
 
-    fn prepare(&self, method: &str, path: &str, options: &Value, raw_body: Option<Vec<u8>>) -> PhpResult<Arc<PreparedRequest>> {
+    fn prepare(
+        &self,
+        method: &str,
+        path: &str,
+        options: &Value,
+        raw_body: Option<Vec<u8>>,
+    ) -> PhpResult<Arc<PreparedRequest>> {
         self.http
             .prepare(method, path, options)
             .map(|r| with_raw_body(r, raw_body))
@@ -232,7 +319,13 @@ impl Client {
     }
 
     /// This process's transport, and the observer channel when `on_attempt` is set.
-    fn call_env(&self, io: &resilient_http::runtime::ProcessIo) -> (CallEnv, Option<tokio::sync::mpsc::UnboundedReceiver<AttemptRecord>>) {
+    fn call_env(
+        &self,
+        io: &resilient_http::runtime::ProcessIo,
+    ) -> (
+        CallEnv,
+        Option<tokio::sync::mpsc::UnboundedReceiver<AttemptRecord>>,
+    ) {
         let mut env = self.http.env().clone();
         env.transport = io.transport();
         if self.on_attempt.is_none() {
@@ -258,8 +351,12 @@ impl Client {
 
     /// Calls `on_attempt` with one record. False (cancel the call) when it throws.
     fn notify(&self, record: AttemptRecord, failure: &mut Option<PhpException>) -> bool {
-        let Some(callable) = &self.on_attempt else { return true };
-        let Ok(callable) = ZendCallable::new(callable) else { return true };
+        let Some(callable) = &self.on_attempt else {
+            return true;
+        };
+        let Ok(callable) = ZendCallable::new(callable) else {
+            return true;
+        };
         let array = match self.record_array(&record) {
             Ok(a) => a,
             Err(e) => {
@@ -328,17 +425,30 @@ fn throw_unavailable(u: Unavailable) -> PhpException {
 /// An Unavailable subclass instance, not thrown (for `pool` results).
 fn unavailable_object(u: Unavailable) -> PhpResult<Zval> {
     let kind = kind_of(&u);
-    let ce = exceptions::class_entry(kind).ok_or_else(|| PhpException::from("Resilient exceptions are not registered"))?;
+    let ce = exceptions::class_entry(kind)
+        .ok_or_else(|| PhpException::from("Resilient exceptions are not registered"))?;
     let message = u.message().to_string();
     let code = i64::from(u.last_status());
     let response = u.into_last_response().and_then(Response::into_zval_object);
     let mut object = ZendObject::new(ce);
-    object.try_call_method("__construct", vec![&message as &dyn IntoZvalDyn, &code]).map_err(PhpException::from)?;
-    if let (Some(mut response), Some(update), Some(scope)) = (response, engine::zend_update_property(), exceptions::class_entry(Kind::Unavailable)) {
+    object
+        .try_call_method("__construct", vec![&message as &dyn IntoZvalDyn, &code])
+        .map_err(PhpException::from)?;
+    if let (Some(mut response), Some(update), Some(scope)) = (
+        response,
+        engine::zend_update_property(),
+        exceptions::class_entry(Kind::Unavailable),
+    ) {
         let name = c"response";
         // SAFETY: live object and class entry, NUL-terminated name; the engine copies `response`.
         unsafe {
-            update(ptr::from_ref(scope).cast_mut(), ptr::from_mut(&mut *object), name.as_ptr(), name.count_bytes(), ptr::from_mut(&mut response));
+            update(
+                ptr::from_ref(scope).cast_mut(),
+                ptr::from_mut(&mut *object),
+                name.as_ptr(),
+                name.count_bytes(),
+                ptr::from_mut(&mut response),
+            );
         }
     }
     object.into_zval(false).map_err(PhpException::from)
@@ -367,11 +477,26 @@ fn key_owned(key: &ArrayKey) -> OwnedKey {
 }
 
 /// `[method, path, options?]` of a pool entry.
-fn pool_item<'a>(item: &'a Zval, label: &str) -> PhpResult<(String, String, Option<&'a ZendHashTable>)> {
-    let bad = || exceptions::invalid_argument(format!("pool request '{label}': must be [method, path, options?]"));
+fn pool_item<'a>(
+    item: &'a Zval,
+    label: &str,
+) -> PhpResult<(String, String, Option<&'a ZendHashTable>)> {
+    let bad = || {
+        exceptions::invalid_argument(format!(
+            "pool request '{label}': must be [method, path, options?]"
+        ))
+    };
     let list = item.array().ok_or_else(bad)?;
-    let method = list.get_index(0).and_then(Zval::str).ok_or_else(bad)?.to_string();
-    let path = list.get_index(1).and_then(Zval::str).ok_or_else(bad)?.to_string();
+    let method = list
+        .get_index(0)
+        .and_then(Zval::str)
+        .ok_or_else(bad)?
+        .to_string();
+    let path = list
+        .get_index(1)
+        .and_then(Zval::str)
+        .ok_or_else(bad)?
+        .to_string();
     let options = match list.get_index(2) {
         None => None,
         Some(z) if z.is_null() => None,
@@ -395,7 +520,10 @@ fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<
             let json = match key.as_str() {
                 "json" => json_encode(value)?,
                 "body" if value.dereference().is_string() => {
-                    raw_body = value.dereference().zend_str().map(|s| s.as_bytes().to_vec());
+                    raw_body = value
+                        .dereference()
+                        .zend_str()
+                        .map(|s| s.as_bytes().to_vec());
                     Value::String(String::new())
                 }
                 _ => to_json(value, &key, 0).map_err(exceptions::invalid_argument)?,
@@ -407,7 +535,10 @@ fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<
 }
 
 /// Puts the raw `body` bytes into a freshly prepared (not yet shared) request.
-fn with_raw_body(mut request: Arc<PreparedRequest>, raw_body: Option<Vec<u8>>) -> Arc<PreparedRequest> {
+fn with_raw_body(
+    mut request: Arc<PreparedRequest>,
+    raw_body: Option<Vec<u8>>,
+) -> Arc<PreparedRequest> {
     if let (Some(bytes), Some(r)) = (raw_body, Arc::get_mut(&mut request)) {
         r.body = Some(bytes);
     }
@@ -422,17 +553,23 @@ fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {
 
 /// `json_encode($value)` parsed back (key order kept).
 fn json_encode(value: &Zval) -> PhpResult<Value> {
-    let encode = ZendCallable::try_from_name("json_encode").map_err(|_| PhpException::from("json_encode is not available"))?;
-    let encoded = encode.try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS]).map_err(PhpException::from)?;
+    let encode = ZendCallable::try_from_name("json_encode")
+        .map_err(|_| PhpException::from("json_encode is not available"))?;
+    let encoded = encode
+        .try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS])
+        .map_err(PhpException::from)?;
     let Some(text) = encoded.str() else {
         let why = ZendCallable::try_from_name("json_last_error_msg")
             .ok()
             .and_then(|f| f.try_call(vec![]).ok())
             .and_then(|z| z.str().map(str::to_owned))
             .unwrap_or_else(|| "unknown error".to_owned());
-        return Err(exceptions::invalid_argument(format!("option 'json': cannot be encoded as JSON ({why})")));
+        return Err(exceptions::invalid_argument(format!(
+            "option 'json': cannot be encoded as JSON ({why})"
+        )));
     };
-    serde_json::from_str(text).map_err(|e| exceptions::invalid_argument(format!("option 'json': {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| exceptions::invalid_argument(format!("option 'json': {e}")))
 }
 
 fn to_json_table(table: &ZendHashTable, path: &str) -> PhpResult<Value> {
@@ -467,10 +604,15 @@ fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
         });
     }
     if let Some(s) = value.zend_str() {
-        return Ok(Value::String(String::from_utf8_lossy(s.as_bytes()).into_owned()));
+        return Ok(Value::String(
+            String::from_utf8_lossy(s.as_bytes()).into_owned(),
+        ));
     }
     if let Some(table) = value.array() {
-        let is_list = table.iter().enumerate().all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if n == i as i64));
+        let is_list = table
+            .iter()
+            .enumerate()
+            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if n == i as i64));
         if is_list {
             let mut items = Vec::with_capacity(table.len());
             for (i, (_, v)) in table.iter().enumerate() {
@@ -486,7 +628,14 @@ fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
         }
         return Ok(Value::Object(map));
     }
-    Err(format!("option '{path}': must not be {}", if value.is_object() { "an object" } else { "a resource" }))
+    Err(format!(
+        "option '{path}': must not be {}",
+        if value.is_object() {
+            "an object"
+        } else {
+            "a resource"
+        }
+    ))
 }
 
 pub fn register(module: ModuleBuilder) -> ModuleBuilder {

@@ -27,7 +27,9 @@ pub fn sapi_name() -> String {
         return String::new();
     }
     // SAFETY: non-null, NUL-terminated.
-    unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// True when serving a web request (any SAPI but cli/phpdbg/embed/micro).
@@ -114,7 +116,14 @@ mod tests {
 
     #[test]
     fn sapi_classification() {
-        for web in ["fpm-fcgi", "cgi-fcgi", "apache2handler", "cli-server", "litespeed", "frankenphp"] {
+        for web in [
+            "fpm-fcgi",
+            "cgi-fcgi",
+            "apache2handler",
+            "cli-server",
+            "litespeed",
+            "frankenphp",
+        ] {
             assert!(is_web_sapi(web), "{web}");
         }
         for console in ["cli", "phpdbg", "embed", "micro", ""] {

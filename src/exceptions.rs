@@ -81,12 +81,17 @@ impl Kind {
 }
 
 /// Class entries, filled at MINIT (and again if a SAPI restarts the module).
-static CLASS_ENTRIES: [AtomicPtr<ClassEntry>; COUNT] = [const { AtomicPtr::new(ptr::null_mut()) }; COUNT];
+static CLASS_ENTRIES: [AtomicPtr<ClassEntry>; COUNT] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; COUNT];
 
 /// The registered class entry, `None` before MINIT.
 pub fn class_entry(kind: Kind) -> Option<&'static ClassEntry> {
     // SAFETY: only ever set to class entries the engine keeps for the life of the process.
-    unsafe { CLASS_ENTRIES[kind as usize].load(Ordering::Acquire).as_ref() }
+    unsafe {
+        CLASS_ENTRIES[kind as usize]
+            .load(Ordering::Acquire)
+            .as_ref()
+    }
 }
 
 /// `\RuntimeException` (SPL is always compiled into PHP 8).
@@ -131,7 +136,11 @@ pub fn register() -> ext_php_rs::error::Result<()> {
             default_stub: Some("null".into()),
         })
         .method(
-            FunctionBuilder::new("response", unavailable_response).returns(DataType::object("Resilient\\Response"), false, true),
+            FunctionBuilder::new("response", unavailable_response).returns(
+                DataType::object("Resilient\\Response"),
+                false,
+                true,
+            ),
             MethodFlags::Public,
         )
         .registration(store::<{ Kind::Unavailable as usize }>)
@@ -145,12 +154,32 @@ pub fn register() -> ext_php_rs::error::Result<()> {
                 .register()?;
         };
     }
-    sub!(Kind::DeadlineExceeded, unavailable_ce, "\\Resilient\\Unavailable");
+    sub!(
+        Kind::DeadlineExceeded,
+        unavailable_ce,
+        "\\Resilient\\Unavailable"
+    );
     sub!(Kind::FunnelFull, unavailable_ce, "\\Resilient\\Unavailable");
-    sub!(Kind::BudgetExhausted, unavailable_ce, "\\Resilient\\Unavailable");
-    sub!(Kind::CircuitOpen, unavailable_ce, "\\Resilient\\Unavailable");
-    sub!(Kind::UpstreamFailed, unavailable_ce, "\\Resilient\\Unavailable");
-    sub!(Kind::SharedMemoryError, runtime_exception, "\\RuntimeException");
+    sub!(
+        Kind::BudgetExhausted,
+        unavailable_ce,
+        "\\Resilient\\Unavailable"
+    );
+    sub!(
+        Kind::CircuitOpen,
+        unavailable_ce,
+        "\\Resilient\\Unavailable"
+    );
+    sub!(
+        Kind::UpstreamFailed,
+        unavailable_ce,
+        "\\Resilient\\Unavailable"
+    );
+    sub!(
+        Kind::SharedMemoryError,
+        runtime_exception,
+        "\\RuntimeException"
+    );
     Ok(())
 }
 
@@ -219,7 +248,13 @@ pub fn throw_with_response(kind: Kind, message: &str, code: i32, response: Optio
         return;
     };
     // SAFETY: valid class entry and C string; the engine returns the thrown object.
-    let object = unsafe { zend_throw_exception(ptr::from_ref(ce).cast_mut(), c_message.as_ptr(), code.into()) };
+    let object = unsafe {
+        zend_throw_exception(
+            ptr::from_ref(ce).cast_mut(),
+            c_message.as_ptr(),
+            code.into(),
+        )
+    };
     let Some(mut response) = response.filter(|r| kind.is_unavailable() && r.is_object()) else {
         return;
     };

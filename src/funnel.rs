@@ -41,7 +41,8 @@ impl Funnel {
     /// Takes a slot for the caller's context (or the explicit `background`).
     fn acquire(&self, background: Option<bool>) -> Option<CoreLease> {
         let background = background.unwrap_or_else(|| !context::is_web());
-        self.inner.try_acquire(self.inner.cap(background), clock::monotonic_ms())
+        self.inner
+            .try_acquire(self.inner.cap(background), clock::monotonic_ms())
     }
 
     fn full_message(&self) -> String {
@@ -58,7 +59,11 @@ impl Funnel {
     /// Wraps a core lease in a PHP-visible Lease, recorded for request end.
     fn lease_object(&self, lease: CoreLease) -> Lease {
         held::add(&self.segment, lease.id());
-        Lease { funnel: self.name.clone(), pid: crate::pid::current(), inner: Some(lease) }
+        Lease {
+            funnel: self.name.clone(),
+            pid: crate::pid::current(),
+            inner: Some(lease),
+        }
     }
 }
 
@@ -68,12 +73,22 @@ impl Funnel {
     /// `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease` seconds, finite and
     /// > 0, default 20.0 (2 × the web timeout cap).
     #[php(defaults(reserve = 0))]
-    pub fn __construct(name: String, limit: i64, reserve: i64, lease: Option<f64>) -> PhpResult<Self> {
+    pub fn __construct(
+        name: String,
+        limit: i64,
+        reserve: i64,
+        lease: Option<f64>,
+    ) -> PhpResult<Self> {
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let config = FunnelConfig::new(limit, reserve, lease.unwrap_or(DEFAULT_LEASE_SECONDS)).map_err(errors::php)?;
+        let config = FunnelConfig::new(limit, reserve, lease.unwrap_or(DEFAULT_LEASE_SECONDS))
+            .map_err(errors::php)?;
         let segment = segment::shared()?;
         let inner = CoreFunnel::new(segment.clone(), &name, config).map_err(errors::php)?;
-        Ok(Funnel { name, segment, inner })
+        Ok(Funnel {
+            name,
+            segment,
+            inner,
+        })
     }
 
     /// A lease, or null when full. `$background` null = from the context

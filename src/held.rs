@@ -25,7 +25,11 @@ static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
 /// Records a lease handed to PHP.
 pub fn add(segment: &Arc<Segment>, id: LeaseId) {
     let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-    held.push(Held { pid: crate::pid::current(), segment: segment.clone(), id });
+    held.push(Held {
+        pid: crate::pid::current(),
+        segment: segment.clone(),
+        id,
+    });
 }
 
 /// Forgets a lease (released by PHP code or by its object's destruction).
@@ -42,7 +46,11 @@ pub fn remove(id: LeaseId) {
 pub fn release_all() -> usize {
     let taken = std::mem::take(&mut *HELD.lock().unwrap_or_else(PoisonError::into_inner));
     let pid = crate::pid::current();
-    taken.into_iter().filter(|h| h.pid == pid).filter(|h| h.segment.release(h.id)).count()
+    taken
+        .into_iter()
+        .filter(|h| h.pid == pid)
+        .filter(|h| h.segment.release(h.id))
+        .count()
 }
 
 /// How many leases are listed (for tests and debugging).

@@ -48,7 +48,11 @@ type OnModify = unsafe extern "C" fn(
     c_int,
 ) -> c_int;
 
-const fn entry(name: &'static CStr, default: &'static CStr, on_modify: Option<OnModify>) -> IniEntryDef {
+const fn entry(
+    name: &'static CStr,
+    default: &'static CStr,
+    on_modify: Option<OnModify>,
+) -> IniEntryDef {
     let mut def = IniEntryDef::new(name, default, IniEntryPermission::All);
     def.on_modify = on_modify;
     def
@@ -92,7 +96,11 @@ pub fn raw(name: &CStr) -> Option<String> {
         return None;
     }
     // SAFETY: non-null, NUL-terminated C string owned by the engine.
-    Some(unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(ptr) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// `resilient.shm_path`, `None` when empty (= the per-uid default).
@@ -101,39 +109,58 @@ pub fn shm_path() -> Option<String> {
 }
 
 pub fn shm_slots() -> u32 {
-    raw(SHM_SLOTS).and_then(|v| parse_slots(&v)).unwrap_or(DEFAULT_SHM_SLOTS)
+    raw(SHM_SLOTS)
+        .and_then(|v| parse_slots(&v))
+        .unwrap_or(DEFAULT_SHM_SLOTS)
 }
 
 pub fn web_timeout() -> f64 {
-    raw(WEB_TIMEOUT).and_then(|v| parse_seconds(&v)).unwrap_or(DEFAULT_WEB_TIMEOUT)
+    raw(WEB_TIMEOUT)
+        .and_then(|v| parse_seconds(&v))
+        .unwrap_or(DEFAULT_WEB_TIMEOUT)
 }
 
 pub fn web_connect_timeout() -> f64 {
-    raw(WEB_CONNECT_TIMEOUT).and_then(|v| parse_seconds(&v)).unwrap_or(DEFAULT_WEB_CONNECT_TIMEOUT)
+    raw(WEB_CONNECT_TIMEOUT)
+        .and_then(|v| parse_seconds(&v))
+        .unwrap_or(DEFAULT_WEB_CONNECT_TIMEOUT)
 }
 
 pub fn web_max_attempts() -> u32 {
-    raw(WEB_MAX_ATTEMPTS).and_then(|v| parse_attempts(&v)).unwrap_or(DEFAULT_WEB_MAX_ATTEMPTS)
+    raw(WEB_MAX_ATTEMPTS)
+        .and_then(|v| parse_attempts(&v))
+        .unwrap_or(DEFAULT_WEB_MAX_ATTEMPTS)
 }
 
 /// `resilient.backend`: `shm` or a `redis://` URL (the Redis backend arrives
 /// with a later issue).
 pub fn backend() -> String {
-    raw(BACKEND).filter(|v| parse_backend(v)).unwrap_or_else(|| "shm".to_owned())
+    raw(BACKEND)
+        .filter(|v| parse_backend(v))
+        .unwrap_or_else(|| "shm".to_owned())
 }
 
 fn parse_slots(v: &str) -> Option<u32> {
-    v.trim().parse::<u32>().ok().filter(|n| (1..=MAX_SHM_SLOTS).contains(n))
+    v.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_SHM_SLOTS).contains(n))
 }
 
 /// Positive, finite and at most a year (larger values are typos, and would overflow a
 /// `Duration`): anything else is refused by `ini_set` and ignored from php.ini.
 fn parse_seconds(v: &str) -> Option<f64> {
-    v.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0 && *s <= resilient_core::validate::MAX_SECONDS)
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= resilient_core::validate::MAX_SECONDS)
 }
 
 fn parse_attempts(v: &str) -> Option<u32> {
-    v.trim().parse::<u32>().ok().filter(|n| (1..=100).contains(n))
+    v.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=100).contains(n))
 }
 
 fn parse_backend(v: &str) -> bool {

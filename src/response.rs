@@ -23,7 +23,9 @@ impl Response {
 
     /// The response as a PHP object in a zval (to attach to an exception or put in an array).
     pub fn into_zval_object(inner: resilient_http::Response) -> Option<Zval> {
-        ZendClassObject::new(Response::new(inner)).into_zval(false).ok()
+        ZendClassObject::new(Response::new(inner))
+            .into_zval(false)
+            .ok()
     }
 }
 
@@ -66,10 +68,13 @@ impl Response {
 
     /// The body decoded as JSON into arrays (`json_decode($body, true)`); null when not JSON.
     pub fn json(&self) -> PhpResult<Zval> {
-        let decode = ZendCallable::try_from_name("json_decode").map_err(|_| PhpException::from("json_decode is not available"))?;
+        let decode = ZendCallable::try_from_name("json_decode")
+            .map_err(|_| PhpException::from("json_decode is not available"))?;
         let body = self.body();
         let assoc = true;
-        decode.try_call(vec![&body as &dyn ext_php_rs::convert::IntoZvalDyn, &assoc]).map_err(PhpException::from)
+        decode
+            .try_call(vec![&body as &dyn ext_php_rs::convert::IntoZvalDyn, &assoc])
+            .map_err(PhpException::from)
     }
 
     /// Attempts the call made, the first one included.

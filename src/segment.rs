@@ -32,7 +32,9 @@ pub fn path() -> PathBuf {
     match ini::shm_path() {
         Some(p) => PathBuf::from(p),
         // SAFETY: getuid never fails.
-        None => PathBuf::from(format!("/dev/shm/resilient-{}.shm", unsafe { libc::getuid() })),
+        None => PathBuf::from(format!("/dev/shm/resilient-{}.shm", unsafe {
+            libc::getuid()
+        })),
     }
 }
 
@@ -43,13 +45,20 @@ pub fn shared() -> Result<Arc<Segment>, PhpException> {
     let pid = crate::pid::current();
     let path = path();
     let slots = ini::shm_slots();
-    let mut cache = CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(c) = cache.as_ref() {
         if c.pid == pid && c.path == path && c.slots == slots {
             return Ok(c.segment.clone());
         }
     }
     let segment = Arc::new(Segment::open(&path, slots).map_err(errors::php)?);
-    *cache = Some(Cached { pid, path, slots, segment: segment.clone() });
+    *cache = Some(Cached {
+        pid,
+        path,
+        slots,
+        segment: segment.clone(),
+    });
     Ok(segment)
 }

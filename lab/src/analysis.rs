@@ -136,7 +136,11 @@ fn upstream_levels(run: &VariantRun) -> Vec<(f64, u32, u32)> {
 fn max_level_in(levels: &[(f64, u32, u32)], from: f64, to: f64) -> (u32, u32) {
     // The level at `from` is the one set by the last event before it.
     let start = levels.partition_point(|l| l.0 < from);
-    let mut m = if start > 0 { (levels[start - 1].1, levels[start - 1].2) } else { (0, 0) };
+    let mut m = if start > 0 {
+        (levels[start - 1].1, levels[start - 1].2)
+    } else {
+        (0, 0)
+    };
     for l in levels[start..].iter().take_while(|l| l.0 < to) {
         m = (m.0.max(l.1), m.1.max(l.2));
     }
@@ -148,7 +152,12 @@ fn in_window<'a>(rs: impl Iterator<Item = &'a Record>, from: f64, to: f64) -> Ve
 }
 
 pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
-    let mut s = VariantSummary { name: run.name.clone(), skipped: run.skipped.clone(), warmup: run.warmup.clone(), ..Default::default() };
+    let mut s = VariantSummary {
+        name: run.name.clone(),
+        skipped: run.skipped.clone(),
+        warmup: run.warmup.clone(),
+        ..Default::default()
+    };
     if run.skipped.is_some() {
         return s;
     }
@@ -159,12 +168,27 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         let dur = to - from;
         let c = in_window(run.checkout(), from, to);
         let h = in_window(run.health(), from, to);
-        let scheduled = run.checkout().filter(|r| r.scheduled_s >= from && r.scheduled_s < to).count();
-        let mut ps = PhaseStats { phase: name.to_string(), from_s: from, to_s: to, ..Default::default() };
+        let scheduled = run
+            .checkout()
+            .filter(|r| r.scheduled_s >= from && r.scheduled_s < to)
+            .count();
+        let mut ps = PhaseStats {
+            phase: name.to_string(),
+            from_s: from,
+            to_s: to,
+            ..Default::default()
+        };
         ps.offered_rps = scheduled as f64 / dur;
         ps.sent = c.len() as u64;
         ps.achieved_rps = c.len() as f64 / dur;
-        ps.send_lag_p99_ms = percentile(&mut c.iter().map(|r| (r.sent_s - r.scheduled_s) * 1000.0).collect::<Vec<_>>(), 0.99).unwrap_or(0.0);
+        ps.send_lag_p99_ms = percentile(
+            &mut c
+                .iter()
+                .map(|r| (r.sent_s - r.scheduled_s) * 1000.0)
+                .collect::<Vec<_>>(),
+            0.99,
+        )
+        .unwrap_or(0.0);
         let (mut live_ms, mut fb_ms) = (Vec::new(), Vec::new());
         for r in &c {
             match &r.outcome {
@@ -193,8 +217,16 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         ps.live_p99_ms = percentile(&mut live_ms, 0.99);
         ps.fallback_p50_ms = percentile(&mut fb_ms, 0.5);
         ps.fallback_p99_ms = percentile(&mut fb_ms, 0.99);
-        ps.upstream_attempts = run.attempts.iter().filter(|a| a.arrival_s >= from && a.arrival_s < to).count() as u64;
-        ps.amplification = if ps.sent > 0 { ps.upstream_attempts as f64 / ps.sent as f64 } else { 0.0 };
+        ps.upstream_attempts = run
+            .attempts
+            .iter()
+            .filter(|a| a.arrival_s >= from && a.arrival_s < to)
+            .count() as u64;
+        ps.amplification = if ps.sent > 0 {
+            ps.upstream_attempts as f64 / ps.sent as f64
+        } else {
+            0.0
+        };
         (ps.upstream_max_in_service, ps.upstream_max_queue) = max_level_in(&levels, from, to);
         let busy: f64 = run
             .attempts
@@ -207,9 +239,22 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         ps.health_sent = h.len() as u64;
         ps.health_ok = h.iter().filter(|r| r.outcome == Outcome::Live).count() as u64;
         // A /health without an answer counts as infinitely slow, not as missing.
-        let mut hl: Vec<f64> = h.iter().map(|r| if r.outcome == Outcome::Live { r.latency_s.unwrap_or(0.0) * 1000.0 } else { f64::INFINITY }).collect();
+        let mut hl: Vec<f64> = h
+            .iter()
+            .map(|r| {
+                if r.outcome == Outcome::Live {
+                    r.latency_s.unwrap_or(0.0) * 1000.0
+                } else {
+                    f64::INFINITY
+                }
+            })
+            .collect();
         ps.health_p99_ms = percentile(&mut hl, 0.99);
-        let samples: Vec<_> = run.samples.iter().filter(|x| x.t_s >= from && x.t_s < to).collect();
+        let samples: Vec<_> = run
+            .samples
+            .iter()
+            .filter(|x| x.t_s >= from && x.t_s < to)
+            .collect();
         ps.fpm_busy_max = samples.iter().filter_map(|x| x.fpm_active).max();
         ps.fpm_idle_min = samples.iter().filter_map(|x| x.fpm_idle).min();
         ps.fpm_listen_queue_max = samples.iter().filter_map(|x| x.fpm_listen_queue).max();
@@ -224,8 +269,8 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
     }
     s.fpm_max_active_whole_run = run.fpm_final.as_ref().map(|f| f.max_active);
     s.fpm_max_listen_queue_whole_run = run.fpm_final.as_ref().map(|f| f.max_listen_queue);
-    s.fpm_out_of_idle_whole_run =
-        s.phases.iter().any(|x| x.fpm_out_of_idle) || s.fpm_max_active_whole_run.is_some_and(|m| m >= p.workers);
+    s.fpm_out_of_idle_whole_run = s.phases.iter().any(|x| x.fpm_out_of_idle)
+        || s.fpm_max_active_whole_run.is_some_and(|m| m >= p.workers);
     s.bins = bins(p, run, &levels);
     s
 }
@@ -264,7 +309,10 @@ fn recovery(run: &VariantRun, p: &Params, heal_s: f64) -> Option<f64> {
     let end = p.total_secs();
     let mut t = heal_s;
     while t + 2.0 <= end + 1e-9 {
-        let w: Vec<_> = c.iter().filter(|r| r.scheduled_s >= t && r.scheduled_s < t + 2.0).collect();
+        let w: Vec<_> = c
+            .iter()
+            .filter(|r| r.scheduled_s >= t && r.scheduled_s < t + 2.0)
+            .collect();
         if !w.is_empty() {
             let good = w.iter().filter(|r| is_good(r, p.good_within_s)).count();
             if good as f64 >= 0.95 * w.len() as f64 {
@@ -283,25 +331,63 @@ fn bins(p: &Params, run: &VariantRun, levels: &[(f64, u32, u32)]) -> Vec<Bin> {
     for i in 0..n {
         let (from, to) = (i as f64 * BIN_S, (i + 1) as f64 * BIN_S);
         let c = in_window(run.checkout(), from, to);
-        let mut b = Bin { t_s: from, ..Default::default() };
-        b.offered_rps = run.checkout().filter(|r| r.scheduled_s >= from && r.scheduled_s < to).count() as f64 / BIN_S;
+        let mut b = Bin {
+            t_s: from,
+            ..Default::default()
+        };
+        b.offered_rps = run
+            .checkout()
+            .filter(|r| r.scheduled_s >= from && r.scheduled_s < to)
+            .count() as f64
+            / BIN_S;
         b.goodput_rps = c.iter().filter(|r| is_good(r, p.good_within_s)).count() as f64 / BIN_S;
-        b.fallback_rps = c.iter().filter(|r| matches!(r.outcome, Outcome::Fallback(_))).count() as f64 / BIN_S;
-        b.error_rps = c.iter().filter(|r| matches!(r.outcome, Outcome::Error(_))).count() as f64 / BIN_S;
-        b.upstream_attempts_rps = run.attempts.iter().filter(|a| a.arrival_s >= from && a.arrival_s < to).count() as f64 / BIN_S;
+        b.fallback_rps = c
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Fallback(_)))
+            .count() as f64
+            / BIN_S;
+        b.error_rps = c
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Error(_)))
+            .count() as f64
+            / BIN_S;
+        b.upstream_attempts_rps = run
+            .attempts
+            .iter()
+            .filter(|a| a.arrival_s >= from && a.arrival_s < to)
+            .count() as f64
+            / BIN_S;
         (b.upstream_in_service_max, b.upstream_queue_max) = max_level_in(levels, from, to);
         // in flight = max of (service + queue) at any event in the bin.
         let start = levels.partition_point(|l| l.0 < from);
-        let before = if start > 0 { levels[start - 1].1 + levels[start - 1].2 } else { 0 };
-        b.upstream_in_flight_max = levels[start..].iter().take_while(|l| l.0 < to).map(|l| l.1 + l.2).fold(before, u32::max);
+        let before = if start > 0 {
+            levels[start - 1].1 + levels[start - 1].2
+        } else {
+            0
+        };
+        b.upstream_in_flight_max = levels[start..]
+            .iter()
+            .take_while(|l| l.0 < to)
+            .map(|l| l.1 + l.2)
+            .fold(before, u32::max);
         // /health over a 2 s window centred on the bin (a few samples per bin at 5/s).
         let mid = from + BIN_S / 2.0;
         let mut hl: Vec<f64> = in_window(run.health(), mid - 1.0, mid + 1.0)
             .iter()
-            .map(|r| if r.outcome == Outcome::Live { r.latency_s.unwrap_or(0.0) * 1000.0 } else { f64::INFINITY })
+            .map(|r| {
+                if r.outcome == Outcome::Live {
+                    r.latency_s.unwrap_or(0.0) * 1000.0
+                } else {
+                    f64::INFINITY
+                }
+            })
             .collect();
         b.health_p99_ms = percentile(&mut hl, 0.99);
-        let samples: Vec<_> = run.samples.iter().filter(|x| x.t_s >= from && x.t_s < to).collect();
+        let samples: Vec<_> = run
+            .samples
+            .iter()
+            .filter(|x| x.t_s >= from && x.t_s < to)
+            .collect();
         b.fpm_busy_max = samples.iter().filter_map(|x| x.fpm_active).max();
         b.fpm_listen_queue_max = samples.iter().filter_map(|x| x.fpm_listen_queue).max();
         out.push(b);
@@ -322,7 +408,14 @@ mod tests {
     }
 
     fn checkout(t: f64, outcome: Outcome, latency: f64) -> Record {
-        Record { page: Page::Checkout, scheduled_s: t, sent_s: t, latency_s: Some(latency), http_status: 200, outcome }
+        Record {
+            page: Page::Checkout,
+            scheduled_s: t,
+            sent_s: t,
+            latency_s: Some(latency),
+            http_status: 200,
+            outcome,
+        }
     }
 
     #[test]
@@ -336,7 +429,12 @@ mod tests {
 
     #[test]
     fn upstream_levels_count_service_and_queue_and_carry_into_a_window() {
-        let a = |arr: f64, start: Option<f64>, end: Option<f64>| UpstreamAttempt { arrival_s: arr, start_s: start, end_s: end, gone: false };
+        let a = |arr: f64, start: Option<f64>, end: Option<f64>| UpstreamAttempt {
+            arrival_s: arr,
+            start_s: start,
+            end_s: end,
+            gone: false,
+        };
         let run = VariantRun {
             attempts: vec![
                 a(1.0, Some(1.0), Some(5.0)),
@@ -362,16 +460,32 @@ mod tests {
         let mut t = heal;
         while t < 30.0 {
             let good = t >= heal + 1.5;
-            records.push(checkout(t, if good { Outcome::Live } else { Outcome::Fallback("funnel_full".into()) }, 0.02));
+            records.push(checkout(
+                t,
+                if good {
+                    Outcome::Live
+                } else {
+                    Outcome::Fallback("funnel_full".into())
+                },
+                0.02,
+            ));
             t += 0.02;
         }
-        let run = VariantRun { records, ..Default::default() };
+        let run = VariantRun {
+            records,
+            ..Default::default()
+        };
         let r = recovery(&run, &p, heal).unwrap();
         // ≥ 95 % lets up to 5 % of the 2 s window (0.1 s) still be bad at its start.
         assert!((1.35..=1.5).contains(&r), "recovery {r}");
         // Live but slower than good_within does not count as recovered.
-        let slow: Vec<Record> = (0..500).map(|i| checkout(heal + i as f64 * 0.02, Outcome::Live, 2.0)).collect();
-        let run = VariantRun { records: slow, ..Default::default() };
+        let slow: Vec<Record> = (0..500)
+            .map(|i| checkout(heal + i as f64 * 0.02, Outcome::Live, 2.0))
+            .collect();
+        let run = VariantRun {
+            records: slow,
+            ..Default::default()
+        };
         assert_eq!(recovery(&run, &p, heal), None);
     }
 }

@@ -14,10 +14,10 @@ use tokio::time::Instant;
 
 use crate::loadgen::{self, Counters, Outcome, Page, Record};
 use crate::params::Params;
+use crate::progress;
 use crate::sampler::{self, FpmStatus, Sample};
 use crate::sut::SystemUnderTest;
 use crate::upstream::{Upstream, UpstreamAttempt};
-use crate::progress;
 
 /// Everything measured for one variant.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -40,7 +40,10 @@ pub struct VariantRun {
 }
 
 pub async fn run_variant(p: &Params, variant: &str, dir: &Path) -> VariantRun {
-    let mut run = VariantRun { name: variant.to_string(), ..Default::default() };
+    let mut run = VariantRun {
+        name: variant.to_string(),
+        ..Default::default()
+    };
     if let Err(e) = std::fs::create_dir_all(dir) {
         run.skipped = Some(format!("cannot create {}: {e}", dir.display()));
         return run;
@@ -52,13 +55,29 @@ pub async fn run_variant(p: &Params, variant: &str, dir: &Path) -> VariantRun {
     run
 }
 
-async fn run_inner(p: &Params, variant: &str, dir: &Path, run: &mut VariantRun) -> Result<(), String> {
-    let control = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(5)).build().map_err(|e| e.to_string())?;
+async fn run_inner(
+    p: &Params,
+    variant: &str,
+    dir: &Path,
+    run: &mut VariantRun,
+) -> Result<(), String> {
+    let control = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| e.to_string())?;
     let upstream = Arc::new(Upstream::start(&p.upstream_bin, dir)?);
     upstream.set(&control, p.capacity, p.normal_ms, 0.0).await?;
     let sut = {
-        let (p, variant, dir, url) = (p.clone(), variant.to_string(), dir.to_path_buf(), upstream.quote_url());
-        tokio::task::spawn_blocking(move || SystemUnderTest::start(&p, &variant, &dir, &url)).await.map_err(|e| e.to_string())??
+        let (p, variant, dir, url) = (
+            p.clone(),
+            variant.to_string(),
+            dir.to_path_buf(),
+            upstream.quote_url(),
+        );
+        tokio::task::spawn_blocking(move || SystemUnderTest::start(&p, &variant, &dir, &url))
+            .await
+            .map_err(|e| e.to_string())??
     };
     let base = sut.base_url();
     let http = loadgen::client(p.request_timeout_s)?;
@@ -68,12 +87,19 @@ async fn run_inner(p: &Params, variant: &str, dir: &Path, run: &mut VariantRun) 
     let wave = (p.workers as usize / 2).max(1);
     run.warmup = warm_up(&http, &base, 4, wave).await;
     if !run.warmup.contains("live") {
-        return Err(format!("warm-up got no live answer ({}); see {}/php-error.log", run.warmup, dir.display()));
+        return Err(format!(
+            "warm-up got no live answer ({}); see {}/php-error.log",
+            run.warmup,
+            dir.display()
+        ));
     }
     upstream.reset(&control).await?;
 
     let t0 = Instant::now();
-    let t0_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0);
+    let t0_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0);
     let total = p.total_secs();
     let hard_end = t0 + Duration::from_secs_f64(total + p.drain_secs);
     let counters = Arc::new(Counters::default());
@@ -82,14 +108,44 @@ async fn run_inner(p: &Params, variant: &str, dir: &Path, run: &mut VariantRun) 
     let latest = Arc::new(Mutex::new(Sample::default()));
 
     let checkout = tokio::spawn(loadgen::open_loop(
-        http.clone(), format!("{base}/checkout?postcode=10110"), Page::Checkout, p.rate, t0, total, hard_end, tx.clone(), counters.clone(),
+        http.clone(),
+        format!("{base}/checkout?postcode=10110"),
+        Page::Checkout,
+        p.rate,
+        t0,
+        total,
+        hard_end,
+        tx.clone(),
+        counters.clone(),
     ));
     let health = tokio::spawn(loadgen::open_loop(
-        http.clone(), format!("{base}/health"), Page::Health, p.health_rate, t0, total, hard_end, tx.clone(), Arc::new(Counters::default()),
+        http.clone(),
+        format!("{base}/health"),
+        Page::Health,
+        p.health_rate,
+        t0,
+        total,
+        hard_end,
+        tx.clone(),
+        Arc::new(Counters::default()),
     ));
     drop(tx);
-    let sampler = tokio::spawn(sampler::run(control.clone(), base.clone(), upstream.clone(), t0, stop.clone(), latest.clone()));
-    let progress = tokio::spawn(progress::run(p.clone(), variant.to_string(), t0, counters.clone(), latest.clone(), stop.clone()));
+    let sampler = tokio::spawn(sampler::run(
+        control.clone(),
+        base.clone(),
+        upstream.clone(),
+        t0,
+        stop.clone(),
+        latest.clone(),
+    ));
+    let progress = tokio::spawn(progress::run(
+        p.clone(),
+        variant.to_string(),
+        t0,
+        counters.clone(),
+        latest.clone(),
+        stop.clone(),
+    ));
 
     // Phase switches, on schedule, while the load keeps going.
     for (k, ms, fail) in [(1.0, p.slow_ms, p.slow_fail_ratio), (2.0, p.normal_ms, 0.0)] {
@@ -97,14 +153,18 @@ async fn run_inner(p: &Params, variant: &str, dir: &Path, run: &mut VariantRun) 
         upstream.set(&control, p.capacity, ms, fail).await?;
         run.switches_s.push((Instant::now() - t0).as_secs_f64());
     }
-    let scheduled = checkout.await.map_err(|e| e.to_string())? + health.await.map_err(|e| e.to_string())?;
+    let scheduled =
+        checkout.await.map_err(|e| e.to_string())? + health.await.map_err(|e| e.to_string())?;
 
     // Collect every record; each request ends by `hard_end`, so this finishes.
     while let Some(r) = rx.recv().await {
         run.records.push(r);
     }
     if run.records.len() as u64 != scheduled {
-        return Err(format!("lost records: {} of {scheduled}", run.records.len()));
+        return Err(format!(
+            "lost records: {} of {scheduled}",
+            run.records.len()
+        ));
     }
     stop.store(true, Ordering::Relaxed);
     run.samples = sampler.await.map_err(|e| e.to_string())?;
@@ -123,10 +183,18 @@ async fn warm_up(http: &reqwest::Client, base: &str, waves: usize, wave: usize) 
             *counts.entry(k).or_default() += v;
         }
     }
-    counts.iter().map(|(k, v)| format!("{v}× {k}")).collect::<Vec<_>>().join(", ")
+    counts
+        .iter()
+        .map(|(k, v)| format!("{v}× {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
-async fn warm_wave(http: &reqwest::Client, base: &str, n: usize) -> std::collections::BTreeMap<String, u32> {
+async fn warm_wave(
+    http: &reqwest::Client,
+    base: &str,
+    n: usize,
+) -> std::collections::BTreeMap<String, u32> {
     let mut tasks = Vec::new();
     for _ in 0..n {
         let (http, url) = (http.clone(), format!("{base}/checkout?postcode=10110"));
@@ -135,9 +203,15 @@ async fn warm_wave(http: &reqwest::Client, base: &str, n: usize) -> std::collect
                 Ok(r) => {
                     let status = r.status().as_u16();
                     let body = r.text().await.unwrap_or_default();
-                    match serde_json::from_str::<serde_json::Value>(&body).ok().and_then(|v| v.get("status")?.as_str().map(String::from)) {
+                    match serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|v| v.get("status")?.as_str().map(String::from))
+                    {
                         Some(s) => s,
-                        None => format!("HTTP {status} {}", body.chars().take(120).collect::<String>()),
+                        None => format!(
+                            "HTTP {status} {}",
+                            body.chars().take(120).collect::<String>()
+                        ),
                     }
                 }
                 Err(e) => format!("error {e}"),
@@ -146,7 +220,9 @@ async fn warm_wave(http: &reqwest::Client, base: &str, n: usize) -> std::collect
     }
     let mut counts = std::collections::BTreeMap::<String, u32>::new();
     for t in tasks {
-        *counts.entry(t.await.unwrap_or_else(|e| e.to_string())).or_default() += 1;
+        *counts
+            .entry(t.await.unwrap_or_else(|e| e.to_string()))
+            .or_default() += 1;
     }
     counts
 }

@@ -17,13 +17,18 @@ impl VariantGoals {
     pub fn title(&self, p: &Params) -> String {
         match p.funnel_wait_ms_of(&self.variant) {
             Some(0) => format!("Goals for {} (funnel fails fast, slow phase)", self.variant),
-            Some(w) => format!("Goals for {} (funnel waits ≤ {w} ms, slow phase)", self.variant),
+            Some(w) => format!(
+                "Goals for {} (funnel waits ≤ {w} ms, slow phase)",
+                self.variant
+            ),
             None => format!("Goals for {} (slow phase)", self.variant),
         }
     }
 
     pub fn goodput_missed(&self) -> bool {
-        self.verdicts.iter().any(|g| g.what.starts_with("goodput") && !g.met)
+        self.verdicts
+            .iter()
+            .any(|g| g.what.starts_with("goodput") && !g.met)
     }
 }
 
@@ -33,10 +38,16 @@ pub fn all_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
     let mut out: Vec<VariantGoals> = RESILIENT_VARIANTS
         .iter()
         .filter(|name| find(all, name).is_some())
-        .map(|name| VariantGoals { variant: name.to_string(), verdicts: goals(p, all, name) })
+        .map(|name| VariantGoals {
+            variant: name.to_string(),
+            verdicts: goals(p, all, name),
+        })
         .collect();
     if out.is_empty() {
-        out.push(VariantGoals { variant: RESILIENT_VARIANTS[0].into(), verdicts: goals(p, all, RESILIENT_VARIANTS[0]) });
+        out.push(VariantGoals {
+            variant: RESILIENT_VARIANTS[0].into(),
+            verdicts: goals(p, all, RESILIENT_VARIANTS[0]),
+        });
     }
     out
 }
@@ -70,10 +81,18 @@ fn ms(v: Option<f64>) -> String {
 /// The goals of issue 4 for one resilient variant (slow phase unless said otherwise).
 pub fn goals(p: &Params, all: &[VariantSummary], name: &str) -> Vec<Verdict> {
     let Some(r) = find(all, name) else {
-        return vec![Verdict { what: format!("{name} variant ran"), measured: "not in this run".into(), met: false }];
+        return vec![Verdict {
+            what: format!("{name} variant ran"),
+            measured: "not in this run".into(),
+            met: false,
+        }];
     };
     let Some(s) = slow(r) else {
-        return vec![Verdict { what: format!("{name} variant ran"), measured: r.skipped.clone().unwrap_or_default(), met: false }];
+        return vec![Verdict {
+            what: format!("{name} variant ran"),
+            measured: r.skipped.clone().unwrap_or_default(),
+            met: false,
+        }];
     };
     let cap = p.slow_capacity_rps();
     vec![
@@ -124,8 +143,14 @@ pub fn open_loop(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     all.iter()
         .filter_map(|v| slow(v).map(|s| (v, s)))
         .map(|(v, s)| Verdict {
-            what: format!("{}: achieved rate within 5 % of {:.0}/s (slow phase)", v.name, p.rate),
-            measured: format!("{:.2}/s, send lag p99 {:.1} ms", s.achieved_rps, s.send_lag_p99_ms),
+            what: format!(
+                "{}: achieved rate within 5 % of {:.0}/s (slow phase)",
+                v.name, p.rate
+            ),
+            measured: format!(
+                "{:.2}/s, send lag p99 {:.1} ms",
+                s.achieved_rps, s.send_lag_p99_ms
+            ),
             met: (s.achieved_rps - p.rate).abs() <= 0.05 * p.rate,
         })
         .collect()
@@ -138,16 +163,28 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     let naive_amp = find(all, "naive").and_then(slow).map(|s| s.amplification);
     match find(all, "resilient").and_then(slow) {
         Some(s) => {
-            out.push(Verdict { what: "resilient amplification (slow) ≤ 1.3".into(), measured: format!("{:.3}", s.amplification), met: s.amplification <= 1.3 });
+            out.push(Verdict {
+                what: "resilient amplification (slow) ≤ 1.3".into(),
+                measured: format!("{:.3}", s.amplification),
+                met: s.amplification <= 1.3,
+            });
             out.push(Verdict {
                 what: "resilient amplification (slow) < naive's".into(),
-                measured: format!("{:.3} vs {}", s.amplification, naive_amp.map(|a| format!("{a:.3}")).unwrap_or("naive did not run".into())),
+                measured: format!(
+                    "{:.3} vs {}",
+                    s.amplification,
+                    naive_amp
+                        .map(|a| format!("{a:.3}"))
+                        .unwrap_or("naive did not run".into())
+                ),
                 met: naive_amp.is_some_and(|n| s.amplification < n),
             });
         }
         None => out.push(Verdict {
             what: "resilient variant ran".into(),
-            measured: find(all, "resilient").and_then(|r| r.skipped.clone()).unwrap_or("not in this run".into()),
+            measured: find(all, "resilient")
+                .and_then(|r| r.skipped.clone())
+                .unwrap_or("not in this run".into()),
             met: false,
         }),
     }
@@ -156,14 +193,29 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             if v.name == "resilient" {
                 continue; // already reported above
             }
-            out.push(Verdict { what: format!("{} ran", v.name), measured: reason.clone(), met: false });
+            out.push(Verdict {
+                what: format!("{} ran", v.name),
+                measured: reason.clone(),
+                met: false,
+            });
             continue;
         }
-        let (sent, ok): (u64, u64) = v.phases.iter().fold((0, 0), |a, s| (a.0 + s.health_sent, a.1 + s.health_ok));
+        let (sent, ok): (u64, u64) = v
+            .phases
+            .iter()
+            .fold((0, 0), |a, s| (a.0 + s.health_sent, a.1 + s.health_ok));
         // The storm may starve /health; it must still be served at some point. The resilient
         // variants must serve nearly all.
-        let need = if is_resilient(&v.name) { (sent as f64 * 0.9).ceil() as u64 } else { 1 };
-        out.push(Verdict { what: format!("{}: /health served (≥ {need})", v.name), measured: format!("{ok} of {sent}"), met: ok >= need.max(1) });
+        let need = if is_resilient(&v.name) {
+            (sent as f64 * 0.9).ceil() as u64
+        } else {
+            1
+        };
+        out.push(Verdict {
+            what: format!("{}: /health served (≥ {need})", v.name),
+            measured: format!("{ok} of {sent}"),
+            met: ok >= need.max(1),
+        });
     }
     out.extend(open_loop(p, all));
     out

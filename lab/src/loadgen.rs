@@ -58,7 +58,9 @@ pub struct Counters {
 
 impl Counters {
     pub fn pending(&self) -> u64 {
-        self.sent.load(Relaxed).saturating_sub(self.done.load(Relaxed))
+        self.sent
+            .load(Relaxed)
+            .saturating_sub(self.done.load(Relaxed))
     }
 }
 
@@ -90,7 +92,11 @@ pub async fn open_loop(
             let answer = tokio::time::timeout_at(hard_end, fetch(&http, &url)).await;
             let latency = sent.elapsed().as_secs_f64();
             let (http_status, outcome, latency_s) = match answer {
-                Err(_) => (0, Outcome::Error("no answer by the end of the run".into()), None),
+                Err(_) => (
+                    0,
+                    Outcome::Error("no answer by the end of the run".into()),
+                    None,
+                ),
                 Ok(Err(e)) => (0, Outcome::Error(e), None),
                 Ok(Ok((status, body))) => (status, classify(page, status, &body), Some(latency)),
             };
@@ -103,7 +109,14 @@ pub async fn open_loop(
                 }
                 .fetch_add(1, Relaxed);
             }
-            let _ = tx.send(Record { page, scheduled_s, sent_s, latency_s, http_status, outcome });
+            let _ = tx.send(Record {
+                page,
+                scheduled_s,
+                sent_s,
+                latency_s,
+                http_status,
+                outcome,
+            });
         });
     }
     n
@@ -138,7 +151,12 @@ fn classify(page: Page, status: u16, body: &str) -> Outcome {
             };
             match v.get("status").and_then(|s| s.as_str()) {
                 Some("live") => Outcome::Live,
-                Some("fallback") => Outcome::Fallback(v.get("reason").and_then(|r| r.as_str()).unwrap_or("?").to_string()),
+                Some("fallback") => Outcome::Fallback(
+                    v.get("reason")
+                        .and_then(|r| r.as_str())
+                        .unwrap_or("?")
+                        .to_string(),
+                ),
                 other => Outcome::Error(format!("HTTP 200, status {other:?}")),
             }
         }
@@ -164,10 +182,26 @@ mod tests {
 
     #[test]
     fn classify_reads_the_pages_answer() {
-        assert_eq!(classify(Page::Checkout, 200, r#"{"status":"live"}"#), Outcome::Live);
-        assert_eq!(classify(Page::Checkout, 200, r#"{"status":"fallback","reason":"budget"}"#), Outcome::Fallback("budget".into()));
-        assert!(matches!(classify(Page::Checkout, 200, "<html>"), Outcome::Error(_)));
-        assert!(matches!(classify(Page::Checkout, 502, ""), Outcome::Error(_)));
+        assert_eq!(
+            classify(Page::Checkout, 200, r#"{"status":"live"}"#),
+            Outcome::Live
+        );
+        assert_eq!(
+            classify(
+                Page::Checkout,
+                200,
+                r#"{"status":"fallback","reason":"budget"}"#
+            ),
+            Outcome::Fallback("budget".into())
+        );
+        assert!(matches!(
+            classify(Page::Checkout, 200, "<html>"),
+            Outcome::Error(_)
+        ));
+        assert!(matches!(
+            classify(Page::Checkout, 502, ""),
+            Outcome::Error(_)
+        ));
         assert_eq!(classify(Page::Health, 200, "ok"), Outcome::Live);
     }
 
@@ -188,7 +222,18 @@ mod tests {
         let t0 = Instant::now();
         let hard_end = t0 + Duration::from_millis(900);
         let url = format!("http://127.0.0.1:{port}/checkout");
-        let n = open_loop(client(30.0).unwrap(), url, Page::Checkout, 100.0, t0, 0.5, hard_end, tx, counters.clone()).await;
+        let n = open_loop(
+            client(30.0).unwrap(),
+            url,
+            Page::Checkout,
+            100.0,
+            t0,
+            0.5,
+            hard_end,
+            tx,
+            counters.clone(),
+        )
+        .await;
         assert_eq!(n, 50);
         // All 50 were sent before any answered (none ever does).
         assert_eq!(counters.sent.load(Relaxed), 50);
@@ -201,7 +246,11 @@ mod tests {
         assert_eq!(records.len(), 50);
         for r in &records {
             assert!(matches!(r.outcome, Outcome::Error(_)));
-            assert!(r.sent_s - r.scheduled_s < 0.05, "sent {:.3} s late", r.sent_s - r.scheduled_s);
+            assert!(
+                r.sent_s - r.scheduled_s < 0.05,
+                "sent {:.3} s late",
+                r.sent_s - r.scheduled_s
+            );
         }
     }
 }

@@ -34,7 +34,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start tokio: {e}");
@@ -57,7 +61,10 @@ fn main() -> ExitCode {
 
 async fn interrupted() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
         return std::future::pending().await;
     };
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
@@ -65,7 +72,10 @@ async fn interrupted() {
 
 async fn run(p: Params) -> ExitCode {
     let stamp = utc_stamp();
-    let run_dir = p.out_dir.join(format!("run-{}", stamp.replace([':', '-'], "").replace(' ', "-")));
+    let run_dir = p.out_dir.join(format!(
+        "run-{}",
+        stamp.replace([':', '-'], "").replace(' ', "-")
+    ));
     if let Err(e) = std::fs::create_dir_all(&run_dir) {
         eprintln!("cannot create {}: {e}", run_dir.display());
         return ExitCode::FAILURE;
@@ -73,7 +83,10 @@ async fn run(p: Params) -> ExitCode {
     prune_old_runs(&p.out_dir, 5);
     eprintln!(
         "lab: {} variants × 3 phases × {} s, {} req/s; output in {}",
-        p.variants.len(), p.phase_secs, p.rate, run_dir.display()
+        p.variants.len(),
+        p.phase_secs,
+        p.rate,
+        run_dir.display()
     );
 
     let mut runs = Vec::new();
@@ -84,7 +97,11 @@ async fn run(p: Params) -> ExitCode {
                 Ok(()) => experiment::run_variant(&p, v, &dir).await,
                 Err(why) => {
                     eprintln!("[{v}] skipped: {why}");
-                    experiment::VariantRun { name: v.clone(), skipped: Some(why), ..Default::default() }
+                    experiment::VariantRun {
+                        name: v.clone(),
+                        skipped: Some(why),
+                        ..Default::default()
+                    }
                 }
             }
         } else {
@@ -127,12 +144,20 @@ async fn run(p: Params) -> ExitCode {
         print!("{}", report::verdicts(&g.title(&p), &g.verdicts, false));
     }
     print!("{}", report::verdicts("Open loop", &open_loop, false));
-    println!("report: {}  plots: {}  raw: {}", p.out_dir.join("report.md").display(), p.out_dir.join("timelines.png").display(), run_dir.display());
+    println!(
+        "report: {}  plots: {}  raw: {}",
+        p.out_dir.join("report.md").display(),
+        p.out_dir.join("timelines.png").display(),
+        run_dir.display()
+    );
 
     if p.check {
         let checks = goals::ci_check(&p, &summaries);
         print!("{}", report::verdicts("CI check (--check)", &checks, false));
-        let _ = std::fs::write(run_dir.join("check.json"), serde_json::to_string_pretty(&checks).unwrap_or_default());
+        let _ = std::fs::write(
+            run_dir.join("check.json"),
+            serde_json::to_string_pretty(&checks).unwrap_or_default(),
+        );
         if checks.iter().any(|c| !c.met) {
             println!("CHECK FAILED");
             return ExitCode::FAILURE;
@@ -159,16 +184,37 @@ fn resilient_available(p: &Params) -> Result<(), String> {
         .map_err(|e| format!("php: {e}"))?;
     match out.status.code() {
         Some(0) => Ok(()),
-        Some(3) => Err(format!("{} has no Resilient\\Client yet", p.extension.display())),
-        Some(4) => Err(format!("{} has no funnel wait yet: {}", p.extension.display(), String::from_utf8_lossy(&out.stderr).trim())),
-        _ => Err(format!("php cannot load {}: {}", p.extension.display(), String::from_utf8_lossy(&out.stderr).trim())),
+        Some(3) => Err(format!(
+            "{} has no Resilient\\Client yet",
+            p.extension.display()
+        )),
+        Some(4) => Err(format!(
+            "{} has no funnel wait yet: {}",
+            p.extension.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        _ => Err(format!(
+            "php cannot load {}: {}",
+            p.extension.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
     }
 }
 
 /// Keeps the newest `keep` run-* directories under out/.
 fn prune_old_runs(out: &Path, keep: usize) {
-    let Ok(rd) = std::fs::read_dir(out) else { return };
-    let mut runs: Vec<_> = rd.flatten().map(|e| e.path()).filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("run-"))).collect();
+    let Ok(rd) = std::fs::read_dir(out) else {
+        return;
+    };
+    let mut runs: Vec<_> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+        })
+        .collect();
     runs.sort();
     if runs.len() > keep {
         for old in &runs[..runs.len() - keep] {
@@ -179,7 +225,10 @@ fn prune_old_runs(out: &Path, keep: usize) {
 
 /// "YYYY-MM-DD HH:MM:SS" UTC, without a date crate.
 fn utc_stamp() -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Howard Hinnant's civil_from_days.
     let z = days + 719_468;
@@ -191,5 +240,10 @@ fn utc_stamp() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }

@@ -109,10 +109,17 @@ usage: resilient-lab [options]
                 "--quick" => {}
                 "--check" => p.check = true,
                 "--variants" => {
-                    p.variants = val(&a)?.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+                    p.variants = val(&a)?
+                        .split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect();
                     for v in &p.variants {
                         if !VARIANTS.contains(&v.as_str()) {
-                            return Err(format!("unknown variant '{v}' (known: {})", VARIANTS.join(", ")));
+                            return Err(format!(
+                                "unknown variant '{v}' (known: {})",
+                                VARIANTS.join(", ")
+                            ));
                         }
                     }
                 }
@@ -136,7 +143,12 @@ usage: resilient-lab [options]
                 other => return Err(format!("unknown option '{other}'\n{}", Self::USAGE)),
             }
         }
-        if p.rate <= 0.0 || p.phase_secs <= 0.0 || p.capacity == 0 || p.workers == 0 || p.slow_ms == 0 {
+        if p.rate <= 0.0
+            || p.phase_secs <= 0.0
+            || p.capacity == 0
+            || p.workers == 0
+            || p.slow_ms == 0
+        {
             return Err("rate, phase-secs, capacity, workers and slow-ms must be positive".into());
         }
         p.out_dir = out.unwrap_or_else(|| p.root.join("lab/out"));
@@ -196,15 +208,30 @@ mod tests {
     #[test]
     fn both_resilient_variants_run_by_default_and_only_one_waits() {
         let p = parse(&[]).unwrap();
-        assert_eq!(p.variants, ["naive", "laravel", "resilient", "resilient-failfast"]);
+        assert_eq!(
+            p.variants,
+            ["naive", "laravel", "resilient", "resilient-failfast"]
+        );
         assert_eq!(p.funnel_wait_ms_of("resilient"), Some(50));
         assert_eq!(p.funnel_wait_ms_of("resilient-failfast"), Some(0));
         assert_eq!(p.funnel_wait_ms_of("laravel"), None);
 
-        let p = parse(&["--funnel-wait-ms", "20", "--variants", "resilient-failfast,resilient"]).unwrap();
+        let p = parse(&[
+            "--funnel-wait-ms",
+            "20",
+            "--variants",
+            "resilient-failfast,resilient",
+        ])
+        .unwrap();
         assert_eq!(p.variants, ["resilient-failfast", "resilient"]);
         assert_eq!(p.funnel_wait_ms_of("resilient"), Some(20));
-        assert_eq!(p.funnel_wait_ms_of("resilient-failfast"), Some(0), "the fail-fast variant ignores the flag");
-        assert!(parse(&["--variants", "naive,resilient-wait"]).unwrap_err().contains("unknown variant 'resilient-wait'"));
+        assert_eq!(
+            p.funnel_wait_ms_of("resilient-failfast"),
+            Some(0),
+            "the fail-fast variant ignores the flag"
+        );
+        assert!(parse(&["--variants", "naive,resilient-wait"])
+            .unwrap_err()
+            .contains("unknown variant 'resilient-wait'"));
     }
 }

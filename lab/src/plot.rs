@@ -13,7 +13,12 @@ use crate::analysis::{Bin, VariantSummary, BIN_S};
 use crate::params::Params;
 
 /// naive red, laravel blue, resilient green, resilient-failfast orange.
-const PALETTE: [RGBColor; 4] = [RGBColor(214, 39, 40), RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(255, 127, 14)];
+const PALETTE: [RGBColor; 4] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+];
 const SLOW_SHADE: RGBColor = RGBColor(255, 236, 214);
 
 /// How a variant's line looks: colour, width, dashed.
@@ -32,7 +37,11 @@ fn look_of(name: &str, i: usize) -> LineLook {
         "resilient-failfast" => (PALETTE[3], 2, true),
         _ => (PALETTE[i % PALETTE.len()], 2, false),
     };
-    LineLook { color, width, dashed }
+    LineLook {
+        color,
+        width,
+        dashed,
+    }
 }
 
 struct Panel {
@@ -49,11 +58,18 @@ struct Panel {
 fn panels(p: &Params) -> Vec<Panel> {
     vec![
         Panel {
-            title: format!("/checkout: offered (grey) vs goodput (live within {:.1} s), req/s", p.good_within_s),
+            title: format!(
+                "/checkout: offered (grey) vs goodput (live within {:.1} s), req/s",
+                p.good_within_s
+            ),
             y_desc: "req/s",
             log: false,
             value: |b| Some(b.goodput_rps),
-            reference: Some((format!("upstream capacity when slow {:.1}/s", p.slow_capacity_rps()), p.slow_capacity_rps(), true)),
+            reference: Some((
+                format!("upstream capacity when slow {:.1}/s", p.slow_capacity_rps()),
+                p.slow_capacity_rps(),
+                true,
+            )),
             offered: true,
             legend: SeriesLabelPosition::LowerLeft,
         },
@@ -123,7 +139,11 @@ fn y_top(panel: &Panel, ran: &[&VariantSummary]) -> f64 {
     tf(panel.log, ymax) * 1.1 + if panel.log { 0.1 } else { 0.0 }
 }
 
-fn header(area: &DrawingArea<BitMapBackend, plotters::coord::Shift>, p: &Params, what: &str) -> Result<(), String> {
+fn header(
+    area: &DrawingArea<BitMapBackend, plotters::coord::Shift>,
+    p: &Params,
+    what: &str,
+) -> Result<(), String> {
     area.draw_text(
         &format!(
             "Retry storm lab{what}: {} req/s open loop, upstream {} slots {}→{}→{} ms, {} FPM workers, deadline {} ms (slow phase shaded)",
@@ -137,7 +157,10 @@ fn header(area: &DrawingArea<BitMapBackend, plotters::coord::Shift>, p: &Params,
 
 /// The variants overlaid, one panel per metric.
 pub fn timelines(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), String> {
-    let ran: Vec<&VariantSummary> = all.iter().filter(|v| v.skipped.is_none() && !v.bins.is_empty()).collect();
+    let ran: Vec<&VariantSummary> = all
+        .iter()
+        .filter(|v| v.skipped.is_none() && !v.bins.is_empty())
+        .collect();
     if ran.is_empty() {
         return Err("nothing to plot".into());
     }
@@ -151,13 +174,17 @@ pub fn timelines(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), 
     for (panel, area) in panels.iter().zip(areas.iter()) {
         draw_panel(p, panel, area, &ran, y_top(panel, &ran), &panel.title, true)?;
     }
-    root.present().map_err(|e| format!("{}: {e}", path.display()))?;
+    root.present()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
 }
 
 /// One column per variant, one row per metric, the same axes along each row.
 pub fn grid(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), String> {
-    let ran: Vec<&VariantSummary> = all.iter().filter(|v| v.skipped.is_none() && !v.bins.is_empty()).collect();
+    let ran: Vec<&VariantSummary> = all
+        .iter()
+        .filter(|v| v.skipped.is_none() && !v.bins.is_empty())
+        .collect();
     if ran.is_empty() {
         return Err("nothing to plot".into());
     }
@@ -172,10 +199,19 @@ pub fn grid(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), Strin
         let top = y_top(panel, &ran);
         for (c, v) in ran.iter().enumerate() {
             let short = panel.title.split(',').next().unwrap_or(&panel.title);
-            draw_panel(p, panel, &areas[r * ran.len() + c], &[*v], top, &format!("{}: {short}", v.name), false)?;
+            draw_panel(
+                p,
+                panel,
+                &areas[r * ran.len() + c],
+                &[*v],
+                top,
+                &format!("{}: {short}", v.name),
+                false,
+            )?;
         }
     }
-    root.present().map_err(|e| format!("{}: {e}", path.display()))?;
+    root.present()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
 }
 
@@ -207,7 +243,11 @@ fn draw_panel(
             .y_label_formatter(&|y| {
                 if log {
                     let v = 10f64.powf(*y);
-                    if v >= 100.0 { format!("{:.0}", v) } else { format!("{:.1}", v) }
+                    if v >= 100.0 {
+                        format!("{:.0}", v)
+                    } else {
+                        format!("{:.1}", v)
+                    }
                 } else {
                     format!("{:.0}", y)
                 }
@@ -218,24 +258,48 @@ fn draw_panel(
             .draw()
             .map_err(|e| e.to_string())?;
         chart
-            .draw_series(std::iter::once(Rectangle::new([(p.phase_secs, 0.0), (2.0 * p.phase_secs, ytop)], SLOW_SHADE.filled())))
+            .draw_series(std::iter::once(Rectangle::new(
+                [(p.phase_secs, 0.0), (2.0 * p.phase_secs, ytop)],
+                SLOW_SHADE.filled(),
+            )))
             .map_err(|e| e.to_string())?;
         if let Some((label, r, slow_only)) = &panel.reference {
-            let (x0, x1) = if *slow_only { (p.phase_secs, 2.0 * p.phase_secs) } else { (0.0, xmax) };
+            let (x0, x1) = if *slow_only {
+                (p.phase_secs, 2.0 * p.phase_secs)
+            } else {
+                (0.0, xmax)
+            };
             let y = tf(log, *r);
             chart
-                .draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], BLACK.mix(0.6).stroke_width(1))))
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x0, y), (x1, y)],
+                    BLACK.mix(0.6).stroke_width(1),
+                )))
                 .map_err(|e| e.to_string())?
                 .label(label.clone())
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.6).stroke_width(1)));
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.6).stroke_width(1))
+                });
         }
         if panel.offered {
-            let pts: Vec<(f64, f64)> = ran[0].bins.iter().map(|b| (b.t_s + BIN_S / 2.0, b.offered_rps)).collect();
+            let pts: Vec<(f64, f64)> = ran[0]
+                .bins
+                .iter()
+                .map(|b| (b.t_s + BIN_S / 2.0, b.offered_rps))
+                .collect();
             chart
-                .draw_series(LineSeries::new(pts, RGBColor(150, 150, 150).stroke_width(3)))
+                .draw_series(LineSeries::new(
+                    pts,
+                    RGBColor(150, 150, 150).stroke_width(3),
+                ))
                 .map_err(|e| e.to_string())?
                 .label("offered")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RGBColor(150, 150, 150).stroke_width(3)));
+                .legend(|(x, y)| {
+                    PathElement::new(
+                        vec![(x, y), (x + 20, y)],
+                        RGBColor(150, 150, 150).stroke_width(3),
+                    )
+                });
         }
         // Widest first, so that narrower lines on top leave the wider ones' edges visible; the
         // legend keeps the variants' own order.
@@ -244,7 +308,18 @@ fn draw_panel(
             .enumerate()
             .map(|(i, v)| {
                 let look = look_of(&v.name, i);
-                (i, if overlay { look } else { LineLook { width: 3, dashed: false, ..look } })
+                (
+                    i,
+                    if overlay {
+                        look
+                    } else {
+                        LineLook {
+                            width: 3,
+                            dashed: false,
+                            ..look
+                        }
+                    },
+                )
             })
             .collect();
         order.sort_by_key(|(i, look)| (std::cmp::Reverse(look.width), *i));
@@ -253,13 +328,24 @@ fn draw_panel(
             let pts: Vec<(f64, f64)> = ran[i]
                 .bins
                 .iter()
-                .filter_map(|b| (panel.value)(b).map(|y| (b.t_s + BIN_S / 2.0, if y.is_finite() { tf(log, y) } else { ytop })))
+                .filter_map(|b| {
+                    (panel.value)(b).map(|y| {
+                        (
+                            b.t_s + BIN_S / 2.0,
+                            if y.is_finite() { tf(log, y) } else { ytop },
+                        )
+                    })
+                })
                 .collect();
             let style = look.color.stroke_width(look.width);
             if look.dashed {
-                chart.draw_series(DashedLineSeries::new(pts.clone(), 9, 5, style)).map_err(|e| e.to_string())?;
+                chart
+                    .draw_series(DashedLineSeries::new(pts.clone(), 9, 5, style))
+                    .map_err(|e| e.to_string())?;
             } else {
-                chart.draw_series(LineSeries::new(pts.clone(), style)).map_err(|e| e.to_string())?;
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), style))
+                    .map_err(|e| e.to_string())?;
             }
             drawn.push((i, pts, look));
         }
@@ -271,13 +357,21 @@ fn draw_panel(
                 .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
                 .map_err(|e| e.to_string())?
                 .label(ran[i].name.clone())
-                .legend(move |(x, y)| -> DynElement<'static, BitMapBackend, (i32, i32)> {
-                    if look.dashed {
-                        plotters::element::DashedPathElement::new(vec![(x, y), (x + 24, y)], 7, 4, style).into_dyn()
-                    } else {
-                        PathElement::new(vec![(x, y), (x + 24, y)], style).into_dyn()
-                    }
-                });
+                .legend(
+                    move |(x, y)| -> DynElement<'static, BitMapBackend, (i32, i32)> {
+                        if look.dashed {
+                            plotters::element::DashedPathElement::new(
+                                vec![(x, y), (x + 24, y)],
+                                7,
+                                4,
+                                style,
+                            )
+                            .into_dyn()
+                        } else {
+                            PathElement::new(vec![(x, y), (x + 24, y)], style).into_dyn()
+                        }
+                    },
+                );
         }
         chart
             .configure_series_labels()

@@ -19,11 +19,20 @@ pub struct Child {
 impl Child {
     /// Starts `cmd` with stdout/stderr appended to `log`.
     pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Result<Child, String> {
-        let out = File::options().create(true).append(true).open(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| format!("{}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-        let inner = cmd.spawn().map_err(|e| format!("cannot start {name} ({:?}): {e}", cmd.get_program()))?;
-        Ok(Child { name: name.to_string(), inner: Some(inner) })
+        let inner = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {name} ({:?}): {e}", cmd.get_program()))?;
+        Ok(Child {
+            name: name.to_string(),
+            inner: Some(inner),
+        })
     }
 
     /// `Err` with the exit status if the child has already exited.
@@ -38,7 +47,9 @@ impl Child {
 
     /// SIGTERM, wait up to 3 s, then SIGKILL; always reaps.
     pub fn stop(&mut self) {
-        let Some(mut c) = self.inner.take() else { return };
+        let Some(mut c) = self.inner.take() else {
+            return;
+        };
         if let Ok(Some(_)) = c.try_wait() {
             return;
         }

@@ -13,14 +13,29 @@ use crate::loadgen::Counters;
 use crate::params::{Params, PHASES};
 use crate::sampler::Sample;
 
-pub async fn run(p: Params, variant: String, t0: Instant, counters: Arc<Counters>, latest: Arc<Mutex<Sample>>, stop: Arc<AtomicBool>) {
+pub async fn run(
+    p: Params,
+    variant: String,
+    t0: Instant,
+    counters: Arc<Counters>,
+    latest: Arc<Mutex<Sample>>,
+    stop: Arc<AtomicBool>,
+) {
     let tty = std::io::stderr().is_terminal();
-    let period = if tty { Duration::from_millis(250) } else { Duration::from_secs(5) };
+    let period = if tty {
+        Duration::from_millis(250)
+    } else {
+        Duration::from_secs(5)
+    };
     let total = p.total_secs();
     while !stop.load(Relaxed) {
         tokio::time::sleep(period).await;
         let t = (Instant::now() - t0).as_secs_f64();
-        let phase = if t >= total { "drain" } else { PHASES[((t / p.phase_secs) as usize).min(2)] };
+        let phase = if t >= total {
+            "drain"
+        } else {
+            PHASES[((t / p.phase_secs) as usize).min(2)]
+        };
         let width = 30usize;
         let filled = ((t / total).min(1.0) * width as f64) as usize;
         let bar: String = "#".repeat(filled) + &".".repeat(width - filled);

@@ -33,23 +33,82 @@ fn reasons(m: &std::collections::BTreeMap<String, u64>) -> String {
 /// (metric name, value per phase stats) rows of one block.
 fn rows(p: &Params, s: &PhaseStats, last: bool, v: &VariantSummary) -> Vec<(String, String)> {
     let mut r = vec![
-        ("offered / achieved req/s".into(), format!("{:.1} / {:.1}", s.offered_rps, s.achieved_rps)),
-        (format!("goodput req/s (live ≤ {:.1} s)", p.good_within_s), format!("{:.1}", s.goodput_rps)),
+        (
+            "offered / achieved req/s".into(),
+            format!("{:.1} / {:.1}", s.offered_rps, s.achieved_rps),
+        ),
+        (
+            format!("goodput req/s (live ≤ {:.1} s)", p.good_within_s),
+            format!("{:.1}", s.goodput_rps),
+        ),
         ("live but late".into(), s.live_late.to_string()),
-        ("fallback (fast refusals etc.)".into(), format!("{}{}", s.fallback, reasons(&s.fallback_by_reason))),
-        ("errors".into(), format!("{}{}", s.errors, reasons(&s.errors_by_kind))),
-        ("amplification (attempts/requests)".into(), format!("{:.2} ({}/{})", s.amplification, s.upstream_attempts, s.sent)),
-        ("upstream max in service / queue".into(), format!("{} / {}", s.upstream_max_in_service, s.upstream_max_queue)),
-        ("upstream slot utilization".into(), format!("{:.0} %", 100.0 * s.upstream_utilization)),
-        ("freed slot idles until next request (p50)".into(), s.free_slot_idle_p50_ms.map(|x| format!("{x:.1} ms")).unwrap_or_else(|| "–".into())),
-        ("live p50 / p99 ms".into(), format!("{} / {}", f1(s.live_p50_ms), f1(s.live_p99_ms))),
-        ("fallback p50 / p99 ms".into(), format!("{} / {}", f1(s.fallback_p50_ms), f1(s.fallback_p99_ms))),
-        ("/health p99 ms (ok/sent)".into(), format!("{} ({}/{})", f1(s.health_p99_ms), s.health_ok, s.health_sent)),
-        ("FPM busy max / idle min / queue max".into(), format!("{} / {} / {}", opt(s.fpm_busy_max), opt(s.fpm_idle_min), opt(s.fpm_listen_queue_max))),
-        ("FPM out of idle workers".into(), if s.fpm_out_of_idle { "YES" } else { "no" }.into()),
+        (
+            "fallback (fast refusals etc.)".into(),
+            format!("{}{}", s.fallback, reasons(&s.fallback_by_reason)),
+        ),
+        (
+            "errors".into(),
+            format!("{}{}", s.errors, reasons(&s.errors_by_kind)),
+        ),
+        (
+            "amplification (attempts/requests)".into(),
+            format!(
+                "{:.2} ({}/{})",
+                s.amplification, s.upstream_attempts, s.sent
+            ),
+        ),
+        (
+            "upstream max in service / queue".into(),
+            format!("{} / {}", s.upstream_max_in_service, s.upstream_max_queue),
+        ),
+        (
+            "upstream slot utilization".into(),
+            format!("{:.0} %", 100.0 * s.upstream_utilization),
+        ),
+        (
+            "freed slot idles until next request (p50)".into(),
+            s.free_slot_idle_p50_ms
+                .map(|x| format!("{x:.1} ms"))
+                .unwrap_or_else(|| "–".into()),
+        ),
+        (
+            "live p50 / p99 ms".into(),
+            format!("{} / {}", f1(s.live_p50_ms), f1(s.live_p99_ms)),
+        ),
+        (
+            "fallback p50 / p99 ms".into(),
+            format!("{} / {}", f1(s.fallback_p50_ms), f1(s.fallback_p99_ms)),
+        ),
+        (
+            "/health p99 ms (ok/sent)".into(),
+            format!(
+                "{} ({}/{})",
+                f1(s.health_p99_ms),
+                s.health_ok,
+                s.health_sent
+            ),
+        ),
+        (
+            "FPM busy max / idle min / queue max".into(),
+            format!(
+                "{} / {} / {}",
+                opt(s.fpm_busy_max),
+                opt(s.fpm_idle_min),
+                opt(s.fpm_listen_queue_max)
+            ),
+        ),
+        (
+            "FPM out of idle workers".into(),
+            if s.fpm_out_of_idle { "YES" } else { "no" }.into(),
+        ),
     ];
     if last {
-        r.push(("recovery after healing".into(), v.recovery_s.map(|x| format!("{x:.2} s")).unwrap_or_else(|| "not within phase".into())));
+        r.push((
+            "recovery after healing".into(),
+            v.recovery_s
+                .map(|x| format!("{x:.2} s"))
+                .unwrap_or_else(|| "not within phase".into()),
+        ));
     }
     r
 }
@@ -59,28 +118,65 @@ pub fn tables(p: &Params, all: &[VariantSummary], markdown: bool) -> String {
     let ran: Vec<&VariantSummary> = all.iter().filter(|v| v.skipped.is_none()).collect();
     let mut out = String::new();
     for v in all.iter().filter(|v| v.skipped.is_some()) {
-        let _ = writeln!(out, "{}: did not run — {}\n", v.name, v.skipped.as_deref().unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "{}: did not run — {}\n",
+            v.name,
+            v.skipped.as_deref().unwrap_or("")
+        );
     }
     if ran.is_empty() {
         return out;
     }
     for i in 0..3 {
         let ph = &ran[0].phases[i];
-        let title = format!("{} ({:.0}–{:.0} s, upstream {} ms)", ph.phase, ph.from_s, ph.to_s, if i == 1 { p.slow_ms } else { p.normal_ms });
-        let table: Vec<Vec<(String, String)>> = ran.iter().map(|v| rows(p, &v.phases[i], i == 2, v)).collect();
+        let title = format!(
+            "{} ({:.0}–{:.0} s, upstream {} ms)",
+            ph.phase,
+            ph.from_s,
+            ph.to_s,
+            if i == 1 { p.slow_ms } else { p.normal_ms }
+        );
+        let table: Vec<Vec<(String, String)>> = ran
+            .iter()
+            .map(|v| rows(p, &v.phases[i], i == 2, v))
+            .collect();
         let names: Vec<&str> = table[0].iter().map(|r| r.0.as_str()).collect();
         if markdown {
             let _ = writeln!(out, "### {title}\n");
-            let _ = writeln!(out, "| metric | {} |", ran.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(" | "));
+            let _ = writeln!(
+                out,
+                "| metric | {} |",
+                ran.iter()
+                    .map(|v| v.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            );
             let _ = writeln!(out, "|---|{}", "---|".repeat(ran.len()));
             for (k, name) in names.iter().enumerate() {
-                let _ = writeln!(out, "| {name} | {} |", table.iter().map(|t| t[k].1.as_str()).collect::<Vec<_>>().join(" | "));
+                let _ = writeln!(
+                    out,
+                    "| {name} | {} |",
+                    table
+                        .iter()
+                        .map(|t| t[k].1.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                );
             }
             let _ = writeln!(out);
         } else {
             let w0 = names.iter().map(|n| n.chars().count()).max().unwrap_or(10) + 2;
             let ws: Vec<usize> = (0..ran.len())
-                .map(|j| table[j].iter().map(|r| r.1.chars().count()).max().unwrap_or(8).max(ran[j].name.len()) + 2)
+                .map(|j| {
+                    table[j]
+                        .iter()
+                        .map(|r| r.1.chars().count())
+                        .max()
+                        .unwrap_or(8)
+                        .max(ran[j].name.len())
+                        + 2
+                })
                 .collect();
             let _ = writeln!(out, "== {title} ==");
             let mut head = format!("{:w0$}", "");
@@ -106,19 +202,39 @@ pub fn verdicts(title: &str, v: &[Verdict], markdown: bool) -> String {
     if markdown {
         let _ = writeln!(out, "### {title}\n\n| goal | measured | |\n|---|---|---|");
         for x in v {
-            let _ = writeln!(out, "| {} | {} | {} |", x.what, x.measured, if x.met { "met" } else { "**MISSED**" });
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                x.what,
+                x.measured,
+                if x.met { "met" } else { "**MISSED**" }
+            );
         }
     } else {
         let _ = writeln!(out, "== {title} ==");
         for x in v {
-            let _ = writeln!(out, "  [{}] {} — {}", if x.met { " met " } else { "MISSED" }, x.what, x.measured);
+            let _ = writeln!(
+                out,
+                "  [{}] {} — {}",
+                if x.met { " met " } else { "MISSED" },
+                x.what,
+                x.measured
+            );
         }
     }
     let _ = writeln!(out);
     out
 }
 
-pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[VariantGoals], open_loop: &[Verdict], run_dir: &Path, started: &str, plots: &[String]) -> String {
+pub fn markdown(
+    p: &Params,
+    all: &[VariantSummary],
+    goals: &[VariantGoals],
+    open_loop: &[Verdict],
+    run_dir: &Path,
+    started: &str,
+    plots: &[String],
+) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Retry-storm lab report\n");
     let _ = writeln!(
@@ -135,10 +251,18 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[VariantGoals], open
     }
     let _ = writeln!(md, "Upstream capacity when slow: {} / {} ms = {:.1} req/s, below the offered {} req/s before any retry.\n", p.capacity, p.slow_ms, p.slow_capacity_rps(), p.rate);
     for g in goals {
-        md.push_str(&verdicts(&format!("{} — issue 4", g.title(p)), &g.verdicts, true));
+        md.push_str(&verdicts(
+            &format!("{} — issue 4", g.title(p)),
+            &g.verdicts,
+            true,
+        ));
         md.push_str(&miss_notes(p, all, g));
     }
-    md.push_str(&verdicts("Open loop (the generator kept its rate)", open_loop, true));
+    md.push_str(&verdicts(
+        "Open loop (the generator kept its rate)",
+        open_loop,
+        true,
+    ));
     for plot in plots {
         let _ = writeln!(md, "![{plot}]({plot})\n");
     }
@@ -181,7 +305,16 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[VariantGoals], open
         p.deadline_ms, p.funnel_wait_ms
     );
     for v in all {
-        let _ = writeln!(md, "- {} warm-up: {}", v.name, if v.warmup.is_empty() { v.skipped.as_deref().unwrap_or("–") } else { &v.warmup });
+        let _ = writeln!(
+            md,
+            "- {} warm-up: {}",
+            v.name,
+            if v.warmup.is_empty() {
+                v.skipped.as_deref().unwrap_or("–")
+            } else {
+                &v.warmup
+            }
+        );
     }
     md
 }
@@ -190,19 +323,32 @@ pub fn markdown(p: &Params, all: &[VariantSummary], goals: &[VariantGoals], open
 /// the goodput goal, for whichever resilient variant misses it.
 fn miss_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> String {
     let mut out = String::new();
-    let slow = all.iter().find(|v| v.name == g.variant && v.skipped.is_none()).and_then(|v| v.phases.get(1));
-    let (true, Some(s), Some(wait_ms)) = (g.goodput_missed(), slow, p.funnel_wait_ms_of(&g.variant)) else {
+    let slow = all
+        .iter()
+        .find(|v| v.name == g.variant && v.skipped.is_none())
+        .and_then(|v| v.phases.get(1));
+    let (true, Some(s), Some(wait_ms)) =
+        (g.goodput_missed(), slow, p.funnel_wait_ms_of(&g.variant))
+    else {
         return out;
     };
     let interval = 1000.0 / p.rate;
     let per_cycle = (p.slow_ms as f64 / interval).floor() + 1.0;
     let ceiling = p.slow_ms as f64 / (per_cycle * interval);
-    let gap = s.free_slot_idle_p50_ms.map(|x| format!("{x:.1} ms")).unwrap_or("?".into());
+    let gap = s
+        .free_slot_idle_p50_ms
+        .map(|x| format!("{x:.1} ms"))
+        .unwrap_or("?".into());
     let laravel = all
         .iter()
         .find(|v| v.name == "laravel" && v.skipped.is_none())
         .and_then(|v| v.phases.get(1))
-        .map(|l| format!(" The Laravel variant's funnel (same limit, also fail-fast) got {:.1}/s.", l.goodput_rps))
+        .map(|l| {
+            format!(
+                " The Laravel variant's funnel (same limit, also fail-fast) got {:.1}/s.",
+                l.goodput_rps
+            )
+        })
         .unwrap_or_default();
     if wait_ms == 0 {
         let _ = writeln!(
@@ -262,10 +408,15 @@ fn waiting_variant(p: &Params, all: &[VariantSummary]) -> String {
 
 /// Raw series: requests.csv, upstream_attempts.csv, samples.csv, timeline.csv, summary.json.
 pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Result<(), String> {
-    let w = |name: &str, s: String| std::fs::write(dir.join(name), s).map_err(|e| format!("{name}: {e}"));
-    let mut req = String::from("variant,page,scheduled_s,sent_s,latency_ms,http_status,outcome,detail\n");
+    let w = |name: &str, s: String| {
+        std::fs::write(dir.join(name), s).map_err(|e| format!("{name}: {e}"))
+    };
+    let mut req =
+        String::from("variant,page,scheduled_s,sent_s,latency_ms,http_status,outcome,detail\n");
     let mut att = String::from("variant,arrival_s,start_s,end_s,client_gone\n");
-    let mut smp = String::from("variant,t_s,fpm_active,fpm_idle,fpm_listen_queue,upstream_in_service,upstream_queued\n");
+    let mut smp = String::from(
+        "variant,t_s,fpm_active,fpm_idle,fpm_listen_queue,upstream_in_service,upstream_queued\n",
+    );
     let o = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
     for r in runs {
         for x in &r.records {
@@ -281,16 +432,36 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
                 x.page,
                 x.scheduled_s,
                 x.sent_s,
-                x.latency_s.map(|l| format!("{:.2}", l * 1000.0)).unwrap_or_default(),
+                x.latency_s
+                    .map(|l| format!("{:.2}", l * 1000.0))
+                    .unwrap_or_default(),
                 x.http_status
             );
         }
         for a in &r.attempts {
             let t = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_default();
-            let _ = writeln!(att, "{},{:.4},{},{},{}", r.name, a.arrival_s, t(a.start_s), t(a.end_s), a.gone);
+            let _ = writeln!(
+                att,
+                "{},{:.4},{},{},{}",
+                r.name,
+                a.arrival_s,
+                t(a.start_s),
+                t(a.end_s),
+                a.gone
+            );
         }
         for s in &r.samples {
-            let _ = writeln!(smp, "{},{:.3},{},{},{},{},{}", r.name, s.t_s, o(s.fpm_active), o(s.fpm_idle), o(s.fpm_listen_queue), o(s.upstream_in_service), o(s.upstream_queued));
+            let _ = writeln!(
+                smp,
+                "{},{:.3},{},{},{},{},{}",
+                r.name,
+                s.t_s,
+                o(s.fpm_active),
+                o(s.fpm_idle),
+                o(s.fpm_listen_queue),
+                o(s.upstream_in_service),
+                o(s.upstream_queued)
+            );
         }
     }
     let mut tl = String::from("variant,t_s,offered_rps,goodput_rps,fallback_rps,error_rps,upstream_attempts_rps,upstream_in_service_max,upstream_queue_max,upstream_in_flight_max,health_p99_ms,fpm_busy_max,fpm_listen_queue_max\n");
@@ -299,10 +470,25 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
             let _ = writeln!(
                 tl,
                 "{},{:.2},{:.1},{:.1},{:.1},{:.1},{:.1},{},{},{},{},{},{}",
-                v.name, b.t_s, b.offered_rps, b.goodput_rps, b.fallback_rps, b.error_rps, b.upstream_attempts_rps,
-                b.upstream_in_service_max, b.upstream_queue_max, b.upstream_in_flight_max,
-                b.health_p99_ms.map(|x| if x.is_finite() { format!("{x:.1}") } else { "inf".into() }).unwrap_or_default(),
-                o(b.fpm_busy_max), o(b.fpm_listen_queue_max)
+                v.name,
+                b.t_s,
+                b.offered_rps,
+                b.goodput_rps,
+                b.fallback_rps,
+                b.error_rps,
+                b.upstream_attempts_rps,
+                b.upstream_in_service_max,
+                b.upstream_queue_max,
+                b.upstream_in_flight_max,
+                b.health_p99_ms
+                    .map(|x| if x.is_finite() {
+                        format!("{x:.1}")
+                    } else {
+                        "inf".into()
+                    })
+                    .unwrap_or_default(),
+                o(b.fpm_busy_max),
+                o(b.fpm_listen_queue_max)
             );
         }
     }
@@ -310,6 +496,10 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
     w("upstream_attempts.csv", att)?;
     w("samples.csv", smp)?;
     w("timeline.csv", tl)?;
-    w("summary.json", serde_json::to_string_pretty(&serde_json::json!({ "variants": all, "runs": runs })).map_err(|e| e.to_string())?)?;
+    w(
+        "summary.json",
+        serde_json::to_string_pretty(&serde_json::json!({ "variants": all, "runs": runs }))
+            .map_err(|e| e.to_string())?,
+    )?;
     Ok(())
 }

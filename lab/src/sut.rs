@@ -25,7 +25,12 @@ pub struct SystemUnderTest {
 
 impl SystemUnderTest {
     /// Writes the configs into `dir` and starts everything; waits until /health answers.
-    pub fn start(p: &Params, variant: &str, dir: &Path, upstream_url: &str) -> Result<SystemUnderTest, String> {
+    pub fn start(
+        p: &Params,
+        variant: &str,
+        dir: &Path,
+        upstream_url: &str,
+    ) -> Result<SystemUnderTest, String> {
         std::fs::create_dir_all(dir.join("nginx-tmp")).map_err(|e| e.to_string())?;
         let app = p.root.join("lab/app");
         let conf = p.root.join("lab/conf");
@@ -33,8 +38,24 @@ impl SystemUnderTest {
         let (redis, redis_port) = if variant == "laravel" {
             let port = free_port()?;
             let mut cmd = Command::new("redis-server");
-            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--dir", &dir.display().to_string(), "--daemonize", "no", "--loglevel", "warning"]);
+            cmd.args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args([
+                "--dir",
+                &dir.display().to_string(),
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+            ]);
             let child = Child::spawn("redis-server", cmd, &dir.join("redis.log"))?;
             if !wait_for_port(port, Duration::from_secs(10)) {
                 return Err("redis-server did not start (see redis.log)".into());
@@ -52,7 +73,10 @@ impl SystemUnderTest {
             ("UPSTREAM_URL", upstream_url.to_string()),
             ("REDIS_PORT", redis_port.to_string()),
             ("DEADLINE_MS", p.deadline_ms.to_string()),
-            ("FUNNEL_WAIT_MS", p.funnel_wait_ms_of(variant).unwrap_or(0).to_string()),
+            (
+                "FUNNEL_WAIT_MS",
+                p.funnel_wait_ms_of(variant).unwrap_or(0).to_string(),
+            ),
             ("FPM_PORT", free_port()?.to_string()),
         ];
         let fpm_conf = dir.join("php-fpm.conf");
@@ -62,7 +86,14 @@ impl SystemUnderTest {
         cmd.args(["-n", "-R", "-F", "-y"]).arg(&fpm_conf);
         // error_reporting as php.ini-production (E_ALL & ~E_DEPRECATED & ~E_STRICT): Laravel 8 on
         // PHP 8.2 raises two deprecations per Http call, which would only fill php-error.log.
-        for d in ["zend_extension=opcache", "opcache.enable=1", "opcache.enable_cli=0", "display_errors=0", "log_errors=1", "error_reporting=22527"] {
+        for d in [
+            "zend_extension=opcache",
+            "opcache.enable=1",
+            "opcache.enable_cli=0",
+            "display_errors=0",
+            "log_errors=1",
+            "error_reporting=22527",
+        ] {
             cmd.args(["-d", d]);
         }
         for ext in BASE_EXTENSIONS {
@@ -71,7 +102,11 @@ impl SystemUnderTest {
         let mut shm_path = None;
         if is_resilient(variant) {
             // Each variant its own segment: no funnel slot or budget token carries over.
-            let shm = PathBuf::from(format!("/dev/shm/resilient-lab-{}-{}.shm", std::process::id(), variant));
+            let shm = PathBuf::from(format!(
+                "/dev/shm/resilient-lab-{}-{}.shm",
+                std::process::id(),
+                variant
+            ));
             let _ = std::fs::remove_file(&shm);
             cmd.args(["-d", &format!("extension={}", p.extension.display())]);
             cmd.args(["-d", &format!("resilient.shm_path={}", shm.display())]);
@@ -89,10 +124,21 @@ impl SystemUnderTest {
         let nginx_conf = dir.join("nginx.conf");
         render(&conf.join("nginx.conf.tmpl"), &nginx_conf, &vars)?;
         let mut cmd = Command::new("nginx");
-        cmd.arg("-c").arg(&nginx_conf).arg("-p").arg(dir).args(["-e", &dir.join("nginx-error.log").display().to_string()]);
+        cmd.arg("-c")
+            .arg(&nginx_conf)
+            .arg("-p")
+            .arg(dir)
+            .args(["-e", &dir.join("nginx-error.log").display().to_string()]);
         let nginx = Child::spawn("nginx", cmd, &dir.join("nginx.out"))?;
 
-        let mut sut = SystemUnderTest { port, dir: dir.to_path_buf(), nginx, fpm, _redis: redis, shm_path };
+        let mut sut = SystemUnderTest {
+            port,
+            dir: dir.to_path_buf(),
+            nginx,
+            fpm,
+            _redis: redis,
+            shm_path,
+        };
         if !wait_for_port(port, Duration::from_secs(10)) {
             return Err("nginx did not listen (see nginx-error.log)".into());
         }
@@ -104,7 +150,9 @@ impl SystemUnderTest {
         let until = std::time::Instant::now() + timeout;
         let mut last = String::new();
         while std::time::Instant::now() < until {
-            self.fpm.check_alive().map_err(|e| format!("{e} (see {}/fpm-error.log)", self.dir.display()))?;
+            self.fpm
+                .check_alive()
+                .map_err(|e| format!("{e} (see {}/fpm-error.log)", self.dir.display()))?;
             self.nginx.check_alive()?;
             match http_get(self.port, "/health") {
                 Ok((200, _)) => return Ok(()),
@@ -138,7 +186,11 @@ fn render(tmpl: &Path, out: &Path, vars: &[(&str, String)]) -> Result<(), String
         s = s.replace(&format!("{{{{{k}}}}}"), v);
     }
     if let Some(i) = s.find("{{") {
-        return Err(format!("{}: unfilled placeholder near '{}'", tmpl.display(), &s[i..(i + 30).min(s.len())]));
+        return Err(format!(
+            "{}: unfilled placeholder near '{}'",
+            tmpl.display(),
+            &s[i..(i + 30).min(s.len())]
+        ));
     }
     std::fs::write(out, s).map_err(|e| format!("{}: {e}", out.display()))
 }
@@ -151,7 +203,14 @@ pub fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").map_err(|e| e.to_string())?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).map_err(|e| e.to_string())?;
-    let status = buf.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or("bad HTTP answer")?;
-    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let status = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or("bad HTTP answer")?;
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Ok((status, body))
 }

@@ -41,7 +41,10 @@ pub struct Upstream {
 impl Upstream {
     pub fn start(bin: &Path, dir: &Path) -> Result<Upstream, String> {
         if !bin.exists() {
-            return Err(format!("{} not found (cargo build --release -p resilient-upstream)", bin.display()));
+            return Err(format!(
+                "{} not found (cargo build --release -p resilient-upstream)",
+                bin.display()
+            ));
         }
         let port = free_port()?;
         let mut cmd = Command::new(bin);
@@ -51,7 +54,10 @@ impl Upstream {
             child.check_alive()?;
             return Err("resilient-upstream did not listen (see upstream.log)".into());
         }
-        Ok(Upstream { port, _child: child })
+        Ok(Upstream {
+            port,
+            _child: child,
+        })
     }
 
     pub fn base_url(&self) -> String {
@@ -64,7 +70,13 @@ impl Upstream {
     }
 
     /// Sets capacity, service time and the share of 503 answers (at start and at phase boundaries).
-    pub async fn set(&self, http: &reqwest::Client, capacity: u32, service_ms: u64, fail_ratio: f64) -> Result<(), String> {
+    pub async fn set(
+        &self,
+        http: &reqwest::Client,
+        capacity: u32,
+        service_ms: u64,
+        fail_ratio: f64,
+    ) -> Result<(), String> {
         let r = http
             .post(format!("{}/__control/sim", self.base_url()))
             .json(&serde_json::json!({ "capacity": capacity, "service_ms": service_ms, "fail_ratio": fail_ratio }))
@@ -72,14 +84,22 @@ impl Upstream {
             .await
             .map_err(|e| format!("upstream control: {e}"))?;
         if !r.status().is_success() {
-            return Err(format!("upstream control: HTTP {}: {}", r.status(), r.text().await.unwrap_or_default()));
+            return Err(format!(
+                "upstream control: HTTP {}: {}",
+                r.status(),
+                r.text().await.unwrap_or_default()
+            ));
         }
         Ok(())
     }
 
     /// Forgets the rows and counters recorded so far (after warm-up).
     pub async fn reset(&self, http: &reqwest::Client) -> Result<(), String> {
-        let r = http.post(format!("{}/__control/sim/reset", self.base_url())).send().await.map_err(|e| e.to_string())?;
+        let r = http
+            .post(format!("{}/__control/sim/reset", self.base_url()))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
         if !r.status().is_success() {
             return Err(format!("upstream reset: HTTP {}", r.status()));
         }
@@ -88,15 +108,32 @@ impl Upstream {
 
     /// (in service, queued) right now.
     pub async fn level(&self, http: &reqwest::Client) -> Option<(u32, u32)> {
-        let v: serde_json::Value = http.get(format!("{}/__control/stats", self.base_url())).send().await.ok()?.json().await.ok()?;
+        let v: serde_json::Value = http
+            .get(format!("{}/__control/stats", self.base_url()))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
         let sim = v.get("sim")?;
-        Some((sim.get("in_service")?.as_u64()? as u32, sim.get("queued")?.as_u64()? as u32))
+        Some((
+            sim.get("in_service")?.as_u64()? as u32,
+            sim.get("queued")?.as_u64()? as u32,
+        ))
     }
 
     /// Every attempt since the last reset, on the lab's clock (`t0_unix_ms` = the lab's t0).
-    pub async fn attempts(&self, http: &reqwest::Client, t0_unix_ms: f64) -> Result<Vec<UpstreamAttempt>, String> {
+    pub async fn attempts(
+        &self,
+        http: &reqwest::Client,
+        t0_unix_ms: f64,
+    ) -> Result<Vec<UpstreamAttempt>, String> {
         let rows: Vec<SimRow> = http
-            .get(format!("{}/__control/sim/attempts?format=json", self.base_url()))
+            .get(format!(
+                "{}/__control/sim/attempts?format=json",
+                self.base_url()
+            ))
             .timeout(Duration::from_secs(60))
             .send()
             .await
@@ -112,13 +149,11 @@ impl Upstream {
         let lab = |t_ms: f64| (t_ms + offset - t0_unix_ms) / 1000.0;
         Ok(rows
             .iter()
-            .map(|r| {
-                UpstreamAttempt {
-                    arrival_s: lab(r.t_ms),
-                    start_s: r.start_ms.map(lab),
-                    end_s: r.end_ms.map(lab),
-                    gone: r.gone_ms.is_some(),
-                }
+            .map(|r| UpstreamAttempt {
+                arrival_s: lab(r.t_ms),
+                start_s: r.start_ms.map(lab),
+                end_s: r.end_ms.map(lab),
+                gone: r.gone_ms.is_some(),
             })
             .collect())
     }

@@ -38,9 +38,16 @@ impl BudgetConfig {
         let window = validate::positive_seconds("window", window_seconds)?;
         let window_ms = crate::clock::secs_to_ms(window);
         if window_ms < BUDGET_BUCKETS as u64 {
-            return Err(Error::invalid_argument("window", format!("must be at least {} ms", BUDGET_BUCKETS)));
+            return Err(Error::invalid_argument(
+                "window",
+                format!("must be at least {} ms", BUDGET_BUCKETS),
+            ));
         }
-        Ok(BudgetConfig { ratio, floor, window_ms })
+        Ok(BudgetConfig {
+            ratio,
+            floor,
+            window_ms,
+        })
     }
 
     fn bucket_ms(&self) -> u64 {
@@ -71,9 +78,15 @@ impl RetryBudget {
     pub fn new(seg: Arc<Segment>, name: &str, config: BudgetConfig) -> Result<Self, Error> {
         validate::name("name", name)?;
         // The separator is a control character, which no validated name contains.
-        let entry = seg.entry_index_unchecked(&format!("{name}\u{1f}budget/{}ms", config.window_ms))?;
+        let entry =
+            seg.entry_index_unchecked(&format!("{name}\u{1f}budget/{}ms", config.window_ms))?;
         let e = seg.entry(entry);
-        let _ = e.budget_bucket_ms.compare_exchange(0, config.bucket_ms(), Ordering::AcqRel, Ordering::Acquire);
+        let _ = e.budget_bucket_ms.compare_exchange(
+            0,
+            config.bucket_ms(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         Ok(RetryBudget { seg, entry, config })
     }
 
@@ -87,7 +100,11 @@ impl RetryBudget {
         let tag = self.tag(now_ms);
         let bucket = &e.budget_buckets[self.index(now_ms)];
         let _ = bucket.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-            let (o, r) = if tag_of(w) == tag { (originals_of(w), retries_of(w)) } else { (0, 0) };
+            let (o, r) = if tag_of(w) == tag {
+                (originals_of(w), retries_of(w))
+            } else {
+                (0, 0)
+            };
             Some(pack(tag, (o + 1).min(COUNT_MAX), r))
         });
     }
@@ -101,13 +118,20 @@ impl RetryBudget {
         loop {
             let (others_o, others_r) = self.sum(e, now_ms, Some(idx));
             let w = bucket.load(Ordering::Acquire);
-            let (o, r) = if tag_of(w) == tag { (originals_of(w), retries_of(w)) } else { (0, 0) };
+            let (o, r) = if tag_of(w) == tag {
+                (originals_of(w), retries_of(w))
+            } else {
+                (0, 0)
+            };
             let allowed = self.allowed(others_o + o);
             // The epsilon keeps 5 + 0.1 × 100 from landing a hair under 15.
             if (others_r + r + 1) as f64 > allowed + 1e-9 || r >= COUNT_MAX {
                 return false;
             }
-            if bucket.compare_exchange(w, pack(tag, o, r + 1), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            if bucket
+                .compare_exchange(w, pack(tag, o, r + 1), Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
                 return true;
             }
         }
@@ -116,7 +140,12 @@ impl RetryBudget {
     pub fn stats(&self, now_ms: u64) -> BudgetStats {
         let (originals, retries) = self.sum(self.entry(), now_ms, None);
         let allowed = self.allowed(originals);
-        BudgetStats { originals, retries, allowed, remaining: (allowed - retries as f64).max(0.0) }
+        BudgetStats {
+            originals,
+            retries,
+            allowed,
+            remaining: (allowed - retries as f64).max(0.0),
+        }
     }
 
     fn allowed(&self, originals: u64) -> f64 {
@@ -175,10 +204,14 @@ mod tests {
     use super::*;
 
     fn budget(tag: &str, ratio: f64, floor: i64, window: f64) -> (RetryBudget, std::path::PathBuf) {
-        let p = std::env::temp_dir().join(format!("resilient-budget-{tag}-{}.shm", std::process::id()));
+        let p =
+            std::env::temp_dir().join(format!("resilient-budget-{tag}-{}.shm", std::process::id()));
         let _ = std::fs::remove_file(&p);
         let seg = Arc::new(Segment::open(&p, 8).unwrap());
-        (RetryBudget::new(seg, "sap", BudgetConfig::new(ratio, floor, window).unwrap()).unwrap(), p)
+        (
+            RetryBudget::new(seg, "sap", BudgetConfig::new(ratio, floor, window).unwrap()).unwrap(),
+            p,
+        )
     }
 
     #[test]
@@ -251,9 +284,11 @@ mod tests {
         for _ in 0..50 {
             a.record_original(1000);
         }
-        let b = RetryBudget::new(seg.clone(), "sap", BudgetConfig::new(0.1, 0, 30.0).unwrap()).unwrap();
+        let b =
+            RetryBudget::new(seg.clone(), "sap", BudgetConfig::new(0.1, 0, 30.0).unwrap()).unwrap();
         b.record_original(1000);
-        let a_again = RetryBudget::new(seg, "sap", BudgetConfig::new(0.1, 0, 60.0).unwrap()).unwrap();
+        let a_again =
+            RetryBudget::new(seg, "sap", BudgetConfig::new(0.1, 0, 60.0).unwrap()).unwrap();
         assert_eq!(a_again.stats(1000).originals, 50);
         assert_eq!(b.stats(1000).originals, 1);
         std::fs::remove_file(p).unwrap();
@@ -261,10 +296,27 @@ mod tests {
 
     #[test]
     fn validation() {
-        assert_eq!(BudgetConfig::new(-0.1, 5, 60.0).unwrap_err().argument(), Some("ratio"));
-        assert_eq!(BudgetConfig::new(f64::NAN, 5, 60.0).unwrap_err().argument(), Some("ratio"));
-        assert_eq!(BudgetConfig::new(0.1, -1, 60.0).unwrap_err().argument(), Some("floor"));
-        assert_eq!(BudgetConfig::new(0.1, 5, f64::INFINITY).unwrap_err().argument(), Some("window"));
-        assert_eq!(BudgetConfig::new(0.1, 5, 0.001).unwrap_err().argument(), Some("window"));
+        assert_eq!(
+            BudgetConfig::new(-0.1, 5, 60.0).unwrap_err().argument(),
+            Some("ratio")
+        );
+        assert_eq!(
+            BudgetConfig::new(f64::NAN, 5, 60.0).unwrap_err().argument(),
+            Some("ratio")
+        );
+        assert_eq!(
+            BudgetConfig::new(0.1, -1, 60.0).unwrap_err().argument(),
+            Some("floor")
+        );
+        assert_eq!(
+            BudgetConfig::new(0.1, 5, f64::INFINITY)
+                .unwrap_err()
+                .argument(),
+            Some("window")
+        );
+        assert_eq!(
+            BudgetConfig::new(0.1, 5, 0.001).unwrap_err().argument(),
+            Some("window")
+        );
     }
 }

@@ -48,7 +48,8 @@ impl DeadlineStack {
 
     /// Seconds left, 0 when passed; `None` outside any scope.
     pub fn remaining(&self, now_ns: u64) -> Option<f64> {
-        self.current().map(|at| at.saturating_sub(now_ns) as f64 / 1e9)
+        self.current()
+            .map(|at| at.saturating_sub(now_ns) as f64 / 1e9)
     }
 
     /// `min(seconds, remaining)`, never below [`CAP_FLOOR_SECONDS`].
@@ -73,7 +74,11 @@ mod tests {
         let outer = d.push(10.0, 0);
         assert_eq!(d.remaining(0), Some(10.0));
         let inner = d.push(60.0, S);
-        assert_eq!(d.remaining(S), Some(9.0), "a longer inner scope cannot extend");
+        assert_eq!(
+            d.remaining(S),
+            Some(9.0),
+            "a longer inner scope cannot extend"
+        );
         d.pop_to(inner);
         let inner = d.push(2.0, S);
         assert_eq!(d.remaining(S), Some(2.0));

@@ -22,12 +22,20 @@ impl Error {
     /// A caller-supplied value is wrong; `argument` names it.
     pub fn invalid_argument(argument: impl Into<String>, message: impl Into<String>) -> Self {
         let argument = argument.into();
-        Error { kind: Kind::InvalidArgument, message: format!("{argument}: {}", message.into()), argument: Some(argument) }
+        Error {
+            kind: Kind::InvalidArgument,
+            message: format!("{argument}: {}", message.into()),
+            argument: Some(argument),
+        }
     }
 
     /// The shared-memory file cannot be used; the message names the path.
     pub fn segment(path: &std::path::Path, message: impl fmt::Display) -> Self {
-        Error { kind: Kind::Segment, argument: None, message: format!("shared memory segment {}: {message}", path.display()) }
+        Error {
+            kind: Kind::Segment,
+            argument: None,
+            message: format!("shared memory segment {}: {message}", path.display()),
+        }
     }
 
     pub(crate) fn table_full(path: &std::path::Path, slots: u32) -> Self {

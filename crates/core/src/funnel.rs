@@ -42,10 +42,21 @@ pub struct FunnelConfig {
 impl FunnelConfig {
     pub fn new(limit: i64, reserve: i64, lease_seconds: f64) -> Result<Self, Error> {
         let limit = validate::count("limit", limit, 1, MAX_FUNNEL_LIMIT as i64)?;
-        let reserve = validate::count("reserve", reserve, 0, limit as i64 - 1)
-            .map_err(|_| Error::invalid_argument("reserve", format!("must be between 0 and limit - 1 ({}), got {reserve}", limit - 1)))?;
+        let reserve = validate::count("reserve", reserve, 0, limit as i64 - 1).map_err(|_| {
+            Error::invalid_argument(
+                "reserve",
+                format!(
+                    "must be between 0 and limit - 1 ({}), got {reserve}",
+                    limit - 1
+                ),
+            )
+        })?;
         let lease = validate::positive_seconds("lease", lease_seconds)?;
-        Ok(FunnelConfig { limit, reserve, lease_ms: crate::clock::secs_to_ms(lease) })
+        Ok(FunnelConfig {
+            limit,
+            reserve,
+            lease_ms: crate::clock::secs_to_ms(lease),
+        })
     }
 }
 
@@ -108,8 +119,18 @@ impl Funnel {
     /// attempt's timeout).
     pub fn try_acquire_for(&self, cap: u32, now_ms: u64, lease_ms: u64) -> Option<Lease> {
         let cap = cap.min(self.config.limit);
-        let id = acquire(self.seg.entry(self.entry), self.entry, cap, self.config.limit, now_ms, lease_ms.max(1))?;
-        Some(Lease { seg: self.seg.clone(), id: Some(id) })
+        let id = acquire(
+            self.seg.entry(self.entry),
+            self.entry,
+            cap,
+            self.config.limit,
+            now_ms,
+            lease_ms.max(1),
+        )?;
+        Some(Lease {
+            seg: self.seg.clone(),
+            id: Some(id),
+        })
     }
 
     /// Slots held now, after reclaiming those of dead processes and expired leases.
@@ -156,9 +177,20 @@ impl Drop for Lease {
     }
 }
 
-fn acquire(e: &Entry, entry: usize, cap: u32, limit: u32, now_ms: u64, lease_ms: u64) -> Option<LeaseId> {
+fn acquire(
+    e: &Entry,
+    entry: usize,
+    cap: u32,
+    limit: u32,
+    now_ms: u64,
+    lease_ms: u64,
+) -> Option<LeaseId> {
     let word = (current_pid() as u64) << EXPIRY_BITS | ((now_ms + lease_ms) & EXPIRY_MASK);
-    let limit_bits = if limit >= 64 { u64::MAX } else { (1u64 << limit) - 1 };
+    let limit_bits = if limit >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << limit) - 1
+    };
     let mut reclaimed = false;
     for _ in 0..MAX_ROUNDS {
         let mask = e.funnel_mask.load(Ordering::Acquire);
@@ -178,7 +210,10 @@ fn acquire(e: &Entry, entry: usize, cap: u32, limit: u32, now_ms: u64, lease_ms:
             match sw.compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     let bit = 1u64 << slot;
-                    if e.funnel_mask.compare_exchange(mask, mask | bit, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    if e.funnel_mask
+                        .compare_exchange(mask, mask | bit, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
                         return Some(LeaseId { entry, slot, word });
                     }
                     let _ = sw.compare_exchange(word, 0, Ordering::AcqRel, Ordering::Acquire);
@@ -197,10 +232,14 @@ fn acquire(e: &Entry, entry: usize, cap: u32, limit: u32, now_ms: u64, lease_ms:
 
 pub(crate) fn release_slot(e: &Entry, id: LeaseId) -> bool {
     let sw = &e.funnel_slots[id.slot as usize].word;
-    if sw.compare_exchange(id.word, 0, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if sw
+        .compare_exchange(id.word, 0, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
         return false;
     }
-    e.funnel_mask.fetch_and(!(1u64 << id.slot), Ordering::AcqRel);
+    e.funnel_mask
+        .fetch_and(!(1u64 << id.slot), Ordering::AcqRel);
     true
 }
 
@@ -225,7 +264,11 @@ fn reclaim(e: &Entry, now_ms: u64) -> u32 {
             }
             continue;
         }
-        if is_stale(word, now_ms) && sw.compare_exchange(word, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        if is_stale(word, now_ms)
+            && sw
+                .compare_exchange(word, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
             // Nobody can take this slot while its word was non-zero, so its bit (if set)
             // belonged to the word we just cleared.
             let before = e.funnel_mask.fetch_and(!(1u64 << slot), Ordering::AcqRel);
@@ -242,13 +285,19 @@ mod tests {
     use super::*;
 
     fn seg(tag: &str) -> (Arc<Segment>, std::path::PathBuf) {
-        let p = std::env::temp_dir().join(format!("resilient-funnel-{tag}-{}.shm", std::process::id()));
+        let p =
+            std::env::temp_dir().join(format!("resilient-funnel-{tag}-{}.shm", std::process::id()));
         let _ = std::fs::remove_file(&p);
         (Arc::new(Segment::open(&p, 16).unwrap()), p)
     }
 
     fn funnel(seg: &Arc<Segment>, limit: i64, reserve: i64) -> Funnel {
-        Funnel::new(seg.clone(), "x", FunnelConfig::new(limit, reserve, 10.0).unwrap()).unwrap()
+        Funnel::new(
+            seg.clone(),
+            "x",
+            FunnelConfig::new(limit, reserve, 10.0).unwrap(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -276,7 +325,10 @@ mod tests {
         assert_eq!(f.cap(true), 2);
         let _a = f.try_acquire(f.cap(true), 0).unwrap();
         let _b = f.try_acquire(f.cap(true), 0).unwrap();
-        assert!(f.try_acquire(f.cap(true), 0).is_none(), "background may not take the reserved slot");
+        assert!(
+            f.try_acquire(f.cap(true), 0).is_none(),
+            "background may not take the reserved slot"
+        );
         let _c = f.try_acquire(f.cap(false), 0).unwrap();
         assert!(f.try_acquire(f.cap(false), 0).is_none());
         std::fs::remove_file(p).unwrap();
@@ -288,9 +340,15 @@ mod tests {
         let f = funnel(&s, 1, 0);
         let a = f.try_acquire_for(1, 1000, 500).unwrap();
         assert!(f.try_acquire(1, 1499).is_none());
-        let b = f.try_acquire(1, 1500).expect("expired lease reclaimed at 1500");
+        let b = f
+            .try_acquire(1, 1500)
+            .expect("expired lease reclaimed at 1500");
         assert!(!a.release(), "the old holder learns its lease was lost");
-        assert_eq!(f.in_flight(1500), 1, "and does not free the new holder's slot");
+        assert_eq!(
+            f.in_flight(1500),
+            1,
+            "and does not free the new holder's slot"
+        );
         drop(b);
         std::fs::remove_file(p).unwrap();
     }
@@ -303,7 +361,9 @@ mod tests {
         let e = s.entry(f.entry);
         let dead_pid: u64 = 4_194_000;
         assert!(!pid_alive(dead_pid as u32));
-        e.funnel_slots[0].word.store(dead_pid << EXPIRY_BITS | 1_000_000, Ordering::SeqCst);
+        e.funnel_slots[0]
+            .word
+            .store(dead_pid << EXPIRY_BITS | 1_000_000, Ordering::SeqCst);
         e.funnel_mask.store(1, Ordering::SeqCst);
         assert!(f.try_acquire(1, 10).is_some());
         std::fs::remove_file(p).unwrap();
@@ -314,7 +374,10 @@ mod tests {
         let (s, p) = seg("orphan");
         let f = funnel(&s, 1, 0);
         s.entry(f.entry).funnel_mask.store(1, Ordering::SeqCst);
-        assert!(f.try_acquire(1, 100).is_none(), "first sighting only marks it");
+        assert!(
+            f.try_acquire(1, 100).is_none(),
+            "first sighting only marks it"
+        );
         assert!(f.try_acquire(1, 100 + ORPHAN_GRACE_MS).is_some());
         std::fs::remove_file(p).unwrap();
     }
@@ -345,7 +408,10 @@ mod tests {
         }
         let mut status = 0;
         unsafe { libc::waitpid(child, &mut status, 0) };
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child freed the parent's slot");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child freed the parent's slot"
+        );
         assert_eq!(f.in_flight(0), 1);
         assert!(lease.release());
         std::fs::remove_file(p).unwrap();
@@ -353,12 +419,30 @@ mod tests {
 
     #[test]
     fn config_validation_names_the_argument() {
-        assert_eq!(FunnelConfig::new(0, 0, 1.0).unwrap_err().argument(), Some("limit"));
-        assert_eq!(FunnelConfig::new(65, 0, 1.0).unwrap_err().argument(), Some("limit"));
-        assert_eq!(FunnelConfig::new(3, 3, 1.0).unwrap_err().argument(), Some("reserve"));
-        assert_eq!(FunnelConfig::new(3, -1, 1.0).unwrap_err().argument(), Some("reserve"));
-        assert_eq!(FunnelConfig::new(3, 0, f64::NAN).unwrap_err().argument(), Some("lease"));
-        assert_eq!(FunnelConfig::new(3, 0, 0.0).unwrap_err().argument(), Some("lease"));
+        assert_eq!(
+            FunnelConfig::new(0, 0, 1.0).unwrap_err().argument(),
+            Some("limit")
+        );
+        assert_eq!(
+            FunnelConfig::new(65, 0, 1.0).unwrap_err().argument(),
+            Some("limit")
+        );
+        assert_eq!(
+            FunnelConfig::new(3, 3, 1.0).unwrap_err().argument(),
+            Some("reserve")
+        );
+        assert_eq!(
+            FunnelConfig::new(3, -1, 1.0).unwrap_err().argument(),
+            Some("reserve")
+        );
+        assert_eq!(
+            FunnelConfig::new(3, 0, f64::NAN).unwrap_err().argument(),
+            Some("lease")
+        );
+        assert_eq!(
+            FunnelConfig::new(3, 0, 0.0).unwrap_err().argument(),
+            Some("lease")
+        );
     }
 
     #[test]

@@ -54,7 +54,10 @@ mod tests {
         }
         let mut status = 0;
         unsafe { libc::waitpid(child, &mut status, 0) };
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child saw a stale pid");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child saw a stale pid"
+        );
         assert_eq!(current_pid(), parent);
     }
 }

@@ -38,13 +38,20 @@ impl Segment {
     /// An existing file keeps its own slot count.
     pub fn open(path: &Path, slots: u32) -> Result<Segment, Error> {
         if slots == 0 || slots > MAX_SLOTS {
-            return Err(Error::invalid_argument("resilient.shm_slots", format!("must be between 1 and {MAX_SLOTS}, got {slots}")));
+            return Err(Error::invalid_argument(
+                "resilient.shm_slots",
+                format!("must be between 1 and {MAX_SLOTS}, got {slots}"),
+            ));
         }
         let cpath = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| Error::segment(path, "the path contains a NUL byte"))?;
         // SAFETY: plain syscalls on a valid C string; every result is checked.
         let fd = unsafe {
-            libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o600)
+            libc::open(
+                cpath.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600,
+            )
         };
         if fd >= 0 {
             let fd = Fd(fd);
@@ -58,11 +65,19 @@ impl Segment {
             return Err(Error::segment(path, format!("cannot create: {err}")));
         }
         // SAFETY: as above.
-        let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::open(
+                cpath.as_ptr(),
+                libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
         if fd < 0 {
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() == Some(libc::ELOOP) {
-                return Err(Error::segment(path, "is a symbolic link; refusing to follow it"));
+                return Err(Error::segment(
+                    path,
+                    "is a symbolic link; refusing to follow it",
+                ));
             }
             return Err(Error::segment(path, format!("cannot open: {err}")));
         }
@@ -75,7 +90,10 @@ impl Segment {
         unsafe {
             libc::fchmod(fd.0, 0o600);
             if libc::ftruncate(fd.0, len as libc::off_t) != 0 {
-                return Err(Error::segment(path, format!("cannot size it: {}", std::io::Error::last_os_error())));
+                return Err(Error::segment(
+                    path,
+                    format!("cannot size it: {}", std::io::Error::last_os_error()),
+                ));
             }
         }
         let seg = Self::map(path, &fd, len, slots)?;
@@ -101,7 +119,13 @@ impl Segment {
                 return Err(Error::segment(path, format!("is owned by uid {}, not by this process's uid {uid}; refusing a foreign file", st.st_uid)));
             }
             if st.st_mode & 0o022 != 0 {
-                return Err(Error::segment(path, format!("is writable by group or others (mode {:o}); refusing it", st.st_mode & 0o777)));
+                return Err(Error::segment(
+                    path,
+                    format!(
+                        "is writable by group or others (mode {:o}); refusing it",
+                        st.st_mode & 0o777
+                    ),
+                ));
             }
             let size = st.st_size as usize;
             if size >= HEADER_SIZE {
@@ -112,7 +136,10 @@ impl Segment {
                     return seg.validated(size);
                 }
                 if magic != 0 {
-                    return Err(Error::segment(path, "is not a resilient segment (bad magic); remove it after stopping PHP"));
+                    return Err(Error::segment(
+                        path,
+                        "is not a resilient segment (bad magic); remove it after stopping PHP",
+                    ));
                 }
             }
             if Instant::now() >= deadline {
@@ -137,7 +164,12 @@ impl Segment {
         let slots = h.slots.load(Ordering::Relaxed);
         let entry_size = h.entry_size.load(Ordering::Relaxed) as usize;
         let total = h.total_size.load(Ordering::Relaxed) as usize;
-        if slots == 0 || slots > MAX_SLOTS || entry_size != ENTRY_SIZE || total != size || total != crate::layout::segment_size(slots) {
+        if slots == 0
+            || slots > MAX_SLOTS
+            || entry_size != ENTRY_SIZE
+            || total != size
+            || total != crate::layout::segment_size(slots)
+        {
             return Err(Error::segment(
                 &self.path,
                 format!("is corrupt (slots {slots}, entry size {entry_size}, recorded size {total}, file size {size}); remove it after stopping PHP"),
@@ -149,11 +181,28 @@ impl Segment {
 
     fn map(path: &Path, fd: &Fd, len: usize, slots: u32) -> Result<Segment, Error> {
         // SAFETY: mapping a file we hold open, shared, read-write; checked for failure.
-        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.0, 0) };
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.0,
+                0,
+            )
+        };
         if base == libc::MAP_FAILED {
-            return Err(Error::segment(path, format!("cannot map it: {}", std::io::Error::last_os_error())));
+            return Err(Error::segment(
+                path,
+                format!("cannot map it: {}", std::io::Error::last_os_error()),
+            ));
         }
-        Ok(Segment { base: base as *mut u8, len, slots, path: path.to_path_buf() })
+        Ok(Segment {
+            base: base as *mut u8,
+            len,
+            slots,
+            path: path.to_path_buf(),
+        })
     }
 
     fn header(&self) -> &Header {
@@ -164,7 +213,12 @@ impl Segment {
     pub(crate) fn entries(&self) -> &[Entry] {
         // SAFETY: validated: the file holds exactly `slots` entries after the header, and
         // every field of Entry is an atomic, valid for any bit pattern (zeroed on creation).
-        unsafe { std::slice::from_raw_parts(self.base.add(HEADER_SIZE) as *const Entry, self.slots as usize) }
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.add(HEADER_SIZE) as *const Entry,
+                self.slots as usize,
+            )
+        }
     }
 
     pub(crate) fn entry(&self, idx: usize) -> &Entry {
@@ -179,7 +233,8 @@ impl Segment {
 
     /// As [`Segment::entry_index`] for keys the core composes itself.
     pub(crate) fn entry_index_unchecked(&self, key: &str) -> Result<usize, Error> {
-        table::find_or_claim(self.entries(), key).ok_or_else(|| Error::table_full(&self.path, self.slots))
+        table::find_or_claim(self.entries(), key)
+            .ok_or_else(|| Error::table_full(&self.path, self.slots))
     }
 
     /// Names in use, with their entry index (for metrics).
@@ -226,7 +281,10 @@ impl Fd {
         // SAFETY: zeroed stat is a valid out-buffer.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(self.0, &mut st) } != 0 {
-            return Err(Error::segment(path, format!("cannot stat: {}", std::io::Error::last_os_error())));
+            return Err(Error::segment(
+                path,
+                format!("cannot stat: {}", std::io::Error::last_os_error()),
+            ));
         }
         Ok(st)
     }
@@ -246,7 +304,11 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     pub(crate) fn temp_path(tag: &str) -> PathBuf {
-        let p = std::env::temp_dir().join(format!("resilient-core-{tag}-{}-{:?}.shm", std::process::id(), std::thread::current().id()));
+        let p = std::env::temp_dir().join(format!(
+            "resilient-core-{tag}-{}-{:?}.shm",
+            std::process::id(),
+            std::thread::current().id()
+        ));
         let _ = std::fs::remove_file(&p);
         p
     }
@@ -268,7 +330,12 @@ mod tests {
     #[test]
     fn refuses_garbage_world_writable_and_wrong_size() {
         let p = temp_path("garbage");
-        let mut f = std::fs::OpenOptions::new().create(true).write(true).mode_0600().open(&p).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .mode_0600()
+            .open(&p)
+            .unwrap();
         f.write_all(&[0xAB; 4096]).unwrap();
         let e = Segment::open(&p, 8).err().unwrap();
         assert!(e.is_segment() && e.to_string().contains("bad magic"), "{e}");
@@ -304,7 +371,12 @@ mod tests {
         std::fs::remove_file(&link).unwrap();
         std::fs::remove_file(&p).unwrap();
 
-        std::fs::OpenOptions::new().create(true).write(true).mode_0600().open(&p).unwrap();
+        std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .mode_0600()
+            .open(&p)
+            .unwrap();
         let e = Segment::open(&p, 4).err().unwrap();
         assert!(e.to_string().contains("not initialised"), "{e}");
         std::fs::remove_file(&p).unwrap();
@@ -319,7 +391,10 @@ mod tests {
         drop(Segment::open(&p, 4).unwrap());
         std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
         let e = Segment::open(&p, 4).err().unwrap();
-        assert!(e.is_segment() && e.to_string().contains("owned by uid 65534"), "{e}");
+        assert!(
+            e.is_segment() && e.to_string().contains("owned by uid 65534"),
+            "{e}"
+        );
         std::fs::remove_file(&p).unwrap();
     }
 
@@ -332,7 +407,10 @@ mod tests {
         }
         assert!(s.entry_index("a").is_ok());
         let e = s.entry_index("d").unwrap_err();
-        assert!(e.is_table_full() && e.to_string().contains("all 3 names"), "{e}");
+        assert!(
+            e.is_table_full() && e.to_string().contains("all 3 names"),
+            "{e}"
+        );
         let e = s.entry_index(&"x".repeat(65)).unwrap_err();
         assert!(e.is_invalid_argument());
         std::fs::remove_file(&p).unwrap();

@@ -35,7 +35,10 @@ pub(crate) fn find_or_claim(entries: &[Entry], name: &str) -> Option<usize> {
             return Some(idx);
         }
         if cur == 0 {
-            match e.hash.compare_exchange(0, h, Ordering::AcqRel, Ordering::Acquire) {
+            match e
+                .hash
+                .compare_exchange(0, h, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => {
                     write_name(e, name);
                     return Some(idx);

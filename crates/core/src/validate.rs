@@ -12,13 +12,22 @@ pub const MAX_SECONDS: f64 = 31_536_000.0;
 /// A duration that may be zero: finite, not negative, at most a year.
 pub fn seconds(argument: &str, value: f64) -> Result<f64, Error> {
     if !value.is_finite() {
-        return Err(Error::invalid_argument(argument, format!("must be a finite number of seconds, got {value}")));
+        return Err(Error::invalid_argument(
+            argument,
+            format!("must be a finite number of seconds, got {value}"),
+        ));
     }
     if value < 0.0 {
-        return Err(Error::invalid_argument(argument, format!("must not be negative, got {value}")));
+        return Err(Error::invalid_argument(
+            argument,
+            format!("must not be negative, got {value}"),
+        ));
     }
     if value > MAX_SECONDS {
-        return Err(Error::invalid_argument(argument, format!("must be at most {MAX_SECONDS} seconds, got {value}")));
+        return Err(Error::invalid_argument(
+            argument,
+            format!("must be at most {MAX_SECONDS} seconds, got {value}"),
+        ));
     }
     Ok(value)
 }
@@ -27,7 +36,10 @@ pub fn seconds(argument: &str, value: f64) -> Result<f64, Error> {
 pub fn positive_seconds(argument: &str, value: f64) -> Result<f64, Error> {
     let value = seconds(argument, value)?;
     if value == 0.0 {
-        return Err(Error::invalid_argument(argument, "must be greater than zero"));
+        return Err(Error::invalid_argument(
+            argument,
+            "must be greater than zero",
+        ));
     }
     Ok(value)
 }
@@ -35,7 +47,10 @@ pub fn positive_seconds(argument: &str, value: f64) -> Result<f64, Error> {
 /// A non-negative finite ratio.
 pub fn ratio(argument: &str, value: f64) -> Result<f64, Error> {
     if !value.is_finite() || value < 0.0 {
-        return Err(Error::invalid_argument(argument, format!("must be a finite number >= 0, got {value}")));
+        return Err(Error::invalid_argument(
+            argument,
+            format!("must be a finite number >= 0, got {value}"),
+        ));
     }
     Ok(value)
 }
@@ -43,7 +58,10 @@ pub fn ratio(argument: &str, value: f64) -> Result<f64, Error> {
 /// An integer in `min..=max`.
 pub fn count(argument: &str, value: i64, min: i64, max: i64) -> Result<u32, Error> {
     if value < min || value > max {
-        return Err(Error::invalid_argument(argument, format!("must be between {min} and {max}, got {value}")));
+        return Err(Error::invalid_argument(
+            argument,
+            format!("must be between {min} and {max}, got {value}"),
+        ));
     }
     Ok(value as u32)
 }
@@ -56,11 +74,17 @@ pub fn name(argument: &str, value: &str) -> Result<(), Error> {
     if value.len() > MAX_NAME_LEN {
         return Err(Error::invalid_argument(
             argument,
-            format!("is {} bytes long; at most {MAX_NAME_LEN} bytes are allowed", value.len()),
+            format!(
+                "is {} bytes long; at most {MAX_NAME_LEN} bytes are allowed",
+                value.len()
+            ),
         ));
     }
     if value.chars().any(char::is_control) {
-        return Err(Error::invalid_argument(argument, "must not contain control characters"));
+        return Err(Error::invalid_argument(
+            argument,
+            "must not contain control characters",
+        ));
     }
     Ok(())
 }

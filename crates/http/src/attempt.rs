@@ -52,6 +52,9 @@ impl RecordLog {
 
 impl AttemptObserver for RecordLog {
     fn observe(&self, record: AttemptRecord) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(record);
     }
 }

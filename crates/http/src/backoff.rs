@@ -23,7 +23,12 @@ pub struct FullJitter {
 impl FullJitter {
     /// A backoff whose random sequence is fixed by `seed` (tests, reproducible runs).
     pub fn seeded(base: Duration, cap: Duration, seed: u64) -> Self {
-        Self { base, cap, retry: 0, rng: SmallRng::seed_from_u64(seed) }
+        Self {
+            base,
+            cap,
+            retry: 0,
+            rng: SmallRng::seed_from_u64(seed),
+        }
     }
 
     /// A backoff with a fresh seed: a per-process secret from the OS (drawn once), mixed with
@@ -39,7 +44,11 @@ impl FullJitter {
                 .unwrap_or_else(|| crate::clock::monotonic_ns() ^ (std::process::id() as u64) << 32)
         });
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let seed = splitmix64(secret ^ crate::clock::monotonic_ns().rotate_left(17) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let seed = splitmix64(
+            secret
+                ^ crate::clock::monotonic_ns().rotate_left(17)
+                ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
         Self::seeded(base, cap, seed)
     }
 
@@ -91,18 +100,32 @@ mod tests {
     #[test]
     fn ceilings_double_from_base_up_to_cap() {
         let c = |n| FullJitter::ceiling(25 * MS, 200 * MS, n);
-        assert_eq!([c(1), c(2), c(3), c(4), c(5), c(40)], [25 * MS, 50 * MS, 100 * MS, 200 * MS, 200 * MS, 200 * MS]);
-        assert_eq!(FullJitter::ceiling(Duration::MAX, Duration::MAX, u32::MAX), Duration::from_nanos(u64::MAX));
+        assert_eq!(
+            [c(1), c(2), c(3), c(4), c(5), c(40)],
+            [25 * MS, 50 * MS, 100 * MS, 200 * MS, 200 * MS, 200 * MS]
+        );
+        assert_eq!(
+            FullJitter::ceiling(Duration::MAX, Duration::MAX, u32::MAX),
+            Duration::from_nanos(u64::MAX)
+        );
     }
 
     #[test]
     fn waits_stay_within_their_bound_and_vary() {
         let waits: Vec<Duration> = FullJitter::seeded(25 * MS, 200 * MS, 7).take(200).collect();
         for (i, w) in waits.iter().enumerate() {
-            assert!(*w <= FullJitter::ceiling(25 * MS, 200 * MS, i as u32 + 1), "retry {} waited {w:?}", i + 1);
+            assert!(
+                *w <= FullJitter::ceiling(25 * MS, 200 * MS, i as u32 + 1),
+                "retry {} waited {w:?}",
+                i + 1
+            );
         }
         let distinct: std::collections::HashSet<_> = waits.iter().collect();
-        assert!(distinct.len() > 150, "full jitter must spread the waits, got {} distinct", distinct.len());
+        assert!(
+            distinct.len() > 150,
+            "full jitter must spread the waits, got {} distinct",
+            distinct.len()
+        );
         // Full jitter uses the whole range: some waits in the lower and some in the upper half.
         let late = &waits[10..];
         assert!(late.iter().any(|w| *w < 100 * MS) && late.iter().any(|w| *w > 100 * MS));
@@ -119,6 +142,8 @@ mod tests {
 
     #[test]
     fn a_zero_base_never_waits() {
-        assert!(FullJitter::seeded(Duration::ZERO, 200 * MS, 1).take(10).all(|w| w.is_zero()));
+        assert!(FullJitter::seeded(Duration::ZERO, 200 * MS, 1)
+            .take(10)
+            .all(|w| w.is_zero()));
     }
 }

@@ -51,8 +51,20 @@ pub struct CallEnv {
 
 impl CallEnv {
     /// An environment with the given clock, sleeper and transport and no guards.
-    pub fn new(clock: Arc<dyn Clock>, sleeper: Arc<dyn Sleeper>, transport: Arc<dyn Transport>) -> Self {
-        Self { clock, sleeper, transport, gate: None, budget: None, observer: None, jitter_seed: None }
+    pub fn new(
+        clock: Arc<dyn Clock>,
+        sleeper: Arc<dyn Sleeper>,
+        transport: Arc<dyn Transport>,
+    ) -> Self {
+        Self {
+            clock,
+            sleeper,
+            transport,
+            gate: None,
+            budget: None,
+            observer: None,
+            jitter_seed: None,
+        }
     }
 }
 
@@ -91,13 +103,19 @@ pub struct Call {
 impl Call {
     /// Starts a call: fixes the deadline (`enclosing_remaining` is what an enclosing
     /// `Deadline::within` has left, measured by the caller) and records the original.
-    pub fn start(env: CallEnv, policy: Arc<Policy>, request: Arc<PreparedRequest>, enclosing_remaining: Option<Duration>) -> Self {
+    pub fn start(
+        env: CallEnv,
+        policy: Arc<Policy>,
+        request: Arc<PreparedRequest>,
+        enclosing_remaining: Option<Duration>,
+    ) -> Self {
         let started_ns = env.clock.monotonic_ns();
         let deadline = match (policy.deadline, enclosing_remaining) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let deadline_ns = deadline.map(|d| started_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64));
+        let deadline_ns =
+            deadline.map(|d| started_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64));
         if let Some(budget) = &env.budget {
             budget.record_original(env.clock.monotonic_ms());
         }
@@ -176,7 +194,12 @@ impl Call {
     fn begin_retry(&mut self, pending: PendingRetry) -> Result<Duration, Unavailable> {
         // Time may have passed since the decision (a paused pool call): check the deadline again.
         let remaining = self.remaining();
-        if remaining != Duration::MAX && remaining < pending.delay.saturating_add(self.policy.min_useful_attempt()) {
+        if remaining != Duration::MAX
+            && remaining
+                < pending
+                    .delay
+                    .saturating_add(self.policy.min_useful_attempt())
+        {
             let reason = format!(
                 "{}; deadline exceeded: a wait of {} plus a useful attempt does not fit in the {} left",
                 outcome_text(&pending.record),
@@ -206,14 +229,20 @@ impl Call {
             if let Some(slot) = gate.try_enter(self.env.clock.monotonic_ms()) {
                 return Ok(slot);
             }
-            let waited = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(started));
-            let room = self.remaining().saturating_sub(self.policy.min_useful_attempt());
+            let waited =
+                Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(started));
+            let room = self
+                .remaining()
+                .saturating_sub(self.policy.min_useful_attempt());
             let left = self.policy.funnel_wait.saturating_sub(waited).min(room);
             if left.is_zero() {
                 let reason = if waited.is_zero() {
                     format!("funnel full: no free slot for attempt {number}, not sent")
                 } else {
-                    format!("funnel full: no free slot for attempt {number} after waiting {}, not sent", fmt_duration(waited))
+                    format!(
+                        "funnel full: no free slot for attempt {number} after waiting {}, not sent",
+                        fmt_duration(waited)
+                    )
                 };
                 return Err(self.unavailable(UnavailableKind::FunnelFull, reason));
             }
@@ -226,7 +255,9 @@ impl Call {
         let number = self.attempts + 1;
         let remaining = self.remaining();
         if let Err(reason) = self.policy.before_attempt(number, remaining) {
-            return Some(Err(self.unavailable(UnavailableKind::DeadlineExceeded, reason)));
+            return Some(Err(
+                self.unavailable(UnavailableKind::DeadlineExceeded, reason)
+            ));
         }
         let slot = match self.env.gate.clone() {
             Some(gate) => match self.enter(gate.as_ref(), number).await {
@@ -238,7 +269,17 @@ impl Call {
         let (timeout, connect_timeout) = self.policy.attempt_limits(self.remaining());
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
-        let outcome = self.env.transport.send(&self.request, AttemptLimits { timeout, connect_timeout }).await;
+        let outcome = self
+            .env
+            .transport
+            .send(
+                &self.request,
+                AttemptLimits {
+                    timeout,
+                    connect_timeout,
+                },
+            )
+            .await;
         // Release before anything else: no path from here holds the slot into a sleep.
         drop(slot);
         let duration = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(began));
@@ -248,9 +289,13 @@ impl Call {
             self.first_attempt_transient = verdict.is_transient();
         }
         let retry_after = match &outcome {
-            Ok(response) if verdict.is_transient() => {
-                retry_after_of(response.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())), self.env.clock.wall())
-            }
+            Ok(response) if verdict.is_transient() => retry_after_of(
+                response
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_str())),
+                self.env.clock.wall(),
+            ),
             _ => None,
         };
         let facts = AttemptFacts {
@@ -262,8 +307,16 @@ impl Call {
         };
         let next = self.policy.after_attempt(facts, &mut self.jitter);
         let record = AttemptRecord {
-            method: if self.env.observer.is_some() { self.request.method.to_string() } else { String::new() },
-            url: if self.env.observer.is_some() { self.url().to_string() } else { String::new() },
+            method: if self.env.observer.is_some() {
+                self.request.method.to_string()
+            } else {
+                String::new()
+            },
+            url: if self.env.observer.is_some() {
+                self.url().to_string()
+            } else {
+                String::new()
+            },
             attempt: number,
             status: outcome.as_ref().ok().map(|r| r.status),
             error: outcome.as_ref().err().map(|e| e.kind.as_str()),
@@ -286,7 +339,11 @@ impl Call {
                 Some(Err(self.unavailable(kind, reason)))
             }
             Next::Retry { delay, reason } => {
-                self.pending = Some(PendingRetry { delay, reason, record });
+                self.pending = Some(PendingRetry {
+                    delay,
+                    reason,
+                    record,
+                });
                 None
             }
         }
@@ -306,13 +363,20 @@ impl Call {
 
     fn remaining(&self) -> Duration {
         match self.deadline_ns {
-            Some(deadline) => Duration::from_nanos(deadline.saturating_sub(self.env.clock.monotonic_ns())),
+            Some(deadline) => {
+                Duration::from_nanos(deadline.saturating_sub(self.env.clock.monotonic_ns()))
+            }
             None => Duration::MAX,
         }
     }
 
     fn elapsed(&self) -> Duration {
-        Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(self.started_ns))
+        Duration::from_nanos(
+            self.env
+                .clock
+                .monotonic_ns()
+                .saturating_sub(self.started_ns),
+        )
     }
 
     /// The error, with the last response attached and a message naming method and URL.

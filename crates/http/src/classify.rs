@@ -30,7 +30,9 @@ impl Verdict {
 /// Classifies one attempt's outcome.
 pub fn classify(outcome: &Result<RawResponse, TransportError>, retry_on: &[u16]) -> Verdict {
     match outcome {
-        Ok(response) if retry_on.contains(&response.status) => Verdict::TransientStatus(response.status),
+        Ok(response) if retry_on.contains(&response.status) => {
+            Verdict::TransientStatus(response.status)
+        }
         Ok(_) => Verdict::Final,
         Err(error) => Verdict::TransientFailure(error.kind),
     }
@@ -45,7 +47,10 @@ pub fn may_retry(method: &Method, has_idempotency_key: bool) -> bool {
 
 /// RFC 9110 idempotent methods.
 pub fn is_idempotent(method: &Method) -> bool {
-    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE)
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
+    )
 }
 
 #[cfg(test)]
@@ -53,23 +58,44 @@ mod tests {
     use super::*;
 
     fn status(s: u16) -> Result<RawResponse, TransportError> {
-        Ok(RawResponse { status: s, headers: vec![], body: vec![] })
+        Ok(RawResponse {
+            status: s,
+            headers: vec![],
+            body: vec![],
+        })
     }
 
     #[test]
     fn default_retry_on_statuses_are_transient_everything_else_final() {
         let retry_on = [429, 503];
-        assert_eq!(classify(&status(429), &retry_on), Verdict::TransientStatus(429));
-        assert_eq!(classify(&status(503), &retry_on), Verdict::TransientStatus(503));
-        for s in [200, 201, 204, 301, 400, 401, 403, 404, 409, 422, 500, 502, 504] {
+        assert_eq!(
+            classify(&status(429), &retry_on),
+            Verdict::TransientStatus(429)
+        );
+        assert_eq!(
+            classify(&status(503), &retry_on),
+            Verdict::TransientStatus(503)
+        );
+        for s in [
+            200, 201, 204, 301, 400, 401, 403, 404, 409, 422, 500, 502, 504,
+        ] {
             assert_eq!(classify(&status(s), &retry_on), Verdict::Final, "{s}");
         }
-        assert_eq!(classify(&status(500), &[500]), Verdict::TransientStatus(500));
+        assert_eq!(
+            classify(&status(500), &[500]),
+            Verdict::TransientStatus(500)
+        );
     }
 
     #[test]
     fn failures_are_transient() {
-        for kind in [FailureKind::Timeout, FailureKind::Connect, FailureKind::Closed, FailureKind::Body, FailureKind::Other] {
+        for kind in [
+            FailureKind::Timeout,
+            FailureKind::Connect,
+            FailureKind::Closed,
+            FailureKind::Body,
+            FailureKind::Other,
+        ] {
             let v = classify(&Err(TransportError::new(kind, "x")), &[]);
             assert_eq!(v, Verdict::TransientFailure(kind));
             assert!(v.is_transient());
@@ -78,10 +104,20 @@ mod tests {
 
     #[test]
     fn post_and_patch_need_a_key() {
-        for m in [Method::GET, Method::HEAD, Method::OPTIONS, Method::PUT, Method::DELETE] {
+        for m in [
+            Method::GET,
+            Method::HEAD,
+            Method::OPTIONS,
+            Method::PUT,
+            Method::DELETE,
+        ] {
             assert!(may_retry(&m, false), "{m}");
         }
-        for m in [Method::POST, Method::PATCH, Method::from_bytes(b"PURGE").unwrap()] {
+        for m in [
+            Method::POST,
+            Method::PATCH,
+            Method::from_bytes(b"PURGE").unwrap(),
+        ] {
             assert!(!may_retry(&m, false), "{m}");
             assert!(may_retry(&m, true), "{m}");
         }

@@ -37,7 +37,12 @@ impl HttpClient {
     /// `caps`: limits of the calling context (web caps), applied on top of the options.
     pub fn new(config: ClientConfig, caps: Caps, env: CallEnv) -> Self {
         let policy = Policy::from_config(&config).capped(caps);
-        Self { config: Arc::new(config), policy: Arc::new(policy), env, urls: Arc::default() }
+        Self {
+            config: Arc::new(config),
+            policy: Arc::new(policy),
+            env,
+            urls: Arc::default(),
+        }
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -51,7 +56,12 @@ impl HttpClient {
     }
 
     /// Validates and prepares one request.
-    pub fn prepare(&self, method: &str, path: &str, options: &Value) -> Result<Arc<PreparedRequest>, ConfigError> {
+    pub fn prepare(
+        &self,
+        method: &str,
+        path: &str,
+        options: &Value,
+    ) -> Result<Arc<PreparedRequest>, ConfigError> {
         let url = {
             let mut urls = self.urls.lock().unwrap_or_else(|e| e.into_inner());
             match urls.iter().find(|(p, _)| p == path) {
@@ -70,7 +80,12 @@ impl HttpClient {
     }
 
     /// One call. `env` overrides the client's mechanism for this call (e.g. with an observer).
-    pub fn call(&self, env: CallEnv, request: Arc<PreparedRequest>, enclosing_remaining: Option<Duration>) -> impl Future<Output = Result<Response, Unavailable>> + Send + 'static {
+    pub fn call(
+        &self,
+        env: CallEnv,
+        request: Arc<PreparedRequest>,
+        enclosing_remaining: Option<Duration>,
+    ) -> impl Future<Output = Result<Response, Unavailable>> + Send + 'static {
         Call::start(env, self.policy.clone(), request, enclosing_remaining).run()
     }
 
@@ -81,8 +96,15 @@ impl HttpClient {
         requests: Vec<Arc<PreparedRequest>>,
         concurrency: usize,
         enclosing_remaining: Option<Duration>,
-    ) -> impl Future<Output = (Vec<Result<Response, Unavailable>>, BatchSummary)> + Send + 'static {
-        let items = requests.into_iter().map(|request| PoolItem { request, policy: self.policy.clone() }).collect();
+    ) -> impl Future<Output = (Vec<Result<Response, Unavailable>>, BatchSummary)> + Send + 'static
+    {
+        let items = requests
+            .into_iter()
+            .map(|request| PoolItem {
+                request,
+                policy: self.policy.clone(),
+            })
+            .collect();
         run_pool(env, items, concurrency, enclosing_remaining)
     }
 }

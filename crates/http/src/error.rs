@@ -36,9 +36,20 @@ pub struct Unavailable {
 }
 
 impl Unavailable {
-    pub(crate) fn new(kind: UnavailableKind, attempts: u32, last_response: Option<Response>, message: String) -> Self {
+    pub(crate) fn new(
+        kind: UnavailableKind,
+        attempts: u32,
+        last_response: Option<Response>,
+        message: String,
+    ) -> Self {
         let last_status = last_response.as_ref().map_or(0, |r| r.status());
-        Self { kind, attempts, last_status, last_response: last_response.map(Box::new), message }
+        Self {
+            kind,
+            attempts,
+            last_status,
+            last_response: last_response.map(Box::new),
+            message,
+        }
     }
 
     /// The deadline (the option's or an enclosing one) left no room for an attempt or a wait.
@@ -117,7 +128,10 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn new(option: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self { option: option.into(), problem: problem.into() }
+        Self {
+            option: option.into(),
+            problem: problem.into(),
+        }
     }
     /// The option's path, e.g. `backoff.base`, `headers.X-Api-Key`, `url`.
     pub fn option(&self) -> &str {
@@ -128,7 +142,11 @@ impl ConfigError {
     }
     /// Prefixes the option path, e.g. `base` inside `backoff` becomes `backoff.base`.
     pub(crate) fn within(mut self, parent: &str) -> Self {
-        self.option = if self.option.is_empty() { parent.to_string() } else { format!("{parent}.{}", self.option) };
+        self.option = if self.option.is_empty() {
+            parent.to_string()
+        } else {
+            format!("{parent}.{}", self.option)
+        };
         self
     }
 }

@@ -19,7 +19,9 @@ pub struct Slot {
 
 impl Slot {
     pub fn new(release: impl FnOnce() + Send + 'static) -> Self {
-        Self { release: Some(Box::new(release)) }
+        Self {
+            release: Some(Box::new(release)),
+        }
     }
     pub fn release(mut self) {
         if let Some(f) = self.release.take() {
@@ -67,7 +69,12 @@ impl FunnelGate {
     /// `cap`: `funnel.cap(background)` (web callers may use the reserved slots).
     /// `lease_ms`: how long a slot survives a killed worker (default 2 × attempt timeout).
     pub fn new(funnel: Funnel, cap: u32, lease_ms: u64) -> Self {
-        Self { funnel, cap, lease_ms, registry: None }
+        Self {
+            funnel,
+            cap,
+            lease_ms,
+            registry: None,
+        }
     }
     pub fn with_registry(mut self, registry: Arc<dyn LeaseRegistry>) -> Self {
         self.registry = Some(registry);
@@ -80,7 +87,9 @@ impl FunnelGate {
 
 impl AttemptGate for FunnelGate {
     fn try_enter(&self, now_ms: u64) -> Option<Slot> {
-        let lease = self.funnel.try_acquire_for(self.cap, now_ms, self.lease_ms)?;
+        let lease = self
+            .funnel
+            .try_acquire_for(self.cap, now_ms, self.lease_ms)?;
         let registry = self.registry.clone();
         if let Some(r) = &registry {
             r.held(lease.id());
@@ -115,11 +124,21 @@ pub fn shared_guards(
     policy: &Policy,
     background: bool,
     registry: Option<Arc<dyn LeaseRegistry>>,
-) -> Result<(Option<Arc<dyn AttemptGate>>, Option<Arc<dyn RetryAllowance>>), resilient_core::Error> {
+) -> Result<
+    (
+        Option<Arc<dyn AttemptGate>>,
+        Option<Arc<dyn RetryAllowance>>,
+    ),
+    resilient_core::Error,
+> {
     let gate: Option<Arc<dyn AttemptGate>> = match config.funnel {
         Some(f) => {
             let lease = f.lease.unwrap_or(policy.timeout.saturating_mul(2));
-            let funnel = Funnel::new(segment.clone(), name, FunnelConfig::new(f.limit.into(), f.reserve.into(), lease.as_secs_f64())?)?;
+            let funnel = Funnel::new(
+                segment.clone(),
+                name,
+                FunnelConfig::new(f.limit.into(), f.reserve.into(), lease.as_secs_f64())?,
+            )?;
             let cap = funnel.cap(background);
             let lease_ms = funnel.config().lease_ms;
             let mut gate = FunnelGate::new(funnel, cap, lease_ms);
@@ -131,7 +150,11 @@ pub fn shared_guards(
         None => None,
     };
     let budget: Option<Arc<dyn RetryAllowance>> = match config.budget {
-        Some(b) => Some(Arc::new(RetryBudget::new(segment, name, BudgetConfig::new(b.ratio, b.floor.into(), b.window.as_secs_f64())?)?)),
+        Some(b) => Some(Arc::new(RetryBudget::new(
+            segment,
+            name,
+            BudgetConfig::new(b.ratio, b.floor.into(), b.window.as_secs_f64())?,
+        )?)),
         None => None,
     };
     Ok((gate, budget))

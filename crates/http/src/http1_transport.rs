@@ -58,17 +58,30 @@ pub struct Http1Transport {
 
 impl Http1Transport {
     pub fn new(fallback: Arc<ReqwestTransport>) -> Self {
-        Self { idle: Arc::default(), fallback, proxied: crate::reqwest_transport::proxy_configured() }
+        Self {
+            idle: Arc::default(),
+            fallback,
+            proxied: crate::reqwest_transport::proxy_configured(),
+        }
     }
 
     /// Idle connections kept now (all hosts).
     pub fn idle_connections(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).values().map(Vec::len).sum()
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(Vec::len)
+            .sum()
     }
 }
 
 impl Transport for Http1Transport {
-    fn send(&self, request: &PreparedRequest, limits: AttemptLimits) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
+    fn send(
+        &self,
+        request: &PreparedRequest,
+        limits: AttemptLimits,
+    ) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
         let url = &request.url;
         let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
             return self.fallback.send(request, limits);
@@ -88,7 +101,9 @@ impl Transport for Http1Transport {
             Some(q) => format!("{}?{}", url.path(), q),
             None => url.path().to_string(),
         };
-        let mut builder = hyper::Request::builder().method(request.method.clone()).uri(target);
+        let mut builder = hyper::Request::builder()
+            .method(request.method.clone())
+            .uri(target);
         let headers = builder.headers_mut().expect("a fresh builder has headers");
         *headers = request.headers.clone();
         if !headers.contains_key(hyper::header::HOST) {
@@ -108,10 +123,20 @@ impl Transport for Http1Transport {
         let pool = self.idle.clone();
         let dial = (host.to_string(), port);
         Box::pin(async move {
-            let exchange = exchange(pool, key, dial, reused, http_request, limits.connect_timeout);
+            let exchange = exchange(
+                pool,
+                key,
+                dial,
+                reused,
+                http_request,
+                limits.connect_timeout,
+            );
             match tokio::time::timeout(limits.timeout, exchange).await {
                 Ok(result) => result,
-                Err(_) => Err(TransportError::new(FailureKind::Timeout, "the attempt timed out")),
+                Err(_) => Err(TransportError::new(
+                    FailureKind::Timeout,
+                    "the attempt timed out",
+                )),
             }
         })
     }
@@ -135,22 +160,53 @@ fn socket_is_quiet(fd: RawFd) -> bool {
     let mut byte = 0u8;
     // SAFETY: `fd` belongs to a live TcpStream owned by the connection we are checking; a 1-byte
     // peek never consumes data.
-    let n = unsafe { libc::recv(fd, (&raw mut byte).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
-    n < 0 && matches!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EAGAIN))
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&raw mut byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0
+        && matches!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EAGAIN)
+        )
 }
 
-async fn connect(host: &str, port: u16, connect_timeout: Duration) -> Result<Http1Conn, TransportError> {
-    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect((host, port))).await {
+async fn connect(
+    host: &str,
+    port: u16,
+    connect_timeout: Duration,
+) -> Result<Http1Conn, TransportError> {
+    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect((host, port))).await
+    {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(TransportError::new(FailureKind::Connect, format!("tcp connect error: {e}"))),
-        Err(_) => return Err(TransportError::new(FailureKind::Connect, "connect timed out")),
+        Ok(Err(e)) => {
+            return Err(TransportError::new(
+                FailureKind::Connect,
+                format!("tcp connect error: {e}"),
+            ))
+        }
+        Err(_) => {
+            return Err(TransportError::new(
+                FailureKind::Connect,
+                "connect timed out",
+            ))
+        }
     };
     let _ = stream.set_nodelay(true);
     let fd = stream.as_raw_fd();
     let (sender, conn) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| TransportError::new(FailureKind::Connect, format!("handshake error: {e}")))?;
-    Ok(Http1Conn { sender, conn, fd, idle_since: Instant::now() })
+    Ok(Http1Conn {
+        sender,
+        conn,
+        fd,
+        idle_since: Instant::now(),
+    })
 }
 
 /// Sends one request on a (reused or new) connection, polling the connection inline, and puts
@@ -201,9 +257,18 @@ async fn exchange(
     let headers = parts
         .headers
         .iter()
-        .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
-    Ok(RawResponse { status: parts.status.as_u16(), headers, body: body.to_vec() })
+    Ok(RawResponse {
+        status: parts.status.as_u16(),
+        headers,
+        body: body.to_vec(),
+    })
 }
 
 fn map_hyper_error(e: hyper::Error) -> TransportError {

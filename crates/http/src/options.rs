@@ -96,11 +96,18 @@ impl Default for ClientConfig {
             timeout: Duration::from_secs(30),
             deadline: None,
             max_attempts: 3,
-            backoff: BackoffOptions { base: Duration::from_millis(25), cap: Duration::from_millis(200) },
+            backoff: BackoffOptions {
+                base: Duration::from_millis(25),
+                cap: Duration::from_millis(200),
+            },
             retry_on: vec![429, 503],
             max_retry_after: Duration::from_secs(30),
             funnel: None,
-            budget: Some(BudgetOptions { ratio: 0.1, floor: 5, window: Duration::from_secs(60) }),
+            budget: Some(BudgetOptions {
+                ratio: 0.1,
+                floor: 5,
+                window: Duration::from_secs(60),
+            }),
             circuit: None,
             backend: Backend::Shm,
             headers: Vec::new(),
@@ -116,7 +123,12 @@ impl ClientConfig {
         let map = match options {
             Value::Null => return Ok(config),
             Value::Object(map) => map,
-            other => return Err(ConfigError::new("options", format!("must be an array of options, got {}", describe(other)))),
+            other => {
+                return Err(ConfigError::new(
+                    "options",
+                    format!("must be an array of options, got {}", describe(other)),
+                ))
+            }
         };
         for (key, value) in map {
             match key.as_str() {
@@ -128,9 +140,16 @@ impl ClientConfig {
                 "backoff" => config.backoff = parse_backoff(value).map_err(|e| e.within(key))?,
                 "retry_on" => config.retry_on = parse_retry_on(value)?,
                 "max_retry_after" => config.max_retry_after = seconds(value, key)?,
-                "funnel" => config.funnel = optional(value, |v| parse_funnel(v).map_err(|e| e.within(key)))?,
-                "budget" => config.budget = optional(value, |v| parse_budget(v).map_err(|e| e.within(key)))?,
-                "circuit" => config.circuit = optional(value, |v| parse_circuit(v).map_err(|e| e.within(key)))?,
+                "funnel" => {
+                    config.funnel = optional(value, |v| parse_funnel(v).map_err(|e| e.within(key)))?
+                }
+                "budget" => {
+                    config.budget = optional(value, |v| parse_budget(v).map_err(|e| e.within(key)))?
+                }
+                "circuit" => {
+                    config.circuit =
+                        optional(value, |v| parse_circuit(v).map_err(|e| e.within(key)))?
+                }
                 "backend" => config.backend = parse_backend(value)?,
                 "headers" => config.headers = parse_headers(value, key)?,
                 "user_agent" => config.user_agent = header_value(value, key)?,
@@ -140,19 +159,38 @@ impl ClientConfig {
             }
         }
         if config.backoff.cap < config.backoff.base {
-            return Err(ConfigError::new("backoff.cap", "must not be smaller than backoff.base"));
+            return Err(ConfigError::new(
+                "backoff.cap",
+                "must not be smaller than backoff.base",
+            ));
         }
         Ok(config)
     }
 }
 
 const CLIENT_KEYS: &[&str] = &[
-    "base_url", "connect_timeout", "timeout", "deadline", "max_attempts", "backoff", "retry_on",
-    "max_retry_after", "funnel", "budget", "circuit", "backend", "headers", "user_agent", "on_attempt",
+    "base_url",
+    "connect_timeout",
+    "timeout",
+    "deadline",
+    "max_attempts",
+    "backoff",
+    "retry_on",
+    "max_retry_after",
+    "funnel",
+    "budget",
+    "circuit",
+    "backend",
+    "headers",
+    "user_agent",
+    "on_attempt",
 ];
 
 /// `null` or `false` disables an optional section.
-fn optional<T>(value: &Value, parse: impl FnOnce(&Value) -> Result<T, ConfigError>) -> Result<Option<T>, ConfigError> {
+fn optional<T>(
+    value: &Value,
+    parse: impl FnOnce(&Value) -> Result<T, ConfigError>,
+) -> Result<Option<T>, ConfigError> {
     match value {
         Value::Null | Value::Bool(false) => Ok(None),
         other => parse(other).map(Some),
@@ -160,7 +198,12 @@ fn optional<T>(value: &Value, parse: impl FnOnce(&Value) -> Result<T, ConfigErro
 }
 
 fn parse_base_url(value: &Value) -> Result<Url, ConfigError> {
-    let text = value.as_str().ok_or_else(|| ConfigError::new("base_url", format!("must be a string, got {}", describe(value))))?;
+    let text = value.as_str().ok_or_else(|| {
+        ConfigError::new(
+            "base_url",
+            format!("must be a string, got {}", describe(value)),
+        )
+    })?;
     crate::request::parse_http_url(text).map_err(|problem| ConfigError::new("base_url", problem))
 }
 
@@ -177,12 +220,25 @@ fn parse_backoff(value: &Value) -> Result<BackoffOptions, ConfigError> {
 }
 
 fn parse_retry_on(value: &Value) -> Result<Vec<u16>, ConfigError> {
-    let items = value.as_array().ok_or_else(|| ConfigError::new("retry_on", format!("must be a list of HTTP statuses, got {}", describe(value))))?;
+    let items = value.as_array().ok_or_else(|| {
+        ConfigError::new(
+            "retry_on",
+            format!("must be a list of HTTP statuses, got {}", describe(value)),
+        )
+    })?;
     let mut statuses = Vec::with_capacity(items.len());
     for item in items {
-        let status = integer(item).filter(|s| (100..=599).contains(s)).ok_or_else(|| {
-            ConfigError::new("retry_on", format!("must contain HTTP statuses 100..599, got {}", describe(item)))
-        })?;
+        let status = integer(item)
+            .filter(|s| (100..=599).contains(s))
+            .ok_or_else(|| {
+                ConfigError::new(
+                    "retry_on",
+                    format!(
+                        "must contain HTTP statuses 100..599, got {}",
+                        describe(item)
+                    ),
+                )
+            })?;
         statuses.push(status as u16);
     }
     Ok(statuses)
@@ -201,13 +257,23 @@ fn parse_funnel(value: &Value) -> Result<FunnelOptions, ConfigError> {
     }
     let limit = limit.ok_or_else(|| ConfigError::new("limit", "is required"))?;
     if reserve >= limit {
-        return Err(ConfigError::new("reserve", format!("must be smaller than limit ({limit}), got {reserve}")));
+        return Err(ConfigError::new(
+            "reserve",
+            format!("must be smaller than limit ({limit}), got {reserve}"),
+        ));
     }
-    Ok(FunnelOptions { limit, reserve, lease, wait })
+    Ok(FunnelOptions {
+        limit,
+        reserve,
+        lease,
+        wait,
+    })
 }
 
 fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
-    let mut budget = ClientConfig::default().budget.expect("the default has a budget");
+    let mut budget = ClientConfig::default()
+        .budget
+        .expect("the default has a budget");
     for (key, v) in object(value, "")? {
         match key.as_str() {
             "ratio" => budget.ratio = number(v, key, 0.0, 1000.0)?,
@@ -215,8 +281,16 @@ fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
             "window" => {
                 budget.window = positive_seconds(v, key)?;
                 // The window is cut into 20 buckets of at least 1 ms (resilient_core::budget).
-                if budget.window < Duration::from_millis(resilient_core::layout::BUDGET_BUCKETS as u64) {
-                    return Err(ConfigError::new(key, format!("must be at least {} ms", resilient_core::layout::BUDGET_BUCKETS)));
+                if budget.window
+                    < Duration::from_millis(resilient_core::layout::BUDGET_BUCKETS as u64)
+                {
+                    return Err(ConfigError::new(
+                        key,
+                        format!(
+                            "must be at least {} ms",
+                            resilient_core::layout::BUDGET_BUCKETS
+                        ),
+                    ));
                 }
             }
             _ => return Err(unknown(key, &["ratio", "floor", "window"])),
@@ -226,7 +300,12 @@ fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
 }
 
 fn parse_circuit(value: &Value) -> Result<CircuitOptions, ConfigError> {
-    let mut circuit = CircuitOptions { failure_ratio: 0.5, min_calls: 20, window: Duration::from_secs(10), open_for: Duration::from_secs(5) };
+    let mut circuit = CircuitOptions {
+        failure_ratio: 0.5,
+        min_calls: 20,
+        window: Duration::from_secs(10),
+        open_for: Duration::from_secs(5),
+    };
     for (key, v) in object(value, "")? {
         match key.as_str() {
             "failure_ratio" => {
@@ -238,7 +317,12 @@ fn parse_circuit(value: &Value) -> Result<CircuitOptions, ConfigError> {
             "min_calls" => circuit.min_calls = count(v, key, 1, 1_000_000)?,
             "window" => circuit.window = positive_seconds(v, key)?,
             "open_for" => circuit.open_for = positive_seconds(v, key)?,
-            _ => return Err(unknown(key, &["failure_ratio", "min_calls", "window", "open_for"])),
+            _ => {
+                return Err(unknown(
+                    key,
+                    &["failure_ratio", "min_calls", "window", "open_for"],
+                ))
+            }
         }
     }
     Ok(circuit)
@@ -248,31 +332,59 @@ fn parse_backend(value: &Value) -> Result<Backend, ConfigError> {
     match value.as_str() {
         Some("shm") => Ok(Backend::Shm),
         // Never echo a Redis URL: it may hold a password.
-        Some(s) if s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://") => {
-            Err(ConfigError::new("backend", "the Redis backend is not supported yet (it arrives with a later issue); use 'shm'"))
+        Some(s)
+            if s.starts_with("redis://")
+                || s.starts_with("rediss://")
+                || s.starts_with("unix://") =>
+        {
+            Err(ConfigError::new(
+                "backend",
+                "the Redis backend is not supported yet (it arrives with a later issue); use 'shm'",
+            ))
         }
-        Some(_) => Err(ConfigError::new("backend", "must be 'shm' (or, later, a redis:// URL)")),
-        None => Err(ConfigError::new("backend", format!("must be a string, got {}", describe(value)))),
+        Some(_) => Err(ConfigError::new(
+            "backend",
+            "must be 'shm' (or, later, a redis:// URL)",
+        )),
+        None => Err(ConfigError::new(
+            "backend",
+            format!("must be a string, got {}", describe(value)),
+        )),
     }
 }
 
 /// Default headers: name => string (or number). Values are never echoed in errors.
-pub(crate) fn parse_headers(value: &Value, option: &str) -> Result<Vec<(HeaderName, HeaderValue)>, ConfigError> {
+pub(crate) fn parse_headers(
+    value: &Value,
+    option: &str,
+) -> Result<Vec<(HeaderName, HeaderValue)>, ConfigError> {
     let map = match value {
         Value::Object(map) => map,
         Value::Array(items) if items.is_empty() => return Ok(Vec::new()), // PHP's [] is a list
-        other => return Err(ConfigError::new(option, format!("must be an array of name => value, got {}", describe(other)))),
+        other => {
+            return Err(ConfigError::new(
+                option,
+                format!("must be an array of name => value, got {}", describe(other)),
+            ))
+        }
     };
     let mut headers = Vec::with_capacity(map.len());
     for (name, v) in map {
-        let header_name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| ConfigError::new(option, format!("{:?} is not a valid header name", truncate(name, 64))))?;
+        let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            ConfigError::new(
+                option,
+                format!("{:?} is not a valid header name", truncate(name, 64)),
+            )
+        })?;
         let values: Vec<&Value> = match v {
             Value::Array(list) => list.iter().collect(),
             single => vec![single],
         };
         for value in values {
-            headers.push((header_name.clone(), header_value(value, &format!("{option}.{name}"))?));
+            headers.push((
+                header_name.clone(),
+                header_value(value, &format!("{option}.{name}"))?,
+            ));
         }
     }
     Ok(headers)
@@ -282,22 +394,41 @@ pub(crate) fn header_value(value: &Value, option: &str) -> Result<HeaderValue, C
     let text = match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
-        other => return Err(ConfigError::new(option, format!("must be a string, got {}", describe(other)))),
+        other => {
+            return Err(ConfigError::new(
+                option,
+                format!("must be a string, got {}", describe(other)),
+            ))
+        }
     };
-    HeaderValue::from_str(&text).map_err(|_| ConfigError::new(option, "contains characters not allowed in a header value (control characters or line breaks)"))
+    HeaderValue::from_str(&text).map_err(|_| {
+        ConfigError::new(
+            option,
+            "contains characters not allowed in a header value (control characters or line breaks)",
+        )
+    })
 }
 
-pub(crate) fn object<'a>(value: &'a Value, option: &str) -> Result<&'a Map<String, Value>, ConfigError> {
+pub(crate) fn object<'a>(
+    value: &'a Value,
+    option: &str,
+) -> Result<&'a Map<String, Value>, ConfigError> {
     static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
     match value {
         Value::Object(map) => Ok(map),
         Value::Array(items) if items.is_empty() => Ok(EMPTY.get_or_init(Map::new)),
-        other => Err(ConfigError::new(option, format!("must be an array of options, got {}", describe(other)))),
+        other => Err(ConfigError::new(
+            option,
+            format!("must be an array of options, got {}", describe(other)),
+        )),
     }
 }
 
 pub(crate) fn unknown(key: &str, known: &[&str]) -> ConfigError {
-    ConfigError::new(truncate(key, 64), format!("unknown option (known: {})", known.join(", ")))
+    ConfigError::new(
+        truncate(key, 64),
+        format!("unknown option (known: {})", known.join(", ")),
+    )
 }
 
 /// A finite, non-negative number within `[min, max]`.
@@ -305,15 +436,26 @@ pub(crate) fn number(value: &Value, option: &str, min: f64, max: f64) -> Result<
     let n = match value {
         Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
         Value::String(s) if matches!(s.as_str(), "NAN" | "INF" | "-INF") => {
-            return Err(ConfigError::new(option, format!("must be a finite number, got {s}")))
+            return Err(ConfigError::new(
+                option,
+                format!("must be a finite number, got {s}"),
+            ))
         }
-        other => return Err(ConfigError::new(option, format!("must be a number, got {}", describe(other)))),
+        other => {
+            return Err(ConfigError::new(
+                option,
+                format!("must be a number, got {}", describe(other)),
+            ))
+        }
     };
     if !n.is_finite() {
         return Err(ConfigError::new(option, "must be a finite number"));
     }
     if n < min || n > max {
-        return Err(ConfigError::new(option, format!("must be between {min} and {max}, got {n}")));
+        return Err(ConfigError::new(
+            option,
+            format!("must be between {min} and {max}, got {n}"),
+        ));
     }
     Ok(n)
 }
@@ -336,8 +478,14 @@ pub(crate) fn positive_seconds(value: &Value, option: &str) -> Result<Duration, 
 pub(crate) fn count(value: &Value, option: &str, min: u32, max: u32) -> Result<u32, ConfigError> {
     match integer(value) {
         Some(n) if n >= min as i64 && n <= max as i64 => Ok(n as u32),
-        Some(n) => Err(ConfigError::new(option, format!("must be an integer between {min} and {max}, got {n}"))),
-        None => Err(ConfigError::new(option, format!("must be an integer, got {}", describe(value)))),
+        Some(n) => Err(ConfigError::new(
+            option,
+            format!("must be an integer between {min} and {max}, got {n}"),
+        )),
+        None => Err(ConfigError::new(
+            option,
+            format!("must be an integer, got {}", describe(value)),
+        )),
     }
 }
 
@@ -392,11 +540,30 @@ mod tests {
         .unwrap();
         assert_eq!(c.timeout, Duration::from_millis(300));
         assert_eq!(c.deadline, Some(Duration::from_millis(850)));
-        assert_eq!(c.funnel, Some(FunnelOptions { limit: 10, reserve: 3, lease: Some(Duration::from_secs(5)), wait: Duration::ZERO }));
+        assert_eq!(
+            c.funnel,
+            Some(FunnelOptions {
+                limit: 10,
+                reserve: 3,
+                lease: Some(Duration::from_secs(5)),
+                wait: Duration::ZERO
+            })
+        );
         assert_eq!(c.headers.len(), 3);
-        assert_eq!(c.base_url.unwrap().as_str(), "https://api.shipping.example/");
-        assert_eq!(ClientConfig::from_json(&json!({})).unwrap(), ClientConfig::default());
-        assert_eq!(ClientConfig::from_json(&json!({"budget": false})).unwrap().budget, None);
+        assert_eq!(
+            c.base_url.unwrap().as_str(),
+            "https://api.shipping.example/"
+        );
+        assert_eq!(
+            ClientConfig::from_json(&json!({})).unwrap(),
+            ClientConfig::default()
+        );
+        assert_eq!(
+            ClientConfig::from_json(&json!({"budget": false}))
+                .unwrap()
+                .budget,
+            None
+        );
     }
 
     #[test]
@@ -411,40 +578,66 @@ mod tests {
         assert!(err(json!({"max_attempts": 2.5})).contains("'max_attempts': must be an integer"));
         assert!(err(json!({"backoff": {"bsae": 1}})).starts_with("option 'backoff.bsae': unknown"));
         assert!(err(json!({"backoff": {"base": -0.1}})).starts_with("option 'backoff.base'"));
-        assert!(err(json!({"backoff": {"base": 1, "cap": 0.5}})).starts_with("option 'backoff.cap'"));
+        assert!(
+            err(json!({"backoff": {"base": 1, "cap": 0.5}})).starts_with("option 'backoff.cap'")
+        );
         assert!(err(json!({"retry_on": [429, 700]})).starts_with("option 'retry_on'"));
-        assert!(err(json!({"funnel": {"limit": 3, "reserve": 3}})).starts_with("option 'funnel.reserve'"));
-        assert!(err(json!({"funnel": {"reserve": 1}})).starts_with("option 'funnel.limit': is required"));
+        assert!(err(json!({"funnel": {"limit": 3, "reserve": 3}}))
+            .starts_with("option 'funnel.reserve'"));
+        assert!(err(json!({"funnel": {"reserve": 1}}))
+            .starts_with("option 'funnel.limit': is required"));
         assert!(err(json!({"budget": {"ratio": -1}})).starts_with("option 'budget.ratio'"));
-        assert!(err(json!({"circuit": {"failure_ratio": 0}})).starts_with("option 'circuit.failure_ratio'"));
+        assert!(err(json!({"circuit": {"failure_ratio": 0}}))
+            .starts_with("option 'circuit.failure_ratio'"));
         assert!(err(json!({"base_url": "not a url"})).starts_with("option 'base_url'"));
         assert!(err(json!({"base_url": "ftp://x"})).starts_with("option 'base_url'"));
         assert!(err(json!({"headers": {"bad name": "x"}})).starts_with("option 'headers'"));
         assert!(err(json!("x")).starts_with("option 'options'"));
-        assert_eq!(err(json!({"backoff": 5})), "option 'backoff': must be an array of options, got 5");
+        assert_eq!(
+            err(json!({"backoff": 5})),
+            "option 'backoff': must be an array of options, got 5"
+        );
         assert!(err(json!({"funnel": "x"})).starts_with("option 'funnel': must be an array"));
     }
 
     #[test]
     fn redis_is_not_supported_yet_and_its_url_is_not_echoed() {
         let e = err(json!({"backend": "redis://:s3cret@127.0.0.1:6379/0"}));
-        assert!(e.contains("not supported yet") && !e.contains("s3cret"), "{e}");
+        assert!(
+            e.contains("not supported yet") && !e.contains("s3cret"),
+            "{e}"
+        );
     }
 
     #[test]
     fn header_values_are_not_echoed() {
         let e = err(json!({"headers": {"Authorization": "Bearer s3cret\r\nX: y"}}));
-        assert!(e.starts_with("option 'headers.Authorization'") && !e.contains("s3cret"), "{e}");
+        assert!(
+            e.starts_with("option 'headers.Authorization'") && !e.contains("s3cret"),
+            "{e}"
+        );
     }
 
     fn arb_json() -> impl Strategy<Value = Value> {
         let key = prop_oneof![
-            Just("base_url".to_string()), Just("timeout".to_string()), Just("deadline".to_string()),
-            Just("max_attempts".to_string()), Just("backoff".to_string()), Just("base".to_string()),
-            Just("cap".to_string()), Just("retry_on".to_string()), Just("funnel".to_string()),
-            Just("limit".to_string()), Just("reserve".to_string()), Just("lease".to_string()),
-            Just("budget".to_string()), Just("ratio".to_string()), Just("circuit".to_string()),
-            Just("headers".to_string()), Just("backend".to_string()), Just("connect_timeout".to_string()),
+            Just("base_url".to_string()),
+            Just("timeout".to_string()),
+            Just("deadline".to_string()),
+            Just("max_attempts".to_string()),
+            Just("backoff".to_string()),
+            Just("base".to_string()),
+            Just("cap".to_string()),
+            Just("retry_on".to_string()),
+            Just("funnel".to_string()),
+            Just("limit".to_string()),
+            Just("reserve".to_string()),
+            Just("lease".to_string()),
+            Just("budget".to_string()),
+            Just("ratio".to_string()),
+            Just("circuit".to_string()),
+            Just("headers".to_string()),
+            Just("backend".to_string()),
+            Just("connect_timeout".to_string()),
             "\\PC{0,8}",
         ];
         let leaf = prop_oneof![
@@ -452,12 +645,21 @@ mod tests {
             any::<bool>().prop_map(Value::Bool),
             any::<i64>().prop_map(|n| json!(n)),
             any::<f64>().prop_map(|f| json!(f)),
-            prop_oneof![Just("NAN".to_string()), Just("INF".to_string()), Just("shm".to_string()), Just("redis://x".to_string()), Just("http://127.0.0.1:1".to_string()), "\\PC{0,12}"].prop_map(Value::String),
+            prop_oneof![
+                Just("NAN".to_string()),
+                Just("INF".to_string()),
+                Just("shm".to_string()),
+                Just("redis://x".to_string()),
+                Just("http://127.0.0.1:1".to_string()),
+                "\\PC{0,12}"
+            ]
+            .prop_map(Value::String),
         ];
         leaf.prop_recursive(4, 64, 8, move |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::vec((key.clone(), inner), 0..6).prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                prop::collection::vec((key.clone(), inner), 0..6)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
             ]
         })
     }

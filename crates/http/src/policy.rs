@@ -61,7 +61,10 @@ pub enum Next {
     /// Wait `delay`, then try again.
     Retry { delay: Duration, reason: String },
     /// Stop: the call is unavailable.
-    GiveUp { kind: UnavailableKind, reason: String },
+    GiveUp {
+        kind: UnavailableKind,
+        reason: String,
+    },
 }
 
 /// What the policy needs to know about the attempt that just ended.
@@ -133,18 +136,28 @@ impl Policy {
     }
 
     /// Decides what follows an attempt. `jitter` is consulted only when a backoff wait is needed.
-    pub fn after_attempt(&self, facts: AttemptFacts, jitter: &mut dyn Iterator<Item = Duration>) -> Next {
+    pub fn after_attempt(
+        &self,
+        facts: AttemptFacts,
+        jitter: &mut dyn Iterator<Item = Duration>,
+    ) -> Next {
         let what = match facts.verdict {
             Verdict::Final => return Next::Return,
             Verdict::TransientStatus(s) => format!("status {s}"),
             Verdict::TransientFailure(kind) => format!("{} error", kind.as_str()),
         };
-        let upstream = |reason: String| Next::GiveUp { kind: UnavailableKind::UpstreamFailed, reason };
+        let upstream = |reason: String| Next::GiveUp {
+            kind: UnavailableKind::UpstreamFailed,
+            reason,
+        };
         if !facts.may_retry {
             return upstream(format!("{what}; not retried: the method is not idempotent and no idempotency_key was given"));
         }
         if facts.attempt >= self.max_attempts {
-            return upstream(format!("{what}; max_attempts ({}) reached", self.max_attempts));
+            return upstream(format!(
+                "{what}; max_attempts ({}) reached",
+                self.max_attempts
+            ));
         }
         let (delay, why) = match facts.retry_after {
             Some(wait) if wait > self.max_retry_after => {
@@ -161,7 +174,10 @@ impl Policy {
             }
         };
         if facts.remaining == Duration::MAX {
-            return Next::Retry { delay, reason: format!("{what}; retry after {why}") };
+            return Next::Retry {
+                delay,
+                reason: format!("{what}; retry after {why}"),
+            };
         }
         let needed = delay.saturating_add(self.min_useful_attempt());
         if facts.remaining < needed {
@@ -173,7 +189,10 @@ impl Policy {
                 ),
             };
         }
-        Next::Retry { delay, reason: format!("{what}; retry after {why}") }
+        Next::Retry {
+            delay,
+            reason: format!("{what}; retry after {why}"),
+        }
     }
 }
 
@@ -205,8 +224,19 @@ mod tests {
         p
     }
 
-    fn facts(attempt: u32, verdict: Verdict, retry_after: Option<Duration>, remaining: Duration) -> AttemptFacts {
-        AttemptFacts { attempt, verdict, may_retry: true, retry_after, remaining }
+    fn facts(
+        attempt: u32,
+        verdict: Verdict,
+        retry_after: Option<Duration>,
+        remaining: Duration,
+    ) -> AttemptFacts {
+        AttemptFacts {
+            attempt,
+            verdict,
+            may_retry: true,
+            retry_after,
+            remaining,
+        }
     }
 
     fn no_jitter() -> std::iter::Repeat<Duration> {
@@ -215,40 +245,131 @@ mod tests {
 
     #[test]
     fn final_answers_return() {
-        assert_eq!(policy().after_attempt(facts(1, Verdict::Final, None, 800 * MS), &mut no_jitter()), Next::Return);
+        assert_eq!(
+            policy().after_attempt(facts(1, Verdict::Final, None, 800 * MS), &mut no_jitter()),
+            Next::Return
+        );
     }
 
     #[test]
     fn transient_outcomes_retry_with_jitter_or_retry_after() {
         let p = policy();
-        let n = p.after_attempt(facts(1, Verdict::TransientStatus(503), None, 800 * MS), &mut no_jitter());
-        assert!(matches!(n, Next::Retry { delay, .. } if delay == 10 * MS), "{n:?}");
-        let n = p.after_attempt(facts(1, Verdict::TransientStatus(429), Some(2000 * MS), Duration::MAX), &mut no_jitter());
-        assert!(matches!(n, Next::Retry { delay, .. } if delay == 2000 * MS), "{n:?}");
-        let n = p.after_attempt(facts(2, Verdict::TransientFailure(FailureKind::Connect), None, 800 * MS), &mut no_jitter());
+        let n = p.after_attempt(
+            facts(1, Verdict::TransientStatus(503), None, 800 * MS),
+            &mut no_jitter(),
+        );
+        assert!(
+            matches!(n, Next::Retry { delay, .. } if delay == 10 * MS),
+            "{n:?}"
+        );
+        let n = p.after_attempt(
+            facts(
+                1,
+                Verdict::TransientStatus(429),
+                Some(2000 * MS),
+                Duration::MAX,
+            ),
+            &mut no_jitter(),
+        );
+        assert!(
+            matches!(n, Next::Retry { delay, .. } if delay == 2000 * MS),
+            "{n:?}"
+        );
+        let n = p.after_attempt(
+            facts(
+                2,
+                Verdict::TransientFailure(FailureKind::Connect),
+                None,
+                800 * MS,
+            ),
+            &mut no_jitter(),
+        );
         assert!(matches!(n, Next::Retry { .. }), "{n:?}");
     }
 
     #[test]
     fn stops_at_max_attempts_and_for_non_idempotent_methods() {
         let p = policy();
-        let n = p.after_attempt(facts(3, Verdict::TransientStatus(503), None, 800 * MS), &mut no_jitter());
-        assert!(matches!(n, Next::GiveUp { kind: UnavailableKind::UpstreamFailed, .. }), "{n:?}");
+        let n = p.after_attempt(
+            facts(3, Verdict::TransientStatus(503), None, 800 * MS),
+            &mut no_jitter(),
+        );
+        assert!(
+            matches!(
+                n,
+                Next::GiveUp {
+                    kind: UnavailableKind::UpstreamFailed,
+                    ..
+                }
+            ),
+            "{n:?}"
+        );
         let mut f = facts(1, Verdict::TransientStatus(503), None, 800 * MS);
         f.may_retry = false;
-        assert!(matches!(p.after_attempt(f, &mut no_jitter()), Next::GiveUp { kind: UnavailableKind::UpstreamFailed, .. }));
+        assert!(matches!(
+            p.after_attempt(f, &mut no_jitter()),
+            Next::GiveUp {
+                kind: UnavailableKind::UpstreamFailed,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn retry_after_beyond_the_remainder_or_the_maximum_fails_at_once() {
         let p = policy();
-        let n = p.after_attempt(facts(1, Verdict::TransientStatus(429), Some(Duration::from_secs(2)), Duration::from_secs(1)), &mut no_jitter());
-        assert!(matches!(n, Next::GiveUp { kind: UnavailableKind::DeadlineExceeded, .. }), "{n:?}");
-        let n = p.after_attempt(facts(1, Verdict::TransientStatus(429), Some(Duration::MAX), Duration::MAX), &mut no_jitter());
-        assert!(matches!(n, Next::GiveUp { kind: UnavailableKind::UpstreamFailed, ref reason } if reason.contains("max_retry_after")), "{n:?}");
+        let n = p.after_attempt(
+            facts(
+                1,
+                Verdict::TransientStatus(429),
+                Some(Duration::from_secs(2)),
+                Duration::from_secs(1),
+            ),
+            &mut no_jitter(),
+        );
+        assert!(
+            matches!(
+                n,
+                Next::GiveUp {
+                    kind: UnavailableKind::DeadlineExceeded,
+                    ..
+                }
+            ),
+            "{n:?}"
+        );
+        let n = p.after_attempt(
+            facts(
+                1,
+                Verdict::TransientStatus(429),
+                Some(Duration::MAX),
+                Duration::MAX,
+            ),
+            &mut no_jitter(),
+        );
+        assert!(
+            matches!(n, Next::GiveUp { kind: UnavailableKind::UpstreamFailed, ref reason } if reason.contains("max_retry_after")),
+            "{n:?}"
+        );
         // A wait that fits but leaves less than a useful attempt is also refused.
-        let n = p.after_attempt(facts(1, Verdict::TransientStatus(503), Some(960 * MS), Duration::from_secs(1)), &mut no_jitter());
-        assert!(matches!(n, Next::GiveUp { kind: UnavailableKind::DeadlineExceeded, .. }), "{n:?}");
+        let n = p.after_attempt(
+            facts(
+                1,
+                Verdict::TransientStatus(503),
+                Some(960 * MS),
+                Duration::from_secs(1),
+            ),
+            &mut no_jitter(),
+        );
+        assert!(
+            matches!(
+                n,
+                Next::GiveUp {
+                    kind: UnavailableKind::DeadlineExceeded,
+                    ..
+                }
+            ),
+            "{n:?}"
+        );
     }
 
     #[test]
@@ -257,9 +378,16 @@ mod tests {
         p.connect_timeout = Duration::from_secs(10);
         assert_eq!(p.attempt_limits(120 * MS), (120 * MS, 120 * MS));
         assert_eq!(p.attempt_limits(Duration::MAX), (300 * MS, 300 * MS));
-        let caps = Caps { timeout: Some(Duration::from_secs(10)), connect_timeout: Some(Duration::from_secs(3)), max_attempts: Some(1) };
+        let caps = Caps {
+            timeout: Some(Duration::from_secs(10)),
+            connect_timeout: Some(Duration::from_secs(3)),
+            max_attempts: Some(1),
+        };
         let c = p.clone().capped(caps);
-        assert_eq!((c.timeout, c.connect_timeout, c.max_attempts), (300 * MS, Duration::from_secs(3), 1));
+        assert_eq!(
+            (c.timeout, c.connect_timeout, c.max_attempts),
+            (300 * MS, Duration::from_secs(3), 1)
+        );
         assert!(p.before_attempt(1, 49 * MS).is_err());
         assert!(p.before_attempt(1, 50 * MS).is_ok());
     }

@@ -50,7 +50,8 @@ pub async fn run_pool(
     let count = items.len();
     let concurrency = concurrency.clamp(1, count.max(1));
     let pool_start = env.clock.monotonic_ns();
-    let mut results: Vec<Option<Result<Response, Unavailable>>> = (0..count).map(|_| None).collect();
+    let mut results: Vec<Option<Result<Response, Unavailable>>> =
+        (0..count).map(|_| None).collect();
     let mut summary = BatchSummary::default();
 
     // Round 1: every call up to the point where it would retry.
@@ -59,10 +60,14 @@ pub async fn run_pool(
     let mut running = JoinSet::new();
     loop {
         while running.len() < concurrency {
-            let Some((index, item)) = queue.next() else { break };
+            let Some((index, item)) = queue.next() else {
+                break;
+            };
             let env = env.clone();
             let enclosing = enclosing_remaining.map(|r| {
-                r.saturating_sub(Duration::from_nanos(env.clock.monotonic_ns().saturating_sub(pool_start)))
+                r.saturating_sub(Duration::from_nanos(
+                    env.clock.monotonic_ns().saturating_sub(pool_start),
+                ))
             });
             running.spawn(async move {
                 let mut call = Call::start(env, item.policy, item.request, enclosing);
@@ -70,7 +75,9 @@ pub async fn run_pool(
                 (index, call, progress)
             });
         }
-        let Some(joined) = running.join_next().await else { break };
+        let Some(joined) = running.join_next().await else {
+            break;
+        };
         let (index, call, progress) = joined.expect("pool tasks do not panic");
         if call.attempts() > 0 {
             summary.first_attempts += 1;
@@ -98,13 +105,17 @@ pub async fn run_pool(
         let mut queue = paused.into_iter();
         loop {
             while running.len() < concurrency {
-                let Some((index, mut call)) = queue.next() else { break };
+                let Some((index, mut call)) = queue.next() else {
+                    break;
+                };
                 running.spawn(async move {
                     let progress = call.advance(false).await;
                     (index, call, progress)
                 });
             }
-            let Some(joined) = running.join_next().await else { break };
+            let Some(joined) = running.join_next().await else {
+                break;
+            };
             let (index, _call, progress) = joined.expect("pool tasks do not panic");
             match progress {
                 Progress::Done(result) => results[index] = Some(result),
@@ -112,6 +123,9 @@ pub async fn run_pool(
             }
         }
     }
-    let results = results.into_iter().map(|r| r.expect("every pool item has a result")).collect();
+    let results = results
+        .into_iter()
+        .map(|r| r.expect("every pool item has a result"))
+        .collect();
     (results, summary)
 }

@@ -51,7 +51,10 @@ pub fn display_url(url: &Url) -> String {
 pub fn parse_http_url(text: &str) -> Result<Url, String> {
     let url = Url::parse(text.trim()).map_err(|e| format!("is not a valid URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("must be an http:// or https:// URL, got scheme '{}'", crate::options::truncate(url.scheme(), 16)));
+        return Err(format!(
+            "must be an http:// or https:// URL, got scheme '{}'",
+            crate::options::truncate(url.scheme(), 16)
+        ));
     }
     if url.host_str().map_or(true, str::is_empty) {
         return Err("must have a host".into());
@@ -59,23 +62,46 @@ pub fn parse_http_url(text: &str) -> Result<Url, String> {
     Ok(url)
 }
 
-const REQUEST_KEYS: &[&str] = &["query", "json", "body", "form", "headers", "idempotency_key"];
+const REQUEST_KEYS: &[&str] = &[
+    "query",
+    "json",
+    "body",
+    "form",
+    "headers",
+    "idempotency_key",
+];
 
 /// Prepares `method path` with per-request `options` (`query`, `json`, `body`, `form`,
 /// `headers`, `idempotency_key`) against the client's configuration.
-pub fn prepare(config: &ClientConfig, method: &str, path: &str, options: &Value) -> Result<PreparedRequest, ConfigError> {
-    prepare_at(config, method, join_url(config.base_url.as_ref(), path)?, options)
+pub fn prepare(
+    config: &ClientConfig,
+    method: &str,
+    path: &str,
+    options: &Value,
+) -> Result<PreparedRequest, ConfigError> {
+    prepare_at(
+        config,
+        method,
+        join_url(config.base_url.as_ref(), path)?,
+        options,
+    )
 }
 
 /// As [`prepare`], with the URL already joined (callers may cache joined URLs per path).
-pub fn prepare_at(config: &ClientConfig, method: &str, url: Url, options: &Value) -> Result<PreparedRequest, ConfigError> {
+pub fn prepare_at(
+    config: &ClientConfig,
+    method: &str,
+    url: Url,
+    options: &Value,
+) -> Result<PreparedRequest, ConfigError> {
     let method = parse_method(method)?;
     let mut url = url;
     let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
     headers.push((USER_AGENT, config.user_agent.clone()));
     headers.extend(config.headers.iter().cloned());
 
-    let (mut query, mut json, mut body, mut form, mut extra_headers, mut key) = (None, None, None, None, None, None);
+    let (mut query, mut json, mut body, mut form, mut extra_headers, mut key) =
+        (None, None, None, None, None, None);
     for (name, value) in object(options, "options")? {
         match name.as_str() {
             "query" => query = Some(value),
@@ -98,19 +124,33 @@ pub fn prepare_at(config: &ClientConfig, method: &str, url: Url, options: &Value
         }
     }
 
-    let bodies = [json.is_some(), body.is_some(), form.is_some()].iter().filter(|b| **b).count();
+    let bodies = [json.is_some(), body.is_some(), form.is_some()]
+        .iter()
+        .filter(|b| **b)
+        .count();
     if bodies > 1 {
-        return Err(ConfigError::new("json", "only one of 'json', 'body' and 'form' may be given"));
+        return Err(ConfigError::new(
+            "json",
+            "only one of 'json', 'body' and 'form' may be given",
+        ));
     }
     let mut payload = None;
     if let Some(value) = json {
-        payload = Some(serde_json::to_vec(value).map_err(|e| ConfigError::new("json", format!("cannot be encoded: {e}")))?);
+        payload = Some(
+            serde_json::to_vec(value)
+                .map_err(|e| ConfigError::new("json", format!("cannot be encoded: {e}")))?,
+        );
         headers.push((CONTENT_TYPE, HeaderValue::from_static("application/json")));
     }
     if let Some(value) = body {
         payload = Some(match value {
             Value::String(s) => s.clone().into_bytes(),
-            other => return Err(ConfigError::new("body", format!("must be a string, got {}", describe(other)))),
+            other => {
+                return Err(ConfigError::new(
+                    "body",
+                    format!("must be a string, got {}", describe(other)),
+                ))
+            }
         });
     }
     if let Some(value) = form {
@@ -119,7 +159,10 @@ pub fn prepare_at(config: &ClientConfig, method: &str, url: Url, options: &Value
             serializer.append_pair(&k, &v);
         }
         payload = Some(serializer.finish().into_bytes());
-        headers.push((CONTENT_TYPE, HeaderValue::from_static("application/x-www-form-urlencoded")));
+        headers.push((
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/x-www-form-urlencoded"),
+        ));
     }
 
     if let Some(value) = extra_headers {
@@ -132,7 +175,12 @@ pub fn prepare_at(config: &ClientConfig, method: &str, url: Url, options: &Value
         let key = match value {
             Value::String(s) if !s.trim().is_empty() => header_value(value, "idempotency_key")?,
             Value::Number(_) => header_value(value, "idempotency_key")?,
-            other => return Err(ConfigError::new("idempotency_key", format!("must be a non-empty string, got {}", describe(other)))),
+            other => {
+                return Err(ConfigError::new(
+                    "idempotency_key",
+                    format!("must be a non-empty string, got {}", describe(other)),
+                ))
+            }
         };
         let name = HeaderName::from_static(IDEMPOTENCY_KEY);
         headers.retain(|(n, _)| *n != name);
@@ -143,15 +191,25 @@ pub fn prepare_at(config: &ClientConfig, method: &str, url: Url, options: &Value
     for (name, value) in headers {
         map.append(name, value);
     }
-    Ok(PreparedRequest { method, url, headers: map, body: payload, has_idempotency_key })
+    Ok(PreparedRequest {
+        method,
+        url,
+        headers: map,
+        body: payload,
+        has_idempotency_key,
+    })
 }
 
 fn parse_method(method: &str) -> Result<Method, ConfigError> {
     let upper = method.trim().to_ascii_uppercase();
     if upper.is_empty() || upper == "CONNECT" {
-        return Err(ConfigError::new("method", "must be an HTTP method such as GET or POST"));
+        return Err(ConfigError::new(
+            "method",
+            "must be an HTTP method such as GET or POST",
+        ));
     }
-    Method::from_bytes(upper.as_bytes()).map_err(|_| ConfigError::new("method", "is not a valid HTTP method"))
+    Method::from_bytes(upper.as_bytes())
+        .map_err(|_| ConfigError::new("method", "is not a valid HTTP method"))
 }
 
 /// Joins a path with the base URL, or parses an absolute URL.
@@ -162,10 +220,21 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
         return parse_http_url(path).map_err(|p| ConfigError::new("url", p));
     }
     if path.contains("://") {
-        return Err(ConfigError::new("url", "must be a path or an http:// or https:// URL"));
+        return Err(ConfigError::new(
+            "url",
+            "must be a path or an http:// or https:// URL",
+        ));
     }
-    let base = base.ok_or_else(|| ConfigError::new("url", "is a relative path but the client has no 'base_url'"))?;
-    let mut joined = base.as_str().split(['?', '#']).next().unwrap_or("").trim_end_matches('/').to_string();
+    let base = base.ok_or_else(|| {
+        ConfigError::new("url", "is a relative path but the client has no 'base_url'")
+    })?;
+    let mut joined = base
+        .as_str()
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .to_string();
     if !path.is_empty() {
         joined.push('/');
         joined.push_str(path.trim_start_matches('/'));
@@ -202,12 +271,23 @@ fn flatten(option: &str, value: &Value) -> Result<Vec<(String, String)>, ConfigE
             }
         }
         Value::Null => {}
-        other => return Err(ConfigError::new(option, format!("must be an array of name => value, got {}", describe(other)))),
+        other => {
+            return Err(ConfigError::new(
+                option,
+                format!("must be an array of name => value, got {}", describe(other)),
+            ))
+        }
     }
     Ok(pairs)
 }
 
-fn flatten_into(option: &str, key: String, value: &Value, pairs: &mut Vec<(String, String)>, depth: usize) -> Result<(), ConfigError> {
+fn flatten_into(
+    option: &str,
+    key: String,
+    value: &Value,
+    pairs: &mut Vec<(String, String)>,
+    depth: usize,
+) -> Result<(), ConfigError> {
     if depth > 16 {
         return Err(ConfigError::new(option, "is nested too deeply"));
     }
@@ -236,11 +316,18 @@ mod tests {
     use serde_json::json;
 
     fn config(base: &str) -> ClientConfig {
-        ClientConfig::from_json(&json!({"base_url": base, "headers": {"X-Default": "d", "Accept": "text/plain"}})).unwrap()
+        ClientConfig::from_json(
+            &json!({"base_url": base, "headers": {"X-Default": "d", "Accept": "text/plain"}}),
+        )
+        .unwrap()
     }
 
     fn header<'a>(r: &'a PreparedRequest, name: &str) -> Vec<&'a str> {
-        r.headers.iter().filter(|(n, _)| n.as_str() == name).map(|(_, v)| v.to_str().unwrap()).collect()
+        r.headers
+            .iter()
+            .filter(|(n, _)| n.as_str() == name)
+            .map(|(_, v)| v.to_str().unwrap())
+            .collect()
     }
 
     #[test]
@@ -248,12 +335,30 @@ mod tests {
         let c = config("http://127.0.0.1:8080/api/");
         let r = prepare(&c, "get", "/quote", &json!({"query": {"postcode": "10110", "a b": "x&y", "l": [1, 2], "t": true, "n": null}})).unwrap();
         assert_eq!(r.method, Method::GET);
-        assert_eq!(r.url.as_str(), "http://127.0.0.1:8080/api/quote?postcode=10110&a+b=x%26y&l%5B0%5D=1&l%5B1%5D=2&t=1");
+        assert_eq!(
+            r.url.as_str(),
+            "http://127.0.0.1:8080/api/quote?postcode=10110&a+b=x%26y&l%5B0%5D=1&l%5B1%5D=2&t=1"
+        );
         assert_eq!(r.display_url(), "http://127.0.0.1:8080/api/quote");
-        assert_eq!(prepare(&c, "GET", "quote?x=1", &json!({"query": {"y": 2}})).unwrap().url.query(), Some("x=1&y=2"));
-        assert_eq!(prepare(&c, "GET", "https://other.example/p", &json!({})).unwrap().url.as_str(), "https://other.example/p");
+        assert_eq!(
+            prepare(&c, "GET", "quote?x=1", &json!({"query": {"y": 2}}))
+                .unwrap()
+                .url
+                .query(),
+            Some("x=1&y=2")
+        );
+        assert_eq!(
+            prepare(&c, "GET", "https://other.example/p", &json!({}))
+                .unwrap()
+                .url
+                .as_str(),
+            "https://other.example/p"
+        );
         let c2 = config("http://h/v1?key=abc");
-        assert_eq!(prepare(&c2, "GET", "/x", &json!([])).unwrap().url.as_str(), "http://h/v1/x?key=abc");
+        assert_eq!(
+            prepare(&c2, "GET", "/x", &json!([])).unwrap().url.as_str(),
+            "http://h/v1/x?key=abc"
+        );
     }
 
     #[test]
@@ -273,10 +378,18 @@ mod tests {
             ("ftp://x/y", "http:// or https://"),
             ("http://[::1", "not a valid URL"),
         ] {
-            let e = prepare(&c, "GET", path, &json!({})).unwrap_err().to_string();
-            assert!(e.starts_with("option 'url'") && e.contains(expect), "{path}: {e}");
+            let e = prepare(&c, "GET", path, &json!({}))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("option 'url'") && e.contains(expect),
+                "{path}: {e}"
+            );
         }
-        assert!(prepare(&c, "GE T", "http://h/", &json!({})).unwrap_err().to_string().starts_with("option 'method'"));
+        assert!(prepare(&c, "GE T", "http://h/", &json!({}))
+            .unwrap_err()
+            .to_string()
+            .starts_with("option 'method'"));
     }
 
     #[test]
@@ -292,10 +405,22 @@ mod tests {
         let f = prepare(&c, "PUT", "/q", &json!({"form": {"a": "1 2", "b": [3]}})).unwrap();
         assert_eq!(f.body.as_deref(), Some(b"a=1+2&b%5B0%5D=3".as_slice()));
         assert!(!f.has_idempotency_key);
-        let raw = prepare(&c, "POST", "/q", &json!({"body": "raw", "headers": {"Idempotency-Key": "given"}})).unwrap();
+        let raw = prepare(
+            &c,
+            "POST",
+            "/q",
+            &json!({"body": "raw", "headers": {"Idempotency-Key": "given"}}),
+        )
+        .unwrap();
         assert!(raw.has_idempotency_key);
         assert!(prepare(&c, "POST", "/q", &json!({"json": {}, "body": "x"})).is_err());
-        assert!(prepare(&c, "POST", "/q", &json!({"idempotency_key": ""})).unwrap_err().to_string().starts_with("option 'idempotency_key'"));
-        assert!(prepare(&c, "POST", "/q", &json!({"jsn": {}})).unwrap_err().to_string().starts_with("option 'jsn': unknown"));
+        assert!(prepare(&c, "POST", "/q", &json!({"idempotency_key": ""}))
+            .unwrap_err()
+            .to_string()
+            .starts_with("option 'idempotency_key'"));
+        assert!(prepare(&c, "POST", "/q", &json!({"jsn": {}}))
+            .unwrap_err()
+            .to_string()
+            .starts_with("option 'jsn': unknown"));
     }
 }

@@ -53,7 +53,12 @@ impl ReqwestTransport {
             .pool_idle_timeout(Duration::from_secs(60))
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| TransportError::new(FailureKind::Other, format!("cannot build the HTTP client: {}", e.without_url())))?;
+            .map_err(|e| {
+                TransportError::new(
+                    FailureKind::Other,
+                    format!("cannot build the HTTP client: {}", e.without_url()),
+                )
+            })?;
         if clients.len() >= MAX_CLIENTS {
             clients.remove(0);
         }
@@ -63,14 +68,20 @@ impl ReqwestTransport {
 }
 
 impl Transport for ReqwestTransport {
-    fn send(&self, request: &PreparedRequest, limits: AttemptLimits) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
+    fn send(
+        &self,
+        request: &PreparedRequest,
+        limits: AttemptLimits,
+    ) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
         let client = match self.client(limits.connect_timeout) {
             Ok(client) => client,
             Err(e) => return Box::pin(async move { Err(e) }),
         };
         // The attempt timeout is enforced below, around the whole exchange (connect, send, body):
         // one timer per attempt.
-        let mut builder = client.request(request.method.clone(), request.url.clone()).headers(request.headers.clone());
+        let mut builder = client
+            .request(request.method.clone(), request.url.clone())
+            .headers(request.headers.clone());
         if let Some(body) = &request.body {
             builder = builder.body(body.clone());
         }
@@ -82,14 +93,26 @@ impl Transport for ReqwestTransport {
                 let headers = response
                     .headers()
                     .iter()
-                    .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                    .map(|(n, v)| {
+                        (
+                            n.as_str().to_owned(),
+                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                        )
+                    })
                     .collect();
                 let body = response.bytes().await.map_err(map_error)?.to_vec();
-                Ok(RawResponse { status, headers, body })
+                Ok(RawResponse {
+                    status,
+                    headers,
+                    body,
+                })
             };
             match tokio::time::timeout(timeout, exchange).await {
                 Ok(result) => result,
-                Err(_) => Err(TransportError::new(FailureKind::Timeout, "the attempt timed out")),
+                Err(_) => Err(TransportError::new(
+                    FailureKind::Timeout,
+                    "the attempt timed out",
+                )),
             }
         })
     }
@@ -98,9 +121,16 @@ impl Transport for ReqwestTransport {
 /// Whether the environment names a proxy (reqwest honours `HTTP(S)_PROXY` / `ALL_PROXY`, as curl
 /// does; without one, matching every request against the proxy rules is wasted work).
 pub(crate) fn proxy_configured() -> bool {
-    ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+    [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
 /// Maps a reqwest error to a failure kind and a URL-free detail.

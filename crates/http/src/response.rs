@@ -17,7 +17,13 @@ pub struct Response {
 
 impl Response {
     pub fn new(raw: RawResponse, attempts: u32, elapsed: Duration) -> Self {
-        Self { status: raw.status, headers: raw.headers, body: raw.body, attempts, elapsed }
+        Self {
+            status: raw.status,
+            headers: raw.headers,
+            body: raw.body,
+            attempts,
+            elapsed,
+        }
     }
 
     pub fn status(&self) -> u16 {
@@ -31,7 +37,10 @@ impl Response {
 
     /// All values of a header (case-insensitive name), in arrival order.
     pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// A header's values joined with ", " (as PSR-7 `getHeaderLine` and Laravel's `header()`),
@@ -86,13 +95,23 @@ mod tests {
     fn headers_are_multi_valued_and_case_insensitive() {
         let raw = RawResponse {
             status: 200,
-            headers: vec![("set-cookie".into(), "a=1".into()), ("x-n".into(), "1".into()), ("set-cookie".into(), "b=2".into())],
+            headers: vec![
+                ("set-cookie".into(), "a=1".into()),
+                ("x-n".into(), "1".into()),
+                ("set-cookie".into(), "b=2".into()),
+            ],
             body: br#"{"x":1}"#.to_vec(),
         };
         let r = Response::new(raw, 2, Duration::from_millis(5));
         assert_eq!(r.header("Set-Cookie").as_deref(), Some("a=1, b=2"));
         assert_eq!(r.header("missing"), None);
-        assert_eq!(r.headers_grouped()[0], ("set-cookie".to_string(), vec!["a=1".to_string(), "b=2".to_string()]));
+        assert_eq!(
+            r.headers_grouped()[0],
+            (
+                "set-cookie".to_string(),
+                vec!["a=1".to_string(), "b=2".to_string()]
+            )
+        );
         assert_eq!(r.json().unwrap()["x"], 1);
         assert!(r.ok());
         assert_eq!((r.attempts(), r.elapsed()), (2, Duration::from_millis(5)));

@@ -50,32 +50,63 @@ mod tests {
     #[test]
     fn delta_seconds() {
         assert_eq!(parse_retry_after("2", now()), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after(" 120\t", now()), Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse_retry_after(" 120\t", now()),
+            Some(Duration::from_secs(120))
+        );
         assert_eq!(parse_retry_after("0", now()), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("000007", now()), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("000007", now()),
+            Some(Duration::from_secs(7))
+        );
     }
 
     #[test]
     fn absurd_values_are_no_hint_or_a_huge_wait() {
-        for bad in ["-1", "abc", "", "   ", "1.5", "+3", "2 s", "0x10", "\u{663}"] {
+        for bad in [
+            "-1", "abc", "", "   ", "1.5", "+3", "2 s", "0x10", "\u{663}",
+        ] {
             assert_eq!(parse_retry_after(bad, now()), None, "{bad:?}");
         }
-        assert_eq!(parse_retry_after("1000000000000", now()), Some(Duration::from_secs(1_000_000_000_000)));
-        assert_eq!(parse_retry_after("99999999999999999999999999", now()), Some(Duration::MAX));
+        assert_eq!(
+            parse_retry_after("1000000000000", now()),
+            Some(Duration::from_secs(1_000_000_000_000))
+        );
+        assert_eq!(
+            parse_retry_after("99999999999999999999999999", now()),
+            Some(Duration::MAX)
+        );
     }
 
     #[test]
     fn http_dates_are_relative_to_the_wall_clock() {
         let in_3s = httpdate::fmt_http_date(now() + Duration::from_secs(3));
-        assert_eq!(parse_retry_after(&in_3s, now()), Some(Duration::from_secs(3)));
-        assert_eq!(parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT", now()), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", now()), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("Mon, 32 Foo 2024 99:99:99 GMT", now()), None);
+        assert_eq!(
+            parse_retry_after(&in_3s, now()),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT", now()),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", now()),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after("Mon, 32 Foo 2024 99:99:99 GMT", now()),
+            None
+        );
     }
 
     #[test]
     fn the_longest_of_several_headers_wins() {
-        let headers = [("Retry-After", "abc"), ("retry-after", "3"), ("RETRY-AFTER", "1"), ("x", "9")];
+        let headers = [
+            ("Retry-After", "abc"),
+            ("retry-after", "3"),
+            ("RETRY-AFTER", "1"),
+            ("x", "9"),
+        ];
         assert_eq!(retry_after_of(headers, now()), Some(Duration::from_secs(3)));
         assert_eq!(retry_after_of([("x", "9")], now()), None);
     }

@@ -46,7 +46,11 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the I/O runtime: {e}"))?;
-    let io: &'static ProcessIo = Box::leak(Box::new(ProcessIo { pid, runtime, transport: Arc::new(Http1Transport::new(Arc::new(ReqwestTransport::new()))) }));
+    let io: &'static ProcessIo = Box::leak(Box::new(ProcessIo {
+        pid,
+        runtime,
+        transport: Arc::new(Http1Transport::new(Arc::new(ReqwestTransport::new()))),
+    }));
     *current = Some(io);
     Ok(io)
 }

@@ -66,7 +66,10 @@ pub struct TransportError {
 
 impl TransportError {
     pub fn new(kind: FailureKind, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into() }
+        Self {
+            kind,
+            detail: detail.into(),
+        }
     }
 }
 
@@ -78,5 +81,9 @@ impl fmt::Display for TransportError {
 
 /// Sends one attempt. Implementations must honour `limits` and must not retry.
 pub trait Transport: Send + Sync {
-    fn send(&self, request: &PreparedRequest, limits: AttemptLimits) -> BoxFuture<'static, Result<RawResponse, TransportError>>;
+    fn send(
+        &self,
+        request: &PreparedRequest,
+        limits: AttemptLimits,
+    ) -> BoxFuture<'static, Result<RawResponse, TransportError>>;
 }

@@ -17,10 +17,20 @@ const MS: Duration = Duration::from_millis(1);
 fn client(rig: &Rig, options: Value) -> HttpClient {
     let mut options = options;
     options["base_url"] = json!("http://127.0.0.1:9");
-    HttpClient::new(ClientConfig::from_json(&options).unwrap(), Caps::default(), rig.env.clone())
+    HttpClient::new(
+        ClientConfig::from_json(&options).unwrap(),
+        Caps::default(),
+        rig.env.clone(),
+    )
 }
 
-async fn call(rig: &Rig, c: &HttpClient, method: &str, path: &str, opts: Value) -> Result<Response, Unavailable> {
+async fn call(
+    rig: &Rig,
+    c: &HttpClient,
+    method: &str,
+    path: &str,
+    opts: Value,
+) -> Result<Response, Unavailable> {
     let req = c.prepare(method, path, &opts).unwrap();
     c.call(rig.env.clone(), req, None).await
 }
@@ -32,12 +42,19 @@ fn gaps(seen: &[Seen]) -> Vec<Duration> {
 #[tokio::test(start_paused = true)]
 async fn seed_004_exercise_retry_after_seconds_is_obeyed_exactly() {
     let rig = Rig::new(
-        vec![status_with(429, &[("Retry-After", "2")], ""), status_with(429, &[("Retry-After", "2")], ""), status_with(200, &[], "{\"ok\":true}")],
+        vec![
+            status_with(429, &[("Retry-After", "2")], ""),
+            status_with(429, &[("Retry-After", "2")], ""),
+            status_with(200, &[], "{\"ok\":true}"),
+        ],
         status(500),
     );
     let c = client(&rig, json!({}));
     let r = call(&rig, &c, "GET", "/v1/chat", json!({})).await.unwrap();
-    assert_eq!((r.status(), r.attempts(), r.body()), (200, 3, b"{\"ok\":true}".as_slice()));
+    assert_eq!(
+        (r.status(), r.attempts(), r.body()),
+        (200, 3, b"{\"ok\":true}".as_slice())
+    );
     assert_eq!(rig.sleeps(), [2000 * MS, 2000 * MS]);
     // Attempts start 2 s + 10 ms (the attempt itself) apart, as the transport saw them.
     assert_eq!(gaps(&rig.transport.seen()), [2010 * MS, 2010 * MS]);
@@ -48,9 +65,13 @@ async fn seed_004_exercise_retry_after_seconds_is_obeyed_exactly() {
 async fn retry_after_as_an_http_date_is_obeyed() {
     // Virtual wall clock starts at WALL_EPOCH_SECS; the attempt ends at +10 ms, so a date 3 s
     // after the epoch asks for a wait of 2.99 s.
-    let at = httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(WALL_EPOCH_SECS + 3));
+    let at =
+        httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(WALL_EPOCH_SECS + 3));
     let at: &'static str = Box::leak(at.into_boxed_str());
-    let rig = Rig::new(vec![status_with(503, &[("Retry-After", at)], ""), status(200)], status(500));
+    let rig = Rig::new(
+        vec![status_with(503, &[("Retry-After", at)], ""), status(200)],
+        status(500),
+    );
     let c = client(&rig, json!({}));
     let r = call(&rig, &c, "GET", "/", json!({})).await.unwrap();
     assert_eq!(r.attempts(), 2);
@@ -59,7 +80,10 @@ async fn retry_after_as_an_http_date_is_obeyed() {
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_beyond_the_deadline_fails_at_once() {
-    let rig = Rig::new(vec![status_with(429, &[("Retry-After", "5")], "busy")], status(200));
+    let rig = Rig::new(
+        vec![status_with(429, &[("Retry-After", "5")], "busy")],
+        status(200),
+    );
     let c = client(&rig, json!({"deadline": 2.0}));
     let e = call(&rig, &c, "GET", "/q", json!({})).await.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
@@ -73,10 +97,16 @@ async fn retry_after_beyond_the_deadline_fails_at_once() {
 #[tokio::test(start_paused = true)]
 async fn retry_after_beyond_max_retry_after_fails_at_once_as_upstream_failed() {
     for absurd in ["1000000000000", "99999999999999999999999"] {
-        let rig = Rig::new(vec![status_with(503, &[("Retry-After", absurd)], "")], status(200));
+        let rig = Rig::new(
+            vec![status_with(503, &[("Retry-After", absurd)], "")],
+            status(200),
+        );
         let c = client(&rig, json!({"max_retry_after": 30}));
         let e = call(&rig, &c, "GET", "/q", json!({})).await.unwrap_err();
-        assert!(e.is_upstream_failed() && e.message().contains("max_retry_after"), "{e}");
+        assert!(
+            e.is_upstream_failed() && e.message().contains("max_retry_after"),
+            "{e}"
+        );
         assert!(rig.sleeps().is_empty());
     }
 }
@@ -103,9 +133,15 @@ async fn invalid_retry_after_values_fall_back_to_jitter_and_a_past_date_means_no
 #[tokio::test(start_paused = true)]
 async fn waits_without_retry_after_are_full_jitter_within_bounds() {
     let rig = Rig::new(vec![], status(503));
-    let c = client(&rig, json!({"max_attempts": 6, "backoff": {"base": 0.1, "cap": 1.0}, "retry_on": [500, 503]}));
+    let c = client(
+        &rig,
+        json!({"max_attempts": 6, "backoff": {"base": 0.1, "cap": 1.0}, "retry_on": [500, 503]}),
+    );
     let e = call(&rig, &c, "GET", "/q", json!({})).await.unwrap_err();
-    assert!(e.is_upstream_failed() && e.attempts() == 6 && e.last_status() == 503, "{e}");
+    assert!(
+        e.is_upstream_failed() && e.attempts() == 6 && e.last_status() == 503,
+        "{e}"
+    );
     let sleeps = rig.sleeps();
     assert_eq!(sleeps.len(), 5);
     // Exactly the seeded sequence, each within min(cap, base·2^(n-1)).
@@ -132,44 +168,83 @@ async fn final_statuses_are_returned_after_one_attempt() {
 async fn post_is_retried_only_with_an_idempotency_key_and_the_key_never_changes() {
     let rig = Rig::new(vec![], status(503));
     let c = client(&rig, json!({}));
-    let e = call(&rig, &c, "POST", "/quotes", json!({"json": {"sku": 1}})).await.unwrap_err();
-    assert!(e.is_upstream_failed() && e.attempts() == 1 && e.message().contains("idempotency_key"), "{e}");
-    let e = call(&rig, &c, "PATCH", "/quotes", json!({})).await.unwrap_err();
+    let e = call(&rig, &c, "POST", "/quotes", json!({"json": {"sku": 1}}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.is_upstream_failed() && e.attempts() == 1 && e.message().contains("idempotency_key"),
+        "{e}"
+    );
+    let e = call(&rig, &c, "PATCH", "/quotes", json!({}))
+        .await
+        .unwrap_err();
     assert_eq!(e.attempts(), 1);
 
     let rig = Rig::new(vec![], status(503));
     let c = client(&rig, json!({}));
-    let e = call(&rig, &c, "POST", "/quotes", json!({"json": {"sku": 1}, "idempotency_key": "order-42"})).await.unwrap_err();
+    let e = call(
+        &rig,
+        &c,
+        "POST",
+        "/quotes",
+        json!({"json": {"sku": 1}, "idempotency_key": "order-42"}),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.attempts(), 3);
     let keys: Vec<String> = rig
         .transport
         .seen()
         .iter()
-        .map(|s| s.request.headers.get("idempotency-key").unwrap().to_str().unwrap().to_string())
+        .map(|s| {
+            s.request
+                .headers
+                .get("idempotency-key")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(keys, ["order-42", "order-42", "order-42"]);
-    let bodies: Vec<_> = rig.transport.seen().iter().map(|s| s.request.body.clone()).collect();
-    assert!(bodies.iter().all(|b| b.as_deref() == Some(br#"{"sku":1}"#.as_slice())));
+    let bodies: Vec<_> = rig
+        .transport
+        .seen()
+        .iter()
+        .map(|s| s.request.body.clone())
+        .collect();
+    assert!(bodies
+        .iter()
+        .all(|b| b.as_deref() == Some(br#"{"sku":1}"#.as_slice())));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_upstream_is_cut_at_the_deadline_whatever_the_timeout() {
     let rig = Rig::new(vec![], Step::Hang);
-    let c = client(&rig, json!({"deadline": 0.5, "timeout": 10, "connect_timeout": 3}));
+    let c = client(
+        &rig,
+        json!({"deadline": 0.5, "timeout": 10, "connect_timeout": 3}),
+    );
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/slow", json!({})).await.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
     assert_eq!(started.elapsed(), 500 * MS);
     let seen = rig.transport.seen();
     assert_eq!(seen.len(), 1);
-    assert_eq!((seen[0].limits.timeout, seen[0].limits.connect_timeout), (500 * MS, 500 * MS));
+    assert_eq!(
+        (seen[0].limits.timeout, seen[0].limits.connect_timeout),
+        (500 * MS, 500 * MS)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn each_attempt_gets_only_the_remainder() {
     // deadline 850 ms, timeout 300 ms (seed 000): 300, then what is left after a sleep.
     let rig = Rig::new(vec![], Step::Hang);
-    let c = client(&rig, json!({"deadline": 0.85, "timeout": 0.3, "max_attempts": 5}));
+    let c = client(
+        &rig,
+        json!({"deadline": 0.85, "timeout": 0.3, "max_attempts": 5}),
+    );
     let e = call(&rig, &c, "GET", "/slow", json!({})).await.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
     let seen = rig.transport.seen();
@@ -180,7 +255,8 @@ async fn each_attempt_gets_only_the_remainder() {
     let left = 850 * MS - 600 * MS - sleeps[0] - sleeps[1];
     let got = seen[2].limits.timeout;
     assert!(got <= left && left - got <= 2 * MS, "{got:?} vs {left:?}");
-    let total: Duration = seen.iter().map(|s| s.limits.timeout).sum::<Duration>() + sleeps.iter().sum::<Duration>();
+    let total: Duration =
+        seen.iter().map(|s| s.limits.timeout).sum::<Duration>() + sleeps.iter().sum::<Duration>();
     assert!(total <= 850 * MS, "{total:?}");
 }
 
@@ -189,39 +265,86 @@ async fn an_enclosing_deadline_that_ends_earlier_wins() {
     let rig = Rig::new(vec![], Step::Hang);
     let c = client(&rig, json!({"deadline": 5, "timeout": 10}));
     let req = c.prepare("GET", "/", &json!({})).unwrap();
-    let e = c.call(rig.env.clone(), req.clone(), Some(200 * MS)).await.unwrap_err();
+    let e = c
+        .call(rig.env.clone(), req.clone(), Some(200 * MS))
+        .await
+        .unwrap_err();
     assert!(e.is_deadline_exceeded());
     assert_eq!(rig.transport.seen()[0].limits.timeout, 200 * MS);
     // Too little left for a useful attempt: nothing is sent.
-    let e = c.call(rig.env.clone(), req, Some(20 * MS)).await.unwrap_err();
+    let e = c
+        .call(rig.env.clone(), req, Some(20 * MS))
+        .await
+        .unwrap_err();
     assert!(e.is_deadline_exceeded() && e.attempts() == 0, "{e}");
     assert_eq!(rig.sends(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_funnel_slot_is_released_before_every_sleep() {
-    let mut rig = Rig::new(vec![status(503), Step::Fail { kind: FailureKind::Connect, after: 5 * MS }, status(200)], status(500));
-    let gate = Arc::new(FakeGate { limit: 1, held: AtomicU32::new(0), events: rig.events.clone() });
+    let mut rig = Rig::new(
+        vec![
+            status(503),
+            Step::Fail {
+                kind: FailureKind::Connect,
+                after: 5 * MS,
+            },
+            status(200),
+        ],
+        status(500),
+    );
+    let gate = Arc::new(FakeGate {
+        limit: 1,
+        held: AtomicU32::new(0),
+        events: rig.events.clone(),
+    });
     rig.env.gate = Some(Arc::new(SharedGate(gate.clone())));
     let c = client(&rig, json!({}));
     let r = call(&rig, &c, "GET", "/", json!({})).await.unwrap();
     assert_eq!(r.attempts(), 3);
-    let events: Vec<String> = rig.events.all().into_iter().map(|e| if e.starts_with("sleep") { "sleep".into() } else { e }).collect();
-    assert_eq!(events, ["acquire", "send 1", "release", "sleep", "acquire", "send 2", "release", "sleep", "acquire", "send 3", "release"]);
+    let events: Vec<String> = rig
+        .events
+        .all()
+        .into_iter()
+        .map(|e| {
+            if e.starts_with("sleep") {
+                "sleep".into()
+            } else {
+                e
+            }
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "acquire", "send 1", "release", "sleep", "acquire", "send 2", "release", "sleep",
+            "acquire", "send 3", "release"
+        ]
+    );
     assert_eq!(gate.held.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_full_funnel_fails_fast_without_sending() {
     let mut rig = Rig::new(vec![], status(200));
-    let gate = Arc::new(FakeGate { limit: 0, held: AtomicU32::new(0), events: rig.events.clone() });
+    let gate = Arc::new(FakeGate {
+        limit: 0,
+        held: AtomicU32::new(0),
+        events: rig.events.clone(),
+    });
     rig.env.gate = Some(Arc::new(SharedGate(gate)));
     let c = client(&rig, json!({}));
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
-    assert!(e.is_funnel_full() && e.is_refusal() && e.attempts() == 0 && e.last_status() == 0, "{e}");
+    assert!(
+        e.is_funnel_full() && e.is_refusal() && e.attempts() == 0 && e.last_status() == 0,
+        "{e}"
+    );
     assert_eq!((rig.sends(), started.elapsed()), (0, Duration::ZERO));
-    assert!(rig.records.records().is_empty(), "a refusal is not an attempt");
+    assert!(
+        rig.records.records().is_empty(),
+        "a refusal is not an attempt"
+    );
 }
 
 /// Full for the first `full_polls` looks, then free (a slot another process gives back).
@@ -245,7 +368,10 @@ impl resilient_http::gate::AttemptGate for FreesAfter {
 #[tokio::test(start_paused = true)]
 async fn a_funnel_wait_takes_a_slot_freed_within_it_and_counts_in_the_deadline() {
     let mut rig = Rig::new(vec![], status(200));
-    let gate = Arc::new(FreesAfter { full_polls: AtomicU32::new(10), polls: AtomicU32::new(0) });
+    let gate = Arc::new(FreesAfter {
+        full_polls: AtomicU32::new(10),
+        polls: AtomicU32::new(0),
+    });
     rig.env.gate = Some(gate.clone());
     let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 0.05}}));
     let started = tokio::time::Instant::now();
@@ -254,22 +380,37 @@ async fn a_funnel_wait_takes_a_slot_freed_within_it_and_counts_in_the_deadline()
     assert_eq!(gate.polls.load(Ordering::SeqCst), 11);
     // Ten polls about 1 ms apart (tokio's timer rounds each up to its next millisecond tick).
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(10) && waited <= Duration::from_millis(20), "{waited:?}");
+    assert!(
+        waited >= Duration::from_millis(10) && waited <= Duration::from_millis(20),
+        "{waited:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_funnel_wait_gives_up_at_its_bound_or_before_the_deadline_needs_it() {
     // Never frees: refused after the 30 ms wait, nothing sent.
     let mut rig = Rig::new(vec![], status(200));
-    rig.env.gate = Some(Arc::new(FreesAfter { full_polls: AtomicU32::new(u32::MAX), polls: AtomicU32::new(0) }));
+    rig.env.gate = Some(Arc::new(FreesAfter {
+        full_polls: AtomicU32::new(u32::MAX),
+        polls: AtomicU32::new(0),
+    }));
     let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 0.03}}));
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
-    assert!(e.is_funnel_full() && e.attempts() == 0 && e.to_string().contains("after waiting 30"), "{e}");
-    assert_eq!((started.elapsed(), rig.sends()), (Duration::from_millis(30), 0));
+    assert!(
+        e.is_funnel_full() && e.attempts() == 0 && e.to_string().contains("after waiting 30"),
+        "{e}"
+    );
+    assert_eq!(
+        (started.elapsed(), rig.sends()),
+        (Duration::from_millis(30), 0)
+    );
 
     // A deadline of 0.1 s leaves 50 ms of waiting room (a useful attempt needs 50 ms).
-    let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 5.0}, "deadline": 0.1}));
+    let c = client(
+        &rig,
+        json!({"funnel": {"limit": 4, "wait": 5.0}, "deadline": 0.1}),
+    );
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
     assert!(e.is_funnel_full(), "{e}");
@@ -279,7 +420,12 @@ async fn a_funnel_wait_gives_up_at_its_bound_or_before_the_deadline_needs_it() {
 #[tokio::test(start_paused = true)]
 async fn the_budget_bounds_total_attempts_under_a_failing_upstream() {
     let mut rig = Rig::new(vec![], status(503));
-    let budget = Arc::new(FakeBudget { ratio: 0.1, floor: 5, originals: AtomicU32::new(0), retries: AtomicU32::new(0) });
+    let budget = Arc::new(FakeBudget {
+        ratio: 0.1,
+        floor: 5,
+        originals: AtomicU32::new(0),
+        retries: AtomicU32::new(0),
+    });
     rig.env.budget = Some(budget.clone());
     let c = client(&rig, json!({}));
     let mut exhausted = 0;
@@ -289,7 +435,10 @@ async fn the_budget_bounds_total_attempts_under_a_failing_upstream() {
     }
     let attempts = rig.sends();
     assert!(attempts <= 100 + 5 + 10, "{attempts} attempts");
-    assert!(attempts >= 100 + 5, "the floor is always allowed: {attempts}");
+    assert!(
+        attempts >= 100 + 5,
+        "the floor is always allowed: {attempts}"
+    );
     assert!(exhausted >= 85, "{exhausted}");
     // A denied retry never sleeps: sleeps == retries sent.
     assert_eq!(rig.sleeps().len() as u32, attempts - 100);
@@ -301,9 +450,13 @@ async fn the_real_shared_budget_bounds_attempts_too() {
     let _ = std::fs::remove_file(&path);
     let segment = Arc::new(resilient_core::Segment::open(&path, 64).unwrap());
     let mut rig = Rig::new(vec![], status(503));
-    let config = ClientConfig::from_json(&json!({"base_url": "http://h", "budget": {"ratio": 0.1, "floor": 5, "window": 60}})).unwrap();
+    let config = ClientConfig::from_json(
+        &json!({"base_url": "http://h", "budget": {"ratio": 0.1, "floor": 5, "window": 60}}),
+    )
+    .unwrap();
     let policy = resilient_http::Policy::from_config(&config);
-    let (_gate, budget) = resilient_http::gate::shared_guards(segment, "test", &config, &policy, true, None).unwrap();
+    let (_gate, budget) =
+        resilient_http::gate::shared_guards(segment, "test", &config, &policy, true, None).unwrap();
     rig.env.budget = budget;
     let c = HttpClient::new(config, Caps::default(), rig.env.clone());
     for _ in 0..100 {
@@ -316,41 +469,110 @@ async fn the_real_shared_budget_bounds_attempts_too() {
 
 #[tokio::test(start_paused = true)]
 async fn one_record_per_attempt_with_the_url_without_query() {
-    let rig = Rig::new(vec![status(503), Step::Fail { kind: FailureKind::Timeout, after: 5 * MS }], status(200));
+    let rig = Rig::new(
+        vec![
+            status(503),
+            Step::Fail {
+                kind: FailureKind::Timeout,
+                after: 5 * MS,
+            },
+        ],
+        status(200),
+    );
     let c = client(&rig, json!({}));
-    let r = call(&rig, &c, "GET", "/quote", json!({"query": {"token": "s3cret"}})).await.unwrap();
+    let r = call(
+        &rig,
+        &c,
+        "GET",
+        "/quote",
+        json!({"query": {"token": "s3cret"}}),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.attempts(), 3);
     let records = rig.records.records();
     assert_eq!(records.len(), 3);
-    assert_eq!(records.iter().map(|r| r.attempt).collect::<Vec<_>>(), [1, 2, 3]);
-    assert_eq!(records.iter().map(|r| r.retry_follows).collect::<Vec<_>>(), [true, true, false]);
-    assert_eq!((records[0].status, records[1].status, records[1].error, records[2].status), (Some(503), None, Some("timeout"), Some(200)));
-    assert!(records.iter().all(|r| r.url == "http://127.0.0.1:9/quote" && r.method == "GET"));
+    assert_eq!(
+        records.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        records.iter().map(|r| r.retry_follows).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    assert_eq!(
+        (
+            records[0].status,
+            records[1].status,
+            records[1].error,
+            records[2].status
+        ),
+        (Some(503), None, Some("timeout"), Some(200))
+    );
+    assert!(records
+        .iter()
+        .all(|r| r.url == "http://127.0.0.1:9/quote" && r.method == "GET"));
     assert_eq!(records[0].duration, 10 * MS);
     // The query string reached the upstream, but no record or message shows it.
-    assert!(rig.transport.seen()[0].request.url.as_str().contains("token=s3cret"));
+    assert!(rig.transport.seen()[0]
+        .request
+        .url
+        .as_str()
+        .contains("token=s3cret"));
     assert!(records.iter().all(|r| !format!("{r:?}").contains("s3cret")));
 }
 
 #[tokio::test(start_paused = true)]
 async fn messages_never_show_secrets() {
-    let rig = Rig::new(vec![], Step::Fail { kind: FailureKind::Connect, after: MS });
+    let rig = Rig::new(
+        vec![],
+        Step::Fail {
+            kind: FailureKind::Connect,
+            after: MS,
+        },
+    );
     let c = client(&rig, json!({"headers": {"Authorization": "Bearer s3cret"}}));
-    let e = call(&rig, &c, "GET", "http://user:pw@127.0.0.1:9/p?api_key=s3cret", json!({"headers": {"Cookie": "s=s3cret"}})).await.unwrap_err();
-    assert!(e.is_upstream_failed() && e.last_status() == 0 && e.attempts() == 3, "{e}");
+    let e = call(
+        &rig,
+        &c,
+        "GET",
+        "http://user:pw@127.0.0.1:9/p?api_key=s3cret",
+        json!({"headers": {"Cookie": "s=s3cret"}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.is_upstream_failed() && e.last_status() == 0 && e.attempts() == 3,
+        "{e}"
+    );
     let text = format!("{e} {e:?}");
     assert!(!text.contains("s3cret") && !text.contains("pw@"), "{text}");
-    assert!(e.message().starts_with("GET http://127.0.0.1:9/p: connect error; max_attempts (3) reached (3 attempts"), "{e}");
+    assert!(
+        e.message().starts_with(
+            "GET http://127.0.0.1:9/p: connect error; max_attempts (3) reached (3 attempts"
+        ),
+        "{e}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn web_caps_lower_timeouts_and_attempts() {
     let rig = Rig::new(vec![], status(503));
-    let config = ClientConfig::from_json(&json!({"base_url": "http://h", "timeout": 30, "connect_timeout": 10, "max_attempts": 3})).unwrap();
-    let caps = Caps { timeout: Some(Duration::from_secs(10)), connect_timeout: Some(Duration::from_secs(3)), max_attempts: Some(1) };
+    let config = ClientConfig::from_json(
+        &json!({"base_url": "http://h", "timeout": 30, "connect_timeout": 10, "max_attempts": 3}),
+    )
+    .unwrap();
+    let caps = Caps {
+        timeout: Some(Duration::from_secs(10)),
+        connect_timeout: Some(Duration::from_secs(3)),
+        max_attempts: Some(1),
+    };
     let c = HttpClient::new(config, caps, rig.env.clone());
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
     assert_eq!(e.attempts(), 1);
     let limits = rig.transport.seen()[0].limits;
-    assert_eq!((limits.timeout, limits.connect_timeout), (Duration::from_secs(10), Duration::from_secs(3)));
+    assert_eq!(
+        (limits.timeout, limits.connect_timeout),
+        (Duration::from_secs(10), Duration::from_secs(3))
+    );
 }

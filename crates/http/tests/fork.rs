@@ -5,17 +5,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resilient_http::runtime::process_io;
-use resilient_http::{Caps, CallEnv, ClientConfig, HttpClient, SystemClock, TokioSleeper};
+use resilient_http::{CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper};
 use resilient_upstream::Upstream;
 use serde_json::json;
 
 fn get(base: &str) -> Result<u16, String> {
     let io = process_io()?;
-    let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), io.transport());
-    let config = ClientConfig::from_json(&json!({"base_url": base, "deadline": 3})).map_err(|e| e.to_string())?;
+    let env = CallEnv::new(
+        Arc::new(SystemClock),
+        Arc::new(TokioSleeper),
+        io.transport(),
+    );
+    let config = ClientConfig::from_json(&json!({"base_url": base, "deadline": 3}))
+        .map_err(|e| e.to_string())?;
     let c = HttpClient::new(config, Caps::default(), env);
-    let req = c.prepare("GET", "/ping", &json!({})).map_err(|e| e.to_string())?;
-    io.block_on(c.call(c.env().clone(), req, None)).map(|r| r.status()).map_err(|e| e.to_string())
+    let req = c
+        .prepare("GET", "/ping", &json!({}))
+        .map_err(|e| e.to_string())?;
+    io.block_on(c.call(c.env().clone(), req, None))
+        .map(|r| r.status())
+        .map_err(|e| e.to_string())
 }
 
 #[test]
@@ -29,7 +38,11 @@ fn a_forked_child_gets_its_own_runtime_and_both_keep_working() {
     let child = unsafe { libc::fork() };
     assert!(child >= 0);
     if child == 0 {
-        let ok = process_io().map(|io| io.pid() != parent_pid).unwrap_or(false) && get(&base) == Ok(200) && get(&base) == Ok(200);
+        let ok = process_io()
+            .map(|io| io.pid() != parent_pid)
+            .unwrap_or(false)
+            && get(&base) == Ok(200)
+            && get(&base) == Ok(200);
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
     let started = Instant::now();
@@ -45,7 +58,10 @@ fn a_forked_child_gets_its_own_runtime_and_both_keep_working() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child failed: {status}"
+    );
     // The parent's runtime and its kept-alive connection still work.
     assert_eq!(process_io().unwrap().pid(), parent_pid);
     assert_eq!(get(&base), Ok(200));

@@ -13,18 +13,41 @@ const MS: Duration = Duration::from_millis(1);
 fn client(rig: &Rig, options: serde_json::Value) -> HttpClient {
     let mut options = options;
     options["base_url"] = json!("http://127.0.0.1:9");
-    HttpClient::new(ClientConfig::from_json(&options).unwrap(), Caps::default(), rig.env.clone())
+    HttpClient::new(
+        ClientConfig::from_json(&options).unwrap(),
+        Caps::default(),
+        rig.env.clone(),
+    )
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_sliding_window_never_exceeds_concurrency_and_one_slow_request_holds_nobody_back() {
-    let rig = Rig::new(vec![], Step::Status { status: 200, headers: vec![], body: "ok", after: 100 * MS });
-    rig.transport.by_path.lock().unwrap().push(("/sku/7".into(), Step::Hang));
+    let rig = Rig::new(
+        vec![],
+        Step::Status {
+            status: 200,
+            headers: vec![],
+            body: "ok",
+            after: 100 * MS,
+        },
+    );
+    rig.transport
+        .by_path
+        .lock()
+        .unwrap()
+        .push(("/sku/7".into(), Step::Hang));
     let c = client(&rig, json!({"timeout": 5, "max_attempts": 1}));
-    let requests = (0..20).map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap()).collect();
+    let requests = (0..20)
+        .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
+        .collect();
     let started = tokio::time::Instant::now();
     let (results, summary) = c.pool(rig.env.clone(), requests, 5, None).await;
-    assert_eq!(rig.transport.max_in_flight.load(std::sync::atomic::Ordering::SeqCst), 5);
+    assert_eq!(
+        rig.transport
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        5
+    );
     assert_eq!(results.len(), 20);
     for (i, r) in results.iter().enumerate() {
         if i == 7 {
@@ -36,7 +59,12 @@ async fn a_sliding_window_never_exceeds_concurrency_and_one_slow_request_holds_n
     // The 19 others ran through the 4 free slots meanwhile: the last of them started within
     // 5 waves of 100 ms, long before the slow one's 5 s timeout.
     let seen = rig.transport.seen();
-    let last_other = seen.iter().filter(|s| s.request.url.path() != "/sku/7").map(|s| s.at).max().unwrap();
+    let last_other = seen
+        .iter()
+        .filter(|s| s.request.url.path() != "/sku/7")
+        .map(|s| s.at)
+        .max()
+        .unwrap();
     assert!(last_other <= 500 * MS, "{last_other:?}");
     // /sku/7 entered in the second wave (at 100 ms) and ran into its 5 s timeout.
     assert_eq!(started.elapsed(), 5100 * MS);
@@ -47,22 +75,38 @@ async fn a_sliding_window_never_exceeds_concurrency_and_one_slow_request_holds_n
 async fn when_more_than_half_fail_the_retry_round_is_skipped() {
     let rig = Rig::new(vec![], status(200));
     for i in 0..6 {
-        rig.transport.by_path.lock().unwrap().push((format!("/sku/{i}"), status(503)));
+        rig.transport
+            .by_path
+            .lock()
+            .unwrap()
+            .push((format!("/sku/{i}"), status(503)));
     }
     let c = client(&rig, json!({}));
-    let requests = (0..10).map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap()).collect();
+    let requests = (0..10)
+        .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
+        .collect();
     let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
     assert!(summary.retry_round_skipped);
     assert_eq!(rig.sends(), 10, "no retries at all");
     assert!(rig.sleeps().is_empty());
     for (i, r) in results.iter().enumerate() {
         match r {
-            Err(e) => assert!(i < 6 && e.is_upstream_failed() && e.last_status() == 503 && e.message().contains("retry skipped"), "{e}"),
+            Err(e) => assert!(
+                i < 6
+                    && e.is_upstream_failed()
+                    && e.last_status() == 503
+                    && e.message().contains("retry skipped"),
+                "{e}"
+            ),
             Ok(r) => assert!(i >= 6 && r.status() == 200),
         }
     }
     let records = rig.records.records();
-    assert_eq!(records.len(), 10, "one record per attempt, also for skipped retries");
+    assert_eq!(
+        records.len(),
+        10,
+        "one record per attempt, also for skipped retries"
+    );
     assert!(records.iter().all(|r| !r.retry_follows));
 }
 
@@ -72,9 +116,15 @@ async fn when_few_fail_they_are_retried() {
     let c = client(&rig, json!({}));
     // Two of ten fail once, then succeed.
     for i in 0..2 {
-        rig.transport.by_path.lock().unwrap().push((format!("/sku/{i}"), status(503)));
+        rig.transport
+            .by_path
+            .lock()
+            .unwrap()
+            .push((format!("/sku/{i}"), status(503)));
     }
-    let requests: Vec<_> = (0..10).map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap()).collect();
+    let requests: Vec<_> = (0..10)
+        .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
+        .collect();
     let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
     assert!(!summary.retry_round_skipped);
     assert_eq!((summary.first_attempts, summary.first_failed), (10, 2));

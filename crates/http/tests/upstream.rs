@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resilient_http::runtime::process_io;
-use resilient_http::{AttemptRecord, Caps, CallEnv, ClientConfig, HttpClient, SystemClock, TokioSleeper};
+use resilient_http::{
+    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper,
+};
 use resilient_upstream::Upstream;
 use serde_json::{json, Value};
 
@@ -14,7 +16,11 @@ fn control(up: &Upstream, method: &str, path: &str, body: Option<Value>) -> Valu
     let url = up.url(path);
     io.block_on(async move {
         let client = reqwest::Client::new();
-        let req = if method == "POST" { client.post(url).json(&body.unwrap_or(json!({}))) } else { client.get(url) };
+        let req = if method == "POST" {
+            client.post(url).json(&body.unwrap_or(json!({})))
+        } else {
+            client.get(url)
+        };
         let resp = req.send().await.unwrap();
         let status = resp.status();
         let v: Value = resp.json().await.unwrap();
@@ -24,24 +30,53 @@ fn control(up: &Upstream, method: &str, path: &str, body: Option<Value>) -> Valu
 }
 
 fn script(up: &Upstream, key: &str, steps: Value) {
-    control(up, "POST", "/__control/script", Some(json!({"key": key, "steps": steps})));
+    control(
+        up,
+        "POST",
+        "/__control/script",
+        Some(json!({"key": key, "steps": steps})),
+    );
 }
 
 fn rows(up: &Upstream, key: &str, min: usize) -> Vec<Value> {
-    control(up, "GET", &format!("/__control/attempts?key={key}&min={min}&idle=1&timeout_ms=3000"), None).as_array().unwrap().clone()
+    control(
+        up,
+        "GET",
+        &format!("/__control/attempts?key={key}&min={min}&idle=1&timeout_ms=3000"),
+        None,
+    )
+    .as_array()
+    .unwrap()
+    .clone()
 }
 
 fn client(up: &Upstream, key: &str, options: Value) -> HttpClient {
     let mut options = options;
     options["base_url"] = json!(up.key_url(key));
     let io = process_io().unwrap();
-    let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), io.transport());
-    HttpClient::new(ClientConfig::from_json(&options).unwrap(), Caps::default(), env)
+    let env = CallEnv::new(
+        Arc::new(SystemClock),
+        Arc::new(TokioSleeper),
+        io.transport(),
+    );
+    HttpClient::new(
+        ClientConfig::from_json(&options).unwrap(),
+        Caps::default(),
+        env,
+    )
 }
 
 /// Runs one call on the process runtime, collecting records as the driver hands them out,
 /// with the time each arrived.
-fn run(c: &HttpClient, method: &str, path: &str, opts: Value) -> (Result<resilient_http::Response, resilient_http::Unavailable>, Vec<(Instant, AttemptRecord)>) {
+fn run(
+    c: &HttpClient,
+    method: &str,
+    path: &str,
+    opts: Value,
+) -> (
+    Result<resilient_http::Response, resilient_http::Unavailable>,
+    Vec<(Instant, AttemptRecord)>,
+) {
     let io = process_io().unwrap();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let mut env = c.env().clone();
@@ -58,7 +93,11 @@ fn run(c: &HttpClient, method: &str, path: &str, opts: Value) -> (Result<resilie
 #[test]
 fn retry_after_is_obeyed_against_the_real_upstream_and_records_arrive_during_the_call() {
     let up = Upstream::start().unwrap();
-    script(&up, "ra", json!([{"status": 429, "headers": {"Retry-After": "1"}}, {"status": 429, "headers": {"Retry-After": "1"}}, {"status": 200, "json": {"price": 42}}]));
+    script(
+        &up,
+        "ra",
+        json!([{"status": 429, "headers": {"Retry-After": "1"}}, {"status": 429, "headers": {"Retry-After": "1"}}, {"status": 200, "json": {"price": 42}}]),
+    );
     let c = client(&up, "ra", json!({}));
     let started = Instant::now();
     let (r, records) = run(&c, "GET", "/quote", json!({"query": {"postcode": "10110"}}));
@@ -69,11 +108,18 @@ fn retry_after_is_obeyed_against_the_real_upstream_and_records_arrive_during_the
     let rows = rows(&up, "ra", 3);
     assert_eq!(rows.len(), 3);
     let t: Vec<f64> = rows.iter().map(|r| r["t_ms"].as_f64().unwrap()).collect();
-    assert!(t[1] - t[0] >= 1000.0 && t[2] - t[1] >= 1000.0, "gaps {:?}", [t[1] - t[0], t[2] - t[1]]);
+    assert!(
+        t[1] - t[0] >= 1000.0 && t[2] - t[1] >= 1000.0,
+        "gaps {:?}",
+        [t[1] - t[0], t[2] - t[1]]
+    );
     assert_eq!(rows[0]["query"], "postcode=10110");
     // on_attempt semantics: the first record was handed out about a second before the end.
     assert_eq!(records.len(), 3);
-    assert!(finished - records[0].0 >= Duration::from_millis(1900), "records must stream during the call");
+    assert!(
+        finished - records[0].0 >= Duration::from_millis(1900),
+        "records must stream during the call"
+    );
     assert!(records[0].0 - started < Duration::from_millis(500));
     assert_eq!(records[0].1.url, format!("{}/quote", up.key_url("ra")));
 }
@@ -88,40 +134,78 @@ fn a_hanging_upstream_ends_within_the_deadline() {
     let elapsed = started.elapsed();
     let e = r.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
-    assert!(elapsed >= Duration::from_millis(480) && elapsed < Duration::from_millis(600), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_millis(480) && elapsed < Duration::from_millis(600),
+        "{elapsed:?}"
+    );
     assert_eq!(records[0].1.error, Some("timeout"));
 }
 
 #[test]
 fn connection_errors_and_closed_connections_are_retried_and_reported() {
     let up = Upstream::start().unwrap();
-    script(&up, "close", json!([{"close": true}, {"status": 200, "body": "ok"}]));
+    script(
+        &up,
+        "close",
+        json!([{"close": true}, {"status": 200, "body": "ok"}]),
+    );
     let c = client(&up, "close", json!({}));
     let (r, records) = run(&c, "GET", "/", json!({}));
     assert_eq!(r.unwrap().body(), b"ok");
     assert_eq!(records[0].1.error, Some("closed"));
 
     // A port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut options = json!({"max_attempts": 2});
     options["base_url"] = json!(format!("http://127.0.0.1:{port}"));
     let io = process_io().unwrap();
-    let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), io.transport());
-    let c = HttpClient::new(ClientConfig::from_json(&options).unwrap(), Caps::default(), env);
+    let env = CallEnv::new(
+        Arc::new(SystemClock),
+        Arc::new(TokioSleeper),
+        io.transport(),
+    );
+    let c = HttpClient::new(
+        ClientConfig::from_json(&options).unwrap(),
+        Caps::default(),
+        env,
+    );
     let (r, records) = run(&c, "GET", "/x?token=s3cret", json!({}));
     let e = r.unwrap_err();
-    assert!(e.is_upstream_failed() && e.last_status() == 0 && e.attempts() == 2, "{e}");
+    assert!(
+        e.is_upstream_failed() && e.last_status() == 0 && e.attempts() == 2,
+        "{e}"
+    );
     assert!(!e.message().contains("s3cret"), "{e}");
     assert!(e.message().contains("connect error"), "{e}");
-    assert_eq!(records.iter().map(|r| r.1.error).collect::<Vec<_>>(), [Some("connect"), Some("connect")]);
+    assert_eq!(
+        records.iter().map(|r| r.1.error).collect::<Vec<_>>(),
+        [Some("connect"), Some("connect")]
+    );
 }
 
 #[test]
 fn post_with_a_key_sends_the_same_key_and_body_on_every_attempt() {
     let up = Upstream::start().unwrap();
-    script(&up, "idem", json!([{"status": 503}, {"status": 503}, {"status": 201, "body": "made"}]));
-    let c = client(&up, "idem", json!({"backoff": {"base": 0.001, "cap": 0.005}}));
-    let (r, _) = run(&c, "POST", "/quotes", json!({"json": {"sku": 1}, "idempotency_key": "order-42"}));
+    script(
+        &up,
+        "idem",
+        json!([{"status": 503}, {"status": 503}, {"status": 201, "body": "made"}]),
+    );
+    let c = client(
+        &up,
+        "idem",
+        json!({"backoff": {"base": 0.001, "cap": 0.005}}),
+    );
+    let (r, _) = run(
+        &c,
+        "POST",
+        "/quotes",
+        json!({"json": {"sku": 1}, "idempotency_key": "order-42"}),
+    );
     assert_eq!(r.unwrap().status(), 201);
     let rows = rows(&up, "idem", 3);
     assert_eq!(rows.len(), 3);
@@ -135,24 +219,55 @@ fn post_with_a_key_sends_the_same_key_and_body_on_every_attempt() {
 #[test]
 fn pool_keeps_the_window_and_one_hang_holds_nobody_back() {
     let up = Upstream::start().unwrap();
-    script(&up, "pool", json!([{"status": 200, "delay_ms": 50, "body": "ok"}]));
+    script(
+        &up,
+        "pool",
+        json!([{"status": 200, "delay_ms": 50, "body": "ok"}]),
+    );
     script(&up, "poolhang", json!([{"hang": true, "hang_ms": 5000}]));
     let c = client(&up, "pool", json!({"timeout": 2, "max_attempts": 1}));
-    let mut requests: Vec<_> = (0..19).map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap()).collect();
-    requests.insert(3, c.prepare("GET", &format!("{}/sku/slow", up.key_url("poolhang")), &json!({})).unwrap());
+    let mut requests: Vec<_> = (0..19)
+        .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
+        .collect();
+    requests.insert(
+        3,
+        c.prepare(
+            "GET",
+            &format!("{}/sku/slow", up.key_url("poolhang")),
+            &json!({}),
+        )
+        .unwrap(),
+    );
     let io = process_io().unwrap();
     let started = Instant::now();
     let (results, _) = io.block_on(c.pool(c.env().clone(), requests, 5, None));
     let elapsed = started.elapsed();
     assert_eq!(results.len(), 20);
     assert!(results[3].as_ref().unwrap_err().is_upstream_failed());
-    assert!(results.iter().enumerate().all(|(i, r)| i == 3 || r.as_ref().unwrap().body() == b"ok"));
+    assert!(results
+        .iter()
+        .enumerate()
+        .all(|(i, r)| i == 3 || r.as_ref().unwrap().body() == b"ok"));
     let rows = rows(&up, "pool", 19);
-    let max = rows.iter().map(|r| r["max_concurrent"].as_u64().unwrap()).max().unwrap();
+    let max = rows
+        .iter()
+        .map(|r| r["max_concurrent"].as_u64().unwrap())
+        .max()
+        .unwrap();
     assert!(max <= 4, "the hang holds one of 5 slots: {max}");
-    let last_end = rows.iter().map(|r| r["end_t_ms"].as_f64().unwrap()).fold(0.0, f64::max);
-    let first = rows.iter().map(|r| r["t_ms"].as_f64().unwrap()).fold(f64::MAX, f64::min);
-    assert!(last_end - first < 1000.0, "the 19 others finished in {} ms", last_end - first);
+    let last_end = rows
+        .iter()
+        .map(|r| r["end_t_ms"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let first = rows
+        .iter()
+        .map(|r| r["t_ms"].as_f64().unwrap())
+        .fold(f64::MAX, f64::min);
+    assert!(
+        last_end - first < 1000.0,
+        "the 19 others finished in {} ms",
+        last_end - first
+    );
     assert!(elapsed >= Duration::from_millis(1900), "{elapsed:?}");
 }
 
@@ -206,20 +321,34 @@ fn an_idle_connection_closed_by_the_server_is_detected_before_reuse() {
             let (mut s, _) = listener.accept().unwrap();
             let mut buf = [0u8; 4096];
             let _ = s.read(&mut buf).unwrap();
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok").unwrap();
+            s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok",
+            )
+            .unwrap();
             std::thread::sleep(Duration::from_millis(50));
             drop(s); // idle close
         }
     });
     let io = process_io().unwrap();
-    let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), io.transport());
-    let config = ClientConfig::from_json(&json!({"base_url": format!("http://127.0.0.1:{port}"), "max_attempts": 1})).unwrap();
+    let env = CallEnv::new(
+        Arc::new(SystemClock),
+        Arc::new(TokioSleeper),
+        io.transport(),
+    );
+    let config = ClientConfig::from_json(
+        &json!({"base_url": format!("http://127.0.0.1:{port}"), "max_attempts": 1}),
+    )
+    .unwrap();
     let c = HttpClient::new(config, Caps::default(), env);
     let (r, _) = run(&c, "GET", "/1", json!({}));
     assert_eq!(r.unwrap().body(), b"ok");
     std::thread::sleep(Duration::from_millis(200));
     let (r, records) = run(&c, "GET", "/2", json!({}));
-    assert_eq!(r.map(|r| r.body().to_vec()).map_err(|e| e.to_string()), Ok(b"ok".to_vec()), "{records:?}");
+    assert_eq!(
+        r.map(|r| r.body().to_vec()).map_err(|e| e.to_string()),
+        Ok(b"ok".to_vec()),
+        "{records:?}"
+    );
     server.join().unwrap();
 }
 
@@ -227,21 +356,42 @@ fn an_idle_connection_closed_by_the_server_is_detected_before_reuse() {
 #[test]
 fn the_reqwest_transport_follows_the_same_rules() {
     let up = Upstream::start().unwrap();
-    script(&up, "rq", json!([{"status": 503, "headers": {"Retry-After": "0"}}, {"status": 200, "body": "ok"}]));
+    script(
+        &up,
+        "rq",
+        json!([{"status": 503, "headers": {"Retry-After": "0"}}, {"status": 200, "body": "ok"}]),
+    );
     script(&up, "rqhang", json!([{"hang": true, "hang_ms": 5000}]));
     let transport = Arc::new(resilient_http::reqwest_transport::ReqwestTransport::new());
     let make = |key: &str, options: Value| {
         let mut options = options;
         options["base_url"] = json!(up.key_url(key));
-        let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), transport.clone());
-        HttpClient::new(ClientConfig::from_json(&options).unwrap(), Caps::default(), env)
+        let env = CallEnv::new(
+            Arc::new(SystemClock),
+            Arc::new(TokioSleeper),
+            transport.clone(),
+        );
+        HttpClient::new(
+            ClientConfig::from_json(&options).unwrap(),
+            Caps::default(),
+            env,
+        )
     };
     let c = make("rq", json!({}));
     let (r, records) = run(&c, "GET", "/x?a=1", json!({"headers": {"X-T": "1"}}));
-    assert_eq!((r.as_ref().unwrap().status(), r.unwrap().attempts()), (200, 2));
+    assert_eq!(
+        (r.as_ref().unwrap().status(), r.unwrap().attempts()),
+        (200, 2)
+    );
     assert_eq!(records.len(), 2);
     let rows = rows(&up, "rq", 2);
-    assert_eq!((rows[0]["query"].as_str(), rows[0]["headers"]["x-t"].as_str()), (Some("a=1"), Some("1")));
+    assert_eq!(
+        (
+            rows[0]["query"].as_str(),
+            rows[0]["headers"]["x-t"].as_str()
+        ),
+        (Some("a=1"), Some("1"))
+    );
     let c = make("rqhang", json!({"deadline": 0.3, "timeout": 5}));
     let started = Instant::now();
     let (r, _) = run(&c, "GET", "/", json!({}));

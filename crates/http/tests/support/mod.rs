@@ -16,7 +16,10 @@ use std::time::{Duration, SystemTime};
 use resilient_http::attempt::RecordLog;
 use resilient_http::clock::BoxFuture;
 use resilient_http::gate::{AttemptGate, RetryAllowance, Slot};
-use resilient_http::{AttemptLimits, CallEnv, Clock, FailureKind, PreparedRequest, RawResponse, Sleeper, Transport, TransportError};
+use resilient_http::{
+    AttemptLimits, CallEnv, Clock, FailureKind, PreparedRequest, RawResponse, Sleeper, Transport,
+    TransportError,
+};
 
 /// Wall time at virtual zero: 2023-11-14T22:13:20Z.
 pub const WALL_EPOCH_SECS: u64 = 1_700_000_000;
@@ -41,7 +44,9 @@ pub struct PausedClock {
 
 impl PausedClock {
     pub fn new() -> Self {
-        Self { origin: tokio::time::Instant::now() }
+        Self {
+            origin: tokio::time::Instant::now(),
+        }
     }
 }
 
@@ -73,7 +78,12 @@ impl Sleeper for LoggingSleeper {
 #[derive(Clone, Debug)]
 pub enum Step {
     /// Answer after `after`.
-    Status { status: u16, headers: Vec<(String, String)>, body: &'static str, after: Duration },
+    Status {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: &'static str,
+        after: Duration,
+    },
     /// Fail with a kind after `after`.
     Fail { kind: FailureKind, after: Duration },
     /// Never answer (the attempt ends by its timeout).
@@ -81,13 +91,21 @@ pub enum Step {
 }
 
 pub fn status(status: u16) -> Step {
-    Step::Status { status, headers: vec![], body: "", after: Duration::from_millis(10) }
+    Step::Status {
+        status,
+        headers: vec![],
+        body: "",
+        after: Duration::from_millis(10),
+    }
 }
 
 pub fn status_with(status: u16, headers: &[(&str, &str)], body: &'static str) -> Step {
     Step::Status {
         status,
-        headers: headers.iter().map(|(n, v)| (n.to_ascii_lowercase(), v.to_string())).collect(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
+            .collect(),
         body,
         after: Duration::from_millis(10),
     }
@@ -137,7 +155,11 @@ impl ScriptedTransport {
 }
 
 impl Transport for ScriptedTransport {
-    fn send(&self, request: &PreparedRequest, limits: AttemptLimits) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
+    fn send(
+        &self,
+        request: &PreparedRequest,
+        limits: AttemptLimits,
+    ) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
         let n = self.sends.fetch_add(1, Ordering::SeqCst) + 1;
         self.events.push(format!("send {n}"));
         let path = request.url.path().to_string();
@@ -151,18 +173,42 @@ impl Transport for ScriptedTransport {
             .or_else(|| self.script.lock().unwrap().pop_front())
             .unwrap_or_else(|| self.fallback.clone());
         let now_in_flight = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.max_in_flight.fetch_max(now_in_flight, Ordering::SeqCst);
-        self.seen.lock().unwrap().push(Seen { at: self.origin.elapsed(), limits, request: request.clone(), concurrent: now_in_flight });
+        self.max_in_flight
+            .fetch_max(now_in_flight, Ordering::SeqCst);
+        self.seen.lock().unwrap().push(Seen {
+            at: self.origin.elapsed(),
+            limits,
+            request: request.clone(),
+            concurrent: now_in_flight,
+        });
         let in_flight = self.in_flight.clone();
         Box::pin(async move {
             let (after, result) = match step {
-                Step::Status { status, headers, body, after } => (after, Ok(RawResponse { status, headers, body: body.as_bytes().to_vec() })),
+                Step::Status {
+                    status,
+                    headers,
+                    body,
+                    after,
+                } => (
+                    after,
+                    Ok(RawResponse {
+                        status,
+                        headers,
+                        body: body.as_bytes().to_vec(),
+                    }),
+                ),
                 Step::Fail { kind, after } => (after, Err(TransportError::new(kind, "scripted"))),
-                Step::Hang => (Duration::MAX, Err(TransportError::new(FailureKind::Timeout, "hang"))),
+                Step::Hang => (
+                    Duration::MAX,
+                    Err(TransportError::new(FailureKind::Timeout, "hang")),
+                ),
             };
             let result = if after > limits.timeout {
                 tokio::time::sleep(limits.timeout).await;
-                Err(TransportError::new(FailureKind::Timeout, "the attempt timed out"))
+                Err(TransportError::new(
+                    FailureKind::Timeout,
+                    "the attempt timed out",
+                ))
             } else {
                 tokio::time::sleep(after).await;
                 result
@@ -236,12 +282,25 @@ impl Rig {
     pub fn new(steps: Vec<Step>, fallback: Step) -> Self {
         let events = Events::default();
         let transport = Arc::new(ScriptedTransport::new(steps, fallback, events.clone()));
-        let sleeper = Arc::new(LoggingSleeper { events: events.clone(), sleeps: Mutex::new(vec![]) });
+        let sleeper = Arc::new(LoggingSleeper {
+            events: events.clone(),
+            sleeps: Mutex::new(vec![]),
+        });
         let records = Arc::new(RecordLog::default());
-        let mut env = CallEnv::new(Arc::new(PausedClock::new()), sleeper.clone(), transport.clone());
+        let mut env = CallEnv::new(
+            Arc::new(PausedClock::new()),
+            sleeper.clone(),
+            transport.clone(),
+        );
         env.observer = Some(records.clone());
         env.jitter_seed = Some(7);
-        Self { events, transport, sleeper, records, env }
+        Self {
+            events,
+            transport,
+            sleeper,
+            records,
+            env,
+        }
     }
     pub fn sleeps(&self) -> Vec<Duration> {
         self.sleeper.sleeps.lock().unwrap().clone()
