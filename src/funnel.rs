@@ -61,7 +61,6 @@ impl Funnel {
         held::add(&self.segment, lease.id());
         Lease {
             funnel: self.name.clone(),
-            pid: crate::pid::current(),
             inner: Some(lease),
         }
     }
@@ -162,24 +161,15 @@ impl Drop for RunLease {
 #[php(flags = ext_php_rs::flags::ClassFlags::Final)]
 pub struct Lease {
     funnel: String,
-    pid: u32,
     inner: Option<CoreLease>,
-}
-
-impl Lease {
-    fn ours(&self) -> bool {
-        self.pid == crate::pid::current()
-    }
 }
 
 #[php_impl]
 impl Lease {
     /// Gives the slot back. True if this call released it; false if it was
-    /// already released, expired and reclaimed, or belongs to a parent process.
+    /// already released, expired and reclaimed, or belongs to a parent process
+    /// (the core never releases another process's lease).
     pub fn release(&mut self) -> bool {
-        if !self.ours() {
-            return false;
-        }
         match self.inner.take() {
             Some(lease) => {
                 held::remove(lease.id());
@@ -192,7 +182,9 @@ impl Lease {
     /// True until released (locally). A lease that expired is still reported
     /// held here; `release()` then returns false.
     pub fn is_held(&self) -> bool {
-        self.inner.is_some() && self.ours()
+        self.inner
+            .as_ref()
+            .is_some_and(|l| l.id().holder_pid() == resilient_core::current_pid())
     }
 
     /// The funnel's name.
@@ -205,11 +197,8 @@ impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(lease) = self.inner.take() {
             held::remove(lease.id());
-            if self.pid == crate::pid::current() {
-                lease.release();
-            } else {
-                let _ = lease.into_id(); // the parent's slot: leave it alone
-            }
+            // Dropping releases, except a parent's lease inherited by a forked child.
+            drop(lease);
         }
     }
 }

@@ -7,15 +7,14 @@
 //! the owner word, so a slot already reclaimed and re-acquired by someone else
 //! is left alone).
 //!
-//! Entries remember the pid: a child of `pcntl_fork` inherits this list and
-//! must not release its parent's slots.
+//! A child of `pcntl_fork` inherits this list; the core never releases a lease
+//! of another process, so the parent's slots stay held.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use resilient_core::{LeaseId, Segment};
 
 struct Held {
-    pid: u32,
     segment: Arc<Segment>,
     id: LeaseId,
 }
@@ -26,7 +25,6 @@ static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
 pub fn add(segment: &Arc<Segment>, id: LeaseId) {
     let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
     held.push(Held {
-        pid: crate::pid::current(),
         segment: segment.clone(),
         id,
     });
@@ -45,12 +43,7 @@ pub fn remove(id: LeaseId) {
 /// still ours. Entries inherited from a parent process are dropped unreleased.
 pub fn release_all() -> usize {
     let taken = std::mem::take(&mut *HELD.lock().unwrap_or_else(PoisonError::into_inner));
-    let pid = crate::pid::current();
-    taken
-        .into_iter()
-        .filter(|h| h.pid == pid)
-        .filter(|h| h.segment.release(h.id))
-        .count()
+    taken.into_iter().filter(|h| h.segment.release(h.id)).count()
 }
 
 /// How many leases are listed (for tests and debugging).

@@ -25,7 +25,6 @@ pub mod funnel;
 pub mod held;
 pub mod hooks;
 pub mod ini;
-pub mod pid;
 pub mod response;
 pub mod segment;
 

@@ -42,7 +42,7 @@ pub fn path() -> PathBuf {
 /// Errors (corrupt, foreign, world-writable file...) become
 /// `Resilient\SharedMemoryError` with the core's message.
 pub fn shared() -> Result<Arc<Segment>, PhpException> {
-    let pid = crate::pid::current();
+    let pid = resilient_core::current_pid();
     let path = path();
     let slots = ini::shm_slots();
     let mut cache = CACHE

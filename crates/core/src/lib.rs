@@ -33,4 +33,5 @@ pub use budget::{BudgetConfig, BudgetStats, RetryBudget};
 pub use deadline::DeadlineStack;
 pub use error::Error;
 pub use funnel::{Funnel, FunnelConfig, Lease, LeaseId};
+pub use liveness::current_pid;
 pub use segment::Segment;

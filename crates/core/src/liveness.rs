@@ -1,9 +1,9 @@
 //! Is a process still alive? Used to reclaim a dead holder's funnel slot at once instead
-//! of waiting for its lease to expire. Also this process's pid, cached: `getpid` is a
-//! system call and the funnel needs it on every acquire.
+//! of waiting for its lease to expire. And this process's pid, cached: `getpid` is a
+//! system call and the lease path needs the pid on every acquire and release.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Once;
+use std::sync::OnceLock;
 
 /// True unless `pid` certainly does not exist. A pid we may not signal (EPERM) is alive.
 pub(crate) fn pid_alive(pid: u32) -> bool {
@@ -15,27 +15,51 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// 0 = unknown; reset in the child of every fork (pcntl_fork, the FPM master's workers).
-static PID: AtomicU32 = AtomicU32::new(0);
-static ATFORK: Once = Once::new();
-
-extern "C" fn forget_pid_in_child() {
-    PID.store(0, Ordering::Relaxed);
+/// The cache cell, in a page marked `MADV_WIPEONFORK`: the kernel gives a forked child
+/// (pcntl_fork, the FPM master's workers) a zeroed copy, so the child sees 0 and asks
+/// again. No atfork handler, which would dangle once PHP unloads the extension and then
+/// forks (Apache's graceful restart). `None` when the page cannot be set up.
+fn cell() -> Option<&'static AtomicU32> {
+    static CELL: OnceLock<usize> = OnceLock::new();
+    let addr = *CELL.get_or_init(|| {
+        // SAFETY: a fresh anonymous private mapping, never unmapped once kept.
+        unsafe {
+            let page = libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if page == libc::MAP_FAILED {
+                return 0;
+            }
+            if libc::madvise(page, 4096, libc::MADV_WIPEONFORK) != 0 {
+                libc::munmap(page, 4096);
+                return 0;
+            }
+            page as usize
+        }
+    });
+    // SAFETY: a live, page-aligned, zero-initialised mapping for the life of the process.
+    (addr != 0).then(|| unsafe { &*(addr as *const AtomicU32) })
 }
 
-/// This process's id; correct in a forked child too.
-pub(crate) fn current_pid() -> u32 {
-    let pid = PID.load(Ordering::Relaxed);
-    if pid != 0 {
-        return pid;
+/// This process's id; correct in a forked child too (falls back to `getpid` every time
+/// when the cache page is unavailable).
+pub fn current_pid() -> u32 {
+    let Some(cell) = cell() else {
+        return std::process::id();
+    };
+    match cell.load(Ordering::Relaxed) {
+        0 => {
+            let pid = std::process::id();
+            cell.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
     }
-    ATFORK.call_once(|| {
-        // SAFETY: registering a handler that only stores to an atomic (async-signal-safe).
-        unsafe { libc::pthread_atfork(None, None, Some(forget_pid_in_child)) };
-    });
-    let pid = std::process::id();
-    PID.store(pid, Ordering::Relaxed);
-    pid
 }
 
 #[cfg(test)]
