@@ -41,18 +41,8 @@ impl Clock for SystemClock {
     }
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds (the same clock `resilient_core` uses in milliseconds).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
+/// `CLOCK_MONOTONIC` in nanoseconds: the core's clock, the one shared memory is kept in.
+pub use resilient_core::clock::monotonic_ns;
 
 /// Sleeps on the tokio timer of the runtime that polls the future.
 #[derive(Debug, Default, Clone, Copy)]

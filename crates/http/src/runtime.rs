@@ -34,7 +34,7 @@ static CURRENT: Mutex<Option<&'static ProcessIo>> = Mutex::new(None);
 
 /// This process's I/O, created on first use (and again, fresh, in a forked child).
 pub fn process_io() -> Result<&'static ProcessIo, String> {
-    let pid = std::process::id();
+    let pid = resilient_core::current_pid();
     let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(io) = *current {
         if io.pid == pid {

@@ -4,12 +4,13 @@ declare(strict_types=1);
 
 namespace Resilient\Tests\Http;
 
+use Resilient\Tests\Harness\FpmMaster;
 use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\ServiceProcess;
 
 /**
- * A small php-fpm of our own (the extension loaded in the master, as in production) that runs
- * tests/Http/fixtures/call.php as a real web request over FastCGI (`cgi-fcgi`, no nginx needed).
+ * A small php-fpm of our own (FpmMaster: the extension loaded in the master, as in
+ * production) that runs tests/Http/fixtures/call.php as a real web request over FastCGI (`cgi-fcgi`, no nginx needed).
  * Pool ini can be set per runner, e.g. `resilient.web_timeout`.
  */
 final class WebRunner
@@ -22,26 +23,11 @@ final class WebRunner
     {
         $this->dir = Run::tempDir('webrunner');
         $d = $this->dir;
-        $asRoot = posix_geteuid() === 0;
-        $lines = [
-            '[global]', "pid = $d/fpm.pid", "error_log = $d/fpm-error.log", 'daemonize = no', '',
-            '[web]',
-            ...($asRoot ? ['user = root', 'group = root'] : []),
-            "listen = $d/web.sock", 'listen.mode = 0600', 'pm = static', "pm.max_children = $workers",
-            'catch_workers_output = yes', 'request_terminate_timeout = 60s',
-            "php_admin_value[error_log] = $d/php-error.log", 'php_admin_flag[log_errors] = on',
-            'php_admin_flag[display_errors] = off',
-        ];
-        foreach ($poolIni as $k => $v) {
-            $lines[] = "php_admin_value[$k] = $v";
-        }
-        file_put_contents("$d/fpm.conf", implode("\n", $lines) . "\n");
-        $this->fpm = ServiceProcess::start([
-            'php-fpm8.2', '-n', ...($asRoot ? ['-R'] : []),
-            '-d', 'extension=' . Run::extension(),
-            '-d', 'resilient.shm_path=' . ini_get('resilient.shm_path'),
-            '-F', '-O', '-y', "$d/fpm.conf",
-        ], "$d/fpm");
+        $this->fpm = FpmMaster::start(
+            $d,
+            ['web' => ['workers' => $workers, 'ini' => $poolIni]],
+            (string) ini_get('resilient.shm_path'),
+        );
         $end = microtime(true) + 10;
         while (!file_exists("$d/web.sock")) {
             if (microtime(true) > $end || !$this->fpm->isRunning()) {
@@ -95,7 +81,7 @@ final class WebRunner
         $body = substr($out, (int) strpos($out, "\r\n\r\n") + 4);
         $data = json_decode($body, true);
         if (!is_array($data)) {
-            throw new \RuntimeException("web call: not JSON: " . substr($out, 0, 2000) . "\n$err\n" . @file_get_contents("{$this->dir}/php-error.log"));
+            throw new \RuntimeException("web call: not JSON: " . substr($out, 0, 2000) . "\n$err\n" . @file_get_contents("{$this->dir}/php-error-web.log"));
         }
         return $data;
     }

@@ -7,9 +7,8 @@ namespace Resilient\Tests\Harness;
 /**
  * Real php-fpm behind real nginx on loopback, serving tests/fixtures/fpm/index.php.
  *
- * One php-fpm master (started with `-n` and the extension loaded by `-d extension=` on its
- * command line, so MINIT runs in the master before it forks, as in production) runs two static
- * pools on unix sockets:
+ * One php-fpm master (FpmMaster: the extension loaded in the master, as in production) runs
+ * two static pools on unix sockets:
  *   - "main": 8 workers, default ini (web caps 10 s / 3 s);
  *   - "solo": 1 worker with resilient.web_timeout = 4, so consecutive requests reach the same
  *     worker (request-end cleanup) and an ini-tuned cap can be seen.
@@ -46,48 +45,15 @@ final class FpmServer
         mkdir($this->dir . '/signal', 0777, true);
         mkdir($this->dir . '/nginx-tmp', 0700, true);
         $this->port = Run::freePort();
-        $this->writeConfigs($mainWorkers);
-        $this->start();
+        $this->writeNginxConfig();
+        $this->start($mainWorkers);
     }
 
-    private function writeConfigs(int $mainWorkers): void
+    private function writeNginxConfig(): void
     {
         $d = $this->dir;
         $app = Run::root() . '/tests/fixtures/fpm';
-        // As root (CI), the pools run as root (php-fpm -R); as another user, as that user.
         $asRoot = posix_geteuid() === 0;
-        $pool = static function (string $name, int $workers, array $ini) use ($d, $asRoot): string {
-            $lines = [
-                "[$name]",
-                ...($asRoot ? ['user = root', 'group = root'] : []),
-                "listen = $d/$name.sock",
-                'listen.mode = 0600',
-                'pm = static',
-                "pm.max_children = $workers",
-                'catch_workers_output = yes',
-                'decorate_workers_output = no',
-                'request_terminate_timeout = 60s',
-                "env[RESILIENT_SIGNAL_DIR] = $d/signal",
-                "php_admin_value[error_log] = $d/php-error-$name.log",
-                'php_admin_flag[log_errors] = on',
-                'php_admin_flag[display_errors] = off',
-                'php_admin_value[error_reporting] = -1',
-            ];
-            foreach ($ini as $k => $v) {
-                $lines[] = "php_admin_value[$k] = $v";
-            }
-            return implode("\n", $lines) . "\n";
-        };
-        file_put_contents("$d/fpm.conf", implode("\n", [
-            '[global]',
-            "pid = $d/fpm.pid",
-            "error_log = $d/fpm-error.log",
-            'daemonize = no',
-            'log_level = notice',
-            '',
-            $pool('main', $mainWorkers, []),
-            $pool('solo', 1, ['resilient.web_timeout' => '4']),
-        ]));
 
         $params = '';
         foreach ([
@@ -133,16 +99,14 @@ final class FpmServer
             CONF);
     }
 
-    private function start(): void
+    private function start(int $mainWorkers): void
     {
         $d = $this->dir;
-        $this->fpm = ServiceProcess::start([
-            'php-fpm8.2', '-n',
-            ...(posix_geteuid() === 0 ? ['-R'] : []),
-            '-d', 'extension=' . Run::extension(),
-            '-d', 'resilient.shm_path=' . $this->shmPath,
-            '-F', '-O', '-y', "$d/fpm.conf",
-        ], "$d/fpm");
+        $env = ['RESILIENT_SIGNAL_DIR' => "$d/signal"];
+        $this->fpm = FpmMaster::start($d, [
+            'main' => ['workers' => $mainWorkers, 'env' => $env],
+            'solo' => ['workers' => 1, 'env' => $env, 'ini' => ['resilient.web_timeout' => '4']],
+        ], $this->shmPath);
         $this->nginx = ServiceProcess::start(['nginx', '-p', $d, '-c', "$d/nginx.conf", '-e', "$d/nginx-error.log"], "$d/nginx");
 
         // Ready when both unix sockets exist and nginx answers through each pool.

@@ -1,0 +1,63 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Harness;
+
+/**
+ * One php-fpm master with static pools on unix sockets, the way production runs it: started
+ * with `-n` and the extension loaded by `-d extension=` on its command line, so MINIT runs in
+ * the master before it forks. As root (CI) the pools run as root (`php-fpm -R`).
+ *
+ * Used by FpmServer (behind nginx) and by the HTTP suite's WebRunner (over cgi-fcgi). Pool
+ * sockets are `$dir/<pool>.sock`; logs `$dir/fpm-error.log` and `$dir/php-error-<pool>.log`.
+ */
+final class FpmMaster
+{
+    /**
+     * Writes `$dir/fpm.conf` and starts the master (stdout/stderr in `$dir/fpm.out|err`).
+     *
+     * @param array<string, array{workers: int, ini?: array<string,string>, env?: array<string,string>}> $pools
+     */
+    public static function start(string $dir, array $pools, string $shmPath): ServiceProcess
+    {
+        $asRoot = posix_geteuid() === 0;
+        $conf = ['[global]', "pid = $dir/fpm.pid", "error_log = $dir/fpm-error.log", 'daemonize = no', 'log_level = notice', ''];
+        foreach ($pools as $name => $pool) {
+            array_push(
+                $conf,
+                "[$name]",
+                ...($asRoot ? ['user = root', 'group = root'] : []),
+                ...[
+                    "listen = $dir/$name.sock",
+                    'listen.mode = 0600',
+                    'pm = static',
+                    "pm.max_children = {$pool['workers']}",
+                    'catch_workers_output = yes',
+                    'decorate_workers_output = no',
+                    'request_terminate_timeout = 60s',
+                    "php_admin_value[error_log] = $dir/php-error-$name.log",
+                    'php_admin_flag[log_errors] = on',
+                    'php_admin_flag[display_errors] = off',
+                    'php_admin_value[error_reporting] = -1',
+                ],
+            );
+            foreach ($pool['env'] ?? [] as $k => $v) {
+                $conf[] = "env[$k] = $v";
+            }
+            foreach ($pool['ini'] ?? [] as $k => $v) {
+                $conf[] = "php_admin_value[$k] = $v";
+            }
+            $conf[] = '';
+        }
+        file_put_contents("$dir/fpm.conf", implode("\n", $conf));
+
+        return ServiceProcess::start([
+            'php-fpm8.2', '-n',
+            ...($asRoot ? ['-R'] : []),
+            '-d', 'extension=' . Run::extension(),
+            '-d', 'resilient.shm_path=' . $shmPath,
+            '-F', '-O', '-y', "$dir/fpm.conf",
+        ], "$dir/fpm");
+    }
+}
