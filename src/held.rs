@@ -45,8 +45,3 @@ pub fn release_all() -> usize {
     let taken = std::mem::take(&mut *HELD.lock().unwrap_or_else(PoisonError::into_inner));
     taken.into_iter().filter(|h| h.segment.release(h.id)).count()
 }
-
-/// How many leases are listed (for tests and debugging).
-pub fn count() -> usize {
-    HELD.lock().unwrap_or_else(PoisonError::into_inner).len()
-}

@@ -80,13 +80,7 @@ impl RetryBudget {
         // The separator is a control character, which no validated name contains.
         let entry =
             seg.entry_index_unchecked(&format!("{name}\u{1f}budget/{}ms", config.window_ms))?;
-        let e = seg.entry(entry);
-        let _ = e.budget_bucket_ms.compare_exchange(
-            0,
-            config.bucket_ms(),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+        // The window is in the key, so the bucket width is the config's, never stored.
         Ok(RetryBudget { seg, entry, config })
     }
 

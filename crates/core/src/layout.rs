@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RESILNT1");
 
 /// Bumped whenever [`Header`] or [`Entry`] change shape.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// The most slots a funnel can have: the in-flight set is one 64-bit mask.
 pub const MAX_FUNNEL_LIMIT: u32 = 64;
@@ -53,8 +53,6 @@ pub struct Entry {
     /// Bit `i` set = funnel slot `i` is held. The in-flight count is its popcount.
     pub funnel_mask: AtomicU64,
     pub funnel_slots: [LeaseSlot; MAX_FUNNEL_LIMIT as usize],
-    /// Bucket width of the budget window in ms (0 = not yet configured).
-    pub budget_bucket_ms: AtomicU64,
     /// Each bucket: `tag:24 | originals:20 | retries:20`, see [`crate::budget`].
     pub budget_buckets: [AtomicU64; BUDGET_BUCKETS],
 }
