@@ -43,5 +43,8 @@ pub fn remove(id: LeaseId) {
 /// still ours. Entries inherited from a parent process are dropped unreleased.
 pub fn release_all() -> usize {
     let taken = std::mem::take(&mut *HELD.lock().unwrap_or_else(PoisonError::into_inner));
-    taken.into_iter().filter(|h| h.segment.release(h.id)).count()
+    taken
+        .into_iter()
+        .filter(|h| h.segment.release(h.id))
+        .count()
 }
