@@ -382,6 +382,26 @@ mod tests {
         std::fs::remove_file(p).unwrap();
     }
 
+    /// Issue 7, item 1: a release paused between its two steps, two reclaims and a new
+    /// acquire; the late bit-clear must not erase the new holder's bit.
+    #[test]
+    fn a_paused_release_cannot_erase_a_new_holders_bit() {
+        let (s, p) = seg("replay");
+        let f = funnel(&s, 1, 0);
+        let e = s.entry(f.entry);
+        let a = f.try_acquire(1, 100).unwrap().into_id();
+        // A, release step 1: its word back to 0.
+        e.funnel_slots[0].word.compare_exchange(a.word, 0, Ordering::AcqRel, Ordering::Acquire).unwrap();
+        reclaim(e, 100); // B
+        reclaim(e, 100); // C
+        let d = f.try_acquire(1, 100); // D
+        // A, release step 2.
+        e.funnel_mask.fetch_and(!1, Ordering::AcqRel);
+        let holders = d.is_some() as u32;
+        assert_eq!(f.in_flight(100), holders, "the funnel counts fewer than are held");
+        std::fs::remove_file(p).unwrap();
+    }
+
     #[test]
     fn release_by_id_is_idempotent() {
         let (s, p) = seg("idem");
