@@ -1,0 +1,261 @@
+//! The funnel's lock-free protocol over one entry's mask and slot words.
+//!
+//! State: a 64-bit mask (bit `i` set = slot `i` counts as in flight; the in-flight count is its
+//! popcount) and one [`SlotWord`] per slot. Every step is one atomic operation, so a process
+//! killed anywhere leaves a state the others can repair.
+//!
+//! The invariant that makes the count exact: **a slot's bit is changed only by the owner of the
+//! slot's word, and is set only while the word is owned** (not `Free`). Ownership moves only by
+//! a compare-and-swap from the exact current word, and words are never reused (stamps grow), so
+//! an owner that was paused, or whose lease was reclaimed, can never touch a newer holder's bit.
+//!
+//! - acquire: `Free → Claiming(me)`; set the bit with a CAS that also checks the caller's cap
+//!   against the popcount; `Claiming → Held(me)`. At the cap: `Claiming → Free`, report full.
+//! - release: `Held(me) → Clearing(me)` (fails if the lease was reclaimed); clear the bit;
+//!   `Clearing → Free`.
+//! - reclaim: a `Held` word whose lease expired or whose process is dead, or a `Claiming` /
+//!   `Clearing` word whose process is dead, is taken by CAS (`→ Clearing(me)`); clear the bit;
+//!   `→ Free`. A `Claiming` or `Clearing` word of a live process is never taken: its owner is
+//!   between two steps that touch the bit. (A process stopped there keeps that one slot counted
+//!   until it resumes or dies: the count errs high, never low.)
+//!
+//! The functions are `async` only so that the model checker (`model_check`) can pause an actor
+//! before every shared access and explore every interleaving; in production
+//! [`ThisProcess::step`] never pauses and [`run`] completes them in a single poll.
+
+use super::slot_word::{Phase, SlotWord};
+use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
+use std::future::Future;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::task::{Context, Poll, Waker};
+
+/// Bounded work per acquire under contention: then we report full rather than spin.
+const MAX_ROUNDS: usize = 64;
+
+/// Which shared word an access is about to touch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum At {
+    Mask,
+    Slot(u32),
+}
+
+/// Who runs a protocol step: its pid, how it tells whether another process is alive, and a
+/// point before every shared access where a model checker may pause it.
+pub(crate) trait Actor {
+    fn pid(&self) -> u32;
+    fn alive(&self, pid: u32) -> bool;
+    fn step(&self, at: At) -> impl Future<Output = ()>;
+}
+
+/// The real caller: this process.
+pub(crate) struct ThisProcess;
+
+impl Actor for ThisProcess {
+    fn pid(&self) -> u32 {
+        crate::liveness::current_pid()
+    }
+    fn alive(&self, pid: u32) -> bool {
+        crate::liveness::pid_alive(pid)
+    }
+    fn step(&self, _: At) -> impl Future<Output = ()> {
+        std::future::ready(())
+    }
+}
+
+/// Runs a protocol function for [`ThisProcess`], which never pauses: one poll completes it.
+pub(crate) fn run<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => unreachable!("ThisProcess::step never pauses"),
+    }
+}
+
+/// Bits of slots `0..limit`.
+pub(crate) fn slots_below(limit: u32) -> u64 {
+    if limit >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << limit) - 1
+    }
+}
+
+/// Takes a slot of `0..limit` if fewer than `cap` are counted; never waits. Returns the slot
+/// and its `Held` word (the lease's identity).
+pub(crate) async fn acquire(
+    e: &Entry,
+    me: &impl Actor,
+    cap: u32,
+    limit: u32,
+    now_ms: u64,
+    lease_ms: u64,
+) -> Option<(u32, SlotWord)> {
+    let mut reclaimed = false;
+    for _ in 0..MAX_ROUNDS {
+        me.step(At::Mask).await;
+        let mask = e.funnel_mask.load(Acquire);
+        if mask.count_ones() < cap {
+            let free = !mask & slots_below(limit);
+            match claim(e, me, free, now_ms.saturating_add(lease_ms)).await {
+                Claim::Got(slot, claiming) => match count(e, me, slot, claiming, cap, mask).await {
+                    Counted::Held(held) => return Some((slot, held)),
+                    Counted::Lost => return None,
+                    Counted::AtCap => {}
+                },
+                Claim::Contended => continue,
+                Claim::NoneFree => {}
+            }
+        }
+        if reclaimed || reclaim(e, me, limit, now_ms).await == 0 {
+            return None;
+        }
+        reclaimed = true;
+    }
+    None
+}
+
+enum Claim {
+    Got(u32, SlotWord),
+    /// Another process changed a candidate word first: look again.
+    Contended,
+    /// No candidate word is free (owned by acquirers or releasers mid-way, or left behind).
+    NoneFree,
+}
+
+/// Takes the word of the first free slot among `candidates`: `Free → Claiming(me)`.
+async fn claim(e: &Entry, me: &impl Actor, mut candidates: u64, expires_ms: u64) -> Claim {
+    let mut contended = false;
+    while candidates != 0 {
+        let slot = candidates.trailing_zeros();
+        candidates &= candidates - 1;
+        let cell = &e.funnel_slots[slot as usize].word;
+        me.step(At::Slot(slot)).await;
+        let seen = SlotWord(cell.load(Acquire));
+        if seen.phase() != Phase::Free {
+            continue;
+        }
+        let claiming = SlotWord::new(me.pid(), Phase::Claiming, expires_ms.max(seen.stamp() + 1));
+        me.step(At::Slot(slot)).await;
+        match cell.compare_exchange(seen.0, claiming.0, AcqRel, Acquire) {
+            Ok(_) => return Claim::Got(slot, claiming),
+            Err(_) => contended = true,
+        }
+    }
+    if contended {
+        Claim::Contended
+    } else {
+        Claim::NoneFree
+    }
+}
+
+enum Counted {
+    Held(SlotWord),
+    AtCap,
+    Lost,
+}
+
+/// With the slot's word claimed (so its bit is clear and nobody else will set it), sets the
+/// bit unless `cap` slots are counted, then marks the word `Held`. At the cap the word is
+/// given back. `mask` is the caller's latest view of the mask.
+async fn count(
+    e: &Entry,
+    me: &impl Actor,
+    slot: u32,
+    claiming: SlotWord,
+    cap: u32,
+    mut mask: u64,
+) -> Counted {
+    let cell = &e.funnel_slots[slot as usize].word;
+    let bit = 1u64 << slot;
+    for _ in 0..MAX_ROUNDS {
+        if mask.count_ones() >= cap {
+            break;
+        }
+        me.step(At::Mask).await;
+        match e
+            .funnel_mask
+            .compare_exchange(mask, mask | bit, AcqRel, Acquire)
+        {
+            Ok(_) => {
+                let held = claiming.with_phase(Phase::Held);
+                me.step(At::Slot(slot)).await;
+                return match cell.compare_exchange(claiming.0, held.0, AcqRel, Acquire) {
+                    Ok(_) => Counted::Held(held),
+                    // Only when another process wrongly judged us dead and took the word (pid
+                    // namespaces that differ): clearing the bit is then theirs.
+                    Err(_) => Counted::Lost,
+                };
+            }
+            Err(now) => mask = now,
+        }
+    }
+    me.step(At::Slot(slot)).await;
+    let _ = cell.compare_exchange(
+        claiming.0,
+        SlotWord::free(claiming.stamp()).0,
+        AcqRel,
+        Acquire,
+    );
+    Counted::AtCap
+}
+
+/// Gives a lease back. False when it was no longer ours (reclaimed after it expired, or
+/// already released).
+pub(crate) async fn release(e: &Entry, me: &impl Actor, slot: u32, held: SlotWord) -> bool {
+    let cell = &e.funnel_slots[slot as usize].word;
+    let clearing = held.with_phase(Phase::Clearing);
+    me.step(At::Slot(slot)).await;
+    if cell
+        .compare_exchange(held.0, clearing.0, AcqRel, Acquire)
+        .is_err()
+    {
+        return false;
+    }
+    me.step(At::Mask).await;
+    e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
+    me.step(At::Slot(slot)).await;
+    let _ = cell.compare_exchange(clearing.0, SlotWord::free(held.stamp()).0, AcqRel, Acquire);
+    true
+}
+
+/// Frees the slots of expired leases and of dead processes among `0..limit` and among the
+/// slots the mask counts. Returns how many slot words it freed.
+pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64) -> u32 {
+    let mut freed = 0;
+    me.step(At::Mask).await;
+    let mut scan = slots_below(limit.min(MAX_FUNNEL_LIMIT)) | e.funnel_mask.load(Acquire);
+    while scan != 0 {
+        let slot = scan.trailing_zeros();
+        scan &= scan - 1;
+        let cell = &e.funnel_slots[slot as usize].word;
+        me.step(At::Slot(slot)).await;
+        let seen = SlotWord(cell.load(Acquire));
+        let takeable = match seen.phase() {
+            Phase::Free => false,
+            Phase::Held => now_ms >= seen.stamp() || !me.alive(seen.pid()),
+            Phase::Claiming | Phase::Clearing => !me.alive(seen.pid()),
+        };
+        if !takeable {
+            continue;
+        }
+        let clearing = SlotWord::new(me.pid(), Phase::Clearing, seen.stamp());
+        me.step(At::Slot(slot)).await;
+        if cell
+            .compare_exchange(seen.0, clearing.0, AcqRel, Acquire)
+            .is_err()
+        {
+            continue;
+        }
+        me.step(At::Mask).await;
+        e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
+        me.step(At::Slot(slot)).await;
+        let _ = cell.compare_exchange(
+            clearing.0,
+            SlotWord::free(seen.stamp()).0,
+            AcqRel,
+            Acquire,
+        );
+        freed += 1;
+    }
+    freed
+}
