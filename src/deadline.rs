@@ -39,7 +39,8 @@ pub fn cap(seconds: f64) -> f64 {
 }
 
 /// Enters a scope of `seconds` (validated); returns the depth to pop back to.
-pub fn push(seconds: f64) -> usize {
+/// Refused (an `\Error`) beyond `resilient_core::deadline::MAX_DEPTH` nested scopes.
+pub fn push(seconds: f64) -> Result<usize, resilient_core::Error> {
     let now = clock::monotonic_ns();
     with_stack(|s| s.push(seconds, now))
 }
@@ -73,9 +74,11 @@ impl Deadline {
     /// deadline if that is earlier) and returns its result. The enclosing
     /// deadline is restored on return and when `$fn` throws (the exception
     /// propagates unchanged). `$seconds` >= 0 and finite, else `\ValueError`.
+    /// Nesting deeper than 1,000 scopes throws `\Error` (runaway recursion would
+    /// otherwise overflow the C stack).
     pub fn within(seconds: f64, r#fn: ZendCallable) -> PhpResult<Zval> {
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;
-        let scope = BailoutGuard::new(Scope(push(seconds)));
+        let scope = BailoutGuard::new(Scope(push(seconds).map_err(errors::php)?));
         let result = r#fn.try_call(vec![]);
         drop(scope);
         // An exception thrown by `$fn` is still pending: returning Err leaves

@@ -4,6 +4,8 @@
 //! - segment problems (corrupt, foreign owner, group/world-writable, wrong layout,
 //!   table full) → `Resilient\SharedMemoryError` with the core's message, which
 //!   names the file and the problem.
+//! - nesting too deep (runaway recursion through `Deadline::within`) → `\Error`,
+//!   as PHP 8.3's own stack limit does: a bug to fix, not an outage to fall back from.
 
 use ext_php_rs::exception::PhpException;
 use resilient_core::Error;
@@ -14,6 +16,8 @@ use crate::exceptions::{self, Kind};
 pub fn to_php(err: &Error) -> PhpException {
     if err.is_invalid_argument() {
         exceptions::value_error(err.to_string())
+    } else if err.is_too_deep() {
+        PhpException::new(err.to_string(), 0, ext_php_rs::zend::ce::error())
     } else {
         // is_segment() / is_table_full(), and anything a later core adds.
         exceptions::error(Kind::SharedMemoryError, err.to_string(), 0)

@@ -137,6 +137,23 @@ impl Funnel {
     pub fn lease(&self) -> f64 {
         self.inner.config().lease_ms as f64 / 1000.0
     }
+
+    /// True when this funnel counts only this process's leases: the shared
+    /// segment could not be used (degraded mode, see `degradedReason()`).
+    pub fn is_degraded(&self) -> bool {
+        self.segment.is_local()
+    }
+
+    /// Why this process's funnels, budgets and clients use process-local
+    /// guards (the degraded mode: the shared-memory segment is unusable, e.g.
+    /// owned by another user, readable by others, corrupt, or the file system
+    /// is full), or null when they share the segment. Opens the segment if this
+    /// process has not yet; throws `Resilient\SharedMemoryError` on a bad
+    /// `resilient.shm_*` setting, or when `resilient.shm_required` is on and
+    /// the segment is unusable.
+    pub fn degraded_reason() -> PhpResult<Option<String>> {
+        segment::degraded_reason()
+    }
 }
 
 /// The lease of `Funnel::run`, released (and unlisted) when dropped.
