@@ -51,6 +51,11 @@ engine_fn!(
     /// (`error_log` ini, else the SAPI's log: stderr in CLI, the FPM worker log).
     php_log_err_with_severity: fn(message: *const c_char, syslog_type: c_int)
 );
+engine_fn!(
+    /// `bool php_get_module_initialized(void)`: true once PHP's startup is over (so an
+    /// extension starting then was loaded late, e.g. by an FPM pool's `php_admin_value[extension]`).
+    php_get_module_initialized: fn() -> bool
+);
 
 /// The value of one of SPL's `zend_class_entry *` globals
 /// (`spl_ce_RuntimeException`...), set by SPL's MINIT, which runs before any

@@ -13,6 +13,15 @@
 //!   `ini_set()` does not (the engine restores the configured value at request
 //!   end, and that value is the bad one).
 //!
+//! FPM pools that load the extension themselves (`php_admin_value[extension]`):
+//! php-fpm applies a pool's `php_value`/`php_admin_value` lines in reverse
+//! order of the file, and a line for a setting that is not registered yet is
+//! dropped without a word. So `resilient.*` lines written after the extension
+//! line are lost and the pool would silently share the default segment. When
+//! the extension starts inside an FPM worker, `resilient.shm_path` must have
+//! been set by the pool (placed before the extension line) or its first use
+//! throws, saying how to fix it.
+//!
 //! Values are read at the time of use with `zend_ini_string_ex` (one hash
 //! lookup), never cached in MINIT: FPM pools may override them per pool.
 //! Nothing here computes the default shared-memory path: that needs the uid
@@ -20,6 +29,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use ext_php_rs::ffi::{zend_ini_entry, zend_string};
@@ -81,8 +91,19 @@ static ENTRIES: IniEntryDefs<8> = IniEntryDefs::new([
     IniEntryDef::end(),
 ]);
 
+/// The extension was started by an FPM worker (a pool's `php_admin_value[extension]`).
+static LOADED_BY_FPM_POOL: AtomicBool = AtomicBool::new(false);
+
+/// `resilient.shm_path` was set by the FPM pool (after the extension started).
+static PATH_SET_BY_POOL: AtomicBool = AtomicBool::new(false);
+
 /// Called from MINIT.
 pub fn register(module_number: i32) {
+    // SAFETY: plain engine call.
+    let late = crate::engine::php_get_module_initialized().is_some_and(|f| unsafe { f() });
+    if late && crate::context::sapi_name() == "fpm-fcgi" {
+        LOADED_BY_FPM_POOL.store(true, Ordering::Relaxed);
+    }
     IniEntryDef::register(ENTRIES.as_slice(), module_number);
 }
 
@@ -167,6 +188,19 @@ static REJECTED: Mutex<Vec<(&'static CStr, String)>> = Mutex::new(Vec::new());
 /// `Err(message)` when the configured value of `key` was refused: the message
 /// names the key, what it must be and the value given.
 pub fn check(key: &'static CStr) -> Result<(), String> {
+    if key == SHM_PATH
+        && LOADED_BY_FPM_POOL.load(Ordering::Relaxed)
+        && !PATH_SET_BY_POOL.load(Ordering::Relaxed)
+    {
+        return Err(
+            "resilient.shm_path: this FPM pool loads the extension with \
+             php_admin_value[extension], and php-fpm drops a pool's resilient.* lines written \
+             after that line; put php_admin_value[resilient.shm_path] (and every resilient.* \
+             line) before php_admin_value[extension] in the pool, or load the extension in \
+             php.ini (see docs/shared-memory.md)"
+                .to_owned(),
+        );
+    }
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
     match rejected.iter().rev().find(|(k, _)| *k == key) {
         None => Ok(()),
@@ -280,6 +314,9 @@ fn validate(key: &'static CStr, new_value: *mut zend_string, stage: c_int, ok: f
         let good = std::str::from_utf8(bytes).is_ok_and(ok);
         let mut rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
         if good {
+            if key == SHM_PATH && stage & STAGE_ACTIVATE != 0 {
+                PATH_SET_BY_POOL.store(true, Ordering::Relaxed);
+            }
             if stage & (STAGE_ACTIVATE | STAGE_HTACCESS) != 0 {
                 rejected.retain(|(k, _)| *k != key);
             }
