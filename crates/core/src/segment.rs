@@ -124,7 +124,7 @@ impl Segment {
                             "is a symbolic link; refusing to follow it",
                         ))
                     }
-                    _ => return Err(Error::segment(path, format!("cannot open: {err}"))),
+                    _ => return Err(Error::segment(path, open_failure(&cpath, &err))),
                 }
             }
             // SAFETY: a fresh descriptor we own.
@@ -448,6 +448,23 @@ fn check_file(path: &Path, fd: &OwnedFd) -> Result<libc::stat, Error> {
         ));
     }
     Ok(st)
+}
+
+/// Why an existing file cannot be opened, naming its owner when it is someone else's (a
+/// file squatted by another user is the usual reason for EACCES).
+fn open_failure(cpath: &CString, err: &std::io::Error) -> String {
+    // SAFETY: a zeroed stat is a valid out-buffer; valid C string; geteuid cannot fail.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let uid = unsafe { libc::geteuid() };
+    if unsafe { libc::lstat(cpath.as_ptr(), &mut st) } == 0 && st.st_uid != uid {
+        return format!(
+            "cannot open: {err}; it is owned by uid {} (mode {:o}), not by this process's uid {uid}: \
+             another user created it",
+            st.st_uid,
+            st.st_mode & 0o777
+        );
+    }
+    format!("cannot open: {err}")
 }
 
 /// The header's fields, read with `pread` (a short file reads as zeroes).
