@@ -10,8 +10,10 @@ use crate::{errors, segment};
 
 /// A retry budget per name: per sliding window, retries may be at most
 /// `floor + ratio × originals`, counted across every process of the host.
-/// Throws `\ValueError` on a bad argument and `Resilient\SharedMemoryError`
-/// when the segment cannot be used.
+/// Throws `\ValueError` on a bad argument. When the segment cannot be used
+/// the budget counts this process only (degraded mode, see
+/// `Funnel::degradedReason()`), or throws `Resilient\SharedMemoryError`
+/// with `resilient.shm_required=1`.
 #[php_class]
 #[php(name = "Resilient\\RetryBudget")]
 pub struct RetryBudget {

@@ -27,8 +27,9 @@ pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
 /// host (FPM workers and CLI): at most `limit` leases held at once; web
 /// callers may use all slots, background (CLI) callers only `limit - reserve`.
 /// Fails fast when full (no queueing). Throws `\ValueError` on a bad
-/// argument (the message names it) and `Resilient\SharedMemoryError` when
-/// the segment cannot be used.
+/// argument (the message names it). When the segment cannot be used the
+/// funnel counts this process only (degraded mode, see `degradedReason()`),
+/// or throws `Resilient\SharedMemoryError` with `resilient.shm_required=1`.
 #[php_class]
 #[php(name = "Resilient\\Funnel")]
 pub struct Funnel {
