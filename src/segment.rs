@@ -21,7 +21,8 @@
 //! `pcntl_fork` opens its own handle instead of using the parent's, and a
 //! test that points `resilient.shm_path` elsewhere with `ini_set()` gets the
 //! other file. A cached shared segment whose file shrank, was removed or was
-//! replaced is reopened (a mapping of a shrunk file would fault).
+//! replaced is reopened (a mapping of a shrunk file would fault); that check
+//! (two syscalls) runs at most every `REVALIDATE_MS`.
 
 use std::ffi::CString;
 use std::path::PathBuf;
@@ -42,7 +43,12 @@ struct Cached {
     segment: Arc<Segment>,
     /// Why the segment is process-local; `None` when shared.
     degraded: Option<String>,
+    /// When the file was last found still valid (monotonic ms).
+    checked_ms: u64,
 }
+
+/// How often a cached segment's file is checked (shrunk, removed, replaced).
+const REVALIDATE_MS: u64 = 1000;
 
 static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
 
@@ -86,15 +92,17 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
     let path = path()?;
     let slots = ini::shm_slots().map_err(config_error)?;
     let required = ini::shm_required().map_err(config_error)?;
+    let now = resilient_core::clock::monotonic_ms();
     let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(c) = cache.as_ref() {
-        if c.pid == pid
-            && c.path == path
-            && c.slots == slots
-            && c.required == required
-            && c.segment.still_valid()
-        {
-            return Ok((c.segment.clone(), c.degraded.clone()));
+    if let Some(c) = cache.as_mut() {
+        if c.pid == pid && c.path == path && c.slots == slots && c.required == required {
+            if now.saturating_sub(c.checked_ms) < REVALIDATE_MS {
+                return Ok((c.segment.clone(), c.degraded.clone()));
+            }
+            if c.segment.still_valid() {
+                c.checked_ms = now;
+                return Ok((c.segment.clone(), c.degraded.clone()));
+            }
         }
     }
     let (segment, degraded) = match Segment::open(&path, slots) {
@@ -114,6 +122,7 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
         required,
         segment: segment.clone(),
         degraded: degraded.clone(),
+        checked_ms: now,
     });
     Ok((segment, degraded))
 }
