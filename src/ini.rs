@@ -241,7 +241,9 @@ fn requirement(key: &CStr) -> String {
                                   /dev/shm/resilient-<uid>.shm"
             .to_owned(),
         b"resilient.shm_slots" => format!("must be an integer between 1 and {MAX_SHM_SLOTS}"),
-        b"resilient.shm_required" => "must be a boolean (0, 1, on, off, true, false, yes, no)".to_owned(),
+        b"resilient.shm_required" => {
+            "must be a boolean (0, 1, on, off, true, false, yes, no)".to_owned()
+        }
         b"resilient.web_timeout" | b"resilient.web_connect_timeout" => format!(
             "must be a number of seconds, > 0 and at most {}",
             resilient_core::validate::MAX_SECONDS
@@ -304,7 +306,12 @@ const STAGE_HTACCESS: c_int = 1 << 5;
 /// remembered for [`check`]. A good value from an FPM pool or `.user.ini`
 /// forgets an earlier bad one (not at startup: the engine validates the
 /// default right after refusing the configured value).
-fn validate(key: &'static CStr, new_value: *mut zend_string, stage: c_int, ok: fn(&str) -> bool) -> c_int {
+fn validate(
+    key: &'static CStr,
+    new_value: *mut zend_string,
+    stage: c_int,
+    ok: fn(&str) -> bool,
+) -> c_int {
     let result = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the engine passes a live zend_string (or NULL).
         let Some(s) = (unsafe { new_value.cast::<ZendStr>().as_ref() }) else {
@@ -351,10 +358,15 @@ macro_rules! on_modify {
 
 on_modify!(on_modify_path, SHM_PATH, parse_path);
 on_modify!(on_modify_slots, SHM_SLOTS, |s| parse_slots(s).is_some());
-on_modify!(on_modify_required, SHM_REQUIRED, |s| parse_bool(s).is_some());
-on_modify!(on_modify_seconds_timeout, WEB_TIMEOUT, |s| parse_seconds(s).is_some());
-on_modify!(on_modify_seconds_connect, WEB_CONNECT_TIMEOUT, |s| parse_seconds(s).is_some());
-on_modify!(on_modify_attempts, WEB_MAX_ATTEMPTS, |s| parse_attempts(s).is_some());
+on_modify!(on_modify_required, SHM_REQUIRED, |s| parse_bool(s)
+    .is_some());
+on_modify!(on_modify_seconds_timeout, WEB_TIMEOUT, |s| parse_seconds(s)
+    .is_some());
+on_modify!(on_modify_seconds_connect, WEB_CONNECT_TIMEOUT, |s| {
+    parse_seconds(s).is_some()
+});
+on_modify!(on_modify_attempts, WEB_MAX_ATTEMPTS, |s| parse_attempts(s)
+    .is_some());
 on_modify!(on_modify_backend, BACKEND, parse_backend);
 
 #[cfg(test)]

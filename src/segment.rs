@@ -110,7 +110,10 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
         Err(e) if e.is_segment() && !required => {
             let reason = e.to_string();
             log_once(pid, &reason);
-            (Segment::local(&path, slots).map_err(errors::php)?, Some(reason))
+            (
+                Segment::local(&path, slots).map_err(errors::php)?,
+                Some(reason),
+            )
         }
         Err(e) => return Err(errors::php(e)),
     };

@@ -89,7 +89,11 @@ impl Segment {
             let fd = unsafe {
                 libc::open(
                     cpath.as_ptr(),
-                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    libc::O_RDWR
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_NOFOLLOW
+                        | libc::O_CLOEXEC,
                     0o600,
                 )
             };
@@ -201,7 +205,10 @@ impl Segment {
         // zeroes whatever a dead creator left.
         unsafe {
             if libc::ftruncate(raw, 0) != 0 || libc::ftruncate(raw, len as libc::off_t) != 0 {
-                return Err(Error::segment(path, format!("cannot size it: {}", os_err())));
+                return Err(Error::segment(
+                    path,
+                    format!("cannot size it: {}", os_err()),
+                ));
             }
             let rc = libc::posix_fallocate(raw, 0, len as libc::off_t);
             if rc != 0 {
@@ -305,10 +312,7 @@ impl Segment {
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(Error::segment(
-                path,
-                format!("cannot map it: {}", os_err()),
-            ));
+            return Err(Error::segment(path, format!("cannot map it: {}", os_err())));
         }
         Ok(Segment {
             base: base as *mut u8,
@@ -513,8 +517,7 @@ fn same_file(cpath: &CString, st: &libc::stat) -> bool {
     // SAFETY: a zeroed stat is a valid out-buffer; valid C string.
     let mut now: libc::stat = unsafe { std::mem::zeroed() };
     let found = unsafe { libc::lstat(cpath.as_ptr(), &mut now) } == 0;
-    found && now.st_dev == st.st_dev
-        && now.st_ino == st.st_ino
+    found && now.st_dev == st.st_dev && now.st_ino == st.st_ino
 }
 
 /// An exclusive `flock` on the segment file, held while the descriptor is ours (the kernel
@@ -530,7 +533,10 @@ impl FileLock {
                 return Ok(FileLock(fd));
             }
             let err = os_err();
-            if !matches!(err.raw_os_error(), Some(libc::EWOULDBLOCK) | Some(libc::EINTR)) {
+            if !matches!(
+                err.raw_os_error(),
+                Some(libc::EWOULDBLOCK) | Some(libc::EINTR)
+            ) {
                 return Err(Error::segment(path, format!("cannot lock: {err}")));
             }
             if Instant::now() >= deadline {
@@ -650,7 +656,11 @@ mod tests {
             f.write_all(&junk).unwrap();
             let s = Segment::open(&p, 4).unwrap();
             assert_eq!(s.slots(), 4);
-            assert_eq!(s.names(), vec![], "recovery must zero what the dead creator left");
+            assert_eq!(
+                s.names(),
+                vec![],
+                "recovery must zero what the dead creator left"
+            );
             assert!(s.entry_index("a").is_ok());
             assert_eq!(Segment::open(&p, 9).unwrap().slots(), 4);
             std::fs::remove_file(&p).unwrap();
