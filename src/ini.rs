@@ -156,6 +156,9 @@ pub fn shm_required() -> Result<bool, String> {
         .unwrap_or(false))
 }
 
+/// The web caps below return the default when the configured value was
+/// refused; a caller that must not run on a silent default calls
+/// [`check`] (or [`check_all`]) first and throws its message.
 pub fn web_timeout() -> f64 {
     raw(WEB_TIMEOUT)
         .and_then(|v| parse_seconds(&v))

@@ -66,4 +66,4 @@ pub fn segment_size(slots: u32) -> usize {
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() == HEADER_SIZE);
-const _: () = assert!(ENTRY_SIZE % 64 == 0);
+const _: () = assert!(ENTRY_SIZE.is_multiple_of(64));
