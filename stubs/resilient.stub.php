@@ -181,8 +181,9 @@ namespace Resilient {
          * deadline if that is earlier) and returns its result. The enclosing
          * deadline is restored on return and when `$fn` throws (the exception
          * propagates unchanged). `$seconds` >= 0 and finite, else `\ValueError`.
-         * Nesting deeper than 1,000 scopes throws `\Error` (runaway recursion would
-         * otherwise overflow the C stack).
+         * Nesting deeper than 1,000 scopes, or with less than 256 KB of C stack
+         * left, throws `\Error` (runaway recursion would otherwise overflow the C
+         * stack).
          *
          * @param float $seconds
          * @param callable $fn

@@ -52,7 +52,7 @@ impl Error {
     }
 
     /// `what` was nested deeper than its limit (runaway recursion).
-    pub(crate) fn too_deep(what: &str, message: impl fmt::Display) -> Self {
+    pub fn too_deep(what: &str, message: impl fmt::Display) -> Self {
         Error {
             kind: Kind::TooDeep,
             argument: None,
