@@ -180,6 +180,15 @@ impl Segment {
                 "is not a resilient segment (bad magic); remove it after stopping PHP",
             ));
         }
+        if !half_made(&header, st.st_size as usize) {
+            return Err(Error::segment(
+                path,
+                format!(
+                    "has no header and is not a half-made segment (size {}); refusing to touch it",
+                    st.st_size
+                ),
+            ));
+        }
         match Self::init(path, lock.fd(), slots) {
             Ok(mut seg) => {
                 seg.file = Some(lock.release());
@@ -442,6 +451,12 @@ fn check_file(path: &Path, fd: &OwnedFd) -> Result<libc::stat, Error> {
             ),
         ));
     }
+    if st.st_nlink > 1 {
+        return Err(Error::segment(
+            path,
+            format!("has {} hard links; refusing it", st.st_nlink),
+        ));
+    }
     if st.st_mode & 0o077 != 0 {
         return Err(Error::segment(
             path,
@@ -473,6 +488,8 @@ fn open_failure(cpath: &CString, err: &std::io::Error) -> String {
 
 /// The header's fields, read with `pread` (a short file reads as zeroes).
 struct RawHeader {
+    /// The header's padding and reserved bytes are all zero.
+    rest_zero: bool,
     magic: u64,
     version: u32,
     slots: u32,
@@ -504,12 +521,30 @@ fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
     let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
     // Offsets of `layout::Header` (repr(C)).
     Ok(RawHeader {
+        rest_zero: b[20..24].iter().chain(&b[32..]).all(|&x| x == 0),
         magic: u64_at(0),
         version: u32_at(8),
         slots: u32_at(12),
         entry_size: u32_at(16),
         total_size: u64_at(24),
     })
+}
+
+/// What a creator that died before storing the magic can leave: a file of size 0 (before
+/// sizing) or of a table's size, whose header fields are each zero or what that creator was
+/// writing. Recovery truncates the file, so anything else (a file that was never a segment,
+/// e.g. a misconfigured `resilient.shm_path`) is left alone.
+fn half_made(h: &RawHeader, size: usize) -> bool {
+    let table = size > HEADER_SIZE
+        && (size - HEADER_SIZE) % ENTRY_SIZE == 0
+        && (size - HEADER_SIZE) / ENTRY_SIZE <= MAX_SLOTS as usize;
+    (size == 0 || table)
+        && h.magic == 0
+        && h.rest_zero
+        && (h.version == 0 || h.version == LAYOUT_VERSION)
+        && (h.entry_size == 0 || h.entry_size as usize == ENTRY_SIZE)
+        && (h.total_size == 0 || h.total_size as usize == size)
+        && (h.slots == 0 || crate::layout::segment_size(h.slots) == size)
 }
 
 /// True when `cpath` (not followed if a symlink) names the file of `st`.
@@ -641,7 +676,14 @@ mod tests {
     fn a_header_less_file_of_a_dead_creator_is_recovered() {
         // What a creator killed before storing the magic leaves: an empty file, or a sized
         // one full of zeroes or half-written entries.
-        for len in [0usize, 100, crate::layout::segment_size(4)] {
+        for (i, len) in [
+            0usize,
+            crate::layout::segment_size(4),
+            crate::layout::segment_size(9),
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let p = temp_path("headerless");
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
@@ -652,6 +694,11 @@ mod tests {
             let mut junk = vec![0u8; len];
             if len > HEADER_SIZE {
                 junk[HEADER_SIZE..].fill(0x5A); // entries written, header not yet
+            }
+            if i == 2 {
+                // Killed while writing the header: version and slots stored, magic not.
+                junk[8..12].copy_from_slice(&LAYOUT_VERSION.to_le_bytes());
+                junk[12..16].copy_from_slice(&9u32.to_le_bytes());
             }
             f.write_all(&junk).unwrap();
             let s = Segment::open(&p, 4).unwrap();
@@ -665,6 +712,38 @@ mod tests {
             assert_eq!(Segment::open(&p, 9).unwrap().slots(), 4);
             std::fs::remove_file(&p).unwrap();
         }
+    }
+
+    #[test]
+    fn a_header_less_file_that_is_not_half_made_is_left_alone() {
+        // Leading zeroes but not a segment's size, or a non-zero byte in the header area:
+        // not something our creator leaves, so recovery (which truncates) must not touch it.
+        let size = crate::layout::segment_size(4);
+        for (len, poke) in [(100usize, None), (size + 1, None), (size, Some(40usize))] {
+            let p = temp_path("notours");
+            let mut bytes = vec![0u8; len];
+            if let Some(at) = poke {
+                bytes[at] = 1;
+            }
+            std::fs::write(&p, &bytes).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let e = Segment::open(&p, 4).err().unwrap();
+            assert!(e.to_string().contains("not a half-made segment"), "{e}");
+            assert_eq!(std::fs::read(&p).unwrap(), bytes, "must not be modified");
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+
+    #[test]
+    fn refuses_a_hard_linked_file() {
+        let p = temp_path("hardlink");
+        drop(Segment::open(&p, 4).unwrap());
+        let q = temp_path("hardlink2");
+        std::fs::hard_link(&p, &q).unwrap();
+        let e = Segment::open(&p, 4).err().unwrap();
+        assert!(e.to_string().contains("2 hard links"), "{e}");
+        std::fs::remove_file(&q).unwrap();
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]
