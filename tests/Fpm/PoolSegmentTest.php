@@ -101,6 +101,27 @@ final class PoolSegmentTest extends TestCase
         fwrite(STDERR, "\n[pool extension line order] {$r['message']}\n");
     }
 
+    /** Issue 7 item 4 under FPM: an unusable file → local guards, one log line per worker. */
+    public function testAnUnusableSegmentDegradesAWorkerAndItsLogSaysSoOnce(): void
+    {
+        $path = Run::shmPath('pool-bad-' . bin2hex(random_bytes(3)));
+        file_put_contents($path, str_repeat("\xAB", 4096)); // not a segment
+        chmod($path, 0600);
+        $this->start(['bad' => ['resilient.shm_path' => $path]]);
+        $grants = [];
+        for ($i = 0; $i < 3; $i++) {
+            $r = $this->call('bad', ['do' => 'consume', 'name' => 'x']);
+            $this->assertFalse($r['threw'], json_encode($r));
+            $grants[] = $r['granted'];
+        }
+        $this->assertSame([true, false, false], $grants, 'the worker\'s local budget still limits');
+        $info = $this->call('bad', ['do' => 'info']);
+        $this->assertStringContainsString('bad magic', (string) $info['degraded']);
+        $log = (string) file_get_contents("{$this->dir}/php-error-bad.log");
+        $this->assertSame(1, substr_count($log, 'falling back to process-local guards'), $log);
+        $this->assertSame(str_repeat("\xAB", 4096), file_get_contents($path), 'the file is left alone');
+    }
+
     public function testABadPoolValueIsAnErrorNamingTheKey(): void
     {
         $this->start([
