@@ -24,6 +24,22 @@ pub fn to_php(err: &Error) -> PhpException {
     }
 }
 
+/// Writes one line to PHP's error log (the `error_log` setting, else the
+/// SAPI's log: stderr in CLI, the worker log under FPM). Not an `E_WARNING`:
+/// frameworks turn those into exceptions.
+pub fn log_warning(message: &str) {
+    /// `LOG_WARNING` of syslog.h.
+    const LOG_WARNING: i32 = 4;
+    let (Some(log), Ok(message)) = (
+        crate::engine::php_log_err_with_severity(),
+        std::ffi::CString::new(message.replace('\0', "\\0")),
+    ) else {
+        return;
+    };
+    // SAFETY: a valid C string; the engine copies it.
+    unsafe { log(message.as_ptr(), LOG_WARNING) };
+}
+
 /// `?`-friendly conversion: `core_call().map_err(errors::php)?`.
 pub fn php(err: Error) -> PhpException {
     to_php(&err)

@@ -157,21 +157,25 @@ pub fn shm_required() -> Result<bool, String> {
 }
 
 /// The web caps below return the default when the configured value was
-/// refused; a caller that must not run on a silent default calls
-/// [`check`] (or [`check_all`]) first and throws its message.
+/// refused, and say so once per process in PHP's error log; a caller that
+/// must not run on a default calls [`check`] (or [`check_all`]) first and
+/// throws its message.
 pub fn web_timeout() -> f64 {
+    log_rejected_once(WEB_TIMEOUT);
     raw(WEB_TIMEOUT)
         .and_then(|v| parse_seconds(&v))
         .unwrap_or(DEFAULT_WEB_TIMEOUT)
 }
 
 pub fn web_connect_timeout() -> f64 {
+    log_rejected_once(WEB_CONNECT_TIMEOUT);
     raw(WEB_CONNECT_TIMEOUT)
         .and_then(|v| parse_seconds(&v))
         .unwrap_or(DEFAULT_WEB_CONNECT_TIMEOUT)
 }
 
 pub fn web_max_attempts() -> u32 {
+    log_rejected_once(WEB_MAX_ATTEMPTS);
     raw(WEB_MAX_ATTEMPTS)
         .and_then(|v| parse_attempts(&v))
         .unwrap_or(DEFAULT_WEB_MAX_ATTEMPTS)
@@ -180,6 +184,7 @@ pub fn web_max_attempts() -> u32 {
 /// `resilient.backend`: `shm` or a `redis://` URL (the Redis backend arrives
 /// with a later issue).
 pub fn backend() -> String {
+    log_rejected_once(BACKEND);
     raw(BACKEND)
         .filter(|v| parse_backend(v))
         .unwrap_or_else(|| "shm".to_owned())
@@ -208,13 +213,35 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
     match rejected.iter().rev().find(|(k, _)| *k == key) {
         None => Ok(()),
         Some((_, value)) => Err(format!(
-            "{}: {}, got '{}' (set in php.ini, -d, the FPM pool or .user.ini; it was not \
-             replaced by the default)",
+            "{}: {}, got '{}' (from php.ini, -d, the FPM pool or .user.ini)",
             key.to_string_lossy(),
             requirement(key),
             value.escape_debug()
         )),
     }
+}
+
+/// Keys whose rejection this process already logged (with its pid: a forked
+/// child logs again).
+static LOGGED: Mutex<Vec<(u32, &'static CStr)>> = Mutex::new(Vec::new());
+
+/// For settings whose callers fall back to the default: log a refused value
+/// once per process, so the fallback is never silent.
+fn log_rejected_once(key: &'static CStr) {
+    let Err(message) = check(key) else {
+        return;
+    };
+    let pid = resilient_core::current_pid();
+    {
+        let mut logged = LOGGED.lock().unwrap_or_else(PoisonError::into_inner);
+        if logged.contains(&(pid, key)) {
+            return;
+        }
+        logged.push((pid, key));
+    }
+    crate::errors::log_warning(&format!(
+        "resilient: {message}; the built-in default applies until it is fixed"
+    ));
 }
 
 /// [`check`] for every setting at once (all problems, one per line).

@@ -24,7 +24,6 @@
 //! replaced is reopened (a mapping of a shrunk file would fault); that check
 //! (two syscalls) runs at most every `REVALIDATE_MS`.
 
-use std::ffi::CString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,7 +32,7 @@ use ext_php_rs::exception::PhpException;
 use resilient_core::Segment;
 
 use crate::exceptions::{self, Kind};
-use crate::{engine, errors, ini};
+use crate::{errors, ini};
 
 struct Cached {
     pid: u32,
@@ -54,9 +53,6 @@ static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
 
 /// The pid that already logged the degraded-mode message (once per process).
 static LOGGED_PID: AtomicU32 = AtomicU32::new(0);
-
-/// `LOG_WARNING` of syslog.h, the severity of the degraded-mode message.
-const LOG_WARNING: i32 = 4;
 
 fn config_error(message: String) -> PhpException {
     exceptions::error(Kind::SharedMemoryError, message, 0)
@@ -135,17 +131,9 @@ fn log_once(pid: u32, reason: &str) {
     if LOGGED_PID.swap(pid, Ordering::Relaxed) == pid {
         return;
     }
-    let message = format!(
+    errors::log_warning(&format!(
         "resilient: shared memory unusable, falling back to process-local guards \
          (funnels and retry budgets now count this process only): {reason}. \
          Set resilient.shm_required=1 to make this an error; see docs/shared-memory.md"
-    );
-    let (Some(log), Ok(message)) = (
-        engine::php_log_err_with_severity(),
-        CString::new(message.replace('\0', "\\0")),
-    ) else {
-        return;
-    };
-    // SAFETY: a valid C string; the engine copies it.
-    unsafe { log(message.as_ptr(), LOG_WARNING) };
+    ));
 }

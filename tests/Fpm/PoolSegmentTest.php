@@ -122,6 +122,21 @@ final class PoolSegmentTest extends TestCase
         $this->assertSame(str_repeat("\xAB", 4096), file_get_contents($path), 'the file is left alone');
     }
 
+    /**
+     * The web caps are read by callers that fall back to the default (Context, Client): a bad
+     * value is then said once per worker in the log, naming the key.
+     */
+    public function testABadWebCapIsLoggedOnceNamingTheKey(): void
+    {
+        $this->start(['web' => ['resilient.shm_path' => Run::shmPath('pool-web-' . bin2hex(random_bytes(3))), 'resilient.web_timeout' => 'abc']]);
+        foreach ([1, 2] as $_) {
+            $this->assertSame(10.0, (float) $this->call('web', ['do' => 'timeout'])['timeout']);
+        }
+        $log = (string) file_get_contents("{$this->dir}/php-error-web.log");
+        $this->assertSame(1, substr_count($log, "resilient.web_timeout: must be a number of seconds"), $log);
+        $this->assertStringContainsString("got 'abc'", $log);
+    }
+
     public function testABadPoolValueIsAnErrorNamingTheKey(): void
     {
         $this->start([
