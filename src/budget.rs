@@ -10,13 +10,17 @@ use crate::{errors, segment};
 
 /// A retry budget per name: per sliding window, retries may be at most
 /// `floor + ratio × originals`, counted across every process of the host.
-/// Throws `\ValueError` on a bad argument and `Resilient\SharedMemoryError`
-/// when the segment cannot be used.
+/// Throws `\ValueError` on a bad argument. When the segment cannot be used
+/// the budget counts this process only (degraded mode, see
+/// `Funnel::degradedReason()`), or throws `Resilient\SharedMemoryError`
+/// with `resilient.shm_required=1`.
 #[php_class]
 #[php(name = "Resilient\\RetryBudget")]
 pub struct RetryBudget {
     name: String,
     inner: CoreBudget,
+    /// Counting this process only (the shared segment is unusable).
+    degraded: bool,
 }
 
 /// Stats are rounded to 1e-6: the core adds a tiny epsilon to `allowed` so
@@ -32,8 +36,14 @@ impl RetryBudget {
     pub fn __construct(name: String, ratio: f64, floor: i64, window: f64) -> PhpResult<Self> {
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let config = BudgetConfig::new(ratio, floor, window).map_err(errors::php)?;
-        let inner = CoreBudget::new(segment::shared()?, &name, config).map_err(errors::php)?;
-        Ok(RetryBudget { name, inner })
+        let segment = segment::shared()?;
+        let degraded = segment.is_local();
+        let inner = CoreBudget::new(segment, &name, config).map_err(errors::php)?;
+        Ok(RetryBudget {
+            name,
+            inner,
+            degraded,
+        })
     }
 
     /// Deposit: one original request (whatever its attempts).
@@ -47,8 +57,9 @@ impl RetryBudget {
     }
 
     /// `['originals' => int, 'retries' => int, 'allowed' => float,
-    /// 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int]`
-    /// for the current window.
+    /// 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int,
+    /// 'degraded' => bool]` for the current window (`degraded`: counting this
+    /// process only, see `Funnel::degradedReason()`).
     pub fn stats(&self) -> PhpResult<ZBox<ZendHashTable>> {
         let s = self.inner.stats(clock::monotonic_ms());
         let cfg = self.inner.config();
@@ -61,10 +72,17 @@ impl RetryBudget {
         ht.insert("window", cfg.window_ms as f64 / 1000.0)?;
         ht.insert("ratio", cfg.ratio)?;
         ht.insert("floor", i64::from(cfg.floor))?;
+        ht.insert("degraded", self.degraded)?;
         Ok(ht)
     }
 
     pub fn name(&self) -> String {
         self.name.clone()
+    }
+
+    /// True when this budget counts only this process (degraded mode, see
+    /// `Funnel::degradedReason()`).
+    pub fn is_degraded(&self) -> bool {
+        self.degraded
     }
 }

@@ -6,7 +6,13 @@
 //! callable with no lock held, and pops back to its own depth on return, when
 //! the callable throws (the PHP exception propagates unchanged) and, through a
 //! `BailoutGuard`, when it bails out (fatal error, timeout).
+//!
+//! Nesting is bounded twice: at most `MAX_DEPTH` scopes (the core), and never
+//! with less than `STACK_RESERVE` of C stack left, since each scope is a PHP
+//! call through the extension and a small stack (`ulimit -s`, a thread) runs
+//! out before 1,000 of them. Both are a clear `\Error` instead of SIGSEGV.
 
+use std::cell::Cell;
 use std::sync::{Mutex, PoisonError};
 
 use ext_php_rs::prelude::*;
@@ -38,8 +44,61 @@ pub fn cap(seconds: f64) -> f64 {
     with_stack(|s| s.cap(seconds, now))
 }
 
+/// C stack kept free when entering a scope: room for the callable's own
+/// frames and for unwinding the exception.
+const STACK_RESERVE: usize = 256 * 1024;
+
+thread_local! {
+    /// Lowest usable address of this thread's stack; 0 = not known yet, 1 = unknown.
+    static STACK_LOW: Cell<usize> = const { Cell::new(0) };
+}
+
+fn stack_low() -> usize {
+    STACK_LOW.with(|low| {
+        if low.get() == 0 {
+            // SAFETY: pthread_getattr_np fills `attr` for the calling thread (for the
+            // main thread glibc derives it from the rlimit and /proc/self/maps);
+            // destroyed after use.
+            let found = unsafe {
+                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+                let mut addr: *mut libc::c_void = std::ptr::null_mut();
+                let mut size: libc::size_t = 0;
+                let ok = libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0
+                    && libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+                libc::pthread_attr_destroy(&mut attr);
+                if ok && addr as usize > 1 {
+                    addr as usize
+                } else {
+                    1
+                }
+            };
+            low.set(found);
+        }
+        low.get()
+    })
+}
+
+/// Bytes of C stack left below this frame, `None` when unknown.
+fn stack_left() -> Option<usize> {
+    let marker = 0u8;
+    let here = std::ptr::addr_of!(marker) as usize;
+    let low = stack_low();
+    (low > 1 && here > low).then(|| here - low)
+}
+
 /// Enters a scope of `seconds` (validated); returns the depth to pop back to.
-pub fn push(seconds: f64) -> usize {
+/// Refused (an `\Error`) beyond `resilient_core::deadline::MAX_DEPTH` nested scopes.
+pub fn push(seconds: f64) -> Result<usize, resilient_core::Error> {
+    if let Some(left) = stack_left().filter(|left| *left < STACK_RESERVE) {
+        let depth = with_stack(|s| s.depth());
+        return Err(resilient_core::Error::too_deep(
+            "Deadline::within",
+            format!(
+                "only {} KB of C stack left at {depth} nested scopes; infinite recursion?",
+                left / 1024
+            ),
+        ));
+    }
     let now = clock::monotonic_ns();
     with_stack(|s| s.push(seconds, now))
 }
@@ -73,9 +132,12 @@ impl Deadline {
     /// deadline if that is earlier) and returns its result. The enclosing
     /// deadline is restored on return and when `$fn` throws (the exception
     /// propagates unchanged). `$seconds` >= 0 and finite, else `\ValueError`.
+    /// Nesting deeper than 1,000 scopes, or with less than 256 KB of C stack
+    /// left, throws `\Error` (runaway recursion would otherwise overflow the C
+    /// stack).
     pub fn within(seconds: f64, r#fn: ZendCallable) -> PhpResult<Zval> {
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;
-        let scope = BailoutGuard::new(Scope(push(seconds)));
+        let scope = BailoutGuard::new(Scope(push(seconds).map_err(errors::php)?));
         let result = r#fn.try_call(vec![]);
         drop(scope);
         // An exception thrown by `$fn` is still pending: returning Err leaves

@@ -46,6 +46,16 @@ engine_fn!(
     /// `void zend_update_property(zend_class_entry *scope, zend_object *obj, const char *name, size_t len, zval *value)`
     zend_update_property: fn(scope: *mut zend_class_entry, object: *mut zend_object, name: *const c_char, len: usize, value: *mut zval)
 );
+engine_fn!(
+    /// `void php_log_err_with_severity(const char *message, int syslog_type)`: PHP's error log
+    /// (`error_log` ini, else the SAPI's log: stderr in CLI, the FPM worker log).
+    php_log_err_with_severity: fn(message: *const c_char, syslog_type: c_int)
+);
+engine_fn!(
+    /// `bool php_get_module_initialized(void)`: true once PHP's startup is over (so an
+    /// extension starting then was loaded late, e.g. by an FPM pool's `php_admin_value[extension]`).
+    php_get_module_initialized: fn() -> bool
+);
 
 /// The value of one of SPL's `zend_class_entry *` globals
 /// (`spl_ce_RuntimeException`...), set by SPL's MINIT, which runs before any

@@ -8,7 +8,7 @@
 //!  │    ├── Resilient\BudgetExhausted
 //!  │    ├── Resilient\CircuitOpen
 //!  │    └── Resilient\UpstreamFailed
-//!  └── Resilient\SharedMemoryError      (our extension: corrupt/foreign segment file)
+//!  └── Resilient\SharedMemoryError      (segment unusable with resilient.shm_required=1, or a bad resilient.shm_* setting)
 //! ```
 //!
 //! Why not `#[php_class]`: a class with a Rust object behind it cannot be

@@ -27,8 +27,9 @@ pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
 /// host (FPM workers and CLI): at most `limit` leases held at once; web
 /// callers may use all slots, background (CLI) callers only `limit - reserve`.
 /// Fails fast when full (no queueing). Throws `\ValueError` on a bad
-/// argument (the message names it) and `Resilient\SharedMemoryError` when
-/// the segment cannot be used.
+/// argument (the message names it). When the segment cannot be used the
+/// funnel counts this process only (degraded mode, see `degradedReason()`),
+/// or throws `Resilient\SharedMemoryError` with `resilient.shm_required=1`.
 #[php_class]
 #[php(name = "Resilient\\Funnel")]
 pub struct Funnel {
@@ -136,6 +137,23 @@ impl Funnel {
     /// Lease length in seconds.
     pub fn lease(&self) -> f64 {
         self.inner.config().lease_ms as f64 / 1000.0
+    }
+
+    /// True when this funnel counts only this process's leases: the shared
+    /// segment could not be used (degraded mode, see `degradedReason()`).
+    pub fn is_degraded(&self) -> bool {
+        self.segment.is_local()
+    }
+
+    /// Why this process's funnels, budgets and clients use process-local
+    /// guards (the degraded mode: the shared-memory segment is unusable, e.g.
+    /// owned by another user, readable by others, corrupt, or the file system
+    /// is full), or null when they share the segment. Opens the segment if this
+    /// process has not yet; throws `Resilient\SharedMemoryError` on a bad
+    /// `resilient.shm_*` setting, or when `resilient.shm_required` is on and
+    /// the segment is unusable.
+    pub fn degraded_reason() -> PhpResult<Option<String>> {
+        segment::degraded_reason()
     }
 }
 

@@ -1,10 +1,26 @@
 //! php.ini settings of the extension.
 //!
 //! Registered at MINIT from a `static` table (the engine borrows it for the
-//! life of the process). Every numeric setting has an `on_modify` validator:
-//! a value that does not parse or is out of range is refused, so `ini_set()`
-//! returns `false` and a bad php.ini / `-d` value falls back to the default
-//! (the engine retries with the default when the configured value is refused).
+//! life of the process). Every setting has an `on_modify` validator, and a bad
+//! value is never replaced silently:
+//! - `ini_set()` of a bad value returns `false` (the old value stays);
+//! - a bad value from php.ini, `-d`, an FPM pool (`php_value` /
+//!   `php_admin_value`) or `.user.ini` cannot be refused at that point (the
+//!   engine would quietly use the default), so it is remembered here and the
+//!   first use of the setting throws, naming the key and the rejected value
+//!   ([`check`]). A valid value set later by an FPM pool or `.user.ini`
+//!   replaces the remembered one (a pool may fix a global mistake); a valid
+//!   `ini_set()` does not (the engine restores the configured value at request
+//!   end, and that value is the bad one).
+//!
+//! FPM pools that load the extension themselves (`php_admin_value[extension]`):
+//! php-fpm applies a pool's `php_value`/`php_admin_value` lines in reverse
+//! order of the file, and a line for a setting that is not registered yet is
+//! dropped without a word. So `resilient.*` lines written after the extension
+//! line are lost and the pool would silently share the default segment. When
+//! the extension starts inside an FPM worker, `resilient.shm_path` must have
+//! been set by the pool (placed before the extension line) or its first use
+//! throws, saying how to fix it.
 //!
 //! Values are read at the time of use with `zend_ini_string_ex` (one hash
 //! lookup), never cached in MINIT: FPM pools may override them per pool.
@@ -13,6 +29,8 @@
 
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use ext_php_rs::ffi::{zend_ini_entry, zend_string};
 use ext_php_rs::flags::IniEntryPermission;
@@ -25,6 +43,7 @@ pub const WEB_TIMEOUT: &CStr = c"resilient.web_timeout";
 pub const WEB_CONNECT_TIMEOUT: &CStr = c"resilient.web_connect_timeout";
 pub const WEB_MAX_ATTEMPTS: &CStr = c"resilient.web_max_attempts";
 pub const BACKEND: &CStr = c"resilient.backend";
+pub const SHM_REQUIRED: &CStr = c"resilient.shm_required";
 
 /// Defaults, also used when a value cannot be read.
 pub const DEFAULT_SHM_SLOTS: u32 = 256;
@@ -61,18 +80,30 @@ const fn entry(
 /// The table handed to the engine. Settings are `PHP_INI_ALL` so a test (or
 /// an app) can point `resilient.shm_path` somewhere else with `ini_set()`
 /// before its first use; the segment cache is keyed by path.
-static ENTRIES: IniEntryDefs<7> = IniEntryDefs::new([
+static ENTRIES: IniEntryDefs<8> = IniEntryDefs::new([
     entry(SHM_PATH, c"", Some(on_modify_path)),
     entry(SHM_SLOTS, c"256", Some(on_modify_slots)),
-    entry(WEB_TIMEOUT, c"10", Some(on_modify_seconds)),
-    entry(WEB_CONNECT_TIMEOUT, c"3", Some(on_modify_seconds)),
+    entry(SHM_REQUIRED, c"0", Some(on_modify_required)),
+    entry(WEB_TIMEOUT, c"10", Some(on_modify_seconds_timeout)),
+    entry(WEB_CONNECT_TIMEOUT, c"3", Some(on_modify_seconds_connect)),
     entry(WEB_MAX_ATTEMPTS, c"1", Some(on_modify_attempts)),
     entry(BACKEND, c"shm", Some(on_modify_backend)),
     IniEntryDef::end(),
 ]);
 
+/// The extension was started by an FPM worker (a pool's `php_admin_value[extension]`).
+static LOADED_BY_FPM_POOL: AtomicBool = AtomicBool::new(false);
+
+/// `resilient.shm_path` was set by the FPM pool (after the extension started).
+static PATH_SET_BY_POOL: AtomicBool = AtomicBool::new(false);
+
 /// Called from MINIT.
 pub fn register(module_number: i32) {
+    // SAFETY: plain engine call.
+    let late = crate::engine::php_get_module_initialized().is_some_and(|f| unsafe { f() });
+    if late && crate::context::sapi_name() == "fpm-fcgi" {
+        LOADED_BY_FPM_POOL.store(true, Ordering::Relaxed);
+    }
     IniEntryDef::register(ENTRIES.as_slice(), module_number);
 }
 
@@ -104,29 +135,47 @@ pub fn raw(name: &CStr) -> Option<String> {
 }
 
 /// `resilient.shm_path`, `None` when empty (= the per-uid default).
-pub fn shm_path() -> Option<String> {
-    raw(SHM_PATH).filter(|p| !p.is_empty())
+pub fn shm_path() -> Result<Option<String>, String> {
+    check(SHM_PATH)?;
+    Ok(raw(SHM_PATH).filter(|p| !p.is_empty()))
 }
 
-pub fn shm_slots() -> u32 {
-    raw(SHM_SLOTS)
+pub fn shm_slots() -> Result<u32, String> {
+    check(SHM_SLOTS)?;
+    Ok(raw(SHM_SLOTS)
         .and_then(|v| parse_slots(&v))
-        .unwrap_or(DEFAULT_SHM_SLOTS)
+        .unwrap_or(DEFAULT_SHM_SLOTS))
 }
 
+/// `resilient.shm_required`: when true, an unusable segment is an error
+/// instead of the degraded (process-local) mode.
+pub fn shm_required() -> Result<bool, String> {
+    check(SHM_REQUIRED)?;
+    Ok(raw(SHM_REQUIRED)
+        .and_then(|v| parse_bool(&v))
+        .unwrap_or(false))
+}
+
+/// The web caps below return the default when the configured value was
+/// refused, and say so once per process in PHP's error log; a caller that
+/// must not run on a default calls [`check`] (or [`check_all`]) first and
+/// throws its message.
 pub fn web_timeout() -> f64 {
+    log_rejected_once(WEB_TIMEOUT);
     raw(WEB_TIMEOUT)
         .and_then(|v| parse_seconds(&v))
         .unwrap_or(DEFAULT_WEB_TIMEOUT)
 }
 
 pub fn web_connect_timeout() -> f64 {
+    log_rejected_once(WEB_CONNECT_TIMEOUT);
     raw(WEB_CONNECT_TIMEOUT)
         .and_then(|v| parse_seconds(&v))
         .unwrap_or(DEFAULT_WEB_CONNECT_TIMEOUT)
 }
 
 pub fn web_max_attempts() -> u32 {
+    log_rejected_once(WEB_MAX_ATTEMPTS);
     raw(WEB_MAX_ATTEMPTS)
         .and_then(|v| parse_attempts(&v))
         .unwrap_or(DEFAULT_WEB_MAX_ATTEMPTS)
@@ -135,9 +184,104 @@ pub fn web_max_attempts() -> u32 {
 /// `resilient.backend`: `shm` or a `redis://` URL (the Redis backend arrives
 /// with a later issue).
 pub fn backend() -> String {
+    log_rejected_once(BACKEND);
     raw(BACKEND)
         .filter(|v| parse_backend(v))
         .unwrap_or_else(|| "shm".to_owned())
+}
+
+/// Values refused outside `ini_set()`: key and raw value, newest last.
+static REJECTED: Mutex<Vec<(&'static CStr, String)>> = Mutex::new(Vec::new());
+
+/// `Err(message)` when the configured value of `key` was refused: the message
+/// names the key, what it must be and the value given.
+pub fn check(key: &'static CStr) -> Result<(), String> {
+    if key == SHM_PATH
+        && LOADED_BY_FPM_POOL.load(Ordering::Relaxed)
+        && !PATH_SET_BY_POOL.load(Ordering::Relaxed)
+    {
+        return Err(
+            "resilient.shm_path: this FPM pool loads the extension with \
+             php_admin_value[extension], and php-fpm drops a pool's resilient.* lines written \
+             after that line; put php_admin_value[resilient.shm_path] (and every resilient.* \
+             line) before php_admin_value[extension] in the pool, or load the extension in \
+             php.ini (see docs/shared-memory.md)"
+                .to_owned(),
+        );
+    }
+    let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
+    match rejected.iter().rev().find(|(k, _)| *k == key) {
+        None => Ok(()),
+        Some((_, value)) => Err(format!(
+            "{}: {}, got '{}' (from php.ini, -d, the FPM pool or .user.ini)",
+            key.to_string_lossy(),
+            requirement(key),
+            value.escape_debug()
+        )),
+    }
+}
+
+/// Keys whose rejection this process already logged (with its pid: a forked
+/// child logs again).
+static LOGGED: Mutex<Vec<(u32, &'static CStr)>> = Mutex::new(Vec::new());
+
+/// For settings whose callers fall back to the default: log a refused value
+/// once per process, so the fallback is never silent.
+fn log_rejected_once(key: &'static CStr) {
+    let Err(message) = check(key) else {
+        return;
+    };
+    let pid = resilient_core::current_pid();
+    {
+        let mut logged = LOGGED.lock().unwrap_or_else(PoisonError::into_inner);
+        if logged.contains(&(pid, key)) {
+            return;
+        }
+        logged.push((pid, key));
+    }
+    crate::errors::log_warning(&format!(
+        "resilient: {message}; the built-in default applies until it is fixed"
+    ));
+}
+
+/// [`check`] for every setting at once (all problems, one per line).
+pub fn check_all() -> Result<(), String> {
+    let errors: Vec<String> = [
+        SHM_PATH,
+        SHM_SLOTS,
+        SHM_REQUIRED,
+        WEB_TIMEOUT,
+        WEB_CONNECT_TIMEOUT,
+        WEB_MAX_ATTEMPTS,
+        BACKEND,
+    ]
+    .into_iter()
+    .filter_map(|k| check(k).err())
+    .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+fn requirement(key: &CStr) -> String {
+    match key.to_bytes() {
+        b"resilient.shm_path" => "must be an absolute path, or empty for the default \
+                                  /dev/shm/resilient-<uid>.shm"
+            .to_owned(),
+        b"resilient.shm_slots" => format!("must be an integer between 1 and {MAX_SHM_SLOTS}"),
+        b"resilient.shm_required" => {
+            "must be a boolean (0, 1, on, off, true, false, yes, no)".to_owned()
+        }
+        b"resilient.web_timeout" | b"resilient.web_connect_timeout" => format!(
+            "must be a number of seconds, > 0 and at most {}",
+            resilient_core::validate::MAX_SECONDS
+        ),
+        b"resilient.web_max_attempts" => "must be an integer between 1 and 100".to_owned(),
+        b"resilient.backend" => "must be 'shm' or a redis:// URL".to_owned(),
+        _ => "is invalid".to_owned(),
+    }
 }
 
 fn parse_slots(v: &str) -> Option<u32> {
@@ -168,19 +312,55 @@ fn parse_backend(v: &str) -> bool {
     v == "shm" || v.starts_with("redis://")
 }
 
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "off" | "false" | "no" => Some(false),
+        "1" | "on" | "true" | "yes" => Some(true),
+        _ => None,
+    }
+}
+
 fn parse_path(v: &str) -> bool {
     // Empty = default; otherwise an absolute path without NUL bytes.
     v.is_empty() || (v.starts_with('/') && !v.contains('\0'))
 }
 
+/// `zend_ini.h`: the stages an `on_modify` handler is called in.
+const STAGE_ACTIVATE: c_int = 1 << 2;
+const STAGE_DEACTIVATE: c_int = 1 << 3;
+const STAGE_RUNTIME: c_int = 1 << 4;
+const STAGE_HTACCESS: c_int = 1 << 5;
+
 /// Shared body of the validators: read the new value, never unwind into C.
-fn validate(new_value: *mut zend_string, ok: fn(&str) -> bool) -> c_int {
+/// A bad value is refused; unless it comes from `ini_set()` it is also
+/// remembered for [`check`]. A good value from an FPM pool or `.user.ini`
+/// forgets an earlier bad one (not at startup: the engine validates the
+/// default right after refusing the configured value).
+fn validate(
+    key: &'static CStr,
+    new_value: *mut zend_string,
+    stage: c_int,
+    ok: fn(&str) -> bool,
+) -> c_int {
     let result = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the engine passes a live zend_string (or NULL).
         let Some(s) = (unsafe { new_value.cast::<ZendStr>().as_ref() }) else {
             return false;
         };
-        std::str::from_utf8(s.as_bytes()).is_ok_and(ok)
+        let bytes = s.as_bytes();
+        let good = std::str::from_utf8(bytes).is_ok_and(ok);
+        let mut rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
+        if good {
+            if key == SHM_PATH && stage & STAGE_ACTIVATE != 0 {
+                PATH_SET_BY_POOL.store(true, Ordering::Relaxed);
+            }
+            if stage & (STAGE_ACTIVATE | STAGE_HTACCESS) != 0 {
+                rejected.retain(|(k, _)| *k != key);
+            }
+        } else if stage & (STAGE_RUNTIME | STAGE_DEACTIVATE) == 0 {
+            rejected.push((key, String::from_utf8_lossy(bytes).into_owned()));
+        }
+        good
     }));
     if result.unwrap_or(false) {
         SUCCESS
@@ -189,28 +369,35 @@ fn validate(new_value: *mut zend_string, ok: fn(&str) -> bool) -> c_int {
     }
 }
 
-/// Declares an `OnModify` handler (the engine's C signature) that accepts a value when
-/// `$check` says so.
+/// Declares an `OnModify` handler (the engine's C signature) for `$key` that
+/// accepts a value when `$check` says so.
 macro_rules! on_modify {
-    ($name:ident, $check:expr) => {
+    ($name:ident, $key:expr, $check:expr) => {
         unsafe extern "C" fn $name(
             _: *mut zend_ini_entry,
             v: *mut zend_string,
             _: *mut c_void,
             _: *mut c_void,
             _: *mut c_void,
-            _: c_int,
+            stage: c_int,
         ) -> c_int {
-            validate(v, $check)
+            validate($key, v, stage, $check)
         }
     };
 }
 
-on_modify!(on_modify_path, parse_path);
-on_modify!(on_modify_slots, |s| parse_slots(s).is_some());
-on_modify!(on_modify_seconds, |s| parse_seconds(s).is_some());
-on_modify!(on_modify_attempts, |s| parse_attempts(s).is_some());
-on_modify!(on_modify_backend, parse_backend);
+on_modify!(on_modify_path, SHM_PATH, parse_path);
+on_modify!(on_modify_slots, SHM_SLOTS, |s| parse_slots(s).is_some());
+on_modify!(on_modify_required, SHM_REQUIRED, |s| parse_bool(s)
+    .is_some());
+on_modify!(on_modify_seconds_timeout, WEB_TIMEOUT, |s| parse_seconds(s)
+    .is_some());
+on_modify!(on_modify_seconds_connect, WEB_CONNECT_TIMEOUT, |s| {
+    parse_seconds(s).is_some()
+});
+on_modify!(on_modify_attempts, WEB_MAX_ATTEMPTS, |s| parse_attempts(s)
+    .is_some());
+on_modify!(on_modify_backend, BACKEND, parse_backend);
 
 #[cfg(test)]
 mod tests {
@@ -230,5 +417,9 @@ mod tests {
         assert!(!parse_backend("mysql://x"));
         assert!(parse_path(""));
         assert!(!parse_path("relative.shm"));
+        assert_eq!(parse_slots("65537"), None);
+        assert_eq!(parse_bool("On"), Some(true));
+        assert_eq!(parse_bool(""), Some(false));
+        assert_eq!(parse_bool("maybe"), None);
     }
 }

@@ -1,64 +1,139 @@
-//! The per-process handle on the shared-memory segment.
+//! The per-process handle on the shared-memory segment, and the degraded mode.
 //!
-//! Opened lazily on first use (a Funnel or RetryBudget constructor), never in
-//! MINIT: the FPM master runs MINIT as root before forking, and the file must
-//! be created by the user that runs PHP (the core refuses a file owned by
-//! another uid). The default path `/dev/shm/resilient-<uid>.shm` is computed
-//! here with `getuid()` for the same reason.
+//! Opened lazily on first use (a Funnel, RetryBudget or Client with guards),
+//! never in MINIT: the FPM master runs MINIT as root before forking, and the
+//! file must be created by the user that runs PHP (the core refuses a file
+//! owned by another uid). The default path `/dev/shm/resilient-<uid>.shm` is
+//! computed here with `getuid()` for the same reason (why this default, and
+//! how to choose a safer one: docs/shared-memory.md).
 //!
-//! The cache is keyed by pid, path and slot count: a child of `pcntl_fork`
-//! opens its own handle instead of using the parent's, and a test that points
-//! `resilient.shm_path` elsewhere with `ini_set()` gets the other file.
+//! Degraded mode: when the segment cannot be used (owned by another user,
+//! readable by others, corrupt, of another layout version, the file system is
+//! full...) this process uses a process-local segment of the same layout
+//! instead, so Funnel, RetryBudget and Client keep working with limits that
+//! count this process only. It is said once per process in PHP's error log
+//! (not an E_WARNING: frameworks turn those into exceptions) and visible from
+//! PHP (`Funnel::degradedReason()`, `isDegraded()`). With
+//! `resilient.shm_required=1` the error is thrown instead
+//! (`Resilient\SharedMemoryError`). A bad ini value is always thrown.
+//!
+//! The cache is keyed by pid, path, slot count and `shm_required`: a child of
+//! `pcntl_fork` opens its own handle instead of using the parent's, and a
+//! test that points `resilient.shm_path` elsewhere with `ini_set()` gets the
+//! other file. A cached shared segment whose file shrank, was removed or was
+//! replaced is reopened (a mapping of a shrunk file would fault); that check
+//! (two syscalls) runs at most every `REVALIDATE_MS`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ext_php_rs::exception::PhpException;
 use resilient_core::Segment;
 
+use crate::exceptions::{self, Kind};
 use crate::{errors, ini};
 
 struct Cached {
     pid: u32,
     path: PathBuf,
     slots: u32,
+    required: bool,
     segment: Arc<Segment>,
+    /// Why the segment is process-local; `None` when shared.
+    degraded: Option<String>,
+    /// When the file was last found still valid (monotonic ms).
+    checked_ms: u64,
 }
+
+/// How often a cached segment's file is checked (shrunk, removed, replaced).
+const REVALIDATE_MS: u64 = 1000;
 
 static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
 
+/// The pid that already logged the degraded-mode message (once per process).
+static LOGGED_PID: AtomicU32 = AtomicU32::new(0);
+
+fn config_error(message: String) -> PhpException {
+    exceptions::error(Kind::SharedMemoryError, message, 0)
+}
+
 /// The path in effect: `resilient.shm_path`, or the per-uid default.
-pub fn path() -> PathBuf {
-    match ini::shm_path() {
+pub fn path() -> Result<PathBuf, PhpException> {
+    Ok(match ini::shm_path().map_err(config_error)? {
         Some(p) => PathBuf::from(p),
         // SAFETY: getuid never fails.
         None => PathBuf::from(format!("/dev/shm/resilient-{}.shm", unsafe {
             libc::getuid()
         })),
-    }
+    })
 }
 
-/// The shared segment for this process, opening (or creating) it on first use.
-/// Errors (corrupt, foreign, world-writable file...) become
-/// `Resilient\SharedMemoryError` with the core's message.
+/// The segment for this process, opening (or creating) it on first use; a
+/// process-local one in the degraded mode. Throws `Resilient\SharedMemoryError`
+/// for a bad `resilient.shm_*` value, and for an unusable segment when
+/// `resilient.shm_required` is on.
 pub fn shared() -> Result<Arc<Segment>, PhpException> {
+    Ok(open()?.0)
+}
+
+/// Why this process's guards are process-local (the degraded mode), `None`
+/// when they use the shared segment. Opens the segment if needed.
+pub fn degraded_reason() -> Result<Option<String>, PhpException> {
+    Ok(open()?.1)
+}
+
+fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
     let pid = resilient_core::current_pid();
-    let path = path();
-    let slots = ini::shm_slots();
-    let mut cache = CACHE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(c) = cache.as_ref() {
-        if c.pid == pid && c.path == path && c.slots == slots {
-            return Ok(c.segment.clone());
+    let path = path()?;
+    let slots = ini::shm_slots().map_err(config_error)?;
+    let required = ini::shm_required().map_err(config_error)?;
+    let now = resilient_core::clock::monotonic_ms();
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(c) = cache.as_mut() {
+        if c.pid == pid && c.path == path && c.slots == slots && c.required == required {
+            if now.saturating_sub(c.checked_ms) < REVALIDATE_MS {
+                return Ok((c.segment.clone(), c.degraded.clone()));
+            }
+            if c.segment.still_valid() {
+                c.checked_ms = now;
+                return Ok((c.segment.clone(), c.degraded.clone()));
+            }
         }
     }
-    let segment = Arc::new(Segment::open(&path, slots).map_err(errors::php)?);
+    let (segment, degraded) = match Segment::open(&path, slots) {
+        Ok(s) => (s, None),
+        Err(e) if e.is_segment() && !required => {
+            let reason = e.to_string();
+            log_once(pid, &reason);
+            (
+                Segment::local(&path, slots).map_err(errors::php)?,
+                Some(reason),
+            )
+        }
+        Err(e) => return Err(errors::php(e)),
+    };
+    let segment = Arc::new(segment);
     *cache = Some(Cached {
         pid,
         path,
         slots,
+        required,
         segment: segment.clone(),
+        degraded: degraded.clone(),
+        checked_ms: now,
     });
-    Ok(segment)
+    Ok((segment, degraded))
+}
+
+/// Writes the degraded-mode notice to PHP's error log, once per process.
+fn log_once(pid: u32, reason: &str) {
+    if LOGGED_PID.swap(pid, Ordering::Relaxed) == pid {
+        return;
+    }
+    errors::log_warning(&format!(
+        "resilient: shared memory unusable, falling back to process-local guards \
+         (funnels and retry budgets now count this process only): {reason}. \
+         Set resilient.shm_required=1 to make this an error; see docs/shared-memory.md"
+    ));
 }

@@ -181,6 +181,9 @@ namespace Resilient {
          * deadline if that is earlier) and returns its result. The enclosing
          * deadline is restored on return and when `$fn` throws (the exception
          * propagates unchanged). `$seconds` >= 0 and finite, else `\ValueError`.
+         * Nesting deeper than 1,000 scopes, or with less than 256 KB of C stack
+         * left, throws `\Error` (runaway recursion would otherwise overflow the C
+         * stack).
          *
          * @param float $seconds
          * @param callable $fn
@@ -194,8 +197,9 @@ namespace Resilient {
      * host (FPM workers and CLI): at most `limit` leases held at once; web
      * callers may use all slots, background (CLI) callers only `limit - reserve`.
      * Fails fast when full (no queueing). Throws `\ValueError` on a bad
-     * argument (the message names it) and `Resilient\SharedMemoryError` when
-     * the segment cannot be used.
+     * argument (the message names it). When the segment cannot be used the
+     * funnel counts this process only (degraded mode, see `degradedReason()`),
+     * or throws `Resilient\SharedMemoryError` with `resilient.shm_required=1`.
      */
     class Funnel {
         /**
@@ -211,11 +215,32 @@ namespace Resilient {
         public function __construct(string $name, int $limit, int $reserve = 0, ?float $lease = null) {}
 
         /**
+         * Why this process's funnels, budgets and clients use process-local
+         * guards (the degraded mode: the shared-memory segment is unusable, e.g.
+         * owned by another user, readable by others, corrupt, or the file system
+         * is full), or null when they share the segment. Opens the segment if this
+         * process has not yet; throws `Resilient\SharedMemoryError` on a bad
+         * `resilient.shm_*` setting, or when `resilient.shm_required` is on and
+         * the segment is unusable.
+         *
+         * @return string|null
+         */
+        public static function degradedReason(): ?string {}
+
+        /**
          * Leases held now across all processes (reclaims expired/dead ones first).
          *
          * @return int
          */
         public function inFlight(): int {}
+
+        /**
+         * True when this funnel counts only this process's leases: the shared
+         * segment could not be used (degraded mode, see `degradedReason()`).
+         *
+         * @return bool
+         */
+        public function isDegraded(): bool {}
 
         /**
          * Lease length in seconds.
@@ -358,8 +383,10 @@ namespace Resilient {
     /**
      * A retry budget per name: per sliding window, retries may be at most
      * `floor + ratio × originals`, counted across every process of the host.
-     * Throws `\ValueError` on a bad argument and `Resilient\SharedMemoryError`
-     * when the segment cannot be used.
+     * Throws `\ValueError` on a bad argument. When the segment cannot be used
+     * the budget counts this process only (degraded mode, see
+     * `Funnel::degradedReason()`), or throws `Resilient\SharedMemoryError`
+     * with `resilient.shm_required=1`.
      */
     class RetryBudget {
         /**
@@ -371,6 +398,14 @@ namespace Resilient {
          * @param float $window
          */
         public function __construct(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0) {}
+
+        /**
+         * True when this budget counts only this process (degraded mode, see
+         * `Funnel::degradedReason()`).
+         *
+         * @return bool
+         */
+        public function isDegraded(): bool {}
 
         /**
          * @return string
@@ -386,8 +421,9 @@ namespace Resilient {
 
         /**
          * `['originals' => int, 'retries' => int, 'allowed' => float,
-         * 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int]`
-         * for the current window.
+         * 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int,
+         * 'degraded' => bool]` for the current window (`degraded`: counting this
+         * process only, see `Funnel::degradedReason()`).
          *
          * @return array
          */
@@ -405,9 +441,12 @@ namespace Resilient {
 // Exception classes: registered in MINIT with ClassBuilder (src/exceptions.rs),
 // so `cargo php stubs` does not see them; this part is written by hand.
 //
-// php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
-//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.shm
-//   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
+// php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is never replaced by the default:
+// ini_set() returns false, and a bad php.ini / -d / FPM pool value makes the first use of the
+// segment throw Resilient\SharedMemoryError naming the key (docs/shared-memory.md):
+//   resilient.shm_path            = ""     ; absolute path; "" = /dev/shm/resilient-<uid>.shm
+//   resilient.shm_slots           = 256    ; 1..65536 names the segment holds (fixed when the file is created)
+//   resilient.shm_required        = 0      ; 1 = an unusable segment throws instead of the degraded mode
 //   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
 //   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI
 //   resilient.web_max_attempts    = 1      ; cap of Context::maxAttempts() under a web SAPI
@@ -447,9 +486,12 @@ namespace Resilient {
     class UpstreamFailed extends Unavailable {}
 
     /**
-     * The shared-memory segment cannot be used: corrupt, another layout
-     * version, owned by another user, writable by group/others, a symlink,
-     * or its table of names is full. The message names the file and the problem.
+     * The shared-memory segment cannot be used and `resilient.shm_required=1`
+     * (corrupt, another layout version, owned by another user, readable or
+     * writable by group/others, a symlink, the file system full; without
+     * shm_required these mean the degraded mode instead), its table of names
+     * is full, or a `resilient.shm_*` setting is bad. The message names the
+     * file or the setting, and the problem.
      */
     class SharedMemoryError extends \RuntimeException {}
 }

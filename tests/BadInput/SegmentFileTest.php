@@ -10,9 +10,11 @@ use Resilient\Tests\Harness\TestCase;
 
 /**
  * Must show 7 (segment file): a segment file that is corrupt, of another layout version, too
- * small, owned by another user, writable by group/others, a symlink or not a regular file is
- * refused with a clear exception naming the file — never mapped blindly, never a crash, and never
- * modified. Each case runs in a child process whose exit code and output are checked.
+ * small, owned by another user, readable or writable by group/others, a symlink or not a regular
+ * file is refused with a clear exception naming the file (with resilient.shm_required=1) — never
+ * mapped blindly, never a crash, and never modified. Without shm_required the same files put the
+ * process in the degraded mode (process-local guards, said once). Each case runs in a child
+ * process whose exit code and output are checked.
  */
 final class SegmentFileTest extends TestCase
 {
@@ -21,6 +23,7 @@ final class SegmentFileTest extends TestCase
     /** Run the use-the-segment code in a child pointed at $path; return what it threw. */
     private function useSegment(string $path, array $ini = []): array
     {
+        $ini += ['resilient.shm_required' => '1'];
         $r = PhpProcess::runScript('expect_throw.php', [self::USE_IT], ['resilient.shm_path' => $path] + $ini, 20);
         $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
         $this->assertStringNotContainsString('panicked', $r->stderr, $r->describe());
@@ -71,16 +74,19 @@ final class SegmentFileTest extends TestCase
         $this->assertRefused($path, $this->useSegment($path), 'wrong magic');
     }
 
+    /** 2 = the previous layout (its funnel words are encoded differently): never misread. */
     public function testOtherLayoutVersionIsRefused(): void
     {
-        $path = $this->validSegment('version-' . bin2hex(random_bytes(3)));
-        $fh = fopen($path, 'r+');
-        fseek($fh, 8); // Header: magic u64, then version u32 (crates/core/src/layout.rs)
-        fwrite($fh, pack('V', 99));
-        fclose($fh);
-        $result = $this->useSegment($path);
-        $this->assertRefused($path, $result, 'other layout version');
-        $this->assertStringContainsString('version', $result['message']);
+        foreach ([2, 99] as $version) {
+            $path = $this->validSegment('version-' . bin2hex(random_bytes(3)));
+            $fh = fopen($path, 'r+');
+            fseek($fh, 8); // Header: magic u64, then version u32 (crates/core/src/layout.rs)
+            fwrite($fh, pack('V', $version));
+            fclose($fh);
+            $result = $this->useSegment($path);
+            $this->assertRefused($path, $result, "layout version $version");
+            $this->assertStringContainsString("layout version $version", $result['message']);
+        }
     }
 
     public function testTruncatedFileIsRefused(): void
@@ -123,6 +129,58 @@ final class SegmentFileTest extends TestCase
         $this->assertMatchesRegularExpression('/writ|mode|perm/i', $result['message']);
         clearstatcache();
         $this->assertSame($mode, fileperms($path) & 0777, 'the extension must not "fix" the mode behind the user\'s back');
+    }
+
+    /** @return iterable<string,array{int}> */
+    public static function readableModes(): iterable
+    {
+        yield 'world-readable 0644' => [0644];
+        yield 'group-readable 0640' => [0640];
+        yield 'other-readable 0604' => [0604];
+    }
+
+    /**
+     * Issue 7 item 10: metrics live in the segment, so a file others can read is refused too.
+     *
+     * @dataProvider readableModes
+     */
+    public function testFileReadableByOthersIsRefused(int $mode): void
+    {
+        $path = $this->validSegment('read-' . bin2hex(random_bytes(3)));
+        chmod($path, $mode);
+        clearstatcache();
+        $result = $this->useSegment($path);
+        $this->assertRefused($path, $result, sprintf('mode %o', $mode));
+        $this->assertStringContainsString(sprintf('mode %o', $mode), $result['message']);
+    }
+
+    /** Issue 7 item 4: without shm_required, an unusable file means local guards, said once. */
+    public function testUnusableFileDegradesToLocalGuardsAndSaysSoOnce(): void
+    {
+        $path = $this->validSegment('degrade-' . bin2hex(random_bytes(3)));
+        chmod($path, 0644);
+        $code = '$a = new Resilient\Funnel("a", limit: 1); $b = new Resilient\Funnel("b", limit: 2);
+            $l = $a->tryAcquire(background: false); $second = $a->tryAcquire(background: false);
+            $budget = new Resilient\RetryBudget("r", ratio: 0.0, floor: 1);
+            return ["degraded" => [$a->isDegraded(), $b->isDegraded(), $budget->isDegraded(), $budget->stats()["degraded"]],
+                "reason" => Resilient\Funnel::degradedReason(), "first" => $l !== null, "second" => $second !== null,
+                "in_flight" => $a->inFlight(), "consume" => [$budget->tryConsume(), $budget->tryConsume()]];';
+        $r = PhpProcess::runScript('expect_throw.php', [$code], ['resilient.shm_path' => $path, 'resilient.shm_required' => '0'], 20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $out = $r->json();
+        $this->assertFalse($out['threw'], json_encode($out));
+        $v = $out['returned'];
+        $this->assertSame([true, true, true, true], $v['degraded']);
+        $this->assertStringContainsString($path, $v['reason']);
+        $this->assertStringContainsString('mode 644', $v['reason']);
+        $this->assertTrue($v['first']);
+        $this->assertFalse($v['second'], 'the local funnel must still limit this process');
+        $this->assertSame(1, $v['in_flight']);
+        $this->assertSame([true, false], $v['consume'], 'the local budget must still limit this process');
+        // CLI without error_log: PHP's log goes to stderr. Exactly one line for four guards.
+        $this->assertSame(1, substr_count($r->stderr, 'falling back to process-local guards'), $r->stderr);
+        clearstatcache();
+        $this->assertSame(0644, fileperms($path) & 0777, 'the refused file must be left alone');
     }
 
     public function testSymlinkIsRefused(): void

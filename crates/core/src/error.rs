@@ -8,6 +8,7 @@ enum Kind {
     InvalidArgument,
     Segment,
     TableFull,
+    TooDeep,
 }
 
 /// What went wrong in the core. Bindings map it to PHP exceptions by predicate.
@@ -48,6 +49,20 @@ impl Error {
                 path.display()
             ),
         }
+    }
+
+    /// `what` was nested deeper than its limit (runaway recursion).
+    pub fn too_deep(what: &str, message: impl fmt::Display) -> Self {
+        Error {
+            kind: Kind::TooDeep,
+            argument: None,
+            message: format!("{what}: {message}"),
+        }
+    }
+
+    /// Nesting beyond a limit (e.g. [`crate::deadline::MAX_DEPTH`]).
+    pub fn is_too_deep(&self) -> bool {
+        self.kind == Kind::TooDeep
     }
 
     pub fn is_invalid_argument(&self) -> bool {

@@ -1,15 +1,31 @@
-//! The shared-memory segment: one file per user under `/dev/shm`, mapped `MAP_SHARED` by
-//! every process that uses it.
+//! The shared-memory segment: one file per user (by default under `/dev/shm`), mapped
+//! `MAP_SHARED` by every process that uses it.
 //!
-//! Creation is race-free: the creator opens with `O_CREAT|O_EXCL|O_NOFOLLOW`, sizes the
-//! file, writes the header and stores the magic last. Anyone else opens the existing file
-//! and refuses it unless it is a regular file owned by this user, not writable by group or
-//! others, of the expected size, with our magic and layout version. A bad file is never
-//! mapped blindly: the error names the path and the problem.
+//! Creation and recovery happen under an exclusive `flock` on the file: the initialiser
+//! sizes the file, reserves its pages (`posix_fallocate`: a full tmpfs is an error at
+//! creation, never a SIGBUS on first touch), writes the header and stores the magic last.
+//! A file without a header (its creator died, e.g. killed between `open` and the magic) is
+//! re-initialised by the next opener of the same user under the same lock; the lock dies
+//! with its holder, so nobody waits for a dead creator.
+//!
+//! Anyone else reads the header with `pread` (never through a mapping, so a file shrinking
+//! meanwhile cannot fault) and refuses the file unless it is a regular file owned by this
+//! user, with no permission bits for group or others, of the expected size, with our magic
+//! and layout version. The error names the path and the problem.
+//!
+//! What cannot be prevented: a process of the same user (or root) truncating the file
+//! while it is mapped makes the next access through the old mapping fault (SIGBUS).
+//! [`Segment::still_valid`] lets the binding notice a shrunk or replaced file between
+//! requests; an access in the middle of a call cannot be protected without a signal
+//! handler, which an extension must not install.
+//!
+//! [`Segment::local`] builds the same layout over private anonymous memory: the degraded
+//! mode, when the shared file cannot be used.
 
 use crate::layout::{Entry, Header, ENTRY_SIZE, HEADER_SIZE, LAYOUT_VERSION, MAGIC};
 use crate::{table, Error};
 use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -18,8 +34,12 @@ use std::time::{Duration, Instant};
 /// The largest table we create: 65536 names.
 pub const MAX_SLOTS: u32 = 65_536;
 
-/// How long an opener waits for a concurrent creator to finish writing the header.
-const INIT_WAIT: Duration = Duration::from_millis(1000);
+/// How long an opener waits for the lock of a concurrent initialiser (initialising the
+/// largest table takes milliseconds; the lock of a dead process is released by the kernel).
+const LOCK_WAIT: Duration = Duration::from_millis(2000);
+
+/// How often `open` starts over when the file it opened was removed under it.
+const OPEN_TRIES: usize = 5;
 
 /// A mapped segment. Cheap to share (`Arc<Segment>`); unmapped on drop.
 pub struct Segment {
@@ -27,143 +47,250 @@ pub struct Segment {
     len: usize,
     slots: u32,
     path: PathBuf,
+    /// The open file (kept for [`Segment::still_valid`]); `None` for a process-local one.
+    file: Option<OwnedFd>,
 }
 
 // SAFETY: the mapping is only accessed through atomics; the pointer itself is immutable.
 unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
+/// What `open` found after taking the lock of a file.
+enum Locked {
+    Ready(Segment),
+    /// The file was removed while we waited: start over.
+    Gone,
+}
+
+fn os_err() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+fn check_slots(slots: u32) -> Result<(), Error> {
+    if slots == 0 || slots > MAX_SLOTS {
+        return Err(Error::invalid_argument(
+            "resilient.shm_slots",
+            format!("must be an integer between 1 and {MAX_SLOTS}, got {slots}"),
+        ));
+    }
+    Ok(())
+}
+
 impl Segment {
-    /// Opens the segment at `path`, creating it with `slots` entries if it does not exist.
-    /// An existing file keeps its own slot count.
+    /// Opens the segment at `path`, creating it with `slots` entries if it does not exist
+    /// (or re-initialising it if its creator died before writing the header). An existing
+    /// file keeps its own slot count.
     pub fn open(path: &Path, slots: u32) -> Result<Segment, Error> {
-        if slots == 0 || slots > MAX_SLOTS {
-            return Err(Error::invalid_argument(
-                "resilient.shm_slots",
-                format!("must be between 1 and {MAX_SLOTS}, got {slots}"),
-            ));
-        }
+        check_slots(slots)?;
         let cpath = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| Error::segment(path, "the path contains a NUL byte"))?;
-        // SAFETY: plain syscalls on a valid C string; every result is checked.
-        let fd = unsafe {
-            libc::open(
-                cpath.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                0o600,
-            )
-        };
-        if fd >= 0 {
-            let fd = Fd(fd);
-            return Self::create(path, fd, slots).inspect_err(|_| {
-                // SAFETY: removing the half-made file we created ourselves.
-                unsafe { libc::unlink(cpath.as_ptr()) };
-            });
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EEXIST) {
-            return Err(Error::segment(path, format!("cannot create: {err}")));
-        }
-        // SAFETY: as above.
-        let fd = unsafe {
-            libc::open(
-                cpath.as_ptr(),
-                libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::ELOOP) {
+        for _ in 0..OPEN_TRIES {
+            // SAFETY: plain syscall on a valid C string; the result is checked.
+            let fd = unsafe {
+                libc::open(
+                    cpath.as_ptr(),
+                    libc::O_RDWR
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_NOFOLLOW
+                        | libc::O_CLOEXEC,
+                    0o600,
+                )
+            };
+            if fd >= 0 {
+                // SAFETY: a fresh descriptor we own.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                // SAFETY: our own new file; the umask may only have narrowed 0600.
+                unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) };
+                match Self::lock_and_init(path, &cpath, fd, slots)? {
+                    Locked::Ready(seg) => return Ok(seg),
+                    Locked::Gone => continue,
+                }
+            }
+            let err = os_err();
+            if err.raw_os_error() != Some(libc::EEXIST) {
+                return Err(Error::segment(path, format!("cannot create: {err}")));
+            }
+            // SAFETY: as above.
+            let fd = unsafe {
+                libc::open(
+                    cpath.as_ptr(),
+                    libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                let err = os_err();
+                match err.raw_os_error() {
+                    Some(libc::ENOENT) => continue, // removed between our two opens
+                    Some(libc::ELOOP) => {
+                        return Err(Error::segment(
+                            path,
+                            "is a symbolic link; refusing to follow it",
+                        ))
+                    }
+                    _ => return Err(Error::segment(path, open_failure(&cpath, &err))),
+                }
+            }
+            // SAFETY: a fresh descriptor we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let st = check_file(path, &fd)?;
+            let header = read_header(path, &fd)?;
+            if header.magic == MAGIC {
+                return Self::attach(path, fd, &header, st.st_size as usize);
+            }
+            if header.magic != 0 {
                 return Err(Error::segment(
                     path,
-                    "is a symbolic link; refusing to follow it",
+                    "is not a resilient segment (bad magic); remove it after stopping PHP",
                 ));
             }
-            return Err(Error::segment(path, format!("cannot open: {err}")));
+            // No header yet: its creator is still at work (it holds the lock) or died.
+            match Self::lock_and_init(path, &cpath, fd, slots)? {
+                Locked::Ready(seg) => return Ok(seg),
+                Locked::Gone => continue,
+            }
         }
-        Self::attach(path, Fd(fd))
+        Err(Error::segment(
+            path,
+            "keeps being removed while it is opened; is another program deleting it?",
+        ))
     }
 
-    fn create(path: &Path, fd: Fd, slots: u32) -> Result<Segment, Error> {
+    /// Under the file's lock: attach if someone else initialised it meanwhile, otherwise
+    /// initialise it (a new file, or a header-less one whose creator died).
+    fn lock_and_init(
+        path: &Path,
+        cpath: &CString,
+        fd: OwnedFd,
+        slots: u32,
+    ) -> Result<Locked, Error> {
+        let lock = FileLock::take(path, fd)?;
+        let st = check_file(path, lock.fd())?;
+        if st.st_nlink == 0 {
+            return Ok(Locked::Gone); // a failed creator removed it while we waited
+        }
+        let header = read_header(path, lock.fd())?;
+        if header.magic == MAGIC {
+            return Self::attach(path, lock.release(), &header, st.st_size as usize)
+                .map(Locked::Ready);
+        }
+        if header.magic != 0 {
+            return Err(Error::segment(
+                path,
+                "is not a resilient segment (bad magic); remove it after stopping PHP",
+            ));
+        }
+        if !half_made(&header, st.st_size as usize) {
+            return Err(Error::segment(
+                path,
+                format!(
+                    "has no header and is not a half-made segment (size {}); refusing to touch it",
+                    st.st_size
+                ),
+            ));
+        }
+        match Self::init(path, lock.fd(), slots) {
+            Ok(mut seg) => {
+                seg.file = Some(lock.release());
+                Ok(Locked::Ready(seg))
+            }
+            Err(e) => {
+                // Nobody can be using a file without a header: remove it (if the path
+                // still names it) so the next opener starts from scratch.
+                if same_file(cpath, &st) {
+                    // SAFETY: unlinking a path we just checked.
+                    unsafe { libc::unlink(cpath.as_ptr()) };
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Sizes, reserves and zeroes the file, maps it and writes the header (magic last).
+    fn init(path: &Path, fd: &OwnedFd, slots: u32) -> Result<Segment, Error> {
         let len = crate::layout::segment_size(slots);
-        // SAFETY: fd is ours; the umask cannot widen 0600 but we make it exact anyway.
+        let raw = fd.as_raw_fd();
+        // SAFETY: plain syscalls on our descriptor; results checked. Truncating to 0 first
+        // zeroes whatever a dead creator left.
         unsafe {
-            libc::fchmod(fd.0, 0o600);
-            if libc::ftruncate(fd.0, len as libc::off_t) != 0 {
+            if libc::ftruncate(raw, 0) != 0 || libc::ftruncate(raw, len as libc::off_t) != 0 {
                 return Err(Error::segment(
                     path,
-                    format!("cannot size it: {}", std::io::Error::last_os_error()),
+                    format!("cannot size it: {}", os_err()),
                 ));
             }
-        }
-        let seg = Self::map(path, &fd, len, slots)?;
-        let h = seg.header();
-        h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
-        h.slots.store(slots, Ordering::Relaxed);
-        h.entry_size.store(ENTRY_SIZE as u32, Ordering::Relaxed);
-        h.total_size.store(len as u64, Ordering::Relaxed);
-        h.magic.store(MAGIC, Ordering::Release);
-        Ok(seg)
-    }
-
-    fn attach(path: &Path, fd: Fd) -> Result<Segment, Error> {
-        let deadline = Instant::now() + INIT_WAIT;
-        loop {
-            let st = fd.stat(path)?;
-            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-                return Err(Error::segment(path, "is not a regular file"));
-            }
-            // SAFETY: geteuid cannot fail.
-            let uid = unsafe { libc::geteuid() };
-            if st.st_uid != uid {
-                return Err(Error::segment(path, format!("is owned by uid {}, not by this process's uid {uid}; refusing a foreign file", st.st_uid)));
-            }
-            if st.st_mode & 0o022 != 0 {
+            let rc = libc::posix_fallocate(raw, 0, len as libc::off_t);
+            if rc != 0 {
                 return Err(Error::segment(
                     path,
                     format!(
-                        "is writable by group or others (mode {:o}); refusing it",
-                        st.st_mode & 0o777
+                        "cannot reserve {len} bytes for {slots} slots: {} (is the file system full? \
+                         Docker's /dev/shm is 64 MB by default; lower resilient.shm_slots or \
+                         free space)",
+                        std::io::Error::from_raw_os_error(rc)
                     ),
                 ));
             }
-            let size = st.st_size as usize;
-            if size >= HEADER_SIZE {
-                let seg = Self::map(path, &fd, size, 0)?;
-                let h = seg.header();
-                let magic = h.magic.load(Ordering::Acquire);
-                if magic == MAGIC {
-                    return seg.validated(size);
-                }
-                if magic != 0 {
-                    return Err(Error::segment(
-                        path,
-                        "is not a resilient segment (bad magic); remove it after stopping PHP",
-                    ));
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::segment(
-                    path,
-                    "is not initialised (no header after 1 s): corrupt, or its creator died; remove it after stopping PHP",
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
         }
+        let mut seg = Self::map(path, fd, len, libc::MAP_SHARED)?;
+        seg.slots = slots;
+        seg.write_header(slots);
+        Ok(seg)
     }
 
-    fn validated(mut self, size: usize) -> Result<Segment, Error> {
-        let h = self.header();
-        let version = h.version.load(Ordering::Relaxed);
-        if version != LAYOUT_VERSION {
+    /// A segment of the same layout over private anonymous memory: counts only this
+    /// process (the degraded mode). `path` is the shared file it stands in for.
+    pub fn local(path: &Path, slots: u32) -> Result<Segment, Error> {
+        check_slots(slots)?;
+        let len = crate::layout::segment_size(slots);
+        // SAFETY: anonymous private mapping; checked for failure.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
             return Err(Error::segment(
-                &self.path,
-                format!("has layout version {version}, this extension uses {LAYOUT_VERSION}; stop PHP and remove the file"),
+                path,
+                format!("cannot map process-local memory: {}", os_err()),
             ));
         }
-        let slots = h.slots.load(Ordering::Relaxed);
-        let entry_size = h.entry_size.load(Ordering::Relaxed) as usize;
-        let total = h.total_size.load(Ordering::Relaxed) as usize;
+        let seg = Segment {
+            base: base as *mut u8,
+            len,
+            slots,
+            path: path.to_path_buf(),
+            file: None,
+        };
+        seg.write_header(slots);
+        Ok(seg)
+    }
+
+    fn write_header(&self, slots: u32) {
+        let h = self.header();
+        h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
+        h.slots.store(slots, Ordering::Relaxed);
+        h.entry_size.store(ENTRY_SIZE as u32, Ordering::Relaxed);
+        h.total_size.store(self.len as u64, Ordering::Relaxed);
+        h.magic.store(MAGIC, Ordering::Release);
+    }
+
+    fn attach(path: &Path, fd: OwnedFd, h: &RawHeader, size: usize) -> Result<Segment, Error> {
+        if h.version != LAYOUT_VERSION {
+            return Err(Error::segment(
+                path,
+                format!(
+                    "has layout version {}, this extension uses {LAYOUT_VERSION}; stop PHP and remove the file",
+                    h.version
+                ),
+            ));
+        }
+        let (slots, entry_size, total) = (h.slots, h.entry_size as usize, h.total_size as usize);
         if slots == 0
             || slots > MAX_SLOTS
             || entry_size != ENTRY_SIZE
@@ -171,38 +298,66 @@ impl Segment {
             || total != crate::layout::segment_size(slots)
         {
             return Err(Error::segment(
-                &self.path,
+                path,
                 format!("is corrupt (slots {slots}, entry size {entry_size}, recorded size {total}, file size {size}); remove it after stopping PHP"),
             ));
         }
-        self.slots = slots;
-        Ok(self)
+        let mut seg = Self::map(path, &fd, total, libc::MAP_SHARED)?;
+        seg.slots = slots;
+        seg.file = Some(fd);
+        Ok(seg)
     }
 
-    fn map(path: &Path, fd: &Fd, len: usize, slots: u32) -> Result<Segment, Error> {
-        // SAFETY: mapping a file we hold open, shared, read-write; checked for failure.
+    fn map(path: &Path, fd: &OwnedFd, len: usize, flags: libc::c_int) -> Result<Segment, Error> {
+        // SAFETY: mapping a file we hold open, read-write; checked for failure.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.0,
+                flags,
+                fd.as_raw_fd(),
                 0,
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(Error::segment(
-                path,
-                format!("cannot map it: {}", std::io::Error::last_os_error()),
-            ));
+            return Err(Error::segment(path, format!("cannot map it: {}", os_err())));
         }
         Ok(Segment {
             base: base as *mut u8,
             len,
-            slots,
+            slots: 0,
             path: path.to_path_buf(),
+            file: None,
         })
+    }
+
+    /// True for a process-local segment (the degraded mode).
+    pub fn is_local(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// False when the file under this mapping shrank, was removed or replaced since it was
+    /// opened: then the mapping must not be used for new work (reopen the path). Two
+    /// syscalls; always true for a process-local segment.
+    pub fn still_valid(&self) -> bool {
+        let Some(fd) = &self.file else {
+            return true;
+        };
+        // SAFETY: zeroed stat buffers are valid out-parameters; results checked.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd.as_raw_fd(), &mut st) != 0
+                || st.st_nlink == 0
+                || (st.st_size as usize) < self.len
+            {
+                return false;
+            }
+            let Ok(cpath) = CString::new(self.path.as_os_str().as_bytes()) else {
+                return false;
+            };
+            same_file(&cpath, &st)
+        }
     }
 
     fn header(&self) -> &Header {
@@ -211,7 +366,7 @@ impl Segment {
     }
 
     pub(crate) fn entries(&self) -> &[Entry] {
-        // SAFETY: validated: the file holds exactly `slots` entries after the header, and
+        // SAFETY: validated: the mapping holds exactly `slots` entries after the header, and
         // every field of Entry is an atomic, valid for any bit pattern (zeroed on creation).
         unsafe {
             std::slice::from_raw_parts(
@@ -247,6 +402,7 @@ impl Segment {
             .collect()
     }
 
+    /// The file's path (for a process-local segment: the file it stands in for).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -268,32 +424,176 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped.
+        // SAFETY: unmapping exactly what was mapped.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
 }
 
-/// An owned file descriptor, closed on drop (the mapping stays valid after close).
-struct Fd(libc::c_int);
-
-impl Fd {
-    fn stat(&self, path: &Path) -> Result<libc::stat, Error> {
-        // SAFETY: zeroed stat is a valid out-buffer.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(self.0, &mut st) } != 0 {
-            return Err(Error::segment(
-                path,
-                format!("cannot stat: {}", std::io::Error::last_os_error()),
-            ));
-        }
-        Ok(st)
+/// The checks every opener makes before reading a byte: a regular file of this user that
+/// nobody else may read or write (metrics live in it).
+fn check_file(path: &Path, fd: &OwnedFd) -> Result<libc::stat, Error> {
+    // SAFETY: a zeroed stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(Error::segment(path, format!("cannot stat: {}", os_err())));
     }
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(Error::segment(path, "is not a regular file"));
+    }
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if st.st_uid != uid {
+        return Err(Error::segment(
+            path,
+            format!(
+                "is owned by uid {}, not by this process's uid {uid}; refusing a foreign file",
+                st.st_uid
+            ),
+        ));
+    }
+    if st.st_nlink > 1 {
+        return Err(Error::segment(
+            path,
+            format!("has {} hard links; refusing it", st.st_nlink),
+        ));
+    }
+    if st.st_mode & 0o077 != 0 {
+        return Err(Error::segment(
+            path,
+            format!(
+                "is readable or writable by group or others (mode {:o}, must be 600); refusing it",
+                st.st_mode & 0o777
+            ),
+        ));
+    }
+    Ok(st)
 }
 
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: closing our own descriptor once.
-        unsafe { libc::close(self.0) };
+/// Why an existing file cannot be opened, naming its owner when it is someone else's (a
+/// file squatted by another user is the usual reason for EACCES).
+fn open_failure(cpath: &CString, err: &std::io::Error) -> String {
+    // SAFETY: a zeroed stat is a valid out-buffer; valid C string; geteuid cannot fail.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let uid = unsafe { libc::geteuid() };
+    if unsafe { libc::lstat(cpath.as_ptr(), &mut st) } == 0 && st.st_uid != uid {
+        return format!(
+            "cannot open: {err}; it is owned by uid {} (mode {:o}), not by this process's uid {uid}: \
+             another user created it",
+            st.st_uid,
+            st.st_mode & 0o777
+        );
+    }
+    format!("cannot open: {err}")
+}
+
+/// The header's fields, read with `pread` (a short file reads as zeroes).
+struct RawHeader {
+    /// The header's padding and reserved bytes are all zero.
+    rest_zero: bool,
+    magic: u64,
+    version: u32,
+    slots: u32,
+    entry_size: u32,
+    total_size: u64,
+}
+
+fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
+    let mut b = [0u8; HEADER_SIZE];
+    let mut got = 0;
+    while got < HEADER_SIZE {
+        // SAFETY: reading into our own buffer, within its bounds.
+        let n = unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                b[got..].as_mut_ptr().cast(),
+                HEADER_SIZE - got,
+                got as libc::off_t,
+            )
+        };
+        match n {
+            0 => break,
+            n if n > 0 => got += n as usize,
+            _ if os_err().raw_os_error() == Some(libc::EINTR) => {}
+            _ => return Err(Error::segment(path, format!("cannot read: {}", os_err()))),
+        }
+    }
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    // Offsets of `layout::Header` (repr(C)).
+    Ok(RawHeader {
+        rest_zero: b[20..24].iter().chain(&b[32..]).all(|&x| x == 0),
+        magic: u64_at(0),
+        version: u32_at(8),
+        slots: u32_at(12),
+        entry_size: u32_at(16),
+        total_size: u64_at(24),
+    })
+}
+
+/// What a creator that died before storing the magic can leave: a file of size 0 (before
+/// sizing) or of a table's size, whose header fields are each zero or what that creator was
+/// writing. Recovery truncates the file, so anything else (a file that was never a segment,
+/// e.g. a misconfigured `resilient.shm_path`) is left alone.
+fn half_made(h: &RawHeader, size: usize) -> bool {
+    let table = size > HEADER_SIZE
+        && (size - HEADER_SIZE) % ENTRY_SIZE == 0
+        && (size - HEADER_SIZE) / ENTRY_SIZE <= MAX_SLOTS as usize;
+    (size == 0 || table)
+        && h.magic == 0
+        && h.rest_zero
+        && (h.version == 0 || h.version == LAYOUT_VERSION)
+        && (h.entry_size == 0 || h.entry_size as usize == ENTRY_SIZE)
+        && (h.total_size == 0 || h.total_size as usize == size)
+        && (h.slots == 0 || crate::layout::segment_size(h.slots) == size)
+}
+
+/// True when `cpath` (not followed if a symlink) names the file of `st`.
+fn same_file(cpath: &CString, st: &libc::stat) -> bool {
+    // SAFETY: a zeroed stat is a valid out-buffer; valid C string.
+    let mut now: libc::stat = unsafe { std::mem::zeroed() };
+    let found = unsafe { libc::lstat(cpath.as_ptr(), &mut now) } == 0;
+    found && now.st_dev == st.st_dev && now.st_ino == st.st_ino
+}
+
+/// An exclusive `flock` on the segment file, held while the descriptor is ours (the kernel
+/// releases it when its holder dies, so a dead creator never blocks anyone).
+struct FileLock(OwnedFd);
+
+impl FileLock {
+    fn take(path: &Path, fd: OwnedFd) -> Result<FileLock, Error> {
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: flock on our descriptor.
+            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(FileLock(fd));
+            }
+            let err = os_err();
+            if !matches!(
+                err.raw_os_error(),
+                Some(libc::EWOULDBLOCK) | Some(libc::EINTR)
+            ) {
+                return Err(Error::segment(path, format!("cannot lock: {err}")));
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::segment(
+                    path,
+                    "is still being initialised by another process after 2 s (is it stopped?)",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn fd(&self) -> &OwnedFd {
+        &self.0
+    }
+
+    /// Unlocks and hands the descriptor back. (Dropping the lock closes the descriptor,
+    /// which unlocks too.)
+    fn release(self) -> OwnedFd {
+        // SAFETY: unlocking our own descriptor.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        self.0
     }
 }
 
@@ -355,7 +655,7 @@ mod tests {
     }
 
     #[test]
-    fn refuses_wrong_version_and_symlink_and_empty() {
+    fn refuses_wrong_version_and_symlink() {
         let p = temp_path("version");
         drop(Segment::open(&p, 4).unwrap());
         let mut bytes = std::fs::read(&p).unwrap();
@@ -370,16 +670,148 @@ mod tests {
         assert!(e.to_string().contains("symbolic link"), "{e}");
         std::fs::remove_file(&link).unwrap();
         std::fs::remove_file(&p).unwrap();
+    }
 
-        std::fs::OpenOptions::new()
+    #[test]
+    fn a_header_less_file_of_a_dead_creator_is_recovered() {
+        // What a creator killed before storing the magic leaves: an empty file, or a sized
+        // one full of zeroes or half-written entries.
+        for (i, len) in [
+            0usize,
+            crate::layout::segment_size(4),
+            crate::layout::segment_size(9),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let p = temp_path("headerless");
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .mode_0600()
+                .open(&p)
+                .unwrap();
+            let mut junk = vec![0u8; len];
+            if len > HEADER_SIZE {
+                junk[HEADER_SIZE..].fill(0x5A); // entries written, header not yet
+            }
+            if i == 2 {
+                // Killed while writing the header: version and slots stored, magic not.
+                junk[8..12].copy_from_slice(&LAYOUT_VERSION.to_le_bytes());
+                junk[12..16].copy_from_slice(&9u32.to_le_bytes());
+            }
+            f.write_all(&junk).unwrap();
+            let s = Segment::open(&p, 4).unwrap();
+            assert_eq!(s.slots(), 4);
+            assert_eq!(
+                s.names(),
+                vec![],
+                "recovery must zero what the dead creator left"
+            );
+            assert!(s.entry_index("a").is_ok());
+            assert_eq!(Segment::open(&p, 9).unwrap().slots(), 4);
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_header_less_file_that_is_not_half_made_is_left_alone() {
+        // Leading zeroes but not a segment's size, or a non-zero byte in the header area:
+        // not something our creator leaves, so recovery (which truncates) must not touch it.
+        let size = crate::layout::segment_size(4);
+        for (len, poke) in [(100usize, None), (size + 1, None), (size, Some(40usize))] {
+            let p = temp_path("notours");
+            let mut bytes = vec![0u8; len];
+            if let Some(at) = poke {
+                bytes[at] = 1;
+            }
+            std::fs::write(&p, &bytes).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let e = Segment::open(&p, 4).err().unwrap();
+            assert!(e.to_string().contains("not a half-made segment"), "{e}");
+            assert_eq!(std::fs::read(&p).unwrap(), bytes, "must not be modified");
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+
+    #[test]
+    fn refuses_a_hard_linked_file() {
+        let p = temp_path("hardlink");
+        drop(Segment::open(&p, 4).unwrap());
+        let q = temp_path("hardlink2");
+        std::fs::hard_link(&p, &q).unwrap();
+        let e = Segment::open(&p, 4).err().unwrap();
+        assert!(e.to_string().contains("2 hard links"), "{e}");
+        std::fs::remove_file(&q).unwrap();
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn an_opener_waits_for_a_live_initialiser_lock_then_proceeds() {
+        let p = temp_path("locked");
+        let f = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
             .mode_0600()
             .open(&p)
             .unwrap();
-        let e = Segment::open(&p, 4).err().unwrap();
-        assert!(e.to_string().contains("not initialised"), "{e}");
+        use std::os::fd::AsRawFd;
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let t0 = Instant::now();
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop(f); // the "creator" dies: its lock goes with it
+        });
+        let s = Segment::open(&p, 4).unwrap();
+        let waited = t0.elapsed();
+        holder.join().unwrap();
+        assert!(waited >= Duration::from_millis(140), "{waited:?}");
+        assert_eq!(s.slots(), 4);
         std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn refuses_a_file_readable_by_group_or_others() {
+        let p = temp_path("readable");
+        drop(Segment::open(&p, 4).unwrap());
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Segment::open(&p, 4).err().unwrap();
+        assert!(e.is_segment() && e.to_string().contains("mode 644"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn still_valid_notices_a_shrunk_removed_or_replaced_file() {
+        let p = temp_path("valid");
+        let s = Segment::open(&p, 4).unwrap();
+        assert!(s.still_valid());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(10)
+            .unwrap();
+        assert!(!s.still_valid(), "shrunk");
+        std::fs::remove_file(&p).unwrap();
+        let s = Segment::open(&p, 4).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        assert!(!s.still_valid(), "removed");
+        let _other = Segment::open(&p, 4).unwrap();
+        assert!(!s.still_valid(), "replaced");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn a_local_segment_has_the_same_layout_and_no_file() {
+        let p = temp_path("local");
+        let s = Segment::local(&p, 3).unwrap();
+        assert!(s.is_local() && s.still_valid());
+        assert!(!p.exists());
+        for n in ["a", "b", "c"] {
+            s.entry_index(n).unwrap();
+        }
+        assert!(s.entry_index("d").unwrap_err().is_table_full());
+        assert!(Segment::local(&p, 0).err().unwrap().is_invalid_argument());
     }
 
     #[test]

@@ -17,9 +17,12 @@ final class FpmMaster
     /**
      * Writes `$dir/fpm.conf` and starts the master (stdout/stderr in `$dir/fpm.out|err`).
      *
+     * With `$extensionInMaster = false` the master does not load the extension: a pool that wants
+     * it loads it itself (`'ini' => ['extension' => Run::extension(), ...]`, in the order given).
+     *
      * @param array<string, array{workers: int, ini?: array<string,string>, env?: array<string,string>}> $pools
      */
-    public static function start(string $dir, array $pools, string $shmPath): ServiceProcess
+    public static function start(string $dir, array $pools, string $shmPath, bool $extensionInMaster = true): ServiceProcess
     {
         $asRoot = posix_geteuid() === 0;
         $conf = ['[global]', "pid = $dir/fpm.pid", "error_log = $dir/fpm-error.log", 'daemonize = no', 'log_level = notice', ''];
@@ -55,7 +58,7 @@ final class FpmMaster
         return ServiceProcess::start([
             'php-fpm8.2', '-n',
             ...($asRoot ? ['-R'] : []),
-            '-d', 'extension=' . Run::extension(),
+            ...($extensionInMaster ? ['-d', 'extension=' . Run::extension()] : []),
             '-d', 'resilient.shm_path=' . $shmPath,
             '-F', '-O', '-y', "$dir/fpm.conf",
         ], "$dir/fpm");

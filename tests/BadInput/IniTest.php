@@ -1,0 +1,69 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\BadInput;
+
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * Issue 7 item 5: a bad setting is never replaced by the default in silence. A bad value given
+ * at startup (-d here; php.ini and FPM pools go the same way, see tests/Fpm/PoolSegmentTest.php)
+ * makes the first use of the segment throw, naming the key and the value; ini_set() of a bad
+ * value returns false and changes nothing.
+ */
+final class IniTest extends TestCase
+{
+    private const USE_IT = 'new Resilient\Funnel("ini", limit: 1); return "used";';
+
+    /** @return iterable<string,array{string,string,string}> */
+    public static function badValues(): iterable
+    {
+        $slots = 'must be an integer between 1 and 65536';
+        yield 'slots 0' => ['resilient.shm_slots', '0', $slots];
+        yield 'slots 65537' => ['resilient.shm_slots', '65537', $slots];
+        yield 'slots abc' => ['resilient.shm_slots', 'abc', $slots];
+        yield 'slots -1' => ['resilient.shm_slots', '-1', $slots];
+        yield 'slots 1.5' => ['resilient.shm_slots', '1.5', $slots];
+        yield 'path relative' => ['resilient.shm_path', 'segment.shm', 'must be an absolute path'];
+        yield 'path ./relative' => ['resilient.shm_path', './x/segment.shm', 'must be an absolute path'];
+        yield 'path leading space' => ['resilient.shm_path', ' /dev/shm/x.shm', 'must be an absolute path'];
+        yield 'required maybe' => ['resilient.shm_required', 'maybe', 'must be a boolean'];
+    }
+
+    /** @dataProvider badValues */
+    public function testBadStartupValueIsAnErrorNamingTheKey(string $key, string $value, string $rule): void
+    {
+        $ini = ['resilient.shm_path' => Run::shmPath('ini-' . bin2hex(random_bytes(3))), $key => $value];
+        $r = PhpProcess::runScript('expect_throw.php', [self::USE_IT], $ini, 20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $out = $r->json();
+        $this->assertTrue($out['threw'], "$key=$value was used silently: " . json_encode($out));
+        $this->assertSame('Resilient\SharedMemoryError', $out['class']);
+        $this->assertStringStartsWith("$key: $rule", $out['message']);
+        $this->assertStringContainsString("got '$value'", $out['message']);
+        clearstatcache();
+        $this->assertFileDoesNotExist($ini['resilient.shm_path'], 'nothing may be created with a bad setting');
+    }
+
+    /** @dataProvider badValues */
+    public function testIniSetOfABadValueReturnsFalse(string $key, string $value): void
+    {
+        $code = sprintf('$before = ini_get(%1$s); $ok = ini_set(%1$s, %2$s); return [$ok, ini_get(%1$s) === $before];', var_export($key, true), var_export($value, true));
+        $out = PhpProcess::runScript('expect_throw.php', [$code], [], 20)->json();
+        $this->assertSame([false, true], $out['returned'], json_encode($out));
+    }
+
+    public function testAGoodValueStillWorksAndEmptyPathMeansTheDefault(): void
+    {
+        $path = Run::shmPath('ini-good-' . bin2hex(random_bytes(3)));
+        $out = PhpProcess::runScript('expect_throw.php', ['return [ini_get("resilient.shm_slots"), (new Resilient\Funnel("g", limit: 1))->isDegraded()];'], ['resilient.shm_path' => $path, 'resilient.shm_slots' => '7', 'resilient.shm_required' => 'on'], 20)->json();
+        $this->assertSame(['7', false], $out['returned'], json_encode($out));
+        $this->assertSame(64 + 7 * 768, filesize($path));
+        // Empty = the documented default (/dev/shm/resilient-<uid>.shm), no error.
+        $out = PhpProcess::runScript('expect_throw.php', ['return ini_set("resilient.shm_path", "");'], ['resilient.shm_path' => $path], 20)->json();
+        $this->assertSame($path, $out['returned'], json_encode($out));
+    }
+}

@@ -1,0 +1,154 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Fpm;
+
+use Resilient\Tests\Harness\Fcgi;
+use Resilient\Tests\Harness\FpmMaster;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\ServiceProcess;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * Issue 7 item 5, under real php-fpm: per-pool segment paths keep separate limits; a pool that
+ * loads the extension itself gets its resilient.shm_path only when that line comes before the
+ * extension line (php-fpm applies a pool's lines in reverse order and drops settings that are
+ * not registered yet), and is refused loudly otherwise instead of silently sharing another
+ * segment; a bad pool value is an error naming the key.
+ */
+final class PoolSegmentTest extends TestCase
+{
+    private ?ServiceProcess $fpm = null;
+    private string $dir;
+
+    protected function tearDown(): void
+    {
+        $this->fpm?->stop();
+    }
+
+    /** @param array<string, array<string,string>> $pools pool name => ini */
+    private function start(array $pools, bool $extensionInMaster = true): string
+    {
+        $this->dir = Run::tempDir('pools');
+        $master = Run::shmPath('pools-master-' . bin2hex(random_bytes(3)));
+        $spec = [];
+        foreach ($pools as $name => $ini) {
+            $spec[$name] = ['workers' => 1, 'ini' => $ini];
+        }
+        $this->fpm = FpmMaster::start($this->dir, $spec, $master, $extensionInMaster);
+        $this->waitFor(function () use ($pools) {
+            foreach (array_keys($pools) as $name) {
+                if (!file_exists("{$this->dir}/$name.sock")) {
+                    return null;
+                }
+            }
+            return true;
+        }, 15.0, 'the pool sockets');
+        return $master;
+    }
+
+    private function call(string $pool, array $query): array
+    {
+        $body = Fcgi::get("{$this->dir}/$pool.sock", Run::root() . '/tests/fixtures/fpm/segment.php', $query);
+        $data = json_decode($body, true);
+        $this->assertIsArray($data, "pool $pool: $body\n" . @file_get_contents("{$this->dir}/fpm-error.log"));
+        return $data;
+    }
+
+    public function testTwoPoolsWithDifferentShmPathsKeepSeparateLimits(): void
+    {
+        $a = Run::shmPath('pool-a-' . bin2hex(random_bytes(3)));
+        $b = Run::shmPath('pool-b-' . bin2hex(random_bytes(3)));
+        $master = $this->start(['a' => ['resilient.shm_path' => $a], 'b' => ['resilient.shm_path' => $b]]);
+        $grants = [];
+        foreach (['a', 'a', 'b', 'b', 'a'] as $pool) {
+            $r = $this->call($pool, ['do' => 'consume', 'name' => 'shared-name']);
+            $this->assertFalse($r['threw'], json_encode($r));
+            $grants[] = $r['granted'];
+        }
+        // floor 1, ratio 0: one retry per segment. One segment would grant only the first call.
+        $this->assertSame([true, false, true, false, false], $grants);
+        $this->assertSame($a, $this->call('a', ['do' => 'info'])['shm_path']);
+        clearstatcache();
+        $this->assertFileExists($a);
+        $this->assertFileExists($b);
+        $this->assertFileDoesNotExist($master, 'no pool may fall back to the master\'s path');
+    }
+
+    public function testAPoolLoadingTheExtensionItselfNeedsShmPathBeforeTheExtensionLine(): void
+    {
+        $good = Run::shmPath('pool-good-' . bin2hex(random_bytes(3)));
+        $lost = Run::shmPath('pool-lost-' . bin2hex(random_bytes(3)));
+        $master = $this->start([
+            'before' => ['resilient.shm_path' => $good, 'extension' => Run::extension()],
+            'after' => ['extension' => Run::extension(), 'resilient.shm_path' => $lost],
+        ], extensionInMaster: false);
+
+        $r = $this->call('before', ['do' => 'consume', 'name' => 'x']);
+        $this->assertFalse($r['threw'], json_encode($r));
+        $this->assertSame($good, $this->call('before', ['do' => 'info'])['shm_path']);
+
+        $r = $this->call('after', ['do' => 'consume', 'name' => 'x']);
+        $this->assertTrue($r['threw'], 'a pool whose resilient.shm_path was dropped must not silently share a segment: ' . json_encode($r));
+        $this->assertSame('Resilient\SharedMemoryError', $r['class']);
+        $this->assertStringStartsWith('resilient.shm_path: ', $r['message']);
+        $this->assertStringContainsString('before php_admin_value[extension]', $r['message']);
+        clearstatcache();
+        $this->assertFileExists($good);
+        $this->assertFileDoesNotExist($lost);
+        $this->assertFileDoesNotExist($master);
+        fwrite(STDERR, "\n[pool extension line order] {$r['message']}\n");
+    }
+
+    /** Issue 7 item 4 under FPM: an unusable file → local guards, one log line per worker. */
+    public function testAnUnusableSegmentDegradesAWorkerAndItsLogSaysSoOnce(): void
+    {
+        $path = Run::shmPath('pool-bad-' . bin2hex(random_bytes(3)));
+        file_put_contents($path, str_repeat("\xAB", 4096)); // not a segment
+        chmod($path, 0600);
+        $this->start(['bad' => ['resilient.shm_path' => $path]]);
+        $grants = [];
+        for ($i = 0; $i < 3; $i++) {
+            $r = $this->call('bad', ['do' => 'consume', 'name' => 'x']);
+            $this->assertFalse($r['threw'], json_encode($r));
+            $grants[] = $r['granted'];
+        }
+        $this->assertSame([true, false, false], $grants, 'the worker\'s local budget still limits');
+        $info = $this->call('bad', ['do' => 'info']);
+        $this->assertStringContainsString('bad magic', (string) $info['degraded']);
+        $log = (string) file_get_contents("{$this->dir}/php-error-bad.log");
+        $this->assertSame(1, substr_count($log, 'falling back to process-local guards'), $log);
+        $this->assertSame(str_repeat("\xAB", 4096), file_get_contents($path), 'the file is left alone');
+    }
+
+    /**
+     * The web caps are read by callers that fall back to the default (Context, Client): a bad
+     * value is then said once per worker in the log, naming the key.
+     */
+    public function testABadWebCapIsLoggedOnceNamingTheKey(): void
+    {
+        $this->start(['web' => ['resilient.shm_path' => Run::shmPath('pool-web-' . bin2hex(random_bytes(3))), 'resilient.web_timeout' => 'abc']]);
+        foreach ([1, 2] as $_) {
+            $this->assertSame(10.0, (float) $this->call('web', ['do' => 'timeout'])['timeout']);
+        }
+        $log = (string) file_get_contents("{$this->dir}/php-error-web.log");
+        $this->assertSame(1, substr_count($log, "resilient.web_timeout: must be a number of seconds"), $log);
+        $this->assertStringContainsString("got 'abc'", $log);
+    }
+
+    public function testABadPoolValueIsAnErrorNamingTheKey(): void
+    {
+        $this->start([
+            'slots' => ['resilient.shm_path' => Run::shmPath('pool-slots-' . bin2hex(random_bytes(3))), 'resilient.shm_slots' => 'abc'],
+            'path' => ['resilient.shm_path' => 'relative/segment.shm'],
+        ]);
+        $r = $this->call('slots', ['do' => 'consume', 'name' => 'x']);
+        $this->assertTrue($r['threw'], json_encode($r));
+        $this->assertStringStartsWith("resilient.shm_slots: must be an integer between 1 and 65536, got 'abc'", $r['message']);
+        $r = $this->call('path', ['do' => 'consume', 'name' => 'x']);
+        $this->assertTrue($r['threw'], json_encode($r));
+        $this->assertStringStartsWith("resilient.shm_path: must be an absolute path", $r['message']);
+        $this->assertStringContainsString("got 'relative/segment.shm'", $r['message']);
+    }
+}

@@ -1,0 +1,82 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Shm;
+
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * Issue 7 item 3, a file changed under a running process. A long-lived process (an FPM worker,
+ * a queue worker) keeps its mapping between requests; before each new use (at most once a
+ * second) it checks that the file was not shrunk, removed or replaced, and reopens the path if
+ * it was. So the next request after `truncate` gets a clean degraded mode (or error) instead of
+ * SIGBUS, and after `rm` it creates and shares a fresh file. What cannot be avoided (an access
+ * through a mapping in the very call during which the file shrinks) is in docs/shared-memory.md.
+ */
+final class ShrunkFileTest extends TestCase
+{
+    /** A worker that uses the segment, waits for `go`, then uses it again (a "next request"). */
+    private function worker(string $path, string $go): PhpProcess
+    {
+        $code = sprintf('
+            $a = new Resilient\Funnel("shrink", limit: 2); $a->tryAcquire(background: false);
+            echo "ready\n";
+            while (!file_exists(%s)) { usleep(5000); }
+            usleep(1100000); // past the revalidation interval
+            $b = new Resilient\Funnel("shrink", limit: 2); $l = $b->tryAcquire(background: false);
+            echo json_encode(["degraded" => $b->isDegraded(), "reason" => Resilient\Funnel::degradedReason(), "held" => $l !== null, "in_flight" => $b->inFlight()]), "\n";
+            sleep(5);', var_export($go, true));
+        $w = PhpProcess::code($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8']);
+        $this->assertTrue($w->waitForOutput(fn ($o) => str_contains($o, 'ready'), 10.0), 'worker did not start');
+        return $w;
+    }
+
+    private function answer(PhpProcess $w): array
+    {
+        $this->assertTrue($w->waitForOutput(fn ($o) => substr_count($o, "\n") >= 2, 10.0), 'no answer');
+        return json_decode(explode("\n", $w->stdoutSoFar())[1], true);
+    }
+
+    public function testATruncatedFileMeansDegradedModeForTheNextUseNotSigbus(): void
+    {
+        $path = Run::shmPath('shrink-' . bin2hex(random_bytes(3)));
+        $go = Run::tempDir('shrink') . '/go';
+        $w = $this->worker($path, $go);
+        $fh = fopen($path, 'r+');
+        ftruncate($fh, 100);
+        fclose($fh);
+        touch($go);
+        $v = $this->answer($w);
+        $w->signal(SIGTERM);
+        $r = $w->wait(10);
+        $this->assertNotSame(SIGBUS, $r->signal, $r->describe());
+        $this->assertTrue($v['degraded'], json_encode($v));
+        $this->assertStringContainsString('corrupt', $v['reason']);
+        $this->assertTrue($v['held']);
+    }
+
+    public function testARemovedFileIsCreatedAgainAndShared(): void
+    {
+        $path = Run::shmPath('removed-' . bin2hex(random_bytes(3)));
+        $go = Run::tempDir('removed') . '/go';
+        $w = $this->worker($path, $go);
+        unlink($path);
+        touch($go);
+        $v = $this->answer($w);
+        try {
+            $this->assertFalse($v['degraded'], json_encode($v));
+            $this->assertSame(1, $v['in_flight'], 'only the new lease: a fresh file');
+            clearstatcache();
+            $this->assertFileExists($path);
+            // Another process sees the worker's lease in the new file.
+            $probe = PhpProcess::runScript('probe.php', ['in_flight', 'shrink', 2], ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8'], 10);
+            $this->assertSame(['in_flight' => 1], $probe->json());
+        } finally {
+            $w->signal(SIGTERM);
+            $w->wait(10);
+        }
+    }
+}
