@@ -36,8 +36,8 @@ pub struct Header {
     pub _reserved: [AtomicU64; 4],
 }
 
-/// One funnel slot. `0` is free; otherwise `pid << 42 | expires_at_ms`: who holds it and
-/// until when, in one word so a holder and a reclaimer agree with a single CAS.
+/// One funnel slot's word: `pid:22 | phase:2 | stamp:40` (who owns the slot, whether it is
+/// being claimed, held or cleared, and until when), see `funnel::slot_word`. All zero is free.
 #[repr(C)]
 pub struct LeaseSlot {
     pub word: AtomicU64,
@@ -50,7 +50,8 @@ pub struct Entry {
     pub hash: AtomicU64,
     pub name_len: AtomicU64,
     pub name: [AtomicU64; NAME_WORDS],
-    /// Bit `i` set = funnel slot `i` is held. The in-flight count is its popcount.
+    /// Bit `i` set = funnel slot `i` is counted as in flight. The in-flight count is its
+    /// popcount; only the owner of slot `i`'s word changes bit `i`.
     pub funnel_mask: AtomicU64,
     pub funnel_slots: [LeaseSlot; MAX_FUNNEL_LIMIT as usize],
     /// Each bucket: `tag:24 | originals:20 | retries:20`, see [`crate::budget`].

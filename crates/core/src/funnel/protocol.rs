@@ -32,8 +32,9 @@ use std::task::{Context, Poll, Waker};
 /// Bounded work per acquire under contention: then we report full rather than spin.
 const MAX_ROUNDS: usize = 64;
 
-/// Which shared word an access is about to touch.
+/// Which shared word an access is about to touch (read by the model checker only).
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) enum At {
     Mask,
     Slot(u32),
