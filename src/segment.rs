@@ -3,7 +3,7 @@
 //! Opened lazily on first use (a Funnel, RetryBudget or Client with guards),
 //! never in MINIT: the FPM master runs MINIT as root before forking, and the
 //! file must be created by the user that runs PHP (the core refuses a file
-//! owned by another uid). The default path `/dev/shm/resilient-<uid>.shm` is
+//! owned by another uid). The default path `/dev/shm/resilient-<uid>.v3.shm` is
 //! computed here with `getuid()` for the same reason (why this default, and
 //! how to choose a safer one: docs/shared-memory.md).
 //!
@@ -63,9 +63,14 @@ pub fn path() -> Result<PathBuf, PhpException> {
     Ok(match ini::shm_path().map_err(config_error)? {
         Some(p) => PathBuf::from(p),
         // SAFETY: getuid never fails.
-        None => PathBuf::from(format!("/dev/shm/resilient-{}.shm", unsafe {
-            libc::getuid()
-        })),
+        // The layout version is part of the name: after an upgrade that changes the layout,
+        // new processes start a new file instead of refusing the old one (still in use by
+        // workers of the previous version until they are replaced).
+        None => PathBuf::from(format!(
+            "/dev/shm/resilient-{}.v{}.shm",
+            unsafe { libc::getuid() },
+            resilient_core::layout::LAYOUT_VERSION
+        )),
     })
 }
 

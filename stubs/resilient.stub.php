@@ -444,7 +444,7 @@ namespace Resilient {
 // php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is never replaced by the default:
 // ini_set() returns false, and a bad php.ini / -d / FPM pool value makes the first use of the
 // segment throw Resilient\SharedMemoryError naming the key (docs/shared-memory.md):
-//   resilient.shm_path            = ""     ; absolute path; "" = /dev/shm/resilient-<uid>.shm
+//   resilient.shm_path            = ""     ; absolute path; "" = /dev/shm/resilient-<uid>.v3.shm
 //   resilient.shm_slots           = 256    ; 1..65536 names the segment holds (fixed when the file is created)
 //   resilient.shm_required        = 0      ; 1 = an unusable segment throws instead of the degraded mode
 //   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
