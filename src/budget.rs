@@ -3,10 +3,29 @@
 
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::ZendHashTable;
+use ext_php_rs::types::{ZendHashTable, Zval};
 use resilient_core::{clock, BudgetConfig, RetryBudget as CoreBudget};
 
-use crate::{errors, segment};
+use crate::{coerce, errors, segment};
+
+pub const DEFAULT_RATIO: f64 = 0.1;
+pub const DEFAULT_FLOOR: i64 = 5;
+pub const DEFAULT_WINDOW_SECONDS: f64 = 60.0;
+
+/// A budget's settings from PHP's numbers: the conversions name the argument, the core
+/// owns the rules. The client's `budget` option goes through the same function.
+pub fn config(
+    ratio: f64,
+    floor: i64,
+    window_seconds: f64,
+) -> Result<BudgetConfig, resilient_core::Error> {
+    use resilient_core::validate;
+    BudgetConfig::new(
+        ratio,
+        validate::unsigned("floor", floor)?,
+        validate::duration("window", window_seconds)?,
+    )
+}
 
 /// A retry budget per name: per sliding window, retries may be at most
 /// `floor + ratio × originals`, counted across every process of the host.
@@ -32,10 +51,29 @@ fn round6(v: f64) -> f64 {
 #[php_impl]
 impl RetryBudget {
     /// `new RetryBudget(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0)`.
-    #[php(defaults(ratio = 0.1, floor = 5, window = 60.0))]
-    pub fn __construct(name: String, ratio: f64, floor: i64, window: f64) -> PhpResult<Self> {
+    /// Numbers may be given as numeric strings (or an integral float for the floor), as PHP's
+    /// coercive mode allows.
+    pub fn __construct(
+        name: String,
+        ratio: Option<&Zval>,
+        floor: Option<&Zval>,
+        window: Option<&Zval>,
+    ) -> PhpResult<Self> {
+        const CTOR: &str = "Resilient\\RetryBudget::__construct";
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let config = BudgetConfig::new(ratio, floor, window).map_err(errors::php)?;
+        let ratio = match coerce::given(ratio) {
+            Some(z) => coerce::float_arg(z, CTOR, 2, "ratio")?,
+            None => DEFAULT_RATIO,
+        };
+        let floor = match coerce::given(floor) {
+            Some(z) => coerce::int_arg(z, CTOR, 3, "floor")?,
+            None => DEFAULT_FLOOR,
+        };
+        let window = match coerce::given(window) {
+            Some(z) => coerce::float_arg(z, CTOR, 4, "window")?,
+            None => DEFAULT_WINDOW_SECONDS,
+        };
+        let config = config(ratio, floor, window).map_err(errors::php)?;
         let segment = segment::shared()?;
         let degraded = segment.is_local();
         let inner = CoreBudget::new(segment, &name, config).map_err(errors::php)?;
@@ -69,9 +107,9 @@ impl RetryBudget {
         ht.insert("retries", to_i(s.retries))?;
         ht.insert("allowed", round6(s.allowed))?;
         ht.insert("remaining", round6(s.remaining))?;
-        ht.insert("window", cfg.window_ms as f64 / 1000.0)?;
-        ht.insert("ratio", cfg.ratio)?;
-        ht.insert("floor", i64::from(cfg.floor))?;
+        ht.insert("window", cfg.window().as_secs_f64())?;
+        ht.insert("ratio", cfg.ratio())?;
+        ht.insert("floor", i64::from(cfg.floor()))?;
         ht.insert("degraded", self.degraded)?;
         Ok(ht)
     }

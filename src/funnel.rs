@@ -18,7 +18,22 @@ use ext_php_rs::types::Zval;
 use resilient_core::{clock, Funnel as CoreFunnel, FunnelConfig, Lease as CoreLease, Segment};
 
 use crate::exceptions::{self, Kind};
-use crate::{context, errors, held, segment};
+use crate::{coerce, context, errors, held, segment};
+
+/// A funnel's settings from PHP's numbers: the conversions name the argument, the core
+/// owns the rules. The client's `funnel` option goes through the same function.
+pub fn config(
+    limit: i64,
+    reserve: i64,
+    lease_seconds: f64,
+) -> Result<FunnelConfig, resilient_core::Error> {
+    use resilient_core::validate;
+    FunnelConfig::new(
+        validate::unsigned("limit", limit)?,
+        validate::unsigned("reserve", reserve)?,
+        validate::duration("lease", lease_seconds)?,
+    )
+}
 
 /// Default lease length: 2 × the default web timeout cap (`resilient.web_timeout` = 10 s).
 pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
@@ -52,8 +67,8 @@ impl Funnel {
             "funnel '{}' is full ({} of {} slots in flight, {} reserved for web callers)",
             self.name,
             self.inner.in_flight(clock::monotonic_ms()),
-            cfg.limit,
-            cfg.reserve
+            cfg.limit(),
+            cfg.reserve()
         )
     }
 
@@ -71,17 +86,26 @@ impl Funnel {
 impl Funnel {
     /// `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null)`.
     /// `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease` seconds, finite and
-    /// > 0, default 20.0 (2 × the web timeout cap).
-    #[php(defaults(reserve = 0))]
+    /// > 0, default 20.0 (2 × the web timeout cap). Numbers may be given as
+    /// numeric strings or integral floats, as PHP's coercive mode allows.
     pub fn __construct(
         name: String,
-        limit: i64,
-        reserve: i64,
-        lease: Option<f64>,
+        limit: &Zval,
+        reserve: Option<&Zval>,
+        lease: Option<&Zval>,
     ) -> PhpResult<Self> {
+        const CTOR: &str = "Resilient\\Funnel::__construct";
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let config = FunnelConfig::new(limit, reserve, lease.unwrap_or(DEFAULT_LEASE_SECONDS))
-            .map_err(errors::php)?;
+        let limit = coerce::int_arg(limit, CTOR, 2, "limit")?;
+        let reserve = match coerce::given(reserve) {
+            Some(z) => coerce::int_arg(z, CTOR, 3, "reserve")?,
+            None => 0,
+        };
+        let lease = match coerce::given(lease) {
+            Some(z) => coerce::float_arg(z, CTOR, 4, "lease")?,
+            None => DEFAULT_LEASE_SECONDS,
+        };
+        let config = config(limit, reserve, lease).map_err(errors::php)?;
         let segment = segment::shared()?;
         let inner = CoreFunnel::new(segment.clone(), &name, config).map_err(errors::php)?;
         Ok(Funnel {
@@ -127,16 +151,16 @@ impl Funnel {
     }
 
     pub fn limit(&self) -> i64 {
-        i64::from(self.inner.config().limit)
+        i64::from(self.inner.config().limit())
     }
 
     pub fn reserve(&self) -> i64 {
-        i64::from(self.inner.config().reserve)
+        i64::from(self.inner.config().reserve())
     }
 
     /// Lease length in seconds.
     pub fn lease(&self) -> f64 {
-        self.inner.config().lease_ms as f64 / 1000.0
+        self.inner.config().lease().as_secs_f64()
     }
 
     /// True when this funnel counts only this process's leases: the shared

@@ -16,6 +16,7 @@ use ext_php_rs::prelude::*;
 
 pub mod budget;
 pub mod client;
+pub mod coerce;
 pub mod context;
 pub mod deadline;
 pub mod engine;

@@ -17,30 +17,51 @@ use crate::layout::{Entry, BUDGET_BUCKETS};
 use crate::{validate, Error, Segment};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 const TAG_BITS: u32 = 24;
 const COUNT_BITS: u32 = 20;
 const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 
-/// A budget's settings, validated by [`BudgetConfig::new`].
+/// A budget's settings. The fields are private and [`BudgetConfig::new`] is the only way to
+/// make one, so a window shorter than its buckets (a division by zero) cannot exist.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BudgetConfig {
-    pub ratio: f64,
-    pub floor: u32,
-    pub window_ms: u64,
+    ratio: f64,
+    floor: u32,
+    window_ms: u64,
 }
 
 impl BudgetConfig {
-    pub fn new(ratio: f64, floor: i64, window_seconds: f64) -> Result<Self, Error> {
+    /// The largest ratio: a thousand retries per original is a typo, not a budget.
+    pub const MAX_RATIO: f64 = 1000.0;
+    /// The largest floor (a bucket counts up to 2^20 - 1).
+    pub const MAX_FLOOR: u32 = COUNT_MAX as u32;
+
+    /// `ratio`: retries allowed per original, finite, `0..=1000`; `floor`: retries always
+    /// allowed per window, at most [`Self::MAX_FLOOR`]; `window`: at least 20 ms (one per
+    /// bucket), at most a year.
+    pub fn new(ratio: f64, floor: u32, window: Duration) -> Result<Self, Error> {
         let ratio = validate::ratio("ratio", ratio)?;
-        let floor = validate::count("floor", floor, 0, COUNT_MAX as i64)?;
-        let window = validate::positive_seconds("window", window_seconds)?;
-        let window_ms = crate::clock::secs_to_ms(window);
+        if ratio > Self::MAX_RATIO {
+            return Err(Error::invalid_argument(
+                "ratio",
+                format!("must be at most {}, got {ratio}", Self::MAX_RATIO),
+            ));
+        }
+        if floor > Self::MAX_FLOOR {
+            return Err(Error::invalid_argument(
+                "floor",
+                format!("must be between 0 and {}, got {floor}", Self::MAX_FLOOR),
+            ));
+        }
+        let window = validate::positive_duration("window", window)?;
+        let window_ms = window.as_millis() as u64;
         if window_ms < BUDGET_BUCKETS as u64 {
             return Err(Error::invalid_argument(
                 "window",
-                format!("must be at least {} ms", BUDGET_BUCKETS),
+                format!("must be at least {BUDGET_BUCKETS} ms, got {window:?}"),
             ));
         }
         Ok(BudgetConfig {
@@ -48,6 +69,18 @@ impl BudgetConfig {
             floor,
             window_ms,
         })
+    }
+
+    pub fn ratio(&self) -> f64 {
+        self.ratio
+    }
+
+    pub fn floor(&self) -> u32 {
+        self.floor
+    }
+
+    pub fn window(&self) -> Duration {
+        Duration::from_millis(self.window_ms)
     }
 
     fn bucket_ms(&self) -> u64 {
@@ -197,13 +230,17 @@ fn retries_of(w: u64) -> u64 {
 mod tests {
     use super::*;
 
-    fn budget(tag: &str, ratio: f64, floor: i64, window: f64) -> (RetryBudget, std::path::PathBuf) {
+    fn config(ratio: f64, floor: u32, window_seconds: f64) -> BudgetConfig {
+        BudgetConfig::new(ratio, floor, Duration::from_secs_f64(window_seconds)).unwrap()
+    }
+
+    fn budget(tag: &str, ratio: f64, floor: u32, window: f64) -> (RetryBudget, std::path::PathBuf) {
         let p =
             std::env::temp_dir().join(format!("resilient-budget-{tag}-{}.shm", std::process::id()));
         let _ = std::fs::remove_file(&p);
         let seg = Arc::new(Segment::open(&p, 8).unwrap());
         (
-            RetryBudget::new(seg, "sap", BudgetConfig::new(ratio, floor, window).unwrap()).unwrap(),
+            RetryBudget::new(seg, "sap", config(ratio, floor, window)).unwrap(),
             p,
         )
     }
@@ -278,11 +315,9 @@ mod tests {
         for _ in 0..50 {
             a.record_original(1000);
         }
-        let b =
-            RetryBudget::new(seg.clone(), "sap", BudgetConfig::new(0.1, 0, 30.0).unwrap()).unwrap();
+        let b = RetryBudget::new(seg.clone(), "sap", config(0.1, 0, 30.0)).unwrap();
         b.record_original(1000);
-        let a_again =
-            RetryBudget::new(seg, "sap", BudgetConfig::new(0.1, 0, 60.0).unwrap()).unwrap();
+        let a_again = RetryBudget::new(seg, "sap", config(0.1, 0, 60.0)).unwrap();
         assert_eq!(a_again.stats(1000).originals, 50);
         assert_eq!(b.stats(1000).originals, 1);
         std::fs::remove_file(p).unwrap();
@@ -290,27 +325,34 @@ mod tests {
 
     #[test]
     fn validation() {
+        let arg = |r: Result<BudgetConfig, Error>| r.unwrap_err().argument().map(str::to_owned);
+        let minute = Duration::from_secs(60);
         assert_eq!(
-            BudgetConfig::new(-0.1, 5, 60.0).unwrap_err().argument(),
+            arg(BudgetConfig::new(-0.1, 5, minute)).as_deref(),
             Some("ratio")
         );
         assert_eq!(
-            BudgetConfig::new(f64::NAN, 5, 60.0).unwrap_err().argument(),
+            arg(BudgetConfig::new(f64::NAN, 5, minute)).as_deref(),
             Some("ratio")
         );
         assert_eq!(
-            BudgetConfig::new(0.1, -1, 60.0).unwrap_err().argument(),
+            arg(BudgetConfig::new(1000.5, 5, minute)).as_deref(),
+            Some("ratio")
+        );
+        assert_eq!(
+            arg(BudgetConfig::new(0.1, 1 << 20, minute)).as_deref(),
             Some("floor")
         );
         assert_eq!(
-            BudgetConfig::new(0.1, 5, f64::INFINITY)
-                .unwrap_err()
-                .argument(),
+            arg(BudgetConfig::new(0.1, 5, Duration::ZERO)).as_deref(),
             Some("window")
         );
         assert_eq!(
-            BudgetConfig::new(0.1, 5, 0.001).unwrap_err().argument(),
-            Some("window")
+            arg(BudgetConfig::new(0.1, 5, Duration::from_millis(19))).as_deref(),
+            Some("window"),
+            "shorter than one millisecond per bucket"
         );
+        let ok = BudgetConfig::new(0.1, 5, Duration::from_millis(20)).unwrap();
+        assert_eq!(ok.bucket_ms(), 1);
     }
 }

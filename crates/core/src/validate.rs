@@ -1,6 +1,7 @@
 //! Checks for numbers and names that arrive from PHP. Each error names the argument.
 
 use crate::Error;
+use std::time::Duration;
 
 /// The longest name a funnel or budget may have, in bytes (it is stored in shared memory).
 pub const MAX_NAME_LEN: usize = 64;
@@ -42,6 +43,47 @@ pub fn positive_seconds(argument: &str, value: f64) -> Result<f64, Error> {
         ));
     }
     Ok(value)
+}
+
+/// A duration given in seconds (a PHP float): finite, not negative, at most a year.
+pub fn duration(argument: &str, seconds_value: f64) -> Result<Duration, Error> {
+    let value = seconds(argument, seconds_value)?;
+    Ok(Duration::from_secs_f64(value))
+}
+
+/// A duration that must be positive and at most a year; the rule [`duration`] values and the
+/// typed configurations share.
+pub fn positive_duration(argument: &str, value: Duration) -> Result<Duration, Error> {
+    if value.is_zero() {
+        return Err(Error::invalid_argument(
+            argument,
+            "must be greater than zero",
+        ));
+    }
+    if value.as_secs_f64() > MAX_SECONDS {
+        return Err(Error::invalid_argument(
+            argument,
+            format!(
+                "must be at most {MAX_SECONDS} seconds, got {}",
+                value.as_secs_f64()
+            ),
+        ));
+    }
+    Ok(value)
+}
+
+/// A count given as a PHP int: not negative, and small enough for a `u32`.
+pub fn unsigned(argument: &str, value: i64) -> Result<u32, Error> {
+    u32::try_from(value).map_err(|_| {
+        Error::invalid_argument(
+            argument,
+            if value < 0 {
+                format!("must not be negative, got {value}")
+            } else {
+                format!("must be at most {}, got {value}", u32::MAX)
+            },
+        )
+    })
 }
 
 /// A non-negative finite ratio.

@@ -137,10 +137,10 @@ pub fn shared_guards(
             let funnel = Funnel::new(
                 segment.clone(),
                 name,
-                FunnelConfig::new(f.limit.into(), f.reserve.into(), lease.as_secs_f64())?,
+                FunnelConfig::new(f.limit.into(), f.reserve.into(), lease)?,
             )?;
             let cap = funnel.cap(background);
-            let lease_ms = funnel.config().lease_ms;
+            let lease_ms = funnel.config().lease_ms();
             let mut gate = FunnelGate::new(funnel, cap, lease_ms);
             if let Some(registry) = registry {
                 gate = gate.with_registry(registry);
@@ -153,7 +153,7 @@ pub fn shared_guards(
         Some(b) => Some(Arc::new(RetryBudget::new(
             segment,
             name,
-            BudgetConfig::new(b.ratio, b.floor.into(), b.window.as_secs_f64())?,
+            BudgetConfig::new(b.ratio, b.floor, b.window)?,
         )?)),
         None => None,
     };

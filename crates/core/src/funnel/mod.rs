@@ -11,10 +11,10 @@
 //! callers only `limit - reserve`, so a queue worker can never take the last slots a user
 //! is waiting for. One counter, two caps: no separate token kinds.
 
-mod protocol;
-mod slot_word;
 #[cfg(test)]
 mod model_check;
+mod protocol;
+mod slot_word;
 
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
 use crate::{validate, Error, Segment};
@@ -22,33 +22,60 @@ use protocol::{run, ThisProcess};
 use slot_word::SlotWord;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
-/// A funnel's settings, validated by [`FunnelConfig::new`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A funnel's settings. The fields are private and [`FunnelConfig::new`] is the only way to
+/// make one, so a limit of 0 or above [`MAX_FUNNEL_LIMIT`], a reserve that leaves background
+/// callers no slot, or a zero lease cannot exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FunnelConfig {
-    pub limit: u32,
-    pub reserve: u32,
-    pub lease_ms: u64,
+    limit: u32,
+    reserve: u32,
+    lease: Duration,
 }
 
 impl FunnelConfig {
-    pub fn new(limit: i64, reserve: i64, lease_seconds: f64) -> Result<Self, Error> {
-        let limit = validate::count("limit", limit, 1, MAX_FUNNEL_LIMIT as i64)?;
-        let reserve = validate::count("reserve", reserve, 0, limit as i64 - 1).map_err(|_| {
-            Error::invalid_argument(
+    /// `limit` in `1..=64`; `reserve < limit` (slots only web callers may use); `lease`: how
+    /// long a slot outlives a holder that never gives it back, positive and at most a year.
+    pub fn new(limit: u32, reserve: u32, lease: Duration) -> Result<Self, Error> {
+        if !(1..=MAX_FUNNEL_LIMIT).contains(&limit) {
+            return Err(Error::invalid_argument(
+                "limit",
+                format!("must be between 1 and {MAX_FUNNEL_LIMIT}, got {limit}"),
+            ));
+        }
+        if reserve >= limit {
+            return Err(Error::invalid_argument(
                 "reserve",
                 format!(
                     "must be between 0 and limit - 1 ({}), got {reserve}",
                     limit - 1
                 ),
-            )
-        })?;
-        let lease = validate::positive_seconds("lease", lease_seconds)?;
+            ));
+        }
+        let lease = validate::positive_duration("lease", lease)?;
         Ok(FunnelConfig {
             limit,
             reserve,
-            lease_ms: crate::clock::secs_to_ms(lease),
+            lease,
         })
+    }
+
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    pub fn reserve(&self) -> u32 {
+        self.reserve
+    }
+
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The lease in whole milliseconds, at least 1.
+    pub fn lease_ms(&self) -> u64 {
+        (self.lease.as_millis() as u64).max(1)
     }
 }
 
@@ -104,7 +131,7 @@ impl Funnel {
 
     /// Takes a slot if fewer than `cap` are held; never waits. `None` means full.
     pub fn try_acquire(&self, cap: u32, now_ms: u64) -> Option<Lease> {
-        self.try_acquire_for(cap, now_ms, self.config.lease_ms)
+        self.try_acquire_for(cap, now_ms, self.config.lease_ms())
     }
 
     /// As [`Funnel::try_acquire`] with a lease length chosen by the caller (e.g. 2 × the
@@ -131,7 +158,12 @@ impl Funnel {
     /// Slots held now, after reclaiming those of dead processes and expired leases.
     pub fn in_flight(&self, now_ms: u64) -> u32 {
         let e = self.seg.entry(self.entry);
-        run(protocol::reclaim(e, &ThisProcess, self.config.limit, now_ms));
+        run(protocol::reclaim(
+            e,
+            &ThisProcess,
+            self.config.limit,
+            now_ms,
+        ));
         e.funnel_mask.load(Ordering::Acquire).count_ones()
     }
 }
@@ -174,7 +206,12 @@ impl Drop for Lease {
 
 /// Releases `id` if this process still owns it (see [`Segment::release`]).
 pub(crate) fn release_slot(e: &Entry, id: LeaseId) -> bool {
-    run(protocol::release(e, &ThisProcess, id.slot, SlotWord(id.word)))
+    run(protocol::release(
+        e,
+        &ThisProcess,
+        id.slot,
+        SlotWord(id.word),
+    ))
 }
 
 #[cfg(test)]
@@ -188,11 +225,11 @@ mod tests {
         (Arc::new(Segment::open(&p, 16).unwrap()), p)
     }
 
-    fn funnel(seg: &Arc<Segment>, limit: i64, reserve: i64) -> Funnel {
+    fn funnel(seg: &Arc<Segment>, limit: u32, reserve: u32) -> Funnel {
         Funnel::new(
             seg.clone(),
             "x",
-            FunnelConfig::new(limit, reserve, 10.0).unwrap(),
+            FunnelConfig::new(limit, reserve, Duration::from_secs(10)).unwrap(),
         )
         .unwrap()
     }
@@ -275,7 +312,9 @@ mod tests {
         e.funnel_slots[0].word.store(word.0, Ordering::SeqCst);
         let b = f.try_acquire(2, 10).unwrap();
         assert_eq!(b.id().slot(), 1, "slot 0's word is not free yet");
-        let c = f.try_acquire(2, 10).expect("the dead claim is reclaimed when needed");
+        let c = f
+            .try_acquire(2, 10)
+            .expect("the dead claim is reclaimed when needed");
         assert_eq!(c.id().slot(), 0);
         assert_eq!(f.in_flight(10), 2);
         drop((b, c));
@@ -320,30 +359,34 @@ mod tests {
 
     #[test]
     fn config_validation_names_the_argument() {
+        let secs = Duration::from_secs;
+        let arg = |r: Result<FunnelConfig, Error>| r.unwrap_err().argument().map(str::to_owned);
         assert_eq!(
-            FunnelConfig::new(0, 0, 1.0).unwrap_err().argument(),
+            arg(FunnelConfig::new(0, 0, secs(1))).as_deref(),
             Some("limit")
         );
         assert_eq!(
-            FunnelConfig::new(65, 0, 1.0).unwrap_err().argument(),
+            arg(FunnelConfig::new(65, 0, secs(1))).as_deref(),
             Some("limit")
         );
         assert_eq!(
-            FunnelConfig::new(3, 3, 1.0).unwrap_err().argument(),
+            arg(FunnelConfig::new(3, 3, secs(1))).as_deref(),
             Some("reserve")
         );
         assert_eq!(
-            FunnelConfig::new(3, -1, 1.0).unwrap_err().argument(),
-            Some("reserve")
-        );
-        assert_eq!(
-            FunnelConfig::new(3, 0, f64::NAN).unwrap_err().argument(),
+            arg(FunnelConfig::new(3, 0, Duration::ZERO)).as_deref(),
             Some("lease")
         );
         assert_eq!(
-            FunnelConfig::new(3, 0, 0.0).unwrap_err().argument(),
+            arg(FunnelConfig::new(3, 0, secs(40_000_000))).as_deref(),
             Some("lease")
         );
+        assert_eq!(
+            FunnelConfig::new(3, 3, secs(1)).unwrap_err().to_string(),
+            "reserve: must be between 0 and limit - 1 (2), got 3"
+        );
+        let ok = FunnelConfig::new(64, 63, Duration::from_micros(10)).unwrap();
+        assert_eq!((ok.limit(), ok.reserve(), ok.lease_ms()), (64, 63, 1));
     }
 
     #[test]

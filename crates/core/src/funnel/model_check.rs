@@ -13,8 +13,8 @@ use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
 use std::cell::{Cell, RefCell};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::SeqCst;
 use std::task::{Context, Poll, Waker};
@@ -344,10 +344,17 @@ fn run_one(
     assert_eq!(mask, 0, "bits left counted after {trace:?}");
     for (i, s) in e.funnel_slots.iter().enumerate() {
         let w = SlotWord(s.word.load(SeqCst));
-        assert_eq!(w.phase(), Phase::Free, "slot {i} left {w:?} after {trace:?}");
+        assert_eq!(
+            w.phase(),
+            Phase::Free,
+            "slot {i} left {w:?} after {trace:?}"
+        );
     }
     for (i, st) in states.iter().enumerate() {
-        assert!(!st.lost_release.get(), "actor {i} lost a live lease in {trace:?}");
+        assert!(
+            !st.lost_release.get(),
+            "actor {i} lost a live lease in {trace:?}"
+        );
     }
     1
 }
@@ -357,11 +364,19 @@ fn check(e: &Entry, sc: &Scenario, horizon: u64, states: &[ActorState], trace: &
     for slot in 0..MAX_FUNNEL_LIMIT {
         if mask & (1 << slot) != 0 {
             let w = SlotWord(e.funnel_slots[slot as usize].word.load(SeqCst));
-            assert_ne!(w.phase(), Phase::Free, "bit {slot} counted with a free word after {trace:?}");
+            assert_ne!(
+                w.phase(),
+                Phase::Free,
+                "bit {slot} counted with a free word after {trace:?}"
+            );
         }
     }
     let counted = mask.count_ones();
-    assert!(counted <= sc.limit, "{counted} counted over limit {} after {trace:?}", sc.limit);
+    assert!(
+        counted <= sc.limit,
+        "{counted} counted over limit {} after {trace:?}",
+        sc.limit
+    );
     let holders = states
         .iter()
         .filter(|st| !st.dead.get())
@@ -376,29 +391,52 @@ fn check(e: &Entry, sc: &Scenario, horizon: u64, states: &[ActorState], trace: &
         .iter()
         .filter(|st| st.dead.get() || st.busy.get() || st.holding.get().is_some())
         .count() as u32;
-    assert!(counted <= accountable, "{counted} counted but only {accountable} actors could hold after {trace:?}");
+    assert!(
+        counted <= accountable,
+        "{counted} counted but only {accountable} actors could hold after {trace:?}"
+    );
 }
 
 const HOLD: &[Op] = &[
-    Op::Acquire { cap: 1, now: 0, lease: 1000 },
+    Op::Acquire {
+        cap: 1,
+        now: 0,
+        lease: 1000,
+    },
     Op::Release,
 ];
 const HOLD2: &[Op] = &[
-    Op::Acquire { cap: 2, now: 0, lease: 1000 },
+    Op::Acquire {
+        cap: 2,
+        now: 0,
+        lease: 1000,
+    },
     Op::Release,
 ];
 const RECLAIM: &[Op] = &[Op::Reclaim { now: 0 }];
 
 #[test]
 fn two_holders_and_a_reclaimer_on_one_slot() {
-    let n = explore("two holders and a reclaimer on one slot", &Scenario {
-        limit: 1,
-        actors: vec![
-            Script { ops: HOLD, mortal: false },
-            Script { ops: HOLD, mortal: false },
-            Script { ops: RECLAIM, mortal: false },
-        ],
-    });
+    let n = explore(
+        "two holders and a reclaimer on one slot",
+        &Scenario {
+            limit: 1,
+            actors: vec![
+                Script {
+                    ops: HOLD,
+                    mortal: false,
+                },
+                Script {
+                    ops: HOLD,
+                    mortal: false,
+                },
+                Script {
+                    ops: RECLAIM,
+                    mortal: false,
+                },
+            ],
+        },
+    );
     assert!(n > 1000);
 }
 
@@ -407,31 +445,69 @@ fn two_holders_and_a_reclaimer_on_one_slot() {
 #[test]
 fn an_expired_holder_a_reclaimer_and_a_new_holder() {
     let name = "an expired holder, a reclaimer and a new holder";
-    const SHORT: &[Op] = &[Op::Acquire { cap: 1, now: 0, lease: 10 }, Op::Release];
+    const SHORT: &[Op] = &[
+        Op::Acquire {
+            cap: 1,
+            now: 0,
+            lease: 10,
+        },
+        Op::Release,
+    ];
     const LATE_RECLAIM: &[Op] = &[Op::Reclaim { now: 20 }];
-    const LATE_HOLD: &[Op] = &[Op::Acquire { cap: 1, now: 20, lease: 1000 }, Op::Release];
-    let n = explore(name, &Scenario {
-        limit: 1,
-        actors: vec![
-            Script { ops: SHORT, mortal: false },
-            Script { ops: LATE_RECLAIM, mortal: false },
-            Script { ops: LATE_HOLD, mortal: false },
-        ],
-    });
+    const LATE_HOLD: &[Op] = &[
+        Op::Acquire {
+            cap: 1,
+            now: 20,
+            lease: 1000,
+        },
+        Op::Release,
+    ];
+    let n = explore(
+        name,
+        &Scenario {
+            limit: 1,
+            actors: vec![
+                Script {
+                    ops: SHORT,
+                    mortal: false,
+                },
+                Script {
+                    ops: LATE_RECLAIM,
+                    mortal: false,
+                },
+                Script {
+                    ops: LATE_HOLD,
+                    mortal: false,
+                },
+            ],
+        },
+    );
     assert!(n > 1000);
 }
 
 /// A holder killed at any step, another holder and a reclaimer, on two slots.
 #[test]
 fn a_holder_killed_anywhere() {
-    let n = explore("a holder killed anywhere", &Scenario {
-        limit: 2,
-        actors: vec![
-            Script { ops: HOLD2, mortal: true },
-            Script { ops: HOLD2, mortal: false },
-            Script { ops: RECLAIM, mortal: false },
-        ],
-    });
+    let n = explore(
+        "a holder killed anywhere",
+        &Scenario {
+            limit: 2,
+            actors: vec![
+                Script {
+                    ops: HOLD2,
+                    mortal: true,
+                },
+                Script {
+                    ops: HOLD2,
+                    mortal: false,
+                },
+                Script {
+                    ops: RECLAIM,
+                    mortal: false,
+                },
+            ],
+        },
+    );
     assert!(n > 1000);
 }
 
@@ -439,16 +515,35 @@ fn a_holder_killed_anywhere() {
 #[test]
 fn a_reclaimer_killed_anywhere() {
     let name = "a reclaimer killed anywhere";
-    const SHORT: &[Op] = &[Op::Acquire { cap: 1, now: 0, lease: 10 }, Op::Release];
+    const SHORT: &[Op] = &[
+        Op::Acquire {
+            cap: 1,
+            now: 0,
+            lease: 10,
+        },
+        Op::Release,
+    ];
     const LATE_RECLAIM: &[Op] = &[Op::Reclaim { now: 20 }];
-    let n = explore(name, &Scenario {
-        limit: 1,
-        actors: vec![
-            Script { ops: SHORT, mortal: false },
-            Script { ops: LATE_RECLAIM, mortal: true },
-            Script { ops: LATE_RECLAIM, mortal: false },
-        ],
-    });
+    let n = explore(
+        name,
+        &Scenario {
+            limit: 1,
+            actors: vec![
+                Script {
+                    ops: SHORT,
+                    mortal: false,
+                },
+                Script {
+                    ops: LATE_RECLAIM,
+                    mortal: true,
+                },
+                Script {
+                    ops: LATE_RECLAIM,
+                    mortal: false,
+                },
+            ],
+        },
+    );
     assert!(n > 100);
 }
 
@@ -456,15 +551,34 @@ fn a_reclaimer_killed_anywhere() {
 #[test]
 fn web_and_background_callers() {
     let name = "web and background callers";
-    const BACKGROUND: &[Op] = &[Op::Acquire { cap: 1, now: 0, lease: 1000 }, Op::Release];
-    let n = explore(name, &Scenario {
-        limit: 2,
-        actors: vec![
-            Script { ops: HOLD2, mortal: false },
-            Script { ops: BACKGROUND, mortal: false },
-            Script { ops: RECLAIM, mortal: false },
-        ],
-    });
+    const BACKGROUND: &[Op] = &[
+        Op::Acquire {
+            cap: 1,
+            now: 0,
+            lease: 1000,
+        },
+        Op::Release,
+    ];
+    let n = explore(
+        name,
+        &Scenario {
+            limit: 2,
+            actors: vec![
+                Script {
+                    ops: HOLD2,
+                    mortal: false,
+                },
+                Script {
+                    ops: BACKGROUND,
+                    mortal: false,
+                },
+                Script {
+                    ops: RECLAIM,
+                    mortal: false,
+                },
+            ],
+        },
+    );
     assert!(n > 1000);
 }
 
@@ -515,15 +629,22 @@ fn the_reported_interleaving_keeps_the_count_exact() {
         next: Cell::new(None),
     };
     let (a, b, c, d) = (actor(1), actor(2), actor(3), actor(4));
-    let (slot, held) =
-        complete(protocol::acquire(&e, &a, 1, 1, 100, 1000)).expect("A acquires");
+    let (slot, held) = complete(protocol::acquire(&e, &a, 1, 1, 100, 1000)).expect("A acquires");
 
     let mut a_release = Stepped::new(async {
         assert!(protocol::release(&e, &a, slot, held).await);
     });
     a_release.accesses(1); // Held → Clearing: A is now between its two steps.
-    assert_eq!(complete(protocol::reclaim(&e, &b, 1, 100)), 0, "B frees nothing");
-    assert_eq!(complete(protocol::reclaim(&e, &c, 1, 100)), 0, "C frees nothing");
+    assert_eq!(
+        complete(protocol::reclaim(&e, &b, 1, 100)),
+        0,
+        "B frees nothing"
+    );
+    assert_eq!(
+        complete(protocol::reclaim(&e, &c, 1, 100)),
+        0,
+        "C frees nothing"
+    );
     assert!(
         complete(protocol::acquire(&e, &d, 1, 1, 100, 1000)).is_none(),
         "D finds the slot still counted while A releases it"
@@ -532,7 +653,11 @@ fn the_reported_interleaving_keeps_the_count_exact() {
     assert_eq!(e.funnel_mask.load(SeqCst).count_ones(), 0);
     let got = complete(protocol::acquire(&e, &d, 1, 1, 100, 1000));
     assert!(got.is_some(), "D acquires once A is done");
-    assert_eq!(e.funnel_mask.load(SeqCst).count_ones(), 1, "one holder, one counted");
+    assert_eq!(
+        e.funnel_mask.load(SeqCst).count_ones(),
+        1,
+        "one holder, one counted"
+    );
 }
 
 /// The same with A's lease expired while it was paused: B takes the slot over, and A's late
@@ -552,9 +677,17 @@ fn a_release_paused_past_its_lease_cannot_erase_the_next_holder() {
         protocol::release(&e, &a, slot, held).await;
     });
     a_release.accesses(0); // A is about to swap Held → Clearing.
-    assert_eq!(complete(protocol::reclaim(&e, &b, 1, 20)), 1, "B reclaims the expired lease");
+    assert_eq!(
+        complete(protocol::reclaim(&e, &b, 1, 20)),
+        1,
+        "B reclaims the expired lease"
+    );
     let next = complete(protocol::acquire(&e, &d, 1, 1, 20, 1000));
     assert!(next.is_some());
     a_release.finish();
-    assert_eq!(e.funnel_mask.load(SeqCst).count_ones(), 1, "D's bit survives A's late release");
+    assert_eq!(
+        e.funnel_mask.load(SeqCst).count_ones(),
+        1,
+        "D's bit survives A's late release"
+    );
 }

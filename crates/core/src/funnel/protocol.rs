@@ -250,12 +250,7 @@ pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64)
         me.step(At::Mask).await;
         e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
         me.step(At::Slot(slot)).await;
-        let _ = cell.compare_exchange(
-            clearing.0,
-            SlotWord::free(seen.stamp()).0,
-            AcqRel,
-            Acquire,
-        );
+        let _ = cell.compare_exchange(clearing.0, SlotWord::free(seen.stamp()).0, AcqRel, Acquire);
         freed += 1;
     }
     freed

@@ -35,9 +35,7 @@ pub(crate) struct SlotWord(pub(crate) u64);
 impl SlotWord {
     pub(crate) fn new(pid: u32, phase: Phase, stamp: u64) -> SlotWord {
         debug_assert!(pid < 1 << 22, "pid {pid} does not fit in 22 bits");
-        SlotWord(
-            (pid as u64) << PID_SHIFT | (phase as u64) << PHASE_SHIFT | stamp.min(MAX_STAMP),
-        )
+        SlotWord((pid as u64) << PID_SHIFT | (phase as u64) << PHASE_SHIFT | stamp.min(MAX_STAMP))
     }
 
     pub(crate) fn free(stamp: u64) -> SlotWord {
@@ -75,10 +73,18 @@ mod tests {
     fn fields_round_trip() {
         for phase in [Phase::Free, Phase::Claiming, Phase::Held, Phase::Clearing] {
             let w = SlotWord::new(4_194_303, phase, MAX_STAMP);
-            assert_eq!((w.pid(), w.phase(), w.stamp()), (4_194_303, phase, MAX_STAMP));
+            assert_eq!(
+                (w.pid(), w.phase(), w.stamp()),
+                (4_194_303, phase, MAX_STAMP)
+            );
         }
         assert_eq!(SlotWord::free(0).0, 0, "a zeroed segment is all free slots");
         assert_eq!(SlotWord::new(7, Phase::Held, u64::MAX).stamp(), MAX_STAMP);
-        assert_eq!(SlotWord::new(7, Phase::Held, 9).with_phase(Phase::Clearing).pid(), 7);
+        assert_eq!(
+            SlotWord::new(7, Phase::Held, 9)
+                .with_phase(Phase::Clearing)
+                .pid(),
+            7
+        );
     }
 }

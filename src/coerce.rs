@@ -1,0 +1,236 @@
+//! PHP's coercive typing for values the binding receives as `mixed`: option array entries,
+//! and constructor arguments taken as zvals so that `"4"` and `4.0` work as they do for PHP's
+//! own functions (and for Guzzle's options; a Laravel config read from `.env` yields strings).
+//!
+//! Where a number is expected: ints, floats, and numeric strings (PHP 8's rule: optional
+//! surrounding whitespace, a sign, digits, a fraction, an exponent) are accepted; an int must be
+//! integral. Anything else is a `TypeError` in PHP's own words: `must be of type int, string
+//! given`. Booleans are refused: `'limit' => true` is a mistake, not a number.
+//!
+//! Only the type is checked here; the value's rules (ranges, finiteness) belong to the crate
+//! that uses it, so the same mistake reads the same through every path.
+
+use std::fmt;
+
+use ext_php_rs::exception::PhpException;
+use ext_php_rs::types::Zval;
+
+/// A value of the wrong type: `must be of type {expected}, {given} given`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeMismatch {
+    pub expected: &'static str,
+    pub given: String,
+}
+
+impl fmt::Display for TypeMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "must be of type {}, {} given", self.expected, self.given)
+    }
+}
+
+impl TypeMismatch {
+    fn new(expected: &'static str, value: &Zval) -> Self {
+        TypeMismatch {
+            expected,
+            given: type_name(value),
+        }
+    }
+
+    /// A `\TypeError` for a parameter, worded as PHP words its own:
+    /// `Resilient\Funnel::__construct(): Argument #2 ($limit) must be of type int, string given`.
+    pub fn for_argument(&self, function: &str, position: u32, name: &str) -> PhpException {
+        type_error(format!(
+            "{function}(): Argument #{position} (${name}) {self}"
+        ))
+    }
+
+    /// A `\TypeError` for an option: `option 'funnel.limit' must be of type int, string given`.
+    pub fn for_option(&self, path: &str) -> PhpException {
+        type_error(format!("option '{path}' {self}"))
+    }
+}
+
+/// An optional argument or option: `None` when absent or null (the default applies).
+pub fn given(value: Option<&Zval>) -> Option<&Zval> {
+    value.filter(|z| !z.dereference().is_null())
+}
+
+/// An int argument of `function`, coerced as PHP would (see the module docs).
+pub fn int_arg(
+    value: &Zval,
+    function: &str,
+    position: u32,
+    name: &str,
+) -> Result<i64, PhpException> {
+    int(value).map_err(|e| e.for_argument(function, position, name))
+}
+
+/// A float argument of `function`, coerced as PHP would (see the module docs).
+pub fn float_arg(
+    value: &Zval,
+    function: &str,
+    position: u32,
+    name: &str,
+) -> Result<f64, PhpException> {
+    float(value).map_err(|e| e.for_argument(function, position, name))
+}
+
+pub fn type_error(message: String) -> PhpException {
+    PhpException::new(message, 0, ext_php_rs::zend::ce::type_error())
+}
+
+/// PHP's name for a value's type, as in its `TypeError` messages.
+pub fn type_name(value: &Zval) -> String {
+    let value = value.dereference();
+    if value.is_null() {
+        "null".into()
+    } else if value.is_bool() {
+        "bool".into()
+    } else if value.is_long() {
+        "int".into()
+    } else if value.is_double() {
+        "float".into()
+    } else if value.is_string() {
+        "string".into()
+    } else if value.is_array() {
+        "array".into()
+    } else if let Some(obj) = value.object() {
+        obj.get_class_name().unwrap_or_else(|_| "object".into())
+    } else if value.is_resource() {
+        "resource".into()
+    } else {
+        "mixed".into()
+    }
+}
+
+/// An int: an int, an integral float, or a numeric string with an integral value.
+pub fn int(value: &Zval) -> Result<i64, TypeMismatch> {
+    let value = value.dereference();
+    let number = if value.is_long() {
+        value.long().map(Number::Int)
+    } else if value.is_double() {
+        value.double().map(Number::Float)
+    } else if value.is_string() {
+        value.zend_str().and_then(|s| numeric(s.as_bytes()))
+    } else {
+        None
+    };
+    match number {
+        Some(Number::Int(n)) => Ok(n),
+        Some(Number::Float(f)) if integral(f) => Ok(f as i64),
+        _ => Err(TypeMismatch::new("int", value)),
+    }
+}
+
+/// A float: an int, a float, or a numeric string.
+pub fn float(value: &Zval) -> Result<f64, TypeMismatch> {
+    let value = value.dereference();
+    if value.is_long() {
+        return Ok(value.long().unwrap_or_default() as f64);
+    }
+    if value.is_double() {
+        return Ok(value.double().unwrap_or_default());
+    }
+    if value.is_string() {
+        if let Some(n) = value.zend_str().and_then(|s| numeric(s.as_bytes())) {
+            return Ok(n.as_f64());
+        }
+    }
+    Err(TypeMismatch::new("float", value))
+}
+
+fn integral(f: f64) -> bool {
+    f.is_finite() && f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Number {
+    Int(i64),
+    Float(f64),
+}
+
+impl Number {
+    fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(n) => n as f64,
+            Number::Float(f) => f,
+        }
+    }
+}
+
+/// PHP 8's numeric strings: `[ws] [+-] (digits [. digits] | . digits) [(e|E) [+-] digits] [ws]`
+/// (whitespace: space, \t, \n, \r, \v, \f). An integer form that fits in an i64 is an int.
+fn numeric(bytes: &[u8]) -> Option<Number> {
+    let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    let start = bytes.iter().position(|b| !is_ws(b))?;
+    let end = bytes.iter().rposition(|b| !is_ws(b))? + 1;
+    let s = std::str::from_utf8(&bytes[start..end]).ok()?;
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let (whole, fraction) = match mantissa.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (mantissa, None),
+    };
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = digits(whole)
+        && fraction.is_none_or(digits)
+        && !(whole.is_empty() && fraction.is_none_or(str::is_empty));
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    if !mantissa_ok || !exponent_ok {
+        return None;
+    }
+    if fraction.is_none() && exponent.is_none() {
+        if let Ok(n) = s.parse::<i64>() {
+            return Some(Number::Int(n));
+        }
+    }
+    s.parse::<f64>().ok().map(Number::Float)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_strings_follow_php_8() {
+        assert_eq!(numeric(b"4"), Some(Number::Int(4)));
+        assert_eq!(numeric(b" 4 "), Some(Number::Int(4)));
+        assert_eq!(numeric(b"-4"), Some(Number::Int(-4)));
+        assert_eq!(numeric(b"4.0"), Some(Number::Float(4.0)));
+        assert_eq!(numeric(b"0.5"), Some(Number::Float(0.5)));
+        assert_eq!(numeric(b".5"), Some(Number::Float(0.5)));
+        assert_eq!(numeric(b"5."), Some(Number::Float(5.0)));
+        assert_eq!(numeric(b"1e3"), Some(Number::Float(1000.0)));
+        assert_eq!(numeric(b"\t1E-1\n"), Some(Number::Float(0.1)));
+        for bad in [
+            &b""[..],
+            b" ",
+            b"abc",
+            b"4abc",
+            b"0x1A",
+            b".",
+            b"1e",
+            b"e1",
+            b"--1",
+            b"1 2",
+            b"\xff",
+        ] {
+            assert_eq!(numeric(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn the_message_is_phps() {
+        let m = TypeMismatch {
+            expected: "int",
+            given: "string".into(),
+        };
+        assert_eq!(m.to_string(), "must be of type int, string given");
+    }
+}
