@@ -36,11 +36,14 @@ pub struct Header {
     pub _reserved: [AtomicU64; 4],
 }
 
-/// One funnel slot's word: `pid:22 | phase:2 | stamp:40` (who owns the slot, whether it is
-/// being claimed, held or cleared, and until when), see `funnel::slot_word`. All zero is free.
+/// One funnel slot. `word`: `pid:22 | phase:2 | generation:40` (who owns the slot, whether
+/// it is being claimed, held or cleared; the generation grows with every lease, so a word is
+/// never reused), see `funnel::slot_word`; all zero is free. `expires_ms`: when the current
+/// lease expires (monotonic ms), written by the word's owner before it marks the word held.
 #[repr(C)]
 pub struct LeaseSlot {
     pub word: AtomicU64,
+    pub expires_ms: AtomicU64,
 }
 
 /// One named entry: the name's funnel and retry budget.

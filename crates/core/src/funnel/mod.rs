@@ -85,12 +85,13 @@ pub struct LeaseId {
     pub(crate) entry: usize,
     pub(crate) slot: u32,
     pub(crate) word: u64,
+    pub(crate) expires_ms: u64,
 }
 
 impl LeaseId {
     /// When this lease expires, in monotonic ms.
     pub fn expires_at_ms(&self) -> u64 {
-        SlotWord(self.word).stamp()
+        self.expires_ms
     }
     pub fn slot(&self) -> u32 {
         self.slot
@@ -137,20 +138,23 @@ impl Funnel {
     /// As [`Funnel::try_acquire`] with a lease length chosen by the caller (e.g. 2 × the
     /// attempt's timeout).
     pub fn try_acquire_for(&self, cap: u32, now_ms: u64, lease_ms: u64) -> Option<Lease> {
-        let (slot, held) = run(protocol::acquire(
+        // Clamped to the longest lease a config allows: expiries stay far from overflow.
+        let lease_ms = lease_ms.clamp(1, (validate::MAX_SECONDS * 1000.0) as u64);
+        let got = run(protocol::acquire(
             self.seg.entry(self.entry),
             &ThisProcess,
             cap.min(self.config.limit),
             self.config.limit,
             now_ms,
-            lease_ms.max(1),
+            lease_ms,
         ))?;
         Some(Lease {
             seg: self.seg.clone(),
             id: Some(LeaseId {
                 entry: self.entry,
-                slot,
-                word: held.0,
+                slot: got.slot,
+                word: got.held.0,
+                expires_ms: got.expires_ms,
             }),
         })
     }
@@ -295,8 +299,11 @@ mod tests {
         let e = s.entry(f.entry);
         let dead_pid = 4_194_000;
         assert!(!crate::liveness::pid_alive(dead_pid));
-        let word = SlotWord::new(dead_pid, slot_word::Phase::Held, 1_000_000);
+        let word = SlotWord::new(dead_pid, slot_word::Phase::Held, 1);
         e.funnel_slots[0].word.store(word.0, Ordering::SeqCst);
+        e.funnel_slots[0]
+            .expires_ms
+            .store(1_000_000, Ordering::SeqCst);
         e.funnel_mask.store(1, Ordering::SeqCst);
         assert!(f.try_acquire(1, 10).is_some());
         std::fs::remove_file(p).unwrap();
@@ -308,7 +315,7 @@ mod tests {
         let f = funnel(&s, 2, 0);
         let e = s.entry(f.entry);
         // Died after claiming slot 0's word, before counting it; slot 1 is held.
-        let word = SlotWord::new(4_194_001, slot_word::Phase::Claiming, 1_000_000);
+        let word = SlotWord::new(4_194_001, slot_word::Phase::Claiming, 1);
         e.funnel_slots[0].word.store(word.0, Ordering::SeqCst);
         let b = f.try_acquire(2, 10).unwrap();
         assert_eq!(b.id().slot(), 1, "slot 0's word is not free yet");
@@ -319,6 +326,46 @@ mod tests {
         assert_eq!(f.in_flight(10), 2);
         drop((b, c));
         assert_eq!(f.in_flight(10), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_short_lease_does_not_inherit_a_long_ones_expiry() {
+        let (s, p) = seg("inherit");
+        let f = funnel(&s, 1, 0);
+        let long = f.try_acquire_for(1, 0, 3_600_000).unwrap();
+        assert!(long.release());
+        let short = f.try_acquire_for(1, 1000, 2000).unwrap();
+        assert_eq!(short.id().expires_at_ms(), 3000);
+        assert!(f.try_acquire(1, 2999).is_none());
+        assert!(
+            f.try_acquire(1, 3000).is_some(),
+            "expired at 3000, not after an hour"
+        );
+        assert!(!short.release());
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn an_endless_lease_is_clamped_and_ids_stay_unique() {
+        let (s, p) = seg("clamp");
+        let f = funnel(&s, 1, 0);
+        let a = f.try_acquire_for(1, 0, u64::MAX).unwrap();
+        assert_eq!(
+            a.id().expires_at_ms(),
+            (validate::MAX_SECONDS * 1000.0) as u64
+        );
+        let stale = a.id();
+        assert!(a.release());
+        let b = f.try_acquire_for(1, 0, u64::MAX).unwrap();
+        assert_ne!(
+            b.id(),
+            stale,
+            "the same slot, lease and time: still another identity"
+        );
+        assert!(!s.release(stale), "a stale id never frees the next lease");
+        assert_eq!(f.in_flight(0), 1);
+        drop(b);
         std::fs::remove_file(p).unwrap();
     }
 

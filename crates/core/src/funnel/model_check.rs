@@ -7,7 +7,7 @@
 //! it checks the invariants; at the end of each schedule a janitor reclaims what dead actors
 //! left and the funnel must be empty.
 
-use super::protocol::{self, Actor, At};
+use super::protocol::{self, Acquired, Actor, At};
 use super::slot_word::{Phase, SlotWord};
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
 use std::cell::{Cell, RefCell};
@@ -68,6 +68,23 @@ enum Op {
 struct Script {
     ops: &'static [Op],
     mortal: bool,
+    /// Runs as a thread of that actor's process (same pid) instead of its own process.
+    thread_of: Option<usize>,
+}
+
+fn actor(ops: &'static [Op]) -> Script {
+    Script {
+        ops,
+        mortal: false,
+        thread_of: None,
+    }
+}
+
+fn mortal(ops: &'static [Op]) -> Script {
+    Script {
+        mortal: true,
+        ..actor(ops)
+    }
 }
 
 struct Scenario {
@@ -76,7 +93,7 @@ struct Scenario {
 }
 
 impl Scenario {
-    /// The latest time any actor acts at: a lease whose stamp is not after it may have been
+    /// The latest time any actor acts at: a lease that expires no later may have been
     /// reclaimed as expired, so its holder no longer counts as one.
     fn horizon(&self) -> u64 {
         let now = |op: &Op| match *op {
@@ -94,7 +111,7 @@ impl Scenario {
 /// What an actor is doing, as the invariants need it.
 #[derive(Default)]
 struct ActorState {
-    holding: Cell<Option<(u32, SlotWord)>>,
+    holding: Cell<Option<Acquired>>,
     busy: Cell<bool>,
     done: Cell<bool>,
     dead: Cell<bool>,
@@ -111,6 +128,7 @@ fn reset(e: &Entry) {
     e.funnel_mask.store(0, SeqCst);
     for s in &e.funnel_slots {
         s.word.store(0, SeqCst);
+        s.expires_ms.store(0, SeqCst);
     }
 }
 
@@ -130,9 +148,9 @@ async fn perform(
                 st.holding.set(got);
             }
             Op::Release => {
-                if let Some((slot, held)) = st.holding.take() {
-                    let ok = protocol::release(e, me, slot, held).await;
-                    if !ok && held.stamp() > horizon {
+                if let Some(lease) = st.holding.take() {
+                    let ok = protocol::release(e, me, lease.slot, lease.held).await;
+                    if !ok && lease.expires_ms > horizon {
                         st.lost_release.set(true);
                     }
                 }
@@ -238,6 +256,7 @@ fn word_at(e: &Entry, at: At) -> u64 {
     match at {
         At::Mask => e.funnel_mask.load(SeqCst),
         At::Slot(i) => e.funnel_slots[i as usize].word.load(SeqCst),
+        At::Expiry(i) => e.funnel_slots[i as usize].expires_ms.load(SeqCst),
     }
 }
 
@@ -255,7 +274,7 @@ fn run_one(
     let graveyard = Graveyard::default();
     let actors: Vec<ModelActor> = (0..sc.actors.len())
         .map(|i| ModelActor {
-            pid: 100 + i as u32,
+            pid: 100 + sc.actors[i].thread_of.unwrap_or(i) as u32,
             graveyard: &graveyard,
             next: Cell::new(None),
         })
@@ -293,7 +312,9 @@ fn run_one(
         let dead = dead_set(&states);
         let state = digest(
             std::iter::once(e.funnel_mask.load(SeqCst) as u128)
-                .chain(e.funnel_slots.iter().map(|s| s.word.load(SeqCst) as u128))
+                .chain(e.funnel_slots.iter().map(|s| {
+                    (s.word.load(SeqCst) as u128) << 64 | s.expires_ms.load(SeqCst) as u128
+                }))
                 .chain(std::iter::once(dead as u128))
                 .chain(history.iter().copied())
                 .chain(states.iter().map(|st| st.done.get() as u128))
@@ -377,12 +398,21 @@ fn check(e: &Entry, sc: &Scenario, horizon: u64, states: &[ActorState], trace: &
         "{counted} counted over limit {} after {trace:?}",
         sc.limit
     );
-    let holders = states
+    let live: Vec<Acquired> = states
         .iter()
         .filter(|st| !st.dead.get())
         .filter_map(|st| st.holding.get())
-        .filter(|(_, held)| held.stamp() > horizon)
-        .count() as u32;
+        .filter(|lease| lease.expires_ms > horizon)
+        .collect();
+    for lease in &live {
+        let word = e.funnel_slots[lease.slot as usize].word.load(SeqCst);
+        assert!(
+            mask & (1 << lease.slot) != 0 && word == lease.held.0,
+            "a live lease of slot {} lost its bit or word after {trace:?}",
+            lease.slot
+        );
+    }
+    let holders = live.len() as u32;
     assert!(
         holders <= counted,
         "{holders} hold a lease but {counted} are counted after {trace:?}"
@@ -421,20 +451,7 @@ fn two_holders_and_a_reclaimer_on_one_slot() {
         "two holders and a reclaimer on one slot",
         &Scenario {
             limit: 1,
-            actors: vec![
-                Script {
-                    ops: HOLD,
-                    mortal: false,
-                },
-                Script {
-                    ops: HOLD,
-                    mortal: false,
-                },
-                Script {
-                    ops: RECLAIM,
-                    mortal: false,
-                },
-            ],
+            actors: vec![actor(HOLD), actor(HOLD), actor(RECLAIM)],
         },
     );
     assert!(n > 1000);
@@ -466,20 +483,7 @@ fn an_expired_holder_a_reclaimer_and_a_new_holder() {
         name,
         &Scenario {
             limit: 1,
-            actors: vec![
-                Script {
-                    ops: SHORT,
-                    mortal: false,
-                },
-                Script {
-                    ops: LATE_RECLAIM,
-                    mortal: false,
-                },
-                Script {
-                    ops: LATE_HOLD,
-                    mortal: false,
-                },
-            ],
+            actors: vec![actor(SHORT), actor(LATE_RECLAIM), actor(LATE_HOLD)],
         },
     );
     assert!(n > 1000);
@@ -492,20 +496,7 @@ fn a_holder_killed_anywhere() {
         "a holder killed anywhere",
         &Scenario {
             limit: 2,
-            actors: vec![
-                Script {
-                    ops: HOLD2,
-                    mortal: true,
-                },
-                Script {
-                    ops: HOLD2,
-                    mortal: false,
-                },
-                Script {
-                    ops: RECLAIM,
-                    mortal: false,
-                },
-            ],
+            actors: vec![mortal(HOLD2), actor(HOLD2), actor(RECLAIM)],
         },
     );
     assert!(n > 1000);
@@ -528,20 +519,7 @@ fn a_reclaimer_killed_anywhere() {
         name,
         &Scenario {
             limit: 1,
-            actors: vec![
-                Script {
-                    ops: SHORT,
-                    mortal: false,
-                },
-                Script {
-                    ops: LATE_RECLAIM,
-                    mortal: true,
-                },
-                Script {
-                    ops: LATE_RECLAIM,
-                    mortal: false,
-                },
-            ],
+            actors: vec![actor(SHORT), mortal(LATE_RECLAIM), actor(LATE_RECLAIM)],
         },
     );
     assert!(n > 100);
@@ -563,19 +541,74 @@ fn web_and_background_callers() {
         name,
         &Scenario {
             limit: 2,
+            actors: vec![actor(HOLD2), actor(BACKGROUND), actor(RECLAIM)],
+        },
+    );
+    assert!(n > 1000);
+}
+
+/// A holder killed at any step on a full single slot: the next holder's own acquire must
+/// reclaim it.
+#[test]
+fn a_dead_holder_reclaimed_by_the_next_acquire() {
+    let name = "a dead holder reclaimed by the next acquire";
+    let n = explore(
+        name,
+        &Scenario {
+            limit: 1,
+            actors: vec![mortal(HOLD), actor(HOLD)],
+        },
+    );
+    assert!(n > 100);
+}
+
+/// Two mortal actors: a short lease and a late reclaimer, each killed at any step, with a
+/// late holder.
+#[test]
+fn two_mortal_actors() {
+    const SHORT: &[Op] = &[
+        Op::Acquire {
+            cap: 1,
+            now: 0,
+            lease: 10,
+        },
+        Op::Release,
+    ];
+    const LATE_RECLAIM: &[Op] = &[Op::Reclaim { now: 20 }];
+    const LATE_HOLD: &[Op] = &[
+        Op::Acquire {
+            cap: 1,
+            now: 20,
+            lease: 1000,
+        },
+        Op::Release,
+    ];
+    let name = "two mortal actors and a late holder";
+    let n = explore(
+        name,
+        &Scenario {
+            limit: 1,
+            actors: vec![mortal(SHORT), mortal(LATE_RECLAIM), actor(LATE_HOLD)],
+        },
+    );
+    assert!(n > 1000);
+}
+
+/// Two threads of one process (one pid, as the HTTP client's tokio threads) and a reclaimer.
+#[test]
+fn two_threads_of_one_process() {
+    let name = "two threads of one process and a reclaimer";
+    let n = explore(
+        name,
+        &Scenario {
+            limit: 2,
             actors: vec![
+                actor(HOLD2),
                 Script {
-                    ops: HOLD2,
-                    mortal: false,
+                    thread_of: Some(0),
+                    ..actor(HOLD2)
                 },
-                Script {
-                    ops: BACKGROUND,
-                    mortal: false,
-                },
-                Script {
-                    ops: RECLAIM,
-                    mortal: false,
-                },
+                actor(RECLAIM),
             ],
         },
     );
@@ -629,7 +662,8 @@ fn the_reported_interleaving_keeps_the_count_exact() {
         next: Cell::new(None),
     };
     let (a, b, c, d) = (actor(1), actor(2), actor(3), actor(4));
-    let (slot, held) = complete(protocol::acquire(&e, &a, 1, 1, 100, 1000)).expect("A acquires");
+    let Acquired { slot, held, .. } =
+        complete(protocol::acquire(&e, &a, 1, 1, 100, 1000)).expect("A acquires");
 
     let mut a_release = Stepped::new(async {
         assert!(protocol::release(&e, &a, slot, held).await);
@@ -672,7 +706,7 @@ fn a_release_paused_past_its_lease_cannot_erase_the_next_holder() {
         next: Cell::new(None),
     };
     let (a, b, d) = (actor(1), actor(2), actor(4));
-    let (slot, held) = complete(protocol::acquire(&e, &a, 1, 1, 0, 10)).unwrap();
+    let Acquired { slot, held, .. } = complete(protocol::acquire(&e, &a, 1, 1, 0, 10)).unwrap();
     let mut a_release = Stepped::new(async {
         protocol::release(&e, &a, slot, held).await;
     });

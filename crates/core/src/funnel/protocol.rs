@@ -6,8 +6,11 @@
 //!
 //! The invariant that makes the count exact: **a slot's bit is changed only by the owner of the
 //! slot's word, and is set only while the word is owned** (not `Free`). Ownership moves only by
-//! a compare-and-swap from the exact current word, and words are never reused (stamps grow), so
+//! a compare-and-swap from the exact current word, and words are never reused (generations grow), so
 //! an owner that was paused, or whose lease was reclaimed, can never touch a newer holder's bit.
+//! A lease's expiry sits beside its word; the owner writes it before marking the word `Held`,
+//! so whoever reads a `Held` word (acquire) and then the expiry sees that lease's expiry or,
+//! if the slot has moved on, fails its compare-and-swap on the old word.
 //!
 //! - acquire: `Free → Claiming(me)`; set the bit with a CAS that also checks the caller's cap
 //!   against the popcount; `Claiming → Held(me)`. At the cap: `Claiming → Free`, report full.
@@ -26,7 +29,7 @@
 use super::slot_word::{Phase, SlotWord};
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
 use std::future::Future;
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::task::{Context, Poll, Waker};
 
 /// Bounded work per acquire under contention: then we report full rather than spin.
@@ -38,6 +41,7 @@ const MAX_ROUNDS: usize = 64;
 pub(crate) enum At {
     Mask,
     Slot(u32),
+    Expiry(u32),
 }
 
 /// Who runs a protocol step: its pid, how it tells whether another process is alive, and a
@@ -81,8 +85,15 @@ pub(crate) fn slots_below(limit: u32) -> u64 {
     }
 }
 
-/// Takes a slot of `0..limit` if fewer than `cap` are counted; never waits. Returns the slot
-/// and its `Held` word (the lease's identity).
+/// A lease just taken: its slot, its `Held` word (the lease's identity) and its expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Acquired {
+    pub slot: u32,
+    pub held: SlotWord,
+    pub expires_ms: u64,
+}
+
+/// Takes a slot of `0..limit` if fewer than `cap` are counted; never waits.
 pub(crate) async fn acquire(
     e: &Entry,
     me: &impl Actor,
@@ -90,16 +101,23 @@ pub(crate) async fn acquire(
     limit: u32,
     now_ms: u64,
     lease_ms: u64,
-) -> Option<(u32, SlotWord)> {
+) -> Option<Acquired> {
+    let expires_ms = now_ms.saturating_add(lease_ms);
     let mut reclaimed = false;
     for _ in 0..MAX_ROUNDS {
         me.step(At::Mask).await;
         let mask = e.funnel_mask.load(Acquire);
         if mask.count_ones() < cap {
             let free = !mask & slots_below(limit);
-            match claim(e, me, free, now_ms.saturating_add(lease_ms)).await {
+            match claim(e, me, free, expires_ms).await {
                 Claim::Got(slot, claiming) => match count(e, me, slot, claiming, cap, mask).await {
-                    Counted::Held(held) => return Some((slot, held)),
+                    Counted::Held(held) => {
+                        return Some(Acquired {
+                            slot,
+                            held,
+                            expires_ms,
+                        })
+                    }
                     Counted::Lost => return None,
                     Counted::AtCap => {}
                 },
@@ -123,7 +141,8 @@ enum Claim {
     NoneFree,
 }
 
-/// Takes the word of the first free slot among `candidates`: `Free → Claiming(me)`.
+/// Takes the word of the first free slot among `candidates` (`Free → Claiming(me)`) and
+/// writes the lease's expiry beside it.
 async fn claim(e: &Entry, me: &impl Actor, mut candidates: u64, expires_ms: u64) -> Claim {
     let mut contended = false;
     while candidates != 0 {
@@ -135,10 +154,16 @@ async fn claim(e: &Entry, me: &impl Actor, mut candidates: u64, expires_ms: u64)
         if seen.phase() != Phase::Free {
             continue;
         }
-        let claiming = SlotWord::new(me.pid(), Phase::Claiming, expires_ms.max(seen.stamp() + 1));
+        let claiming = seen.next_claim(me.pid());
         me.step(At::Slot(slot)).await;
         match cell.compare_exchange(seen.0, claiming.0, AcqRel, Acquire) {
-            Ok(_) => return Claim::Got(slot, claiming),
+            Ok(_) => {
+                me.step(At::Expiry(slot)).await;
+                e.funnel_slots[slot as usize]
+                    .expires_ms
+                    .store(expires_ms, Release);
+                return Claim::Got(slot, claiming);
+            }
             Err(_) => contended = true,
         }
     }
@@ -193,7 +218,7 @@ async fn count(
     me.step(At::Slot(slot)).await;
     let _ = cell.compare_exchange(
         claiming.0,
-        SlotWord::free(claiming.stamp()).0,
+        SlotWord::free(claiming.generation()).0,
         AcqRel,
         Acquire,
     );
@@ -215,7 +240,12 @@ pub(crate) async fn release(e: &Entry, me: &impl Actor, slot: u32, held: SlotWor
     me.step(At::Mask).await;
     e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
     me.step(At::Slot(slot)).await;
-    let _ = cell.compare_exchange(clearing.0, SlotWord::free(held.stamp()).0, AcqRel, Acquire);
+    let _ = cell.compare_exchange(
+        clearing.0,
+        SlotWord::free(held.generation()).0,
+        AcqRel,
+        Acquire,
+    );
     true
 }
 
@@ -233,13 +263,17 @@ pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64)
         let seen = SlotWord(cell.load(Acquire));
         let takeable = match seen.phase() {
             Phase::Free => false,
-            Phase::Held => now_ms >= seen.stamp() || !me.alive(seen.pid()),
+            Phase::Held => {
+                me.step(At::Expiry(slot)).await;
+                let expires_ms = e.funnel_slots[slot as usize].expires_ms.load(Acquire);
+                now_ms >= expires_ms || !me.alive(seen.pid())
+            }
             Phase::Claiming | Phase::Clearing => !me.alive(seen.pid()),
         };
         if !takeable {
             continue;
         }
-        let clearing = SlotWord::new(me.pid(), Phase::Clearing, seen.stamp());
+        let clearing = SlotWord::new(me.pid(), Phase::Clearing, seen.generation());
         me.step(At::Slot(slot)).await;
         if cell
             .compare_exchange(seen.0, clearing.0, AcqRel, Acquire)
@@ -250,7 +284,12 @@ pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64)
         me.step(At::Mask).await;
         e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
         me.step(At::Slot(slot)).await;
-        let _ = cell.compare_exchange(clearing.0, SlotWord::free(seen.stamp()).0, AcqRel, Acquire);
+        let _ = cell.compare_exchange(
+            clearing.0,
+            SlotWord::free(seen.generation()).0,
+            AcqRel,
+            Acquire,
+        );
         freed += 1;
     }
     freed
