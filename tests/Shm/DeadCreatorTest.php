@@ -27,9 +27,10 @@ final class DeadCreatorTest extends TestCase
     private function creator(string $path): PhpProcess
     {
         $code = sprintf(
-            '$h = fopen(%s, "x"); chmod(%1$s, 0600); flock($h, LOCK_EX); ftruncate($h, 196672);
+            '$h = fopen(%s, "x"); chmod(%1$s, 0600); flock($h, LOCK_EX); ftruncate($h, %2$d);
              fseek($h, 64); fwrite($h, str_repeat("\x5a", 8192)); fflush($h); echo "locked\n"; sleep(30);',
             var_export($path, true),
+            Run::segmentSize(256),
         );
         $p = PhpProcess::code($code);
         $this->assertTrue($p->waitForOutput(fn ($o) => str_contains($o, 'locked'), 10.0), 'the creator did not start');

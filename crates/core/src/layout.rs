@@ -63,6 +63,8 @@ pub struct Entry {
 
 pub const HEADER_SIZE: usize = 64;
 pub const ENTRY_SIZE: usize = std::mem::size_of::<Entry>();
+// The PHP tests compute file sizes from it (tests/harness/src/Run.php, segmentSize()).
+const _: () = assert!(ENTRY_SIZE == 1280);
 
 /// Total file size for `slots` entries.
 pub fn segment_size(slots: u32) -> usize {

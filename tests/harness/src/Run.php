@@ -59,6 +59,16 @@ final class Run
         return '/dev/shm/resilient-test-' . self::id() . '-' . $tag . '.shm';
     }
 
+    /**
+     * Size of a segment file with $slots names: the 64-byte header and one entry per name
+     * (`layout::segment_size` in crates/core/src/layout.rs; update ENTRY_SIZE with the layout).
+     */
+    public static function segmentSize(int $slots): int
+    {
+        $entrySize = 1280;
+        return 64 + $slots * $entrySize;
+    }
+
     /** A unique funnel / budget name, so tests sharing a segment never share an entry. */
     public static function name(string $prefix): string
     {

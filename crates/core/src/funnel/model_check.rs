@@ -111,7 +111,13 @@ impl Scenario {
 /// What an actor is doing, as the invariants need it.
 #[derive(Default)]
 struct ActorState {
+    /// The lease it holds, from the end of its acquire to the end of its release.
     holding: Cell<Option<Acquired>>,
+    /// Shared accesses performed so far.
+    accesses: Cell<u64>,
+    /// `accesses` when its release began: from its next access on, the lease is being given
+    /// back and its bit may legitimately be clear.
+    release_from: Cell<Option<u64>>,
     busy: Cell<bool>,
     done: Cell<bool>,
     dead: Cell<bool>,
@@ -148,8 +154,11 @@ async fn perform(
                 st.holding.set(got);
             }
             Op::Release => {
-                if let Some(lease) = st.holding.take() {
+                if let Some(lease) = st.holding.get() {
+                    st.release_from.set(Some(st.accesses.get()));
                     let ok = protocol::release(e, me, lease.slot, lease.held).await;
+                    st.holding.set(None);
+                    st.release_from.set(None);
                     if !ok && lease.expires_ms > horizon {
                         st.lost_release.set(true);
                     }
@@ -339,7 +348,10 @@ fn run_one(
             Choice::Step(i) => {
                 trace.push(Choice::Step(i));
                 // The first poll only runs up to the first pause: it observes nothing.
-                let seen = actors[i].next.get().map_or(u64::MAX, |at| word_at(e, at));
+                let seen = actors[i].next.get().map_or(u64::MAX, |at| {
+                    states[i].accesses.set(states[i].accesses.get() + 1);
+                    word_at(e, at)
+                });
                 let seen = [history[i] as u64, (history[i] >> 64) as u64, seen, dead];
                 history[i] = digest(seen.into_iter());
                 let _ = tasks[i].as_mut().poll(&mut cx);
@@ -398,9 +410,10 @@ fn check(e: &Entry, sc: &Scenario, horizon: u64, states: &[ActorState], trace: &
         "{counted} counted over limit {} after {trace:?}",
         sc.limit
     );
+    let releasing = |st: &ActorState| st.release_from.get().is_some_and(|k| st.accesses.get() > k);
     let live: Vec<Acquired> = states
         .iter()
-        .filter(|st| !st.dead.get())
+        .filter(|st| !st.dead.get() && !releasing(st))
         .filter_map(|st| st.holding.get())
         .filter(|lease| lease.expires_ms > horizon)
         .collect();
