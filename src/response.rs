@@ -7,7 +7,7 @@
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, Zval};
+use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, ZendStr, Zval};
 
 #[php_class]
 #[php(name = "Resilient\\Response")]
@@ -59,10 +59,11 @@ impl Response {
         Ok(ht)
     }
 
-    /// The body, bytes as received (a binary-safe PHP string).
+    /// The body, bytes as received (a binary-safe PHP string). Copied once, straight into
+    /// the PHP string (bodies may be up to `max_body`).
     pub fn body(&self) -> Zval {
         let mut z = Zval::new();
-        z.set_binary(self.inner.body().to_vec());
+        z.set_zend_string(ZendStr::new(self.inner.body(), false));
         z
     }
 

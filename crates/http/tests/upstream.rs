@@ -87,7 +87,7 @@ fn run(
         records.push((Instant::now(), r));
         true
     });
-    (out.unwrap(), records)
+    (out.done().unwrap(), records)
 }
 
 #[test]
