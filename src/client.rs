@@ -76,7 +76,7 @@ impl Client {
         let mut on_attempt = None;
         let mut json = Map::new();
         if let Some(options) = options {
-            for (key, value) in options.iter() {
+            for (key, value) in entries(options, "options").map_err(exceptions::invalid_argument)? {
                 let key = key_string(&key);
                 if key == "on_attempt" {
                     if !value.is_null() {
@@ -220,7 +220,7 @@ impl Client {
         }
         let mut keys = Vec::with_capacity(requests.len());
         let mut prepared = Vec::with_capacity(requests.len());
-        for (key, item) in requests.iter() {
+        for (key, item) in entries(requests, "requests").map_err(exceptions::invalid_argument)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
             let (options, raw_body) = request_options(options)?;
@@ -590,7 +590,7 @@ fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<
     let mut map = Map::new();
     let mut raw_body = None;
     if let Some(options) = options {
-        for (key, value) in options.iter() {
+        for (key, value) in entries(options, "options").map_err(exceptions::invalid_argument)? {
             let key = key_string(&key);
             let json = match key.as_str() {
                 "json" => json_encode(value)?,
@@ -682,23 +682,21 @@ fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
         return utf8(s.as_bytes(), path).map(Value::String);
     }
     if let Some(table) = value.array() {
-        let is_list = table
+        let entries = entries(table, path)?;
+        let is_list = entries
             .iter()
             .enumerate()
-            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if n == i as i64));
+            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if *n == i as i64));
         if is_list {
-            let mut items = Vec::with_capacity(table.len());
-            for (i, (_, v)) in table.iter().enumerate() {
+            let mut items = Vec::with_capacity(entries.len());
+            for (i, (_, v)) in entries.into_iter().enumerate() {
                 items.push(to_json(v, &format!("{path}.{i}"), depth + 1)?);
             }
             return Ok(Value::Array(items));
         }
         let mut map = Map::new();
-        for (k, v) in table.iter() {
-            let k = match &k {
-                ArrayKey::ZendString(z) => utf8(z.as_bytes(), path)?,
-                other => key_string(other),
-            };
+        for (k, v) in entries {
+            let k = key_string(&k);
             let child = to_json(v, &format!("{path}.{k}"), depth + 1)?;
             map.insert(k, child);
         }
@@ -712,6 +710,27 @@ fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
             "a resource"
         }
     ))
+}
+
+/// A table's entries. ext-php-rs's own iterator panics on a string key that is not UTF-8;
+/// such a key is refused here instead, as an option error naming `path`.
+fn entries<'a>(
+    table: &'a ZendHashTable,
+    path: &str,
+) -> Result<Vec<(ArrayKey<'static>, &'a Zval)>, String> {
+    let mut iter = table.iter();
+    let mut out = Vec::with_capacity(table.len());
+    while let Some((key, value)) = iter.next_zval() {
+        let key = match key.long() {
+            Some(i) => ArrayKey::Long(i),
+            None => ArrayKey::String(utf8(
+                key.zend_str().map(|z| z.as_bytes()).unwrap_or_default(),
+                path,
+            )?),
+        };
+        out.push((key, value));
+    }
+    Ok(out)
 }
 
 /// A string option as UTF-8 text, or a clear refusal. Header, query and form values go out
