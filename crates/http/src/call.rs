@@ -301,7 +301,7 @@ impl Call {
                 response
                     .headers
                     .iter()
-                    .map(|(n, v)| (n.as_str(), v.as_str())),
+                    .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?))),
                 self.env.clock.wall(),
             ),
             _ => None,

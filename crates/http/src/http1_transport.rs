@@ -272,12 +272,7 @@ async fn exchange(
     let headers = parts
         .headers
         .iter()
-        .map(|(n, v)| {
-            (
-                n.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
+        .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
         .collect();
     Ok(RawResponse {
         status: parts.status.as_u16(),

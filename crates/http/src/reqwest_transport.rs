@@ -95,12 +95,7 @@ impl Transport for ReqwestTransport {
                 let headers = response
                     .headers()
                     .iter()
-                    .map(|(n, v)| {
-                        (
-                            n.as_str().to_owned(),
-                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                        )
-                    })
+                    .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
                     .collect();
                 // Chunk by chunk within max_body; on error `response` is dropped, which closes
                 // the connection instead of returning it to the pool.

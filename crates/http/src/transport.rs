@@ -28,8 +28,9 @@ pub struct AttemptLimits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawResponse {
     pub status: u16,
-    /// In arrival order; a name may repeat (multi-valued headers). Names are lower case.
-    pub headers: Vec<(String, String)>,
+    /// In arrival order; a name may repeat (multi-valued headers). Names are lower case;
+    /// values are the bytes as received (not necessarily UTF-8: never rewritten).
+    pub headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
 }
 

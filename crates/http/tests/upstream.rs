@@ -398,3 +398,35 @@ fn the_reqwest_transport_follows_the_same_rules() {
     assert!(r.unwrap_err().is_deadline_exceeded());
     assert!(started.elapsed() < Duration::from_millis(400));
 }
+
+#[test]
+fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
+    // A raw server: the mock upstream cannot send Latin-1 header bytes.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = socket.read(&mut buf).unwrap();
+        socket
+            .write_all(b"HTTP/1.1 200 OK\r\nX-Latin: caf\xe9\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .unwrap();
+    });
+    let io = process_io().unwrap();
+    let env = CallEnv::new(
+        Arc::new(SystemClock),
+        Arc::new(TokioSleeper),
+        io.transport(),
+    );
+    let c = HttpClient::new(
+        ClientConfig::from_json(&json!({"base_url": format!("http://127.0.0.1:{port}")})).unwrap(),
+        Caps::default(),
+        env,
+    );
+    let req = c.prepare("GET", "/latin", &json!({})).unwrap();
+    let r = io.block_on(c.call(c.env().clone(), req, None)).unwrap();
+    server.join().unwrap();
+    assert_eq!(r.header("x-latin").as_deref(), Some(b"caf\xe9".as_slice()));
+    assert_eq!(r.body(), b"ok");
+}
