@@ -233,7 +233,7 @@ impl Client {
             })?);
             keys.push(key_owned(&key));
         }
-        let _nesting = Nesting::enter()?;
+        check_stack()?;
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
         let (env, events) = self.call_env(io);
         let future = self
@@ -346,7 +346,7 @@ impl Client {
 
     /// One call to its end: a Response, or the Unavailable subclass thrown.
     fn run(&self, request: Arc<PreparedRequest>) -> PhpResult<Response> {
-        let _nesting = Nesting::enter()?;
+        check_stack()?;
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
         let (env, events) = self.call_env(io);
         let future = self.http.call(env, request, enclosing_remaining());
@@ -422,25 +422,21 @@ const STACK_RESERVE: usize = 1024 * 1024;
 /// refused with a `\RuntimeException` when less than [`STACK_RESERVE`] of the stack is left.
 /// Measured on the stack itself, not counted: nothing to reset when a fatal error long-jumps
 /// past a level, and deep PHP frames between levels count too.
-struct Nesting;
-
-impl Nesting {
-    fn enter() -> PhpResult<Self> {
-        let Some((low, size)) = stack_bounds() else {
-            return Ok(Nesting);
-        };
-        let here = &raw const low as usize;
-        let left = here.saturating_sub(low);
-        let reserve = STACK_RESERVE.min(size / 4);
-        if left < reserve {
-            return Err(PhpException::new(
-                format!("Resilient\\Client: calls nested too deeply (on_attempt calling the client, {} KiB of C stack left, at least {} KiB needed): the call was not made", left / 1024, reserve / 1024),
-                0,
-                exceptions::runtime_exception(),
-            ));
-        }
-        Ok(Nesting)
+fn check_stack() -> PhpResult<()> {
+    let Some((low, size)) = stack_bounds() else {
+        return Ok(());
+    };
+    let here = &raw const low as usize;
+    let left = here.saturating_sub(low);
+    let reserve = STACK_RESERVE.min(size / 4);
+    if left < reserve {
+        return Err(PhpException::new(
+            format!("Resilient\\Client: calls nested too deeply (on_attempt calling the client, {} KiB of C stack left, at least {} KiB needed): the call was not made", left / 1024, reserve / 1024),
+            0,
+            exceptions::runtime_exception(),
+        ));
     }
+    Ok(())
 }
 
 /// This thread's stack: (lowest address, size), read once per thread.
