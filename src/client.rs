@@ -28,7 +28,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
 use resilient_core::{LeaseId, Segment};
 use resilient_http::gate::{shared_guards, LeaseRegistry};
-use resilient_http::runtime::process_io;
+use resilient_http::runtime::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
     AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, PreparedRequest, SystemClock,
     TokioSleeper, Unavailable,
@@ -76,7 +76,7 @@ impl Client {
         let mut on_attempt = None;
         let mut json = Map::new();
         if let Some(options) = options {
-            for (key, value) in options.iter() {
+            for (key, value) in entries(options, "options").map_err(exceptions::invalid_argument)? {
                 let key = key_string(&key);
                 if key == "on_attempt" {
                     if !value.is_null() {
@@ -220,7 +220,7 @@ impl Client {
         }
         let mut keys = Vec::with_capacity(requests.len());
         let mut prepared = Vec::with_capacity(requests.len());
-        for (key, item) in requests.iter() {
+        for (key, item) in entries(requests, "requests").map_err(exceptions::invalid_argument)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
             let (options, raw_body) = request_options(options)?;
@@ -233,15 +233,21 @@ impl Client {
             })?);
             keys.push(key_owned(&key));
         }
+        check_stack()?;
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
         let (env, events) = self.call_env(io);
         let future = self
             .http
             .pool(env, prepared, concurrency as usize, enclosing_remaining());
         let mut failure = None;
-        let output = io.drive(future, events, |record| self.notify(record, &mut failure));
-        let Some((results, _summary)) = output else {
-            return Err(failure.unwrap_or_else(|| PhpException::from("the pool was cancelled")));
+        let (results, _summary) = match io
+            .drive(future, events, |record| self.notify(record, &mut failure))
+        {
+            Driven::Done(output) => output,
+            Driven::Forked => return Err(forked()),
+            Driven::Cancelled => {
+                return Err(failure.unwrap_or_else(|| PhpException::from("the pool was cancelled")))
+            }
         };
         let mut out = ZendHashTable::with_capacity(u32::try_from(keys.len()).unwrap_or(u32::MAX));
         for (key, result) in keys.into_iter().zip(results) {
@@ -319,15 +325,17 @@ impl Client {
     }
 
     /// This process's transport, and the observer channel when `on_attempt` is set.
+    /// `max_body` is lowered to what `memory_limit` leaves now.
     fn call_env(
         &self,
-        io: &resilient_http::runtime::ProcessIo,
+        io: &ProcessIo,
     ) -> (
         CallEnv,
         Option<tokio::sync::mpsc::UnboundedReceiver<AttemptRecord>>,
     ) {
         let mut env = self.http.env().clone();
         env.transport = io.transport();
+        env.max_body = context::memory_headroom();
         if self.on_attempt.is_none() {
             return (env, None);
         }
@@ -338,14 +346,18 @@ impl Client {
 
     /// One call to its end: a Response, or the Unavailable subclass thrown.
     fn run(&self, request: Arc<PreparedRequest>) -> PhpResult<Response> {
+        check_stack()?;
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
         let (env, events) = self.call_env(io);
         let future = self.http.call(env, request, enclosing_remaining());
         let mut failure = None;
         match io.drive(future, events, |record| self.notify(record, &mut failure)) {
-            Some(Ok(response)) => Ok(Response::new(response)),
-            Some(Err(unavailable)) => Err(throw_unavailable(unavailable)),
-            None => Err(failure.unwrap_or_else(|| PhpException::from("the call was cancelled"))),
+            Driven::Done(Ok(response)) => Ok(Response::new(response)),
+            Driven::Done(Err(unavailable)) => Err(throw_unavailable(unavailable)),
+            Driven::Forked => Err(forked()),
+            Driven::Cancelled => {
+                Err(failure.unwrap_or_else(|| PhpException::from("the call was cancelled")))
+            }
         }
     }
 
@@ -388,6 +400,65 @@ impl Client {
         let mut z = Zval::new();
         z.set_hashtable(ht);
         Ok(z)
+    }
+}
+
+/// `\RuntimeException` for a call that a fork cut off (in the child; never retried).
+fn forked() -> PhpException {
+    PhpException::new(
+        format!("Resilient\\Client: {FORKED_MESSAGE}"),
+        0,
+        exceptions::runtime_exception(),
+    )
+}
+
+/// C stack kept free below a call: what `on_attempt` and the PHP it runs may need before the
+/// next check (at most a quarter of the stack).
+const STACK_RESERVE: usize = 1024 * 1024;
+
+/// The nesting limit for calls made from `on_attempt` (a callable that calls the client, whose
+/// callable calls the client...). Each level costs C stack (the engine's call into the callable,
+/// the runtime's frames), so 1,000 levels overflowed the 8 MB stack with a SIGSEGV. A call is
+/// refused with a `\RuntimeException` when less than [`STACK_RESERVE`] of the stack is left.
+/// Measured on the stack itself, not counted: nothing to reset when a fatal error long-jumps
+/// past a level, and deep PHP frames between levels count too.
+fn check_stack() -> PhpResult<()> {
+    let Some((low, size)) = stack_bounds() else {
+        return Ok(());
+    };
+    let here = &raw const low as usize;
+    let left = here.saturating_sub(low);
+    let reserve = STACK_RESERVE.min(size / 4);
+    if left < reserve {
+        return Err(PhpException::new(
+            format!("Resilient\\Client: calls nested too deeply (on_attempt calling the client, {} KiB of C stack left, at least {} KiB needed): the call was not made", left / 1024, reserve / 1024),
+            0,
+            exceptions::runtime_exception(),
+        ));
+    }
+    Ok(())
+}
+
+/// This thread's stack: (lowest address, size), read once per thread.
+fn stack_bounds() -> Option<(usize, usize)> {
+    thread_local! {
+        static BOUNDS: Option<(usize, usize)> = read_stack_bounds();
+    }
+    BOUNDS.with(|b| *b)
+}
+
+fn read_stack_bounds() -> Option<(usize, usize)> {
+    // SAFETY: plain pthread queries on the calling thread with a zeroed, then initialised attr.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr = std::ptr::null_mut();
+        let mut size = 0usize;
+        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (rc == 0 && !addr.is_null() && size > 0).then_some((addr as usize, size))
     }
 }
 
@@ -515,7 +586,7 @@ fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<
     let mut map = Map::new();
     let mut raw_body = None;
     if let Some(options) = options {
-        for (key, value) in options.iter() {
+        for (key, value) in entries(options, "options").map_err(exceptions::invalid_argument)? {
             let key = key_string(&key);
             let json = match key.as_str() {
                 "json" => json_encode(value)?,
@@ -604,24 +675,23 @@ fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
         });
     }
     if let Some(s) = value.zend_str() {
-        return Ok(Value::String(
-            String::from_utf8_lossy(s.as_bytes()).into_owned(),
-        ));
+        return utf8(s.as_bytes(), path).map(Value::String);
     }
     if let Some(table) = value.array() {
-        let is_list = table
+        let entries = entries(table, path)?;
+        let is_list = entries
             .iter()
             .enumerate()
-            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if n == i as i64));
+            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if *n == i as i64));
         if is_list {
-            let mut items = Vec::with_capacity(table.len());
-            for (i, (_, v)) in table.iter().enumerate() {
+            let mut items = Vec::with_capacity(entries.len());
+            for (i, (_, v)) in entries.into_iter().enumerate() {
                 items.push(to_json(v, &format!("{path}.{i}"), depth + 1)?);
             }
             return Ok(Value::Array(items));
         }
         let mut map = Map::new();
-        for (k, v) in table.iter() {
+        for (k, v) in entries {
             let k = key_string(&k);
             let child = to_json(v, &format!("{path}.{k}"), depth + 1)?;
             map.insert(k, child);
@@ -636,6 +706,40 @@ fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
             "a resource"
         }
     ))
+}
+
+/// A table's entries. ext-php-rs's own iterator panics on a string key that is not UTF-8;
+/// such a key is refused here instead, as an option error naming `path`.
+fn entries<'a>(
+    table: &'a ZendHashTable,
+    path: &str,
+) -> Result<Vec<(ArrayKey<'static>, &'a Zval)>, String> {
+    let mut iter = table.iter();
+    let mut out = Vec::with_capacity(table.len());
+    while let Some((key, value)) = iter.next_zval() {
+        let key = match key.long() {
+            Some(i) => ArrayKey::Long(i),
+            None => ArrayKey::String(utf8(
+                key.zend_str().map(|z| z.as_bytes()).unwrap_or_default(),
+                path,
+            )?),
+        };
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+/// A string option as UTF-8 text, or a clear refusal. Header, query and form values go out
+/// as text (percent-encoded or in a header line); silently replacing bytes with U+FFFD would
+/// send something else than the caller gave, so other bytes are refused instead.
+fn utf8(bytes: &[u8], path: &str) -> Result<String, String> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(e) => Err(format!(
+            "option '{path}': is not valid UTF-8 (invalid byte at offset {}); header, query and form values and array keys must be UTF-8 text: encode binary data (e.g. base64_encode) or send it as 'body', which is sent byte for byte",
+            e.valid_up_to()
+        )),
+    }
 }
 
 pub fn register(module: ModuleBuilder) -> ModuleBuilder {

@@ -71,6 +71,37 @@ pub fn max_attempts(attempts: u32) -> u32 {
     }
 }
 
+/// What PHP's `memory_limit` leaves now, in bytes (`memory_limit` minus the memory PHP's
+/// allocator uses); `None` when unlimited (`-1`) or unknown. A response body is held in Rust
+/// memory, outside `memory_limit`, and becomes a PHP string when read: the client never
+/// accepts a body larger than this (it lowers `max_body` per call).
+pub fn memory_headroom() -> Option<u64> {
+    use ext_php_rs::ffi::_php_core_globals;
+    use std::sync::OnceLock;
+    static SYMBOLS: OnceLock<(usize, usize)> = OnceLock::new();
+    // dlsym, not extern declarations: see engine.rs (the .so must load outside PHP too).
+    let (usage, globals) = *SYMBOLS.get_or_init(|| {
+        // SAFETY: RTLD_DEFAULT lookups of NUL-terminated names in already-loaded objects.
+        unsafe {
+            (
+                libc::dlsym(libc::RTLD_DEFAULT, c"zend_memory_usage".as_ptr()) as usize,
+                libc::dlsym(libc::RTLD_DEFAULT, c"core_globals".as_ptr()) as usize,
+            )
+        }
+    });
+    if usage == 0 || globals == 0 {
+        return None;
+    }
+    // SAFETY: `core_globals` is PHP's (NTS) `php_core_globals` and `zend_memory_usage` has the
+    // signature `size_t zend_memory_usage(bool real_usage)` in PHP 8.x; both live as long as PHP.
+    let (limit, used) = unsafe {
+        let limit = (*(globals as *const _php_core_globals)).memory_limit;
+        let usage: unsafe extern "C" fn(bool) -> usize = std::mem::transmute(usage);
+        (limit, usage(false))
+    };
+    (limit > 0).then(|| (limit as u64).saturating_sub(used as u64))
+}
+
 /// Where this process runs, and the web caps from php.ini (static; not
 /// instantiable). Web = any SAPI but cli, phpdbg, embed, micro.
 #[php_class]

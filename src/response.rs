@@ -4,10 +4,11 @@
 //! A thin wrapper over `resilient_http::Response`. Not constructible from PHP: only the client
 //! makes them (also attached to `Unavailable` exceptions as the last response).
 
+use ext_php_rs::binary::Binary;
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, Zval};
+use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, ZendStr, Zval};
 
 #[php_class]
 #[php(name = "Resilient\\Response")]
@@ -41,29 +42,29 @@ impl Response {
         self.inner.ok()
     }
 
-    /// A header's values joined with ", " (case-insensitive name), or null when absent.
-    pub fn header(&self, name: String) -> Option<String> {
-        self.inner.header(&name)
+    /// A header's values joined with ", " (case-insensitive name), or null when absent. Bytes
+    /// as received (a value that is not UTF-8 is not rewritten).
+    pub fn header(&self, name: String) -> Option<Binary<u8>> {
+        self.inner.header(&name).map(Binary::from)
     }
 
-    /// Every header: lower-case name => list of values.
+    /// Every header: lower-case name => list of values (bytes as received).
     pub fn headers(&self) -> PhpResult<ZBox<ZendHashTable>> {
         let mut ht = ZendHashTable::new();
         for (name, values) in self.inner.headers_grouped() {
             let mut list = ZendHashTable::new();
             for v in values {
-                list.push(v)?;
+                list.push(binary(v))?;
             }
-            ht.insert(name.as_str(), list)?;
+            ht.insert(name, list)?;
         }
         Ok(ht)
     }
 
-    /// The body, bytes as received (a binary-safe PHP string).
+    /// The body, bytes as received (a binary-safe PHP string). Copied once, straight into
+    /// the PHP string (bodies may be up to `max_body`).
     pub fn body(&self) -> Zval {
-        let mut z = Zval::new();
-        z.set_binary(self.inner.body().to_vec());
-        z
+        binary(self.inner.body())
     }
 
     /// The body decoded as JSON into arrays (`json_decode($body, true)`); null when not JSON.
@@ -86,6 +87,13 @@ impl Response {
     pub fn elapsed_ms(&self) -> f64 {
         self.inner.elapsed().as_secs_f64() * 1000.0
     }
+}
+
+/// Bytes as a PHP string, copied once.
+fn binary(bytes: &[u8]) -> Zval {
+    let mut z = Zval::new();
+    z.set_zend_string(ZendStr::new(bytes, false));
+    z
 }
 
 pub fn register(module: ModuleBuilder) -> ModuleBuilder {

@@ -96,4 +96,33 @@ final class OnAttemptTest extends HttpTestCase
         $this->assertSame([200], $inner);
         $this->assertSame(['/main', '/log'], array_column($this->up->attempts($key, 2), 'path'));
     }
+
+    public function testASlowCallableCountsInTheDeadlineAndNoAttemptStartsPastIt(): void
+    {
+        // Issue 7 item 10b: the callable runs between attempts and cannot be interrupted; when
+        // it returns past the deadline the call stops with DeadlineExceeded instead of making
+        // another attempt.
+        $key = $this->up->key('onslow');
+        $this->up->script($key, [['status' => 503]]);
+        $client = $this->client($key, [
+            'deadline' => 1.0,
+            'max_attempts' => 5,
+            'budget' => false,
+            'backoff' => ['base' => 0.001, 'cap' => 0.001],
+            'on_attempt' => function (array $a): void {
+                usleep(1_200_000);
+            },
+        ]);
+        $t = hrtime(true);
+        try {
+            $client->get('/slow-callable');
+            $this->fail('expected DeadlineExceeded');
+        } catch (\Resilient\DeadlineExceeded $e) {
+            $this->assertSame(503, $e->response()?->status());
+            $this->assertStringContainsString('left before attempt 2', $e->getMessage());
+        }
+        $elapsedMs = (hrtime(true) - $t) / 1e6;
+        $this->assertLessThan(1500.0, $elapsedMs, 'ended when the callable returned');
+        $this->assertCount(1, $this->up->attempts($key, 1), 'no attempt after the deadline');
+    }
 }

@@ -6,6 +6,7 @@ namespace Resilient\Tests\Http;
 
 require_once __DIR__ . '/support/HttpTestCase.php';
 
+use Resilient\DeadlineExceeded;
 use Resilient\Response;
 use Resilient\Unavailable;
 use Resilient\UpstreamFailed;
@@ -107,5 +108,30 @@ final class PoolTest extends HttpTestCase
         foreach ($results as $r) {
             $this->assertNotInstanceOf(Unavailable::class, $r);
         }
+    }
+
+    public function testTheDeadlineBoundsTheWholeBatch(): void
+    {
+        // Issue 7 item 8: 101 hanging items, concurrency 16, deadline 2 s took 14 s (each wave
+        // got its own 2 s). The deadline now counts from the pool's start.
+        $key = $this->up->key('pooldeadline');
+        $this->up->script($key, [['hang' => true, 'hang_ms' => 30000]]);
+        $client = $this->client($key, ['timeout' => 10, 'deadline' => 2.0]);
+        $requests = [];
+        for ($i = 0; $i < 101; $i++) {
+            $requests[] = ['GET', "/h/$i"];
+        }
+        $t = hrtime(true);
+        $results = $client->pool($requests, 16);
+        $elapsedMs = (hrtime(true) - $t) / 1e6;
+        $this->assertLessThan(2300.0, $elapsedMs);
+        $this->assertGreaterThanOrEqual(1950.0, $elapsedMs, 'the first wave ran until the deadline');
+        $neverSent = 0;
+        foreach ($results as $r) {
+            $this->assertInstanceOf(DeadlineExceeded::class, $r);
+            $neverSent += str_contains($r->getMessage(), '(0 attempts') ? 1 : 0;
+        }
+        $this->assertSame(85, $neverSent, 'items not started fail at once');
+        $this->assertCount(16, $this->up->attempts($key, 16, 5000, false));
     }
 }

@@ -140,11 +140,25 @@ final class RetryAfterTest extends HttpTestCase
         } catch (UpstreamFailed $e) {
             $this->assertSame(1, count($this->up->attempts($key, 1)));
         }
-        // A date in 1970 is in the past: retry now.
-        $key = $this->up->key('ra1970');
-        $this->up->script($key, [['status' => 503, 'headers' => ['Retry-After' => 'Thu, 01 Jan 1970 00:00:00 GMT']], ['status' => 200]]);
-        $r = $this->client($key, ['backoff' => ['base' => 1.0, 'cap' => 2.0]])->get('/x');
-        $this->assertSame(2, $r->attempts());
-        $this->assertLessThan(200.0, self::gapsMs($this->up->attempts($key, 2))[0]);
+        // A date in 1970 is in the past, and `Retry-After: 0` asks for no wait: the jittered
+        // backoff still applies (issue 7 item 10c), never a retry at once.
+        foreach (['Thu, 01 Jan 1970 00:00:00 GMT', '0'] as $i => $value) {
+            $key = $this->up->key("rapast$i");
+            $this->up->script($key, [['status' => 503, 'headers' => ['Retry-After' => $value]], ['status' => 200]]);
+            $reasons = [];
+            $r = $this->client($key, [
+                'backoff' => ['base' => 0.3, 'cap' => 0.3],
+                'on_attempt' => function (array $a) use (&$reasons): void {
+                    $reasons[] = $a['reason'];
+                },
+            ])->get('/x');
+            $this->assertSame(2, $r->attempts());
+            $this->assertMatchesRegularExpression('/retry after backoff (\d+)(ms|µs) \(Retry-After 0µs is shorter\)/', $reasons[0]);
+            preg_match('/backoff (\d+)(ms|µs)/', $reasons[0], $m);
+            $waitMs = $m[2] === 'ms' ? (float) $m[1] : $m[1] / 1000;
+            $gap = self::gapsMs($this->up->attempts($key, 2))[0];
+            $this->assertGreaterThanOrEqual($waitMs - 2.0, $gap, "$value: waited the backoff");
+            $this->assertLessThan($waitMs + 150.0, $gap, $value);
+        }
     }
 }

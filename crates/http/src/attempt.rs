@@ -17,7 +17,8 @@ pub struct AttemptRecord {
     pub attempt: u32,
     /// The upstream status, or `None` when the attempt got no answer.
     pub status: Option<u16>,
-    /// The failure kind when there was no answer: `timeout`, `connect`, `closed`, `body`, `other`.
+    /// The failure kind when there was no answer: `timeout`, `connect`, `closed`, `body`,
+    /// `too_large` (over `max_body`, never retried), `other`.
     pub error: Option<&'static str>,
     pub duration: Duration,
     /// Whether the loop will make another attempt.

@@ -47,6 +47,9 @@ pub struct CallEnv {
     pub observer: Option<Arc<dyn AttemptObserver>>,
     /// Fixes the jitter sequence (tests); `None`: seeded from the OS per call.
     pub jitter_seed: Option<u64>,
+    /// What the host can afford for one response body now, in bytes (the PHP binding: what
+    /// `memory_limit` leaves); lowers the policy's `max_body`. `None`: no host limit.
+    pub max_body: Option<u64>,
 }
 
 impl CallEnv {
@@ -64,6 +67,7 @@ impl CallEnv {
             budget: None,
             observer: None,
             jitter_seed: None,
+            max_body: None,
         }
     }
 }
@@ -277,6 +281,10 @@ impl Call {
                 AttemptLimits {
                     timeout,
                     connect_timeout,
+                    max_body: self
+                        .env
+                        .max_body
+                        .map_or(self.policy.max_body, |m| m.min(self.policy.max_body)),
                 },
             )
             .await;
@@ -293,7 +301,7 @@ impl Call {
                 response
                     .headers
                     .iter()
-                    .map(|(n, v)| (n.as_str(), v.as_str())),
+                    .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?))),
                 self.env.clock.wall(),
             ),
             _ => None,

@@ -19,11 +19,16 @@ pub enum Verdict {
     TransientStatus(u16),
     /// No answer: connection error, timeout, closed connection.
     TransientFailure(FailureKind),
+    /// No answer, and sending again would not help: the body exceeded `max_body`.
+    FatalFailure(FailureKind),
 }
 
 impl Verdict {
     pub fn is_transient(self) -> bool {
-        !matches!(self, Verdict::Final)
+        matches!(
+            self,
+            Verdict::TransientStatus(_) | Verdict::TransientFailure(_)
+        )
     }
 }
 
@@ -34,6 +39,7 @@ pub fn classify(outcome: &Result<RawResponse, TransportError>, retry_on: &[u16])
             Verdict::TransientStatus(response.status)
         }
         Ok(_) => Verdict::Final,
+        Err(error) if error.kind == FailureKind::TooLarge => Verdict::FatalFailure(error.kind),
         Err(error) => Verdict::TransientFailure(error.kind),
     }
 }

@@ -24,10 +24,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Body as _;
 use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::body_limit::BodyBuffer;
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::reqwest_transport::ReqwestTransport;
@@ -37,6 +39,9 @@ use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, Trans
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Idle connections kept per host:port.
 const MAX_IDLE_PER_HOST: usize = 32;
+/// Response headers accepted (hyper's default, 100, refuses ordinary responses of some APIs
+/// and CDNs). Their total size stays bounded by hyper's read buffer (about 400 KB).
+pub const MAX_RESPONSE_HEADERS: usize = 1000;
 
 type Conn = Connection<TokioIo<TcpStream>, Full<Bytes>>;
 
@@ -130,6 +135,7 @@ impl Transport for Http1Transport {
                 reused,
                 http_request,
                 limits.connect_timeout,
+                limits.max_body,
             );
             match tokio::time::timeout(limits.timeout, exchange).await {
                 Ok(result) => result,
@@ -198,7 +204,9 @@ async fn connect(
     };
     let _ = stream.set_nodelay(true);
     let fd = stream.as_raw_fd();
-    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+    let (sender, conn) = http1::Builder::new()
+        .max_headers(MAX_RESPONSE_HEADERS)
+        .handshake(TokioIo::new(stream))
         .await
         .map_err(|e| TransportError::new(FailureKind::Connect, format!("handshake error: {e}")))?;
     Ok(Http1Conn {
@@ -210,7 +218,8 @@ async fn connect(
 }
 
 /// Sends one request on a (reused or new) connection, polling the connection inline, and puts
-/// the connection back for reuse when it is still good.
+/// the connection back for reuse when it is still good. The body is read within `max_body`;
+/// on any error (over the limit included) the connection is dropped, i.e. closed.
 async fn exchange(
     pool: Arc<Mutex<HashMap<String, Vec<Http1Conn>>>>,
     key: String,
@@ -218,6 +227,7 @@ async fn exchange(
     reused: Option<Http1Conn>,
     request: hyper::Request<Full<Bytes>>,
     connect_timeout: Duration,
+    max_body: u64,
 ) -> Result<RawResponse, TransportError> {
     let mut c = match reused {
         Some(c) => c,
@@ -225,10 +235,15 @@ async fn exchange(
     };
     let response = c.sender.send_request(request);
     let work = async move {
-        let response = response.await?;
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await?.to_bytes();
-        Ok::<_, hyper::Error>((parts, body))
+        let response = response.await.map_err(map_hyper_error)?;
+        let (parts, mut body) = response.into_parts();
+        let mut buffer = BodyBuffer::new(body.size_hint().exact(), max_body)?;
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.map_err(map_hyper_error)?.into_data() {
+                buffer.push(&data)?;
+            }
+        }
+        Ok::<_, TransportError>((parts, buffer.into_vec()))
     };
     let mut work = std::pin::pin!(work);
     let mut conn_done = false;
@@ -239,7 +254,7 @@ async fn exchange(
         work.as_mut().poll(cx)
     })
     .await;
-    let (parts, body) = result.map_err(map_hyper_error)?;
+    let (parts, body) = result?;
     // Let the connection settle into idle; keep it if it is ready for another request.
     if !conn_done {
         let waker = std::task::Waker::noop();
@@ -257,17 +272,12 @@ async fn exchange(
     let headers = parts
         .headers
         .iter()
-        .map(|(n, v)| {
-            (
-                n.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
+        .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
         .collect();
     Ok(RawResponse {
         status: parts.status.as_u16(),
         headers,
-        body: body.to_vec(),
+        body,
     })
 }
 

@@ -7,6 +7,7 @@
 //!   and bad values are errors naming the option).
 //! - [`request`]: a request prepared once (URL join, query, body, headers, `Idempotency-Key`)
 //!   and sent identically on every attempt. [`response`]: the final answer.
+//!   [`body_limit`]: the response body buffer bounded by `max_body`.
 //! - [`backoff`]: full jitter as a pure, seedable iterator of waits.
 //!   [`retry_after`]: `Retry-After` (delta-seconds or HTTP-date) against an injected wall clock.
 //! - [`classify`]: transient or final; which methods may be sent again.
@@ -22,6 +23,7 @@
 
 pub mod attempt;
 pub mod backoff;
+pub mod body_limit;
 pub mod call;
 pub mod classify;
 pub mod client;

@@ -78,7 +78,16 @@ pub struct ClientConfig {
     pub backend: Backend,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub user_agent: HeaderValue,
+    /// The largest response body accepted, in bytes (enforced while reading; over it the call
+    /// fails as upstream failed, never retried). The PHP binding lowers it further to what
+    /// `memory_limit` leaves.
+    pub max_body: u64,
 }
+
+/// Default `max_body`: 32 MiB.
+pub const DEFAULT_MAX_BODY: u64 = 32 * 1024 * 1024;
+/// Largest `max_body` accepted: 4 GiB.
+const MAX_MAX_BODY: u64 = 4 * 1024 * 1024 * 1024;
 
 /// Upper bound for any duration option: 1 day. Larger values are almost surely unit mistakes
 /// (milliseconds given as seconds) and would overflow nothing but still hold workers for ever.
@@ -112,6 +121,7 @@ impl Default for ClientConfig {
             backend: Backend::Shm,
             headers: Vec::new(),
             user_agent: HeaderValue::from_static(concat!("resilient/", env!("CARGO_PKG_VERSION"))),
+            max_body: DEFAULT_MAX_BODY,
         }
     }
 }
@@ -153,6 +163,7 @@ impl ClientConfig {
                 "backend" => config.backend = parse_backend(value)?,
                 "headers" => config.headers = parse_headers(value, key)?,
                 "user_agent" => config.user_agent = header_value(value, key)?,
+                "max_body" => config.max_body = bytes(value, key, 1, MAX_MAX_BODY)?,
                 // A PHP callable: the binding takes it out before parsing; tolerate a leftover.
                 "on_attempt" => {}
                 _ => return Err(unknown(key, CLIENT_KEYS)),
@@ -183,6 +194,7 @@ const CLIENT_KEYS: &[&str] = &[
     "backend",
     "headers",
     "user_agent",
+    "max_body",
     "on_attempt",
 ];
 
@@ -474,6 +486,20 @@ pub(crate) fn positive_seconds(value: &Value, option: &str) -> Result<Duration, 
     Ok(d)
 }
 
+/// A byte count in `[min, max]` (an integer; an integral float is accepted).
+fn bytes(value: &Value, option: &str, min: u64, max: u64) -> Result<u64, ConfigError> {
+    match integer(value) {
+        Some(n) if n >= min as i64 && n as u64 <= max => Ok(n as u64),
+        _ => Err(ConfigError::new(
+            option,
+            format!(
+                "must be a number of bytes between {min} and {max}, got {}",
+                describe(value)
+            ),
+        )),
+    }
+}
+
 /// An integer in `[min, max]`; an integral float (3.0) is accepted.
 pub(crate) fn count(value: &Value, option: &str, min: u32, max: u32) -> Result<u32, ConfigError> {
     match integer(value) {
@@ -568,7 +594,16 @@ mod tests {
 
     #[test]
     fn errors_name_the_option() {
-        assert_eq!(err(json!({"timout": 1})), "option 'timout': unknown option (known: base_url, connect_timeout, timeout, deadline, max_attempts, backoff, retry_on, max_retry_after, funnel, budget, circuit, backend, headers, user_agent, on_attempt)");
+        assert_eq!(err(json!({"timout": 1})), "option 'timout': unknown option (known: base_url, connect_timeout, timeout, deadline, max_attempts, backoff, retry_on, max_retry_after, funnel, budget, circuit, backend, headers, user_agent, max_body, on_attempt)");
+        assert!(err(json!({"max_body": 0}))
+            .starts_with("option 'max_body': must be a number of bytes between 1 and"));
+        assert!(err(json!({"max_body": 1.5})).starts_with("option 'max_body'"));
+        assert_eq!(
+            ClientConfig::from_json(&json!({"max_body": 1024}))
+                .unwrap()
+                .max_body,
+            1024
+        );
         assert!(err(json!({"timeout": -1})).starts_with("option 'timeout': must be between 0"));
         assert!(err(json!({"timeout": "1"})).contains("'timeout': must be a number, got a string"));
         assert!(err(json!({"timeout": "NAN"})).contains("'timeout': must be a finite number"));

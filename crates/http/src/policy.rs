@@ -8,8 +8,9 @@
 //!   (`min_useful_attempt`, 50 ms as in the seed, or the attempt timeout when smaller);
 //! - an attempt gets `min(timeout, remaining)`, its connect phase `min(connect_timeout, that)`;
 //! - after a transient outcome: no retry for POST/PATCH without an idempotency key, none past
-//!   `max_attempts`; the wait is the server's `Retry-After` when given (never shortened) or
-//!   full jitter; a `Retry-After` above `max_retry_after` fails at once as *upstream failed*
+//!   `max_attempts`; the wait is full jitter, or the server's `Retry-After` when it asks for
+//!   longer (a floor: never shortened, and `Retry-After: 0` or a past date still waits the
+//!   jittered backoff); a `Retry-After` above `max_retry_after` fails at once as *upstream failed*
 //!   (the upstream asked us to stay away longer than we accept), and a wait that leaves no
 //!   room for a useful attempt before the deadline fails at once as *deadline exceeded*,
 //!   without sleeping.
@@ -48,6 +49,8 @@ pub struct Policy {
     pub max_retry_after: Duration,
     /// How long an attempt may wait for a funnel slot; zero fails fast.
     pub funnel_wait: Duration,
+    /// The largest response body accepted, in bytes (`max_body`).
+    pub max_body: u64,
 }
 
 /// How often a waiting attempt looks for a free funnel slot (a few shared-memory loads).
@@ -93,6 +96,7 @@ impl Policy {
             retry_on: config.retry_on.clone(),
             max_retry_after: config.max_retry_after,
             funnel_wait: config.funnel.map_or(Duration::ZERO, |f| f.wait),
+            max_body: config.max_body,
         }
     }
 
@@ -145,6 +149,12 @@ impl Policy {
             Verdict::Final => return Next::Return,
             Verdict::TransientStatus(s) => format!("status {s}"),
             Verdict::TransientFailure(kind) => format!("{} error", kind.as_str()),
+            Verdict::FatalFailure(kind) => {
+                return Next::GiveUp {
+                    kind: UnavailableKind::UpstreamFailed,
+                    reason: format!("{} error; not retried", kind.as_str()),
+                }
+            }
         };
         let upstream = |reason: String| Next::GiveUp {
             kind: UnavailableKind::UpstreamFailed,
@@ -159,19 +169,26 @@ impl Policy {
                 self.max_attempts
             ));
         }
+        if let Some(wait) = facts.retry_after.filter(|w| *w > self.max_retry_after) {
+            return upstream(format!(
+                "{what}; Retry-After {} exceeds max_retry_after {}, failing without waiting",
+                fmt_duration(wait),
+                fmt_duration(self.max_retry_after)
+            ));
+        }
+        // The jittered backoff is the least wait; a longer Retry-After is obeyed in full.
+        let backoff = jitter.next().unwrap_or(Duration::ZERO);
         let (delay, why) = match facts.retry_after {
-            Some(wait) if wait > self.max_retry_after => {
-                return upstream(format!(
-                    "{what}; Retry-After {} exceeds max_retry_after {}, failing without waiting",
-                    fmt_duration(wait),
-                    fmt_duration(self.max_retry_after)
-                ))
-            }
-            Some(wait) => (wait, format!("Retry-After {}", fmt_duration(wait))),
-            None => {
-                let wait = jitter.next().unwrap_or(Duration::ZERO);
-                (wait, format!("backoff {}", fmt_duration(wait)))
-            }
+            Some(wait) if wait > backoff => (wait, format!("Retry-After {}", fmt_duration(wait))),
+            Some(wait) => (
+                backoff,
+                format!(
+                    "backoff {} (Retry-After {} is shorter)",
+                    fmt_duration(backoff),
+                    fmt_duration(wait)
+                ),
+            ),
+            None => (backoff, format!("backoff {}", fmt_duration(backoff))),
         };
         if facts.remaining == Duration::MAX {
             return Next::Retry {
@@ -390,6 +407,38 @@ mod tests {
         );
         assert!(p.before_attempt(1, 49 * MS).is_err());
         assert!(p.before_attempt(1, 50 * MS).is_ok());
+    }
+
+    #[test]
+    fn a_retry_after_shorter_than_the_backoff_waits_the_backoff() {
+        let p = policy();
+        for hint in [Duration::ZERO, 3 * MS] {
+            let n = p.after_attempt(
+                facts(1, Verdict::TransientStatus(429), Some(hint), Duration::MAX),
+                &mut no_jitter(),
+            );
+            assert!(
+                matches!(n, Next::Retry { delay, ref reason } if delay == 10 * MS && reason.contains("shorter")),
+                "{n:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_over_max_body_is_never_retried() {
+        let n = policy().after_attempt(
+            facts(
+                1,
+                Verdict::FatalFailure(FailureKind::TooLarge),
+                None,
+                Duration::MAX,
+            ),
+            &mut no_jitter(),
+        );
+        assert!(
+            matches!(n, Next::GiveUp { kind: UnavailableKind::UpstreamFailed, ref reason } if reason.contains("too_large")),
+            "{n:?}"
+        );
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! is skipped for the whole batch (those calls fail as upstream failed). Otherwise the calls
 //! that want a retry continue, again under the sliding window. Results come back in input
 //! order (the caller keys them like its input).
+//!
+//! The deadline (the client's `deadline` option and any enclosing one) bounds the *whole batch*,
+//! from the pool's start: calls still queued when it runs out fail at once as deadline exceeded.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +67,13 @@ pub async fn run_pool(
                 break;
             };
             let env = env.clone();
-            let enclosing = enclosing_remaining.map(|r| {
+            // The deadline bounds the whole batch, counted from the pool's start: a call that
+            // starts late gets only what is left (none left: it fails as deadline exceeded).
+            let batch = match (item.policy.deadline, enclosing_remaining) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let enclosing = batch.map(|r| {
                 r.saturating_sub(Duration::from_nanos(
                     env.clock.monotonic_ns().saturating_sub(pool_start),
                 ))

@@ -16,6 +16,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::body_limit::BodyBuffer;
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
@@ -86,21 +87,23 @@ impl Transport for ReqwestTransport {
             builder = builder.body(body.clone());
         }
         let timeout = limits.timeout;
+        let max_body = limits.max_body;
         Box::pin(async move {
             let exchange = async move {
-                let response = builder.send().await.map_err(map_error)?;
+                let mut response = builder.send().await.map_err(map_error)?;
                 let status = response.status().as_u16();
                 let headers = response
                     .headers()
                     .iter()
-                    .map(|(n, v)| {
-                        (
-                            n.as_str().to_owned(),
-                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                        )
-                    })
+                    .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
                     .collect();
-                let body = response.bytes().await.map_err(map_error)?.to_vec();
+                // Chunk by chunk within max_body; on error `response` is dropped, which closes
+                // the connection instead of returning it to the pool.
+                let mut buffer = BodyBuffer::new(response.content_length(), max_body)?;
+                while let Some(chunk) = response.chunk().await.map_err(map_error)? {
+                    buffer.push(&chunk)?;
+                }
+                let body = buffer.into_vec();
                 Ok(RawResponse {
                     status,
                     headers,

@@ -9,7 +9,7 @@ use crate::transport::RawResponse;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Response {
     status: u16,
-    headers: Vec<(String, String)>,
+    headers: Vec<(String, Vec<u8>)>,
     body: Vec<u8>,
     attempts: u32,
     elapsed: Duration,
@@ -35,33 +35,34 @@ impl Response {
         (200..300).contains(&self.status)
     }
 
-    /// All values of a header (case-insensitive name), in arrival order.
-    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    /// All values of a header (case-insensitive name), in arrival order, as received (bytes:
+    /// a value need not be UTF-8).
+    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
         self.headers
             .iter()
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_slice())
     }
 
     /// A header's values joined with ", " (as PSR-7 `getHeaderLine` and Laravel's `header()`),
     /// or `None` when absent.
-    pub fn header(&self, name: &str) -> Option<String> {
-        let values: Vec<&str> = self.header_values(name).collect();
-        (!values.is_empty()).then(|| values.join(", "))
+    pub fn header(&self, name: &str) -> Option<Vec<u8>> {
+        let values: Vec<&[u8]> = self.header_values(name).collect();
+        (!values.is_empty()).then(|| values.join(b", ".as_slice()))
     }
 
     /// Every header as (lower-case name, value), a name repeated per value, in arrival order.
-    pub fn headers(&self) -> &[(String, String)] {
+    pub fn headers(&self) -> &[(String, Vec<u8>)] {
         &self.headers
     }
 
     /// Headers grouped by name, names in first-seen order: name => [values].
-    pub fn headers_grouped(&self) -> Vec<(String, Vec<String>)> {
-        let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
+    pub fn headers_grouped(&self) -> Vec<(&str, Vec<&[u8]>)> {
+        let mut grouped: Vec<(&str, Vec<&[u8]>)> = Vec::new();
         for (name, value) in &self.headers {
             match grouped.iter_mut().find(|(n, _)| n == name) {
-                Some((_, values)) => values.push(value.clone()),
-                None => grouped.push((name.clone(), vec![value.clone()])),
+                Some((_, values)) => values.push(value),
+                None => grouped.push((name, vec![value])),
             }
         }
         grouped
@@ -96,21 +97,21 @@ mod tests {
         let raw = RawResponse {
             status: 200,
             headers: vec![
-                ("set-cookie".into(), "a=1".into()),
-                ("x-n".into(), "1".into()),
-                ("set-cookie".into(), "b=2".into()),
+                ("set-cookie".into(), b"a=1".to_vec()),
+                ("x-n".into(), b"1".to_vec()),
+                ("set-cookie".into(), b"b=2".to_vec()),
             ],
             body: br#"{"x":1}"#.to_vec(),
         };
         let r = Response::new(raw, 2, Duration::from_millis(5));
-        assert_eq!(r.header("Set-Cookie").as_deref(), Some("a=1, b=2"));
+        assert_eq!(
+            r.header("Set-Cookie").as_deref(),
+            Some(b"a=1, b=2".as_slice())
+        );
         assert_eq!(r.header("missing"), None);
         assert_eq!(
             r.headers_grouped()[0],
-            (
-                "set-cookie".to_string(),
-                vec!["a=1".to_string(), "b=2".to_string()]
-            )
+            ("set-cookie", vec![b"a=1".as_slice(), b"b=2".as_slice()])
         );
         assert_eq!(r.json().unwrap()["x"], 1);
         assert!(r.ok());

@@ -83,17 +83,27 @@ impl ProcessIo {
     }
 
     /// Runs `future`, handing each attempt record from `events` (if any) to `on_event` as soon
-    /// as it arrives, outside the runtime. `on_event` returning `false` cancels the call: the future
-    /// is dropped (funnel slots are released by drop) and `None` is returned. Records still
-    /// queued when the future completes are delivered before returning.
+    /// as it arrives, outside the runtime. `on_event` returning `false` cancels the call: the
+    /// future is dropped (funnel slots are released by drop) and [`Driven::Cancelled`] is
+    /// returned. Records still queued when the future completes are delivered before returning.
+    ///
+    /// Fork: `on_event` runs PHP code, which may call `pcntl_fork`. The child must never go on
+    /// with the parent's call (its runtime, its half-read or kept-alive socket: it could read
+    /// the parent's response), so the pid is checked on entry and after every `on_event`; in a
+    /// child the call ends with [`Driven::Forked`] and the future is leaked, not dropped
+    /// (dropping deregisters sockets from the epoll instance the child shares with the parent).
     pub fn drive<F: Future>(
         &self,
         future: F,
         events: Option<UnboundedReceiver<AttemptRecord>>,
         mut on_event: impl FnMut(AttemptRecord) -> bool,
-    ) -> Option<F::Output> {
+    ) -> Driven<F::Output> {
+        if self.forked() {
+            std::mem::forget(future);
+            return Driven::Forked;
+        }
         let Some(mut events) = events else {
-            return Some(self.runtime.block_on(future));
+            return Driven::Done(self.runtime.block_on(future));
         };
         let mut future = Box::pin(future);
         loop {
@@ -106,7 +116,12 @@ impl ProcessIo {
             });
             match step {
                 Step::Event(record) => {
-                    if !on_event(record) {
+                    let go_on = on_event(record);
+                    if self.forked() {
+                        std::mem::forget(future);
+                        return Driven::Forked;
+                    }
+                    if !go_on {
                         // Cancel: dropping the future aborts the tasks it spawned (a pool's
                         // requests), but an aborted task is only dropped, and its funnel slot
                         // given back, when the runtime next runs. Run it now, not at the next call.
@@ -114,18 +129,53 @@ impl ProcessIo {
                         for _ in 0..3 {
                             self.runtime.block_on(tokio::task::yield_now());
                         }
-                        return None;
+                        return Driven::Cancelled;
                     }
                 }
                 Step::Done(output) => {
                     while let Ok(record) = events.try_recv() {
-                        if !on_event(record) {
+                        let go_on = on_event(record);
+                        if self.forked() {
+                            std::mem::forget(future);
+                            return Driven::Forked;
+                        }
+                        if !go_on {
                             break;
                         }
                     }
-                    return Some(output);
+                    return Driven::Done(output);
                 }
             }
         }
     }
+
+    /// True in a child forked after this runtime was made (this is not its process).
+    fn forked(&self) -> bool {
+        resilient_core::current_pid() != self.pid
+    }
 }
+
+/// How [`ProcessIo::drive`] ended.
+#[derive(Debug)]
+pub enum Driven<T> {
+    /// The future completed.
+    Done(T),
+    /// `on_event` returned false: the call was cancelled.
+    Cancelled,
+    /// The process forked while the call was in progress (inside `on_event`) and this is the
+    /// child: the call cannot go on here.
+    Forked,
+}
+
+impl<T> Driven<T> {
+    /// The output, if the future completed.
+    pub fn done(self) -> Option<T> {
+        match self {
+            Driven::Done(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// The message for a call that a fork cut off, the same for every caller.
+pub const FORKED_MESSAGE: &str = "the call was in progress when this process forked (pcntl_fork inside on_attempt): a forked child cannot continue its parent's call (its connection and runtime belong to the parent); make calls in the child after the fork instead";

@@ -18,18 +18,23 @@ pub struct AttemptLimits {
     pub timeout: Duration,
     /// Connection set-up (DNS, TCP, TLS); never more than `timeout`.
     pub connect_timeout: Duration,
+    /// The largest response body accepted, in bytes. Enforced while reading: a longer body
+    /// (or a `Content-Length` above it) ends the attempt with [`FailureKind::TooLarge`] and
+    /// closes the connection; no buffer ever grows beyond it.
+    pub max_body: u64,
 }
 
 /// An upstream answer as the transport received it, body read in full.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawResponse {
     pub status: u16,
-    /// In arrival order; a name may repeat (multi-valued headers). Names are lower case.
-    pub headers: Vec<(String, String)>,
+    /// In arrival order; a name may repeat (multi-valued headers). Names are lower case;
+    /// values are the bytes as received (not necessarily UTF-8: never rewritten).
+    pub headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
 }
 
-/// Why an attempt got no answer. Every kind is transient for the classifier.
+/// Why an attempt got no answer. Every kind but `TooLarge` is transient for the classifier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureKind {
     /// The attempt timeout (or the deadline's remainder) ran out.
@@ -40,18 +45,24 @@ pub enum FailureKind {
     Closed,
     /// The response body could not be read completely.
     Body,
+    /// The response body is larger than `max_body`: the attempt stopped reading and closed the
+    /// connection. The only kind that is *not* transient (the same request would get the same
+    /// body again).
+    TooLarge,
     /// Anything else the transport could not classify.
     Other,
 }
 
 impl FailureKind {
-    /// The name used in attempt records and messages: `timeout`, `connect`, `closed`, `body`, `other`.
+    /// The name used in attempt records and messages: `timeout`, `connect`, `closed`, `body`,
+    /// `too_large`, `other`.
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::Timeout => "timeout",
             FailureKind::Connect => "connect",
             FailureKind::Closed => "closed",
             FailureKind::Body => "body",
+            FailureKind::TooLarge => "too_large",
             FailureKind::Other => "other",
         }
     }

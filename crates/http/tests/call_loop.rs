@@ -112,22 +112,29 @@ async fn retry_after_beyond_max_retry_after_fails_at_once_as_upstream_failed() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn invalid_retry_after_values_fall_back_to_jitter_and_a_past_date_means_now() {
+async fn invalid_retry_after_values_fall_back_to_jitter_and_zero_or_a_past_date_waits_the_backoff()
+{
+    // Issue 7 item 10c: `Retry-After: 0` or a date in the past used to retry with no wait at
+    // all. The jittered backoff is the least wait: here every sleep is exactly the seeded jitter.
     let rig = Rig::new(
         vec![
             status_with(503, &[("Retry-After", "-1")], ""),
             status_with(503, &[("Retry-After", "abc")], ""),
             status_with(503, &[("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT")], ""),
+            status_with(429, &[("Retry-After", "0")], ""),
             status(200),
         ],
         status(500),
     );
-    let c = client(&rig, json!({"max_attempts": 4}));
+    let c = client(
+        &rig,
+        json!({"max_attempts": 5, "backoff": {"base": 0.1, "cap": 1.0}}),
+    );
     let r = call(&rig, &c, "GET", "/q", json!({})).await.unwrap();
-    assert_eq!(r.attempts(), 4);
-    let s = rig.sleeps();
-    assert!(s[0] <= 25 * MS && s[1] <= 50 * MS, "{s:?}");
-    assert_eq!(s[2], Duration::ZERO);
+    assert_eq!(r.attempts(), 5);
+    let expected: Vec<Duration> = FullJitter::seeded(100 * MS, 1000 * MS, 7).take(4).collect();
+    assert_eq!(rig.sleeps(), expected);
+    assert!(expected.iter().all(|d| !d.is_zero()), "{expected:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -133,3 +133,29 @@ async fn when_few_fail_they_are_retried() {
     assert_eq!(results.iter().filter(|r| r.is_err()).count(), 2);
     assert_eq!(results[0].as_ref().unwrap_err().attempts(), 3);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_bounds_the_whole_batch() {
+    // Issue 7 item 8: 101 hanging items, concurrency 16, deadline 2 s took 14 s (each wave got
+    // a fresh 2 s). Now the batch ends at 2 s; items never started fail as deadline exceeded.
+    let rig = Rig::new(vec![], Step::Hang);
+    let c = client(
+        &rig,
+        json!({"timeout": 10, "deadline": 2.0, "max_attempts": 3}),
+    );
+    let requests = (0..101)
+        .map(|i| c.prepare("GET", &format!("/h/{i}"), &json!({})).unwrap())
+        .collect();
+    let started = tokio::time::Instant::now();
+    let (results, _) = c.pool(rig.env.clone(), requests, 16, None).await;
+    assert_eq!(started.elapsed(), 2000 * MS);
+    assert_eq!(rig.sends(), 16, "only the first wave was sent");
+    assert!(results
+        .iter()
+        .all(|r| r.as_ref().unwrap_err().is_deadline_exceeded()));
+    let never_sent = results
+        .iter()
+        .filter(|r| r.as_ref().unwrap_err().attempts() == 0)
+        .count();
+    assert_eq!(never_sent, 85);
+}

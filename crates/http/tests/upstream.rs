@@ -87,7 +87,7 @@ fn run(
         records.push((Instant::now(), r));
         true
     });
-    (out.unwrap(), records)
+    (out.done().unwrap(), records)
 }
 
 #[test]
@@ -397,4 +397,81 @@ fn the_reqwest_transport_follows_the_same_rules() {
     let (r, _) = run(&c, "GET", "/", json!({}));
     assert!(r.unwrap_err().is_deadline_exceeded());
     assert!(started.elapsed() < Duration::from_millis(400));
+}
+
+#[test]
+fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
+    // A raw server: the mock upstream cannot send Latin-1 header bytes.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = socket.read(&mut buf).unwrap();
+        socket
+            .write_all(b"HTTP/1.1 200 OK\r\nX-Latin: caf\xe9\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .unwrap();
+    });
+    let io = process_io().unwrap();
+    let env = CallEnv::new(
+        Arc::new(SystemClock),
+        Arc::new(TokioSleeper),
+        io.transport(),
+    );
+    let c = HttpClient::new(
+        ClientConfig::from_json(&json!({"base_url": format!("http://127.0.0.1:{port}")})).unwrap(),
+        Caps::default(),
+        env,
+    );
+    let req = c.prepare("GET", "/latin", &json!({})).unwrap();
+    let r = io.block_on(c.call(c.env().clone(), req, None)).unwrap();
+    server.join().unwrap();
+    assert_eq!(r.header("x-latin").as_deref(), Some(b"caf\xe9".as_slice()));
+    assert_eq!(r.body(), b"ok");
+}
+
+/// `max_body` on both transports: a body announced too long is refused before reading, a
+/// chunked or endless one is cut at the limit; one attempt each (never retried); the limit fits.
+#[test]
+fn max_body_is_enforced_while_reading_on_both_transports() {
+    let up = Upstream::start().unwrap();
+    for (path, stream) in [
+        ("/announced", json!({"bytes": 300_000_000u64})),
+        (
+            "/chunked",
+            json!({"bytes": 300_000_000u64, "chunked": true}),
+        ),
+        ("/endless", json!({})),
+        ("/fits", json!({"bytes": 65_536})),
+    ] {
+        control(
+            &up,
+            "POST",
+            "/__control/script",
+            Some(json!({"key": "mb", "path": path, "steps": [{"stream": stream}]})),
+        );
+    }
+    let lean = process_io().unwrap().transport();
+    let reqwest: Arc<dyn resilient_http::Transport> =
+        Arc::new(resilient_http::reqwest_transport::ReqwestTransport::new());
+    for transport in [lean, reqwest] {
+        let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), transport);
+        let c = HttpClient::new(
+            ClientConfig::from_json(&json!({"base_url": up.key_url("mb"), "max_body": 65_536}))
+                .unwrap(),
+            Caps::default(),
+            env,
+        );
+        for path in ["/announced", "/chunked", "/endless"] {
+            let (r, records) = run(&c, "GET", path, json!({}));
+            let e = r.unwrap_err();
+            assert!(e.is_upstream_failed(), "{e}");
+            assert_eq!(e.attempts(), 1, "{e}");
+            assert!(e.message().contains("max_body (65536 bytes)"), "{e}");
+            assert_eq!(records[0].1.error, Some("too_large"));
+        }
+        let (r, _) = run(&c, "GET", "/fits", json!({}));
+        assert_eq!(r.unwrap().body().len(), 65_536);
+    }
 }

@@ -1,4 +1,5 @@
-//! Response bodies: a whole body at once, or a slow "drip" that sends small chunks with pauses.
+//! Response bodies: a whole body at once, a slow "drip" that sends small chunks with pauses, or
+//! a generated stream of any size (endless too) that is never held in memory.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -14,7 +15,7 @@ use tokio::time::Sleep;
 use crate::recorder::{AttemptGuard, Outcome};
 
 /// Every response this server sends.
-pub type OutBody = Either<Full<Bytes>, DripBody>;
+pub type OutBody = Either<Full<Bytes>, Either<DripBody, StreamBody>>;
 
 /// The connection is closed without a response (hyper closes it when the service errs).
 #[derive(Debug)]
@@ -128,5 +129,67 @@ impl Body for DripBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.data.len() as u64)
+    }
+}
+
+/// Bytes per generated chunk.
+const STREAM_CHUNK: usize = 64 * 1024;
+
+/// A generated body: `bytes` bytes of `x` (sent with `Content-Length`), or with `bytes` absent
+/// an endless chunked stream, as fast as the client reads. Owns the request's guard like
+/// [`DripBody`]: `answered` at the end, `abandoned` when the client leaves first.
+pub struct StreamBody {
+    remaining: Option<u64>,
+    chunked: bool,
+    chunk: Bytes,
+    guard: Option<(AttemptGuard, u16)>,
+}
+
+impl StreamBody {
+    pub fn new(bytes: Option<u64>, chunked: bool, guard: AttemptGuard, status: u16) -> Self {
+        StreamBody {
+            remaining: bytes,
+            chunked: chunked || bytes.is_none(),
+            chunk: Bytes::from(vec![b'x'; STREAM_CHUNK]),
+            guard: Some((guard, status)),
+        }
+    }
+}
+
+impl Body for StreamBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        let n = match this.remaining {
+            Some(0) => {
+                if let Some((g, status)) = this.guard.take() {
+                    g.finish(Outcome::Answered, Some(status));
+                }
+                return Poll::Ready(None);
+            }
+            Some(left) => {
+                let n = left.min(STREAM_CHUNK as u64);
+                this.remaining = Some(left - n);
+                n as usize
+            }
+            None => STREAM_CHUNK,
+        };
+        Poll::Ready(Some(Ok(Frame::data(this.chunk.slice(..n)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == Some(0) && self.guard.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match (self.remaining, self.chunked) {
+            (Some(n), false) => SizeHint::with_exact(n),
+            _ => SizeHint::default(),
+        }
     }
 }

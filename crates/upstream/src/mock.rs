@@ -10,7 +10,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::http::{header, HeaderName, HeaderValue, Request, Response, StatusCode};
 use serde_json::json;
 
-use crate::body::{self, CloseConnection, DripBody, HandlerResult};
+use crate::body::{self, CloseConnection, DripBody, HandlerResult, StreamBody};
 use crate::recorder::{AttemptGuard, Outcome, RequestInfo};
 use crate::script::Step;
 use crate::App;
@@ -130,7 +130,23 @@ async fn run_step(
             guard,
             step.status,
         );
-        return Ok(Response::from_parts(parts, Either::Right(dripping)));
+        return Ok(Response::from_parts(
+            parts,
+            Either::Right(Either::Left(dripping)),
+        ));
+    }
+    if let Some(stream) = step.stream {
+        let (mut parts, _) = response.into_parts();
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        let generated = StreamBody::new(stream.bytes, stream.chunked, guard, step.status);
+        return Ok(Response::from_parts(
+            parts,
+            Either::Right(Either::Right(generated)),
+        ));
     }
     guard.finish(Outcome::Answered, Some(step.status));
     Ok(response)

@@ -51,6 +51,10 @@ pub struct AttemptRow {
     pub body_len: usize,
     /// Request body as text (lossy UTF-8, first 64 KiB).
     pub body: String,
+    /// The same bytes in hex when they are not valid UTF-8 (so a test can compare them byte
+    /// for byte); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_hex: Option<String>,
     /// Arrival: monotonic ms since server start.
     pub t_ms: f64,
     /// Arrival: wall clock ms since the Unix epoch.
@@ -192,6 +196,7 @@ impl KeyState {
                 headers: req.headers,
                 body_len: 0,
                 body: String::new(),
+                body_hex: None,
                 t_ms,
                 unix_ms,
                 concurrent_at_arrival: inner.in_flight,
@@ -263,8 +268,12 @@ impl AttemptGuard {
         if let Some(i) = self.row {
             let mut inner = lock(&self.key.inner);
             let row = &mut inner.rows[i];
+            let kept = &body[..body.len().min(MAX_BODY_KEPT)];
             row.body_len = body.len();
-            row.body = String::from_utf8_lossy(&body[..body.len().min(MAX_BODY_KEPT)]).into_owned();
+            row.body = String::from_utf8_lossy(kept).into_owned();
+            row.body_hex = std::str::from_utf8(kept)
+                .is_err()
+                .then(|| kept.iter().map(|b| format!("{b:02x}")).collect());
         }
     }
 

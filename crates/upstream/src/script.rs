@@ -69,6 +69,18 @@ pub struct Step {
     pub close: bool,
     /// Send the headers at once, then the body in small chunks with a pause before each.
     pub drip: Option<Drip>,
+    /// Send a generated body of `bytes` bytes (absent: endless), never held in memory.
+    pub stream: Option<Stream>,
+}
+
+/// Generated-body settings for a step: `{"bytes": 300000000}` (with `Content-Length`),
+/// `{"bytes": N, "chunked": true}` (no length announced) or `{}` (an endless chunked body).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stream {
+    pub bytes: Option<u64>,
+    #[serde(default)]
+    pub chunked: bool,
 }
 
 /// Slow-body settings for a step.
@@ -143,12 +155,20 @@ impl Step {
             HeaderValue::from_str(value)
                 .map_err(|_| format!("header {name:?} has an invalid value"))?;
         }
-        let actions = [self.hang, self.close, self.drip.is_some()]
-            .iter()
-            .filter(|b| **b)
-            .count();
+        let actions = [
+            self.hang,
+            self.close,
+            self.drip.is_some(),
+            self.stream.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
         if actions > 1 {
-            return Err("hang, close and drip are mutually exclusive".into());
+            return Err("hang, close, drip and stream are mutually exclusive".into());
+        }
+        if self.stream.is_some() && (self.body.is_some() || self.json.is_some()) {
+            return Err("stream generates the body: no body or json with it".into());
         }
         if self.body.is_some() && self.json.is_some() {
             return Err("body and json are mutually exclusive".into());

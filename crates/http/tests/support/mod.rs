@@ -80,7 +80,7 @@ pub enum Step {
     /// Answer after `after`.
     Status {
         status: u16,
-        headers: Vec<(String, String)>,
+        headers: Vec<(String, Vec<u8>)>,
         body: &'static str,
         after: Duration,
     },
@@ -104,7 +104,7 @@ pub fn status_with(status: u16, headers: &[(&str, &str)], body: &'static str) ->
         status,
         headers: headers
             .iter()
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec()))
             .collect(),
         body,
         after: Duration::from_millis(10),

@@ -1,0 +1,139 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Http;
+
+require_once __DIR__ . '/support/HttpTestCase.php';
+
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\UpstreamFailed;
+
+/**
+ * Issue 7 item 2: response bodies are bounded by `max_body`, enforced while reading. A 300 MB
+ * body (announced or chunked) and an endless chunked body end with the max_body error (an
+ * UpstreamFailed naming the limit, never retried), in `request` and in `pool`; the process's
+ * peak RSS stays under 3 × max_body above its baseline (read from /proc); `max_body` is lowered
+ * to what `memory_limit` leaves, so an FPM worker with memory_limit=64M survives a 300 MB body.
+ */
+final class MaxBodyTest extends HttpTestCase
+{
+    private const BIG = 300_000_000;
+
+    private function bigKey(): string
+    {
+        $key = $this->up->key('maxbody');
+        $this->up->script($key, [['stream' => ['bytes' => self::BIG]]], 'repeat_last', '/announced');
+        $this->up->script($key, [['stream' => ['bytes' => self::BIG, 'chunked' => true]]], 'repeat_last', '/chunked');
+        $this->up->script($key, [['stream' => new \stdClass()]], 'repeat_last', '/endless');
+        $this->up->script($key, [['stream' => ['bytes' => 1_000_000]]], 'repeat_last', '/small');
+        return $key;
+    }
+
+    public function testBigAndEndlessBodiesEndWithTheMaxBodyErrorAndRssStaysBounded(): void
+    {
+        $key = $this->bigKey();
+        $base = $this->up->base($key);
+        $max = 8 * 1024 * 1024;
+        $code = <<<PHP
+            function rss(string \$field): int {
+                preg_match('/^' . \$field . ':\\s+(\\d+) kB/m', file_get_contents('/proc/self/status'), \$m);
+                return (int) \$m[1] * 1024;
+            }
+            \$c = new Resilient\\Client('maxbody', ['base_url' => '$base', 'max_body' => $max, 'timeout' => 20]);
+            \$out = ['small' => strlen(\$c->get('/small')->body())];
+            \$baseline = rss('VmRSS');
+            foreach (['announced', 'chunked', 'endless'] as \$p) {
+                \$t = hrtime(true);
+                try {
+                    \$c->get("/\$p");
+                    \$out[\$p] = 'no error';
+                } catch (Resilient\\UpstreamFailed \$e) {
+                    \$out[\$p] = \$e->getMessage();
+                }
+                \$out["\$p.ms"] = (hrtime(true) - \$t) / 1e6;
+            }
+            \$out['peak_single'] = rss('VmHWM');
+            foreach (\$c->pool(['c' => ['GET', '/chunked'], 'e' => ['GET', '/endless'], 's' => ['GET', '/small']], 3) as \$k => \$r) {
+                \$out["pool.\$k"] = \$r instanceof Resilient\\Response ? strlen(\$r->body()) : get_class(\$r) . ': ' . \$r->getMessage();
+            }
+            \$out['baseline'] = \$baseline;
+            \$out['peak'] = rss('VmHWM');
+            echo json_encode(\$out);
+            PHP;
+        $r = PhpProcess::code($code)->wait(60.0);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $out = $r->json();
+        $this->assertSame(1_000_000, $out['small']);
+        foreach (['announced', 'chunked', 'endless'] as $p) {
+            $this->assertStringContainsString("max_body ($max bytes)", $out[$p], $p);
+            $this->assertStringContainsString('too_large error; not retried', $out[$p], $p);
+            $this->assertLessThan(10_000, $out["$p.ms"], "$p ended by the limit, not by the 20 s timeout");
+        }
+        $this->assertStringContainsString('announced 300000000 bytes', $out['announced'], 'refused from Content-Length, nothing read');
+        $this->assertStringStartsWith(UpstreamFailed::class . ': ', $out['pool.c']);
+        $this->assertStringContainsString("max_body ($max bytes)", $out['pool.c']);
+        $this->assertStringContainsString("max_body ($max bytes)", $out['pool.e']);
+        $this->assertSame(1_000_000, $out['pool.s']);
+        $grew = $out['peak_single'] - $out['baseline'];
+        $this->assertLessThan(3 * $max, $grew, sprintf('peak RSS grew by %.1f MB', $grew / 1e6));
+        // A pool holds up to one body per request in flight: two big ones here.
+        $grew = $out['peak'] - $out['baseline'];
+        $this->assertLessThan(2 * 3 * $max, $grew, sprintf('pool: peak RSS grew by %.1f MB', $grew / 1e6));
+        // Not retried: one attempt per call at the upstream.
+        $rows = $this->up->attempts($key, 8);
+        $paths = array_count_values(array_column($rows, 'path'));
+        ksort($paths);
+        $this->assertSame(['/announced' => 1, '/chunked' => 2, '/endless' => 2, '/small' => 2], $paths);
+        // Reading stopped and the connection was closed: the upstream saw the client leave.
+        foreach ($rows as $row) {
+            if ($row['path'] !== '/small') {
+                $this->assertSame('abandoned', $row['outcome'], $row['path']);
+            }
+        }
+    }
+
+    public function testAnFpmWorkerWithMemoryLimit64MSurvivesA300MbBody(): void
+    {
+        $key = $this->bigKey();
+        $web = new WebRunner(['memory_limit' => '64M'], 1);
+        try {
+            $spec = fn (string $path, array $options = []) => [
+                'name' => Run::name('maxbodyweb'),
+                'options' => $options + ['base_url' => $this->up->base($key), 'timeout' => 20],
+                'path' => $path,
+            ];
+            $first = $web->call($spec('/small'));
+            $this->assertTrue($first['results'][0]['ok'], json_encode($first['results'][0]));
+            $pid = $first['pid'];
+            $baseline = self::procField($pid, 'VmRSS');
+
+            // max_body asks for 1 GiB: the client lowers it to what memory_limit leaves.
+            $big = $web->call($spec('/chunked', ['max_body' => 1 << 30]));
+            $result = $big['results'][0];
+            $this->assertFalse($result['ok']);
+            $this->assertSame(UpstreamFailed::class, $result['class']);
+            $this->assertMatchesRegularExpression('/max_body \((\d+) bytes\)/', $result['message']);
+            preg_match('/max_body \((\d+) bytes\)/', $result['message'], $m);
+            $limit = (int) $m[1];
+            $this->assertLessThan(64 * 1024 * 1024, $limit, 'clamped below memory_limit');
+            $this->assertSame($pid, $big['pid'], 'the same worker answered');
+            $peak = self::procField($pid, 'VmHWM');
+            $this->assertLessThan(3 * $limit, $peak - $baseline, sprintf('worker peak grew by %.1f MB', ($peak - $baseline) / 1e6));
+
+            $after = $web->call($spec('/small'));
+            $this->assertTrue($after['results'][0]['ok']);
+            $this->assertSame($pid, $after['pid'], 'the worker survived');
+        } finally {
+            $web->stop();
+        }
+    }
+
+    private static function procField(int $pid, string $field): int
+    {
+        $status = (string) file_get_contents("/proc/$pid/status");
+        preg_match('/^' . $field . ':\s+(\d+) kB/m', $status, $m);
+        return (int) $m[1] * 1024;
+    }
+}
