@@ -98,6 +98,7 @@ impl Client {
         let config = ClientConfig::from_json(&Value::Object(json))
             .map_err(|e| exceptions::invalid_argument(e.to_string()))?;
         let web = context::is_web();
+        context::check_web_caps()?;
         let caps = if web {
             Caps {
                 timeout: Duration::try_from_secs_f64(ini::web_timeout()).ok(),

@@ -52,6 +52,19 @@ fn cap_when_web(seconds: f64, cap: f64) -> f64 {
     }
 }
 
+/// Under a web SAPI, a `\ValueError` naming the first web cap whose configured value was
+/// refused (php.ini, `-d`, the FPM pool): a web request never runs on a silent default.
+/// Outside the web the caps do not apply, so their values do not matter.
+pub fn check_web_caps() -> PhpResult<()> {
+    if !is_web() {
+        return Ok(());
+    }
+    for key in [ini::WEB_TIMEOUT, ini::WEB_CONNECT_TIMEOUT, ini::WEB_MAX_ATTEMPTS] {
+        ini::check(key).map_err(crate::exceptions::value_error)?;
+    }
+    Ok(())
+}
+
 /// Per-attempt timeout for this context (seconds), for Rust callers (Client).
 pub fn timeout(seconds: f64) -> f64 {
     cap_when_web(seconds, ini::web_timeout())
@@ -125,18 +138,21 @@ impl Context {
     /// `$seconds`, capped to `resilient.web_timeout` when web.
     pub fn timeout(seconds: f64) -> PhpResult<f64> {
         let seconds = validate::positive_seconds("seconds", seconds).map_err(errors::php)?;
+        check_web_caps()?;
         Ok(timeout(seconds))
     }
 
     /// `$seconds`, capped to `resilient.web_connect_timeout` when web.
     pub fn connect_timeout(seconds: f64) -> PhpResult<f64> {
         let seconds = validate::positive_seconds("seconds", seconds).map_err(errors::php)?;
+        check_web_caps()?;
         Ok(connect_timeout(seconds))
     }
 
     /// `$attempts` (>= 1), capped to `resilient.web_max_attempts` when web.
     pub fn max_attempts(attempts: i64) -> PhpResult<i64> {
         let attempts = validate::count("attempts", attempts, 1, 100).map_err(errors::php)?;
+        check_web_caps()?;
         Ok(i64::from(max_attempts(attempts)))
     }
 }

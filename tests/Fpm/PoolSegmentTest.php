@@ -123,18 +123,19 @@ final class PoolSegmentTest extends TestCase
     }
 
     /**
-     * The web caps are read by callers that fall back to the default (Context, Client): a bad
-     * value is then said once per worker in the log, naming the key.
+     * A bad web cap is an error naming the key where the caps apply (Context, Client under a
+     * web SAPI), never a silent default.
      */
-    public function testABadWebCapIsLoggedOnceNamingTheKey(): void
+    public function testABadWebCapIsAnErrorNamingTheKey(): void
     {
         $this->start(['web' => ['resilient.shm_path' => Run::shmPath('pool-web-' . bin2hex(random_bytes(3))), 'resilient.web_timeout' => 'abc']]);
         foreach ([1, 2] as $_) {
-            $this->assertSame(10.0, (float) $this->call('web', ['do' => 'timeout'])['timeout']);
+            $r = $this->call('web', ['do' => 'timeout']);
+            $this->assertTrue($r['threw'], json_encode($r));
+            $this->assertSame('ValueError', $r['class']);
+            $this->assertStringStartsWith("resilient.web_timeout: must be a number of seconds", $r['message']);
+            $this->assertStringContainsString("got 'abc'", $r['message']);
         }
-        $log = (string) file_get_contents("{$this->dir}/php-error-web.log");
-        $this->assertSame(1, substr_count($log, "resilient.web_timeout: must be a number of seconds"), $log);
-        $this->assertStringContainsString("got 'abc'", $log);
     }
 
     public function testABadPoolValueIsAnErrorNamingTheKey(): void
