@@ -33,7 +33,11 @@ pub struct Header {
     pub entry_size: AtomicU32,
     pub _pad: AtomicU32,
     pub total_size: AtomicU64,
-    pub _reserved: [AtomicU64; 4],
+    /// The creator's pid namespace (`host::pid_namespace`); 0 = unknown.
+    pub pid_namespace: AtomicU64,
+    /// The creator's boot (`host::boot_id`); 0 = unknown.
+    pub boot: AtomicU64,
+    pub _reserved: [AtomicU64; 2],
 }
 
 /// One funnel slot. `word`: `pid:22 | phase:2 | generation:40` (who owns the slot, whether

@@ -23,6 +23,7 @@ pub mod clock;
 pub mod deadline;
 mod error;
 pub mod funnel;
+mod host;
 pub mod layout;
 mod liveness;
 pub mod segment;

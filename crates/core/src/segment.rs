@@ -135,16 +135,16 @@ impl Segment {
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
             let st = check_file(path, &fd)?;
             let header = read_header(path, &fd)?;
-            if header.magic == MAGIC {
+            if header.magic == MAGIC && !header.from_an_earlier_boot() {
                 return Self::attach(path, fd, &header, st.st_size as usize);
             }
-            if header.magic != 0 {
+            if header.magic != 0 && header.magic != MAGIC {
                 return Err(Error::segment(
                     path,
                     "is not a resilient segment (bad magic); remove it after stopping PHP",
                 ));
             }
-            // No header yet: its creator is still at work (it holds the lock) or died.
+            // No header yet (or one from an earlier boot): its creator is still at work (it holds the lock) or died.
             match Self::lock_and_init(path, &cpath, fd, slots)? {
                 Locked::Ready(seg) => return Ok(seg),
                 Locked::Gone => continue,
@@ -170,9 +170,16 @@ impl Segment {
             return Ok(Locked::Gone); // a failed creator removed it while we waited
         }
         let header = read_header(path, lock.fd())?;
-        if header.magic == MAGIC {
+        if header.magic == MAGIC && !header.from_an_earlier_boot() {
             return Self::attach(path, lock.release(), &header, st.st_size as usize)
                 .map(Locked::Ready);
+        }
+        if header.magic == MAGIC {
+            // Written before this boot: every process that used it is gone, and its times
+            // and pids mean nothing now. Start it afresh, as a new file.
+            let mut seg = Self::init(path, lock.fd(), slots)?;
+            seg.file = Some(lock.release());
+            return Ok(Locked::Ready(seg));
         }
         if header.magic != 0 {
             return Err(Error::segment(
@@ -273,6 +280,9 @@ impl Segment {
 
     fn write_header(&self, slots: u32) {
         let h = self.header();
+        h.pid_namespace
+            .store(crate::host::pid_namespace(), Ordering::Relaxed);
+        h.boot.store(crate::host::boot_id(), Ordering::Relaxed);
         h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
         h.slots.store(slots, Ordering::Relaxed);
         h.entry_size.store(ENTRY_SIZE as u32, Ordering::Relaxed);
@@ -287,6 +297,18 @@ impl Segment {
                 format!(
                     "has layout version {}, this extension uses {LAYOUT_VERSION}; stop PHP and remove the file",
                     h.version
+                ),
+            ));
+        }
+        if !crate::host::same(h.pid_namespace, crate::host::pid_namespace()) {
+            return Err(Error::segment(
+                path,
+                format!(
+                    "was created in another pid namespace (inode {}, ours {}): holders are told \
+                     apart by pid, so processes that share a segment must share a pid namespace; \
+                     give each container its own resilient.shm_path",
+                    h.pid_namespace,
+                    crate::host::pid_namespace()
                 ),
             ));
         }
@@ -495,6 +517,14 @@ struct RawHeader {
     slots: u32,
     entry_size: u32,
     total_size: u64,
+    pid_namespace: u64,
+    boot: u64,
+}
+
+impl RawHeader {
+    fn from_an_earlier_boot(&self) -> bool {
+        !crate::host::same(self.boot, crate::host::boot_id())
+    }
 }
 
 fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
@@ -521,12 +551,14 @@ fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
     let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
     // Offsets of `layout::Header` (repr(C)).
     Ok(RawHeader {
-        rest_zero: b[20..24].iter().chain(&b[32..]).all(|&x| x == 0),
+        rest_zero: b[20..24].iter().chain(&b[48..]).all(|&x| x == 0),
         magic: u64_at(0),
         version: u32_at(8),
         slots: u32_at(12),
         entry_size: u32_at(16),
         total_size: u64_at(24),
+        pid_namespace: u64_at(32),
+        boot: u64_at(40),
     })
 }
 
@@ -545,6 +577,8 @@ fn half_made(h: &RawHeader, size: usize) -> bool {
         && (h.entry_size == 0 || h.entry_size as usize == ENTRY_SIZE)
         && (h.total_size == 0 || h.total_size as usize == size)
         && (h.slots == 0 || crate::layout::segment_size(h.slots) == size)
+        && (h.pid_namespace == 0 || h.pid_namespace == crate::host::pid_namespace())
+        && (h.boot == 0 || h.boot == crate::host::boot_id())
 }
 
 /// True when `cpath` (not followed if a symlink) names the file of `st`.
@@ -611,6 +645,45 @@ mod tests {
         ));
         let _ = std::fs::remove_file(&p);
         p
+    }
+
+    #[test]
+    fn a_file_of_another_pid_namespace_is_refused() {
+        let p = temp_path("pidns");
+        let a = Segment::open(&p, 8).unwrap();
+        assert_eq!(
+            a.header().pid_namespace.load(Ordering::Relaxed),
+            crate::host::pid_namespace()
+        );
+        a.header().pid_namespace.store(12345, Ordering::Relaxed);
+        let e = Segment::open(&p, 8).err().unwrap();
+        assert!(e.to_string().contains("another pid namespace"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn a_file_from_an_earlier_boot_starts_afresh() {
+        let p = temp_path("boot");
+        let a = Segment::open(&p, 8).unwrap();
+        a.entry_index("sap").unwrap();
+        a.header()
+            .boot
+            .store(crate::host::boot_id() ^ 1, Ordering::Relaxed);
+        drop(a);
+        let b = Segment::open(&p, 4).unwrap();
+        assert_eq!(
+            b.header().boot.load(Ordering::Relaxed),
+            crate::host::boot_id()
+        );
+        assert_eq!(
+            b.slots(),
+            4,
+            "initialised again, with this opener's slot count"
+        );
+        assert!(b.names().is_empty(), "nothing of the earlier boot is kept");
+        let c = Segment::open(&p, 8).unwrap();
+        assert_eq!(c.slots(), 4, "and then shared as usual");
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]
