@@ -17,6 +17,32 @@
 //!
 //! Time is injected: every time-dependent call takes `now_ms` (from
 //! [`clock::monotonic_ms`] in production), so tests are exact and need no sleeps.
+//!
+//! ```
+//! use std::{sync::Arc, time::Duration};
+//! use resilient_core::{BudgetConfig, Funnel, FunnelConfig, RetryBudget, Segment};
+//!
+//! # let path = std::env::temp_dir().join(format!("resilient-doc-{}.shm", std::process::id()));
+//! # let _ = std::fs::remove_file(&path);
+//! let segment = Arc::new(Segment::open(&path, 16)?);
+//!
+//! // At most 2 in flight; background (CLI) callers may use 1, web callers both.
+//! let funnel = Funnel::new(segment.clone(), "sap", FunnelConfig::new(2, 1, Duration::from_secs(20))?)?;
+//! let now = 1_000;
+//! let background = funnel.try_acquire(funnel.cap(true), now).expect("one slot for the background");
+//! assert!(funnel.try_acquire(funnel.cap(true), now).is_none(), "the other is reserved");
+//! let web = funnel.try_acquire(funnel.cap(false), now).expect("the reserved slot");
+//! assert_eq!(funnel.in_flight(now), 2);
+//! drop((background, web)); // leases are RAII
+//!
+//! // Retries: 1 per window always, plus 10 % of the originals.
+//! let budget = RetryBudget::new(segment, "sap", BudgetConfig::new(0.1, 1, Duration::from_secs(60))?)?;
+//! budget.record_original(now);
+//! assert!(budget.try_consume(now));
+//! assert!(!budget.try_consume(now), "the floor is spent and 0.1 of an original is not a retry");
+//! # std::fs::remove_file(&path)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod budget;
 pub mod clock;
