@@ -19,8 +19,14 @@
 //! - reclaim: a `Held` word whose lease expired or whose process is dead, or a `Claiming` /
 //!   `Clearing` word whose process is dead, is taken by CAS (`→ Clearing(me)`); clear the bit;
 //!   `→ Free`. A `Claiming` or `Clearing` word of a live process is never taken: its owner is
-//!   between two steps that touch the bit. (A process stopped there keeps that one slot counted
-//!   until it resumes or dies: the count errs high, never low.)
+//!   between two steps that touch the bit. A process stopped there keeps that one slot out of
+//!   use until it resumes or dies (so does a process killed there whose pid another process
+//!   reuses, until that one ends): capacity may err low for a while, the count never does.
+//!   Holders are told apart by pid, so every process of a segment shares one pid namespace
+//!   (the segment header records it).
+//!
+//! Only the owner of a `Claiming` or `Clearing` word moves it on, so it does so with a plain
+//! store: those steps cost no locked instruction.
 //!
 //! The functions are `async` only so that the model checker (`model_check`) can pause an actor
 //! before every shared access and explore every interleaving; in production
@@ -118,7 +124,6 @@ pub(crate) async fn acquire(
                             expires_ms,
                         })
                     }
-                    Counted::Lost => return None,
                     Counted::AtCap => {}
                 },
                 Claim::Contended => continue,
@@ -177,7 +182,6 @@ async fn claim(e: &Entry, me: &impl Actor, mut candidates: u64, expires_ms: u64)
 enum Counted {
     Held(SlotWord),
     AtCap,
-    Lost,
 }
 
 /// With the slot's word claimed (so its bit is clear and nobody else will set it), sets the
@@ -205,23 +209,14 @@ async fn count(
             Ok(_) => {
                 let held = claiming.with_phase(Phase::Held);
                 me.step(At::Slot(slot)).await;
-                return match cell.compare_exchange(claiming.0, held.0, AcqRel, Acquire) {
-                    Ok(_) => Counted::Held(held),
-                    // Only when another process wrongly judged us dead and took the word (pid
-                    // namespaces that differ): clearing the bit is then theirs.
-                    Err(_) => Counted::Lost,
-                };
+                cell.store(held.0, Release);
+                return Counted::Held(held);
             }
             Err(now) => mask = now,
         }
     }
     me.step(At::Slot(slot)).await;
-    let _ = cell.compare_exchange(
-        claiming.0,
-        SlotWord::free(claiming.generation()).0,
-        AcqRel,
-        Acquire,
-    );
+    cell.store(SlotWord::free(claiming.generation()).0, Release);
     Counted::AtCap
 }
 
@@ -240,12 +235,7 @@ pub(crate) async fn release(e: &Entry, me: &impl Actor, slot: u32, held: SlotWor
     me.step(At::Mask).await;
     e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
     me.step(At::Slot(slot)).await;
-    let _ = cell.compare_exchange(
-        clearing.0,
-        SlotWord::free(held.generation()).0,
-        AcqRel,
-        Acquire,
-    );
+    cell.store(SlotWord::free(held.generation()).0, Release);
     true
 }
 
@@ -284,12 +274,7 @@ pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64)
         me.step(At::Mask).await;
         e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
         me.step(At::Slot(slot)).await;
-        let _ = cell.compare_exchange(
-            clearing.0,
-            SlotWord::free(seen.generation()).0,
-            AcqRel,
-            Acquire,
-        );
+        cell.store(SlotWord::free(seen.generation()).0, Release);
         freed += 1;
     }
     freed
