@@ -74,6 +74,7 @@ impl Actor for ThisProcess {
 }
 
 /// Runs a protocol function for [`ThisProcess`], which never pauses: one poll completes it.
+#[inline(always)]
 pub(crate) fn run<F: Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
     match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
