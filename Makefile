@@ -15,6 +15,8 @@ export PATH := $(if $(findstring :$(HOME)/.cargo/bin:,:$(PATH):),$(PATH),$(HOME)
 CARGO       ?= cargo
 LAB_ARGS    ?=
 PHPUNIT_ARGS ?=
+BASELINE    ?=
+BENCH_ARGS  ?=
 
 .PHONY: all deps build test cargo-test phpunit lab-check bench lab stubs clean-run
 
@@ -48,8 +50,9 @@ test: deps build
 	tests/harness/summary.sh tests/.run/cargo.log tests/.run/phpunit.log tests/.run/lab.log; \
 	exit $$rc
 
+# BASELINE=REV also measures each group's own case with the build of REV, beside it.
 bench: deps build
-	bench/run.sh
+	$(if $(BASELINE),BENCH_BASELINE_SO="$$(bench/baseline.sh $(BASELINE))") bench/run.sh $(BENCH_ARGS)
 
 lab: deps build
 	lab/run.sh $(LAB_ARGS)
@@ -62,4 +65,5 @@ stubs: deps
 # Remove what interrupted runs may have left: scratch dirs and this project's test segments.
 clean-run:
 	rm -rf tests/.run bench/.run
+	git worktree remove --force bench/.baseline/src 2>/dev/null || true; rm -rf bench/.baseline
 	rm -rf /dev/shm/resilient-test-*.shm /dev/shm/resilient-bench-*.shm

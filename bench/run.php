@@ -26,6 +26,12 @@ declare(strict_types=1);
  *       ],
  *   ];
  *
+ * With BENCH_BASELINE_SO set to another build of the extension (bench/baseline.sh builds one
+ * from a git revision), each group's own case is measured again right after it by a child PHP
+ * process that loads that build, and shown beside it: a regression check in the same run, on
+ * the same pinned CPU. (`run.php --ours-json group...` is that child: it prints
+ * {"group": µs} for the groups' own cases.)
+ *
  * Each case: one warm-up round, then ROUNDS timed rounds; the median µs per operation is shown,
  * with ops/s and the ratio to the group's own case. All groups run in this one process, one
  * after the other, so ratios compare like with like.
@@ -35,6 +41,11 @@ const ROUNDS = 5;
 
 $scale = (float) (getenv('BENCH_SCALE') ?: 1.0);
 $only = array_slice($argv, 1);
+$oursJson = ($only[0] ?? '') === '--ours-json';
+if ($oursJson) {
+    array_shift($only);
+}
+$baseline = (string) getenv('BENCH_BASELINE_SO');
 
 $groups = [];
 foreach (glob(__DIR__ . '/cases/*.php') as $file) {
@@ -44,6 +55,20 @@ foreach (glob(__DIR__ . '/cases/*.php') as $file) {
     }
 }
 usort($groups, fn ($a, $b) => ($a['order'] ?? 100) <=> ($b['order'] ?? 100));
+
+if ($oursJson) {
+    $out = [];
+    foreach ($groups as $g) {
+        foreach ($g['cases'] as $case) {
+            if (!empty($case['ours']) && (!isset($case['requires']) || ($case['requires'])() === null)) {
+                gc_collect_cycles();
+                $out[$g['group']] = measure($case['make'](), max(1, (int) ($case['ops'] * $scale)));
+            }
+        }
+    }
+    echo json_encode($out), "\n";
+    exit(0);
+}
 
 printf("resilient bench — %s UTC, PHP %s, %d CPUs, median of %d rounds%s\n",
     gmdate('Y-m-d H:i'), PHP_VERSION, (int) trim((string) shell_exec('nproc')), ROUNDS,
@@ -84,6 +109,12 @@ foreach ($groups as $g) {
         }
         printf("  %-62s %10s %12s   %s\n", $case['label'], fmtUs($us[$id]), number_format(1e6 / $us[$id]), $rel);
     }
+    if ($baseline !== '' && $ours !== null && isset($us[$ours])) {
+        $base = baselineUs($baseline, $g['group']);
+        printf("  %-62s %10s %12s   %s\n", '  the same, baseline build (BENCH_BASELINE_SO)',
+            $base === null ? 'failed' : fmtUs($base), $base === null ? '' : number_format(1e6 / $base),
+            $base === null ? '' : sprintf('ours %+.1f %%', ($us[$ours] / $base - 1) * 100));
+    }
     foreach ($g['targets'] ?? [] as $t) {
         [$met, $text] = match ($t[0]) {
             'max_us' => isset($us[$t[1]])
@@ -98,6 +129,21 @@ foreach ($groups as $g) {
     }
 }
 echo "\n", $allMet ? "all targets met\n" : "some targets missed (see above)\n";
+
+/** The group's own case measured by a child PHP process that loads the baseline build. */
+function baselineUs(string $so, string $group): ?float
+{
+    // Its own segment file: the two builds may have different layouts.
+    $shm = preg_replace('/\.shm$/', '', (string) getenv('RESILIENT_SHM_PATH')) . '-baseline.shm';
+    $cmd = sprintf('RESILIENT_SO=%s RESILIENT_SHM_PATH=%s %s/../tests/harness/php.sh -d apc.enable_cli=1 -d apc.shm_size=64M %s --ours-json %s 2>&1',
+        escapeshellarg($so), escapeshellarg($shm), __DIR__, escapeshellarg(__FILE__), escapeshellarg($group));
+    $raw = (string) shell_exec($cmd);
+    $json = json_decode($raw, true);
+    if (!is_array($json)) {
+        fwrite(STDERR, "baseline build failed:\n" . substr($raw, 0, 2000) . "\n");
+    }
+    return is_array($json) && isset($json[$group]) ? (float) $json[$group] : null;
+}
 
 /** Median µs per operation over ROUNDS rounds of $ops operations (after one warm-up round). */
 function measure(Closure $run, int $ops): float
