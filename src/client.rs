@@ -27,11 +27,10 @@ use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
 use resilient_core::{LeaseId, Segment};
-use resilient_http::gate::{shared_guards, LeaseRegistry};
 use resilient_http::runtime::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, PreparedRequest, SystemClock,
-    TokioSleeper, Unavailable,
+    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, LeaseRegistry, PreparedRequest,
+    SharedMemory, SystemClock, TokioSleeper, Unavailable,
 };
 use serde_json::{Map, Number, Value};
 
@@ -117,12 +116,10 @@ impl Client {
         if config.funnel.is_some() || config.budget.is_some() {
             let segment = segment::shared()?;
             let policy = resilient_http::Policy::from_config(&config).capped(caps);
-            let registry: Arc<dyn LeaseRegistry> = Arc::new(HeldLeases(segment.clone()));
-            let (gate, budget) =
-                shared_guards(segment, &name, &config, &policy, !web, Some(registry))
-                    .map_err(errors::php)?;
-            env.gate = gate;
-            env.budget = budget;
+            let backend =
+                SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
+            env = resilient_http::bind(env, &backend, &name, &config, &policy, !web)
+                .map_err(errors::php)?;
         }
         let http = HttpClient::new(config, caps, env);
         Ok(Client {
@@ -393,11 +390,11 @@ impl Client {
         ht.insert("method", r.method.as_str())?;
         ht.insert("url", r.url.as_str())?;
         ht.insert("attempt", i64::from(r.attempt))?;
-        ht.insert("status", r.status.map(i64::from))?;
-        ht.insert("error", r.error)?;
+        ht.insert("status", r.status().map(i64::from))?;
+        ht.insert("error", r.error())?;
         ht.insert("duration_ms", r.duration.as_secs_f64() * 1000.0)?;
-        ht.insert("retry_follows", r.retry_follows)?;
-        ht.insert("reason", r.reason.as_str())?;
+        ht.insert("retry_follows", r.retry_follows())?;
+        ht.insert("reason", r.reason())?;
         let mut z = Zval::new();
         z.set_hashtable(ht);
         Ok(z)

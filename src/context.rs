@@ -59,7 +59,11 @@ pub fn check_web_caps() -> PhpResult<()> {
     if !is_web() {
         return Ok(());
     }
-    for key in [ini::WEB_TIMEOUT, ini::WEB_CONNECT_TIMEOUT, ini::WEB_MAX_ATTEMPTS] {
+    for key in [
+        ini::WEB_TIMEOUT,
+        ini::WEB_CONNECT_TIMEOUT,
+        ini::WEB_MAX_ATTEMPTS,
+    ] {
         ini::check(key).map_err(crate::exceptions::value_error)?;
     }
     Ok(())

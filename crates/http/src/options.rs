@@ -54,7 +54,7 @@ pub struct CircuitOptions {
 
 /// Where shared counters live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
+pub enum BackendKind {
     /// Host-wide shared memory (`resilient.shm_path`).
     Shm,
 }
@@ -75,7 +75,7 @@ pub struct ClientConfig {
     /// `None` when disabled with `'budget' => false`.
     pub budget: Option<BudgetOptions>,
     pub circuit: Option<CircuitOptions>,
-    pub backend: Backend,
+    pub backend: BackendKind,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub user_agent: HeaderValue,
     /// The largest response body accepted, in bytes (enforced while reading; over it the call
@@ -118,7 +118,7 @@ impl Default for ClientConfig {
                 window: Duration::from_secs(60),
             }),
             circuit: None,
-            backend: Backend::Shm,
+            backend: BackendKind::Shm,
             headers: Vec::new(),
             user_agent: HeaderValue::from_static(concat!("resilient/", env!("CARGO_PKG_VERSION"))),
             max_body: DEFAULT_MAX_BODY,
@@ -340,9 +340,9 @@ fn parse_circuit(value: &Value) -> Result<CircuitOptions, ConfigError> {
     Ok(circuit)
 }
 
-fn parse_backend(value: &Value) -> Result<Backend, ConfigError> {
+fn parse_backend(value: &Value) -> Result<BackendKind, ConfigError> {
     match value.as_str() {
-        Some("shm") => Ok(Backend::Shm),
+        Some("shm") => Ok(BackendKind::Shm),
         // Never echo a Redis URL: it may hold a password.
         Some(s)
             if s.starts_with("redis://")

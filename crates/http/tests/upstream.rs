@@ -138,7 +138,7 @@ fn a_hanging_upstream_ends_within_the_deadline() {
         elapsed >= Duration::from_millis(480) && elapsed < Duration::from_millis(600),
         "{elapsed:?}"
     );
-    assert_eq!(records[0].1.error, Some("timeout"));
+    assert_eq!(records[0].1.error(), Some("timeout"));
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn connection_errors_and_closed_connections_are_retried_and_reported() {
     let c = client(&up, "close", json!({}));
     let (r, records) = run(&c, "GET", "/", json!({}));
     assert_eq!(r.unwrap().body(), b"ok");
-    assert_eq!(records[0].1.error, Some("closed"));
+    assert_eq!(records[0].1.error(), Some("closed"));
 
     // A port nobody listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -182,7 +182,7 @@ fn connection_errors_and_closed_connections_are_retried_and_reported() {
     assert!(!e.message().contains("s3cret"), "{e}");
     assert!(e.message().contains("connect error"), "{e}");
     assert_eq!(
-        records.iter().map(|r| r.1.error).collect::<Vec<_>>(),
+        records.iter().map(|r| r.1.error()).collect::<Vec<_>>(),
         [Some("connect"), Some("connect")]
     );
 }
@@ -290,7 +290,7 @@ fn a_connection_the_server_closed_is_not_reused() {
     let (r, records) = run(&c, "GET", "/b", json!({}));
     // Either a clean connect error (nothing listens) — never a 'closed' error from a stale reuse.
     let e = r.unwrap_err();
-    assert_eq!(records[0].1.error, Some("connect"), "{e}");
+    assert_eq!(records[0].1.error(), Some("connect"), "{e}");
 }
 
 #[test]
@@ -469,7 +469,7 @@ fn max_body_is_enforced_while_reading_on_both_transports() {
             assert!(e.is_upstream_failed(), "{e}");
             assert_eq!(e.attempts(), 1, "{e}");
             assert!(e.message().contains("max_body (65536 bytes)"), "{e}");
-            assert_eq!(records[0].1.error, Some("too_large"));
+            assert_eq!(records[0].1.error(), Some("too_large"));
         }
         let (r, _) = run(&c, "GET", "/fits", json!({}));
         assert_eq!(r.unwrap().body().len(), 65_536);
