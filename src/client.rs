@@ -1,8 +1,8 @@
 //! `Resilient\Client`: the PHP face of `resilient_http`.
 //!
-//! No policy here. The constructor turns the options array into JSON for
-//! `resilient_http::ClientConfig` (strict: unknown keys and bad values throw
-//! `\InvalidArgumentException` naming the option), applies the web caps of
+//! No policy here. The constructor turns the options array into a
+//! `resilient_http::ClientConfig` through [`crate::options`] (an unknown key or a bad value is
+//! a `\ValueError` naming the option, a wrong type a `\TypeError`), applies the web caps of
 //! `Resilient\Context` when serving a web request, and binds the funnel and the retry budget
 //! named after the client to the host-wide shared memory. Each call then:
 //!
@@ -29,20 +29,21 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::runtime::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, LeaseRegistry, PreparedRequest,
-    SharedMemory, SystemClock, TokioSleeper, Unavailable,
+    AttemptRecord, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, SharedMemory,
+    SystemClock, TokioSleeper, Unavailable,
 };
 use serde_json::{Map, Number, Value};
 
 use crate::exceptions::{self, Kind};
+use crate::options::utf8;
 use crate::response::Response;
-use crate::{context, deadline, engine, errors, held, ini, segment};
+use crate::{context, deadline, engine, errors, held, ini, options, segment};
 
 /// Deepest array nesting accepted in options (a cycle through references cannot hang us).
 const MAX_DEPTH: u32 = 32;
 /// `json_encode` flags: `JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE |
 /// JSON_PRESERVE_ZERO_FRACTION` (no `JSON_THROW_ON_ERROR`: a value that cannot be encoded is a
-/// bad option, reported as `\InvalidArgumentException` like every other).
+/// bad option, reported as `\ValueError` like every other).
 const JSON_FLAGS: i64 = 64 | 256 | 1024;
 
 #[php_class]
@@ -72,30 +73,7 @@ impl Client {
     /// retry budget shared by every process of the host.
     pub fn __construct(name: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let mut on_attempt = None;
-        let mut json = Map::new();
-        if let Some(options) = options {
-            for (key, value) in entries(options, "options").map_err(exceptions::invalid_argument)? {
-                let key = key_string(&key);
-                if key == "on_attempt" {
-                    if !value.is_null() {
-                        if !value.is_callable() {
-                            return Err(exceptions::invalid_argument(
-                                "option 'on_attempt': must be callable",
-                            ));
-                        }
-                        on_attempt = Some(value.shallow_clone());
-                    }
-                    continue;
-                }
-                json.insert(
-                    key.clone(),
-                    to_json(value, &key, 0).map_err(exceptions::invalid_argument)?,
-                );
-            }
-        }
-        let config = ClientConfig::from_json(&Value::Object(json))
-            .map_err(|e| exceptions::invalid_argument(e.to_string()))?;
+        let (config, on_attempt) = options::client(options)?;
         let web = context::is_web();
         context::check_web_caps()?;
         let caps = if web {
@@ -218,7 +196,7 @@ impl Client {
         }
         let mut keys = Vec::with_capacity(requests.len());
         let mut prepared = Vec::with_capacity(requests.len());
-        for (key, item) in entries(requests, "requests").map_err(exceptions::invalid_argument)? {
+        for (key, item) in entries(requests, "requests").map_err(exceptions::value_error)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
             let (options, raw_body) = request_options(options)?;
@@ -226,9 +204,10 @@ impl Client {
                 .http
                 .prepare(&method, &path, &options)
                 .map(|r| with_raw_body(r, raw_body));
-            prepared.push(request.map_err(|e| {
-                exceptions::invalid_argument(format!("pool request '{label}': {e}"))
-            })?);
+            prepared
+                .push(request.map_err(|e| {
+                    exceptions::value_error(format!("pool request '{label}': {e}"))
+                })?);
             keys.push(key_owned(&key));
         }
         check_stack()?;
@@ -319,7 +298,7 @@ impl Client {
         self.http
             .prepare(method, path, options)
             .map(|r| with_raw_body(r, raw_body))
-            .map_err(|e| exceptions::invalid_argument(e.to_string()))
+            .map_err(|e| exceptions::value_error(e.to_string()))
     }
 
     /// This process's transport, and the observer channel when `on_attempt` is set.
@@ -551,7 +530,7 @@ fn pool_item<'a>(
     label: &str,
 ) -> PhpResult<(String, String, Option<&'a ZendHashTable>)> {
     let bad = || {
-        exceptions::invalid_argument(format!(
+        exceptions::value_error(format!(
             "pool request '{label}': must be [method, path, options?]"
         ))
     };
@@ -584,7 +563,7 @@ fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<
     let mut map = Map::new();
     let mut raw_body = None;
     if let Some(options) = options {
-        for (key, value) in entries(options, "options").map_err(exceptions::invalid_argument)? {
+        for (key, value) in entries(options, "options").map_err(exceptions::value_error)? {
             let key = key_string(&key);
             let json = match key.as_str() {
                 "json" => json_encode(value)?,
@@ -595,7 +574,7 @@ fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<
                         .map(|s| s.as_bytes().to_vec());
                     Value::String(String::new())
                 }
-                _ => to_json(value, &key, 0).map_err(exceptions::invalid_argument)?,
+                _ => to_json(value, &key, 0).map_err(exceptions::value_error)?,
             };
             map.insert(key, json);
         }
@@ -633,18 +612,17 @@ fn json_encode(value: &Zval) -> PhpResult<Value> {
             .and_then(|f| f.try_call(vec![]).ok())
             .and_then(|z| z.str().map(str::to_owned))
             .unwrap_or_else(|| "unknown error".to_owned());
-        return Err(exceptions::invalid_argument(format!(
+        return Err(exceptions::value_error(format!(
             "option 'json': cannot be encoded as JSON ({why})"
         )));
     };
-    serde_json::from_str(text)
-        .map_err(|e| exceptions::invalid_argument(format!("option 'json': {e}")))
+    serde_json::from_str(text).map_err(|e| exceptions::value_error(format!("option 'json': {e}")))
 }
 
 fn to_json_table(table: &ZendHashTable, path: &str) -> PhpResult<Value> {
     let mut z = Zval::new();
     z.set_hashtable(table.to_owned());
-    to_json(&z, path, 0).map_err(exceptions::invalid_argument)
+    to_json(&z, path, 0).map_err(exceptions::value_error)
 }
 
 /// A PHP value as JSON: lists (keys 0..n-1 in order) become arrays, other arrays objects;
@@ -730,15 +708,6 @@ fn entries<'a>(
 /// A string option as UTF-8 text, or a clear refusal. Header, query and form values go out
 /// as text (percent-encoded or in a header line); silently replacing bytes with U+FFFD would
 /// send something else than the caller gave, so other bytes are refused instead.
-fn utf8(bytes: &[u8], path: &str) -> Result<String, String> {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Ok(text.to_owned()),
-        Err(e) => Err(format!(
-            "option '{path}': is not valid UTF-8 (invalid byte at offset {}); header, query and form values and array keys must be UTF-8 text: encode binary data (e.g. base64_encode) or send it as 'body', which is sent byte for byte",
-            e.valid_up_to()
-        )),
-    }
-}
 
 pub fn register(module: ModuleBuilder) -> ModuleBuilder {
     module.class::<Client>()

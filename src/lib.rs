@@ -26,6 +26,7 @@ pub mod funnel;
 pub mod held;
 pub mod hooks;
 pub mod ini;
+pub mod options;
 pub mod response;
 pub mod segment;
 

@@ -52,6 +52,17 @@ pub struct CircuitOptions {
     pub open_for: Duration,
 }
 
+impl Default for CircuitOptions {
+    fn default() -> Self {
+        Self {
+            failure_ratio: 0.5,
+            min_calls: 20,
+            window: Duration::from_secs(10),
+            open_for: Duration::from_secs(5),
+        }
+    }
+}
+
 /// Where shared counters live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
@@ -176,6 +187,202 @@ impl ClientConfig {
             ));
         }
         Ok(config)
+    }
+}
+
+/// Typed setters: the value rules of the client's own options live here, once. Each error
+/// names the option; funnel and budget values are checked by `resilient_core`'s configs.
+impl ClientConfig {
+    /// An absolute `http://` or `https://` URL.
+    pub fn set_base_url(&mut self, url: &str) -> Result<(), ConfigError> {
+        self.base_url = Some(
+            crate::request::parse_http_url(url)
+                .map_err(|problem| ConfigError::new("base_url", problem))?,
+        );
+        Ok(())
+    }
+    /// At least 1 ms.
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<(), ConfigError> {
+        self.timeout = at_least_1ms("timeout", timeout)?;
+        Ok(())
+    }
+    /// At least 1 ms.
+    pub fn set_connect_timeout(&mut self, timeout: Duration) -> Result<(), ConfigError> {
+        self.connect_timeout = at_least_1ms("connect_timeout", timeout)?;
+        Ok(())
+    }
+    /// At least 1 ms; `None`: no deadline of its own.
+    pub fn set_deadline(&mut self, deadline: Option<Duration>) -> Result<(), ConfigError> {
+        self.deadline = deadline.map(|d| at_least_1ms("deadline", d)).transpose()?;
+        Ok(())
+    }
+    /// 1 to 100.
+    pub fn set_max_attempts(&mut self, attempts: u32) -> Result<(), ConfigError> {
+        if !(1..=MAX_ATTEMPTS).contains(&attempts) {
+            return Err(ConfigError::new(
+                "max_attempts",
+                format!("must be an integer between 1 and {MAX_ATTEMPTS}, got {attempts}"),
+            ));
+        }
+        self.max_attempts = attempts;
+        Ok(())
+    }
+    /// Full-jitter bounds; `cap` not below `base`.
+    pub fn set_backoff(&mut self, base: Duration, cap: Duration) -> Result<(), ConfigError> {
+        if cap < base {
+            return Err(ConfigError::new(
+                "backoff.cap",
+                "must not be smaller than backoff.base",
+            ));
+        }
+        self.backoff = BackoffOptions { base, cap };
+        Ok(())
+    }
+    /// HTTP statuses 100..599.
+    pub fn set_retry_on(&mut self, statuses: &[i64]) -> Result<(), ConfigError> {
+        let mut out = Vec::with_capacity(statuses.len());
+        for &status in statuses {
+            if !(100..=599).contains(&status) {
+                return Err(ConfigError::new(
+                    "retry_on",
+                    format!("must contain HTTP statuses 100..599, got {status}"),
+                ));
+            }
+            out.push(status as u16);
+        }
+        self.retry_on = out;
+        Ok(())
+    }
+    pub fn set_max_retry_after(&mut self, wait: Duration) {
+        self.max_retry_after = wait;
+    }
+    /// The funnel; its values are `FunnelConfig`'s (a lease is needed to check them: the
+    /// default, 2 × `timeout`, when `lease` is `None`). `None` disables it.
+    pub fn set_funnel(
+        &mut self,
+        funnel: Option<FunnelOptions>,
+    ) -> Result<(), resilient_core::Error> {
+        if let Some(f) = funnel {
+            resilient_core::FunnelConfig::new(
+                f.limit,
+                f.reserve,
+                f.lease.unwrap_or(self.timeout.saturating_mul(2)),
+            )?;
+        }
+        self.funnel = funnel;
+        Ok(())
+    }
+    /// Circuit breaker settings (validated now, enforced by a later issue): `failure_ratio` in
+    /// (0, 1], `min_calls` 1 to 1,000,000, `window` and `open_for` at least 1 ms.
+    pub fn set_circuit(&mut self, circuit: Option<CircuitOptions>) -> Result<(), ConfigError> {
+        if let Some(c) = circuit {
+            if !(c.failure_ratio > 0.0 && c.failure_ratio <= 1.0) {
+                return Err(ConfigError::new(
+                    "circuit.failure_ratio",
+                    format!(
+                        "must be greater than 0 and at most 1, got {}",
+                        c.failure_ratio
+                    ),
+                ));
+            }
+            if !(1..=1_000_000).contains(&c.min_calls) {
+                return Err(ConfigError::new(
+                    "circuit.min_calls",
+                    format!(
+                        "must be an integer between 1 and 1000000, got {}",
+                        c.min_calls
+                    ),
+                ));
+            }
+            at_least_1ms("circuit.window", c.window)?;
+            at_least_1ms("circuit.open_for", c.open_for)?;
+        }
+        self.circuit = circuit;
+        Ok(())
+    }
+    /// The retry budget (`None`: disabled).
+    pub fn set_budget(&mut self, budget: Option<resilient_core::BudgetConfig>) {
+        self.budget = budget.map(|b| BudgetOptions {
+            ratio: b.ratio(),
+            floor: b.floor(),
+            window: b.window(),
+        });
+    }
+    /// Only `shm` today; a Redis URL is refused without being echoed (it may hold a password).
+    pub fn set_backend(&mut self, backend: &str) -> Result<(), ConfigError> {
+        self.backend = backend_kind(backend)?;
+        Ok(())
+    }
+    /// Adds a default header (`option`: the path errors name). Values are never echoed.
+    pub fn add_header(
+        &mut self,
+        option: &str,
+        name: &[u8],
+        value: &[u8],
+    ) -> Result<(), ConfigError> {
+        let path = format!("{option}.{}", String::from_utf8_lossy(name));
+        let name = HeaderName::from_bytes(name).map_err(|_| {
+            ConfigError::new(
+                option,
+                format!(
+                    "{:?} is not a valid header name",
+                    truncate(&String::from_utf8_lossy(name), 64)
+                ),
+            )
+        })?;
+        let value = header_bytes(value, &path)?;
+        self.headers.push((name, value));
+        Ok(())
+    }
+    pub fn set_user_agent(&mut self, value: &[u8]) -> Result<(), ConfigError> {
+        self.user_agent = header_bytes(value, "user_agent")?;
+        Ok(())
+    }
+    /// 1 byte to 4 GiB.
+    pub fn set_max_body(&mut self, bytes: u64) -> Result<(), ConfigError> {
+        if !(1..=MAX_MAX_BODY).contains(&bytes) {
+            return Err(ConfigError::new(
+                "max_body",
+                format!("must be a number of bytes between 1 and {MAX_MAX_BODY}, got {bytes}"),
+            ));
+        }
+        self.max_body = bytes;
+        Ok(())
+    }
+}
+
+fn at_least_1ms(option: &str, d: Duration) -> Result<Duration, ConfigError> {
+    if d < Duration::from_millis(1) {
+        return Err(ConfigError::new(option, "must be at least 0.001 seconds"));
+    }
+    Ok(d)
+}
+
+fn header_bytes(value: &[u8], option: &str) -> Result<HeaderValue, ConfigError> {
+    HeaderValue::from_bytes(value).map_err(|_| {
+        ConfigError::new(
+            option,
+            "contains characters not allowed in a header value (control characters or line breaks)",
+        )
+    })
+}
+
+fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
+    match s {
+        "shm" => Ok(BackendKind::Shm),
+        s if s.starts_with("redis://")
+            || s.starts_with("rediss://")
+            || s.starts_with("unix://") =>
+        {
+            Err(ConfigError::new(
+                "backend",
+                "the Redis backend is not supported yet (it arrives with a later issue); use 'shm'",
+            ))
+        }
+        _ => Err(ConfigError::new(
+            "backend",
+            "must be 'shm' (or, later, a redis:// URL)",
+        )),
     }
 }
 
@@ -312,12 +519,7 @@ fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
 }
 
 fn parse_circuit(value: &Value) -> Result<CircuitOptions, ConfigError> {
-    let mut circuit = CircuitOptions {
-        failure_ratio: 0.5,
-        min_calls: 20,
-        window: Duration::from_secs(10),
-        open_for: Duration::from_secs(5),
-    };
+    let mut circuit = CircuitOptions::default();
     for (key, v) in object(value, "")? {
         match key.as_str() {
             "failure_ratio" => {

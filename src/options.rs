@@ -1,0 +1,345 @@
+//! The client's options array → `resilient_http::ClientConfig`: the binding's one place for
+//! PHP → Rust conversion of client options.
+//!
+//! Shape and type only: which keys exist (an unknown key is a `\ValueError` naming it), which
+//! are arrays, and PHP's coercive typing for numbers (`"4"`, `4.0` and `"0.5"` accepted as
+//! PHP's own functions accept them; anything else a `\TypeError` in PHP's words,
+//! `option 'funnel.limit' must be of type int, string given`, see [`crate::coerce`]). The
+//! values' rules belong to their owners: seconds, counts and the funnel and budget configs to
+//! `resilient_core` (the same functions `new Funnel(...)` and `new RetryBudget(...)` use),
+//! timeouts, backoff, `retry_on`, headers to `resilient_http`'s setters. Their message gets the
+//! option path in front: `option 'funnel.limit': must be between 1 and 64, got 0`
+//! (`\ValueError`, as through `new Funnel('x', 0)`: `limit: must be between 1 and 64, got 0`).
+
+use std::time::Duration;
+
+use ext_php_rs::exception::PhpException;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::{ZendHashTable, Zval};
+use resilient_core::validate;
+use resilient_http::options::{CircuitOptions, FunnelOptions};
+use resilient_http::{ClientConfig, ConfigError};
+
+use crate::exceptions;
+use crate::{budget, coerce, errors};
+
+/// The options `new Client($name, $options)` knows.
+const KEYS: &[&str] = &[
+    "base_url",
+    "connect_timeout",
+    "timeout",
+    "deadline",
+    "max_attempts",
+    "backoff",
+    "retry_on",
+    "max_retry_after",
+    "funnel",
+    "budget",
+    "circuit",
+    "backend",
+    "headers",
+    "user_agent",
+    "max_body",
+    "on_attempt",
+];
+
+/// A client's configuration and its `on_attempt` callable (a counted reference).
+pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Option<Zval>)> {
+    let mut config = ClientConfig::default();
+    let mut on_attempt = None;
+    let Some(options) = options else {
+        return Ok((config, on_attempt));
+    };
+    for (key, value) in entries(options, "options")? {
+        let key = key.as_str();
+        match key {
+            "base_url" => config
+                .set_base_url(&text(value, key)?)
+                .map_err(config_error)?,
+            "connect_timeout" => config
+                .set_connect_timeout(seconds(value, key)?)
+                .map_err(config_error)?,
+            "timeout" => config
+                .set_timeout(seconds(value, key)?)
+                .map_err(config_error)?,
+            "deadline" => {
+                let deadline = match off(value) {
+                    true => None,
+                    false => Some(seconds(value, key)?),
+                };
+                config.set_deadline(deadline).map_err(config_error)?
+            }
+            "max_attempts" => config
+                .set_max_attempts(unsigned(value, key)?)
+                .map_err(config_error)?,
+            "backoff" => {
+                let (mut base, mut cap) = (config.backoff.base, config.backoff.cap);
+                for (k, v) in entries(table(value, key)?, key)? {
+                    match k.as_str() {
+                        "base" => base = seconds(v, "backoff.base")?,
+                        "cap" => cap = seconds(v, "backoff.cap")?,
+                        other => {
+                            return Err(unknown(&format!("backoff.{other}"), &["base", "cap"]))
+                        }
+                    }
+                }
+                config.set_backoff(base, cap).map_err(config_error)?
+            }
+            "retry_on" => {
+                let mut statuses = Vec::new();
+                for (_, v) in entries(table(value, key)?, key)? {
+                    statuses.push(int(v, key)?);
+                }
+                config.set_retry_on(&statuses).map_err(config_error)?
+            }
+            "max_retry_after" => config.set_max_retry_after(seconds(value, key)?),
+            "funnel" => {
+                let funnel = match off(value) {
+                    true => None,
+                    false => Some(funnel(table(value, key)?)?),
+                };
+                config
+                    .set_funnel(funnel)
+                    .map_err(|e| core_error("funnel.", e))?
+            }
+            "budget" => {
+                let budget = match off(value) {
+                    true => None,
+                    false => Some(budget(table(value, key)?)?),
+                };
+                config.set_budget(budget)
+            }
+            "circuit" => {
+                let circuit = match off(value) {
+                    true => None,
+                    false => Some(circuit(table(value, key)?)?),
+                };
+                config.set_circuit(circuit).map_err(config_error)?
+            }
+            "backend" => config
+                .set_backend(&text(value, key)?)
+                .map_err(config_error)?,
+            "headers" => {
+                for (name, v) in entries(table(value, key)?, key)? {
+                    let path = format!("headers.{name}");
+                    let values = match v.dereference().array() {
+                        Some(list) => list.values().collect(),
+                        None => vec![v],
+                    };
+                    for v in values {
+                        config
+                            .add_header(key, name.as_bytes(), header_value(v, &path)?.as_bytes())
+                            .map_err(config_error)?;
+                    }
+                }
+            }
+            "user_agent" => config
+                .set_user_agent(header_value(value, key)?.as_bytes())
+                .map_err(config_error)?,
+            "max_body" => {
+                let n = int(value, key)?;
+                let bytes = u64::try_from(n).map_err(|_| {
+                    core_error("", validate::unsigned(key, n).expect_err("negative"))
+                })?;
+                config.set_max_body(bytes).map_err(config_error)?
+            }
+            "on_attempt" => {
+                if !value.is_null() {
+                    if !value.is_callable() {
+                        return Err(coerce::TypeMismatch {
+                            expected: "?callable",
+                            given: coerce::type_name(value),
+                        }
+                        .for_option(key));
+                    }
+                    on_attempt = Some(value.shallow_clone());
+                }
+            }
+            other => return Err(unknown(other, KEYS)),
+        }
+    }
+    Ok((config, on_attempt))
+}
+
+fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
+    let (mut limit, mut reserve, mut lease, mut wait) = (None, 0, None, Duration::ZERO);
+    for (key, v) in entries(table, "funnel")? {
+        let path = format!("funnel.{key}");
+        match key.as_str() {
+            "limit" => limit = Some(unsigned(v, &path)?),
+            "reserve" => reserve = unsigned(v, &path)?,
+            "lease" => {
+                lease = match off(v) {
+                    true => None,
+                    false => Some(seconds(v, &path)?),
+                }
+            }
+            "wait" => wait = seconds(v, &path)?,
+            _ => return Err(unknown(&path, &["limit", "reserve", "lease", "wait"])),
+        }
+    }
+    let limit =
+        limit.ok_or_else(|| exceptions::value_error("option 'funnel.limit': is required"))?;
+    Ok(FunnelOptions {
+        limit,
+        reserve,
+        lease,
+        wait,
+    })
+}
+
+fn budget(table: &ZendHashTable) -> PhpResult<resilient_core::BudgetConfig> {
+    let (mut ratio, mut floor, mut window) = (0.1, 5, 60.0);
+    for (key, v) in entries(table, "budget")? {
+        let path = format!("budget.{key}");
+        match key.as_str() {
+            "ratio" => ratio = float(v, &path)?,
+            "floor" => floor = int(v, &path)?,
+            "window" => window = float(v, &path)?,
+            _ => return Err(unknown(&path, &["ratio", "floor", "window"])),
+        }
+    }
+    budget::config(ratio, floor, window).map_err(|e| core_error("budget.", e))
+}
+
+fn circuit(table: &ZendHashTable) -> PhpResult<CircuitOptions> {
+    let mut circuit = CircuitOptions::default();
+    for (key, v) in entries(table, "circuit")? {
+        let path = format!("circuit.{key}");
+        match key.as_str() {
+            "failure_ratio" => circuit.failure_ratio = float(v, &path)?,
+            "min_calls" => circuit.min_calls = unsigned(v, &path)?,
+            "window" => circuit.window = seconds(v, &path)?,
+            "open_for" => circuit.open_for = seconds(v, &path)?,
+            _ => {
+                return Err(unknown(
+                    &path,
+                    &["failure_ratio", "min_calls", "window", "open_for"],
+                ))
+            }
+        }
+    }
+    Ok(circuit)
+}
+
+/// `null` or `false` turns an optional section off.
+fn off(value: &Zval) -> bool {
+    let value = value.dereference();
+    value.is_null() || value.is_false()
+}
+
+fn int(value: &Zval, path: &str) -> PhpResult<i64> {
+    coerce::int(value).map_err(|e| e.for_option(path))
+}
+
+fn float(value: &Zval, path: &str) -> PhpResult<f64> {
+    coerce::float(value).map_err(|e| e.for_option(path))
+}
+
+/// A count: an int that is not negative (the owner checks its range).
+fn unsigned(value: &Zval, path: &str) -> PhpResult<u32> {
+    validate::unsigned(path, int(value, path)?).map_err(|e| core_error("", e))
+}
+
+/// Seconds as PHP gives them: finite, not negative, at most a year (`resilient_core`'s rule,
+/// as for `Funnel`'s lease and `Deadline::within`).
+fn seconds(value: &Zval, path: &str) -> PhpResult<Duration> {
+    validate::duration(path, float(value, path)?).map_err(|e| core_error("", e))
+}
+
+fn text(value: &Zval, path: &str) -> PhpResult<String> {
+    match value.dereference().zend_str() {
+        Some(s) => utf8(s.as_bytes(), path).map_err(exceptions::value_error),
+        None => Err(mismatch("string", value, path)),
+    }
+}
+
+/// A header value: a string (UTF-8 text), or a number written out. Never echoed.
+fn header_value(value: &Zval, path: &str) -> PhpResult<String> {
+    let v = value.dereference();
+    if let Some(n) = v.long() {
+        return Ok(n.to_string());
+    }
+    if let Some(f) = v.double() {
+        return Ok(f.to_string());
+    }
+    text(value, path)
+}
+
+fn table<'a>(value: &'a Zval, path: &str) -> PhpResult<&'a ZendHashTable> {
+    value
+        .dereference()
+        .array()
+        .ok_or_else(|| mismatch("array", value, path))
+}
+
+fn mismatch(expected: &'static str, value: &Zval, path: &str) -> PhpException {
+    coerce::TypeMismatch {
+        expected,
+        given: coerce::type_name(value),
+    }
+    .for_option(path)
+}
+
+fn unknown(path: &str, known: &[&str]) -> PhpException {
+    exceptions::value_error(format!(
+        "option '{}': unknown option (known: {})",
+        truncate(path, 64),
+        known.join(", ")
+    ))
+}
+
+/// A value rule of `resilient_http` broken: `\ValueError`, the option named.
+pub fn config_error(e: ConfigError) -> PhpException {
+    exceptions::value_error(e.to_string())
+}
+
+/// A value rule of `resilient_core` broken: `\ValueError` with the option path (`prefix` +
+/// the core's argument name) in front of the core's words.
+fn core_error(prefix: &str, e: resilient_core::Error) -> PhpException {
+    let Some(argument) = e.argument().filter(|_| e.is_invalid_argument()) else {
+        return errors::php(e);
+    };
+    let message = e.to_string();
+    let problem = message
+        .strip_prefix(argument)
+        .and_then(|m| m.strip_prefix(": "))
+        .unwrap_or(&message);
+    exceptions::value_error(format!("option '{prefix}{argument}': {problem}"))
+}
+
+/// The entries of an array, keys as UTF-8 text (a non-UTF-8 key is a `\ValueError`).
+pub fn entries<'a>(table: &'a ZendHashTable, path: &str) -> PhpResult<Vec<(String, &'a Zval)>> {
+    let mut iter = table.iter();
+    let mut out = Vec::with_capacity(table.len());
+    while let Some((key, value)) = iter.next_zval() {
+        let key = match key.long() {
+            Some(i) => i.to_string(),
+            None => utf8(
+                key.zend_str().map(|z| z.as_bytes()).unwrap_or_default(),
+                path,
+            )
+            .map_err(exceptions::value_error)?,
+        };
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+/// UTF-8 text, or the message saying the option holds other bytes.
+pub fn utf8(bytes: &[u8], path: &str) -> Result<String, String> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(e) => Err(format!(
+            "option '{path}': is not valid UTF-8 (invalid byte at offset {}); header, query and form values and array keys must be UTF-8 text: encode binary data (e.g. base64_encode) or send it as 'body', which is sent byte for byte",
+            e.valid_up_to()
+        )),
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
