@@ -27,7 +27,7 @@ use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
 use resilient_core::{LeaseId, Segment};
-use resilient_http::runtime::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
+use resilient_http::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
     AttemptRecord, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, SharedMemory,
     SystemClock, TokioSleeper, Unavailable,
@@ -93,7 +93,7 @@ impl Client {
         );
         if config.funnel.is_some() || config.budget.is_some() {
             let segment = segment::shared()?;
-            let policy = resilient_http::Policy::from_config(&config).capped(caps);
+            let policy = HttpClient::policy_for(&config, caps);
             let backend =
                 SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
             env = resilient_http::bind(env, &backend, &name, &config, &policy, !web)

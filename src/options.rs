@@ -17,7 +17,7 @@ use ext_php_rs::exception::PhpException;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendHashTable, Zval};
 use resilient_core::validate;
-use resilient_http::options::{CircuitOptions, FunnelOptions};
+use resilient_http::{CircuitOptions, FunnelOptions};
 use resilient_http::{ClientConfig, ConfigError};
 
 use crate::exceptions;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::call::{Call, CallEnv};
-use crate::error::{ConfigError, Unavailable};
+use crate::config_error::ConfigError;
+use crate::error::Unavailable;
 use crate::options::ClientConfig;
 use crate::policy::{Caps, Policy};
 use crate::pool::{run_pool, BatchSummary, PoolItem};
@@ -36,13 +37,30 @@ pub struct HttpClient {
 impl HttpClient {
     /// `caps`: limits of the calling context (web caps), applied on top of the options.
     pub fn new(config: ClientConfig, caps: Caps, env: CallEnv) -> Self {
-        let policy = Policy::from_config(&config).capped(caps);
+        let policy = Self::policy_for(&config, caps);
         Self {
             config: Arc::new(config),
             policy: Arc::new(policy),
             env,
             urls: Arc::default(),
         }
+    }
+
+    /// The numbers the attempt loop runs on: the options, then the caller's caps.
+    pub fn policy_for(config: &ClientConfig, caps: Caps) -> Policy {
+        Policy {
+            timeout: config.timeout,
+            connect_timeout: config.connect_timeout,
+            deadline: config.deadline,
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff.base,
+            backoff_cap: config.backoff.cap,
+            retry_on: config.retry_on.clone(),
+            max_retry_after: config.max_retry_after,
+            funnel_wait: config.funnel.map_or(Duration::ZERO, |f| f.wait),
+            max_body: config.max_body,
+        }
+        .capped(caps)
     }
 
     pub fn config(&self) -> &ClientConfig {

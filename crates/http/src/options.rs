@@ -13,7 +13,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::Url;
 use serde_json::{Map, Value};
 
-use crate::error::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Full-jitter backoff bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,10 +195,8 @@ impl ClientConfig {
 impl ClientConfig {
     /// An absolute `http://` or `https://` URL.
     pub fn set_base_url(&mut self, url: &str) -> Result<(), ConfigError> {
-        self.base_url = Some(
-            crate::request::parse_http_url(url)
-                .map_err(|problem| ConfigError::new("base_url", problem))?,
-        );
+        self.base_url =
+            Some(parse_http_url(url).map_err(|problem| ConfigError::new("base_url", problem))?);
         Ok(())
     }
     /// At least 1 ms.
@@ -386,6 +384,22 @@ fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
     }
 }
 
+/// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
+/// credentials).
+pub fn parse_http_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text.trim()).map_err(|e| format!("is not a valid URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "must be an http:// or https:// URL, got scheme '{}'",
+            truncate(url.scheme(), 16)
+        ));
+    }
+    if url.host_str().map_or(true, str::is_empty) {
+        return Err("must have a host".into());
+    }
+    Ok(url)
+}
+
 const CLIENT_KEYS: &[&str] = &[
     "base_url",
     "connect_timeout",
@@ -423,7 +437,7 @@ fn parse_base_url(value: &Value) -> Result<Url, ConfigError> {
             format!("must be a string, got {}", describe(value)),
         )
     })?;
-    crate::request::parse_http_url(text).map_err(|problem| ConfigError::new("base_url", problem))
+    parse_http_url(text).map_err(|problem| ConfigError::new("base_url", problem))
 }
 
 fn parse_backoff(value: &Value) -> Result<BackoffOptions, ConfigError> {

@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use crate::classify::Verdict;
 use crate::decision::{fmt_duration, GiveUpReason, RetryReason};
-use crate::options::ClientConfig;
 
 /// The smallest remainder worth starting an attempt with (seed 000: 50 ms).
 pub const MIN_USEFUL_ATTEMPT: Duration = Duration::from_millis(50);
@@ -82,21 +81,6 @@ pub struct AttemptFacts {
 }
 
 impl Policy {
-    pub fn from_config(config: &ClientConfig) -> Self {
-        Self {
-            timeout: config.timeout,
-            connect_timeout: config.connect_timeout,
-            deadline: config.deadline,
-            max_attempts: config.max_attempts,
-            backoff_base: config.backoff.base,
-            backoff_cap: config.backoff.cap,
-            retry_on: config.retry_on.clone(),
-            max_retry_after: config.max_retry_after,
-            funnel_wait: config.funnel.map_or(Duration::ZERO, |f| f.wait),
-            max_body: config.max_body,
-        }
-    }
-
     /// Applies caller caps (each only lowers a value).
     pub fn capped(mut self, caps: Caps) -> Self {
         if let Some(t) = caps.timeout {
@@ -191,7 +175,18 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn policy() -> Policy {
-        let mut p = Policy::from_config(&ClientConfig::default());
+        let mut p = Policy {
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            deadline: None,
+            max_attempts: 3,
+            backoff_base: 25 * MS,
+            backoff_cap: 200 * MS,
+            retry_on: vec![429, 503],
+            max_retry_after: Duration::from_secs(30),
+            funnel_wait: Duration::ZERO,
+            max_body: 32 << 20,
+        };
         p.timeout = 300 * MS;
         p.max_attempts = 3;
         p

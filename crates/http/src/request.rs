@@ -11,8 +11,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, USER_AGE
 use reqwest::{Method, Url};
 use serde_json::Value;
 
-use crate::error::ConfigError;
-use crate::options::{describe, header_value, object, parse_headers, unknown, ClientConfig};
+use crate::config_error::ConfigError;
+use crate::options::{
+    describe, header_value, object, parse_headers, parse_http_url, unknown, ClientConfig,
+};
 
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -46,22 +48,6 @@ pub fn display_url(url: &Url) -> String {
     shown
 }
 
-/// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
-/// credentials).
-pub fn parse_http_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text.trim()).map_err(|e| format!("is not a valid URL ({e})"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "must be an http:// or https:// URL, got scheme '{}'",
-            crate::options::truncate(url.scheme(), 16)
-        ));
-    }
-    if url.host_str().map_or(true, str::is_empty) {
-        return Err("must have a host".into());
-    }
-    Ok(url)
-}
-
 const REQUEST_KEYS: &[&str] = &[
     "query",
     "json",
@@ -73,6 +59,7 @@ const REQUEST_KEYS: &[&str] = &[
 
 /// Prepares `method path` with per-request `options` (`query`, `json`, `body`, `form`,
 /// `headers`, `idempotency_key`) against the client's configuration.
+#[cfg(test)]
 pub fn prepare(
     config: &ClientConfig,
     method: &str,

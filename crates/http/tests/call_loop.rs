@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use resilient_http::backoff::FullJitter;
+use resilient_http::FullJitter;
 use resilient_http::{Caps, ClientConfig, FailureKind, HttpClient, Response, Unavailable};
 use serde_json::{json, Value};
 use support::*;
@@ -465,7 +465,7 @@ async fn the_real_shared_budget_bounds_attempts_too() {
         &json!({"base_url": "http://h", "budget": {"ratio": 0.1, "floor": 5, "window": 60}}),
     )
     .unwrap();
-    let policy = resilient_http::Policy::from_config(&config);
+    let policy = HttpClient::policy_for(&config, Caps::default());
     let backend = resilient_http::SharedMemory::new(segment);
     rig.env =
         resilient_http::bind(rig.env.clone(), &backend, "test", &config, &policy, true).unwrap();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use resilient_http::runtime::process_io;
+use resilient_http::process_io;
 use resilient_http::{
     AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper,
 };
@@ -362,7 +362,7 @@ fn the_reqwest_transport_follows_the_same_rules() {
         json!([{"status": 503, "headers": {"Retry-After": "0"}}, {"status": 200, "body": "ok"}]),
     );
     script(&up, "rqhang", json!([{"hang": true, "hang_ms": 5000}]));
-    let transport = Arc::new(resilient_http::reqwest_transport::ReqwestTransport::new());
+    let transport = Arc::new(resilient_http::ReqwestTransport::new());
     let make = |key: &str, options: Value| {
         let mut options = options;
         options["base_url"] = json!(up.key_url(key));
@@ -454,7 +454,7 @@ fn max_body_is_enforced_while_reading_on_both_transports() {
     }
     let lean = process_io().unwrap().transport();
     let reqwest: Arc<dyn resilient_http::Transport> =
-        Arc::new(resilient_http::reqwest_transport::ReqwestTransport::new());
+        Arc::new(resilient_http::ReqwestTransport::new());
     for transport in [lean, reqwest] {
         let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), transport);
         let c = HttpClient::new(

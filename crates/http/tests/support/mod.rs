@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use resilient_http::attempt::RecordLog;
-use resilient_http::clock::BoxFuture;
+use resilient_http::BoxFuture;
+use resilient_http::RecordLog;
 use resilient_http::{
     AttemptLimits, CallEnv, Clock, FailureKind, Guard, Permit, PreparedRequest, RawResponse,
     Refusal, RetryAllowance, Sleeper, Transport, TransportError,
