@@ -30,7 +30,7 @@ use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
     AttemptRecord, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, SharedMemory,
-    SystemClock, TokioSleeper, Unavailable,
+    Unavailable,
 };
 use serde_json::{Map, Number, Value};
 
@@ -86,20 +86,20 @@ impl Client {
             Caps::default()
         };
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
-        let mut env = CallEnv::new(
-            Arc::new(SystemClock),
-            Arc::new(TokioSleeper),
-            io.transport(),
-        );
-        if config.funnel.is_some() || config.budget.is_some() {
+        let mut builder = HttpClient::builder(config)
+            .caps(caps)
+            .transport(io.transport());
+        if builder.wants_backend() {
             let segment = segment::shared()?;
-            let policy = HttpClient::policy_for(&config, caps);
             let backend =
                 SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
-            env = resilient_http::bind(env, &backend, &name, &config, &policy, !web)
+            builder = builder
+                .backend(&backend, &name, !web)
                 .map_err(errors::php)?;
         }
-        let http = HttpClient::new(config, caps, env);
+        let http = builder
+            .build()
+            .map_err(|e| PhpException::from(e.as_str()))?;
         Ok(Client {
             name,
             http,

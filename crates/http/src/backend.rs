@@ -5,14 +5,10 @@
 //! [`Guard`] and [`RetryAllowance`] traits, so a new backend changes nothing in it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use resilient_core::{BudgetConfig, Funnel, FunnelConfig, LeaseId, RetryBudget, Segment};
 
-use crate::call::CallEnv;
 use crate::guard::{Guard, Permit, Refusal, RetryAllowance};
-use crate::options::ClientConfig;
-use crate::policy::Policy;
 
 /// Makes a client's funnel and retry budget.
 pub trait Backend: Send + Sync {
@@ -115,28 +111,4 @@ impl Guard for FunnelGuard {
             }
         }))
     }
-}
-
-/// Adds the guards and the retry allowance `config` asks for to `env`, from `backend`: a funnel
-/// when `funnel` is set (lease default 2 × the attempt timeout, seed 000), a budget unless
-/// disabled. `background`: see [`Backend::funnel`].
-pub fn bind(
-    env: CallEnv,
-    backend: &dyn Backend,
-    name: &str,
-    config: &ClientConfig,
-    policy: &Policy,
-    background: bool,
-) -> Result<CallEnv, resilient_core::Error> {
-    let mut env = env;
-    if let Some(f) = config.funnel {
-        let lease: Duration = f.lease.unwrap_or(policy.timeout.saturating_mul(2));
-        let config = FunnelConfig::new(f.limit, f.reserve, lease)?;
-        env = env.guard(backend.funnel(name, config, background)?);
-    }
-    if let Some(b) = config.budget {
-        let config = BudgetConfig::new(b.ratio, b.floor, b.window)?;
-        env = env.allowance(backend.budget(name, config)?);
-    }
-    Ok(env)
 }

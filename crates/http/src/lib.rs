@@ -104,11 +104,11 @@ mod runtime;
 mod transport;
 
 pub use attempt::{AttemptObserver, AttemptRecord, RecordLog};
-pub use backend::{bind, Backend, LeaseRegistry, SharedMemory};
+pub use backend::{Backend, LeaseRegistry, SharedMemory};
 pub use backoff::FullJitter;
 pub use call::{Call, CallEnv, Progress};
 pub use classify::Verdict;
-pub use client::HttpClient;
+pub use client::{HttpClient, HttpClientBuilder};
 pub use clock::{BoxFuture, Clock, Sleeper, SystemClock, TokioSleeper};
 pub use config_error::ConfigError;
 pub use decision::{Decision, GiveUpReason, Outcome, RetryReason};

@@ -465,11 +465,15 @@ async fn the_real_shared_budget_bounds_attempts_too() {
         &json!({"base_url": "http://h", "budget": {"ratio": 0.1, "floor": 5, "window": 60}}),
     )
     .unwrap();
-    let policy = HttpClient::policy_for(&config, Caps::default());
     let backend = resilient_http::SharedMemory::new(segment);
-    rig.env =
-        resilient_http::bind(rig.env.clone(), &backend, "test", &config, &policy, true).unwrap();
-    let c = HttpClient::new(config, Caps::default(), rig.env.clone());
+    let c = HttpClient::builder(config)
+        .transport(rig.transport.clone())
+        .clock(rig.env.clock.clone(), rig.env.sleeper.clone())
+        .backend(&backend, "test", true)
+        .unwrap()
+        .build()
+        .unwrap();
+    rig.env = c.env().clone();
     for _ in 0..100 {
         assert!(call(&rig, &c, "GET", "/", json!({})).await.is_err());
     }
