@@ -29,8 +29,8 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, SharedMemory,
-    Unavailable,
+    AttemptRecord, Body, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
+    SharedMemory, Unavailable,
 };
 use serde_json::{Map, Number, Value};
 
@@ -206,10 +206,12 @@ impl Client {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
             let (options, raw_body) = request_options(options)?;
-            let request = self
-                .http
-                .prepare(&method, &path, &options)
-                .map(|r| with_raw_body(r, raw_body));
+            let request = RequestOptions::from_json(&options)
+                .and_then(|typed| match raw_body {
+                    Some(bytes) => typed.body(Body::Raw(bytes)),
+                    None => Ok(typed),
+                })
+                .and_then(|typed| self.http.prepare_request(&method, &path, typed));
             prepared
                 .push(request.map_err(|e| {
                     exceptions::value_error(format!("pool request '{label}': {e}"))
@@ -268,12 +270,18 @@ impl Client {
                 .as_object_mut()
                 .expect("request_options returns an object");
             if body {
-                if !map.contains_key("json")
-                    && !map.contains_key("body")
-                    && !map.contains_key("form")
+                // `$json` is a body: with another one in the options it is a mistake, not
+                // something to drop silently.
+                if map.contains_key("json")
+                    || map.contains_key("body")
+                    || map.contains_key("form")
+                    || raw_body.is_some()
                 {
-                    map.insert("json".into(), json_encode_table(data)?);
+                    return Err(exceptions::value_error(
+                        "option 'json': only one of 'json', 'body' and 'form' may be given (a non-empty $json argument is the JSON body)",
+                    ));
                 }
+                map.insert("json".into(), json_encode_table(data)?);
             } else {
                 let mut query = match to_json_table(data, "query")? {
                     Value::Object(m) => m,
@@ -302,9 +310,8 @@ impl Client {
         raw_body: Option<Vec<u8>>,
     ) -> PhpResult<Arc<PreparedRequest>> {
         self.http
-            .prepare(method, path, options)
-            .map(|r| with_raw_body(r, raw_body))
-            .map_err(|e| exceptions::value_error(e.to_string()))
+            .prepare_request(method, path, typed_options(options, raw_body)?)
+            .map_err(options::config_error)
     }
 
     /// This process's transport, and the observer channel when `on_attempt` is set.
@@ -565,6 +572,8 @@ fn pool_item<'a>(
 /// Per-request options as JSON; `json` is encoded by PHP's own `json_encode` (objects,
 /// `JsonSerializable`, floats exactly as PHP writes them); a string `body` is kept aside as
 /// raw bytes (binary-safe) and validated through a placeholder.
+/// The request options as JSON, except a string `body`, returned apart as raw bytes (sent byte
+/// for byte, never through JSON).
 fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<Vec<u8>>)> {
     let mut map = Map::new();
     let mut raw_body = None;
@@ -578,7 +587,7 @@ fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<
                         .dereference()
                         .zend_str()
                         .map(|s| s.as_bytes().to_vec());
-                    Value::String(String::new())
+                    continue;
                 }
                 _ => to_json(value, &key, 0).map_err(exceptions::value_error)?,
             };
@@ -588,15 +597,13 @@ fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<
     Ok((Value::Object(map), raw_body))
 }
 
-/// Puts the raw `body` bytes into a freshly prepared (not yet shared) request.
-fn with_raw_body(
-    mut request: Arc<PreparedRequest>,
-    raw_body: Option<Vec<u8>>,
-) -> Arc<PreparedRequest> {
-    if let (Some(bytes), Some(r)) = (raw_body, Arc::get_mut(&mut request)) {
-        r.body = Some(bytes);
+/// Typed request options: the JSON-shaped ones plus the raw body.
+fn typed_options(options: &Value, raw_body: Option<Vec<u8>>) -> PhpResult<RequestOptions> {
+    let typed = RequestOptions::from_json(options).map_err(options::config_error)?;
+    match raw_body {
+        Some(bytes) => typed.body(Body::Raw(bytes)).map_err(options::config_error),
+        None => Ok(typed),
     }
-    request
 }
 
 fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {

@@ -91,6 +91,9 @@ final class BadInputTest extends HttpTestCase
             fn () => $client->request('GE T', '/x'),
             fn () => $client->request('GET', '/x', ['json' => NAN]),
             fn () => $client->pool(['a' => 'not a request']),
+            // A non-empty $json with a body in the options: refused, not silently dropped.
+            fn () => $client->post('/x', ['a' => 1], ['body' => 'raw']),
+            fn () => $client->put('/x', ['a' => 1], ['form' => ['b' => 2]]),
         ];
         foreach ($cases as $i => $case) {
             try {

@@ -24,7 +24,7 @@ use std::sync::Mutex;
 
 use reqwest::Url;
 
-use crate::request::{join_url, prepare_at, PreparedRequest};
+use crate::request::{join_url, prepare_at, PreparedRequest, RequestOptions};
 use crate::response::Response;
 
 /// Joined URLs kept per client (paths repeat: parsing a URL is a large part of preparing).
@@ -175,12 +175,23 @@ impl HttpClient {
         &self.env
     }
 
-    /// Validates and prepares one request.
+    /// Validates and prepares one request from JSON-shaped options (see
+    /// [`RequestOptions::from_json`]).
     pub fn prepare(
         &self,
         method: &str,
         path: &str,
         options: &Value,
+    ) -> Result<Arc<PreparedRequest>, ConfigError> {
+        self.prepare_request(method, path, RequestOptions::from_json(options)?)
+    }
+
+    /// Validates and prepares one request.
+    pub fn prepare_request(
+        &self,
+        method: &str,
+        path: &str,
+        options: RequestOptions,
     ) -> Result<Arc<PreparedRequest>, ConfigError> {
         let url = {
             let mut urls = self.urls.lock().unwrap_or_else(|e| e.into_inner());

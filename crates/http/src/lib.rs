@@ -120,7 +120,7 @@ pub use options::{
 };
 pub use policy::{Caps, Policy};
 pub use pool::BatchSummary;
-pub use request::PreparedRequest;
+pub use request::{Body, PreparedRequest, RequestOptions};
 pub use reqwest_transport::ReqwestTransport;
 pub use response::Response;
 pub use runtime::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
