@@ -1,5 +1,5 @@
-//! The client's options array → `resilient_http::ClientConfig`: the binding's one place for
-//! PHP → Rust conversion of client options.
+//! The client's options array → `resilient_http::ClientConfig`, and per-request options →
+//! `resilient_http::RequestOptions`: the binding's one place for PHP → Rust conversion.
 //!
 //! Shape and type only: which keys exist (an unknown key is a `\ValueError` naming it), which
 //! are arrays, and PHP's coercive typing for numbers (`"4"`, `4.0` and `"0.5"` accepted as
@@ -13,12 +13,15 @@
 
 use std::time::Duration;
 
+use ext_php_rs::convert::IntoZvalDyn;
 use ext_php_rs::exception::PhpException;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::{ZendHashTable, Zval};
+use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, Zval};
 use resilient_core::validate;
+use resilient_http::{Body, RequestOptions};
 use resilient_http::{CircuitOptions, FunnelOptions};
 use resilient_http::{ClientConfig, ConfigError};
+use serde_json::{Map, Number, Value};
 
 use crate::exceptions;
 use crate::{budget, coerce, errors};
@@ -342,4 +345,170 @@ fn truncate(s: &str, max_chars: usize) -> String {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
     }
+}
+
+// ---- Per-request options (request(), get(), post()..., pool()) ----
+
+/// Deepest array nesting accepted in options (a cycle through references cannot hang us).
+const MAX_DEPTH: u32 = 32;
+/// `json_encode` flags: `JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE |
+/// JSON_PRESERVE_ZERO_FRACTION` (no `JSON_THROW_ON_ERROR`: a value that cannot be encoded is a
+/// bad option, reported as `\ValueError` like every other).
+const JSON_FLAGS: i64 = 64 | 256 | 1024;
+
+/// An array key as a string (`0`, `name`).
+pub fn key_string(key: &ArrayKey) -> String {
+    match key {
+        ArrayKey::Long(i) => i.to_string(),
+        ArrayKey::String(s) => s.clone(),
+        ArrayKey::Str(s) => (*s).to_string(),
+        ArrayKey::ZendString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+    }
+}
+
+/// The request options as JSON, except a string `body`, returned apart as raw bytes (sent byte
+/// for byte, never through JSON); `json` is encoded by PHP's own `json_encode` (objects,
+/// `JsonSerializable`, floats exactly as PHP writes them).
+pub fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<Vec<u8>>)> {
+    let mut map = Map::new();
+    let mut raw_body = None;
+    if let Some(options) = options {
+        for (key, value) in keyed_entries(options, "options").map_err(exceptions::value_error)? {
+            let key = key_string(&key);
+            let json = match key.as_str() {
+                "json" => json_encode(value)?,
+                "body" if value.dereference().is_string() => {
+                    raw_body = value
+                        .dereference()
+                        .zend_str()
+                        .map(|s| s.as_bytes().to_vec());
+                    continue;
+                }
+                _ => to_json(value, &key, 0).map_err(exceptions::value_error)?,
+            };
+            map.insert(key, json);
+        }
+    }
+    Ok((Value::Object(map), raw_body))
+}
+
+/// Typed request options: the JSON-shaped ones plus the raw body.
+pub fn typed_options(options: &Value, raw_body: Option<Vec<u8>>) -> PhpResult<RequestOptions> {
+    let typed = RequestOptions::from_json(options).map_err(config_error)?;
+    match raw_body {
+        Some(bytes) => typed.body(Body::Raw(bytes)).map_err(config_error),
+        None => Ok(typed),
+    }
+}
+
+pub fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {
+    let mut z = Zval::new();
+    z.set_hashtable(table.to_owned());
+    json_encode(&z)
+}
+
+/// `json_encode($value)` parsed back (key order kept).
+fn json_encode(value: &Zval) -> PhpResult<Value> {
+    let encode = ZendCallable::try_from_name("json_encode")
+        .map_err(|_| PhpException::from("json_encode is not available"))?;
+    let encoded = encode
+        .try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS])
+        .map_err(PhpException::from)?;
+    let Some(text) = encoded.str() else {
+        let why = ZendCallable::try_from_name("json_last_error_msg")
+            .ok()
+            .and_then(|f| f.try_call(vec![]).ok())
+            .and_then(|z| z.str().map(str::to_owned))
+            .unwrap_or_else(|| "unknown error".to_owned());
+        return Err(exceptions::value_error(format!(
+            "option 'json': cannot be encoded as JSON ({why})"
+        )));
+    };
+    serde_json::from_str(text).map_err(|e| exceptions::value_error(format!("option 'json': {e}")))
+}
+
+pub fn to_json_table(table: &ZendHashTable, path: &str) -> PhpResult<Value> {
+    let mut z = Zval::new();
+    z.set_hashtable(table.to_owned());
+    to_json(&z, path, 0).map_err(exceptions::value_error)
+}
+
+/// A PHP value as JSON: lists (keys 0..n-1 in order) become arrays, other arrays objects;
+/// non-finite floats the strings `NAN`, `INF`, `-INF` (so the parser can name them); objects
+/// are refused (an option is never an object).
+fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("option '{path}': nested too deeply"));
+    }
+    let value = value.dereference();
+    if value.is_null() {
+        return Ok(Value::Null);
+    }
+    if let Some(b) = value.bool() {
+        return Ok(Value::Bool(b));
+    }
+    if let Some(n) = value.long() {
+        return Ok(Value::Number(n.into()));
+    }
+    if let Some(f) = value.double() {
+        return Ok(match Number::from_f64(f) {
+            Some(n) => Value::Number(n),
+            None if f.is_nan() => Value::String("NAN".into()),
+            None if f > 0.0 => Value::String("INF".into()),
+            None => Value::String("-INF".into()),
+        });
+    }
+    if let Some(s) = value.zend_str() {
+        return utf8(s.as_bytes(), path).map(Value::String);
+    }
+    if let Some(table) = value.array() {
+        let entries = keyed_entries(table, path)?;
+        let is_list = entries
+            .iter()
+            .enumerate()
+            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if *n == i as i64));
+        if is_list {
+            let mut items = Vec::with_capacity(entries.len());
+            for (i, (_, v)) in entries.into_iter().enumerate() {
+                items.push(to_json(v, &format!("{path}.{i}"), depth + 1)?);
+            }
+            return Ok(Value::Array(items));
+        }
+        let mut map = Map::new();
+        for (k, v) in entries {
+            let k = key_string(&k);
+            let child = to_json(v, &format!("{path}.{k}"), depth + 1)?;
+            map.insert(k, child);
+        }
+        return Ok(Value::Object(map));
+    }
+    Err(format!(
+        "option '{path}': must not be {}",
+        if value.is_object() {
+            "an object"
+        } else {
+            "a resource"
+        }
+    ))
+}
+
+/// A table's entries. ext-php-rs's own iterator panics on a string key that is not UTF-8;
+/// such a key is refused here instead, as an option error naming `path`.
+pub fn keyed_entries<'a>(
+    table: &'a ZendHashTable,
+    path: &str,
+) -> Result<Vec<(ArrayKey<'static>, &'a Zval)>, String> {
+    let mut iter = table.iter();
+    let mut out = Vec::with_capacity(table.len());
+    while let Some((key, value)) = iter.next_zval() {
+        let key = match key.long() {
+            Some(i) => ArrayKey::Long(i),
+            None => ArrayKey::String(utf8(
+                key.zend_str().map(|z| z.as_bytes()).unwrap_or_default(),
+                path,
+            )?),
+        };
+        out.push((key, value));
+    }
+    Ok(out)
 }
