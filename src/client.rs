@@ -1,8 +1,8 @@
 //! `Resilient\Client`: the PHP face of `resilient_http`.
 //!
-//! No policy here. The constructor turns the options array into JSON for
-//! `resilient_http::ClientConfig` (strict: unknown keys and bad values throw
-//! `\InvalidArgumentException` naming the option), applies the web caps of
+//! No policy here. The constructor turns the options array into a
+//! `resilient_http::ClientConfig` through [`crate::options`] (an unknown key or a bad value is
+//! a `\ValueError` naming the option, a wrong type a `\TypeError`), applies the web caps of
 //! `Resilient\Context` when serving a web request, and binds the funnel and the retry budget
 //! named after the client to the host-wide shared memory. Each call then:
 //!
@@ -27,24 +27,19 @@ use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
 use resilient_core::{LeaseId, Segment};
-use resilient_http::gate::{shared_guards, LeaseRegistry};
-use resilient_http::runtime::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
+use resilient_http::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, PreparedRequest, SystemClock,
-    TokioSleeper, Unavailable,
+    AttemptRecord, Body, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
+    SharedMemory, Unavailable,
 };
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use crate::exceptions::{self, Kind};
+use crate::options::{
+    json_encode_table, key_string, keyed_entries, request_options, to_json_table, typed_options,
+};
 use crate::response::Response;
-use crate::{context, deadline, engine, errors, held, ini, segment};
-
-/// Deepest array nesting accepted in options (a cycle through references cannot hang us).
-const MAX_DEPTH: u32 = 32;
-/// `json_encode` flags: `JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE |
-/// JSON_PRESERVE_ZERO_FRACTION` (no `JSON_THROW_ON_ERROR`: a value that cannot be encoded is a
-/// bad option, reported as `\InvalidArgumentException` like every other).
-const JSON_FLAGS: i64 = 64 | 256 | 1024;
+use crate::{context, deadline, engine, errors, held, ini, options, segment};
 
 #[php_class]
 #[php(name = "Resilient\\Client")]
@@ -71,32 +66,15 @@ impl LeaseRegistry for HeldLeases {
 impl Client {
     /// `new Client(string $name, array $options = [])`. The name identifies the funnel and the
     /// retry budget shared by every process of the host.
+    ///
+    /// Options are checked here: an unknown key or a bad value throws `\ValueError` naming
+    /// the option (`option 'funnel.limit': must be between 1 and 64, got 0`, the words of
+    /// `new Funnel(...)`), a wrong type `\TypeError` (`option 'timeout' must be of type
+    /// float, array given`). Numeric strings (`'0.5'`, `'4'`) are accepted as PHP accepts
+    /// them. See docs/errors.md.
     pub fn __construct(name: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let mut on_attempt = None;
-        let mut json = Map::new();
-        if let Some(options) = options {
-            for (key, value) in entries(options, "options").map_err(exceptions::invalid_argument)? {
-                let key = key_string(&key);
-                if key == "on_attempt" {
-                    if !value.is_null() {
-                        if !value.is_callable() {
-                            return Err(exceptions::invalid_argument(
-                                "option 'on_attempt': must be callable",
-                            ));
-                        }
-                        on_attempt = Some(value.shallow_clone());
-                    }
-                    continue;
-                }
-                json.insert(
-                    key.clone(),
-                    to_json(value, &key, 0).map_err(exceptions::invalid_argument)?,
-                );
-            }
-        }
-        let config = ClientConfig::from_json(&Value::Object(json))
-            .map_err(|e| exceptions::invalid_argument(e.to_string()))?;
+        let (config, on_attempt) = options::client(options)?;
         let web = context::is_web();
         context::check_web_caps()?;
         let caps = if web {
@@ -109,22 +87,20 @@ impl Client {
             Caps::default()
         };
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
-        let mut env = CallEnv::new(
-            Arc::new(SystemClock),
-            Arc::new(TokioSleeper),
-            io.transport(),
-        );
-        if config.funnel.is_some() || config.budget.is_some() {
+        let mut builder = HttpClient::builder(config)
+            .caps(caps)
+            .transport(io.transport());
+        if builder.wants_backend() {
             let segment = segment::shared()?;
-            let policy = resilient_http::Policy::from_config(&config).capped(caps);
-            let registry: Arc<dyn LeaseRegistry> = Arc::new(HeldLeases(segment.clone()));
-            let (gate, budget) =
-                shared_guards(segment, &name, &config, &policy, !web, Some(registry))
-                    .map_err(errors::php)?;
-            env.gate = gate;
-            env.budget = budget;
+            let backend =
+                SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
+            builder = builder
+                .backend(&backend, &name, !web)
+                .map_err(errors::php)?;
         }
-        let http = HttpClient::new(config, caps, env);
+        let http = builder
+            .build()
+            .map_err(|e| PhpException::from(e.as_str()))?;
         Ok(Client {
             name,
             http,
@@ -221,17 +197,20 @@ impl Client {
         }
         let mut keys = Vec::with_capacity(requests.len());
         let mut prepared = Vec::with_capacity(requests.len());
-        for (key, item) in entries(requests, "requests").map_err(exceptions::invalid_argument)? {
+        for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
             let (options, raw_body) = request_options(options)?;
-            let request = self
-                .http
-                .prepare(&method, &path, &options)
-                .map(|r| with_raw_body(r, raw_body));
-            prepared.push(request.map_err(|e| {
-                exceptions::invalid_argument(format!("pool request '{label}': {e}"))
-            })?);
+            let request = RequestOptions::from_json(&options)
+                .and_then(|typed| match raw_body {
+                    Some(bytes) => typed.body(Body::Raw(bytes)),
+                    None => Ok(typed),
+                })
+                .and_then(|typed| self.http.prepare_request(&method, &path, typed));
+            prepared
+                .push(request.map_err(|e| {
+                    exceptions::value_error(format!("pool request '{label}': {e}"))
+                })?);
             keys.push(key_owned(&key));
         }
         check_stack()?;
@@ -286,12 +265,18 @@ impl Client {
                 .as_object_mut()
                 .expect("request_options returns an object");
             if body {
-                if !map.contains_key("json")
-                    && !map.contains_key("body")
-                    && !map.contains_key("form")
+                // `$json` is a body: with another one in the options it is a mistake, not
+                // something to drop silently.
+                if map.contains_key("json")
+                    || map.contains_key("body")
+                    || map.contains_key("form")
+                    || raw_body.is_some()
                 {
-                    map.insert("json".into(), json_encode_table(data)?);
+                    return Err(exceptions::value_error(
+                        "option 'json': only one of 'json', 'body' and 'form' may be given (a non-empty $json argument is the JSON body)",
+                    ));
                 }
+                map.insert("json".into(), json_encode_table(data)?);
             } else {
                 let mut query = match to_json_table(data, "query")? {
                     Value::Object(m) => m,
@@ -320,9 +305,8 @@ impl Client {
         raw_body: Option<Vec<u8>>,
     ) -> PhpResult<Arc<PreparedRequest>> {
         self.http
-            .prepare(method, path, options)
-            .map(|r| with_raw_body(r, raw_body))
-            .map_err(|e| exceptions::invalid_argument(e.to_string()))
+            .prepare_request(method, path, typed_options(options, raw_body)?)
+            .map_err(options::config_error)
     }
 
     /// This process's transport, and the observer channel when `on_attempt` is set.
@@ -393,11 +377,11 @@ impl Client {
         ht.insert("method", r.method.as_str())?;
         ht.insert("url", r.url.as_str())?;
         ht.insert("attempt", i64::from(r.attempt))?;
-        ht.insert("status", r.status.map(i64::from))?;
-        ht.insert("error", r.error)?;
+        ht.insert("status", r.status().map(i64::from))?;
+        ht.insert("error", r.error())?;
         ht.insert("duration_ms", r.duration.as_secs_f64() * 1000.0)?;
-        ht.insert("retry_follows", r.retry_follows)?;
-        ht.insert("reason", r.reason.as_str())?;
+        ht.insert("retry_follows", r.retry_follows())?;
+        ht.insert("reason", r.reason())?;
         let mut z = Zval::new();
         z.set_hashtable(ht);
         Ok(z)
@@ -526,16 +510,6 @@ fn unavailable_object(u: Unavailable) -> PhpResult<Zval> {
     object.into_zval(false).map_err(PhpException::from)
 }
 
-/// An array key as a string (`0`, `name`).
-fn key_string(key: &ArrayKey) -> String {
-    match key {
-        ArrayKey::Long(i) => i.to_string(),
-        ArrayKey::String(s) => s.clone(),
-        ArrayKey::Str(s) => (*s).to_string(),
-        ArrayKey::ZendString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
-    }
-}
-
 enum OwnedKey {
     Index(i64),
     Name(String),
@@ -554,7 +528,7 @@ fn pool_item<'a>(
     label: &str,
 ) -> PhpResult<(String, String, Option<&'a ZendHashTable>)> {
     let bad = || {
-        exceptions::invalid_argument(format!(
+        exceptions::value_error(format!(
             "pool request '{label}': must be [method, path, options?]"
         ))
     };
@@ -578,169 +552,6 @@ fn pool_item<'a>(
         return Err(bad());
     }
     Ok((method, path, options))
-}
-
-/// Per-request options as JSON; `json` is encoded by PHP's own `json_encode` (objects,
-/// `JsonSerializable`, floats exactly as PHP writes them); a string `body` is kept aside as
-/// raw bytes (binary-safe) and validated through a placeholder.
-fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<Vec<u8>>)> {
-    let mut map = Map::new();
-    let mut raw_body = None;
-    if let Some(options) = options {
-        for (key, value) in entries(options, "options").map_err(exceptions::invalid_argument)? {
-            let key = key_string(&key);
-            let json = match key.as_str() {
-                "json" => json_encode(value)?,
-                "body" if value.dereference().is_string() => {
-                    raw_body = value
-                        .dereference()
-                        .zend_str()
-                        .map(|s| s.as_bytes().to_vec());
-                    Value::String(String::new())
-                }
-                _ => to_json(value, &key, 0).map_err(exceptions::invalid_argument)?,
-            };
-            map.insert(key, json);
-        }
-    }
-    Ok((Value::Object(map), raw_body))
-}
-
-/// Puts the raw `body` bytes into a freshly prepared (not yet shared) request.
-fn with_raw_body(
-    mut request: Arc<PreparedRequest>,
-    raw_body: Option<Vec<u8>>,
-) -> Arc<PreparedRequest> {
-    if let (Some(bytes), Some(r)) = (raw_body, Arc::get_mut(&mut request)) {
-        r.body = Some(bytes);
-    }
-    request
-}
-
-fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {
-    let mut z = Zval::new();
-    z.set_hashtable(table.to_owned());
-    json_encode(&z)
-}
-
-/// `json_encode($value)` parsed back (key order kept).
-fn json_encode(value: &Zval) -> PhpResult<Value> {
-    let encode = ZendCallable::try_from_name("json_encode")
-        .map_err(|_| PhpException::from("json_encode is not available"))?;
-    let encoded = encode
-        .try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS])
-        .map_err(PhpException::from)?;
-    let Some(text) = encoded.str() else {
-        let why = ZendCallable::try_from_name("json_last_error_msg")
-            .ok()
-            .and_then(|f| f.try_call(vec![]).ok())
-            .and_then(|z| z.str().map(str::to_owned))
-            .unwrap_or_else(|| "unknown error".to_owned());
-        return Err(exceptions::invalid_argument(format!(
-            "option 'json': cannot be encoded as JSON ({why})"
-        )));
-    };
-    serde_json::from_str(text)
-        .map_err(|e| exceptions::invalid_argument(format!("option 'json': {e}")))
-}
-
-fn to_json_table(table: &ZendHashTable, path: &str) -> PhpResult<Value> {
-    let mut z = Zval::new();
-    z.set_hashtable(table.to_owned());
-    to_json(&z, path, 0).map_err(exceptions::invalid_argument)
-}
-
-/// A PHP value as JSON: lists (keys 0..n-1 in order) become arrays, other arrays objects;
-/// non-finite floats the strings `NAN`, `INF`, `-INF` (so the parser can name them); objects
-/// are refused (an option is never an object).
-fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("option '{path}': nested too deeply"));
-    }
-    let value = value.dereference();
-    if value.is_null() {
-        return Ok(Value::Null);
-    }
-    if let Some(b) = value.bool() {
-        return Ok(Value::Bool(b));
-    }
-    if let Some(n) = value.long() {
-        return Ok(Value::Number(n.into()));
-    }
-    if let Some(f) = value.double() {
-        return Ok(match Number::from_f64(f) {
-            Some(n) => Value::Number(n),
-            None if f.is_nan() => Value::String("NAN".into()),
-            None if f > 0.0 => Value::String("INF".into()),
-            None => Value::String("-INF".into()),
-        });
-    }
-    if let Some(s) = value.zend_str() {
-        return utf8(s.as_bytes(), path).map(Value::String);
-    }
-    if let Some(table) = value.array() {
-        let entries = entries(table, path)?;
-        let is_list = entries
-            .iter()
-            .enumerate()
-            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if *n == i as i64));
-        if is_list {
-            let mut items = Vec::with_capacity(entries.len());
-            for (i, (_, v)) in entries.into_iter().enumerate() {
-                items.push(to_json(v, &format!("{path}.{i}"), depth + 1)?);
-            }
-            return Ok(Value::Array(items));
-        }
-        let mut map = Map::new();
-        for (k, v) in entries {
-            let k = key_string(&k);
-            let child = to_json(v, &format!("{path}.{k}"), depth + 1)?;
-            map.insert(k, child);
-        }
-        return Ok(Value::Object(map));
-    }
-    Err(format!(
-        "option '{path}': must not be {}",
-        if value.is_object() {
-            "an object"
-        } else {
-            "a resource"
-        }
-    ))
-}
-
-/// A table's entries. ext-php-rs's own iterator panics on a string key that is not UTF-8;
-/// such a key is refused here instead, as an option error naming `path`.
-fn entries<'a>(
-    table: &'a ZendHashTable,
-    path: &str,
-) -> Result<Vec<(ArrayKey<'static>, &'a Zval)>, String> {
-    let mut iter = table.iter();
-    let mut out = Vec::with_capacity(table.len());
-    while let Some((key, value)) = iter.next_zval() {
-        let key = match key.long() {
-            Some(i) => ArrayKey::Long(i),
-            None => ArrayKey::String(utf8(
-                key.zend_str().map(|z| z.as_bytes()).unwrap_or_default(),
-                path,
-            )?),
-        };
-        out.push((key, value));
-    }
-    Ok(out)
-}
-
-/// A string option as UTF-8 text, or a clear refusal. Header, query and form values go out
-/// as text (percent-encoded or in a header line); silently replacing bytes with U+FFFD would
-/// send something else than the caller gave, so other bytes are refused instead.
-fn utf8(bytes: &[u8], path: &str) -> Result<String, String> {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Ok(text.to_owned()),
-        Err(e) => Err(format!(
-            "option '{path}': is not valid UTF-8 (invalid byte at offset {}); header, query and form values and array keys must be UTF-8 text: encode binary data (e.g. base64_encode) or send it as 'body', which is sent byte for byte",
-            e.valid_up_to()
-        )),
-    }
 }
 
 pub fn register(module: ModuleBuilder) -> ModuleBuilder {

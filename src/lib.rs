@@ -8,9 +8,11 @@
 //! - `exceptions`: `Resilient\Unavailable` & co, registered at MINIT.
 //! - `errors`: core error → PHP exception; `engine`: dlsym'd engine symbols.
 //! - `segment`: the per-process, lazily opened shared-memory segment.
-//! - `held`: leases to release at request end; `pid`: fork-aware cached pid.
+//! - `held`: leases to release at request end.
 //! - `funnel`, `budget`, `deadline`, `context`: the PHP classes.
-//! - `client`, `response`: `Resilient\Client` / `Resilient\Response`.
+//! - `client`, `response`: `Resilient\Client` / `Resilient\Response`; `options`: the
+//!   client's options array → `resilient_http::ClientConfig` (shape and type, with `coerce`:
+//!   PHP's coercive typing); the values' rules stay with the crate that uses them.
 
 use ext_php_rs::prelude::*;
 
@@ -26,6 +28,7 @@ pub mod funnel;
 pub mod held;
 pub mod hooks;
 pub mod ini;
+pub mod options;
 pub mod response;
 pub mod segment;
 

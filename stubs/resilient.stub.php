@@ -8,6 +8,12 @@ namespace Resilient {
          * `new Client(string $name, array $options = [])`. The name identifies the funnel and the
          * retry budget shared by every process of the host.
          *
+         * Options are checked here: an unknown key or a bad value throws `\ValueError` naming
+         * the option (`option 'funnel.limit': must be between 1 and 64, got 0`, the words of
+         * `new Funnel(...)`), a wrong type `\TypeError` (`option 'timeout' must be of type
+         * float, array given`). Numeric strings (`'0.5'`, `'4'`) are accepted as PHP accepts
+         * them. See docs/errors.md.
+         *
          * @param string $name
          * @param array|null $options
          */

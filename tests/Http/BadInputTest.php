@@ -15,39 +15,44 @@ use Resilient\Client;
  */
 final class BadInputTest extends HttpTestCase
 {
-    /** @return array<string, array{array<string,mixed>, string}> */
+    /** @return array<string, array{array<string,mixed>, class-string, string}> */
     public static function badOptions(): array
     {
+        $value = \ValueError::class;
+        $type = \TypeError::class;
         return [
-            'unknown key' => [['timout' => 1], "option 'timout': unknown option"],
-            'negative timeout' => [['timeout' => -1], "option 'timeout'"],
-            'NAN deadline' => [['deadline' => NAN], "option 'deadline': must be a finite number, got NAN"],
-            'INF timeout' => [['timeout' => INF], "option 'timeout': must be a finite number, got INF"],
-            'string timeout' => [['timeout' => '0.3'], "option 'timeout': must be a number, got a string"],
-            'zero attempts' => [['max_attempts' => 0], "option 'max_attempts'"],
-            'float attempts' => [['max_attempts' => 2.5], "option 'max_attempts': must be an integer"],
-            'backoff typo' => [['backoff' => ['bsae' => 1]], "option 'backoff.bsae': unknown option"],
-            'backoff not an array' => [['backoff' => 5], "option 'backoff': must be an array"],
-            'retry_on 700' => [['retry_on' => [429, 700]], "option 'retry_on'"],
-            'reserve >= limit' => [['funnel' => ['limit' => 2, 'reserve' => 2]], "option 'funnel.reserve'"],
-            'budget ratio' => [['budget' => ['ratio' => -0.5]], "option 'budget.ratio'"],
-            'circuit ratio' => [['circuit' => ['failure_ratio' => 2]], "option 'circuit.failure_ratio'"],
-            'redis backend' => [['backend' => 'redis://:pw@127.0.0.1:6379/0'], "option 'backend': the Redis backend is not supported yet"],
-            'base_url not a url' => [['base_url' => 'not a url'], "option 'base_url'"],
-            'base_url ftp' => [['base_url' => 'ftp://x'], "option 'base_url': must be an http:// or https:// URL"],
-            'header with newline' => [['headers' => ['X-A' => "a\r\nInjected: 1"]], "option 'headers.X-A'"],
-            'object option' => [['timeout' => new \stdClass()], "option 'timeout': must not be an object"],
-            'on_attempt not callable' => [['on_attempt' => 'no_such_function_xyz'], "option 'on_attempt': must be callable"],
+            'unknown key' => [['timout' => 1], $value, "option 'timout': unknown option"],
+            'negative timeout' => [['timeout' => -1], $value, "option 'timeout': must not be negative, got -1"],
+            'NAN deadline' => [['deadline' => NAN], $value, "option 'deadline': must be a finite number of seconds, got NaN"],
+            'INF timeout' => [['timeout' => INF], $value, "option 'timeout': must be a finite number of seconds, got inf"],
+            'non-numeric string timeout' => [['timeout' => 'abc'], $type, "option 'timeout' must be of type float, string given"],
+            'array timeout' => [['timeout' => []], $type, "option 'timeout' must be of type float, array given"],
+            'zero attempts' => [['max_attempts' => 0], $value, "option 'max_attempts': must be an integer between 1 and 100, got 0"],
+            'float attempts' => [['max_attempts' => 2.5], $type, "option 'max_attempts' must be of type int, float given"],
+            'backoff typo' => [['backoff' => ['bsae' => 1]], $value, "option 'backoff.bsae': unknown option"],
+            'backoff not an array' => [['backoff' => 5], $type, "option 'backoff' must be of type array, int given"],
+            'retry_on 700' => [['retry_on' => [429, 700]], $value, "option 'retry_on': must contain HTTP statuses 100..599, got 700"],
+            'reserve >= limit' => [['funnel' => ['limit' => 2, 'reserve' => 2]], $value, "option 'funnel.reserve': "],
+            'funnel without limit' => [['funnel' => []], $value, "option 'funnel.limit': is required"],
+            'budget ratio' => [['budget' => ['ratio' => -0.5]], $value, "option 'budget.ratio': "],
+            'circuit ratio' => [['circuit' => ['failure_ratio' => 2]], $value, "option 'circuit.failure_ratio'"],
+            'redis backend' => [['backend' => 'redis://:pw@127.0.0.1:6379/0'], $value, "option 'backend': the Redis backend is not supported yet"],
+            'base_url not a url' => [['base_url' => 'not a url'], $value, "option 'base_url'"],
+            'base_url ftp' => [['base_url' => 'ftp://x'], $value, "option 'base_url': must be an http:// or https:// URL"],
+            'header with newline' => [['headers' => ['X-A' => "a\r\nInjected: 1"]], $value, "option 'headers.X-A'"],
+            'object option' => [['timeout' => new \stdClass()], $type, "option 'timeout' must be of type float, stdClass given"],
+            'on_attempt not callable' => [['on_attempt' => 'no_such_function_xyz'], $type, "option 'on_attempt' must be of type ?callable, string given"],
         ];
     }
 
     /** @dataProvider badOptions */
-    public function testBadOptionsAreClearErrors(array $options, string $expected): void
+    public function testBadOptionsAreClearErrors(array $options, string $class, string $expected): void
     {
         try {
             new Client('bad-input', $options);
-            $this->fail('expected InvalidArgumentException');
-        } catch (\InvalidArgumentException $e) {
+            $this->fail("expected $class");
+        } catch (\ValueError | \TypeError $e) {
+            $this->assertSame($class, get_class($e), $e->getMessage());
             $this->assertStringStartsWith($expected, $e->getMessage());
             $this->assertStringNotContainsString(':pw@', $e->getMessage());
         }
@@ -65,13 +70,13 @@ final class BadInputTest extends HttpTestCase
         ] as $url => $expected) {
             try {
                 $client->get($url);
-                $this->fail("expected InvalidArgumentException for $url");
-            } catch (\InvalidArgumentException $e) {
+                $this->fail("expected ValueError for $url");
+            } catch (\ValueError $e) {
                 $this->assertStringStartsWith($expected, $e->getMessage(), $url);
             }
         }
         $noBase = new Client('bad-input');
-        $this->expectException(\InvalidArgumentException::class);
+        $this->expectException(\ValueError::class);
         $this->expectExceptionMessage("option 'url': is a relative path but the client has no 'base_url'");
         $noBase->get('/relative');
     }
@@ -86,12 +91,15 @@ final class BadInputTest extends HttpTestCase
             fn () => $client->request('GE T', '/x'),
             fn () => $client->request('GET', '/x', ['json' => NAN]),
             fn () => $client->pool(['a' => 'not a request']),
+            // A non-empty $json with a body in the options: refused, not silently dropped.
+            fn () => $client->post('/x', ['a' => 1], ['body' => 'raw']),
+            fn () => $client->put('/x', ['a' => 1], ['form' => ['b' => 2]]),
         ];
         foreach ($cases as $i => $case) {
             try {
                 $case();
-                $this->fail("case $i: expected InvalidArgumentException");
-            } catch (\InvalidArgumentException $e) {
+                $this->fail("case $i: expected ValueError");
+            } catch (\ValueError $e) {
                 $this->assertMatchesRegularExpression("/option '|pool request 'a'/", $e->getMessage(), "case $i");
                 if ($i === 4) {
                     $this->assertStringContainsString("option 'json': cannot be encoded as JSON (Inf and NaN cannot be JSON encoded)", $e->getMessage());

@@ -8,7 +8,7 @@ require_once __DIR__ . '/support/HttpTestCase.php';
 
 /**
  * Issue 7 item 9: no silent rewriting. Non-UTF-8 bytes in header, query and form values (and
- * array keys) used to become U+FFFD; now they are refused with an \InvalidArgumentException
+ * array keys) used to become U+FFFD; now they are refused with a \ValueError
  * naming the option, and nothing is sent. A raw `body` reaches the upstream byte for byte.
  * A response with 150 headers (hyper's default limit is 100) is read whole.
  */
@@ -30,7 +30,7 @@ final class BytesTest extends HttpTestCase
             try {
                 $call();
                 $this->fail("$label: expected a refusal");
-            } catch (\InvalidArgumentException $e) {
+            } catch (\ValueError $e) {
                 $option = explode(' ', $label)[0];
                 $this->assertStringStartsWith("option '$option", $e->getMessage(), $label);
                 $this->assertStringContainsString('is not valid UTF-8', $e->getMessage(), $label);
@@ -40,7 +40,7 @@ final class BytesTest extends HttpTestCase
         try {
             new \Resilient\Client('bytes', ['base_url' => $this->up->base($key), 'headers' => ['X-Default' => "\xC3\x28"]]);
             $this->fail('expected a refusal of a default header');
-        } catch (\InvalidArgumentException $e) {
+        } catch (\ValueError $e) {
             $this->assertStringStartsWith("option 'headers.X-Default': is not valid UTF-8", $e->getMessage());
         }
         $this->assertCount(0, $this->up->attempts($key, 0), 'nothing was sent');

@@ -8,6 +8,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::decision::{Decision, Outcome};
+
 /// What one attempt did. The URL has no query string and no user-info (query secrets stay out).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptRecord {
@@ -15,17 +17,32 @@ pub struct AttemptRecord {
     pub url: String,
     /// 1 for the first attempt.
     pub attempt: u32,
-    /// The upstream status, or `None` when the attempt got no answer.
-    pub status: Option<u16>,
-    /// The failure kind when there was no answer: `timeout`, `connect`, `closed`, `body`,
-    /// `too_large` (over `max_body`, never retried), `other`.
-    pub error: Option<&'static str>,
+    /// The upstream status, or the failure kind when the attempt got no answer: `timeout`,
+    /// `connect`, `closed`, `body`, `too_large` (over `max_body`, never retried), `other`.
+    pub outcome: Outcome,
     pub duration: Duration,
+    /// What the loop decided after it: return, retry (and why that wait), or give up (why).
+    pub decision: Decision,
+}
+
+impl AttemptRecord {
+    /// The upstream status, or `None` when the attempt got no answer.
+    pub fn status(&self) -> Option<u16> {
+        self.outcome.status()
+    }
+    /// The failure kind's name when there was no answer.
+    pub fn error(&self) -> Option<&'static str> {
+        self.outcome.error()
+    }
     /// Whether the loop will make another attempt.
-    pub retry_follows: bool,
-    /// Why the loop continues or stops, e.g. `retry_on status 503`, `final status`,
-    /// `retry budget exhausted`, `Retry-After 5s exceeds the deadline`.
-    pub reason: String,
+    pub fn retry_follows(&self) -> bool {
+        matches!(self.decision, Decision::Retry(_))
+    }
+    /// Why the loop continues or stops, as text: `status 503; retry after backoff 120ms`,
+    /// `final status`, `status 503; retry budget exhausted`.
+    pub fn reason(&self) -> String {
+        self.decision.text(self.outcome)
+    }
 }
 
 /// Receives attempt records. Must be cheap and must not block.

@@ -2,14 +2,16 @@
 //!
 //! One call = one original request = one or more attempts. The loop carries out
 //! [`Policy`](crate::policy::Policy)'s decisions with the injected mechanism (clock, sleeper,
-//! transport, funnel, budget, observer), in the order of seed 000's `ShippingQuoteClient`:
+//! transport, admission guards, retry allowance, observer), in the order of seed 000's `ShippingQuoteClient`:
 //!
 //! 1. The deadline is set once, at the start: `min(option deadline, enclosing deadline)`.
 //!    The original is recorded in the retry budget.
 //! 2. Before each attempt: stop (deadline exceeded) when the remainder cannot cover a useful
-//!    attempt; take a funnel slot or fail fast (funnel full; our refusal, nothing sent).
-//! 3. The attempt runs with `min(timeout, remaining)` and its own connect timeout; the slot
-//!    is released as soon as it ends, before anything else, so no slot is ever held in a sleep.
+//!    attempt; ask every [`Guard`] in order for a permit or fail fast on a refusal (funnel full,
+//!    circuit open; our refusal, nothing sent).
+//! 3. The attempt runs with `min(timeout, remaining)` and its own connect timeout; the permits
+//!    are dropped as soon as it ends, before anything else, so no slot is ever held in a sleep;
+//!    then each guard is told the attempt's [`Outcome`].
 //! 4. The classifier and the policy decide: return the answer, give up, or retry after a wait
 //!    (`Retry-After` obeyed and never shortened, else full jitter).
 //! 5. A retry asks the budget first (denied: budget exhausted, without sleeping), then the
@@ -26,9 +28,11 @@ use crate::attempt::{AttemptObserver, AttemptRecord};
 use crate::backoff::FullJitter;
 use crate::classify::{classify, may_retry};
 use crate::clock::{Clock, Sleeper};
+use crate::decision::Outcome;
+use crate::decision::{fmt_duration, Decision, GiveUpReason, RetryReason};
 use crate::error::{Unavailable, UnavailableKind};
-use crate::gate::{AttemptGate, RetryAllowance, Slot};
-use crate::policy::{fmt_duration, AttemptFacts, Next, Policy, FUNNEL_POLL};
+use crate::guard::{Guard, Permit, Refusal, RetryAllowance};
+use crate::policy::{AttemptFacts, Next, Policy, FUNNEL_POLL};
 use crate::request::PreparedRequest;
 use crate::response::Response;
 use crate::retry_after::retry_after_of;
@@ -40,10 +44,10 @@ pub struct CallEnv {
     pub clock: Arc<dyn Clock>,
     pub sleeper: Arc<dyn Sleeper>,
     pub transport: Arc<dyn Transport>,
-    /// The funnel; `None`: no concurrency limit.
-    pub gate: Option<Arc<dyn AttemptGate>>,
+    /// Admission guards, asked in order before every attempt (see [`crate::guard`]).
+    guards: Vec<Arc<dyn Guard>>,
     /// The retry budget; `None`: retries limited by `max_attempts` and the deadline only.
-    pub budget: Option<Arc<dyn RetryAllowance>>,
+    allowance: Option<Arc<dyn RetryAllowance>>,
     pub observer: Option<Arc<dyn AttemptObserver>>,
     /// Fixes the jitter sequence (tests); `None`: seeded from the OS per call.
     pub jitter_seed: Option<u64>,
@@ -63,12 +67,29 @@ impl CallEnv {
             clock,
             sleeper,
             transport,
-            gate: None,
-            budget: None,
+            guards: Vec::new(),
+            allowance: None,
             observer: None,
             jitter_seed: None,
             max_body: None,
         }
+    }
+
+    /// Adds an admission guard after those already there.
+    pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
+        self.guards.push(guard);
+        self
+    }
+
+    /// Sets the retry allowance (the retry budget).
+    pub fn allowance(mut self, allowance: Arc<dyn RetryAllowance>) -> Self {
+        self.allowance = Some(allowance);
+        self
+    }
+
+    /// The admission guards, in the order they are asked.
+    pub fn guards(&self) -> &[Arc<dyn Guard>] {
+        &self.guards
     }
 }
 
@@ -83,8 +104,7 @@ pub enum Progress {
 
 /// A retry decided but not yet started.
 struct PendingRetry {
-    delay: Duration,
-    reason: String,
+    reason: RetryReason,
     record: AttemptRecord,
 }
 
@@ -120,7 +140,7 @@ impl Call {
         };
         let deadline_ns =
             deadline.map(|d| started_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64));
-        if let Some(budget) = &env.budget {
+        if let Some(budget) = &env.allowance {
             budget.record_original(env.clock.monotonic_ms());
         }
         let jitter = match env.jitter_seed {
@@ -161,17 +181,15 @@ impl Call {
         self.first_attempt_transient
     }
 
-    /// Ends a paused call without its retry (the pool's batch rule), as upstream failed.
-    pub fn skip_retry(mut self, why: &str) -> Unavailable {
+    /// Ends a paused call without its retry (the pool's batch rule: `failed` of `of` first
+    /// attempts failed), as upstream failed.
+    pub fn skip_retry(mut self, failed: usize, of: usize) -> Unavailable {
+        let why = GiveUpReason::BatchFailing { failed, of };
         let reason = match self.pending.take() {
-            Some(pending) => {
-                let reason = format!("{}; retry skipped: {why}", outcome_text(&pending.record));
-                self.emit(pending.record, false, reason.clone());
-                reason
-            }
-            None => format!("retry skipped: {why}"),
+            Some(pending) => self.give_up(pending.record, why),
+            None => why.to_string(),
         };
-        self.unavailable(UnavailableKind::UpstreamFailed, reason)
+        self.unavailable(why.kind(), reason)
     }
 
     /// Runs until the call is over, or (with `pause_before_retry`) until it wants to retry.
@@ -197,58 +215,73 @@ impl Call {
     /// Errors end the call at once, without sleeping.
     fn begin_retry(&mut self, pending: PendingRetry) -> Result<Duration, Unavailable> {
         // Time may have passed since the decision (a paused pool call): check the deadline again.
+        let delay = pending.reason.delay();
         let remaining = self.remaining();
         if remaining != Duration::MAX
-            && remaining
-                < pending
-                    .delay
-                    .saturating_add(self.policy.min_useful_attempt())
+            && remaining < delay.saturating_add(self.policy.min_useful_attempt())
         {
-            let reason = format!(
-                "{}; deadline exceeded: a wait of {} plus a useful attempt does not fit in the {} left",
-                outcome_text(&pending.record),
-                fmt_duration(pending.delay),
-                fmt_duration(remaining)
-            );
-            self.emit(pending.record, false, reason.clone());
-            return Err(self.unavailable(UnavailableKind::DeadlineExceeded, reason));
+            let why = GiveUpReason::NoTimeForWait {
+                delay,
+                left: remaining,
+            };
+            let reason = self.give_up(pending.record, why);
+            return Err(self.unavailable(why.kind(), reason));
         }
-        if let Some(budget) = &self.env.budget {
+        if let Some(budget) = &self.env.allowance {
             if !budget.try_consume(self.env.clock.monotonic_ms()) {
-                let reason = format!("{}; retry budget exhausted", outcome_text(&pending.record));
-                self.emit(pending.record, false, reason.clone());
-                return Err(self.unavailable(UnavailableKind::BudgetExhausted, reason));
+                let why = GiveUpReason::BudgetExhausted;
+                let reason = self.give_up(pending.record, why);
+                return Err(self.unavailable(why.kind(), reason));
             }
         }
-        self.emit(pending.record, true, pending.reason);
-        Ok(pending.delay)
+        self.emit(pending.record, Decision::Retry(pending.reason));
+        Ok(delay)
     }
 
-    /// Takes a funnel slot. When the funnel is full, waits for one up to the policy's
-    /// `funnel_wait` (polling; the wait counts in the deadline and never eats into the time a
-    /// useful attempt needs), then fails fast: our refusal, nothing sent.
-    async fn enter(&mut self, gate: &dyn AttemptGate, number: u32) -> Result<Slot, Unavailable> {
+    /// Asks every guard, in order, for a permit. A guard that is full (the funnel) is asked
+    /// again, polling, up to the policy's `funnel_wait` (the wait counts in the deadline and
+    /// never eats into the time a useful attempt needs); then, or on any other refusal, the call
+    /// fails fast: our refusal, nothing sent.
+    async fn admit(&mut self, number: u32) -> Result<Vec<Permit>, Unavailable> {
+        if self.env.guards.is_empty() {
+            return Ok(Vec::new());
+        }
         let started = self.env.clock.monotonic_ns();
         loop {
-            if let Some(slot) = gate.try_enter(self.env.clock.monotonic_ms()) {
-                return Ok(slot);
-            }
+            let refusal = match admit_all(&self.env.guards, number, self.env.clock.monotonic_ms()) {
+                Ok(permits) => return Ok(permits),
+                Err(refusal) => refusal,
+            };
             let waited =
                 Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(started));
-            let room = self
-                .remaining()
-                .saturating_sub(self.policy.min_useful_attempt());
-            let left = self.policy.funnel_wait.saturating_sub(waited).min(room);
+            let left = match refusal {
+                Refusal::Full => {
+                    let room = self
+                        .remaining()
+                        .saturating_sub(self.policy.min_useful_attempt());
+                    self.policy.funnel_wait.saturating_sub(waited).min(room)
+                }
+                _ => Duration::ZERO,
+            };
             if left.is_zero() {
-                let reason = if waited.is_zero() {
-                    format!("funnel full: no free slot for attempt {number}, not sent")
-                } else {
-                    format!(
-                        "funnel full: no free slot for attempt {number} after waiting {}, not sent",
-                        fmt_duration(waited)
-                    )
+                let (kind, reason) = match refusal {
+                    Refusal::CircuitOpen => (
+                        UnavailableKind::CircuitOpen,
+                        format!("circuit open: attempt {number} refused, not sent"),
+                    ),
+                    Refusal::Full if waited.is_zero() => (
+                        UnavailableKind::FunnelFull,
+                        format!("funnel full: no free slot for attempt {number}, not sent"),
+                    ),
+                    Refusal::Full => (
+                        UnavailableKind::FunnelFull,
+                        format!(
+                            "funnel full: no free slot for attempt {number} after waiting {}, not sent",
+                            fmt_duration(waited)
+                        ),
+                    ),
                 };
-                return Err(self.unavailable(UnavailableKind::FunnelFull, reason));
+                return Err(self.unavailable(kind, reason));
             }
             self.env.sleeper.sleep(left.min(FUNNEL_POLL)).await;
         }
@@ -263,12 +296,9 @@ impl Call {
                 self.unavailable(UnavailableKind::DeadlineExceeded, reason)
             ));
         }
-        let slot = match self.env.gate.clone() {
-            Some(gate) => match self.enter(gate.as_ref(), number).await {
-                Ok(slot) => Some(slot),
-                Err(e) => return Some(Err(e)),
-            },
-            None => None,
+        let permits = match self.admit(number).await {
+            Ok(permits) => permits,
+            Err(e) => return Some(Err(e)),
         };
         let (timeout, connect_timeout) = self.policy.attempt_limits(self.remaining());
         self.attempts = number;
@@ -289,8 +319,18 @@ impl Call {
             )
             .await;
         // Release before anything else: no path from here holds the slot into a sleep.
-        drop(slot);
+        drop(permits);
         let duration = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(began));
+        let ended = match &outcome {
+            Ok(response) => Outcome::Status(response.status),
+            Err(e) => Outcome::Failed(e.kind),
+        };
+        if !self.env.guards.is_empty() {
+            let now_ms = self.env.clock.monotonic_ms();
+            for guard in &self.env.guards {
+                guard.outcome(ended, now_ms);
+            }
+        }
 
         let verdict = classify(&outcome, &self.policy.retry_on);
         if number == 1 {
@@ -326,43 +366,46 @@ impl Call {
                 String::new()
             },
             attempt: number,
-            status: outcome.as_ref().ok().map(|r| r.status),
-            error: outcome.as_ref().err().map(|e| e.kind.as_str()),
+            outcome: ended,
             duration,
-            retry_follows: false,
-            reason: String::new(),
+            decision: Decision::Final,
         };
         self.last = Some(outcome);
         match next {
             Next::Return => {
-                self.emit(record, false, "final status".into());
+                self.emit(record, Decision::Final);
                 let raw = match self.last.take() {
                     Some(Ok(raw)) => raw,
                     _ => unreachable!("Next::Return only follows a response"),
                 };
                 Some(Ok(Response::new(raw, self.attempts, self.elapsed())))
             }
-            Next::GiveUp { kind, reason } => {
-                self.emit(record, false, reason.clone());
-                Some(Err(self.unavailable(kind, reason)))
+            Next::GiveUp { reason: why } => {
+                let reason = self.give_up(record, why);
+                Some(Err(self.unavailable(why.kind(), reason)))
             }
-            Next::Retry { delay, reason } => {
-                self.pending = Some(PendingRetry {
-                    delay,
-                    reason,
-                    record,
-                });
+            Next::Retry { reason } => {
+                self.pending = Some(PendingRetry { reason, record });
                 None
             }
         }
     }
 
-    fn emit(&self, mut record: AttemptRecord, retry_follows: bool, reason: String) {
+    /// Hands the record to the observer, with the decision taken after it.
+    fn emit(&self, mut record: AttemptRecord, decision: Decision) {
         if let Some(observer) = &self.env.observer {
-            record.retry_follows = retry_follows;
-            record.reason = reason;
+            record.decision = decision;
             observer.observe(record);
         }
+    }
+
+    /// Emits the record of a call that stops after it; returns the reason's text for the
+    /// message (`status 503; max_attempts (3) reached`).
+    fn give_up(&self, record: AttemptRecord, why: GiveUpReason) -> String {
+        let decision = Decision::GiveUp(why);
+        let text = decision.text(record.outcome);
+        self.emit(record, decision);
+        text
     }
 
     fn url(&self) -> &str {
@@ -410,11 +453,11 @@ impl Call {
     }
 }
 
-/// `status 503` or `timeout error`: the outcome part of a reason.
-fn outcome_text(record: &AttemptRecord) -> String {
-    match (record.status, record.error) {
-        (Some(status), _) => format!("status {status}"),
-        (None, Some(kind)) => format!("{kind} error"),
-        (None, None) => "attempt".into(),
+/// Asks every guard in order; on the first refusal the permits already given are dropped.
+fn admit_all(guards: &[Arc<dyn Guard>], number: u32, now_ms: u64) -> Result<Vec<Permit>, Refusal> {
+    let mut permits = Vec::with_capacity(guards.len());
+    for guard in guards {
+        permits.push(guard.admit(number, now_ms)?);
     }
+    Ok(permits)
 }

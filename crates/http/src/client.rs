@@ -9,16 +9,22 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::attempt::AttemptObserver;
+use crate::backend::Backend;
 use crate::call::{Call, CallEnv};
-use crate::error::{ConfigError, Unavailable};
+use crate::clock::{Clock, Sleeper, SystemClock, TokioSleeper};
+use crate::config_error::ConfigError;
+use crate::error::Unavailable;
+use crate::guard::{Guard, RetryAllowance};
 use crate::options::ClientConfig;
 use crate::policy::{Caps, Policy};
 use crate::pool::{run_pool, BatchSummary, PoolItem};
+use crate::transport::Transport;
 use std::sync::Mutex;
 
 use reqwest::Url;
 
-use crate::request::{join_url, prepare_at, PreparedRequest};
+use crate::request::{join_url, prepare_at, PreparedRequest, RequestOptions};
 use crate::response::Response;
 
 /// Joined URLs kept per client (paths repeat: parsing a URL is a large part of preparing).
@@ -33,16 +39,130 @@ pub struct HttpClient {
     urls: Arc<Mutex<Vec<(String, Url)>>>,
 }
 
+/// Builds an [`HttpClient`]: `HttpClient::builder(config).caps(..).guard(..).observer(..)`.
+/// The mechanism defaults to the system clock, tokio's sleeper and this process's transport.
+pub struct HttpClientBuilder {
+    config: ClientConfig,
+    caps: Caps,
+    transport: Option<Arc<dyn Transport>>,
+    clock: Arc<dyn Clock>,
+    sleeper: Arc<dyn Sleeper>,
+    guards: Vec<Arc<dyn Guard>>,
+    allowance: Option<Arc<dyn RetryAllowance>>,
+    observer: Option<Arc<dyn AttemptObserver>>,
+}
+
+impl HttpClientBuilder {
+    /// Limits of the calling context (web caps), applied on top of the options.
+    pub fn caps(mut self, caps: Caps) -> Self {
+        self.caps = caps;
+        self
+    }
+    pub fn transport(mut self, transport: Arc<dyn Transport>) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+    pub fn clock(mut self, clock: Arc<dyn Clock>, sleeper: Arc<dyn Sleeper>) -> Self {
+        self.clock = clock;
+        self.sleeper = sleeper;
+        self
+    }
+    /// Adds an admission guard after those already there.
+    pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
+        self.guards.push(guard);
+        self
+    }
+    pub fn allowance(mut self, allowance: Arc<dyn RetryAllowance>) -> Self {
+        self.allowance = Some(allowance);
+        self
+    }
+    pub fn observer(mut self, observer: Arc<dyn AttemptObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+    /// Whether the options ask for shared state (a funnel or a retry budget).
+    pub fn wants_backend(&self) -> bool {
+        self.config.funnel.is_some() || self.config.budget.is_some()
+    }
+    /// Adds the funnel guard and the retry budget the options ask for, from `backend`, once for
+    /// this client (named `name`; `background`: no reserved funnel slots).
+    pub fn backend(
+        mut self,
+        backend: &dyn Backend,
+        name: &str,
+        background: bool,
+    ) -> Result<Self, resilient_core::Error> {
+        let policy = HttpClient::policy_for(&self.config, self.caps);
+        if let Some(f) = self.config.funnel {
+            let lease = f.lease.unwrap_or(policy.timeout.saturating_mul(2));
+            let config = resilient_core::FunnelConfig::new(f.limit, f.reserve, lease)?;
+            self.guards.push(backend.funnel(name, config, background)?);
+        }
+        if let Some(b) = self.config.budget {
+            let config = resilient_core::BudgetConfig::new(b.ratio, b.floor, b.window)?;
+            self.allowance = Some(backend.budget(name, config)?);
+        }
+        Ok(self)
+    }
+    /// The client; without a transport set, this process's (fork-safe) one.
+    pub fn build(self) -> Result<HttpClient, String> {
+        let transport = match self.transport {
+            Some(t) => t,
+            None => crate::runtime::process_io()?.transport(),
+        };
+        let mut env = CallEnv::new(self.clock, self.sleeper, transport);
+        for guard in self.guards {
+            env = env.guard(guard);
+        }
+        if let Some(allowance) = self.allowance {
+            env = env.allowance(allowance);
+        }
+        env.observer = self.observer;
+        Ok(HttpClient::new(self.config, self.caps, env))
+    }
+}
+
 impl HttpClient {
+    /// See [`HttpClientBuilder`].
+    pub fn builder(config: ClientConfig) -> HttpClientBuilder {
+        HttpClientBuilder {
+            config,
+            caps: Caps::default(),
+            transport: None,
+            clock: Arc::new(SystemClock),
+            sleeper: Arc::new(TokioSleeper),
+            guards: Vec::new(),
+            allowance: None,
+            observer: None,
+        }
+    }
+
     /// `caps`: limits of the calling context (web caps), applied on top of the options.
     pub fn new(config: ClientConfig, caps: Caps, env: CallEnv) -> Self {
-        let policy = Policy::from_config(&config).capped(caps);
+        let policy = Self::policy_for(&config, caps);
         Self {
             config: Arc::new(config),
             policy: Arc::new(policy),
             env,
             urls: Arc::default(),
         }
+    }
+
+    /// The numbers the attempt loop runs on: the options, then the caller's caps.
+    pub fn policy_for(config: &ClientConfig, caps: Caps) -> Policy {
+        Policy {
+            timeout: config.timeout,
+            connect_timeout: config.connect_timeout,
+            deadline: config.deadline,
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff.base,
+            backoff_cap: config.backoff.cap,
+            retry_on: config.retry_on.clone(),
+            max_retry_after: config.max_retry_after,
+            funnel_wait: config.funnel.map_or(Duration::ZERO, |f| f.wait),
+            max_body: config.max_body,
+        }
+        .capped(caps)
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -55,12 +175,23 @@ impl HttpClient {
         &self.env
     }
 
-    /// Validates and prepares one request.
+    /// Validates and prepares one request from JSON-shaped options (see
+    /// [`RequestOptions::from_json`]).
     pub fn prepare(
         &self,
         method: &str,
         path: &str,
         options: &Value,
+    ) -> Result<Arc<PreparedRequest>, ConfigError> {
+        self.prepare_request(method, path, RequestOptions::from_json(options)?)
+    }
+
+    /// Validates and prepares one request.
+    pub fn prepare_request(
+        &self,
+        method: &str,
+        path: &str,
+        options: RequestOptions,
     ) -> Result<Arc<PreparedRequest>, ConfigError> {
         let url = {
             let mut urls = self.urls.lock().unwrap_or_else(|e| e.into_inner());

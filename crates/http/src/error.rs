@@ -1,4 +1,4 @@
-//! The two errors of this crate.
+//! Why a call could not produce an answer.
 //!
 //! [`Unavailable`]: the call could not get an answer to return (retryable outcomes exhausted,
 //! deadline, funnel full, budget spent, circuit open). Opaque, with predicates, as
@@ -6,8 +6,6 @@
 //! so kinds can grow. It carries the last upstream response when there was one, the attempt
 //! count, the last status (0 for a connection error) and a message that says why. Messages name
 //! the method and the URL without query string or user-info, never header values.
-//!
-//! [`ConfigError`]: a bad option or argument, naming the option.
 
 use std::fmt;
 
@@ -118,43 +116,3 @@ impl fmt::Display for Unavailable {
 }
 
 impl std::error::Error for Unavailable {}
-
-/// A bad option or argument. `Display`: `option 'timeout': must be ...`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    option: String,
-    problem: String,
-}
-
-impl ConfigError {
-    pub fn new(option: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self {
-            option: option.into(),
-            problem: problem.into(),
-        }
-    }
-    /// The option's path, e.g. `backoff.base`, `headers.X-Api-Key`, `url`.
-    pub fn option(&self) -> &str {
-        &self.option
-    }
-    pub fn problem(&self) -> &str {
-        &self.problem
-    }
-    /// Prefixes the option path, e.g. `base` inside `backoff` becomes `backoff.base`.
-    pub(crate) fn within(mut self, parent: &str) -> Self {
-        self.option = if self.option.is_empty() {
-            parent.to_string()
-        } else {
-            format!("{parent}.{}", self.option)
-        };
-        self
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "option '{}': {}", self.option, self.problem)
-    }
-}
-
-impl std::error::Error for ConfigError {}

@@ -1,53 +1,127 @@
 //! resilient-http: a PHP-free HTTP client that makes outgoing calls safe when an upstream is
 //! slow or down. The PHP extension (`src/` at the workspace root) is a thin binding over it.
 //!
-//! Policy apart from mechanism, one concept per module:
+//! Policy apart from mechanism, one concept per module (all private; what a user needs is
+//! re-exported here):
 //!
-//! - [`options`]: `ClientConfig`, parsed and validated from a JSON tree (strict: unknown keys
-//!   and bad values are errors naming the option).
-//! - [`request`]: a request prepared once (URL join, query, body, headers, `Idempotency-Key`)
-//!   and sent identically on every attempt. [`response`]: the final answer.
-//!   [`body_limit`]: the response body buffer bounded by `max_body`.
-//! - [`backoff`]: full jitter as a pure, seedable iterator of waits.
-//!   [`retry_after`]: `Retry-After` (delta-seconds or HTTP-date) against an injected wall clock.
-//! - [`classify`]: transient or final; which methods may be sent again.
-//! - [`policy`]: pure decisions (limits per attempt, retry or give up, how long to wait).
-//! - [`call`]: THE attempt loop, the single retry owner, over the injected mechanism:
-//!   [`clock`] (monotonic + wall time, sleeper), [`transport`] (one attempt; reqwest in
-//!   [`http1_transport`] for plain http, [`reqwest_transport`] for https), [`gate`] (funnel slot per attempt, retry budget; adapters over
-//!   `resilient_core`'s shared memory), [`attempt`] (one record per attempt for `on_attempt`).
-//! - [`pool`]: sliding window over many calls, with the seed's batch rule.
-//! - [`runtime`]: the per-process (fork-safe) tokio runtime and transport, and the driver
-//!   that lets PHP run between polls. [`client`]: all of it behind one type.
-//! - [`error`]: `Unavailable` (opaque, with predicates) and `ConfigError`.
+//! - `options`: [`ClientConfig`], built with typed setters that own the value rules (each error
+//!   a [`ConfigError`] naming the option).
+//! - `request`: a request prepared once (URL join, query, body, headers, `Idempotency-Key`) and
+//!   sent identically on every attempt. `response`: the final answer. `body_limit`: the response
+//!   body buffer bounded by `max_body`.
+//! - `backoff`: full jitter as a pure, seedable iterator of waits. `retry_after`: `Retry-After`
+//!   (delta-seconds or HTTP-date) against an injected wall clock.
+//! - `classify`: transient or final; which methods may be sent again.
+//! - `policy`: pure decisions (limits per attempt, retry or give up, how long to wait), in the
+//!   typed vocabulary of `decision` ([`Outcome`], [`RetryReason`], [`GiveUpReason`]).
+//! - `call`: THE attempt loop, the single retry owner, over the injected mechanism: `clock`
+//!   (monotonic + wall time, sleeper), `transport` (one attempt: hyper in `http1_transport` for
+//!   plain http, reqwest in `reqwest_transport` for https), `guard` (the admission seam: each
+//!   [`Guard`] asked before an attempt and told its outcome after; the [`RetryAllowance`]),
+//!   `backend` (where the funnel and the budget live: `resilient_core`'s shared memory),
+//!   `attempt` (one [`AttemptRecord`] per attempt for `on_attempt`).
+//! - `pool`: sliding window over many calls, with the seed's batch rule.
+//! - `runtime`: the per-process (fork-safe) tokio runtime and transport, and the driver that
+//!   lets PHP run between polls. `client`: all of it behind [`HttpClient`].
+//! - `error`: [`Unavailable`] (opaque, with predicates); `config_error`: [`ConfigError`].
+//!
+//! # Example
+//!
+//! A guard that counts attempts, over a transport that answers 503 once, then 200:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use resilient_http::*;
+//!
+//! struct Flaky(AtomicU32);
+//! impl Transport for Flaky {
+//!     fn send(&self, _: &PreparedRequest, _: AttemptLimits)
+//!         -> BoxFuture<'static, Result<RawResponse, TransportError>> {
+//!         let status = if self.0.fetch_add(1, Ordering::SeqCst) == 0 { 503 } else { 200 };
+//!         Box::pin(async move {
+//!             Ok(RawResponse { status, headers: vec![], body: b"ok".to_vec() })
+//!         })
+//!     }
+//! }
+//!
+//! #[derive(Default)]
+//! struct Count(AtomicU32);
+//! impl Guard for Count {
+//!     fn admit(&self, _attempt: u32, _now_ms: u64) -> Result<Permit, Refusal> {
+//!         self.0.fetch_add(1, Ordering::SeqCst);
+//!         Ok(Permit::free())
+//!     }
+//! }
+//!
+//! let mut config = ClientConfig::default();
+//! config.set_base_url("http://upstream.test").unwrap();
+//! config.set_timeout(Duration::from_millis(300)).unwrap();
+//! config.set_backoff(Duration::ZERO, Duration::from_millis(1)).unwrap();
+//! assert_eq!(
+//!     config.set_max_attempts(0).unwrap_err().to_string(),
+//!     "option 'max_attempts': must be an integer between 1 and 100, got 0"
+//! );
+//!
+//! let count = Arc::new(Count::default());
+//! let env = CallEnv::new(
+//!     Arc::new(SystemClock),
+//!     Arc::new(TokioSleeper),
+//!     Arc::new(Flaky(AtomicU32::new(0))),
+//! )
+//! .guard(count.clone());
+//! let client = HttpClient::new(config, Caps::default(), env.clone());
+//! let request = client.prepare("GET", "/quote", &serde_json::json!({})).unwrap();
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! let response = runtime.block_on(client.call(env, request, None)).unwrap();
+//! assert_eq!((response.status(), response.attempts()), (200, 2));
+//! assert_eq!(count.0.load(Ordering::SeqCst), 2);
+//! ```
 
-pub mod attempt;
-pub mod backoff;
-pub mod body_limit;
-pub mod call;
-pub mod classify;
-pub mod client;
-pub mod clock;
-pub mod error;
-pub mod gate;
-pub mod http1_transport;
-pub mod options;
-pub mod policy;
-pub mod pool;
-pub mod request;
-pub mod reqwest_transport;
-pub mod response;
-pub mod retry_after;
-pub mod runtime;
-pub mod transport;
+mod attempt;
+mod backend;
+mod backoff;
+mod body_limit;
+mod call;
+mod classify;
+mod client;
+mod clock;
+mod config_error;
+mod decision;
+mod error;
+mod guard;
+mod http1_transport;
+mod options;
+mod policy;
+mod pool;
+mod request;
+mod reqwest_transport;
+mod response;
+mod retry_after;
+mod runtime;
+mod transport;
 
-pub use attempt::{AttemptObserver, AttemptRecord};
-pub use call::{Call, CallEnv};
-pub use client::HttpClient;
-pub use clock::{Clock, Sleeper, SystemClock, TokioSleeper};
-pub use error::{ConfigError, Unavailable};
-pub use options::ClientConfig;
+pub use attempt::{AttemptObserver, AttemptRecord, RecordLog};
+pub use backend::{Backend, LeaseRegistry, SharedMemory};
+pub use backoff::FullJitter;
+pub use call::{Call, CallEnv, Progress};
+pub use classify::Verdict;
+pub use client::{HttpClient, HttpClientBuilder};
+pub use clock::{BoxFuture, Clock, Sleeper, SystemClock, TokioSleeper};
+pub use config_error::ConfigError;
+pub use decision::{Decision, GiveUpReason, Outcome, RetryReason};
+pub use error::{Unavailable, UnavailableKind};
+pub use guard::{Guard, Permit, Refusal, RetryAllowance};
+pub use http1_transport::Http1Transport;
+pub use options::{
+    BackendKind, BackoffOptions, BudgetOptions, CircuitOptions, ClientConfig, FunnelOptions,
+};
 pub use policy::{Caps, Policy};
-pub use request::PreparedRequest;
+pub use pool::BatchSummary;
+pub use request::{Body, PreparedRequest, RequestOptions};
+pub use reqwest_transport::ReqwestTransport;
 pub use response::Response;
+pub use runtime::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 pub use transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};

@@ -1,11 +1,11 @@
-//! `ClientConfig`: the client's options, parsed and validated from a JSON tree.
+//! `ClientConfig`: the client's options, set through typed setters that own the value rules
+//! (the PHP binding's `src/options.rs` calls them), or read from a JSON tree
+//! ([`ClientConfig::from_json`], for Rust callers and tests) through the same setters.
 //!
-//! The PHP binding turns the options array into a `serde_json::Value` (callables such as
-//! `on_attempt` removed first; non-finite floats as the strings `"NAN"`, `"INF"`, `"-INF"`).
-//! Parsing is strict: an unknown key is an error naming the key (a typo must not pass
-//! silently), and a wrong type, a negative, NaN or infinite number is an error naming the
-//! option. Durations are seconds (int or float) as in the PHP contract. Never panics, whatever
-//! the input (proptest below).
+//! Seconds and counts follow `resilient_core::validate` (finite, not negative, at most a year),
+//! the funnel and the budget `FunnelConfig` / `BudgetConfig`: one owner per rule. Parsing is
+//! strict: an unknown key is an error naming the key (a typo must not pass silently). Never
+//! panics, whatever the input (proptest below).
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::Url;
 use serde_json::{Map, Value};
 
-use crate::error::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Full-jitter backoff bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +52,20 @@ pub struct CircuitOptions {
     pub open_for: Duration,
 }
 
+impl Default for CircuitOptions {
+    fn default() -> Self {
+        Self {
+            failure_ratio: 0.5,
+            min_calls: 20,
+            window: Duration::from_secs(10),
+            open_for: Duration::from_secs(5),
+        }
+    }
+}
+
 /// Where shared counters live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
+pub enum BackendKind {
     /// Host-wide shared memory (`resilient.shm_path`).
     Shm,
 }
@@ -75,7 +86,7 @@ pub struct ClientConfig {
     /// `None` when disabled with `'budget' => false`.
     pub budget: Option<BudgetOptions>,
     pub circuit: Option<CircuitOptions>,
-    pub backend: Backend,
+    pub backend: BackendKind,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub user_agent: HeaderValue,
     /// The largest response body accepted, in bytes (enforced while reading; over it the call
@@ -89,9 +100,6 @@ pub const DEFAULT_MAX_BODY: u64 = 32 * 1024 * 1024;
 /// Largest `max_body` accepted: 4 GiB.
 const MAX_MAX_BODY: u64 = 4 * 1024 * 1024 * 1024;
 
-/// Upper bound for any duration option: 1 day. Larger values are almost surely unit mistakes
-/// (milliseconds given as seconds) and would overflow nothing but still hold workers for ever.
-const MAX_SECONDS: f64 = 86_400.0;
 /// Upper bound for `max_attempts`.
 const MAX_ATTEMPTS: u32 = 100;
 
@@ -118,7 +126,7 @@ impl Default for ClientConfig {
                 window: Duration::from_secs(60),
             }),
             circuit: None,
-            backend: Backend::Shm,
+            backend: BackendKind::Shm,
             headers: Vec::new(),
             user_agent: HeaderValue::from_static(concat!("resilient/", env!("CARGO_PKG_VERSION"))),
             max_body: DEFAULT_MAX_BODY,
@@ -141,42 +149,277 @@ impl ClientConfig {
             }
         };
         for (key, value) in map {
-            match key.as_str() {
-                "base_url" => config.base_url = Some(parse_base_url(value)?),
-                "connect_timeout" => config.connect_timeout = positive_seconds(value, key)?,
-                "timeout" => config.timeout = positive_seconds(value, key)?,
-                "deadline" => config.deadline = optional(value, |v| positive_seconds(v, key))?,
-                "max_attempts" => config.max_attempts = count(value, key, 1, MAX_ATTEMPTS)?,
-                "backoff" => config.backoff = parse_backoff(value).map_err(|e| e.within(key))?,
-                "retry_on" => config.retry_on = parse_retry_on(value)?,
-                "max_retry_after" => config.max_retry_after = seconds(value, key)?,
+            let key = key.as_str();
+            match key {
+                "base_url" => config.set_base_url(&string_of(value, key)?)?,
+                "connect_timeout" => config.set_connect_timeout(secs(value, key)?)?,
+                "timeout" => config.set_timeout(secs(value, key)?)?,
+                "deadline" => config.set_deadline(optional(value, |v| secs(v, key))?)?,
+                "max_attempts" => config.set_max_attempts(unsigned_of(value, key)?)?,
+                "backoff" => {
+                    let (mut base, mut cap) = (config.backoff.base, config.backoff.cap);
+                    for (k, v) in object(value, key)? {
+                        match k.as_str() {
+                            "base" => base = secs(v, "backoff.base")?,
+                            "cap" => cap = secs(v, "backoff.cap")?,
+                            _ => return Err(unknown(k, &["base", "cap"]).within(key)),
+                        }
+                    }
+                    config.set_backoff(base, cap)?
+                }
+                "retry_on" => {
+                    let items = value.as_array().ok_or_else(|| {
+                        ConfigError::new(
+                            key,
+                            format!("must be a list of HTTP statuses, got {}", describe(value)),
+                        )
+                    })?;
+                    let statuses = items
+                        .iter()
+                        .map(|v| int_of(v, key))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    config.set_retry_on(&statuses)?
+                }
+                "max_retry_after" => config.set_max_retry_after(secs(value, key)?),
                 "funnel" => {
-                    config.funnel = optional(value, |v| parse_funnel(v).map_err(|e| e.within(key)))?
+                    let funnel = optional(value, |v| parse_funnel(v).map_err(|e| e.within(key)))?;
+                    config
+                        .set_funnel(funnel)
+                        .map_err(|e| core_error("funnel.", e))?
                 }
                 "budget" => {
-                    config.budget = optional(value, |v| parse_budget(v).map_err(|e| e.within(key)))?
+                    let budget = optional(value, |v| parse_budget(v))?;
+                    config.set_budget(budget)
                 }
                 "circuit" => {
-                    config.circuit =
-                        optional(value, |v| parse_circuit(v).map_err(|e| e.within(key)))?
+                    let circuit = optional(value, |v| parse_circuit(v).map_err(|e| e.within(key)))?;
+                    config.set_circuit(circuit)?
                 }
-                "backend" => config.backend = parse_backend(value)?,
+                "backend" => config.set_backend(&string_of(value, key)?)?,
                 "headers" => config.headers = parse_headers(value, key)?,
                 "user_agent" => config.user_agent = header_value(value, key)?,
-                "max_body" => config.max_body = bytes(value, key, 1, MAX_MAX_BODY)?,
-                // A PHP callable: the binding takes it out before parsing; tolerate a leftover.
-                "on_attempt" => {}
+                "max_body" => {
+                    let n = int_of(value, key)?;
+                    let bytes = u64::try_from(n).map_err(|_| {
+                        core_error("", resilient_core::validate::unsigned(key, n).unwrap_err())
+                    })?;
+                    config.set_max_body(bytes)?
+                }
                 _ => return Err(unknown(key, CLIENT_KEYS)),
             }
         }
-        if config.backoff.cap < config.backoff.base {
+        Ok(config)
+    }
+}
+
+/// Typed setters: the value rules of the client's own options live here, once. Each error
+/// names the option; funnel and budget values are checked by `resilient_core`'s configs.
+impl ClientConfig {
+    /// An absolute `http://` or `https://` URL.
+    pub fn set_base_url(&mut self, url: &str) -> Result<(), ConfigError> {
+        self.base_url =
+            Some(parse_http_url(url).map_err(|problem| ConfigError::new("base_url", problem))?);
+        Ok(())
+    }
+    /// At least 1 ms.
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<(), ConfigError> {
+        self.timeout = at_least_1ms("timeout", timeout)?;
+        Ok(())
+    }
+    /// At least 1 ms.
+    pub fn set_connect_timeout(&mut self, timeout: Duration) -> Result<(), ConfigError> {
+        self.connect_timeout = at_least_1ms("connect_timeout", timeout)?;
+        Ok(())
+    }
+    /// At least 1 ms; `None`: no deadline of its own.
+    pub fn set_deadline(&mut self, deadline: Option<Duration>) -> Result<(), ConfigError> {
+        self.deadline = deadline.map(|d| at_least_1ms("deadline", d)).transpose()?;
+        Ok(())
+    }
+    /// 1 to 100.
+    pub fn set_max_attempts(&mut self, attempts: u32) -> Result<(), ConfigError> {
+        if !(1..=MAX_ATTEMPTS).contains(&attempts) {
+            return Err(ConfigError::new(
+                "max_attempts",
+                format!("must be an integer between 1 and {MAX_ATTEMPTS}, got {attempts}"),
+            ));
+        }
+        self.max_attempts = attempts;
+        Ok(())
+    }
+    /// Full-jitter bounds; `cap` not below `base`.
+    pub fn set_backoff(&mut self, base: Duration, cap: Duration) -> Result<(), ConfigError> {
+        if cap < base {
             return Err(ConfigError::new(
                 "backoff.cap",
                 "must not be smaller than backoff.base",
             ));
         }
-        Ok(config)
+        self.backoff = BackoffOptions { base, cap };
+        Ok(())
     }
+    /// HTTP statuses 100..599.
+    pub fn set_retry_on(&mut self, statuses: &[i64]) -> Result<(), ConfigError> {
+        let mut out = Vec::with_capacity(statuses.len());
+        for &status in statuses {
+            if !(100..=599).contains(&status) {
+                return Err(ConfigError::new(
+                    "retry_on",
+                    format!("must contain HTTP statuses 100..599, got {status}"),
+                ));
+            }
+            out.push(status as u16);
+        }
+        self.retry_on = out;
+        Ok(())
+    }
+    pub fn set_max_retry_after(&mut self, wait: Duration) {
+        self.max_retry_after = wait;
+    }
+    /// The funnel; its values are `FunnelConfig`'s (a lease is needed to check them: the
+    /// default, 2 × `timeout`, when `lease` is `None`). `None` disables it.
+    pub fn set_funnel(
+        &mut self,
+        funnel: Option<FunnelOptions>,
+    ) -> Result<(), resilient_core::Error> {
+        if let Some(f) = funnel {
+            resilient_core::FunnelConfig::new(
+                f.limit,
+                f.reserve,
+                f.lease.unwrap_or(self.timeout.saturating_mul(2)),
+            )?;
+        }
+        self.funnel = funnel;
+        Ok(())
+    }
+    /// Circuit breaker settings (validated now, enforced by a later issue): `failure_ratio` in
+    /// (0, 1], `min_calls` 1 to 1,000,000, `window` and `open_for` at least 1 ms.
+    pub fn set_circuit(&mut self, circuit: Option<CircuitOptions>) -> Result<(), ConfigError> {
+        if let Some(c) = circuit {
+            if !(c.failure_ratio > 0.0 && c.failure_ratio <= 1.0) {
+                return Err(ConfigError::new(
+                    "circuit.failure_ratio",
+                    format!(
+                        "must be greater than 0 and at most 1, got {}",
+                        c.failure_ratio
+                    ),
+                ));
+            }
+            if !(1..=1_000_000).contains(&c.min_calls) {
+                return Err(ConfigError::new(
+                    "circuit.min_calls",
+                    format!(
+                        "must be an integer between 1 and 1000000, got {}",
+                        c.min_calls
+                    ),
+                ));
+            }
+            at_least_1ms("circuit.window", c.window)?;
+            at_least_1ms("circuit.open_for", c.open_for)?;
+        }
+        self.circuit = circuit;
+        Ok(())
+    }
+    /// The retry budget (`None`: disabled).
+    pub fn set_budget(&mut self, budget: Option<resilient_core::BudgetConfig>) {
+        self.budget = budget.map(|b| BudgetOptions {
+            ratio: b.ratio(),
+            floor: b.floor(),
+            window: b.window(),
+        });
+    }
+    /// Only `shm` today; a Redis URL is refused without being echoed (it may hold a password).
+    pub fn set_backend(&mut self, backend: &str) -> Result<(), ConfigError> {
+        self.backend = backend_kind(backend)?;
+        Ok(())
+    }
+    /// Adds a default header (`option`: the path errors name). Values are never echoed.
+    pub fn add_header(
+        &mut self,
+        option: &str,
+        name: &[u8],
+        value: &[u8],
+    ) -> Result<(), ConfigError> {
+        let path = format!("{option}.{}", String::from_utf8_lossy(name));
+        let name = HeaderName::from_bytes(name).map_err(|_| {
+            ConfigError::new(
+                option,
+                format!(
+                    "{:?} is not a valid header name",
+                    truncate(&String::from_utf8_lossy(name), 64)
+                ),
+            )
+        })?;
+        let value = header_bytes(value, &path)?;
+        self.headers.push((name, value));
+        Ok(())
+    }
+    pub fn set_user_agent(&mut self, value: &[u8]) -> Result<(), ConfigError> {
+        self.user_agent = header_bytes(value, "user_agent")?;
+        Ok(())
+    }
+    /// 1 byte to 4 GiB.
+    pub fn set_max_body(&mut self, bytes: u64) -> Result<(), ConfigError> {
+        if !(1..=MAX_MAX_BODY).contains(&bytes) {
+            return Err(ConfigError::new(
+                "max_body",
+                format!("must be a number of bytes between 1 and {MAX_MAX_BODY}, got {bytes}"),
+            ));
+        }
+        self.max_body = bytes;
+        Ok(())
+    }
+}
+
+fn at_least_1ms(option: &str, d: Duration) -> Result<Duration, ConfigError> {
+    if d < Duration::from_millis(1) {
+        return Err(ConfigError::new(option, "must be at least 0.001 seconds"));
+    }
+    Ok(d)
+}
+
+fn header_bytes(value: &[u8], option: &str) -> Result<HeaderValue, ConfigError> {
+    HeaderValue::from_bytes(value).map_err(|_| {
+        ConfigError::new(
+            option,
+            "contains characters not allowed in a header value (control characters or line breaks)",
+        )
+    })
+}
+
+fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
+    match s {
+        "shm" => Ok(BackendKind::Shm),
+        s if s.starts_with("redis://")
+            || s.starts_with("rediss://")
+            || s.starts_with("unix://") =>
+        {
+            Err(ConfigError::new(
+                "backend",
+                "the Redis backend is not supported yet (it arrives with a later issue); use 'shm'",
+            ))
+        }
+        _ => Err(ConfigError::new(
+            "backend",
+            "must be 'shm' (or, later, a redis:// URL)",
+        )),
+    }
+}
+
+/// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
+/// credentials).
+pub fn parse_http_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text.trim()).map_err(|e| format!("is not a valid URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "must be an http:// or https:// URL, got scheme '{}'",
+            truncate(url.scheme(), 16)
+        ));
+    }
+    if url.host_str().map_or(true, str::is_empty) {
+        return Err("must have a host".into());
+    }
+    Ok(url)
 }
 
 const CLIENT_KEYS: &[&str] = &[
@@ -195,7 +438,6 @@ const CLIENT_KEYS: &[&str] = &[
     "headers",
     "user_agent",
     "max_body",
-    "on_attempt",
 ];
 
 /// `null` or `false` disables an optional section.
@@ -209,71 +451,18 @@ fn optional<T>(
     }
 }
 
-fn parse_base_url(value: &Value) -> Result<Url, ConfigError> {
-    let text = value.as_str().ok_or_else(|| {
-        ConfigError::new(
-            "base_url",
-            format!("must be a string, got {}", describe(value)),
-        )
-    })?;
-    crate::request::parse_http_url(text).map_err(|problem| ConfigError::new("base_url", problem))
-}
-
-fn parse_backoff(value: &Value) -> Result<BackoffOptions, ConfigError> {
-    let mut backoff = ClientConfig::default().backoff;
-    for (key, v) in object(value, "")? {
-        match key.as_str() {
-            "base" => backoff.base = seconds(v, key)?,
-            "cap" => backoff.cap = seconds(v, key)?,
-            _ => return Err(unknown(key, &["base", "cap"])),
-        }
-    }
-    Ok(backoff)
-}
-
-fn parse_retry_on(value: &Value) -> Result<Vec<u16>, ConfigError> {
-    let items = value.as_array().ok_or_else(|| {
-        ConfigError::new(
-            "retry_on",
-            format!("must be a list of HTTP statuses, got {}", describe(value)),
-        )
-    })?;
-    let mut statuses = Vec::with_capacity(items.len());
-    for item in items {
-        let status = integer(item)
-            .filter(|s| (100..=599).contains(s))
-            .ok_or_else(|| {
-                ConfigError::new(
-                    "retry_on",
-                    format!(
-                        "must contain HTTP statuses 100..599, got {}",
-                        describe(item)
-                    ),
-                )
-            })?;
-        statuses.push(status as u16);
-    }
-    Ok(statuses)
-}
-
 fn parse_funnel(value: &Value) -> Result<FunnelOptions, ConfigError> {
     let (mut limit, mut reserve, mut lease, mut wait) = (None, 0, None, Duration::ZERO);
     for (key, v) in object(value, "")? {
         match key.as_str() {
-            "limit" => limit = Some(count(v, key, 1, resilient_core::layout::MAX_FUNNEL_LIMIT)?),
-            "reserve" => reserve = count(v, key, 0, resilient_core::layout::MAX_FUNNEL_LIMIT)?,
-            "lease" => lease = optional(v, |v| positive_seconds(v, key))?,
-            "wait" => wait = seconds(v, key)?,
+            "limit" => limit = Some(unsigned_of(v, key)?),
+            "reserve" => reserve = unsigned_of(v, key)?,
+            "lease" => lease = optional(v, |v| secs(v, key))?,
+            "wait" => wait = secs(v, key)?,
             _ => return Err(unknown(key, &["limit", "reserve", "lease", "wait"])),
         }
     }
     let limit = limit.ok_or_else(|| ConfigError::new("limit", "is required"))?;
-    if reserve >= limit {
-        return Err(ConfigError::new(
-            "reserve",
-            format!("must be smaller than limit ({limit}), got {reserve}"),
-        ));
-    }
     Ok(FunnelOptions {
         limit,
         reserve,
@@ -282,53 +471,29 @@ fn parse_funnel(value: &Value) -> Result<FunnelOptions, ConfigError> {
     })
 }
 
-fn parse_budget(value: &Value) -> Result<BudgetOptions, ConfigError> {
-    let mut budget = ClientConfig::default()
-        .budget
-        .expect("the default has a budget");
-    for (key, v) in object(value, "")? {
+/// The budget's values are `BudgetConfig`'s (resilient_core).
+fn parse_budget(value: &Value) -> Result<resilient_core::BudgetConfig, ConfigError> {
+    let (mut ratio, mut floor, mut window) = (0.1, 5, Duration::from_secs(60));
+    for (key, v) in object(value, "budget")? {
+        let path = format!("budget.{key}");
         match key.as_str() {
-            "ratio" => budget.ratio = number(v, key, 0.0, 1000.0)?,
-            "floor" => budget.floor = count(v, key, 0, 1_000_000)?,
-            "window" => {
-                budget.window = positive_seconds(v, key)?;
-                // The window is cut into 20 buckets of at least 1 ms (resilient_core::budget).
-                if budget.window
-                    < Duration::from_millis(resilient_core::layout::BUDGET_BUCKETS as u64)
-                {
-                    return Err(ConfigError::new(
-                        key,
-                        format!(
-                            "must be at least {} ms",
-                            resilient_core::layout::BUDGET_BUCKETS
-                        ),
-                    ));
-                }
-            }
-            _ => return Err(unknown(key, &["ratio", "floor", "window"])),
+            "ratio" => ratio = float_of(v, &path)?,
+            "floor" => floor = unsigned_of(v, &path)?,
+            "window" => window = secs(v, &path)?,
+            _ => return Err(unknown(key, &["ratio", "floor", "window"]).within("budget")),
         }
     }
-    Ok(budget)
+    resilient_core::BudgetConfig::new(ratio, floor, window).map_err(|e| core_error("budget.", e))
 }
 
 fn parse_circuit(value: &Value) -> Result<CircuitOptions, ConfigError> {
-    let mut circuit = CircuitOptions {
-        failure_ratio: 0.5,
-        min_calls: 20,
-        window: Duration::from_secs(10),
-        open_for: Duration::from_secs(5),
-    };
+    let mut circuit = CircuitOptions::default();
     for (key, v) in object(value, "")? {
         match key.as_str() {
-            "failure_ratio" => {
-                circuit.failure_ratio = number(v, key, 0.0, 1.0)?;
-                if circuit.failure_ratio == 0.0 {
-                    return Err(ConfigError::new(key.as_str(), "must be greater than 0"));
-                }
-            }
-            "min_calls" => circuit.min_calls = count(v, key, 1, 1_000_000)?,
-            "window" => circuit.window = positive_seconds(v, key)?,
-            "open_for" => circuit.open_for = positive_seconds(v, key)?,
+            "failure_ratio" => circuit.failure_ratio = float_of(v, key)?,
+            "min_calls" => circuit.min_calls = unsigned_of(v, key)?,
+            "window" => circuit.window = secs(v, key)?,
+            "open_for" => circuit.open_for = secs(v, key)?,
             _ => {
                 return Err(unknown(
                     key,
@@ -338,31 +503,6 @@ fn parse_circuit(value: &Value) -> Result<CircuitOptions, ConfigError> {
         }
     }
     Ok(circuit)
-}
-
-fn parse_backend(value: &Value) -> Result<Backend, ConfigError> {
-    match value.as_str() {
-        Some("shm") => Ok(Backend::Shm),
-        // Never echo a Redis URL: it may hold a password.
-        Some(s)
-            if s.starts_with("redis://")
-                || s.starts_with("rediss://")
-                || s.starts_with("unix://") =>
-        {
-            Err(ConfigError::new(
-                "backend",
-                "the Redis backend is not supported yet (it arrives with a later issue); use 'shm'",
-            ))
-        }
-        Some(_) => Err(ConfigError::new(
-            "backend",
-            "must be 'shm' (or, later, a redis:// URL)",
-        )),
-        None => Err(ConfigError::new(
-            "backend",
-            format!("must be a string, got {}", describe(value)),
-        )),
-    }
 }
 
 /// Default headers: name => string (or number). Values are never echoed in errors.
@@ -443,75 +583,54 @@ pub(crate) fn unknown(key: &str, known: &[&str]) -> ConfigError {
     )
 }
 
-/// A finite, non-negative number within `[min, max]`.
-pub(crate) fn number(value: &Value, option: &str, min: f64, max: f64) -> Result<f64, ConfigError> {
-    let n = match value {
-        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
-        Value::String(s) if matches!(s.as_str(), "NAN" | "INF" | "-INF") => {
-            return Err(ConfigError::new(
-                option,
-                format!("must be a finite number, got {s}"),
-            ))
-        }
-        other => {
-            return Err(ConfigError::new(
-                option,
-                format!("must be a number, got {}", describe(other)),
-            ))
-        }
-    };
-    if !n.is_finite() {
-        return Err(ConfigError::new(option, "must be a finite number"));
-    }
-    if n < min || n > max {
-        return Err(ConfigError::new(
-            option,
-            format!("must be between {min} and {max}, got {n}"),
-        ));
-    }
-    Ok(n)
+/// A number (type only; the owner checks the value).
+fn float_of(value: &Value, option: &str) -> Result<f64, ConfigError> {
+    value.as_f64().ok_or_else(|| {
+        ConfigError::new(option, format!("must be a number, got {}", describe(value)))
+    })
 }
 
-/// Seconds ≥ 0 as a `Duration`.
-pub(crate) fn seconds(value: &Value, option: &str) -> Result<Duration, ConfigError> {
-    number(value, option, 0.0, MAX_SECONDS).map(Duration::from_secs_f64)
-}
-
-/// Seconds > 0 (and at least 1 ms) as a `Duration`.
-pub(crate) fn positive_seconds(value: &Value, option: &str) -> Result<Duration, ConfigError> {
-    let d = seconds(value, option)?;
-    if d < Duration::from_millis(1) {
-        return Err(ConfigError::new(option, "must be at least 0.001 seconds"));
-    }
-    Ok(d)
-}
-
-/// A byte count in `[min, max]` (an integer; an integral float is accepted).
-fn bytes(value: &Value, option: &str, min: u64, max: u64) -> Result<u64, ConfigError> {
-    match integer(value) {
-        Some(n) if n >= min as i64 && n as u64 <= max => Ok(n as u64),
-        _ => Err(ConfigError::new(
-            option,
-            format!(
-                "must be a number of bytes between {min} and {max}, got {}",
-                describe(value)
-            ),
-        )),
-    }
-}
-
-/// An integer in `[min, max]`; an integral float (3.0) is accepted.
-pub(crate) fn count(value: &Value, option: &str, min: u32, max: u32) -> Result<u32, ConfigError> {
-    match integer(value) {
-        Some(n) if n >= min as i64 && n <= max as i64 => Ok(n as u32),
-        Some(n) => Err(ConfigError::new(
-            option,
-            format!("must be an integer between {min} and {max}, got {n}"),
-        )),
-        None => Err(ConfigError::new(
+/// An integer; an integral float (3.0) is accepted (type only).
+fn int_of(value: &Value, option: &str) -> Result<i64, ConfigError> {
+    integer(value).ok_or_else(|| {
+        ConfigError::new(
             option,
             format!("must be an integer, got {}", describe(value)),
-        )),
+        )
+    })
+}
+
+/// A count: `resilient_core`'s rule (not negative, fits a u32).
+fn unsigned_of(value: &Value, option: &str) -> Result<u32, ConfigError> {
+    resilient_core::validate::unsigned(option, int_of(value, option)?)
+        .map_err(|e| core_error("", e))
+}
+
+/// Seconds: `resilient_core`'s rule (finite, not negative, at most a year).
+fn secs(value: &Value, option: &str) -> Result<Duration, ConfigError> {
+    resilient_core::validate::duration(option, float_of(value, option)?)
+        .map_err(|e| core_error("", e))
+}
+
+fn string_of(value: &Value, option: &str) -> Result<String, ConfigError> {
+    value.as_str().map(str::to_owned).ok_or_else(|| {
+        ConfigError::new(option, format!("must be a string, got {}", describe(value)))
+    })
+}
+
+/// A `resilient_core` value error as this crate's, the option path (`prefix` + the core's
+/// argument) in front of the core's words.
+fn core_error(prefix: &str, e: resilient_core::Error) -> ConfigError {
+    let message = e.to_string();
+    match e.argument() {
+        Some(argument) => {
+            let problem = message
+                .strip_prefix(argument)
+                .and_then(|m| m.strip_prefix(": "))
+                .unwrap_or(&message);
+            ConfigError::new(format!("{prefix}{argument}"), problem)
+        }
+        None => ConfigError::new(prefix.trim_end_matches('.'), message),
     }
 }
 
@@ -594,7 +713,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_option() {
-        assert_eq!(err(json!({"timout": 1})), "option 'timout': unknown option (known: base_url, connect_timeout, timeout, deadline, max_attempts, backoff, retry_on, max_retry_after, funnel, budget, circuit, backend, headers, user_agent, max_body, on_attempt)");
+        assert_eq!(err(json!({"timout": 1})), "option 'timout': unknown option (known: base_url, connect_timeout, timeout, deadline, max_attempts, backoff, retry_on, max_retry_after, funnel, budget, circuit, backend, headers, user_agent, max_body)");
         assert!(err(json!({"max_body": 0}))
             .starts_with("option 'max_body': must be a number of bytes between 1 and"));
         assert!(err(json!({"max_body": 1.5})).starts_with("option 'max_body'"));
@@ -604,10 +723,14 @@ mod tests {
                 .max_body,
             1024
         );
-        assert!(err(json!({"timeout": -1})).starts_with("option 'timeout': must be between 0"));
+        assert_eq!(
+            err(json!({"timeout": -1})),
+            "option 'timeout': must not be negative, got -1"
+        );
         assert!(err(json!({"timeout": "1"})).contains("'timeout': must be a number, got a string"));
-        assert!(err(json!({"timeout": "NAN"})).contains("'timeout': must be a finite number"));
-        assert!(err(json!({"deadline": "INF"})).contains("'deadline': must be a finite number"));
+        // No PHP sentinels here: "NAN" is a string like any other.
+        assert!(err(json!({"timeout": "NAN"})).contains("'timeout': must be a number, got"));
+        assert!(err(json!({"on_attempt": null})).contains("'on_attempt': unknown option"));
         assert!(err(json!({"timeout": 0})).contains("'timeout': must be at least"));
         assert!(err(json!({"max_attempts": 0})).contains("'max_attempts'"));
         assert!(err(json!({"max_attempts": 2.5})).contains("'max_attempts': must be an integer"));

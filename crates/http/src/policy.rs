@@ -21,8 +21,7 @@
 use std::time::Duration;
 
 use crate::classify::Verdict;
-use crate::error::UnavailableKind;
-use crate::options::ClientConfig;
+use crate::decision::{fmt_duration, GiveUpReason, RetryReason};
 
 /// The smallest remainder worth starting an attempt with (seed 000: 50 ms).
 pub const MIN_USEFUL_ATTEMPT: Duration = Duration::from_millis(50);
@@ -61,13 +60,10 @@ pub const FUNNEL_POLL: Duration = Duration::from_millis(1);
 pub enum Next {
     /// Return the response to the caller.
     Return,
-    /// Wait `delay`, then try again.
-    Retry { delay: Duration, reason: String },
-    /// Stop: the call is unavailable.
-    GiveUp {
-        kind: UnavailableKind,
-        reason: String,
-    },
+    /// Wait `reason.delay()`, then try again.
+    Retry { reason: RetryReason },
+    /// Stop: the call is unavailable (`reason.kind()` says how).
+    GiveUp { reason: GiveUpReason },
 }
 
 /// What the policy needs to know about the attempt that just ended.
@@ -85,21 +81,6 @@ pub struct AttemptFacts {
 }
 
 impl Policy {
-    pub fn from_config(config: &ClientConfig) -> Self {
-        Self {
-            timeout: config.timeout,
-            connect_timeout: config.connect_timeout,
-            deadline: config.deadline,
-            max_attempts: config.max_attempts,
-            backoff_base: config.backoff.base,
-            backoff_cap: config.backoff.cap,
-            retry_on: config.retry_on.clone(),
-            max_retry_after: config.max_retry_after,
-            funnel_wait: config.funnel.map_or(Duration::ZERO, |f| f.wait),
-            max_body: config.max_body,
-        }
-    }
-
     /// Applies caller caps (each only lowers a value).
     pub fn capped(mut self, caps: Caps) -> Self {
         if let Some(t) = caps.timeout {
@@ -145,97 +126,67 @@ impl Policy {
         facts: AttemptFacts,
         jitter: &mut dyn Iterator<Item = Duration>,
     ) -> Next {
-        let what = match facts.verdict {
+        let upstream = |reason| Next::GiveUp { reason };
+        match facts.verdict {
             Verdict::Final => return Next::Return,
-            Verdict::TransientStatus(s) => format!("status {s}"),
-            Verdict::TransientFailure(kind) => format!("{} error", kind.as_str()),
-            Verdict::FatalFailure(kind) => {
-                return Next::GiveUp {
-                    kind: UnavailableKind::UpstreamFailed,
-                    reason: format!("{} error; not retried", kind.as_str()),
-                }
-            }
-        };
-        let upstream = |reason: String| Next::GiveUp {
-            kind: UnavailableKind::UpstreamFailed,
-            reason,
-        };
+            Verdict::FatalFailure(_) => return upstream(GiveUpReason::NotRetryable),
+            Verdict::TransientStatus(_) | Verdict::TransientFailure(_) => {}
+        }
         if !facts.may_retry {
-            return upstream(format!("{what}; not retried: the method is not idempotent and no idempotency_key was given"));
+            return upstream(GiveUpReason::NotIdempotent);
         }
         if facts.attempt >= self.max_attempts {
-            return upstream(format!(
-                "{what}; max_attempts ({}) reached",
-                self.max_attempts
-            ));
+            return upstream(GiveUpReason::MaxAttempts(self.max_attempts));
         }
         if let Some(wait) = facts.retry_after.filter(|w| *w > self.max_retry_after) {
-            return upstream(format!(
-                "{what}; Retry-After {} exceeds max_retry_after {}, failing without waiting",
-                fmt_duration(wait),
-                fmt_duration(self.max_retry_after)
-            ));
+            return upstream(GiveUpReason::RetryAfterTooLong {
+                wait,
+                max: self.max_retry_after,
+            });
         }
         // The jittered backoff is the least wait; a longer Retry-After is obeyed in full.
         let backoff = jitter.next().unwrap_or(Duration::ZERO);
-        let (delay, why) = match facts.retry_after {
-            Some(wait) if wait > backoff => (wait, format!("Retry-After {}", fmt_duration(wait))),
-            Some(wait) => (
+        let reason = match facts.retry_after {
+            Some(wait) if wait > backoff => RetryReason::RetryAfter(wait),
+            Some(retry_after) => RetryReason::BackoffOverRetryAfter {
                 backoff,
-                format!(
-                    "backoff {} (Retry-After {} is shorter)",
-                    fmt_duration(backoff),
-                    fmt_duration(wait)
-                ),
-            ),
-            None => (backoff, format!("backoff {}", fmt_duration(backoff))),
+                retry_after,
+            },
+            None => RetryReason::Backoff(backoff),
         };
-        if facts.remaining == Duration::MAX {
-            return Next::Retry {
-                delay,
-                reason: format!("{what}; retry after {why}"),
-            };
+        if facts.remaining != Duration::MAX
+            && facts.remaining < reason.delay().saturating_add(self.min_useful_attempt())
+        {
+            return upstream(GiveUpReason::NoTimeForRetry {
+                wait: reason,
+                left: facts.remaining,
+            });
         }
-        let needed = delay.saturating_add(self.min_useful_attempt());
-        if facts.remaining < needed {
-            return Next::GiveUp {
-                kind: UnavailableKind::DeadlineExceeded,
-                reason: format!(
-                    "{what}; deadline exceeded: {why} plus a useful attempt does not fit in the {} left, failing without waiting",
-                    fmt_duration(facts.remaining)
-                ),
-            };
-        }
-        Next::Retry {
-            delay,
-            reason: format!("{what}; retry after {why}"),
-        }
-    }
-}
-
-/// `1.5s`, `250ms`, `12µs`; absurdly long waits as `>1y`.
-pub fn fmt_duration(d: Duration) -> String {
-    if d >= Duration::from_secs(365 * 86_400) {
-        ">1y".into()
-    } else if d >= Duration::from_secs(1) {
-        let s = format!("{:.3}", d.as_secs_f64());
-        format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
-    } else if d >= Duration::from_millis(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{}µs", d.as_micros())
+        Next::Retry { reason }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::UnavailableKind;
     use crate::transport::FailureKind;
 
     const MS: Duration = Duration::from_millis(1);
 
     fn policy() -> Policy {
-        let mut p = Policy::from_config(&ClientConfig::default());
+        let mut p = Policy {
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            deadline: None,
+            max_attempts: 3,
+            backoff_base: 25 * MS,
+            backoff_cap: 200 * MS,
+            retry_on: vec![429, 503],
+            max_retry_after: Duration::from_secs(30),
+            funnel_wait: Duration::ZERO,
+            max_body: 32 << 20,
+        };
         p.timeout = 300 * MS;
         p.max_attempts = 3;
         p
@@ -276,7 +227,7 @@ mod tests {
             &mut no_jitter(),
         );
         assert!(
-            matches!(n, Next::Retry { delay, .. } if delay == 10 * MS),
+            matches!(n, Next::Retry { reason } if reason.delay() == 10 * MS),
             "{n:?}"
         );
         let n = p.after_attempt(
@@ -289,7 +240,7 @@ mod tests {
             &mut no_jitter(),
         );
         assert!(
-            matches!(n, Next::Retry { delay, .. } if delay == 2000 * MS),
+            matches!(n, Next::Retry { reason } if reason.delay() == 2000 * MS),
             "{n:?}"
         );
         let n = p.after_attempt(
@@ -314,10 +265,7 @@ mod tests {
         assert!(
             matches!(
                 n,
-                Next::GiveUp {
-                    kind: UnavailableKind::UpstreamFailed,
-                    ..
-                }
+                Next::GiveUp { reason } if reason.kind() == UnavailableKind::UpstreamFailed
             ),
             "{n:?}"
         );
@@ -325,10 +273,7 @@ mod tests {
         f.may_retry = false;
         assert!(matches!(
             p.after_attempt(f, &mut no_jitter()),
-            Next::GiveUp {
-                kind: UnavailableKind::UpstreamFailed,
-                ..
-            }
+            Next::GiveUp { reason } if reason.kind() == UnavailableKind::UpstreamFailed
         ));
     }
 
@@ -347,10 +292,7 @@ mod tests {
         assert!(
             matches!(
                 n,
-                Next::GiveUp {
-                    kind: UnavailableKind::DeadlineExceeded,
-                    ..
-                }
+                Next::GiveUp { reason } if reason.kind() == UnavailableKind::DeadlineExceeded
             ),
             "{n:?}"
         );
@@ -364,7 +306,12 @@ mod tests {
             &mut no_jitter(),
         );
         assert!(
-            matches!(n, Next::GiveUp { kind: UnavailableKind::UpstreamFailed, ref reason } if reason.contains("max_retry_after")),
+            matches!(
+                n,
+                Next::GiveUp {
+                    reason: GiveUpReason::RetryAfterTooLong { .. }
+                }
+            ),
             "{n:?}"
         );
         // A wait that fits but leaves less than a useful attempt is also refused.
@@ -380,10 +327,7 @@ mod tests {
         assert!(
             matches!(
                 n,
-                Next::GiveUp {
-                    kind: UnavailableKind::DeadlineExceeded,
-                    ..
-                }
+                Next::GiveUp { reason } if reason.kind() == UnavailableKind::DeadlineExceeded
             ),
             "{n:?}"
         );
@@ -418,7 +362,7 @@ mod tests {
                 &mut no_jitter(),
             );
             assert!(
-                matches!(n, Next::Retry { delay, ref reason } if delay == 10 * MS && reason.contains("shorter")),
+                matches!(n, Next::Retry { reason: RetryReason::BackoffOverRetryAfter { backoff, .. } } if backoff == 10 * MS),
                 "{n:?}"
             );
         }
@@ -436,7 +380,12 @@ mod tests {
             &mut no_jitter(),
         );
         assert!(
-            matches!(n, Next::GiveUp { kind: UnavailableKind::UpstreamFailed, ref reason } if reason.contains("too_large")),
+            matches!(
+                n,
+                Next::GiveUp {
+                    reason: GiveUpReason::NotRetryable
+                }
+            ),
             "{n:?}"
         );
     }

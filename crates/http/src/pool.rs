@@ -101,12 +101,10 @@ pub async fn run_pool(
     // The batch rule.
     if summary.first_failed * 2 > summary.first_attempts {
         summary.retry_round_skipped = true;
-        let why = format!(
-            "more than half of the batch's first attempts failed ({} of {})",
-            summary.first_failed, summary.first_attempts
-        );
         for (index, call) in paused {
-            results[index] = Some(Err(call.skip_retry(&why)));
+            results[index] = Some(Err(
+                call.skip_retry(summary.first_failed, summary.first_attempts)
+            ));
         }
     } else {
         // Round 2: the retries, under the same window.

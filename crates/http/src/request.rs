@@ -6,13 +6,18 @@
 //! the body (`json`, `body` or `form`, at most one), merges default and per-request headers, and
 //! turns `idempotency_key` into an `Idempotency-Key` header. The prepared request is immutable,
 //! so every attempt sends the same bytes and the same key.
+//!
+//! Options arrive as [`RequestOptions`] (Rust values: query pairs, one [`Body`] — JSON, raw
+//! bytes or form —, headers, the key); [`RequestOptions::from_json`] reads the JSON shape.
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
 use reqwest::{Method, Url};
 use serde_json::Value;
 
-use crate::error::ConfigError;
-use crate::options::{describe, header_value, object, parse_headers, unknown, ClientConfig};
+use crate::config_error::ConfigError;
+use crate::options::{
+    describe, header_value, object, parse_headers, parse_http_url, unknown, ClientConfig,
+};
 
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -46,22 +51,6 @@ pub fn display_url(url: &Url) -> String {
     shown
 }
 
-/// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
-/// credentials).
-pub fn parse_http_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text.trim()).map_err(|e| format!("is not a valid URL ({e})"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "must be an http:// or https:// URL, got scheme '{}'",
-            crate::options::truncate(url.scheme(), 16)
-        ));
-    }
-    if url.host_str().map_or(true, str::is_empty) {
-        return Err("must have a host".into());
-    }
-    Ok(url)
-}
-
 const REQUEST_KEYS: &[&str] = &[
     "query",
     "json",
@@ -73,6 +62,7 @@ const REQUEST_KEYS: &[&str] = &[
 
 /// Prepares `method path` with per-request `options` (`query`, `json`, `body`, `form`,
 /// `headers`, `idempotency_key`) against the client's configuration.
+#[cfg(test)]
 pub fn prepare(
     config: &ClientConfig,
     method: &str,
@@ -83,8 +73,153 @@ pub fn prepare(
         config,
         method,
         join_url(config.base_url.as_ref(), path)?,
-        options,
+        RequestOptions::from_json(options)?,
     )
+}
+
+/// A request body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// Already-encoded JSON (`Content-Type: application/json`).
+    Json(Vec<u8>),
+    /// Sent byte for byte, no content type added.
+    Raw(Vec<u8>),
+    /// `application/x-www-form-urlencoded` pairs.
+    Form(Vec<(String, String)>),
+}
+
+/// Per-request options as Rust values: query pairs, at most one body, extra headers (replacing
+/// defaults of the same name) and an idempotency key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestOptions {
+    query: Vec<(String, String)>,
+    body: Option<Body>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    idempotency_key: Option<HeaderValue>,
+}
+
+impl RequestOptions {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Appends one query pair.
+    pub fn query(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.query.push((name.into(), value.into()));
+        self
+    }
+    /// Sets the body; a second body is an error (`only one of 'json', 'body' and 'form'`).
+    pub fn body(mut self, body: Body) -> Result<Self, ConfigError> {
+        if self.body.is_some() {
+            return Err(ConfigError::new(
+                "json",
+                "only one of 'json', 'body' and 'form' may be given",
+            ));
+        }
+        self.body = Some(body);
+        Ok(self)
+    }
+    /// Adds a header; its value is never echoed in errors.
+    pub fn header(mut self, name: &str, value: &[u8]) -> Result<Self, ConfigError> {
+        let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            ConfigError::new(
+                "headers",
+                format!(
+                    "{:?} is not a valid header name",
+                    crate::options::truncate(name, 64)
+                ),
+            )
+        })?;
+        let value = HeaderValue::from_bytes(value).map_err(|_| {
+            ConfigError::new(
+                format!("headers.{name}"),
+                "contains characters not allowed in a header value (control characters or line breaks)",
+            )
+        })?;
+        self.headers.push((header_name, value));
+        Ok(self)
+    }
+    /// The `Idempotency-Key` (not blank).
+    pub fn idempotency_key(mut self, key: &str) -> Result<Self, ConfigError> {
+        if key.trim().is_empty() {
+            return Err(ConfigError::new(
+                "idempotency_key",
+                "must be a non-empty string, got an empty string",
+            ));
+        }
+        self.idempotency_key = Some(HeaderValue::from_str(key).map_err(|_| {
+            ConfigError::new(
+                "idempotency_key",
+                "contains characters not allowed in a header value (control characters or line breaks)",
+            )
+        })?);
+        Ok(self)
+    }
+
+    /// From a JSON tree (`query`, `json`, `body`, `form`, `headers`, `idempotency_key`).
+    pub fn from_json(options: &Value) -> Result<Self, ConfigError> {
+        let mut out = RequestOptions::new();
+        let (mut query, mut json, mut body, mut form, mut extra_headers, mut key) =
+            (None, None, None, None, None, None);
+        for (name, value) in object(options, "options")? {
+            match name.as_str() {
+                "query" => query = Some(value),
+                "json" => json = Some(value),
+                "body" => body = Some(value),
+                "form" => form = Some(value),
+                "headers" => extra_headers = Some(value),
+                "idempotency_key" => key = Some(value),
+                _ => return Err(unknown(name, REQUEST_KEYS)),
+            }
+        }
+        if let Some(query) = query {
+            out.query = flatten("query", query)?;
+        }
+        let bodies = [json.is_some(), body.is_some(), form.is_some()]
+            .iter()
+            .filter(|b| **b)
+            .count();
+        if bodies > 1 {
+            return Err(ConfigError::new(
+                "json",
+                "only one of 'json', 'body' and 'form' may be given",
+            ));
+        }
+        if let Some(value) = json {
+            out.body = Some(Body::Json(serde_json::to_vec(value).map_err(|e| {
+                ConfigError::new("json", format!("cannot be encoded: {e}"))
+            })?));
+        }
+        if let Some(value) = body {
+            out.body = Some(Body::Raw(match value {
+                Value::String(s) => s.clone().into_bytes(),
+                other => {
+                    return Err(ConfigError::new(
+                        "body",
+                        format!("must be a string, got {}", describe(other)),
+                    ))
+                }
+            }));
+        }
+        if let Some(value) = form {
+            out.body = Some(Body::Form(flatten("form", value)?));
+        }
+        if let Some(value) = extra_headers {
+            out.headers = parse_headers(value, "headers")?;
+        }
+        if let Some(value) = key {
+            out.idempotency_key = Some(match value {
+                Value::String(s) if !s.trim().is_empty() => header_value(value, "idempotency_key")?,
+                Value::Number(_) => header_value(value, "idempotency_key")?,
+                other => {
+                    return Err(ConfigError::new(
+                        "idempotency_key",
+                        format!("must be a non-empty string, got {}", describe(other)),
+                    ))
+                }
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// As [`prepare`], with the URL already joined (callers may cache joined URLs per path).
@@ -92,7 +227,7 @@ pub fn prepare_at(
     config: &ClientConfig,
     method: &str,
     url: Url,
-    options: &Value,
+    options: RequestOptions,
 ) -> Result<PreparedRequest, ConfigError> {
     let method = parse_method(method)?;
     let mut url = url;
@@ -100,88 +235,38 @@ pub fn prepare_at(
     headers.push((USER_AGENT, config.user_agent.clone()));
     headers.extend(config.headers.iter().cloned());
 
-    let (mut query, mut json, mut body, mut form, mut extra_headers, mut key) =
-        (None, None, None, None, None, None);
-    for (name, value) in object(options, "options")? {
-        match name.as_str() {
-            "query" => query = Some(value),
-            "json" => json = Some(value),
-            "body" => body = Some(value),
-            "form" => form = Some(value),
-            "headers" => extra_headers = Some(value),
-            "idempotency_key" => key = Some(value),
-            _ => return Err(unknown(name, REQUEST_KEYS)),
+    if !options.query.is_empty() {
+        let mut serializer = url.query_pairs_mut();
+        for (k, v) in &options.query {
+            serializer.append_pair(k, v);
         }
     }
-
-    if let Some(query) = query {
-        let pairs = flatten("query", query)?;
-        if !pairs.is_empty() {
-            let mut serializer = url.query_pairs_mut();
+    let payload = match options.body {
+        None => None,
+        Some(Body::Raw(bytes)) => Some(bytes),
+        Some(Body::Json(bytes)) => {
+            headers.push((CONTENT_TYPE, HeaderValue::from_static("application/json")));
+            Some(bytes)
+        }
+        Some(Body::Form(pairs)) => {
+            let mut serializer = url::form_urlencoded::Serializer::new(String::new());
             for (k, v) in &pairs {
                 serializer.append_pair(k, v);
             }
+            headers.push((
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/x-www-form-urlencoded"),
+            ));
+            Some(serializer.finish().into_bytes())
         }
-    }
-
-    let bodies = [json.is_some(), body.is_some(), form.is_some()]
-        .iter()
-        .filter(|b| **b)
-        .count();
-    if bodies > 1 {
-        return Err(ConfigError::new(
-            "json",
-            "only one of 'json', 'body' and 'form' may be given",
-        ));
-    }
-    let mut payload = None;
-    if let Some(value) = json {
-        payload = Some(
-            serde_json::to_vec(value)
-                .map_err(|e| ConfigError::new("json", format!("cannot be encoded: {e}")))?,
-        );
-        headers.push((CONTENT_TYPE, HeaderValue::from_static("application/json")));
-    }
-    if let Some(value) = body {
-        payload = Some(match value {
-            Value::String(s) => s.clone().into_bytes(),
-            other => {
-                return Err(ConfigError::new(
-                    "body",
-                    format!("must be a string, got {}", describe(other)),
-                ))
-            }
-        });
-    }
-    if let Some(value) = form {
-        let mut serializer = url::form_urlencoded::Serializer::new(String::new());
-        for (k, v) in flatten("form", value)? {
-            serializer.append_pair(&k, &v);
-        }
-        payload = Some(serializer.finish().into_bytes());
-        headers.push((
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/x-www-form-urlencoded"),
-        ));
-    }
-
-    if let Some(value) = extra_headers {
+    };
+    if !options.headers.is_empty() {
         // Per-request headers replace defaults of the same name.
-        let extra = parse_headers(value, "headers")?;
+        let extra = options.headers;
         headers.retain(|(name, _)| !extra.iter().any(|(n, _)| n == name));
         headers.extend(extra);
     }
-    if let Some(value) = key {
-        let key = match value {
-            Value::String(s) if !s.trim().is_empty() => header_value(value, "idempotency_key")?,
-            Value::Number(_) => header_value(value, "idempotency_key")?,
-            other => {
-                return Err(ConfigError::new(
-                    "idempotency_key",
-                    format!("must be a non-empty string, got {}", describe(other)),
-                ))
-            }
-        };
+    if let Some(key) = options.idempotency_key {
         let name = HeaderName::from_static(IDEMPOTENCY_KEY);
         headers.retain(|(n, _)| *n != name);
         headers.push((name, key));
@@ -313,6 +398,37 @@ fn flatten_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_options_send_raw_bytes_as_given_and_refuse_a_second_body() {
+        let mut c = ClientConfig::default();
+        c.set_base_url("http://h").unwrap();
+        let bytes = vec![0xff, 0x00, b'x'];
+        let opts = RequestOptions::new()
+            .query("a", "1")
+            .idempotency_key("k")
+            .unwrap()
+            .body(Body::Raw(bytes.clone()))
+            .unwrap();
+        let r = prepare_at(
+            &c,
+            "POST",
+            join_url(c.base_url.as_ref(), "/p").unwrap(),
+            opts,
+        )
+        .unwrap();
+        assert_eq!(r.body.as_deref(), Some(bytes.as_slice()));
+        assert_eq!(r.url.as_str(), "http://h/p?a=1");
+        assert!(r.has_idempotency_key && r.headers.get(CONTENT_TYPE).is_none());
+        let twice = RequestOptions::new()
+            .body(Body::Json(b"{}".to_vec()))
+            .unwrap()
+            .body(Body::Raw(vec![]));
+        assert_eq!(
+            twice.unwrap_err().to_string(),
+            "option 'json': only one of 'json', 'body' and 'form' may be given"
+        );
+    }
     use serde_json::json;
 
     fn config(base: &str) -> ClientConfig {

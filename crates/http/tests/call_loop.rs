@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use resilient_http::backoff::FullJitter;
+use resilient_http::FullJitter;
 use resilient_http::{Caps, ClientConfig, FailureKind, HttpClient, Response, Unavailable};
 use serde_json::{json, Value};
 use support::*;
@@ -305,7 +305,7 @@ async fn the_funnel_slot_is_released_before_every_sleep() {
         held: AtomicU32::new(0),
         events: rig.events.clone(),
     });
-    rig.env.gate = Some(Arc::new(SharedGate(gate.clone())));
+    rig.env = rig.env.clone().guard(Arc::new(SharedGate(gate.clone())));
     let c = client(&rig, json!({}));
     let r = call(&rig, &c, "GET", "/", json!({})).await.unwrap();
     assert_eq!(r.attempts(), 3);
@@ -339,7 +339,7 @@ async fn a_full_funnel_fails_fast_without_sending() {
         held: AtomicU32::new(0),
         events: rig.events.clone(),
     });
-    rig.env.gate = Some(Arc::new(SharedGate(gate)));
+    rig.env = rig.env.clone().guard(Arc::new(SharedGate(gate)));
     let c = client(&rig, json!({}));
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
@@ -360,15 +360,19 @@ struct FreesAfter {
     polls: AtomicU32,
 }
 
-impl resilient_http::gate::AttemptGate for FreesAfter {
-    fn try_enter(&self, _now_ms: u64) -> Option<resilient_http::gate::Slot> {
+impl resilient_http::Guard for FreesAfter {
+    fn admit(
+        &self,
+        _attempt: u32,
+        _now_ms: u64,
+    ) -> Result<resilient_http::Permit, resilient_http::Refusal> {
         self.polls.fetch_add(1, Ordering::SeqCst);
         let left = self.full_polls.load(Ordering::SeqCst);
         if left > 0 {
             self.full_polls.store(left - 1, Ordering::SeqCst);
-            return None;
+            return Err(resilient_http::Refusal::Full);
         }
-        Some(resilient_http::gate::Slot::new(|| {}))
+        Ok(resilient_http::Permit::free())
     }
 }
 
@@ -379,7 +383,7 @@ async fn a_funnel_wait_takes_a_slot_freed_within_it_and_counts_in_the_deadline()
         full_polls: AtomicU32::new(10),
         polls: AtomicU32::new(0),
     });
-    rig.env.gate = Some(gate.clone());
+    rig.env = rig.env.clone().guard(gate.clone());
     let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 0.05}}));
     let started = tokio::time::Instant::now();
     let r = call(&rig, &c, "GET", "/", json!({})).await.unwrap();
@@ -397,7 +401,7 @@ async fn a_funnel_wait_takes_a_slot_freed_within_it_and_counts_in_the_deadline()
 async fn a_funnel_wait_gives_up_at_its_bound_or_before_the_deadline_needs_it() {
     // Never frees: refused after the 30 ms wait, nothing sent.
     let mut rig = Rig::new(vec![], status(200));
-    rig.env.gate = Some(Arc::new(FreesAfter {
+    rig.env = rig.env.clone().guard(Arc::new(FreesAfter {
         full_polls: AtomicU32::new(u32::MAX),
         polls: AtomicU32::new(0),
     }));
@@ -433,7 +437,7 @@ async fn the_budget_bounds_total_attempts_under_a_failing_upstream() {
         originals: AtomicU32::new(0),
         retries: AtomicU32::new(0),
     });
-    rig.env.budget = Some(budget.clone());
+    rig.env = rig.env.clone().allowance(budget.clone());
     let c = client(&rig, json!({}));
     let mut exhausted = 0;
     for _ in 0..100 {
@@ -461,11 +465,15 @@ async fn the_real_shared_budget_bounds_attempts_too() {
         &json!({"base_url": "http://h", "budget": {"ratio": 0.1, "floor": 5, "window": 60}}),
     )
     .unwrap();
-    let policy = resilient_http::Policy::from_config(&config);
-    let (_gate, budget) =
-        resilient_http::gate::shared_guards(segment, "test", &config, &policy, true, None).unwrap();
-    rig.env.budget = budget;
-    let c = HttpClient::new(config, Caps::default(), rig.env.clone());
+    let backend = resilient_http::SharedMemory::new(segment);
+    let c = HttpClient::builder(config)
+        .transport(rig.transport.clone())
+        .clock(rig.env.clock.clone(), rig.env.sleeper.clone())
+        .backend(&backend, "test", true)
+        .unwrap()
+        .build()
+        .unwrap();
+    rig.env = c.env().clone();
     for _ in 0..100 {
         assert!(call(&rig, &c, "GET", "/", json!({})).await.is_err());
     }
@@ -504,15 +512,18 @@ async fn one_record_per_attempt_with_the_url_without_query() {
         [1, 2, 3]
     );
     assert_eq!(
-        records.iter().map(|r| r.retry_follows).collect::<Vec<_>>(),
+        records
+            .iter()
+            .map(|r| r.retry_follows())
+            .collect::<Vec<_>>(),
         [true, true, false]
     );
     assert_eq!(
         (
-            records[0].status,
-            records[1].status,
-            records[1].error,
-            records[2].status
+            records[0].status(),
+            records[1].status(),
+            records[1].error(),
+            records[2].status()
         ),
         (Some(503), None, Some("timeout"), Some(200))
     );

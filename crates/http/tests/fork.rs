@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use resilient_http::runtime::process_io;
+use resilient_http::process_io;
 use resilient_http::{CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper};
 use resilient_upstream::Upstream;
 use serde_json::json;

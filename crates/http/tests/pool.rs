@@ -107,7 +107,7 @@ async fn when_more_than_half_fail_the_retry_round_is_skipped() {
         10,
         "one record per attempt, also for skipped retries"
     );
-    assert!(records.iter().all(|r| !r.retry_follows));
+    assert!(records.iter().all(|r| !r.retry_follows()));
 }
 
 #[tokio::test(start_paused = true)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use resilient_http::runtime::process_io;
+use resilient_http::process_io;
 use resilient_http::{
     AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper,
 };
@@ -138,7 +138,7 @@ fn a_hanging_upstream_ends_within_the_deadline() {
         elapsed >= Duration::from_millis(480) && elapsed < Duration::from_millis(600),
         "{elapsed:?}"
     );
-    assert_eq!(records[0].1.error, Some("timeout"));
+    assert_eq!(records[0].1.error(), Some("timeout"));
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn connection_errors_and_closed_connections_are_retried_and_reported() {
     let c = client(&up, "close", json!({}));
     let (r, records) = run(&c, "GET", "/", json!({}));
     assert_eq!(r.unwrap().body(), b"ok");
-    assert_eq!(records[0].1.error, Some("closed"));
+    assert_eq!(records[0].1.error(), Some("closed"));
 
     // A port nobody listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -182,7 +182,7 @@ fn connection_errors_and_closed_connections_are_retried_and_reported() {
     assert!(!e.message().contains("s3cret"), "{e}");
     assert!(e.message().contains("connect error"), "{e}");
     assert_eq!(
-        records.iter().map(|r| r.1.error).collect::<Vec<_>>(),
+        records.iter().map(|r| r.1.error()).collect::<Vec<_>>(),
         [Some("connect"), Some("connect")]
     );
 }
@@ -290,7 +290,7 @@ fn a_connection_the_server_closed_is_not_reused() {
     let (r, records) = run(&c, "GET", "/b", json!({}));
     // Either a clean connect error (nothing listens) — never a 'closed' error from a stale reuse.
     let e = r.unwrap_err();
-    assert_eq!(records[0].1.error, Some("connect"), "{e}");
+    assert_eq!(records[0].1.error(), Some("connect"), "{e}");
 }
 
 #[test]
@@ -362,7 +362,7 @@ fn the_reqwest_transport_follows_the_same_rules() {
         json!([{"status": 503, "headers": {"Retry-After": "0"}}, {"status": 200, "body": "ok"}]),
     );
     script(&up, "rqhang", json!([{"hang": true, "hang_ms": 5000}]));
-    let transport = Arc::new(resilient_http::reqwest_transport::ReqwestTransport::new());
+    let transport = Arc::new(resilient_http::ReqwestTransport::new());
     let make = |key: &str, options: Value| {
         let mut options = options;
         options["base_url"] = json!(up.key_url(key));
@@ -454,7 +454,7 @@ fn max_body_is_enforced_while_reading_on_both_transports() {
     }
     let lean = process_io().unwrap().transport();
     let reqwest: Arc<dyn resilient_http::Transport> =
-        Arc::new(resilient_http::reqwest_transport::ReqwestTransport::new());
+        Arc::new(resilient_http::ReqwestTransport::new());
     for transport in [lean, reqwest] {
         let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), transport);
         let c = HttpClient::new(
@@ -469,7 +469,7 @@ fn max_body_is_enforced_while_reading_on_both_transports() {
             assert!(e.is_upstream_failed(), "{e}");
             assert_eq!(e.attempts(), 1, "{e}");
             assert!(e.message().contains("max_body (65536 bytes)"), "{e}");
-            assert_eq!(records[0].1.error, Some("too_large"));
+            assert_eq!(records[0].1.error(), Some("too_large"));
         }
         let (r, _) = run(&c, "GET", "/fits", json!({}));
         assert_eq!(r.unwrap().body().len(), 65_536);

@@ -13,12 +13,11 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use resilient_http::attempt::RecordLog;
-use resilient_http::clock::BoxFuture;
-use resilient_http::gate::{AttemptGate, RetryAllowance, Slot};
+use resilient_http::BoxFuture;
+use resilient_http::RecordLog;
 use resilient_http::{
-    AttemptLimits, CallEnv, Clock, FailureKind, PreparedRequest, RawResponse, Sleeper, Transport,
-    TransportError,
+    AttemptLimits, CallEnv, Clock, FailureKind, Guard, Permit, PreparedRequest, RawResponse,
+    Refusal, RetryAllowance, Sleeper, Transport, TransportError,
 };
 
 /// Wall time at virtual zero: 2023-11-14T22:13:20Z.
@@ -229,18 +228,18 @@ pub struct FakeGate {
 /// `Arc<FakeGate>` as a gate (slots need a handle back to the counter).
 pub struct SharedGate(pub Arc<FakeGate>);
 
-impl AttemptGate for SharedGate {
-    fn try_enter(&self, _now_ms: u64) -> Option<Slot> {
+impl Guard for SharedGate {
+    fn admit(&self, _attempt: u32, _now_ms: u64) -> Result<Permit, Refusal> {
         let me = self.0.clone();
         let this = &self.0;
         let held = this.held.fetch_add(1, Ordering::SeqCst);
         if held >= this.limit {
             this.held.fetch_sub(1, Ordering::SeqCst);
             this.events.push("full");
-            return None;
+            return Err(Refusal::Full);
         }
         this.events.push("acquire");
-        Some(Slot::new(move || {
+        Ok(Permit::holding(move || {
             me.held.fetch_sub(1, Ordering::SeqCst);
             me.events.push("release");
         }))

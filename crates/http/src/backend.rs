@@ -1,0 +1,114 @@
+//! Where a client's shared state lives: host-wide shared memory now, Redis next.
+//!
+//! A [`Backend`] turns typed configurations into the guard and the retry allowance the loop
+//! runs on. A client obtains them once, when it is built ([`bind`]); the loop only sees the
+//! [`Guard`] and [`RetryAllowance`] traits, so a new backend changes nothing in it.
+
+use std::sync::Arc;
+
+use resilient_core::{BudgetConfig, Funnel, FunnelConfig, LeaseId, RetryBudget, Segment};
+
+use crate::guard::{Guard, Permit, Refusal, RetryAllowance};
+
+/// Makes a client's funnel and retry budget.
+pub trait Backend: Send + Sync {
+    /// The funnel named `name` as a guard. `background`: the caller may not use the reserved
+    /// slots (CLI, queue workers).
+    fn funnel(
+        &self,
+        name: &str,
+        config: FunnelConfig,
+        background: bool,
+    ) -> Result<Arc<dyn Guard>, resilient_core::Error>;
+    /// The retry budget named `name`.
+    fn budget(
+        &self,
+        name: &str,
+        config: BudgetConfig,
+    ) -> Result<Arc<dyn RetryAllowance>, resilient_core::Error>;
+}
+
+/// Told about every lease taken and given back, so the binding can release leftovers at request
+/// end (a fatal error or timeout long-jumps past the Rust frames that would drop them).
+pub trait LeaseRegistry: Send + Sync {
+    fn held(&self, id: LeaseId);
+    fn released(&self, id: LeaseId);
+}
+
+/// The host-wide shared-memory segment of `resilient_core`.
+pub struct SharedMemory {
+    segment: Arc<Segment>,
+    registry: Option<Arc<dyn LeaseRegistry>>,
+}
+
+impl SharedMemory {
+    pub fn new(segment: Arc<Segment>) -> Self {
+        Self {
+            segment,
+            registry: None,
+        }
+    }
+    /// `registry` learns every lease held and released.
+    pub fn with_registry(mut self, registry: Arc<dyn LeaseRegistry>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+}
+
+impl Backend for SharedMemory {
+    fn funnel(
+        &self,
+        name: &str,
+        config: FunnelConfig,
+        background: bool,
+    ) -> Result<Arc<dyn Guard>, resilient_core::Error> {
+        let funnel = Funnel::new(self.segment.clone(), name, config)?;
+        Ok(Arc::new(FunnelGuard {
+            cap: funnel.cap(background),
+            lease_ms: funnel.config().lease_ms(),
+            funnel,
+            registry: self.registry.clone(),
+        }))
+    }
+
+    fn budget(
+        &self,
+        name: &str,
+        config: BudgetConfig,
+    ) -> Result<Arc<dyn RetryAllowance>, resilient_core::Error> {
+        Ok(Arc::new(RetryBudget::new(
+            self.segment.clone(),
+            name,
+            config,
+        )?))
+    }
+}
+
+/// A `resilient_core::Funnel` as a guard: one slot per attempt.
+struct FunnelGuard {
+    funnel: Funnel,
+    /// `funnel.cap(background)` (web callers may use the reserved slots).
+    cap: u32,
+    lease_ms: u64,
+    registry: Option<Arc<dyn LeaseRegistry>>,
+}
+
+impl Guard for FunnelGuard {
+    fn admit(&self, _attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
+        let lease = self
+            .funnel
+            .try_acquire_for(self.cap, now_ms, self.lease_ms)
+            .ok_or(Refusal::Full)?;
+        let registry = self.registry.clone();
+        if let Some(r) = &registry {
+            r.held(lease.id());
+        }
+        Ok(Permit::holding(move || {
+            let id = lease.id();
+            lease.release();
+            if let Some(r) = registry {
+                r.released(id);
+            }
+        }))
+    }
+}

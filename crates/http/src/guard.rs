@@ -1,0 +1,78 @@
+//! The seam every admission guard plugs into: asked before each attempt, told its outcome after.
+//!
+//! The attempt loop holds an ordered list of [`Guard`]s (the funnel today; a circuit breaker,
+//! metrics or an adaptive limit later) and knows nothing about any of them: adding one is a new
+//! type implementing [`Guard`], put in the list when the client is built, with no edit to the
+//! loop. Before an attempt the loop asks each guard in order for a [`Permit`]; the first
+//! [`Refusal`] stops admission (permits already given are dropped, so released). After the
+//! attempt the permits are dropped first (a slot is never held into a sleep), then each guard
+//! that admitted it is told the [`Outcome`].
+//!
+//! The retry budget is not a guard: it decides whether a *retry* may go out, not whether an
+//! attempt is admitted. It sits behind [`RetryAllowance`], chosen once when the client is built.
+
+use crate::decision::Outcome;
+
+/// Permission for one attempt. Whatever it holds (a funnel slot) is given back exactly once:
+/// when the permit is dropped.
+#[must_use = "dropping a permit releases what it holds"]
+#[derive(Default)]
+pub struct Permit {
+    release: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Permit {
+    /// A permit that holds nothing (a guard that only observes or only refuses).
+    pub fn free() -> Self {
+        Self { release: None }
+    }
+    /// A permit that runs `release` when dropped.
+    pub fn holding(release: impl FnOnce() + Send + 'static) -> Self {
+        Self {
+            release: Some(Box::new(release)),
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Some(f) = self.release.take() {
+            f();
+        }
+    }
+}
+
+/// Why a guard refused an attempt. Nothing was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// No free slot now (the funnel): the loop may ask again, polling, for up to the policy's
+    /// `funnel_wait`, then fails as *funnel full*.
+    Full,
+    /// The circuit is open: fail fast as *circuit open*, without waiting.
+    CircuitOpen,
+}
+
+/// An admission guard. Must not block: `admit` answers at once.
+pub trait Guard: Send + Sync {
+    /// Asked before attempt `attempt` (1-based) of a call.
+    fn admit(&self, attempt: u32, now_ms: u64) -> Result<Permit, Refusal>;
+    /// Told how an attempt this guard admitted ended (after its permit was dropped).
+    fn outcome(&self, _outcome: Outcome, _now_ms: u64) {}
+}
+
+/// The retry budget: originals deposit, retries withdraw.
+pub trait RetryAllowance: Send + Sync {
+    fn record_original(&self, now_ms: u64);
+    /// May one retry go out now? Counts it when yes.
+    fn try_consume(&self, now_ms: u64) -> bool;
+}
+
+impl RetryAllowance for resilient_core::RetryBudget {
+    fn record_original(&self, now_ms: u64) {
+        resilient_core::RetryBudget::record_original(self, now_ms)
+    }
+    fn try_consume(&self, now_ms: u64) -> bool {
+        resilient_core::RetryBudget::try_consume(self, now_ms)
+    }
+}

@@ -1,0 +1,153 @@
+//! A guard defined here, outside the crate, with its public API only: the loop (call.rs) needs
+//! no edit to run it. It refuses every other attempt and counts what it is told.
+
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use resilient_http::{
+    Caps, ClientConfig, FailureKind, Guard, HttpClient, Outcome, Permit, Refusal, Response,
+    Unavailable,
+};
+use serde_json::{json, Value};
+use support::*;
+
+/// Admits odd-numbered asks, refuses even ones (as an open circuit would); records outcomes.
+#[derive(Default)]
+struct EveryOther {
+    asked: AtomicU32,
+    refused: AtomicU32,
+    held: Arc<AtomicU32>,
+    outcomes: Mutex<Vec<Outcome>>,
+}
+
+impl Guard for EveryOther {
+    fn admit(&self, _attempt: u32, _now_ms: u64) -> Result<Permit, Refusal> {
+        if self.asked.fetch_add(1, Ordering::SeqCst) % 2 == 1 {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(Refusal::CircuitOpen);
+        }
+        self.held.fetch_add(1, Ordering::SeqCst);
+        let held = self.held.clone();
+        Ok(Permit::holding(move || {
+            held.fetch_sub(1, Ordering::SeqCst);
+        }))
+    }
+    fn outcome(&self, outcome: Outcome, _now_ms: u64) {
+        // The permit was dropped before the outcome is told.
+        assert_eq!(self.held.load(Ordering::SeqCst), 0);
+        self.outcomes.lock().unwrap().push(outcome);
+    }
+}
+
+/// Always refuses; counts asks.
+#[derive(Default)]
+struct Never(AtomicU32);
+
+impl Guard for Never {
+    fn admit(&self, _attempt: u32, _now_ms: u64) -> Result<Permit, Refusal> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Err(Refusal::CircuitOpen)
+    }
+}
+
+fn client(rig: &Rig, options: Value) -> HttpClient {
+    let mut options = options;
+    options["base_url"] = json!("http://127.0.0.1:9");
+    HttpClient::new(
+        ClientConfig::from_json(&options).unwrap(),
+        Caps::default(),
+        rig.env.clone(),
+    )
+}
+
+async fn get(rig: &Rig, c: &HttpClient) -> Result<Response, Unavailable> {
+    let req = c.prepare("GET", "/", &json!({})).unwrap();
+    c.call(rig.env.clone(), req, None).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_guard_from_outside_the_crate_is_asked_and_told_every_attempt() {
+    let mut rig = Rig::new(
+        vec![
+            status(200),
+            status(503),
+            Step::Fail {
+                kind: FailureKind::Connect,
+                after: std::time::Duration::from_millis(1),
+            },
+        ],
+        status(200),
+    );
+    let guard = Arc::new(EveryOther::default());
+    rig.env = rig.env.clone().guard(guard.clone());
+    let c = client(&rig, json!({"max_attempts": 3}));
+
+    // Ask 1 admitted: 200.
+    assert_eq!(get(&rig, &c).await.unwrap().status(), 200);
+    // Ask 2 refused: nothing sent, a refusal, no record.
+    let e = get(&rig, &c).await.unwrap_err();
+    assert!(
+        e.is_circuit_open() && e.is_refusal() && e.attempts() == 0,
+        "{e}"
+    );
+    // Ask 3 admitted: 503, a retry wants to follow; ask 4 refuses it.
+    let e = get(&rig, &c).await.unwrap_err();
+    assert!(e.is_circuit_open() && e.attempts() == 1, "{e}");
+    // Ask 5 admitted: connect error, retry; ask 6 refused.
+    let e = get(&rig, &c).await.unwrap_err();
+    assert!(e.is_circuit_open() && e.attempts() == 1, "{e}");
+
+    assert_eq!(guard.asked.load(Ordering::SeqCst), 6);
+    assert_eq!(guard.refused.load(Ordering::SeqCst), 3);
+    assert_eq!(rig.sends(), 3);
+    assert_eq!(
+        *guard.outcomes.lock().unwrap(),
+        [
+            Outcome::Status(200),
+            Outcome::Status(503),
+            Outcome::Failed(FailureKind::Connect)
+        ]
+    );
+    assert_eq!(guard.held.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        rig.records.records().len(),
+        3,
+        "a refusal is not an attempt"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn guards_are_asked_in_order_and_a_refusal_releases_earlier_permits() {
+    let mut rig = Rig::new(vec![], status(200));
+    let first = Arc::new(EveryOther::default());
+    let second = Arc::new(Never::default());
+    rig.env = rig.env.clone().guard(first.clone()).guard(second.clone());
+    let c = client(&rig, json!({}));
+
+    let e = get(&rig, &c).await.unwrap_err();
+    assert!(e.is_circuit_open() && e.attempts() == 0, "{e}");
+    // The first admitted, the second refused: the first's permit is back, no outcome told.
+    assert_eq!(
+        (
+            first.asked.load(Ordering::SeqCst),
+            second.0.load(Ordering::SeqCst)
+        ),
+        (1, 1)
+    );
+    assert_eq!(first.held.load(Ordering::SeqCst), 0);
+    assert!(first.outcomes.lock().unwrap().is_empty());
+    assert_eq!(rig.sends(), 0);
+
+    // The first refuses now: the second is not asked.
+    let e = get(&rig, &c).await.unwrap_err();
+    assert!(e.is_circuit_open(), "{e}");
+    assert_eq!(
+        (
+            first.asked.load(Ordering::SeqCst),
+            second.0.load(Ordering::SeqCst)
+        ),
+        (2, 1)
+    );
+}

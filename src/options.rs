@@ -1,0 +1,514 @@
+//! The client's options array → `resilient_http::ClientConfig`, and per-request options →
+//! `resilient_http::RequestOptions`: the binding's one place for PHP → Rust conversion.
+//!
+//! Shape and type only: which keys exist (an unknown key is a `\ValueError` naming it), which
+//! are arrays, and PHP's coercive typing for numbers (`"4"`, `4.0` and `"0.5"` accepted as
+//! PHP's own functions accept them; anything else a `\TypeError` in PHP's words,
+//! `option 'funnel.limit' must be of type int, string given`, see [`crate::coerce`]). The
+//! values' rules belong to their owners: seconds, counts and the funnel and budget configs to
+//! `resilient_core` (the same functions `new Funnel(...)` and `new RetryBudget(...)` use),
+//! timeouts, backoff, `retry_on`, headers to `resilient_http`'s setters. Their message gets the
+//! option path in front: `option 'funnel.limit': must be between 1 and 64, got 0`
+//! (`\ValueError`, as through `new Funnel('x', 0)`: `limit: must be between 1 and 64, got 0`).
+
+use std::time::Duration;
+
+use ext_php_rs::convert::IntoZvalDyn;
+use ext_php_rs::exception::PhpException;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, Zval};
+use resilient_core::validate;
+use resilient_http::{Body, RequestOptions};
+use resilient_http::{CircuitOptions, FunnelOptions};
+use resilient_http::{ClientConfig, ConfigError};
+use serde_json::{Map, Number, Value};
+
+use crate::exceptions;
+use crate::{budget, coerce, errors};
+
+/// The options `new Client($name, $options)` knows.
+const KEYS: &[&str] = &[
+    "base_url",
+    "connect_timeout",
+    "timeout",
+    "deadline",
+    "max_attempts",
+    "backoff",
+    "retry_on",
+    "max_retry_after",
+    "funnel",
+    "budget",
+    "circuit",
+    "backend",
+    "headers",
+    "user_agent",
+    "max_body",
+    "on_attempt",
+];
+
+/// A client's configuration and its `on_attempt` callable (a counted reference).
+pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Option<Zval>)> {
+    let mut config = ClientConfig::default();
+    let mut on_attempt = None;
+    let Some(options) = options else {
+        return Ok((config, on_attempt));
+    };
+    for (key, value) in entries(options, "options")? {
+        let key = key.as_str();
+        match key {
+            "base_url" => config
+                .set_base_url(&text(value, key)?)
+                .map_err(config_error)?,
+            "connect_timeout" => config
+                .set_connect_timeout(seconds(value, key)?)
+                .map_err(config_error)?,
+            "timeout" => config
+                .set_timeout(seconds(value, key)?)
+                .map_err(config_error)?,
+            "deadline" => {
+                let deadline = match off(value) {
+                    true => None,
+                    false => Some(seconds(value, key)?),
+                };
+                config.set_deadline(deadline).map_err(config_error)?
+            }
+            "max_attempts" => config
+                .set_max_attempts(unsigned(value, key)?)
+                .map_err(config_error)?,
+            "backoff" => {
+                let (mut base, mut cap) = (config.backoff.base, config.backoff.cap);
+                for (k, v) in entries(table(value, key)?, key)? {
+                    match k.as_str() {
+                        "base" => base = seconds(v, "backoff.base")?,
+                        "cap" => cap = seconds(v, "backoff.cap")?,
+                        other => {
+                            return Err(unknown(&format!("backoff.{other}"), &["base", "cap"]))
+                        }
+                    }
+                }
+                config.set_backoff(base, cap).map_err(config_error)?
+            }
+            "retry_on" => {
+                let mut statuses = Vec::new();
+                for (_, v) in entries(table(value, key)?, key)? {
+                    statuses.push(int(v, key)?);
+                }
+                config.set_retry_on(&statuses).map_err(config_error)?
+            }
+            "max_retry_after" => config.set_max_retry_after(seconds(value, key)?),
+            "funnel" => {
+                let funnel = match off(value) {
+                    true => None,
+                    false => Some(funnel(table(value, key)?)?),
+                };
+                config
+                    .set_funnel(funnel)
+                    .map_err(|e| core_error("funnel.", e))?
+            }
+            "budget" => {
+                let budget = match off(value) {
+                    true => None,
+                    false => Some(budget(table(value, key)?)?),
+                };
+                config.set_budget(budget)
+            }
+            "circuit" => {
+                let circuit = match off(value) {
+                    true => None,
+                    false => Some(circuit(table(value, key)?)?),
+                };
+                config.set_circuit(circuit).map_err(config_error)?
+            }
+            "backend" => config
+                .set_backend(&text(value, key)?)
+                .map_err(config_error)?,
+            "headers" => {
+                for (name, v) in entries(table(value, key)?, key)? {
+                    let path = format!("headers.{name}");
+                    let values = match v.dereference().array() {
+                        Some(list) => list.values().collect(),
+                        None => vec![v],
+                    };
+                    for v in values {
+                        config
+                            .add_header(key, name.as_bytes(), header_value(v, &path)?.as_bytes())
+                            .map_err(config_error)?;
+                    }
+                }
+            }
+            "user_agent" => config
+                .set_user_agent(header_value(value, key)?.as_bytes())
+                .map_err(config_error)?,
+            "max_body" => {
+                let n = int(value, key)?;
+                let bytes = u64::try_from(n).map_err(|_| {
+                    core_error("", validate::unsigned(key, n).expect_err("negative"))
+                })?;
+                config.set_max_body(bytes).map_err(config_error)?
+            }
+            "on_attempt" => {
+                if !value.is_null() {
+                    if !value.is_callable() {
+                        return Err(coerce::TypeMismatch {
+                            expected: "?callable",
+                            given: coerce::type_name(value),
+                        }
+                        .for_option(key));
+                    }
+                    on_attempt = Some(value.shallow_clone());
+                }
+            }
+            other => return Err(unknown(other, KEYS)),
+        }
+    }
+    Ok((config, on_attempt))
+}
+
+fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
+    let (mut limit, mut reserve, mut lease, mut wait) = (None, 0, None, Duration::ZERO);
+    for (key, v) in entries(table, "funnel")? {
+        let path = format!("funnel.{key}");
+        match key.as_str() {
+            "limit" => limit = Some(unsigned(v, &path)?),
+            "reserve" => reserve = unsigned(v, &path)?,
+            "lease" => {
+                lease = match off(v) {
+                    true => None,
+                    false => Some(seconds(v, &path)?),
+                }
+            }
+            "wait" => wait = seconds(v, &path)?,
+            _ => return Err(unknown(&path, &["limit", "reserve", "lease", "wait"])),
+        }
+    }
+    let limit =
+        limit.ok_or_else(|| exceptions::value_error("option 'funnel.limit': is required"))?;
+    Ok(FunnelOptions {
+        limit,
+        reserve,
+        lease,
+        wait,
+    })
+}
+
+fn budget(table: &ZendHashTable) -> PhpResult<resilient_core::BudgetConfig> {
+    let (mut ratio, mut floor, mut window) = (0.1, 5, 60.0);
+    for (key, v) in entries(table, "budget")? {
+        let path = format!("budget.{key}");
+        match key.as_str() {
+            "ratio" => ratio = float(v, &path)?,
+            "floor" => floor = int(v, &path)?,
+            "window" => window = float(v, &path)?,
+            _ => return Err(unknown(&path, &["ratio", "floor", "window"])),
+        }
+    }
+    budget::config(ratio, floor, window).map_err(|e| core_error("budget.", e))
+}
+
+fn circuit(table: &ZendHashTable) -> PhpResult<CircuitOptions> {
+    let mut circuit = CircuitOptions::default();
+    for (key, v) in entries(table, "circuit")? {
+        let path = format!("circuit.{key}");
+        match key.as_str() {
+            "failure_ratio" => circuit.failure_ratio = float(v, &path)?,
+            "min_calls" => circuit.min_calls = unsigned(v, &path)?,
+            "window" => circuit.window = seconds(v, &path)?,
+            "open_for" => circuit.open_for = seconds(v, &path)?,
+            _ => {
+                return Err(unknown(
+                    &path,
+                    &["failure_ratio", "min_calls", "window", "open_for"],
+                ))
+            }
+        }
+    }
+    Ok(circuit)
+}
+
+/// `null` or `false` turns an optional section off.
+fn off(value: &Zval) -> bool {
+    let value = value.dereference();
+    value.is_null() || value.is_false()
+}
+
+fn int(value: &Zval, path: &str) -> PhpResult<i64> {
+    coerce::int(value).map_err(|e| e.for_option(path))
+}
+
+fn float(value: &Zval, path: &str) -> PhpResult<f64> {
+    coerce::float(value).map_err(|e| e.for_option(path))
+}
+
+/// A count: an int that is not negative (the owner checks its range).
+fn unsigned(value: &Zval, path: &str) -> PhpResult<u32> {
+    validate::unsigned(path, int(value, path)?).map_err(|e| core_error("", e))
+}
+
+/// Seconds as PHP gives them: finite, not negative, at most a year (`resilient_core`'s rule,
+/// as for `Funnel`'s lease and `Deadline::within`).
+fn seconds(value: &Zval, path: &str) -> PhpResult<Duration> {
+    validate::duration(path, float(value, path)?).map_err(|e| core_error("", e))
+}
+
+fn text(value: &Zval, path: &str) -> PhpResult<String> {
+    match value.dereference().zend_str() {
+        Some(s) => utf8(s.as_bytes(), path).map_err(exceptions::value_error),
+        None => Err(mismatch("string", value, path)),
+    }
+}
+
+/// A header value: a string (UTF-8 text), or a number written out. Never echoed.
+fn header_value(value: &Zval, path: &str) -> PhpResult<String> {
+    let v = value.dereference();
+    if let Some(n) = v.long() {
+        return Ok(n.to_string());
+    }
+    if let Some(f) = v.double() {
+        return Ok(f.to_string());
+    }
+    text(value, path)
+}
+
+fn table<'a>(value: &'a Zval, path: &str) -> PhpResult<&'a ZendHashTable> {
+    value
+        .dereference()
+        .array()
+        .ok_or_else(|| mismatch("array", value, path))
+}
+
+fn mismatch(expected: &'static str, value: &Zval, path: &str) -> PhpException {
+    coerce::TypeMismatch {
+        expected,
+        given: coerce::type_name(value),
+    }
+    .for_option(path)
+}
+
+fn unknown(path: &str, known: &[&str]) -> PhpException {
+    exceptions::value_error(format!(
+        "option '{}': unknown option (known: {})",
+        truncate(path, 64),
+        known.join(", ")
+    ))
+}
+
+/// A value rule of `resilient_http` broken: `\ValueError`, the option named.
+pub fn config_error(e: ConfigError) -> PhpException {
+    exceptions::value_error(e.to_string())
+}
+
+/// A value rule of `resilient_core` broken: `\ValueError` with the option path (`prefix` +
+/// the core's argument name) in front of the core's words.
+fn core_error(prefix: &str, e: resilient_core::Error) -> PhpException {
+    let Some(argument) = e.argument().filter(|_| e.is_invalid_argument()) else {
+        return errors::php(e);
+    };
+    let message = e.to_string();
+    let problem = message
+        .strip_prefix(argument)
+        .and_then(|m| m.strip_prefix(": "))
+        .unwrap_or(&message);
+    exceptions::value_error(format!("option '{prefix}{argument}': {problem}"))
+}
+
+/// The entries of an array, keys as UTF-8 text (a non-UTF-8 key is a `\ValueError`).
+pub fn entries<'a>(table: &'a ZendHashTable, path: &str) -> PhpResult<Vec<(String, &'a Zval)>> {
+    let mut iter = table.iter();
+    let mut out = Vec::with_capacity(table.len());
+    while let Some((key, value)) = iter.next_zval() {
+        let key = match key.long() {
+            Some(i) => i.to_string(),
+            None => utf8(
+                key.zend_str().map(|z| z.as_bytes()).unwrap_or_default(),
+                path,
+            )
+            .map_err(exceptions::value_error)?,
+        };
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+/// UTF-8 text, or the message saying the option holds other bytes.
+pub fn utf8(bytes: &[u8], path: &str) -> Result<String, String> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(e) => Err(format!(
+            "option '{path}': is not valid UTF-8 (invalid byte at offset {}); header, query and form values and array keys must be UTF-8 text: encode binary data (e.g. base64_encode) or send it as 'body', which is sent byte for byte",
+            e.valid_up_to()
+        )),
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+// ---- Per-request options (request(), get(), post()..., pool()) ----
+
+/// Deepest array nesting accepted in options (a cycle through references cannot hang us).
+const MAX_DEPTH: u32 = 32;
+/// `json_encode` flags: `JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE |
+/// JSON_PRESERVE_ZERO_FRACTION` (no `JSON_THROW_ON_ERROR`: a value that cannot be encoded is a
+/// bad option, reported as `\ValueError` like every other).
+const JSON_FLAGS: i64 = 64 | 256 | 1024;
+
+/// An array key as a string (`0`, `name`).
+pub fn key_string(key: &ArrayKey) -> String {
+    match key {
+        ArrayKey::Long(i) => i.to_string(),
+        ArrayKey::String(s) => s.clone(),
+        ArrayKey::Str(s) => (*s).to_string(),
+        ArrayKey::ZendString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+    }
+}
+
+/// The request options as JSON, except a string `body`, returned apart as raw bytes (sent byte
+/// for byte, never through JSON); `json` is encoded by PHP's own `json_encode` (objects,
+/// `JsonSerializable`, floats exactly as PHP writes them).
+pub fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<Vec<u8>>)> {
+    let mut map = Map::new();
+    let mut raw_body = None;
+    if let Some(options) = options {
+        for (key, value) in keyed_entries(options, "options").map_err(exceptions::value_error)? {
+            let key = key_string(&key);
+            let json = match key.as_str() {
+                "json" => json_encode(value)?,
+                "body" if value.dereference().is_string() => {
+                    raw_body = value
+                        .dereference()
+                        .zend_str()
+                        .map(|s| s.as_bytes().to_vec());
+                    continue;
+                }
+                _ => to_json(value, &key, 0).map_err(exceptions::value_error)?,
+            };
+            map.insert(key, json);
+        }
+    }
+    Ok((Value::Object(map), raw_body))
+}
+
+/// Typed request options: the JSON-shaped ones plus the raw body.
+pub fn typed_options(options: &Value, raw_body: Option<Vec<u8>>) -> PhpResult<RequestOptions> {
+    let typed = RequestOptions::from_json(options).map_err(config_error)?;
+    match raw_body {
+        Some(bytes) => typed.body(Body::Raw(bytes)).map_err(config_error),
+        None => Ok(typed),
+    }
+}
+
+pub fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {
+    let mut z = Zval::new();
+    z.set_hashtable(table.to_owned());
+    json_encode(&z)
+}
+
+/// `json_encode($value)` parsed back (key order kept).
+fn json_encode(value: &Zval) -> PhpResult<Value> {
+    let encode = ZendCallable::try_from_name("json_encode")
+        .map_err(|_| PhpException::from("json_encode is not available"))?;
+    let encoded = encode
+        .try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS])
+        .map_err(PhpException::from)?;
+    let Some(text) = encoded.str() else {
+        let why = ZendCallable::try_from_name("json_last_error_msg")
+            .ok()
+            .and_then(|f| f.try_call(vec![]).ok())
+            .and_then(|z| z.str().map(str::to_owned))
+            .unwrap_or_else(|| "unknown error".to_owned());
+        return Err(exceptions::value_error(format!(
+            "option 'json': cannot be encoded as JSON ({why})"
+        )));
+    };
+    serde_json::from_str(text).map_err(|e| exceptions::value_error(format!("option 'json': {e}")))
+}
+
+pub fn to_json_table(table: &ZendHashTable, path: &str) -> PhpResult<Value> {
+    let mut z = Zval::new();
+    z.set_hashtable(table.to_owned());
+    to_json(&z, path, 0).map_err(exceptions::value_error)
+}
+
+/// A PHP value as JSON: lists (keys 0..n-1 in order) become arrays, other arrays objects;
+/// non-finite floats the strings `NAN`, `INF`, `-INF` (so the parser can name them); objects
+/// are refused (an option is never an object).
+fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("option '{path}': nested too deeply"));
+    }
+    let value = value.dereference();
+    if value.is_null() {
+        return Ok(Value::Null);
+    }
+    if let Some(b) = value.bool() {
+        return Ok(Value::Bool(b));
+    }
+    if let Some(n) = value.long() {
+        return Ok(Value::Number(n.into()));
+    }
+    if let Some(f) = value.double() {
+        return Ok(match Number::from_f64(f) {
+            Some(n) => Value::Number(n),
+            None if f.is_nan() => Value::String("NAN".into()),
+            None if f > 0.0 => Value::String("INF".into()),
+            None => Value::String("-INF".into()),
+        });
+    }
+    if let Some(s) = value.zend_str() {
+        return utf8(s.as_bytes(), path).map(Value::String);
+    }
+    if let Some(table) = value.array() {
+        let entries = keyed_entries(table, path)?;
+        let is_list = entries
+            .iter()
+            .enumerate()
+            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if *n == i as i64));
+        if is_list {
+            let mut items = Vec::with_capacity(entries.len());
+            for (i, (_, v)) in entries.into_iter().enumerate() {
+                items.push(to_json(v, &format!("{path}.{i}"), depth + 1)?);
+            }
+            return Ok(Value::Array(items));
+        }
+        let mut map = Map::new();
+        for (k, v) in entries {
+            let k = key_string(&k);
+            let child = to_json(v, &format!("{path}.{k}"), depth + 1)?;
+            map.insert(k, child);
+        }
+        return Ok(Value::Object(map));
+    }
+    Err(format!(
+        "option '{path}': must not be {}",
+        if value.is_object() {
+            "an object"
+        } else {
+            "a resource"
+        }
+    ))
+}
+
+/// A table's entries. ext-php-rs's own iterator panics on a string key that is not UTF-8;
+/// such a key is refused here instead, as an option error naming `path`.
+pub fn keyed_entries<'a>(
+    table: &'a ZendHashTable,
+    path: &str,
+) -> Result<Vec<(ArrayKey<'static>, &'a Zval)>, String> {
+    let mut iter = table.iter();
+    let mut out = Vec::with_capacity(table.len());
+    while let Some((key, value)) = iter.next_zval() {
+        let key = match key.long() {
+            Some(i) => ArrayKey::Long(i),
+            None => ArrayKey::String(utf8(
+                key.zend_str().map(|z| z.as_bytes()).unwrap_or_default(),
+                path,
+            )?),
+        };
+        out.push((key, value));
+    }
+    Ok(out)
+}
