@@ -6,8 +6,6 @@
 //! `resilient.web_connect_timeout` (3 s) and `resilient.web_max_attempts` (1);
 //! queue workers, the scheduler and artisan (CLI) get the configured values.
 
-use std::ffi::CStr;
-
 use ext_php_rs::prelude::*;
 use resilient_core::validate;
 
@@ -18,19 +16,7 @@ use crate::ini;
 /// static-php-cli's self-contained binary.
 const NON_WEB_SAPIS: [&str; 4] = ["cli", "phpdbg", "embed", "micro"];
 
-/// The SAPI name (`cli`, `fpm-fcgi`, `apache2handler`, `cli-server`, ...).
-pub fn sapi_name() -> String {
-    // SAFETY: `sapi_module` is set by the SAPI before any module starts and
-    // never freed; `name` is a static C string (or NULL in odd embeddings).
-    let name = unsafe { ext_php_rs::ffi::sapi_module.name };
-    if name.is_null() {
-        return String::new();
-    }
-    // SAFETY: non-null, NUL-terminated.
-    unsafe { CStr::from_ptr(name) }
-        .to_string_lossy()
-        .into_owned()
-}
+pub use crate::engine::sapi_name;
 
 /// True when serving a web request (any SAPI but cli/phpdbg/embed/micro).
 /// Cached: the SAPI of a process never changes once it serves requests.

@@ -70,3 +70,17 @@ pub fn spl_class_entry(symbol: &CStr) -> Option<*mut zend_class_entry> {
         Some(*slot)
     }
 }
+
+/// The SAPI name (`cli`, `fpm-fcgi`, `apache2handler`, `cli-server`, ...).
+pub fn sapi_name() -> String {
+    // SAFETY: `sapi_module` is set by the SAPI before any module starts and
+    // never freed; `name` is a static C string (or NULL in odd embeddings).
+    let name = unsafe { ext_php_rs::ffi::sapi_module.name };
+    if name.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-null, NUL-terminated.
+    unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
+}

@@ -101,7 +101,7 @@ static PATH_SET_BY_POOL: AtomicBool = AtomicBool::new(false);
 pub fn register(module_number: i32) {
     // SAFETY: plain engine call.
     let late = crate::engine::php_get_module_initialized().is_some_and(|f| unsafe { f() });
-    if late && crate::context::sapi_name() == "fpm-fcgi" {
+    if late && crate::engine::sapi_name() == "fpm-fcgi" {
         LOADED_BY_FPM_POOL.store(true, Ordering::Relaxed);
     }
     IniEntryDef::register(ENTRIES.as_slice(), module_number);
@@ -179,15 +179,6 @@ pub fn web_max_attempts() -> u32 {
     raw(WEB_MAX_ATTEMPTS)
         .and_then(|v| parse_attempts(&v))
         .unwrap_or(DEFAULT_WEB_MAX_ATTEMPTS)
-}
-
-/// `resilient.backend`: `shm` or a `redis://` URL (the Redis backend arrives
-/// with a later issue).
-pub fn backend() -> String {
-    log_rejected_once(BACKEND);
-    raw(BACKEND)
-        .filter(|v| parse_backend(v))
-        .unwrap_or_else(|| "shm".to_owned())
 }
 
 /// Values refused outside `ini_set()`: key and raw value, newest last.

@@ -26,6 +26,17 @@ const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 
 /// A budget's settings. The fields are private and [`BudgetConfig::new`] is the only way to
 /// make one, so a window shorter than its buckets (a division by zero) cannot exist.
+///
+/// ```compile_fail
+/// // No struct literal outside the crate: a zero window cannot be written down.
+/// let c = resilient_core::BudgetConfig { ratio: 0.1, floor: 5, window_ms: 0 };
+/// ```
+/// ```
+/// # use std::time::Duration;
+/// use resilient_core::BudgetConfig;
+/// assert!(BudgetConfig::new(0.1, 5, Duration::ZERO).is_err());
+/// assert!(BudgetConfig::new(0.1, 5, Duration::from_millis(19)).is_err(), "under 1 ms a bucket");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BudgetConfig {
     ratio: f64,

@@ -27,6 +27,18 @@ use std::time::Duration;
 /// A funnel's settings. The fields are private and [`FunnelConfig::new`] is the only way to
 /// make one, so a limit of 0 or above [`MAX_FUNNEL_LIMIT`], a reserve that leaves background
 /// callers no slot, or a zero lease cannot exist.
+///
+/// ```compile_fail
+/// // No struct literal outside the crate: a reserve >= limit cannot be written down.
+/// let c = resilient_core::FunnelConfig { limit: 2, reserve: 2, lease: std::time::Duration::ZERO };
+/// ```
+/// ```
+/// # use std::time::Duration;
+/// use resilient_core::FunnelConfig;
+/// assert!(FunnelConfig::new(2, 2, Duration::from_secs(1)).is_err());
+/// assert!(FunnelConfig::new(2, 1, Duration::ZERO).is_err());
+/// assert_eq!(FunnelConfig::new(2, 1, Duration::from_secs(1)).unwrap().reserve(), 1);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FunnelConfig {
     limit: u32,
