@@ -318,15 +318,17 @@ impl Client {
         CallEnv,
         Option<tokio::sync::mpsc::UnboundedReceiver<AttemptRecord>>,
     ) {
-        let mut env = self.http.env().clone();
-        env.transport = io.transport();
-        env.max_body = context::memory_headroom();
+        let env = self
+            .http
+            .env()
+            .clone()
+            .transport(io.transport())
+            .max_body(context::memory_headroom());
         if self.on_attempt.is_none() {
             return (env, None);
         }
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        env.observer = Some(Arc::new(tx));
-        (env, Some(rx))
+        (env.observer(Arc::new(tx)), Some(rx))
     }
 
     /// One call to its end: a Response, or the Unavailable subclass thrown.

@@ -41,19 +41,19 @@ use crate::transport::{AttemptLimits, RawResponse, Transport, TransportError};
 /// The mechanism a call runs on. Cheap to clone (all `Arc`s).
 #[derive(Clone)]
 pub struct CallEnv {
-    pub clock: Arc<dyn Clock>,
-    pub sleeper: Arc<dyn Sleeper>,
-    pub transport: Arc<dyn Transport>,
+    clock: Arc<dyn Clock>,
+    sleeper: Arc<dyn Sleeper>,
+    transport: Arc<dyn Transport>,
     /// Admission guards, asked in order before every attempt (see [`crate::guard`]).
     guards: Vec<Arc<dyn Guard>>,
     /// The retry budget; `None`: retries limited by `max_attempts` and the deadline only.
     allowance: Option<Arc<dyn RetryAllowance>>,
-    pub observer: Option<Arc<dyn AttemptObserver>>,
+    observer: Option<Arc<dyn AttemptObserver>>,
     /// Fixes the jitter sequence (tests); `None`: seeded from the OS per call.
-    pub jitter_seed: Option<u64>,
+    jitter_seed: Option<u64>,
     /// What the host can afford for one response body now, in bytes (the PHP binding: what
     /// `memory_limit` leaves); lowers the policy's `max_body`. `None`: no host limit.
-    pub max_body: Option<u64>,
+    max_body: Option<u64>,
 }
 
 impl CallEnv {
@@ -90,6 +90,35 @@ impl CallEnv {
     /// The admission guards, in the order they are asked.
     pub fn guards(&self) -> &[Arc<dyn Guard>] {
         &self.guards
+    }
+
+    /// Sets who is told about every attempt (`on_attempt`).
+    pub fn observer(mut self, observer: Arc<dyn AttemptObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Replaces the transport (the binding's per-process one, after a fork).
+    pub fn transport(mut self, transport: Arc<dyn Transport>) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// Fixes the jitter sequence (tests).
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// What the host can afford for one response body now, in bytes; lowers the policy's
+    /// `max_body` (`None`: no host limit).
+    pub fn max_body(mut self, bytes: Option<u64>) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 }
 

@@ -117,7 +117,9 @@ impl HttpClientBuilder {
         if let Some(allowance) = self.allowance {
             env = env.allowance(allowance);
         }
-        env.observer = self.observer;
+        if let Some(observer) = self.observer {
+            env = env.observer(observer);
+        }
         Ok(HttpClient::new(self.config, self.caps, env))
     }
 }

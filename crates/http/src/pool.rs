@@ -52,7 +52,7 @@ pub async fn run_pool(
 ) -> (Vec<Result<Response, Unavailable>>, BatchSummary) {
     let count = items.len();
     let concurrency = concurrency.clamp(1, count.max(1));
-    let pool_start = env.clock.monotonic_ns();
+    let pool_start = env.clock().monotonic_ns();
     let mut results: Vec<Option<Result<Response, Unavailable>>> =
         (0..count).map(|_| None).collect();
     let mut summary = BatchSummary::default();
@@ -75,7 +75,7 @@ pub async fn run_pool(
             };
             let enclosing = batch.map(|r| {
                 r.saturating_sub(Duration::from_nanos(
-                    env.clock.monotonic_ns().saturating_sub(pool_start),
+                    env.clock().monotonic_ns().saturating_sub(pool_start),
                 ))
             });
             running.spawn(async move {

@@ -468,7 +468,7 @@ async fn the_real_shared_budget_bounds_attempts_too() {
     let backend = resilient_http::SharedMemory::new(segment);
     let c = HttpClient::builder(config)
         .transport(rig.transport.clone())
-        .clock(rig.env.clock.clone(), rig.env.sleeper.clone())
+        .clock(rig.clock.clone(), rig.sleeper.clone())
         .backend(&backend, "test", true)
         .unwrap()
         .build()

@@ -79,8 +79,7 @@ fn run(
 ) {
     let io = process_io().unwrap();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut env = c.env().clone();
-    env.observer = Some(Arc::new(tx));
+    let env = c.env().clone().observer(Arc::new(tx));
     let req = c.prepare(method, path, &opts).unwrap();
     let mut records = Vec::new();
     let out = io.drive(c.call(env, req, None), Some(rx), |r| {

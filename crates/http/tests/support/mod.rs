@@ -274,6 +274,7 @@ pub struct Rig {
     pub transport: Arc<ScriptedTransport>,
     pub sleeper: Arc<LoggingSleeper>,
     pub records: Arc<RecordLog>,
+    pub clock: Arc<PausedClock>,
     pub env: CallEnv,
 }
 
@@ -286,18 +287,16 @@ impl Rig {
             sleeps: Mutex::new(vec![]),
         });
         let records = Arc::new(RecordLog::default());
-        let mut env = CallEnv::new(
-            Arc::new(PausedClock::new()),
-            sleeper.clone(),
-            transport.clone(),
-        );
-        env.observer = Some(records.clone());
-        env.jitter_seed = Some(7);
+        let clock = Arc::new(PausedClock::new());
+        let env = CallEnv::new(clock.clone(), sleeper.clone(), transport.clone())
+            .observer(records.clone())
+            .jitter_seed(7);
         Self {
             events,
             transport,
             sleeper,
             records,
+            clock,
             env,
         }
     }
