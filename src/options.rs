@@ -26,26 +26,6 @@ use serde_json::{Map, Number, Value};
 use crate::exceptions;
 use crate::{budget, coerce, errors};
 
-/// The options `new Client($name, $options)` knows.
-const KEYS: &[&str] = &[
-    "base_url",
-    "connect_timeout",
-    "timeout",
-    "deadline",
-    "max_attempts",
-    "backoff",
-    "retry_on",
-    "max_retry_after",
-    "funnel",
-    "budget",
-    "circuit",
-    "backend",
-    "headers",
-    "user_agent",
-    "max_body",
-    "on_attempt",
-];
-
 /// A client's configuration and its `on_attempt` callable (a counted reference).
 pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Option<Zval>)> {
     let mut config = ClientConfig::default();
@@ -158,7 +138,14 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Optio
                     on_attempt = Some(value.shallow_clone());
                 }
             }
-            other => return Err(unknown(other, KEYS)),
+            other => {
+                let known: Vec<&str> = ClientConfig::KEYS
+                    .iter()
+                    .copied()
+                    .chain(["on_attempt"])
+                    .collect();
+                return Err(unknown(other, &known));
+            }
         }
     }
     Ok((config, on_attempt))

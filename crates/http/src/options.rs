@@ -135,6 +135,9 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
+    /// The option keys a configuration knows (a binding adds its own, such as `on_attempt`).
+    pub const KEYS: &'static [&'static str] = CLIENT_KEYS;
+
     /// Parses and validates an options tree (a JSON object; `null` means all defaults).
     pub fn from_json(options: &Value) -> Result<Self, ConfigError> {
         let mut config = ClientConfig::default();
