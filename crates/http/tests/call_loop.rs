@@ -14,16 +14,6 @@ use support::*;
 
 const MS: Duration = Duration::from_millis(1);
 
-fn client(rig: &Rig, options: Value) -> HttpClient {
-    let mut options = options;
-    options["base_url"] = json!("http://127.0.0.1:9");
-    HttpClient::new(
-        ClientConfig::from_json(&options).unwrap(),
-        Caps::default(),
-        rig.env.clone(),
-    )
-}
-
 async fn call(
     rig: &Rig,
     c: &HttpClient,
@@ -49,7 +39,7 @@ async fn seed_004_exercise_retry_after_seconds_is_obeyed_exactly() {
         ],
         status(500),
     );
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let r = call(&rig, &c, "GET", "/v1/chat", json!({})).await.unwrap();
     assert_eq!(
         (r.status(), r.attempts(), r.body()),
@@ -72,7 +62,7 @@ async fn retry_after_as_an_http_date_is_obeyed() {
         vec![status_with(503, &[("Retry-After", at)], ""), status(200)],
         status(500),
     );
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let r = call(&rig, &c, "GET", "/", json!({})).await.unwrap();
     assert_eq!(r.attempts(), 2);
     assert_eq!(rig.sleeps(), [2990 * MS]);
@@ -84,7 +74,7 @@ async fn retry_after_beyond_the_deadline_fails_at_once() {
         vec![status_with(429, &[("Retry-After", "5")], "busy")],
         status(200),
     );
-    let c = client(&rig, json!({"deadline": 2.0}));
+    let c = rig.client(json!({"deadline": 2.0}));
     let e = call(&rig, &c, "GET", "/q", json!({})).await.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
     assert_eq!((e.attempts(), e.last_status()), (1, 429));
@@ -101,7 +91,7 @@ async fn retry_after_beyond_max_retry_after_fails_at_once_as_upstream_failed() {
             vec![status_with(503, &[("Retry-After", absurd)], "")],
             status(200),
         );
-        let c = client(&rig, json!({"max_retry_after": 30}));
+        let c = rig.client(json!({"max_retry_after": 30}));
         let e = call(&rig, &c, "GET", "/q", json!({})).await.unwrap_err();
         assert!(
             e.is_upstream_failed() && e.message().contains("max_retry_after"),
@@ -126,10 +116,7 @@ async fn invalid_retry_after_values_fall_back_to_jitter_and_zero_or_a_past_date_
         ],
         status(500),
     );
-    let c = client(
-        &rig,
-        json!({"max_attempts": 5, "backoff": {"base": 0.1, "cap": 1.0}}),
-    );
+    let c = rig.client(json!({"max_attempts": 5, "backoff": {"base": 0.1, "cap": 1.0}}));
     let r = call(&rig, &c, "GET", "/q", json!({})).await.unwrap();
     assert_eq!(r.attempts(), 5);
     let expected: Vec<Duration> = FullJitter::seeded(100 * MS, 1000 * MS, 7).take(4).collect();
@@ -140,8 +127,7 @@ async fn invalid_retry_after_values_fall_back_to_jitter_and_zero_or_a_past_date_
 #[tokio::test(start_paused = true)]
 async fn waits_without_retry_after_are_full_jitter_within_bounds() {
     let rig = Rig::new(vec![], status(503));
-    let c = client(
-        &rig,
+    let c = rig.client(
         json!({"max_attempts": 6, "backoff": {"base": 0.1, "cap": 1.0}, "retry_on": [500, 503]}),
     );
     let e = call(&rig, &c, "GET", "/q", json!({})).await.unwrap_err();
@@ -165,7 +151,7 @@ async fn waits_without_retry_after_are_full_jitter_within_bounds() {
 async fn final_statuses_are_returned_after_one_attempt() {
     for s in [200, 400, 401, 403, 404, 409, 500, 502] {
         let rig = Rig::new(vec![status(s)], status(200));
-        let c = client(&rig, json!({}));
+        let c = rig.client(json!({}));
         let r = call(&rig, &c, "GET", "/q", json!({})).await.unwrap();
         assert_eq!((r.status(), r.attempts(), rig.sends()), (s, 1, 1));
     }
@@ -174,7 +160,7 @@ async fn final_statuses_are_returned_after_one_attempt() {
 #[tokio::test(start_paused = true)]
 async fn post_is_retried_only_with_an_idempotency_key_and_the_key_never_changes() {
     let rig = Rig::new(vec![], status(503));
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let e = call(&rig, &c, "POST", "/quotes", json!({"json": {"sku": 1}}))
         .await
         .unwrap_err();
@@ -188,7 +174,7 @@ async fn post_is_retried_only_with_an_idempotency_key_and_the_key_never_changes(
     assert_eq!(e.attempts(), 1);
 
     let rig = Rig::new(vec![], status(503));
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let e = call(
         &rig,
         &c,
@@ -228,10 +214,7 @@ async fn post_is_retried_only_with_an_idempotency_key_and_the_key_never_changes(
 #[tokio::test(start_paused = true)]
 async fn a_hanging_upstream_is_cut_at_the_deadline_whatever_the_timeout() {
     let rig = Rig::new(vec![], Step::Hang);
-    let c = client(
-        &rig,
-        json!({"deadline": 0.5, "timeout": 10, "connect_timeout": 3}),
-    );
+    let c = rig.client(json!({"deadline": 0.5, "timeout": 10, "connect_timeout": 3}));
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/slow", json!({})).await.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
@@ -248,10 +231,7 @@ async fn a_hanging_upstream_is_cut_at_the_deadline_whatever_the_timeout() {
 async fn each_attempt_gets_only_the_remainder() {
     // deadline 850 ms, timeout 300 ms (seed 000): 300, then what is left after a sleep.
     let rig = Rig::new(vec![], Step::Hang);
-    let c = client(
-        &rig,
-        json!({"deadline": 0.85, "timeout": 0.3, "max_attempts": 5}),
-    );
+    let c = rig.client(json!({"deadline": 0.85, "timeout": 0.3, "max_attempts": 5}));
     let e = call(&rig, &c, "GET", "/slow", json!({})).await.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
     let seen = rig.transport.seen();
@@ -270,7 +250,7 @@ async fn each_attempt_gets_only_the_remainder() {
 #[tokio::test(start_paused = true)]
 async fn an_enclosing_deadline_that_ends_earlier_wins() {
     let rig = Rig::new(vec![], Step::Hang);
-    let c = client(&rig, json!({"deadline": 5, "timeout": 10}));
+    let c = rig.client(json!({"deadline": 5, "timeout": 10}));
     let req = c.prepare("GET", "/", &json!({})).unwrap();
     let e = c
         .call(rig.env.clone(), req.clone(), Some(200 * MS))
@@ -306,7 +286,7 @@ async fn the_funnel_slot_is_released_before_every_sleep() {
         events: rig.events.clone(),
     });
     rig.env = rig.env.clone().guard(Arc::new(SharedGate(gate.clone())));
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let r = call(&rig, &c, "GET", "/", json!({})).await.unwrap();
     assert_eq!(r.attempts(), 3);
     let events: Vec<String> = rig
@@ -340,7 +320,7 @@ async fn a_full_funnel_fails_fast_without_sending() {
         events: rig.events.clone(),
     });
     rig.env = rig.env.clone().guard(Arc::new(SharedGate(gate)));
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
     assert!(
@@ -384,7 +364,7 @@ async fn a_funnel_wait_takes_a_slot_freed_within_it_and_counts_in_the_deadline()
         polls: AtomicU32::new(0),
     });
     rig.env = rig.env.clone().guard(gate.clone());
-    let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 0.05}}));
+    let c = rig.client(json!({"funnel": {"limit": 4, "wait": 0.05}}));
     let started = tokio::time::Instant::now();
     let r = call(&rig, &c, "GET", "/", json!({})).await.unwrap();
     assert_eq!((r.attempts(), rig.sends()), (1, 1));
@@ -405,7 +385,7 @@ async fn a_funnel_wait_gives_up_at_its_bound_or_before_the_deadline_needs_it() {
         full_polls: AtomicU32::new(u32::MAX),
         polls: AtomicU32::new(0),
     }));
-    let c = client(&rig, json!({"funnel": {"limit": 4, "wait": 0.03}}));
+    let c = rig.client(json!({"funnel": {"limit": 4, "wait": 0.03}}));
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
     assert!(
@@ -418,10 +398,7 @@ async fn a_funnel_wait_gives_up_at_its_bound_or_before_the_deadline_needs_it() {
     );
 
     // A deadline of 0.1 s leaves 50 ms of waiting room (a useful attempt needs 50 ms).
-    let c = client(
-        &rig,
-        json!({"funnel": {"limit": 4, "wait": 5.0}, "deadline": 0.1}),
-    );
+    let c = rig.client(json!({"funnel": {"limit": 4, "wait": 5.0}, "deadline": 0.1}));
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
     assert!(e.is_funnel_full(), "{e}");
@@ -438,7 +415,7 @@ async fn the_budget_bounds_total_attempts_under_a_failing_upstream() {
         retries: AtomicU32::new(0),
     });
     rig.env = rig.env.clone().allowance(budget.clone());
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let mut exhausted = 0;
     for _ in 0..100 {
         let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
@@ -494,7 +471,7 @@ async fn one_record_per_attempt_with_the_url_without_query() {
         ],
         status(200),
     );
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let r = call(
         &rig,
         &c,
@@ -549,7 +526,7 @@ async fn messages_never_show_secrets() {
             after: MS,
         },
     );
-    let c = client(&rig, json!({"headers": {"Authorization": "Bearer s3cret"}}));
+    let c = rig.client(json!({"headers": {"Authorization": "Bearer s3cret"}}));
     let e = call(
         &rig,
         &c,

@@ -7,10 +7,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use resilient_http::{
-    Caps, ClientConfig, FailureKind, Guard, HttpClient, Outcome, Permit, Refusal, Response,
-    Unavailable,
+    FailureKind, Guard, HttpClient, Outcome, Permit, Refusal, Response, Unavailable,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 use support::*;
 
 /// Admits odd-numbered asks, refuses even ones (as an open circuit would); records outcomes.
@@ -52,16 +51,6 @@ impl Guard for Never {
     }
 }
 
-fn client(rig: &Rig, options: Value) -> HttpClient {
-    let mut options = options;
-    options["base_url"] = json!("http://127.0.0.1:9");
-    HttpClient::new(
-        ClientConfig::from_json(&options).unwrap(),
-        Caps::default(),
-        rig.env.clone(),
-    )
-}
-
 async fn get(rig: &Rig, c: &HttpClient) -> Result<Response, Unavailable> {
     let req = c.prepare("GET", "/", &json!({})).unwrap();
     c.call(rig.env.clone(), req, None).await
@@ -82,7 +71,7 @@ async fn a_guard_from_outside_the_crate_is_asked_and_told_every_attempt() {
     );
     let guard = Arc::new(EveryOther::default());
     rig.env = rig.env.clone().guard(guard.clone());
-    let c = client(&rig, json!({"max_attempts": 3}));
+    let c = rig.client(json!({"max_attempts": 3}));
 
     // Ask 1 admitted: 200.
     assert_eq!(get(&rig, &c).await.unwrap().status(), 200);
@@ -124,7 +113,7 @@ async fn guards_are_asked_in_order_and_a_refusal_releases_earlier_permits() {
     let first = Arc::new(EveryOther::default());
     let second = Arc::new(Never::default());
     rig.env = rig.env.clone().guard(first.clone()).guard(second.clone());
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
 
     let e = get(&rig, &c).await.unwrap_err();
     assert!(e.is_circuit_open() && e.attempts() == 0, "{e}");

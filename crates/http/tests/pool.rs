@@ -4,21 +4,10 @@ mod support;
 
 use std::time::Duration;
 
-use resilient_http::{Caps, ClientConfig, HttpClient};
 use serde_json::json;
 use support::*;
 
 const MS: Duration = Duration::from_millis(1);
-
-fn client(rig: &Rig, options: serde_json::Value) -> HttpClient {
-    let mut options = options;
-    options["base_url"] = json!("http://127.0.0.1:9");
-    HttpClient::new(
-        ClientConfig::from_json(&options).unwrap(),
-        Caps::default(),
-        rig.env.clone(),
-    )
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_sliding_window_never_exceeds_concurrency_and_one_slow_request_holds_nobody_back() {
@@ -36,7 +25,7 @@ async fn a_sliding_window_never_exceeds_concurrency_and_one_slow_request_holds_n
         .lock()
         .unwrap()
         .push(("/sku/7".into(), Step::Hang));
-    let c = client(&rig, json!({"timeout": 5, "max_attempts": 1}));
+    let c = rig.client(json!({"timeout": 5, "max_attempts": 1}));
     let requests = (0..20)
         .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
         .collect();
@@ -81,7 +70,7 @@ async fn when_more_than_half_fail_the_retry_round_is_skipped() {
             .unwrap()
             .push((format!("/sku/{i}"), status(503)));
     }
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     let requests = (0..10)
         .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
         .collect();
@@ -113,7 +102,7 @@ async fn when_more_than_half_fail_the_retry_round_is_skipped() {
 #[tokio::test(start_paused = true)]
 async fn when_few_fail_they_are_retried() {
     let rig = Rig::new(vec![], status(200));
-    let c = client(&rig, json!({}));
+    let c = rig.client(json!({}));
     // Two of ten fail once, then succeed.
     for i in 0..2 {
         rig.transport
@@ -139,10 +128,7 @@ async fn the_deadline_bounds_the_whole_batch() {
     // Issue 7 item 8: 101 hanging items, concurrency 16, deadline 2 s took 14 s (each wave got
     // a fresh 2 s). Now the batch ends at 2 s; items never started fail as deadline exceeded.
     let rig = Rig::new(vec![], Step::Hang);
-    let c = client(
-        &rig,
-        json!({"timeout": 10, "deadline": 2.0, "max_attempts": 3}),
-    );
+    let c = rig.client(json!({"timeout": 10, "deadline": 2.0, "max_attempts": 3}));
     let requests = (0..101)
         .map(|i| c.prepare("GET", &format!("/h/{i}"), &json!({})).unwrap())
         .collect();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use resilient_http::process_io;
 use resilient_http::{
-    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper,
+    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper, Transport,
 };
 use resilient_upstream::Upstream;
 use serde_json::{json, Value};
@@ -53,14 +53,14 @@ fn rows(up: &Upstream, key: &str, min: usize) -> Vec<Value> {
 fn client(up: &Upstream, key: &str, options: Value) -> HttpClient {
     let mut options = options;
     options["base_url"] = json!(up.key_url(key));
-    let io = process_io().unwrap();
-    let env = CallEnv::new(
-        Arc::new(SystemClock),
-        Arc::new(TokioSleeper),
-        io.transport(),
-    );
+    real_client(&options, process_io().unwrap().transport())
+}
+
+/// A client on the real clock and sleeper over `transport`.
+fn real_client(options: &Value, transport: Arc<dyn Transport>) -> HttpClient {
+    let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), transport);
     HttpClient::new(
-        ClientConfig::from_json(&options).unwrap(),
+        ClientConfig::from_json(options).unwrap(),
         Caps::default(),
         env,
     )
@@ -161,17 +161,7 @@ fn connection_errors_and_closed_connections_are_retried_and_reported() {
         .port();
     let mut options = json!({"max_attempts": 2});
     options["base_url"] = json!(format!("http://127.0.0.1:{port}"));
-    let io = process_io().unwrap();
-    let env = CallEnv::new(
-        Arc::new(SystemClock),
-        Arc::new(TokioSleeper),
-        io.transport(),
-    );
-    let c = HttpClient::new(
-        ClientConfig::from_json(&options).unwrap(),
-        Caps::default(),
-        env,
-    );
+    let c = real_client(&options, process_io().unwrap().transport());
     let (r, records) = run(&c, "GET", "/x?token=s3cret", json!({}));
     let e = r.unwrap_err();
     assert!(
@@ -328,17 +318,10 @@ fn an_idle_connection_closed_by_the_server_is_detected_before_reuse() {
             drop(s); // idle close
         }
     });
-    let io = process_io().unwrap();
-    let env = CallEnv::new(
-        Arc::new(SystemClock),
-        Arc::new(TokioSleeper),
-        io.transport(),
-    );
-    let config = ClientConfig::from_json(
+    let c = real_client(
         &json!({"base_url": format!("http://127.0.0.1:{port}"), "max_attempts": 1}),
-    )
-    .unwrap();
-    let c = HttpClient::new(config, Caps::default(), env);
+        process_io().unwrap().transport(),
+    );
     let (r, _) = run(&c, "GET", "/1", json!({}));
     assert_eq!(r.unwrap().body(), b"ok");
     std::thread::sleep(Duration::from_millis(200));
@@ -365,16 +348,7 @@ fn the_reqwest_transport_follows_the_same_rules() {
     let make = |key: &str, options: Value| {
         let mut options = options;
         options["base_url"] = json!(up.key_url(key));
-        let env = CallEnv::new(
-            Arc::new(SystemClock),
-            Arc::new(TokioSleeper),
-            transport.clone(),
-        );
-        HttpClient::new(
-            ClientConfig::from_json(&options).unwrap(),
-            Caps::default(),
-            env,
-        )
+        real_client(&options, transport.clone())
     };
     let c = make("rq", json!({}));
     let (r, records) = run(&c, "GET", "/x?a=1", json!({"headers": {"X-T": "1"}}));
@@ -413,15 +387,9 @@ fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
             .unwrap();
     });
     let io = process_io().unwrap();
-    let env = CallEnv::new(
-        Arc::new(SystemClock),
-        Arc::new(TokioSleeper),
+    let c = real_client(
+        &json!({"base_url": format!("http://127.0.0.1:{port}")}),
         io.transport(),
-    );
-    let c = HttpClient::new(
-        ClientConfig::from_json(&json!({"base_url": format!("http://127.0.0.1:{port}")})).unwrap(),
-        Caps::default(),
-        env,
     );
     let req = c.prepare("GET", "/latin", &json!({})).unwrap();
     let r = io.block_on(c.call(c.env().clone(), req, None)).unwrap();
@@ -455,12 +423,9 @@ fn max_body_is_enforced_while_reading_on_both_transports() {
     let reqwest: Arc<dyn resilient_http::Transport> =
         Arc::new(resilient_http::ReqwestTransport::new());
     for transport in [lean, reqwest] {
-        let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), transport);
-        let c = HttpClient::new(
-            ClientConfig::from_json(&json!({"base_url": up.key_url("mb"), "max_body": 65_536}))
-                .unwrap(),
-            Caps::default(),
-            env,
+        let c = real_client(
+            &json!({"base_url": up.key_url("mb"), "max_body": 65_536}),
+            transport,
         );
         for path in ["/announced", "/chunked", "/endless"] {
             let (r, records) = run(&c, "GET", path, json!({}));

@@ -16,8 +16,8 @@ use std::time::{Duration, SystemTime};
 use resilient_http::BoxFuture;
 use resilient_http::RecordLog;
 use resilient_http::{
-    AttemptLimits, CallEnv, Clock, FailureKind, Guard, Permit, PreparedRequest, RawResponse,
-    Refusal, RetryAllowance, Sleeper, Transport, TransportError,
+    AttemptLimits, CallEnv, Caps, ClientConfig, Clock, FailureKind, Guard, HttpClient, Permit,
+    PreparedRequest, RawResponse, Refusal, RetryAllowance, Sleeper, Transport, TransportError,
 };
 
 /// Wall time at virtual zero: 2023-11-14T22:13:20Z.
@@ -299,6 +299,16 @@ impl Rig {
             clock,
             env,
         }
+    }
+    /// A client on this rig's environment (base URL filled in) with `options`.
+    pub fn client(&self, options: serde_json::Value) -> HttpClient {
+        let mut options = options;
+        options["base_url"] = serde_json::json!("http://127.0.0.1:9");
+        HttpClient::new(
+            ClientConfig::from_json(&options).unwrap(),
+            Caps::default(),
+            self.env.clone(),
+        )
     }
     pub fn sleeps(&self) -> Vec<Duration> {
         self.sleeper.sleeps.lock().unwrap().clone()
