@@ -300,7 +300,7 @@ impl Segment {
                 ),
             ));
         }
-        if !crate::host::same(h.pid_namespace, crate::host::pid_namespace()) {
+        if h.from_another_pid_namespace() {
             return Err(Error::segment(
                 path,
                 format!(
@@ -525,6 +525,10 @@ impl RawHeader {
     fn from_an_earlier_boot(&self) -> bool {
         !crate::host::same(self.boot, crate::host::boot_id())
     }
+
+    fn from_another_pid_namespace(&self) -> bool {
+        !crate::host::same(self.pid_namespace, crate::host::pid_namespace())
+    }
 }
 
 fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
@@ -577,8 +581,8 @@ fn half_made(h: &RawHeader, size: usize) -> bool {
         && (h.entry_size == 0 || h.entry_size as usize == ENTRY_SIZE)
         && (h.total_size == 0 || h.total_size as usize == size)
         && (h.slots == 0 || crate::layout::segment_size(h.slots) == size)
-        && (h.pid_namespace == 0 || h.pid_namespace == crate::host::pid_namespace())
-        && (h.boot == 0 || h.boot == crate::host::boot_id())
+        && !h.from_another_pid_namespace()
+        && !h.from_an_earlier_boot()
 }
 
 /// True when `cpath` (not followed if a symlink) names the file of `st`.
