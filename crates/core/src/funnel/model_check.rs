@@ -45,6 +45,16 @@ struct ModelActor<'a> {
     next: Cell<Option<At>>,
 }
 
+impl<'a> ModelActor<'a> {
+    fn new(pid: u32, graveyard: &'a Graveyard) -> Self {
+        ModelActor {
+            pid,
+            graveyard,
+            next: Cell::new(None),
+        }
+    }
+}
+
 impl Actor for ModelActor<'_> {
     fn pid(&self) -> u32 {
         self.pid
@@ -282,11 +292,7 @@ fn run_one(
     reset(e);
     let graveyard = Graveyard::default();
     let actors: Vec<ModelActor> = (0..sc.actors.len())
-        .map(|i| ModelActor {
-            pid: 100 + sc.actors[i].thread_of.unwrap_or(i) as u32,
-            graveyard: &graveyard,
-            next: Cell::new(None),
-        })
+        .map(|i| ModelActor::new(100 + sc.actors[i].thread_of.unwrap_or(i) as u32, &graveyard))
         .collect();
     let states: Vec<ActorState> = sc.actors.iter().map(|_| ActorState::default()).collect();
     let mut tasks: Vec<Task> = sc
@@ -367,11 +373,7 @@ fn run_one(
     }
     // Every live actor finished its script (releasing what it held); a janitor that acts
     // before any lease expires must clear everything the dead left behind.
-    let janitor = ModelActor {
-        pid: 999,
-        graveyard: &graveyard,
-        next: Cell::new(None),
-    };
+    let janitor = ModelActor::new(999, &graveyard);
     complete(protocol::reclaim(e, &janitor, sc.limit, 0));
     let mask = e.funnel_mask.load(SeqCst);
     assert_eq!(mask, 0, "bits left counted after {trace:?}");
@@ -669,11 +671,7 @@ impl<'a> Stepped<'a> {
 fn the_reported_interleaving_keeps_the_count_exact() {
     let e = zeroed_entry();
     let graveyard = Graveyard::default();
-    let actor = |pid| ModelActor {
-        pid,
-        graveyard: &graveyard,
-        next: Cell::new(None),
-    };
+    let actor = |pid| ModelActor::new(pid, &graveyard);
     let (a, b, c, d) = (actor(1), actor(2), actor(3), actor(4));
     let Acquired { slot, held, .. } =
         complete(protocol::acquire(&e, &a, 1, 1, 100, 1000)).expect("A acquires");
@@ -713,11 +711,7 @@ fn the_reported_interleaving_keeps_the_count_exact() {
 fn a_release_paused_past_its_lease_cannot_erase_the_next_holder() {
     let e = zeroed_entry();
     let graveyard = Graveyard::default();
-    let actor = |pid| ModelActor {
-        pid,
-        graveyard: &graveyard,
-        next: Cell::new(None),
-    };
+    let actor = |pid| ModelActor::new(pid, &graveyard);
     let (a, b, d) = (actor(1), actor(2), actor(4));
     let Acquired { slot, held, .. } = complete(protocol::acquire(&e, &a, 1, 1, 0, 10)).unwrap();
     let mut a_release = Stepped::new(async {
