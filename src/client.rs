@@ -29,15 +29,12 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, Body, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
+    AttemptRecord, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
     SharedMemory, Unavailable,
 };
-use serde_json::{Map, Value};
 
 use crate::exceptions::{self, Kind};
-use crate::options::{
-    json_encode_table, key_string, keyed_entries, request_options, to_json_table, typed_options,
-};
+use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
 use crate::{context, deadline, engine, errors, held, ini, options, segment};
 
@@ -178,8 +175,7 @@ impl Client {
         path: String,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Response> {
-        let (options, raw_body) = request_options(options)?;
-        let request = self.prepare(&method, &path, &options, raw_body)?;
+        let request = self.prepare(&method, &path, options::request(options, None)?)?;
         self.run(request)
     }
 
@@ -200,13 +196,9 @@ impl Client {
         for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
-            let (options, raw_body) = request_options(options)?;
-            let request = RequestOptions::from_json(&options)
-                .and_then(|typed| match raw_body {
-                    Some(bytes) => typed.body(Body::Raw(bytes)),
-                    None => Ok(typed),
-                })
-                .and_then(|typed| self.http.prepare_request(&method, &path, typed));
+            let request = self
+                .http
+                .prepare(&method, &path, options::request(options, None)?);
             prepared
                 .push(request.map_err(|e| {
                     exceptions::value_error(format!("pool request '{label}': {e}"))
@@ -259,41 +251,11 @@ impl Client {
         options: Option<&ZendHashTable>,
         body: bool,
     ) -> PhpResult<Response> {
-        let (mut options, raw_body) = request_options(options)?;
-        if let Some(data) = data.filter(|d| !d.is_empty()) {
-            let map = options
-                .as_object_mut()
-                .expect("request_options returns an object");
-            if body {
-                // `$json` is a body: with another one in the options it is a mistake, not
-                // something to drop silently.
-                if map.contains_key("json")
-                    || map.contains_key("body")
-                    || map.contains_key("form")
-                    || raw_body.is_some()
-                {
-                    return Err(exceptions::value_error(
-                        "option 'json': only one of 'json', 'body' and 'form' may be given (a non-empty $json argument is the JSON body)",
-                    ));
-                }
-                map.insert("json".into(), json_encode_table(data)?);
-            } else {
-                let mut query = match to_json_table(data, "query")? {
-                    Value::Object(m) => m,
-                    Value::Array(items) => items
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, v)| (i.to_string(), v))
-                        .collect(),
-                    _ => Map::new(),
-                };
-                if let Some(Value::Object(extra)) = map.remove("query") {
-                    query.extend(extra);
-                }
-                map.insert("query".into(), Value::Object(query));
-            }
-        }
-        let request = self.prepare(method, path, &options, raw_body)?;
+        let data = data.map(|d| match body {
+            true => Data::Json(d),
+            false => Data::Query(d),
+        });
+        let request = self.prepare(method, path, options::request(options, data)?)?;
         self.run(request)
     }
 
@@ -301,11 +263,10 @@ impl Client {
         &self,
         method: &str,
         path: &str,
-        options: &Value,
-        raw_body: Option<Vec<u8>>,
+        options: RequestOptions,
     ) -> PhpResult<Arc<PreparedRequest>> {
         self.http
-            .prepare_request(method, path, typed_options(options, raw_body)?)
+            .prepare(method, path, options)
             .map_err(options::config_error)
     }
 

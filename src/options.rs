@@ -21,7 +21,6 @@ use resilient_core::validate;
 use resilient_http::{Body, RequestOptions};
 use resilient_http::{CircuitOptions, FunnelOptions};
 use resilient_http::{ClientConfig, ConfigError};
-use serde_json::{Map, Number, Value};
 
 use crate::exceptions;
 use crate::{budget, coerce, errors};
@@ -336,12 +335,29 @@ fn truncate(s: &str, max_chars: usize) -> String {
 
 // ---- Per-request options (request(), get(), post()..., pool()) ----
 
-/// Deepest array nesting accepted in options (a cycle through references cannot hang us).
+/// Deepest array nesting accepted in a query or form (a cycle through references cannot hang
+/// us).
 const MAX_DEPTH: u32 = 32;
 /// `json_encode` flags: `JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE |
 /// JSON_PRESERVE_ZERO_FRACTION` (no `JSON_THROW_ON_ERROR`: a value that cannot be encoded is a
 /// bad option, reported as `\ValueError` like every other).
 const JSON_FLAGS: i64 = 64 | 256 | 1024;
+
+const REQUEST_KEYS: &[&str] = &[
+    "query",
+    "json",
+    "body",
+    "form",
+    "headers",
+    "idempotency_key",
+];
+
+/// A verb's `$data` argument: the query of a GET or HEAD, the JSON body of the others.
+#[derive(Clone, Copy)]
+pub enum Data<'a> {
+    Query(&'a ZendHashTable),
+    Json(&'a ZendHashTable),
+}
 
 /// An array key as a string (`0`, `name`).
 pub fn key_string(key: &ArrayKey) -> String {
@@ -353,130 +369,163 @@ pub fn key_string(key: &ArrayKey) -> String {
     }
 }
 
-/// The request options as JSON, except a string `body`, returned apart as raw bytes (sent byte
-/// for byte, never through JSON); `json` is encoded by PHP's own `json_encode` (objects,
-/// `JsonSerializable`, floats exactly as PHP writes them).
-pub fn request_options(options: Option<&ZendHashTable>) -> PhpResult<(Value, Option<Vec<u8>>)> {
-    let mut map = Map::new();
-    let mut raw_body = None;
+/// The per-request options (and a verb's `$data`) as `RequestOptions`. `query` and `form`
+/// are flattened as `http_build_query` does; `json` is encoded by PHP's own `json_encode`
+/// (objects, `JsonSerializable`, floats exactly as PHP writes them); a string `body` is sent
+/// byte for byte. `$data` as a query comes first, the options' `query` replacing a key of the
+/// same name; `$data` as JSON beside another body is refused, never dropped.
+pub fn request(options: Option<&ZendHashTable>, data: Option<Data>) -> PhpResult<RequestOptions> {
+    let mut query: Vec<(String, &Zval)> = Vec::new();
+    let mut bodies: Vec<(&str, &Zval)> = Vec::new();
+    let mut out = RequestOptions::new();
+    if let Some(Data::Query(data)) = data {
+        query = entries(data, "query")?;
+    }
     if let Some(options) = options {
-        for (key, value) in keyed_entries(options, "options").map_err(exceptions::value_error)? {
-            let key = key_string(&key);
-            let json = match key.as_str() {
-                "json" => json_encode(value)?,
-                "body" if value.dereference().is_string() => {
-                    raw_body = value
-                        .dereference()
-                        .zend_str()
-                        .map(|s| s.as_bytes().to_vec());
-                    continue;
+        for (key, value) in entries(options, "options")? {
+            match key.as_str() {
+                "query" if off(value) => {}
+                "query" => {
+                    for (k, v) in entries(table(value, "query")?, "query")? {
+                        match query.iter_mut().find(|(name, _)| *name == k) {
+                            Some(slot) => slot.1 = v,
+                            None => query.push((k, v)),
+                        }
+                    }
                 }
-                _ => to_json(value, &key, 0).map_err(exceptions::value_error)?,
-            };
-            map.insert(key, json);
+                "json" => bodies.push(("json", value)),
+                "body" => bodies.push(("body", value)),
+                "form" => bodies.push(("form", value)),
+                "headers" => {
+                    for (name, v) in entries(table(value, "headers")?, "headers")? {
+                        let path = format!("headers.{name}");
+                        let values = match v.dereference().array() {
+                            Some(list) => list.values().collect(),
+                            None => vec![v],
+                        };
+                        for v in values {
+                            out = out
+                                .header(&name, header_value(v, &path)?.as_bytes())
+                                .map_err(config_error)?;
+                        }
+                    }
+                }
+                "idempotency_key" => {
+                    let key = match value.dereference().long() {
+                        Some(n) => n.to_string(),
+                        None => text(value, "idempotency_key")?,
+                    };
+                    out = out.idempotency_key(&key).map_err(config_error)?;
+                }
+                other => return Err(unknown(other, REQUEST_KEYS)),
+            }
         }
     }
-    Ok((Value::Object(map), raw_body))
+    let mut pairs = Vec::new();
+    for (k, v) in &query {
+        flatten(k.clone(), v, "query", &mut pairs, 0)?;
+    }
+    for (k, v) in pairs {
+        out = out.query(k, v);
+    }
+    if let Some(Data::Json(data)) = data.filter(|d| matches!(d, Data::Json(t) if !t.is_empty())) {
+        if !bodies.is_empty() {
+            return Err(exceptions::value_error(
+                "option 'json': only one of 'json', 'body' and 'form' may be given (a non-empty $json argument is the JSON body)",
+            ));
+        }
+        let mut z = Zval::new();
+        z.set_hashtable(data.to_owned());
+        return out.body(Body::Json(json_encode(&z)?)).map_err(config_error);
+    }
+    for (key, value) in bodies {
+        let body = match key {
+            "json" => Body::Json(json_encode(value)?),
+            "body" => match value.dereference().zend_str() {
+                Some(s) => Body::Raw(s.as_bytes().to_vec()),
+                None => return Err(mismatch("string", value, "body")),
+            },
+            _ => {
+                let mut pairs = Vec::new();
+                if !off(value) {
+                    for (k, v) in entries(table(value, "form")?, "form")? {
+                        flatten(k, v, "form", &mut pairs, 0)?;
+                    }
+                }
+                Body::Form(pairs)
+            }
+        };
+        out = out.body(body).map_err(config_error)?;
+    }
+    Ok(out)
 }
 
-/// Typed request options: the JSON-shaped ones plus the raw body.
-pub fn typed_options(options: &Value, raw_body: Option<Vec<u8>>) -> PhpResult<RequestOptions> {
-    let typed = RequestOptions::from_json(options).map_err(config_error)?;
-    match raw_body {
-        Some(bytes) => typed.body(Body::Raw(bytes)).map_err(config_error),
-        None => Ok(typed),
+/// One `http_build_query` entry: lists and maps as `key[i]` / `key[name]`, `true` as `1`,
+/// `false` as `0`, `null` left out, floats as PHP writes them.
+fn flatten(
+    key: String,
+    value: &Zval,
+    option: &str,
+    pairs: &mut Vec<(String, String)>,
+    depth: u32,
+) -> PhpResult<()> {
+    if depth > MAX_DEPTH {
+        return Err(exceptions::value_error(format!(
+            "option '{option}': nested too deeply"
+        )));
+    }
+    let v = value.dereference();
+    if v.is_null() {
+        return Ok(());
+    }
+    if let Some(b) = v.bool() {
+        pairs.push((key, if b { "1" } else { "0" }.into()));
+    } else if let Some(n) = v.long() {
+        pairs.push((key, n.to_string()));
+    } else if let Some(f) = v.double() {
+        pairs.push((key, php_float(f)));
+    } else if v.is_string() {
+        let path = format!("{option}.{key}");
+        pairs.push((key, text(v, &path)?));
+    } else if let Some(table) = v.array() {
+        for (k, child) in entries(table, option)? {
+            flatten(format!("{key}[{k}]"), child, option, pairs, depth + 1)?;
+        }
+    } else {
+        return Err(mismatch("array|string|int|float|bool|null", v, option));
+    }
+    Ok(())
+}
+
+/// A float as PHP's string conversion writes it (`2`, `0.5`, `NAN`, `INF`, `-INF`).
+fn php_float(f: f64) -> String {
+    match f {
+        f if f.is_nan() => "NAN".into(),
+        f if f.is_infinite() => if f > 0.0 { "INF" } else { "-INF" }.into(),
+        f => f.to_string(),
     }
 }
 
-pub fn json_encode_table(table: &ZendHashTable) -> PhpResult<Value> {
-    let mut z = Zval::new();
-    z.set_hashtable(table.to_owned());
-    json_encode(&z)
-}
-
-/// `json_encode($value)` parsed back (key order kept).
-fn json_encode(value: &Zval) -> PhpResult<Value> {
+/// `json_encode($value)`'s bytes.
+fn json_encode(value: &Zval) -> PhpResult<Vec<u8>> {
     let encode = ZendCallable::try_from_name("json_encode")
         .map_err(|_| PhpException::from("json_encode is not available"))?;
     let encoded = encode
         .try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS])
         .map_err(PhpException::from)?;
-    let Some(text) = encoded.str() else {
-        let why = ZendCallable::try_from_name("json_last_error_msg")
-            .ok()
-            .and_then(|f| f.try_call(vec![]).ok())
-            .and_then(|z| z.str().map(str::to_owned))
-            .unwrap_or_else(|| "unknown error".to_owned());
-        return Err(exceptions::value_error(format!(
-            "option 'json': cannot be encoded as JSON ({why})"
-        )));
-    };
-    serde_json::from_str(text).map_err(|e| exceptions::value_error(format!("option 'json': {e}")))
-}
-
-pub fn to_json_table(table: &ZendHashTable, path: &str) -> PhpResult<Value> {
-    let mut z = Zval::new();
-    z.set_hashtable(table.to_owned());
-    to_json(&z, path, 0).map_err(exceptions::value_error)
-}
-
-/// A PHP value as JSON: lists (keys 0..n-1 in order) become arrays, other arrays objects;
-/// non-finite floats the strings `NAN`, `INF`, `-INF` (so the parser can name them); objects
-/// are refused (an option is never an object).
-fn to_json(value: &Zval, path: &str, depth: u32) -> Result<Value, String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("option '{path}': nested too deeply"));
-    }
-    let value = value.dereference();
-    if value.is_null() {
-        return Ok(Value::Null);
-    }
-    if let Some(b) = value.bool() {
-        return Ok(Value::Bool(b));
-    }
-    if let Some(n) = value.long() {
-        return Ok(Value::Number(n.into()));
-    }
-    if let Some(f) = value.double() {
-        return Ok(match Number::from_f64(f) {
-            Some(n) => Value::Number(n),
-            None if f.is_nan() => Value::String("NAN".into()),
-            None if f > 0.0 => Value::String("INF".into()),
-            None => Value::String("-INF".into()),
-        });
-    }
-    if let Some(s) = value.zend_str() {
-        return utf8(s.as_bytes(), path).map(Value::String);
-    }
-    if let Some(table) = value.array() {
-        let entries = keyed_entries(table, path)?;
-        let is_list = entries
-            .iter()
-            .enumerate()
-            .all(|(i, (k, _))| matches!(k, ArrayKey::Long(n) if *n == i as i64));
-        if is_list {
-            let mut items = Vec::with_capacity(entries.len());
-            for (i, (_, v)) in entries.into_iter().enumerate() {
-                items.push(to_json(v, &format!("{path}.{i}"), depth + 1)?);
-            }
-            return Ok(Value::Array(items));
+    match encoded.zend_str() {
+        Some(text) => Ok(text.as_bytes().to_vec()),
+        None => {
+            let why = ZendCallable::try_from_name("json_last_error_msg")
+                .ok()
+                .and_then(|f| f.try_call(vec![]).ok())
+                .and_then(|z| z.str().map(str::to_owned))
+                .unwrap_or_else(|| "unknown error".to_owned());
+            Err(exceptions::value_error(format!(
+                "option 'json': cannot be encoded as JSON ({why})"
+            )))
         }
-        let mut map = Map::new();
-        for (k, v) in entries {
-            let k = key_string(&k);
-            let child = to_json(v, &format!("{path}.{k}"), depth + 1)?;
-            map.insert(k, child);
-        }
-        return Ok(Value::Object(map));
     }
-    Err(format!(
-        "option '{path}': must not be {}",
-        if value.is_object() {
-            "an object"
-        } else {
-            "a resource"
-        }
-    ))
 }
 
 /// A table's entries. ext-php-rs's own iterator panics on a string key that is not UTF-8;

@@ -7,8 +7,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::attempt::AttemptObserver;
 use crate::backend::Backend;
 use crate::call::{Call, CallEnv};
@@ -177,19 +175,8 @@ impl HttpClient {
         &self.env
     }
 
-    /// Validates and prepares one request from JSON-shaped options (see
-    /// [`RequestOptions::from_json`]).
-    pub fn prepare(
-        &self,
-        method: &str,
-        path: &str,
-        options: &Value,
-    ) -> Result<Arc<PreparedRequest>, ConfigError> {
-        self.prepare_request(method, path, RequestOptions::from_json(options)?)
-    }
-
     /// Validates and prepares one request.
-    pub fn prepare_request(
+    pub fn prepare(
         &self,
         method: &str,
         path: &str,

@@ -24,15 +24,6 @@ impl ConfigError {
     pub fn problem(&self) -> &str {
         &self.problem
     }
-    /// Prefixes the option path, e.g. `base` inside `backoff` becomes `backoff.base`.
-    pub(crate) fn within(mut self, parent: &str) -> Self {
-        self.option = if self.option.is_empty() {
-            parent.to_string()
-        } else {
-            format!("{parent}.{}", self.option)
-        };
-        self
-    }
 }
 
 impl fmt::Display for ConfigError {

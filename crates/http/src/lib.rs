@@ -73,7 +73,7 @@
 //! )
 //! .guard(count.clone());
 //! let client = HttpClient::new(config, Caps::default(), env.clone());
-//! let request = client.prepare("GET", "/quote", &serde_json::json!({})).unwrap();
+//! let request = client.prepare("GET", "/quote", RequestOptions::new()).unwrap();
 //! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! let response = runtime.block_on(client.call(env, request, None)).unwrap();
 //! assert_eq!((response.status(), response.attempts()), (200, 2));

@@ -169,8 +169,9 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classify::classify;
     use crate::error::UnavailableKind;
-    use crate::transport::FailureKind;
+    use crate::transport::{FailureKind, RawResponse};
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -209,6 +210,72 @@ mod tests {
 
     fn no_jitter() -> std::iter::Repeat<Duration> {
         std::iter::repeat(10 * MS)
+    }
+
+    /// Counts this thread's heap allocations (a test-build allocator: other tests' threads do
+    /// not disturb the count).
+    mod allocations {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        use std::cell::Cell;
+
+        thread_local!(static COUNT: Cell<u64> = const { Cell::new(0) });
+
+        struct Counting;
+
+        // SAFETY: every call is forwarded to the system allocator unchanged.
+        unsafe impl GlobalAlloc for Counting {
+            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+                let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+                System.alloc(layout)
+            }
+            unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+                System.dealloc(ptr, layout)
+            }
+        }
+
+        #[global_allocator]
+        static COUNTING: Counting = Counting;
+
+        /// `f`'s result and how many allocations it made on this thread.
+        pub fn during<T>(f: impl FnOnce() -> T) -> (T, u64) {
+            let before = COUNT.with(Cell::get);
+            let out = f();
+            (out, COUNT.with(Cell::get) - before)
+        }
+    }
+
+    #[test]
+    fn classifying_and_deciding_format_no_text() {
+        let p = policy();
+        let ok = Ok(RawResponse {
+            status: 200,
+            headers: vec![("content-type".into(), b"text/plain".to_vec())],
+            body: b"ok".to_vec(),
+        });
+        let unavailable = Ok(RawResponse {
+            status: 503,
+            headers: vec![],
+            body: vec![],
+        });
+        let mut jitter = no_jitter();
+        let (next, allocated) = allocations::during(|| {
+            let verdict = classify(&ok, &p.retry_on);
+            p.after_attempt(facts(1, verdict, None, 800 * MS), &mut jitter)
+        });
+        assert_eq!(
+            (next, allocated),
+            (Next::Return, 0),
+            "a success allocates nothing"
+        );
+        let (next, allocated) = allocations::during(|| {
+            let verdict = classify(&unavailable, &p.retry_on);
+            p.after_attempt(facts(1, verdict, None, 800 * MS), &mut jitter)
+        });
+        assert!(matches!(next, Next::Retry { .. }), "{next:?}");
+        assert_eq!(allocated, 0, "a retry decision is an enum, not text");
+        // The counter does count: building text is seen.
+        let (_, allocated) = allocations::during(|| format!("{next:?}"));
+        assert!(allocated > 0);
     }
 
     #[test]

@@ -1,23 +1,20 @@
 //! A request, prepared once and sent identically on every attempt.
 //!
-//! `prepare` joins the path with `base_url` (Laravel style: `rtrim(base, '/') . '/' .
-//! ltrim(path, '/')`; an absolute `http(s)://` path is used as is), appends the `query`
-//! (PHP `http_build_query` shape: lists as `a[0]=x`, maps as `a[k]=x`, `true` as `1`), encodes
-//! the body (`json`, `body` or `form`, at most one), merges default and per-request headers, and
-//! turns `idempotency_key` into an `Idempotency-Key` header. The prepared request is immutable,
+//! `join_url` joins the path with `base_url` (Laravel style: `rtrim(base, '/') . '/' .
+//! ltrim(path, '/')`; an absolute `http(s)://` path is used as is); `prepare_at` appends the
+//! query pairs, encodes the body (JSON, raw or form, at most one), merges default and
+//! per-request headers, and turns the idempotency key into an `Idempotency-Key` header. The prepared request is immutable,
 //! so every attempt sends the same bytes and the same key.
 //!
 //! Options arrive as [`RequestOptions`] (Rust values: query pairs, one [`Body`] — JSON, raw
-//! bytes or form —, headers, the key); [`RequestOptions::from_json`] reads the JSON shape.
+//! bytes or form —, headers, the key); turning a language's arrays into them (PHP's
+//! `http_build_query` shape, `json_encode`) is the binding's job.
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
 use reqwest::{Method, Url};
-use serde_json::Value;
 
 use crate::config_error::ConfigError;
-use crate::options::{
-    describe, header_value, object, parse_headers, parse_http_url, unknown, ClientConfig,
-};
+use crate::options::{parse_http_url, ClientConfig};
 
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -49,32 +46,6 @@ pub fn display_url(url: &Url) -> String {
     }
     shown.push_str(url.path());
     shown
-}
-
-const REQUEST_KEYS: &[&str] = &[
-    "query",
-    "json",
-    "body",
-    "form",
-    "headers",
-    "idempotency_key",
-];
-
-/// Prepares `method path` with per-request `options` (`query`, `json`, `body`, `form`,
-/// `headers`, `idempotency_key`) against the client's configuration.
-#[cfg(test)]
-pub fn prepare(
-    config: &ClientConfig,
-    method: &str,
-    path: &str,
-    options: &Value,
-) -> Result<PreparedRequest, ConfigError> {
-    prepare_at(
-        config,
-        method,
-        join_url(config.base_url.as_ref(), path)?,
-        RequestOptions::from_json(options)?,
-    )
 }
 
 /// A request body.
@@ -154,75 +125,10 @@ impl RequestOptions {
         })?);
         Ok(self)
     }
-
-    /// From a JSON tree (`query`, `json`, `body`, `form`, `headers`, `idempotency_key`).
-    pub fn from_json(options: &Value) -> Result<Self, ConfigError> {
-        let mut out = RequestOptions::new();
-        let (mut query, mut json, mut body, mut form, mut extra_headers, mut key) =
-            (None, None, None, None, None, None);
-        for (name, value) in object(options, "options")? {
-            match name.as_str() {
-                "query" => query = Some(value),
-                "json" => json = Some(value),
-                "body" => body = Some(value),
-                "form" => form = Some(value),
-                "headers" => extra_headers = Some(value),
-                "idempotency_key" => key = Some(value),
-                _ => return Err(unknown(name, REQUEST_KEYS)),
-            }
-        }
-        if let Some(query) = query {
-            out.query = flatten("query", query)?;
-        }
-        let bodies = [json.is_some(), body.is_some(), form.is_some()]
-            .iter()
-            .filter(|b| **b)
-            .count();
-        if bodies > 1 {
-            return Err(ConfigError::new(
-                "json",
-                "only one of 'json', 'body' and 'form' may be given",
-            ));
-        }
-        if let Some(value) = json {
-            out.body = Some(Body::Json(serde_json::to_vec(value).map_err(|e| {
-                ConfigError::new("json", format!("cannot be encoded: {e}"))
-            })?));
-        }
-        if let Some(value) = body {
-            out.body = Some(Body::Raw(match value {
-                Value::String(s) => s.clone().into_bytes(),
-                other => {
-                    return Err(ConfigError::new(
-                        "body",
-                        format!("must be a string, got {}", describe(other)),
-                    ))
-                }
-            }));
-        }
-        if let Some(value) = form {
-            out.body = Some(Body::Form(flatten("form", value)?));
-        }
-        if let Some(value) = extra_headers {
-            out.headers = parse_headers(value, "headers")?;
-        }
-        if let Some(value) = key {
-            out.idempotency_key = Some(match value {
-                Value::String(s) if !s.trim().is_empty() => header_value(value, "idempotency_key")?,
-                Value::Number(_) => header_value(value, "idempotency_key")?,
-                other => {
-                    return Err(ConfigError::new(
-                        "idempotency_key",
-                        format!("must be a non-empty string, got {}", describe(other)),
-                    ))
-                }
-            });
-        }
-        Ok(out)
-    }
 }
 
-/// As [`prepare`], with the URL already joined (callers may cache joined URLs per path).
+/// Prepares `method url` with per-request `options` against the client's configuration (the
+/// URL already joined: callers may cache joined URLs per path).
 pub fn prepare_at(
     config: &ClientConfig,
     method: &str,
@@ -341,60 +247,6 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
     }
 }
 
-/// Flattens a PHP-shaped array into `http_build_query` pairs.
-fn flatten(option: &str, value: &Value) -> Result<Vec<(String, String)>, ConfigError> {
-    let mut pairs = Vec::new();
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                flatten_into(option, k.clone(), v, &mut pairs, 0)?;
-            }
-        }
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                flatten_into(option, i.to_string(), v, &mut pairs, 0)?;
-            }
-        }
-        Value::Null => {}
-        other => {
-            return Err(ConfigError::new(
-                option,
-                format!("must be an array of name => value, got {}", describe(other)),
-            ))
-        }
-    }
-    Ok(pairs)
-}
-
-fn flatten_into(
-    option: &str,
-    key: String,
-    value: &Value,
-    pairs: &mut Vec<(String, String)>,
-    depth: usize,
-) -> Result<(), ConfigError> {
-    if depth > 16 {
-        return Err(ConfigError::new(option, "is nested too deeply"));
-    }
-    match value {
-        Value::Null => {}
-        Value::Bool(b) => pairs.push((key, if *b { "1" } else { "0" }.into())),
-        Value::Number(n) => pairs.push((key, n.to_string())),
-        Value::String(s) => pairs.push((key, s.clone())),
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                flatten_into(option, format!("{key}[{i}]"), v, pairs, depth + 1)?;
-            }
-        }
-        Value::Object(map) => {
-            for (k, v) in map {
-                flatten_into(option, format!("{key}[{k}]"), v, pairs, depth + 1)?;
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,13 +281,22 @@ mod tests {
             "option 'json': only one of 'json', 'body' and 'form' may be given"
         );
     }
-    use serde_json::json;
 
     fn config(base: &str) -> ClientConfig {
-        ClientConfig::from_json(
-            &json!({"base_url": base, "headers": {"X-Default": "d", "Accept": "text/plain"}}),
-        )
-        .unwrap()
+        let mut c = ClientConfig::default();
+        c.set_base_url(base).unwrap();
+        c.add_header("headers", b"X-Default", b"d").unwrap();
+        c.add_header("headers", b"Accept", b"text/plain").unwrap();
+        c
+    }
+
+    fn prepare(
+        c: &ClientConfig,
+        method: &str,
+        path: &str,
+        options: RequestOptions,
+    ) -> Result<PreparedRequest, ConfigError> {
+        prepare_at(c, method, join_url(c.base_url.as_ref(), path)?, options)
     }
 
     fn header<'a>(r: &'a PreparedRequest, name: &str) -> Vec<&'a str> {
@@ -449,38 +310,42 @@ mod tests {
     #[test]
     fn joins_base_and_path_and_appends_the_query() {
         let c = config("http://127.0.0.1:8080/api/");
-        let r = prepare(&c, "get", "/quote", &json!({"query": {"postcode": "10110", "a b": "x&y", "l": [1, 2], "t": true, "n": null}})).unwrap();
+        let q = RequestOptions::new()
+            .query("postcode", "10110")
+            .query("a b", "x&y")
+            .query("l[0]", "1");
+        let r = prepare(&c, "get", "/quote", q).unwrap();
         assert_eq!(r.method, Method::GET);
         assert_eq!(
             r.url.as_str(),
-            "http://127.0.0.1:8080/api/quote?postcode=10110&a+b=x%26y&l%5B0%5D=1&l%5B1%5D=2&t=1"
+            "http://127.0.0.1:8080/api/quote?postcode=10110&a+b=x%26y&l%5B0%5D=1"
         );
         assert_eq!(r.display_url(), "http://127.0.0.1:8080/api/quote");
-        assert_eq!(
-            prepare(&c, "GET", "quote?x=1", &json!({"query": {"y": 2}}))
-                .unwrap()
-                .url
-                .query(),
-            Some("x=1&y=2")
-        );
-        assert_eq!(
-            prepare(&c, "GET", "https://other.example/p", &json!({}))
-                .unwrap()
-                .url
-                .as_str(),
-            "https://other.example/p"
-        );
+        let r = prepare(
+            &c,
+            "GET",
+            "quote?x=1",
+            RequestOptions::new().query("y", "2"),
+        )
+        .unwrap();
+        assert_eq!(r.url.query(), Some("x=1&y=2"));
+        let r = prepare(&c, "GET", "https://other.example/p", RequestOptions::new()).unwrap();
+        assert_eq!(r.url.as_str(), "https://other.example/p");
         let c2 = config("http://h/v1?key=abc");
-        assert_eq!(
-            prepare(&c2, "GET", "/x", &json!([])).unwrap().url.as_str(),
-            "http://h/v1/x?key=abc"
-        );
+        let r = prepare(&c2, "GET", "/x", RequestOptions::new()).unwrap();
+        assert_eq!(r.url.as_str(), "http://h/v1/x?key=abc");
     }
 
     #[test]
     fn display_url_drops_credentials_and_query() {
         let c = config("http://user:pw@127.0.0.1:9/");
-        let r = prepare(&c, "GET", "/p", &json!({"query": {"token": "s3cret"}})).unwrap();
+        let r = prepare(
+            &c,
+            "GET",
+            "/p",
+            RequestOptions::new().query("token", "s3cret"),
+        )
+        .unwrap();
         assert_eq!(r.display_url(), "http://127.0.0.1:9/p");
     }
 
@@ -494,7 +359,7 @@ mod tests {
             ("ftp://x/y", "http:// or https://"),
             ("http://[::1", "not a valid URL"),
         ] {
-            let e = prepare(&c, "GET", path, &json!({}))
+            let e = prepare(&c, "GET", path, RequestOptions::new())
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -502,7 +367,7 @@ mod tests {
                 "{path}: {e}"
             );
         }
-        assert!(prepare(&c, "GE T", "http://h/", &json!({}))
+        assert!(prepare(&c, "GE T", "http://h/", RequestOptions::new())
             .unwrap_err()
             .to_string()
             .starts_with("option 'method'"));
@@ -511,32 +376,54 @@ mod tests {
     #[test]
     fn bodies_headers_and_the_idempotency_key() {
         let c = config("http://h");
-        let r = prepare(&c, "POST", "/q", &json!({"json": {"sku": 1}, "headers": {"accept": "application/json"}, "idempotency_key": "k-1"})).unwrap();
+        let opts = RequestOptions::new()
+            .body(Body::Json(br#"{"sku":1}"#.to_vec()))
+            .unwrap()
+            .header("accept", b"application/json")
+            .unwrap()
+            .idempotency_key("k-1")
+            .unwrap();
+        let r = prepare(&c, "POST", "/q", opts).unwrap();
         assert_eq!(r.body.as_deref(), Some(br#"{"sku":1}"#.as_slice()));
         assert_eq!(header(&r, "content-type"), ["application/json"]);
         assert_eq!(header(&r, "accept"), ["application/json"]);
         assert_eq!(header(&r, "x-default"), ["d"]);
         assert_eq!(header(&r, "idempotency-key"), ["k-1"]);
         assert!(r.has_idempotency_key);
-        let f = prepare(&c, "PUT", "/q", &json!({"form": {"a": "1 2", "b": [3]}})).unwrap();
+        let form = Body::Form(vec![
+            ("a".into(), "1 2".into()),
+            ("b[0]".into(), "3".into()),
+        ]);
+        let f = prepare(&c, "PUT", "/q", RequestOptions::new().body(form).unwrap()).unwrap();
         assert_eq!(f.body.as_deref(), Some(b"a=1+2&b%5B0%5D=3".as_slice()));
         assert!(!f.has_idempotency_key);
-        let raw = prepare(
-            &c,
-            "POST",
-            "/q",
-            &json!({"body": "raw", "headers": {"Idempotency-Key": "given"}}),
-        )
-        .unwrap();
-        assert!(raw.has_idempotency_key);
-        assert!(prepare(&c, "POST", "/q", &json!({"json": {}, "body": "x"})).is_err());
-        assert!(prepare(&c, "POST", "/q", &json!({"idempotency_key": ""}))
+        let given = RequestOptions::new()
+            .body(Body::Raw(b"raw".to_vec()))
+            .unwrap()
+            .header("Idempotency-Key", b"given")
+            .unwrap();
+        assert!(
+            prepare(&c, "POST", "/q", given)
+                .unwrap()
+                .has_idempotency_key
+        );
+        assert!(RequestOptions::new()
+            .idempotency_key(" ")
             .unwrap_err()
             .to_string()
             .starts_with("option 'idempotency_key'"));
-        assert!(prepare(&c, "POST", "/q", &json!({"jsn": {}}))
+        assert!(RequestOptions::new()
+            .header("bad name", b"x")
             .unwrap_err()
             .to_string()
-            .starts_with("option 'jsn': unknown"));
+            .starts_with("option 'headers'"));
+        let e = RequestOptions::new()
+            .header("Authorization", b"Bearer s3cret\r\nX: y")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("option 'headers.Authorization'") && !e.contains("s3cret"),
+            "{e}"
+        );
     }
 }

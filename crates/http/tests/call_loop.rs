@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use resilient_http::FullJitter;
-use resilient_http::{Caps, ClientConfig, FailureKind, HttpClient, Response, Unavailable};
+use resilient_http::RequestOptions;
+use resilient_http::{Caps, FailureKind, HttpClient, Response, Unavailable};
 use serde_json::{json, Value};
 use support::*;
 
@@ -21,7 +22,7 @@ async fn call(
     path: &str,
     opts: Value,
 ) -> Result<Response, Unavailable> {
-    let req = c.prepare(method, path, &opts).unwrap();
+    let req = c.prepare(method, path, json::request(&opts)).unwrap();
     c.call(rig.env.clone(), req, None).await
 }
 
@@ -251,7 +252,7 @@ async fn each_attempt_gets_only_the_remainder() {
 async fn an_enclosing_deadline_that_ends_earlier_wins() {
     let rig = Rig::new(vec![], Step::Hang);
     let c = rig.client(json!({"deadline": 5, "timeout": 10}));
-    let req = c.prepare("GET", "/", &json!({})).unwrap();
+    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
     let e = c
         .call(rig.env.clone(), req.clone(), Some(200 * MS))
         .await
@@ -438,10 +439,9 @@ async fn the_real_shared_budget_bounds_attempts_too() {
     let _ = std::fs::remove_file(&path);
     let segment = Arc::new(resilient_core::Segment::open(&path, 64).unwrap());
     let mut rig = Rig::new(vec![], status(503));
-    let config = ClientConfig::from_json(
+    let config = json::config(
         &json!({"base_url": "http://h", "budget": {"ratio": 0.1, "floor": 5, "window": 60}}),
-    )
-    .unwrap();
+    );
     let backend = resilient_http::SharedMemory::new(segment);
     let c = HttpClient::builder(config)
         .transport(rig.transport.clone())
@@ -553,10 +553,9 @@ async fn messages_never_show_secrets() {
 #[tokio::test(start_paused = true)]
 async fn web_caps_lower_timeouts_and_attempts() {
     let rig = Rig::new(vec![], status(503));
-    let config = ClientConfig::from_json(
+    let config = json::config(
         &json!({"base_url": "http://h", "timeout": 30, "connect_timeout": 10, "max_attempts": 3}),
-    )
-    .unwrap();
+    );
     let caps = Caps {
         timeout: Some(Duration::from_secs(10)),
         connect_timeout: Some(Duration::from_secs(3)),

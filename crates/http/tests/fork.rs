@@ -1,11 +1,14 @@
 //! Fork safety: after the parent used its runtime and kept a connection alive, a forked child
 //! gets its own runtime and client (keyed by pid), its calls work, and neither process hangs.
 
+#[path = "support/json.rs"]
+mod json;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resilient_http::process_io;
-use resilient_http::{CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper};
+use resilient_http::{CallEnv, Caps, HttpClient, RequestOptions, SystemClock, TokioSleeper};
 use resilient_upstream::Upstream;
 use serde_json::json;
 
@@ -16,11 +19,10 @@ fn get(base: &str) -> Result<u16, String> {
         Arc::new(TokioSleeper),
         io.transport(),
     );
-    let config = ClientConfig::from_json(&json!({"base_url": base, "deadline": 3}))
-        .map_err(|e| e.to_string())?;
+    let config = json::config(&json!({"base_url": base, "deadline": 3}));
     let c = HttpClient::new(config, Caps::default(), env);
     let req = c
-        .prepare("GET", "/ping", &json!({}))
+        .prepare("GET", "/ping", RequestOptions::new())
         .map_err(|e| e.to_string())?;
     io.block_on(c.call(c.env().clone(), req, None))
         .map(|r| r.status())

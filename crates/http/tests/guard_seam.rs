@@ -6,6 +6,7 @@ mod support;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use resilient_http::RequestOptions;
 use resilient_http::{
     FailureKind, Guard, HttpClient, Outcome, Permit, Refusal, Response, Unavailable,
 };
@@ -52,7 +53,7 @@ impl Guard for Never {
 }
 
 async fn get(rig: &Rig, c: &HttpClient) -> Result<Response, Unavailable> {
-    let req = c.prepare("GET", "/", &json!({})).unwrap();
+    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
     c.call(rig.env.clone(), req, None).await
 }
 

@@ -4,6 +4,7 @@ mod support;
 
 use std::time::Duration;
 
+use resilient_http::RequestOptions;
 use serde_json::json;
 use support::*;
 
@@ -27,7 +28,10 @@ async fn a_sliding_window_never_exceeds_concurrency_and_one_slow_request_holds_n
         .push(("/sku/7".into(), Step::Hang));
     let c = rig.client(json!({"timeout": 5, "max_attempts": 1}));
     let requests = (0..20)
-        .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
+        .map(|i| {
+            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                .unwrap()
+        })
         .collect();
     let started = tokio::time::Instant::now();
     let (results, summary) = c.pool(rig.env.clone(), requests, 5, None).await;
@@ -72,7 +76,10 @@ async fn when_more_than_half_fail_the_retry_round_is_skipped() {
     }
     let c = rig.client(json!({}));
     let requests = (0..10)
-        .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
+        .map(|i| {
+            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                .unwrap()
+        })
         .collect();
     let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
     assert!(summary.retry_round_skipped);
@@ -112,7 +119,10 @@ async fn when_few_fail_they_are_retried() {
             .push((format!("/sku/{i}"), status(503)));
     }
     let requests: Vec<_> = (0..10)
-        .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
+        .map(|i| {
+            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                .unwrap()
+        })
         .collect();
     let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
     assert!(!summary.retry_round_skipped);
@@ -130,7 +140,10 @@ async fn the_deadline_bounds_the_whole_batch() {
     let rig = Rig::new(vec![], Step::Hang);
     let c = rig.client(json!({"timeout": 10, "deadline": 2.0, "max_attempts": 3}));
     let requests = (0..101)
-        .map(|i| c.prepare("GET", &format!("/h/{i}"), &json!({})).unwrap())
+        .map(|i| {
+            c.prepare("GET", &format!("/h/{i}"), RequestOptions::new())
+                .unwrap()
+        })
         .collect();
     let started = tokio::time::Instant::now();
     let (results, _) = c.pool(rig.env.clone(), requests, 16, None).await;

@@ -1,12 +1,15 @@
 //! The whole stack (reqwest transport, per-process runtime, real clock and sleeper) against the
 //! real mock upstream on loopback. Timing assertions use the upstream's recorded arrival times.
 
+#[path = "support/json.rs"]
+mod json;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resilient_http::process_io;
 use resilient_http::{
-    AttemptRecord, CallEnv, Caps, ClientConfig, HttpClient, SystemClock, TokioSleeper, Transport,
+    AttemptRecord, CallEnv, Caps, HttpClient, RequestOptions, SystemClock, TokioSleeper, Transport,
 };
 use resilient_upstream::Upstream;
 use serde_json::{json, Value};
@@ -59,11 +62,7 @@ fn client(up: &Upstream, key: &str, options: Value) -> HttpClient {
 /// A client on the real clock and sleeper over `transport`.
 fn real_client(options: &Value, transport: Arc<dyn Transport>) -> HttpClient {
     let env = CallEnv::new(Arc::new(SystemClock), Arc::new(TokioSleeper), transport);
-    HttpClient::new(
-        ClientConfig::from_json(options).unwrap(),
-        Caps::default(),
-        env,
-    )
+    HttpClient::new(json::config(options), Caps::default(), env)
 }
 
 /// Runs one call on the process runtime, collecting records as the driver hands them out,
@@ -80,7 +79,7 @@ fn run(
     let io = process_io().unwrap();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let env = c.env().clone().observer(Arc::new(tx));
-    let req = c.prepare(method, path, &opts).unwrap();
+    let req = c.prepare(method, path, json::request(&opts)).unwrap();
     let mut records = Vec::new();
     let out = io.drive(c.call(env, req, None), Some(rx), |r| {
         records.push((Instant::now(), r));
@@ -216,14 +215,17 @@ fn pool_keeps_the_window_and_one_hang_holds_nobody_back() {
     script(&up, "poolhang", json!([{"hang": true, "hang_ms": 5000}]));
     let c = client(&up, "pool", json!({"timeout": 2, "max_attempts": 1}));
     let mut requests: Vec<_> = (0..19)
-        .map(|i| c.prepare("GET", &format!("/sku/{i}"), &json!({})).unwrap())
+        .map(|i| {
+            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                .unwrap()
+        })
         .collect();
     requests.insert(
         3,
         c.prepare(
             "GET",
             &format!("{}/sku/slow", up.key_url("poolhang")),
-            &json!({}),
+            RequestOptions::new(),
         )
         .unwrap(),
     );
@@ -391,7 +393,7 @@ fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
         &json!({"base_url": format!("http://127.0.0.1:{port}")}),
         io.transport(),
     );
-    let req = c.prepare("GET", "/latin", &json!({})).unwrap();
+    let req = c.prepare("GET", "/latin", RequestOptions::new()).unwrap();
     let r = io.block_on(c.call(c.env().clone(), req, None)).unwrap();
     server.join().unwrap();
     assert_eq!(r.header("x-latin").as_deref(), Some(b"caf\xe9".as_slice()));

@@ -8,6 +8,8 @@
 //! can be asserted.
 #![allow(dead_code)]
 
+pub mod json;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,8 +18,8 @@ use std::time::{Duration, SystemTime};
 use resilient_http::BoxFuture;
 use resilient_http::RecordLog;
 use resilient_http::{
-    AttemptLimits, CallEnv, Caps, ClientConfig, Clock, FailureKind, Guard, HttpClient, Permit,
-    PreparedRequest, RawResponse, Refusal, RetryAllowance, Sleeper, Transport, TransportError,
+    AttemptLimits, CallEnv, Caps, Clock, FailureKind, Guard, HttpClient, Permit, PreparedRequest,
+    RawResponse, Refusal, RetryAllowance, Sleeper, Transport, TransportError,
 };
 
 /// Wall time at virtual zero: 2023-11-14T22:13:20Z.
@@ -304,11 +306,7 @@ impl Rig {
     pub fn client(&self, options: serde_json::Value) -> HttpClient {
         let mut options = options;
         options["base_url"] = serde_json::json!("http://127.0.0.1:9");
-        HttpClient::new(
-            ClientConfig::from_json(&options).unwrap(),
-            Caps::default(),
-            self.env.clone(),
-        )
+        HttpClient::new(json::config(&options), Caps::default(), self.env.clone())
     }
     pub fn sleeps(&self) -> Vec<Duration> {
         self.sleeper.sleeps.lock().unwrap().clone()

@@ -1,0 +1,101 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Http;
+
+require_once __DIR__ . '/support/HttpTestCase.php';
+
+/**
+ * The request the upstream receives is the one PHP's own functions describe: `query` and
+ * `form` as `http_build_query`, `json` as `json_encode`; a verb's `$data` and the options'
+ * `query` are merged (the options' key wins); a `$json` argument beside another body is refused.
+ */
+final class RequestShapeTest extends HttpTestCase
+{
+    private const MIXED = [
+        'name' => 'café & co',
+        'page' => 2,
+        'ratio' => 0.5,
+        'whole' => 2.0,
+        'on' => true,
+        'off' => false,
+        'skip' => null,
+        'ids' => [3, 1],
+        'filter' => ['status' => 'open', 'tags' => ['a b', 'c']],
+    ];
+
+    public function testQueryAndFormAreWhatHttpBuildQueryWrites(): void
+    {
+        $key = $this->up->key('shapeq');
+        $this->up->script($key, [['status' => 200], ['status' => 200]]);
+        $client = $this->client($key);
+        $client->request('GET', '/q', ['query' => self::MIXED]);
+        $client->request('POST', '/f', ['form' => self::MIXED]);
+        [$get, $post] = $this->up->attempts($key, 2);
+        parse_str($get['query'], $seenQuery);
+        parse_str($post['body'], $seenForm);
+        parse_str(http_build_query(self::MIXED), $expected);
+        $this->assertSame($expected, $seenQuery);
+        $this->assertSame($expected, $seenForm);
+        $this->assertSame(urldecode(http_build_query(self::MIXED)), urldecode($get['query']));
+    }
+
+    public function testJsonIsWhatJsonEncodeWrites(): void
+    {
+        $key = $this->up->key('shapej');
+        $this->up->script($key, [['status' => 200]]);
+        $payload = ['url' => 'https://x/y', 'name' => 'ไทย', 'price' => 10.0, 'list' => [], 'map' => ['a' => null]];
+        $this->client($key)->request('PUT', '/j', ['json' => $payload]);
+        $seen = $this->up->attempts($key, 1)[0];
+        $this->assertSame(
+            json_encode($payload, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION),
+            $seen['body']
+        );
+    }
+
+    public function testDataAndTheOptionsQueryAreMergedTheOptionsWinning(): void
+    {
+        $key = $this->up->key('shapem');
+        $this->up->script($key, [['status' => 200]]);
+        $this->client($key)->get('/m', ['a' => 1, 'b' => 2], ['query' => ['b' => 'options', 'c' => 3]]);
+        $this->assertSame('a=1&b=options&c=3', $this->up->attempts($key, 1)[0]['query']);
+    }
+
+    public function testAJsonArgumentBesideAnotherBodyIsRefused(): void
+    {
+        $key = $this->up->key('shapeb');
+        $client = $this->client($key);
+        foreach (['json' => ['x' => 1], 'body' => 'raw', 'form' => ['x' => 1]] as $option => $value) {
+            try {
+                $client->post('/b', ['sku' => 1], [$option => $value]);
+                $this->fail("$option beside \$json must be refused");
+            } catch (\ValueError $e) {
+                $this->assertStringStartsWith("option 'json': only one of 'json', 'body' and 'form'", $e->getMessage());
+            }
+        }
+        $this->assertCount(0, $this->up->attempts($key, 0), 'nothing was sent');
+    }
+
+    public function testWrongTypesAreRefusedInPhpWords(): void
+    {
+        $client = $this->client($this->up->key('shapet'));
+        $cases = [
+            [['body' => ['x']], \TypeError::class, "option 'body' must be of type string, array given"],
+            [['query' => 'a=1'], \TypeError::class, "option 'query' must be of type array, string given"],
+            [['headers' => ['X-A' => ['ok', new \stdClass()]]], \TypeError::class, "option 'headers.X-A' must be of type string"],
+            [['idempotency_key' => ''], \ValueError::class, "option 'idempotency_key': must be a non-empty string"],
+            [['query' => ['o' => new \stdClass()]], \TypeError::class, "option 'query' must be of type"],
+            [['jsn' => []], \ValueError::class, "option 'jsn': unknown option (known: query, json, body, form, headers, idempotency_key)"],
+        ];
+        foreach ($cases as [$options, $class, $message]) {
+            try {
+                $client->request('POST', '/t', $options);
+                $this->fail("expected $class: $message");
+            } catch (\Throwable $e) {
+                $this->assertInstanceOf($class, $e, $e->getMessage());
+                $this->assertStringStartsWith($message, $e->getMessage());
+            }
+        }
+    }
+}
