@@ -100,11 +100,12 @@ impl Reader {
     pub fn finish(mut self) -> PhpResult<Option<TransportOptions>> {
         match (self.cert.take(), self.key.take()) {
             (Some((cert, cert_password)), key) => {
-                if cert_password.is_some() && key.is_none() {
-                    return Err(exceptions::value_error(
-                        "option 'cert': a password applies to the private key: give the key with 'ssl_key' => [path, password]",
-                    ));
-                }
+                // `cert => [path, password]` without `ssl_key`: the encrypted key is in the
+                // certificate's file.
+                let key = match (key, cert_password) {
+                    (None, Some(password)) => Some((cert.clone(), Some(password))),
+                    (key, _) => key,
+                };
                 let key = key.as_ref().map(|(p, pw)| (p.as_path(), pw.as_deref()));
                 self.options
                     .set_identity(&cert, key)

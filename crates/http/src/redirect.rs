@@ -182,6 +182,61 @@ mod tests {
         );
     }
 
+    /// Answers every request with a redirect to `/next`, counting sends.
+    struct Loop(std::sync::atomic::AtomicU32);
+
+    impl Transport for Loop {
+        fn send(
+            &self,
+            _: &PreparedRequest,
+            _: AttemptLimits,
+        ) -> crate::clock::BoxFuture<'static, Result<RawResponse, TransportError>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async {
+                Ok(RawResponse {
+                    status: 302,
+                    headers: vec![("location".into(), b"/next".to_vec())],
+                    body: vec![],
+                })
+            })
+        }
+    }
+
+    #[test]
+    fn a_loop_stops_after_max_redirects_within_one_attempt() {
+        let transport = Loop(Default::default());
+        let limits = AttemptLimits {
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(1),
+            max_body: 1024,
+        };
+        let rules = Redirects {
+            max: 3,
+            ..Redirects::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let e = rt
+            .block_on(follow(
+                &transport,
+                &request("GET", "http://h/a"),
+                limits,
+                rules,
+                &crate::clock::SystemClock,
+            ))
+            .unwrap_err();
+        assert_eq!(e.kind, FailureKind::Redirects);
+        assert!(e.detail.contains("too many redirects"), "{}", e.detail);
+        assert_eq!(
+            transport.0.load(std::sync::atomic::Ordering::SeqCst),
+            4,
+            "the first send and 3 redirects"
+        );
+        assert!(!e.kind.is_transient(), "never retried");
+    }
+
     #[test]
     fn refused_schemes_and_bad_locations_end_the_attempt() {
         let r = request("GET", "https://127.0.0.1/a");
