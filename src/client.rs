@@ -168,7 +168,9 @@ impl Client {
     }
 
     /// `request(string $method, string $path, array $options = [])` with options `query`,
-    /// `json`, `body`, `form`, `headers`, `idempotency_key`.
+    /// `json`, `body`, `form`, `multipart`, `headers`, `idempotency_key`, `sink`, `timeout`,
+    /// `connect_timeout`, and the client's `verify`, `cert`, `ssl_key`, `proxy`,
+    /// `allow_redirects`, `decode_content` for this request (docs/client-options.md).
     pub fn request(
         &self,
         method: String,

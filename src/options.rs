@@ -33,7 +33,8 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Optio
     let Some(options) = options else {
         return Ok((config, on_attempt));
     };
-    let mut transport = transport_options::Reader::new(&config.transport);
+    let base = config.transport.clone();
+    let mut transport = transport_options::Reader::new(&base);
     for (key, value) in entries(options, "options")? {
         let key = key.as_str();
         if transport.read(key, value)? {

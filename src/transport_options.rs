@@ -24,39 +24,47 @@ pub const KEYS: &[&str] = &[
 ];
 
 /// Transport options being read: `cert` and `ssl_key` are applied together at the end.
-pub struct Reader {
-    options: TransportOptions,
+pub struct Reader<'a> {
+    base: &'a TransportOptions,
+    /// A copy of `base`, made when the first transport option is read.
+    own: Option<TransportOptions>,
     cert: Option<(PathBuf, Option<String>)>,
     key: Option<(PathBuf, Option<String>)>,
     /// `decode_content` given as a string: the `Accept-Encoding` to send (Guzzle's meaning).
     pub accept_encoding: Option<String>,
-    touched: bool,
 }
 
-impl Reader {
-    pub fn new(base: &TransportOptions) -> Self {
+impl<'a> Reader<'a> {
+    pub fn new(base: &'a TransportOptions) -> Self {
         Self {
-            options: base.clone(),
+            base,
+            own: None,
             cert: None,
             key: None,
             accept_encoding: None,
-            touched: false,
         }
+    }
+
+    fn options(&mut self) -> &mut TransportOptions {
+        self.own.get_or_insert_with(|| self.base.clone())
     }
 
     /// Reads `key` if it is a transport option; `false` when it is not one.
     pub fn read(&mut self, key: &str, value: &Zval) -> PhpResult<bool> {
+        if !KEYS.contains(&key) {
+            return Ok(false);
+        }
         match key {
             "verify" => {
                 let v = value.dereference();
                 if let Some(b) = v.bool() {
-                    self.options.verify = match b {
+                    self.options().verify = match b {
                         true => resilient_http::Verify::System,
                         false => resilient_http::Verify::Off,
                     };
                 } else if v.is_string() {
                     let path = text(v, key)?;
-                    self.options
+                    self.options()
                         .set_ca_bundle(Path::new(&path))
                         .map_err(config_error)?;
                 } else {
@@ -67,7 +75,7 @@ impl Reader {
             "ssl_key" => self.key = off_or(value, |v| path_and_password(v, key))?,
             "proxy" => {
                 let proxy = off_or(value, proxy)?;
-                self.options.set_proxy(proxy).map_err(config_error)?;
+                self.options().set_proxy(proxy).map_err(config_error)?;
             }
             "allow_redirects" => {
                 let v = value.dereference();
@@ -77,22 +85,24 @@ impl Reader {
                     None if v.is_null() => None,
                     None => Some(redirects(table(value, key)?)?),
                 };
-                self.options.set_redirects(rules).map_err(config_error)?;
+                self.options().set_redirects(rules).map_err(config_error)?;
             }
             "decode_content" => {
                 let v = value.dereference();
                 if let Some(b) = v.bool() {
-                    self.options.decode_content = b;
+                    self.options().decode_content = b;
                 } else if v.is_string() {
-                    self.options.decode_content = true;
+                    self.options().decode_content = true;
                     self.accept_encoding = Some(header_value(v, key)?);
                 } else {
                     return Err(mismatch("string|bool", value, key));
                 }
             }
-            _ => return Ok(false),
+            _ => {}
         }
-        self.touched = true;
+        if self.own.is_none() {
+            self.options();
+        }
         Ok(true)
     }
 
@@ -107,7 +117,7 @@ impl Reader {
                     (key, _) => key,
                 };
                 let key = key.as_ref().map(|(p, pw)| (p.as_path(), pw.as_deref()));
-                self.options
+                self.options()
                     .set_identity(&cert, key)
                     .map_err(config_error)?;
             }
@@ -118,7 +128,7 @@ impl Reader {
             }
             (None, None) => {}
         }
-        Ok(self.touched.then_some(self.options))
+        Ok(self.own)
     }
 }
 
