@@ -18,8 +18,9 @@ declare(strict_types=1);
  *               'ops'   => 200_000,                   // operations per round
  *               'make'  => fn (): Closure => fn (int $n) => ...,  // returns a runner doing $n ops
  *               'requires' => fn (): ?string => null, // optional: a reason to skip, or null
- *               'note'  => fn (): string => '...',    // optional: a line under the row, once
- *                                                     // every case ran (e.g. what the server saw)
+ *               'note'  => fn (): string => '...',    // optional: a line under the row, taken
+ *                                                     // right after the case ran (e.g. what the
+ *                                                     // server saw of it)
  *           ],
  *       ],
  *       'targets' => [
@@ -82,6 +83,7 @@ foreach ($groups as $g) {
     printf("\n[%s] %s\n", $g['group'], $g['title']);
     printf("  %-62s %10s %12s   %s\n", 'case', 'µs/op', 'ops/s', 'vs ours');
     $us = [];
+    $notes = [];
     $ours = null;
     foreach ($g['cases'] as $id => $case) {
         $skip = isset($case['requires']) ? ($case['requires'])() : null;
@@ -94,6 +96,9 @@ foreach ($groups as $g) {
         gc_collect_cycles();
         try {
             $us[$id] = measure($case['make'](), max(1, (int) ($case['ops'] * $scale)));
+            if (isset($case['note'])) {
+                $notes[$id] = ($case['note'])();
+            }
         } catch (Throwable $e) {
             printf("  %-62s %s\n", $case['label'], 'failed: ' . get_class($e) . ': ' . $e->getMessage());
             continue;
@@ -111,8 +116,8 @@ foreach ($groups as $g) {
             $rel = $id === $ours ? '1× (ours)' : ratioText($us[$id] / $us[$ours]);
         }
         printf("  %-62s %10s %12s   %s\n", $case['label'], fmtUs($us[$id]), number_format(1e6 / $us[$id]), $rel);
-        if (isset($case['note'])) {
-            printf("    ↳ %s\n", ($case['note'])());
+        if (isset($notes[$id])) {
+            printf("    ↳ %s\n", $notes[$id]);
         }
     }
     if ($baseline !== '' && $ours !== null && isset($us[$ours])) {

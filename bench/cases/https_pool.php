@@ -13,13 +13,13 @@ declare(strict_types=1);
  * - Guzzle 7.4: GuzzleHttp\Pool with concurrency 16 on one reused Client, CurlMultiHandler,
  *   HTTP/2 requested (protocol version 2.0 → CURL_HTTP_VERSION_2_0, i.e. h2 by ALPN on https)
  *   and `verify => ca.pem`: what a Laravel app's Http::pool against an HTTP/2 API runs on.
- * Each client asks for a path of its own, so the server's access log tells how many TLS
- * connections and which protocol each used (shown under its row). Every response is checked
- * (status 200 and the body), so a broken client cannot look fast.
+ * Each client asks for a path of its own, so the server tells how many TLS connections each
+ * opened and used, and over which protocol (bench/http/server_seen.php; shown under its row).
+ * Every response is checked (status 200 and the body), so a broken client cannot look fast.
  */
 
 require_once __DIR__ . '/../http/bench_helpers.php';
-require_once __DIR__ . '/../http/access_log.php';
+require_once __DIR__ . '/../http/server_seen.php';
 require_once '/usr/share/php/GuzzleHttp/autoload.php';
 
 const HTTPS_BENCH_POOL = 100;
@@ -31,15 +31,6 @@ function https_bench_pools(int $n, Closure $pool): void
     for ($left = $n; $left > 0; $left -= HTTPS_BENCH_POOL) {
         $pool(min(HTTPS_BENCH_POOL, $left));
     }
-}
-
-/** What the server logged for $path so far (nothing outside bench/run.sh). */
-function https_bench_seen_at(string $path): array
-{
-    $server = https_bench_server();
-    return $server === null
-        ? ['requests' => 0, 'connections' => 0, 'protocols' => []]
-        : https_bench_seen($server['log'], $path);
 }
 
 return [
@@ -59,6 +50,7 @@ return [
             'make' => function (): Closure {
                 http_bench_fresh();
                 $server = https_bench_server();
+                https_bench_start('/resilient');
                 $client = new Resilient\Client('bench-https-pool', [
                     'base_url' => $server['url'],
                     'verify' => $server['ca'],
@@ -79,7 +71,7 @@ return [
                     }
                 });
             },
-            'note' => fn () => https_bench_seen_text(https_bench_seen_at('/resilient')),
+            'note' => fn () => https_bench_seen_text(https_bench_finish('/resilient')),
         ],
         'guzzle' => [
             'label' => 'Guzzle 7.4 Pool(concurrency 16), curl multi, HTTP/2, verify',
@@ -88,6 +80,7 @@ return [
             'make' => function (): Closure {
                 http_bench_fresh();
                 $server = https_bench_server();
+                https_bench_start('/guzzle');
                 $client = new GuzzleHttp\Client([
                     'handler' => GuzzleHttp\HandlerStack::create(new GuzzleHttp\Handler\CurlMultiHandler()),
                     'verify' => $server['ca'],
@@ -120,15 +113,18 @@ return [
                     }
                 }));
             },
-            'note' => fn () => https_bench_seen_text(https_bench_seen_at('/guzzle')),
+            'note' => fn () => https_bench_seen_text(https_bench_finish('/guzzle')),
         ],
     ],
     'targets' => [
-        ['check', 'resilient multiplexes the pool: 1 TLS connection, HTTP/2 only', function (): array {
-            $seen = https_bench_seen_at('/resilient');
-            $met = $seen['requests'] > 0 && $seen['connections'] === 1
+        ['check', 'resilient multiplexes: 1 TLS connection opened and used, HTTP/2 only', function (): array {
+            $seen = https_bench_seen('/resilient');
+            if ($seen === null) {
+                return [false, 'resilient did not run'];
+            }
+            $met = $seen['requests'] > 0 && $seen['connections'] === 1 && $seen['opened'] === 1
                 && array_keys($seen['protocols']) === ['HTTP/2.0 (h2)'];
-            return [$met, sprintf('%d connection%s, %s', $seen['connections'], $seen['connections'] === 1 ? '' : 's',
+            return [$met, sprintf('%d used, %s opened, %s', $seen['connections'], $seen['opened'] ?? '?',
                 implode(', ', array_keys($seen['protocols'])) ?: 'no request')];
         }],
     ],
