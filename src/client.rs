@@ -175,7 +175,11 @@ impl Client {
         path: String,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Response> {
-        let request = self.prepare(&method, &path, options::request(options, None)?)?;
+        let request = self.prepare(
+            &method,
+            &path,
+            options::request(options, None, &self.http.config().transport)?,
+        )?;
         self.run(request)
     }
 
@@ -196,9 +200,11 @@ impl Client {
         for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
-            let request = self
-                .http
-                .prepare(&method, &path, options::request(options, None)?);
+            let request = self.http.prepare(
+                &method,
+                &path,
+                options::request(options, None, &self.http.config().transport)?,
+            );
             prepared
                 .push(request.map_err(|e| {
                     exceptions::value_error(format!("pool request '{label}': {e}"))
@@ -255,7 +261,11 @@ impl Client {
             true => Data::Json(d),
             false => Data::Query(d),
         });
-        let request = self.prepare(method, path, options::request(options, data)?)?;
+        let request = self.prepare(
+            method,
+            path,
+            options::request(options, data, &self.http.config().transport)?,
+        )?;
         self.run(request)
     }
 
