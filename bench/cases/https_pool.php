@@ -117,15 +117,22 @@ return [
         ],
     ],
     'targets' => [
-        ['check', 'resilient multiplexes: 1 TLS connection opened and used, HTTP/2 only', function (): array {
+        ['check', 'resilient multiplexes: every request on 1 TLS connection, HTTP/2', function (): array {
             $seen = https_bench_seen('/resilient');
             if ($seen === null) {
                 return [false, 'resilient did not run'];
             }
-            $met = $seen['requests'] > 0 && $seen['connections'] === 1 && $seen['opened'] === 1
-                && array_keys($seen['protocols']) === ['HTTP/2.0 (h2)'];
-            return [$met, sprintf('%d used, %s opened, %s', $seen['connections'], $seen['opened'] ?? '?',
-                implode(', ', array_keys($seen['protocols'])) ?: 'no request')];
+            $protocols = array_keys($seen['protocols']);
+            return [$seen['requests'] > 0 && $seen['connections'] === 1 && $protocols === ['HTTP/2.0 (h2)'],
+                sprintf('%d connection%s, %s', $seen['connections'], $seen['connections'] === 1 ? '' : 's',
+                    implode(', ', $protocols) ?: 'no request')];
+        }],
+        // Apart from the above: a pool that starts 16 requests on a cold client can race 16
+        // handshakes and keep only the first HTTP/2 connection. The log cannot show that (the
+        // others carry no request); the server's accepted count does.
+        ['check', 'resilient opens 1 TLS connection (no handshake race at a cold start)', function (): array {
+            $opened = https_bench_seen('/resilient')['opened'] ?? null;
+            return [$opened === 1, $opened === null ? 'resilient did not run' : "$opened opened"];
         }],
     ],
 ];
