@@ -1,0 +1,176 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Client;
+
+require_once __DIR__ . '/support/ClientTestCase.php';
+
+use Resilient\Tests\Harness\TestCa;
+use Resilient\Tests\Harness\TlsNginx;
+use Resilient\UpstreamFailed;
+
+/**
+ * Issue 9, must show 1: real nginx with certificates from a test CA made by openssl
+ * (tests/harness/src/TestCa.php). `verify => ca.pem` succeeds; the default verification (system
+ * roots) refuses the unknown CA; `verify => false` succeeds; a wrong host name and an expired
+ * certificate are refused with the cause named; a client certificate required by nginx
+ * (`ssl_verify_client on`) works with `cert` / `ssl_key` (also an encrypted PKCS#8 key with its
+ * password) and is missed without. Every TLS refusal is an UpstreamFailed with code 0 after ONE
+ * attempt although the client allows 3: the client's on_attempt count and nginx's count of
+ * failed handshakes agree.
+ */
+final class TlsTest extends ClientTestCase
+{
+    private static TlsNginx $nginx;
+    private static TestCa $ca;
+
+    public static function setUpBeforeClass(): void
+    {
+        self::$ca = TestCa::shared();
+        self::$nginx = TlsNginx::shared();
+    }
+
+    private function ca(string $file = 'ca.pem'): string
+    {
+        return self::$ca->path($file);
+    }
+
+    public function testVerifyWithTheTestCaSucceedsOnIpAndHostName(): void
+    {
+        foreach (['127.0.0.1', 'localhost'] as $host) {
+            $r = $this->client(self::$nginx->url('ok', $host), ['verify' => $this->ca()])->get('/hello');
+            $this->assertSame(200, $r->status(), $host);
+            $this->assertSame('hello from ' . self::$nginx->ports['ok'] . "\n", $r->body());
+            $this->assertSame(1, $r->attempts());
+        }
+        $seen = self::$nginx->requests('ok');
+        $this->assertCount(2, $seen);
+        $this->assertSame('TLSv1.3', $seen[0]['tls']);
+        $this->assertSame('HTTP/2.0', $seen[0]['protocol'], 'HTTPS offers HTTP/2 by ALPN and nginx takes it');
+    }
+
+    /** @return array<string, array{string, array<string,mixed>, string}> listener, options, the cause the message names */
+    public static function refusals(): array
+    {
+        return [
+            'unknown CA, default verification' => ['ok', [], '/unknown ?issuer|unknown ca|not trusted|self[- ]signed/i'],
+            'unknown CA, verify true' => ['ok', ['verify' => true], '/unknown ?issuer|unknown ca|not trusted|self[- ]signed/i'],
+            'wrong host name' => ['wrongHost', ['verify' => 'CA'], '/name|host/i'],
+            'expired' => ['expired', ['verify' => 'CA'], '/expired/i'],
+        ];
+    }
+
+    /** @dataProvider refusals */
+    public function testACertificateProblemIsRefusedOnceWithTheCauseNamed(string $listener, array $options, string $cause): void
+    {
+        if (($options['verify'] ?? null) === 'CA') {
+            $options['verify'] = $this->ca();
+        }
+        $before = count(self::$nginx->failedHandshakes($listener));
+        $e = self::thrown(fn () => $this->client(self::$nginx->url($listener), $options)->get('/hello'));
+        $this->assertInstanceOf(UpstreamFailed::class, $e, self::describe($e));
+        $this->assertSame(0, $e->getCode(), self::describe($e));
+        $this->assertStringContainsString('certificate', strtolower($e->getMessage()));
+        $this->assertMatchesRegularExpression($cause, $e->getMessage(), 'the message names the cause');
+        $this->assertNull($e->response());
+        $this->assertCount(1, $this->attemptLog, 'a certificate does not fix itself: no retry (' . json_encode($this->attemptLog) . ')');
+        $this->assertFalse($this->attemptLog[0]['retry_follows']);
+        // nginx saw the client give up in the handshake (rustls sends an alert), exactly once.
+        $this->waitFor(fn () => count(self::$nginx->failedHandshakes($listener)) > $before, 5.0, "nginx's log of the failed handshake");
+        $this->assertCount($before + 1, self::$nginx->failedHandshakes($listener), self::$nginx->logs());
+        $this->assertSame([], self::$nginx->requests($listener), 'no request got through');
+    }
+
+    public function testVerifyFalseAcceptsEveryCertificate(): void
+    {
+        foreach (['ok', 'wrongHost', 'expired'] as $listener) {
+            $r = $this->client(self::$nginx->url($listener), ['verify' => false])->get('/hello');
+            $this->assertSame(200, $r->status(), $listener);
+            $this->assertSame('hello from ' . self::$nginx->ports[$listener] . "\n", $r->body());
+        }
+    }
+
+    public function testVerifyIsAlsoAPerRequestOption(): void
+    {
+        $client = $this->client(self::$nginx->url('ok'));
+        $this->assertSame(200, $client->get('/hello', null, ['verify' => $this->ca()])->status());
+        $this->assertSame(200, $client->request('GET', '/hello', ['verify' => false])->status());
+        $e = self::thrown(fn () => $client->get('/hello'));
+        $this->assertInstanceOf(UpstreamFailed::class, $e, 'the client default (system roots) still applies to other requests');
+    }
+
+    public function testAClientCertificateIsPresentedWithCertAndSslKey(): void
+    {
+        $r = $this->client(self::$nginx->url('mtls'), [
+            'verify' => $this->ca(),
+            'cert' => $this->ca('client.pem'),
+            'ssl_key' => $this->ca('client.key'),
+        ])->get('/whoami');
+        $this->assertSame(200, $r->status(), $r->body());
+        $this->assertSame("client CN=resilient test client\n", $r->body());
+        $seen = self::$nginx->requests('mtls');
+        $this->assertSame('CN=resilient test client', end($seen)['client']);
+    }
+
+    public function testAnEncryptedPkcs8KeyIsUsedWithItsPassword(): void
+    {
+        $key = $this->ca('client-encrypted.key');
+        $this->assertStringStartsWith('-----BEGIN ENCRYPTED PRIVATE KEY-----', (string) file_get_contents($key));
+        $r = $this->client(self::$nginx->url('mtls'), [
+            'verify' => $this->ca(),
+            'cert' => $this->ca('client.pem'),
+            'ssl_key' => [$key, TestCa::CLIENT_KEY_PASSWORD],
+        ])->get('/whoami');
+        $this->assertSame(200, $r->status(), $r->body());
+        $this->assertSame("client CN=resilient test client\n", $r->body());
+    }
+
+    public function testWithoutAClientCertificateNginxAnswers400Once(): void
+    {
+        $before = count(self::$nginx->requests('mtls'));
+        $r = $this->client(self::$nginx->url('mtls'), ['verify' => $this->ca()])->get('/whoami');
+        $this->assertSame(400, $r->status());
+        $this->assertStringContainsString('No required SSL certificate was sent', $r->body());
+        $this->assertSame(1, $r->attempts());
+        $seen = self::$nginx->requests('mtls');
+        $this->assertCount($before + 1, $seen);
+        $this->assertSame('-', end($seen)['client']);
+    }
+
+    public function testAClientCertificateFromAnUntrustedCaIsRejectedByNginx(): void
+    {
+        $r = $this->client(self::$nginx->url('mtls'), [
+            'verify' => $this->ca(),
+            'cert' => $this->ca('stranger.pem'),
+            'ssl_key' => $this->ca('stranger.key'),
+        ])->get('/whoami');
+        $this->assertSame(400, $r->status());
+        $this->assertStringContainsString('The SSL certificate error', $r->body());
+    }
+
+    public function testAWrongKeyPasswordIsRefusedNamingTheOption(): void
+    {
+        $e = self::thrown(fn () => $this->client(self::$nginx->url('mtls'), [
+            'verify' => $this->ca(),
+            'cert' => $this->ca('client.pem'),
+            'ssl_key' => [$this->ca('client-encrypted.key'), 'not the password'],
+        ])->get('/whoami'));
+        $this->assertTrue($e instanceof \ValueError || $e instanceof \InvalidArgumentException, self::describe($e));
+        $this->assertStringContainsString("'ssl_key", $e->getMessage());
+        $this->assertStringNotContainsString('unknown option', $e->getMessage());
+        $this->assertStringNotContainsString('not the password', $e->getMessage(), 'the password is a secret');
+        $this->assertSame([], $this->attemptLog, 'refused before any attempt');
+    }
+
+    public function testMissingCertificateFilesAreRefusedNamingTheOption(): void
+    {
+        $missing = self::$ca->dir . '/no-such.pem';
+        foreach (['verify' => $missing, 'cert' => $missing, 'ssl_key' => $missing] as $option => $value) {
+            $e = self::thrown(fn () => $this->client(self::$nginx->url('ok'), [$option => $value] + ($option === 'verify' ? [] : ['cert' => $this->ca('client.pem'), 'ssl_key' => $this->ca('client.key')]))->get('/hello'));
+            $this->assertTrue($e instanceof \ValueError || $e instanceof \InvalidArgumentException, "$option: " . self::describe($e));
+            $this->assertStringContainsString("'$option", $e->getMessage());
+            $this->assertStringNotContainsString('unknown option', $e->getMessage());
+        }
+    }
+}
