@@ -168,14 +168,20 @@ impl Client {
     }
 
     /// `request(string $method, string $path, array $options = [])` with options `query`,
-    /// `json`, `body`, `form`, `headers`, `idempotency_key`.
+    /// `json`, `body`, `form`, `multipart`, `headers`, `idempotency_key`, `sink`, `timeout`,
+    /// `connect_timeout`, and the client's `verify`, `cert`, `ssl_key`, `proxy`,
+    /// `allow_redirects`, `decode_content` for this request (docs/client-options.md).
     pub fn request(
         &self,
         method: String,
         path: String,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Response> {
-        let request = self.prepare(&method, &path, options::request(options, None)?)?;
+        let request = self.prepare(
+            &method,
+            &path,
+            options::request(options, None, &self.http.config().transport)?,
+        )?;
         self.run(request)
     }
 
@@ -196,9 +202,11 @@ impl Client {
         for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
-            let request = self
-                .http
-                .prepare(&method, &path, options::request(options, None)?);
+            let request = self.http.prepare(
+                &method,
+                &path,
+                options::request(options, None, &self.http.config().transport)?,
+            );
             prepared
                 .push(request.map_err(|e| {
                     exceptions::value_error(format!("pool request '{label}': {e}"))
@@ -255,7 +263,11 @@ impl Client {
             true => Data::Json(d),
             false => Data::Query(d),
         });
-        let request = self.prepare(method, path, options::request(options, data)?)?;
+        let request = self.prepare(
+            method,
+            path,
+            options::request(options, data, &self.http.config().transport)?,
+        )?;
         self.run(request)
     }
 

@@ -12,7 +12,8 @@
 //! - `funnel`, `budget`, `deadline`, `context`: the PHP classes.
 //! - `client`, `response`: `Resilient\Client` / `Resilient\Response`; `options`: the
 //!   client's options array → `resilient_http::ClientConfig` (shape and type, with `coerce`:
-//!   PHP's coercive typing); the values' rules stay with the crate that uses them.
+//!   PHP's coercive typing; `transport_options`: TLS, proxy, redirects, multipart, sink); the
+//!   values' rules stay with the crate that uses them.
 
 use ext_php_rs::prelude::*;
 
@@ -31,6 +32,7 @@ pub mod ini;
 pub mod options;
 pub mod response;
 pub mod segment;
+pub mod transport_options;
 
 #[php_module]
 pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {

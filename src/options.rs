@@ -11,6 +11,7 @@
 //! option path in front: `option 'funnel.limit': must be between 1 and 64, got 0`
 //! (`\ValueError`, as through `new Funnel('x', 0)`: `limit: must be between 1 and 64, got 0`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ext_php_rs::convert::IntoZvalDyn;
@@ -20,10 +21,10 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, Zval};
 use resilient_core::validate;
 use resilient_http::{Body, RequestOptions};
 use resilient_http::{CircuitOptions, FunnelOptions};
-use resilient_http::{ClientConfig, ConfigError};
+use resilient_http::{ClientConfig, ConfigError, TransportOptions};
 
 use crate::exceptions;
-use crate::{budget, coerce, errors};
+use crate::{budget, coerce, errors, transport_options};
 
 /// A client's configuration and its `on_attempt` callable (a counted reference).
 pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Option<Zval>)> {
@@ -32,8 +33,13 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Optio
     let Some(options) = options else {
         return Ok((config, on_attempt));
     };
+    let base = config.transport.clone();
+    let mut transport = transport_options::Reader::new(&base);
     for (key, value) in entries(options, "options")? {
         let key = key.as_str();
+        if transport.read(key, value)? {
+            continue;
+        }
         match key {
             "base_url" => config
                 .set_base_url(&text(value, key)?)
@@ -147,6 +153,14 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Optio
             }
         }
     }
+    if let Some(accept) = transport.accept_encoding.take() {
+        config
+            .add_header("decode_content", b"Accept-Encoding", accept.as_bytes())
+            .map_err(config_error)?;
+    }
+    if let Some(own) = transport.finish()? {
+        config.transport = Arc::new(own);
+    }
     Ok((config, on_attempt))
 }
 
@@ -212,7 +226,7 @@ fn circuit(table: &ZendHashTable) -> PhpResult<CircuitOptions> {
 }
 
 /// `null` or `false` turns an optional section off.
-fn off(value: &Zval) -> bool {
+pub(crate) fn off(value: &Zval) -> bool {
     let value = value.dereference();
     value.is_null() || value.is_false()
 }
@@ -236,7 +250,7 @@ fn seconds(value: &Zval, path: &str) -> PhpResult<Duration> {
     validate::duration(path, float(value, path)?).map_err(|e| core_error("", e))
 }
 
-fn text(value: &Zval, path: &str) -> PhpResult<String> {
+pub(crate) fn text(value: &Zval, path: &str) -> PhpResult<String> {
     match value.dereference().zend_str() {
         Some(s) => utf8(s.as_bytes(), path).map_err(exceptions::value_error),
         None => Err(mismatch("string", value, path)),
@@ -244,7 +258,7 @@ fn text(value: &Zval, path: &str) -> PhpResult<String> {
 }
 
 /// A header value: a string (UTF-8 text), or a number written out. Never echoed.
-fn header_value(value: &Zval, path: &str) -> PhpResult<String> {
+pub(crate) fn header_value(value: &Zval, path: &str) -> PhpResult<String> {
     let v = value.dereference();
     if let Some(n) = v.long() {
         return Ok(n.to_string());
@@ -255,14 +269,14 @@ fn header_value(value: &Zval, path: &str) -> PhpResult<String> {
     text(value, path)
 }
 
-fn table<'a>(value: &'a Zval, path: &str) -> PhpResult<&'a ZendHashTable> {
+pub(crate) fn table<'a>(value: &'a Zval, path: &str) -> PhpResult<&'a ZendHashTable> {
     value
         .dereference()
         .array()
         .ok_or_else(|| mismatch("array", value, path))
 }
 
-fn mismatch(expected: &'static str, value: &Zval, path: &str) -> PhpException {
+pub(crate) fn mismatch(expected: &'static str, value: &Zval, path: &str) -> PhpException {
     coerce::TypeMismatch {
         expected,
         given: coerce::type_name(value),
@@ -270,7 +284,7 @@ fn mismatch(expected: &'static str, value: &Zval, path: &str) -> PhpException {
     .for_option(path)
 }
 
-fn unknown(path: &str, known: &[&str]) -> PhpException {
+pub(crate) fn unknown(path: &str, known: &[&str]) -> PhpException {
     exceptions::value_error(format!(
         "option '{}': unknown option (known: {})",
         truncate(path, 64),
@@ -374,15 +388,23 @@ pub fn key_string(key: &ArrayKey) -> String {
 /// (objects, `JsonSerializable`, floats exactly as PHP writes them); a string `body` is sent
 /// byte for byte. `$data` as a query comes first, the options' `query` replacing a key of the
 /// same name; `$data` as JSON beside another body is refused, never dropped.
-pub fn request(options: Option<&ZendHashTable>, data: Option<Data>) -> PhpResult<RequestOptions> {
+pub fn request(
+    options: Option<&ZendHashTable>,
+    data: Option<Data>,
+    client: &TransportOptions,
+) -> PhpResult<RequestOptions> {
     let mut query: Vec<(String, &Zval)> = Vec::new();
     let mut bodies: Vec<(&str, &Zval)> = Vec::new();
     let mut out = RequestOptions::new();
+    let mut transport = transport_options::Reader::new(client);
     if let Some(Data::Query(data)) = data {
         query = entries(data, "query")?;
     }
     if let Some(options) = options {
         for (key, value) in entries(options, "options")? {
+            if transport.read(&key, value)? {
+                continue;
+            }
             match key.as_str() {
                 "query" if off(value) => {}
                 "query" => {
@@ -396,6 +418,23 @@ pub fn request(options: Option<&ZendHashTable>, data: Option<Data>) -> PhpResult
                 "json" => bodies.push(("json", value)),
                 "body" => bodies.push(("body", value)),
                 "form" => bodies.push(("form", value)),
+                "multipart" => bodies.push(("multipart", value)),
+                "timeout" => {
+                    out = out
+                        .timeout(seconds(value, "timeout")?)
+                        .map_err(config_error)?
+                }
+                "connect_timeout" => {
+                    out = out
+                        .connect_timeout(seconds(value, "connect_timeout")?)
+                        .map_err(config_error)?
+                }
+                "sink" if off(value) => {}
+                "sink" => {
+                    out = out
+                        .sink(transport_options::sink(value)?)
+                        .map_err(config_error)?
+                }
                 "headers" => {
                     for (name, v) in entries(table(value, "headers")?, "headers")? {
                         let path = format!("headers.{name}");
@@ -421,6 +460,14 @@ pub fn request(options: Option<&ZendHashTable>, data: Option<Data>) -> PhpResult
             }
         }
     }
+    if let Some(accept) = transport.accept_encoding.take() {
+        out = out
+            .header("Accept-Encoding", accept.as_bytes())
+            .map_err(config_error)?;
+    }
+    if let Some(own) = transport.finish()? {
+        out = out.transport(own);
+    }
     let mut pairs = Vec::new();
     for (k, v) in &query {
         flatten(k.clone(), v, "query", &mut pairs, 0)?;
@@ -431,7 +478,7 @@ pub fn request(options: Option<&ZendHashTable>, data: Option<Data>) -> PhpResult
     if let Some(Data::Json(data)) = data.filter(|d| matches!(d, Data::Json(t) if !t.is_empty())) {
         if !bodies.is_empty() {
             return Err(exceptions::value_error(
-                "option 'json': only one of 'json', 'body' and 'form' may be given (a non-empty $json argument is the JSON body)",
+                "option 'json': only one of 'json', 'body', 'form' and 'multipart' may be given (a non-empty $json argument is the JSON body)",
             ));
         }
         let mut z = Zval::new();
@@ -445,6 +492,7 @@ pub fn request(options: Option<&ZendHashTable>, data: Option<Data>) -> PhpResult
                 Some(s) => Body::Raw(s.as_bytes().to_vec()),
                 None => return Err(mismatch("string", value, "body")),
             },
+            "multipart" => Body::Multipart(transport_options::multipart(value)?),
             _ => {
                 let mut pairs = Vec::new();
                 if !off(value) {

@@ -101,7 +101,9 @@ namespace Resilient {
 
         /**
          * `request(string $method, string $path, array $options = [])` with options `query`,
-         * `json`, `body`, `form`, `headers`, `idempotency_key`.
+         * `json`, `body`, `form`, `multipart`, `headers`, `idempotency_key`, `sink`, `timeout`,
+         * `connect_timeout`, and the client's `verify`, `cert`, `ssl_key`, `proxy`,
+         * `allow_redirects`, `decode_content` for this request (docs/client-options.md).
          *
          * @param string $method
          * @param string $path

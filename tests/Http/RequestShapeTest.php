@@ -71,7 +71,7 @@ final class RequestShapeTest extends HttpTestCase
                 $client->post('/b', ['sku' => 1], [$option => $value]);
                 $this->fail("$option beside \$json must be refused");
             } catch (\ValueError $e) {
-                $this->assertStringStartsWith("option 'json': only one of 'json', 'body' and 'form'", $e->getMessage());
+                $this->assertStringStartsWith("option 'json': only one of 'json', 'body', 'form' and 'multipart'", $e->getMessage());
             }
         }
         $this->assertCount(0, $this->up->attempts($key, 0), 'nothing was sent');

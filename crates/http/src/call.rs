@@ -33,6 +33,7 @@ use crate::decision::{fmt_duration, Decision, GiveUpReason, RetryReason};
 use crate::error::{Unavailable, UnavailableKind};
 use crate::guard::{Guard, Permit, Refusal, RetryAllowance};
 use crate::policy::{AttemptFacts, Next, Policy, FUNNEL_POLL};
+use crate::redirect;
 use crate::request::PreparedRequest;
 use crate::response::Response;
 use crate::retry_after::retry_after_of;
@@ -332,21 +333,21 @@ impl Call {
         let (timeout, connect_timeout) = self.policy.attempt_limits(self.remaining());
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
-        let outcome = self
-            .env
-            .transport
-            .send(
-                &self.request,
-                AttemptLimits {
-                    timeout,
-                    connect_timeout,
-                    max_body: self
-                        .env
-                        .max_body
-                        .map_or(self.policy.max_body, |m| m.min(self.policy.max_body)),
-                },
-            )
-            .await;
+        let limits = AttemptLimits {
+            timeout,
+            connect_timeout,
+            max_body: self
+                .env
+                .max_body
+                .map_or(self.policy.max_body, |m| m.min(self.policy.max_body)),
+        };
+        let outcome = match self.request.transport.redirects {
+            None => self.env.transport.send(&self.request, limits).await,
+            Some(rules) => {
+                let (transport, clock) = (self.env.transport.as_ref(), self.env.clock.as_ref());
+                redirect::follow(transport, &self.request, limits, rules, clock).await
+            }
+        };
         // Release before anything else: no path from here holds the slot into a sleep.
         drop(permits);
         let duration = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(began));

@@ -19,7 +19,8 @@ pub enum Verdict {
     TransientStatus(u16),
     /// No answer: connection error, timeout, closed connection.
     TransientFailure(FailureKind),
-    /// No answer, and sending again would not help: the body exceeded `max_body`.
+    /// No answer, and sending again would not help: the body exceeded `max_body`, TLS refused
+    /// the server, too many redirects.
     FatalFailure(FailureKind),
 }
 
@@ -39,7 +40,7 @@ pub fn classify(outcome: &Result<RawResponse, TransportError>, retry_on: &[u16])
             Verdict::TransientStatus(response.status)
         }
         Ok(_) => Verdict::Final,
-        Err(error) if error.kind == FailureKind::TooLarge => Verdict::FatalFailure(error.kind),
+        Err(error) if !error.kind.is_transient() => Verdict::FatalFailure(error.kind),
         Err(error) => Verdict::TransientFailure(error.kind),
     }
 }

@@ -33,6 +33,8 @@ const URL_CACHE: usize = 64;
 pub struct HttpClient {
     config: Arc<ClientConfig>,
     policy: Arc<Policy>,
+    /// The calling context's caps, applied again to a request's own timeouts.
+    caps: Caps,
     env: CallEnv,
     urls: Arc<Mutex<Vec<(String, Url)>>>,
 }
@@ -143,6 +145,7 @@ impl HttpClient {
         Self {
             config: Arc::new(config),
             policy: Arc::new(policy),
+            caps,
             env,
             urls: Arc::default(),
         }
@@ -199,6 +202,22 @@ impl HttpClient {
         prepare_at(&self.config, method, url, options).map(Arc::new)
     }
 
+    /// The policy for one request: the client's, or with the request's own `timeout` /
+    /// `connect_timeout` (the calling context's caps still apply).
+    fn policy_of(&self, request: &PreparedRequest) -> Arc<Policy> {
+        if request.timeout.is_none() && request.connect_timeout.is_none() {
+            return self.policy.clone();
+        }
+        let mut policy = Self::policy_for(&self.config, Caps::default());
+        if let Some(t) = request.timeout {
+            policy.timeout = t;
+        }
+        if let Some(c) = request.connect_timeout {
+            policy.connect_timeout = c;
+        }
+        Arc::new(policy.capped(self.caps))
+    }
+
     /// One call. `env` overrides the client's mechanism for this call (e.g. with an observer).
     pub fn call(
         &self,
@@ -206,7 +225,7 @@ impl HttpClient {
         request: Arc<PreparedRequest>,
         enclosing_remaining: Option<Duration>,
     ) -> impl Future<Output = Result<Response, Unavailable>> + Send + 'static {
-        Call::start(env, self.policy.clone(), request, enclosing_remaining).run()
+        Call::start(env, self.policy_of(&request), request, enclosing_remaining).run()
     }
 
     /// Many calls, at most `concurrency` in flight, results in input order.
@@ -221,8 +240,8 @@ impl HttpClient {
         let items = requests
             .into_iter()
             .map(|request| PoolItem {
+                policy: self.policy_of(&request),
                 request,
-                policy: self.policy.clone(),
             })
             .collect();
         run_pool(env, items, concurrency, enclosing_remaining)

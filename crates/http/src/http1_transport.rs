@@ -11,8 +11,8 @@
 //! non-blocking `recv(MSG_PEEK)` on the socket tells EOF or stray bytes (discard) from "still
 //! open, nothing to read" (reuse). Idle connections older than [`IDLE_TIMEOUT`] are dropped.
 //! Like the reqwest transport it never retries and never follows redirects; the attempt timeout
-//! covers connect + send + the whole body. `https://` (and everything when an `HTTP_PROXY`-style
-//! variable is set) goes to the reqwest transport.
+//! covers connect + send + the whole body. `https://`, proxies (an explicit `proxy` or an
+//! `HTTP_PROXY`-style variable), TLS options and multipart bodies go to the reqwest transport.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,11 +29,12 @@ use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::body_limit::BodyBuffer;
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::reqwest_transport::ReqwestTransport;
+use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
+use crate::transport_options::BodyTarget;
 
 /// Idle connections older than this are not reused (servers commonly close after 5–75 s).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -94,7 +95,13 @@ impl Transport for Http1Transport {
         // reqwest handles what this lean path does not: TLS, proxies, credentials in the URL
         // (sent as Basic auth) and bracketed IPv6 literals.
         let has_credentials = !url.username().is_empty() || url.password().is_some();
-        if url.scheme() != "http" || self.proxied || has_credentials || host.starts_with('[') {
+        let plain = request.transport.needs_only_defaults() && request.multipart.is_none();
+        if url.scheme() != "http"
+            || self.proxied
+            || !plain
+            || has_credentials
+            || host.starts_with('[')
+        {
             return self.fallback.send(request, limits);
         }
         let authority = match url.port() {
@@ -127,6 +134,7 @@ impl Transport for Http1Transport {
         let reused = take_idle(&self.idle, &key);
         let pool = self.idle.clone();
         let dial = (host.to_string(), port);
+        let target = request.body_target.clone();
         Box::pin(async move {
             let exchange = exchange(
                 pool,
@@ -135,7 +143,7 @@ impl Transport for Http1Transport {
                 reused,
                 http_request,
                 limits.connect_timeout,
-                limits.max_body,
+                (target, limits.max_body),
             );
             match tokio::time::timeout(limits.timeout, exchange).await {
                 Ok(result) => result,
@@ -227,7 +235,7 @@ async fn exchange(
     reused: Option<Http1Conn>,
     request: hyper::Request<Full<Bytes>>,
     connect_timeout: Duration,
-    max_body: u64,
+    (target, max_body): (BodyTarget, u64),
 ) -> Result<RawResponse, TransportError> {
     let mut c = match reused {
         Some(c) => c,
@@ -237,13 +245,15 @@ async fn exchange(
     let work = async move {
         let response = response.await.map_err(map_hyper_error)?;
         let (parts, mut body) = response.into_parts();
-        let mut buffer = BodyBuffer::new(body.size_hint().exact(), max_body)?;
+        let mut headers = header_list(&parts.headers);
+        let mut received =
+            ResponseBody::start(&target, &mut headers, body.size_hint().exact(), max_body)?;
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame.map_err(map_hyper_error)?.into_data() {
-                buffer.push(&data)?;
+                received.push(&data)?;
             }
         }
-        Ok::<_, TransportError>((parts, buffer.into_vec()))
+        Ok::<_, TransportError>((parts.status, headers, received.finish()?))
     };
     let mut work = std::pin::pin!(work);
     let mut conn_done = false;
@@ -254,7 +264,7 @@ async fn exchange(
         work.as_mut().poll(cx)
     })
     .await;
-    let (parts, body) = result?;
+    let (status, headers, body) = result?;
     // Let the connection settle into idle; keep it if it is ready for another request.
     if !conn_done {
         let waker = std::task::Waker::noop();
@@ -269,13 +279,8 @@ async fn exchange(
             list.push(c);
         }
     }
-    let headers = parts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
-        .collect();
     Ok(RawResponse {
-        status: parts.status.as_u16(),
+        status: status.as_u16(),
         headers,
         body,
     })

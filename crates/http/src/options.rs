@@ -6,12 +6,14 @@
 //! strict: an unknown key is an error naming the key (a typo must not pass silently). Never
 //! panics, whatever the input (proptest below).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::Url;
 
 use crate::config_error::ConfigError;
+use crate::transport_options::TransportOptions;
 
 /// Full-jitter backoff bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +93,8 @@ pub struct ClientConfig {
     /// fails as upstream failed, never retried). The PHP binding lowers it further to what
     /// `memory_limit` leaves.
     pub max_body: u64,
+    /// TLS, proxy, redirects and decoding (shared by the client's requests).
+    pub transport: Arc<TransportOptions>,
 }
 
 /// Default `max_body`: 32 MiB.
@@ -128,6 +132,7 @@ impl Default for ClientConfig {
             headers: Vec::new(),
             user_agent: HeaderValue::from_static(concat!("resilient/", env!("CARGO_PKG_VERSION"))),
             max_body: DEFAULT_MAX_BODY,
+            transport: Arc::default(),
         }
     }
 }
@@ -296,7 +301,7 @@ impl ClientConfig {
     }
 }
 
-fn at_least_1ms(option: &str, d: Duration) -> Result<Duration, ConfigError> {
+pub(crate) fn at_least_1ms(option: &str, d: Duration) -> Result<Duration, ConfigError> {
     if d < Duration::from_millis(1) {
         return Err(ConfigError::new(option, "must be at least 0.001 seconds"));
     }
@@ -363,6 +368,12 @@ const CLIENT_KEYS: &[&str] = &[
     "headers",
     "user_agent",
     "max_body",
+    "verify",
+    "cert",
+    "ssl_key",
+    "proxy",
+    "allow_redirects",
+    "decode_content",
 ];
 
 pub(crate) fn truncate(s: &str, max_chars: usize) -> String {

@@ -13,8 +13,14 @@
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
 use reqwest::{Method, Url};
 
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
 use crate::config_error::ConfigError;
+use crate::multipart::{Multipart, Part};
 use crate::options::{parse_http_url, ClientConfig};
+use crate::transport_options::{BodyTarget, TransportOptions};
 
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -27,8 +33,17 @@ pub struct PreparedRequest {
     /// Built once: every attempt sends these exact headers.
     pub headers: HeaderMap,
     pub body: Option<Vec<u8>>,
+    /// A multipart body streamed from its files on every attempt (then `body` is `None`).
+    pub multipart: Option<Arc<Multipart>>,
     /// An `Idempotency-Key` header is present (from `idempotency_key` or given directly).
     pub has_idempotency_key: bool,
+    /// TLS, proxy, redirects, decoding: the client's, or this request's own.
+    pub transport: Arc<TransportOptions>,
+    /// Where the response body goes (decoded or not, memory or a `sink` file).
+    pub body_target: BodyTarget,
+    /// This request's own attempt timeouts, instead of the client's.
+    pub timeout: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
 }
 
 impl PreparedRequest {
@@ -57,6 +72,8 @@ pub enum Body {
     Raw(Vec<u8>),
     /// `application/x-www-form-urlencoded` pairs.
     Form(Vec<(String, String)>),
+    /// `multipart/form-data`, files streamed from disk.
+    Multipart(Vec<Part>),
 }
 
 /// Per-request options as Rust values: query pairs, at most one body, extra headers (replacing
@@ -67,6 +84,10 @@ pub struct RequestOptions {
     body: Option<Body>,
     headers: Vec<(HeaderName, HeaderValue)>,
     idempotency_key: Option<HeaderValue>,
+    transport: Option<TransportOptions>,
+    sink: Option<PathBuf>,
+    timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
 }
 
 impl RequestOptions {
@@ -83,7 +104,7 @@ impl RequestOptions {
         if self.body.is_some() {
             return Err(ConfigError::new(
                 "json",
-                "only one of 'json', 'body' and 'form' may be given",
+                "only one of 'json', 'body', 'form' and 'multipart' may be given",
             ));
         }
         self.body = Some(body);
@@ -125,6 +146,40 @@ impl RequestOptions {
         })?);
         Ok(self)
     }
+    /// TLS, proxy, redirect and decoding options for this request (replacing the client's).
+    pub fn transport(mut self, options: TransportOptions) -> Self {
+        self.transport = Some(options);
+        self
+    }
+    /// Writes the response body to this file (created or truncated on every attempt) instead
+    /// of memory; its directory must exist.
+    pub fn sink(mut self, path: PathBuf) -> Result<Self, ConfigError> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if path.as_os_str().is_empty() || path.is_dir() || !dir.is_dir() {
+            return Err(ConfigError::new(
+                "sink",
+                format!(
+                    "must be a file path in an existing directory, got {}",
+                    path.display()
+                ),
+            ));
+        }
+        self.sink = Some(path);
+        Ok(self)
+    }
+    /// This request's attempt timeout (at least 1 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
+        self.timeout = Some(crate::options::at_least_1ms("timeout", timeout)?);
+        Ok(self)
+    }
+    /// This request's connect timeout (at least 1 ms).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
+        self.connect_timeout = Some(crate::options::at_least_1ms("connect_timeout", timeout)?);
+        Ok(self)
+    }
 }
 
 /// Prepares `method url` with per-request `options` against the client's configuration (the
@@ -147,8 +202,17 @@ pub fn prepare_at(
             serializer.append_pair(k, v);
         }
     }
+    let mut multipart = None;
     let payload = match options.body {
         None => None,
+        Some(Body::Multipart(parts)) => {
+            let body = Multipart::new(parts);
+            let content_type =
+                HeaderValue::from_str(&body.content_type()).expect("the boundary is ASCII");
+            headers.push((CONTENT_TYPE, content_type));
+            multipart = Some(Arc::new(body));
+            None
+        }
         Some(Body::Raw(bytes)) => Some(bytes),
         Some(Body::Json(bytes)) => {
             headers.push((CONTENT_TYPE, HeaderValue::from_static("application/json")));
@@ -182,12 +246,25 @@ pub fn prepare_at(
     for (name, value) in headers {
         map.append(name, value);
     }
+    let transport = match options.transport {
+        Some(own) => Arc::new(own),
+        None => config.transport.clone(),
+    };
+    let body_target = BodyTarget {
+        decode: transport.decode_content,
+        sink: options.sink,
+    };
     Ok(PreparedRequest {
         method,
         url,
         headers: map,
         body: payload,
+        multipart,
         has_idempotency_key,
+        transport,
+        body_target,
+        timeout: options.timeout,
+        connect_timeout: options.connect_timeout,
     })
 }
 
@@ -278,7 +355,7 @@ mod tests {
             .body(Body::Raw(vec![]));
         assert_eq!(
             twice.unwrap_err().to_string(),
-            "option 'json': only one of 'json', 'body' and 'form' may be given"
+            "option 'json': only one of 'json', 'body', 'form' and 'multipart' may be given"
         );
     }
 

@@ -2,32 +2,37 @@
 //!
 //! - One set of clients per process, kept alive between calls, so connections are reused
 //!   (keep-alive) within a process. Never created before it is needed (FPM forks after MINIT).
-//! - reqwest's connect timeout is a client setting, so clients are cached by connect timeout in
-//!   milliseconds (a handful of distinct values per process in practice; the cache is bounded).
+//! - reqwest's connect timeout, TLS settings and proxy are client settings, so clients are cached
+//!   by connect timeout in milliseconds and [`TransportOptions::fingerprint`] (a handful per
+//!   process in practice; the cache is bounded). HTTP/2 is offered by ALPN over TLS, so a pool
+//!   against an HTTP/2 server multiplexes on one connection.
 //!   The per-attempt connect limit is `min(connect_timeout, attempt timeout)`: the cached
 //!   client bounds the connect phase by the configured value, and one tokio timer around the
 //!   whole exchange (connect + send + full body) bounds everything by the attempt timeout.
-//! - No redirects are followed (a 3xx is the caller's answer) and reqwest's own retry policy
-//!   is off (`retry::never()`), so the attempt loop stays the single retry owner. (hyper's pool
+//! - reqwest follows no redirect itself (`crate::redirect` does, when asked, over any transport)
+//!   and its own retry policy is off (`retry::never()`), so the attempt loop stays the single retry owner. (hyper's pool
 //!   may resend a request whose pooled connection turned out closed *before the request was
 //!   written*; such a request never reached the upstream.)
-//! - Errors are reported without the URL (`without_url`), so query secrets cannot leak.
+//! - Errors are reported without the URL (`without_url`), so query secrets cannot leak; a TLS
+//!   failure is told apart by its rustls error type ([`FailureKind::Tls`], not retried).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::body_limit::BodyBuffer;
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
+use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
+use crate::transport_options::{TransportOptions, Verify};
 
-/// Distinct connect timeouts kept; beyond this the least recently added client is dropped.
+/// Distinct (connect timeout, connection options) pairs kept; beyond this the least recently
+/// added client is dropped.
 const MAX_CLIENTS: usize = 16;
 
-/// reqwest clients keyed by connect timeout.
+/// reqwest clients keyed by connect timeout and [`TransportOptions::fingerprint`].
 #[derive(Default)]
 pub struct ReqwestTransport {
-    clients: Mutex<Vec<(u64, reqwest::Client)>>,
+    clients: Mutex<Vec<((u64, u64), reqwest::Client)>>,
 }
 
 impl ReqwestTransport {
@@ -35,31 +40,24 @@ impl ReqwestTransport {
         Self::default()
     }
 
-    /// The client for a connect timeout (created on first use).
-    pub fn client(&self, connect_timeout: Duration) -> Result<reqwest::Client, TransportError> {
-        let key = connect_timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
+    /// The client for a connect timeout and connection options (created on first use).
+    pub fn client(
+        &self,
+        connect_timeout: Duration,
+        options: &TransportOptions,
+    ) -> Result<reqwest::Client, TransportError> {
+        let millis = connect_timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
+        let key = (millis, options.fingerprint());
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
             return Ok(client.clone());
         }
-        let mut builder = reqwest::Client::builder();
-        if !proxy_configured() {
-            // Nothing to honour: skip the per-request proxy matching.
-            builder = builder.no_proxy();
-        }
-        let client = builder
-            .connect_timeout(Duration::from_millis(key))
-            .redirect(reqwest::redirect::Policy::none())
-            .retry(reqwest::retry::never())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| {
-                TransportError::new(
-                    FailureKind::Other,
-                    format!("cannot build the HTTP client: {}", e.without_url()),
-                )
-            })?;
+        let client = build(Duration::from_millis(millis), options).map_err(|e| {
+            TransportError::new(
+                FailureKind::Other,
+                format!("cannot build the HTTP client: {}", e.without_url()),
+            )
+        })?;
         if clients.len() >= MAX_CLIENTS {
             clients.remove(0);
         }
@@ -68,13 +66,57 @@ impl ReqwestTransport {
     }
 }
 
+/// A reqwest client for these options: never redirecting or retrying on its own (the attempt
+/// loop and `redirect` own both), HTTP/2 offered by ALPN over TLS.
+fn build(
+    connect_timeout: Duration,
+    options: &TransportOptions,
+) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder();
+    match &options.proxy {
+        Some(proxy) => {
+            builder = builder.no_proxy();
+            let no = reqwest::NoProxy::from_string(&proxy.no.join(","));
+            if let Some(url) = &proxy.http {
+                builder = builder.proxy(reqwest::Proxy::http(url.as_str())?.no_proxy(no.clone()));
+            }
+            if let Some(url) = &proxy.https {
+                builder = builder.proxy(reqwest::Proxy::https(url.as_str())?.no_proxy(no));
+            }
+        }
+        // Nothing to honour: skip the per-request proxy matching.
+        None if !proxy_configured() => builder = builder.no_proxy(),
+        None => {}
+    }
+    match &options.verify {
+        Verify::System => {}
+        Verify::Off => builder = builder.danger_accept_invalid_certs(true),
+        Verify::Bundle(pem) => {
+            builder = builder.tls_built_in_root_certs(false);
+            for cert in reqwest::Certificate::from_pem_bundle(pem)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+    }
+    if let Some(identity) = &options.identity {
+        builder = builder.identity(reqwest::Identity::from_pem(identity.pem())?);
+    }
+    builder
+        .connect_timeout(connect_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .tcp_nodelay(true)
+        .build()
+}
+
 impl Transport for ReqwestTransport {
     fn send(
         &self,
         request: &PreparedRequest,
         limits: AttemptLimits,
     ) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
-        let client = match self.client(limits.connect_timeout) {
+        let client = match self.client(limits.connect_timeout, &request.transport) {
             Ok(client) => client,
             Err(e) => return Box::pin(async move { Err(e) }),
         };
@@ -86,24 +128,39 @@ impl Transport for ReqwestTransport {
         if let Some(body) = &request.body {
             builder = builder.body(body.clone());
         }
+        if let Some(multipart) = &request.multipart {
+            match multipart.open() {
+                Ok((length, stream)) => {
+                    builder = builder
+                        .header(reqwest::header::CONTENT_LENGTH, length)
+                        .body(reqwest::Body::wrap_stream(stream));
+                }
+                Err(e) => {
+                    let e = TransportError::new(FailureKind::Other, e.to_string());
+                    return Box::pin(async move { Err(e) });
+                }
+            }
+        }
         let timeout = limits.timeout;
         let max_body = limits.max_body;
+        let target = request.body_target.clone();
         Box::pin(async move {
             let exchange = async move {
                 let mut response = builder.send().await.map_err(map_error)?;
                 let status = response.status().as_u16();
-                let headers = response
-                    .headers()
-                    .iter()
-                    .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
-                    .collect();
-                // Chunk by chunk within max_body; on error `response` is dropped, which closes
-                // the connection instead of returning it to the pool.
-                let mut buffer = BodyBuffer::new(response.content_length(), max_body)?;
+                let mut headers = header_list(response.headers());
+                // Chunk by chunk within max_body (or into the sink); on error `response` is
+                // dropped, which closes the connection instead of returning it to the pool.
+                let mut received = ResponseBody::start(
+                    &target,
+                    &mut headers,
+                    response.content_length(),
+                    max_body,
+                )?;
                 while let Some(chunk) = response.chunk().await.map_err(map_error)? {
-                    buffer.push(&chunk)?;
+                    received.push(&chunk)?;
                 }
-                let body = buffer.into_vec();
+                let body = received.finish()?;
                 Ok(RawResponse {
                     status,
                     headers,
@@ -138,6 +195,9 @@ pub(crate) fn proxy_configured() -> bool {
 
 /// Maps a reqwest error to a failure kind and a URL-free detail.
 fn map_error(error: reqwest::Error) -> TransportError {
+    if let Some(tls) = tls_cause(&error) {
+        return TransportError::new(FailureKind::Tls, tls);
+    }
     let kind = if error.is_timeout() {
         FailureKind::Timeout
     } else if error.is_connect() {
@@ -165,4 +225,49 @@ fn map_error(error: reqwest::Error) -> TransportError {
         }
     }
     TransportError::new(kind, detail)
+}
+
+/// The rustls error under a reqwest error, if TLS is what failed (a refused certificate names
+/// its problem: `invalid peer certificate: UnknownIssuer`, `NotValidForName`, `Expired`).
+fn tls_cause(error: &reqwest::Error) -> Option<String> {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        // An io::Error's `source()` skips the error it wraps (and connectors wrap io::Errors in
+        // io::Errors): look inside each.
+        let mut inner: &(dyn std::error::Error + 'static) = cause;
+        loop {
+            if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+                return Some(describe_tls(tls));
+            }
+            match inner
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+            {
+                Some(wrapped) => inner = wrapped,
+                None => break,
+            }
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// rustls's words, with the certificate problems spelled out for a reader of logs.
+fn describe_tls(error: &rustls::Error) -> String {
+    use rustls::CertificateError as C;
+    match error {
+        rustls::Error::InvalidCertificate(problem) => {
+            let what = match problem {
+                C::UnknownIssuer => "the server's certificate is signed by an unknown CA (set 'verify' to your CA bundle)",
+                C::NotValidForName | C::NotValidForNameContext { .. } => "the server's certificate is not valid for this host name",
+                C::Expired | C::ExpiredContext { .. } => "the server's certificate has expired",
+                C::NotValidYet | C::NotValidYetContext { .. } => "the server's certificate is not valid yet",
+                C::Revoked => "the server's certificate is revoked",
+                C::BadSignature => "the server's certificate has a bad signature",
+                _ => "the server's certificate was refused",
+            };
+            format!("{what} ({error})")
+        }
+        other => other.to_string(),
+    }
 }

@@ -34,7 +34,8 @@ pub struct RawResponse {
     pub body: Vec<u8>,
 }
 
-/// Why an attempt got no answer. Every kind but `TooLarge` is transient for the classifier.
+/// Why an attempt got no answer. Transient for the classifier unless [`FailureKind::is_transient`]
+/// says otherwise (too large, TLS, redirects).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureKind {
     /// The attempt timeout (or the deadline's remainder) ran out.
@@ -49,6 +50,11 @@ pub enum FailureKind {
     /// connection. The only kind that is *not* transient (the same request would get the same
     /// body again).
     TooLarge,
+    /// TLS failed: the certificate was refused (unknown CA, wrong host name, expired) or the
+    /// handshake failed. Not transient: a certificate does not fix itself between attempts.
+    Tls,
+    /// More redirects than `allow_redirects.max`, or one to a refused scheme. Not transient.
+    Redirects,
     /// Anything else the transport could not classify.
     Other,
 }
@@ -63,8 +69,18 @@ impl FailureKind {
             FailureKind::Closed => "closed",
             FailureKind::Body => "body",
             FailureKind::TooLarge => "too_large",
+            FailureKind::Tls => "tls",
+            FailureKind::Redirects => "redirects",
             FailureKind::Other => "other",
         }
+    }
+
+    /// Whether the same request may get another outcome when sent again.
+    pub fn is_transient(self) -> bool {
+        !matches!(
+            self,
+            FailureKind::TooLarge | FailureKind::Tls | FailureKind::Redirects
+        )
     }
 }
 
@@ -89,6 +105,8 @@ impl fmt::Display for TransportError {
         write!(f, "{} error: {}", self.kind.as_str(), self.detail)
     }
 }
+
+impl std::error::Error for TransportError {}
 
 /// Sends one attempt. Implementations must honour `limits` and must not retry.
 pub trait Transport: Send + Sync {

@@ -1,0 +1,254 @@
+//! `allow_redirects`: redirects followed inside one attempt, over any transport.
+//!
+//! Every hop is part of the same attempt: it runs on what is left of the attempt's timeout
+//! (so a redirect chain can never outlast it), holds the same funnel permit, and counts as one
+//! attempt for the retry policy. The rules are Guzzle's: 303 (and, unless `strict`, 301/302
+//! after a POST) continue as GET without a body; Authorization, Cookie and
+//! Proxy-Authorization are not sent to another host; a redirect to a scheme outside
+//! `protocols`, or one more than `max`, ends the attempt with [`FailureKind::Redirects`] (not
+//! retried: the same request would be redirected the same way).
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, REFERER};
+use reqwest::Method;
+
+use crate::clock::Clock;
+use crate::request::{display_url, PreparedRequest};
+use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
+use crate::transport_options::Redirects;
+
+/// Sends `request`, following up to `rules.max` redirects within `limits.timeout`.
+pub async fn follow(
+    transport: &dyn Transport,
+    request: &PreparedRequest,
+    limits: AttemptLimits,
+    rules: Redirects,
+    clock: &dyn Clock,
+) -> Result<RawResponse, TransportError> {
+    let began = clock.monotonic_ns();
+    let mut current = Cow::Borrowed(request);
+    let mut hops = 0;
+    loop {
+        let spent = Duration::from_nanos(clock.monotonic_ns().saturating_sub(began));
+        let left = limits.timeout.saturating_sub(spent);
+        if left.is_zero() {
+            return Err(TransportError::new(
+                FailureKind::Timeout,
+                format!("the attempt timed out after {hops} redirect(s)"),
+            ));
+        }
+        let hop_limits = AttemptLimits {
+            timeout: left,
+            connect_timeout: limits.connect_timeout.min(left),
+            max_body: limits.max_body,
+        };
+        let response = transport.send(&current, hop_limits).await?;
+        let Some(location) = location_of(&response) else {
+            return Ok(response);
+        };
+        if hops == rules.max {
+            return Err(TransportError::new(
+                FailureKind::Redirects,
+                format!("too many redirects (allow_redirects.max is {})", rules.max),
+            ));
+        }
+        hops += 1;
+        let next = next_request(&current, response.status, location, rules)?;
+        current = Cow::Owned(next);
+    }
+}
+
+/// The `Location` of a redirect status (301, 302, 303, 307, 308), if any.
+fn location_of(response: &RawResponse) -> Option<&[u8]> {
+    if !matches!(response.status, 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    response
+        .headers
+        .iter()
+        .find(|(n, _)| n == "location")
+        .map(|(_, v)| v.as_slice())
+}
+
+/// The request a redirect asks for.
+fn next_request(
+    previous: &PreparedRequest,
+    status: u16,
+    location: &[u8],
+    rules: Redirects,
+) -> Result<PreparedRequest, TransportError> {
+    let location = std::str::from_utf8(location)
+        .ok()
+        .and_then(|l| previous.url.join(l.trim()).ok())
+        .ok_or_else(|| {
+            TransportError::new(
+                FailureKind::Redirects,
+                "a redirect's Location is not a valid URL",
+            )
+        })?;
+    let allowed = match location.scheme() {
+        "https" => rules.https,
+        "http" => rules.http,
+        _ => false,
+    };
+    if !allowed {
+        return Err(TransportError::new(
+            FailureKind::Redirects,
+            format!(
+                "a redirect to {}:// is not allowed by allow_redirects.protocols",
+                location.scheme()
+            ),
+        ));
+    }
+    let mut next = previous.clone();
+    let to_get = (status == 303 && previous.method != Method::HEAD)
+        || (!rules.strict && matches!(status, 301 | 302) && previous.method == Method::POST);
+    if to_get {
+        next.method = Method::GET;
+        next.body = None;
+        next.multipart = None;
+        next.headers.remove(CONTENT_TYPE);
+        next.headers.remove(CONTENT_LENGTH);
+    }
+    let same_origin = location.host_str() == previous.url.host_str()
+        && location.port_or_known_default() == previous.url.port_or_known_default();
+    if !same_origin {
+        for secret in [AUTHORIZATION, COOKIE, reqwest::header::PROXY_AUTHORIZATION] {
+            next.headers.remove(secret);
+        }
+    }
+    next.headers.remove(REFERER);
+    if rules.referer && !(previous.url.scheme() == "https" && location.scheme() == "http") {
+        if let Ok(referer) = HeaderValue::from_str(&display_url(&previous.url)) {
+            next.headers.insert(REFERER, referer);
+        }
+    }
+    next.url = location;
+    Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::ClientConfig;
+    use crate::request::{join_url, prepare_at, RequestOptions};
+
+    fn request(method: &str, url: &str) -> PreparedRequest {
+        let c = ClientConfig::default();
+        let options = RequestOptions::new()
+            .header("Authorization", b"Bearer s3cret")
+            .unwrap()
+            .header("Cookie", b"s=1")
+            .unwrap()
+            .body(crate::request::Body::Json(b"{}".to_vec()))
+            .unwrap();
+        prepare_at(&c, method, join_url(None, url).unwrap(), options).unwrap()
+    }
+
+    #[test]
+    fn another_host_gets_no_credentials_and_a_post_becomes_a_get() {
+        let r = request("POST", "http://127.0.0.1:8080/a");
+        let next = next_request(&r, 302, b"http://localhost:8080/b", Redirects::default()).unwrap();
+        assert_eq!(next.method, Method::GET);
+        assert!(next.body.is_none() && next.headers.get(CONTENT_TYPE).is_none());
+        assert!(next.headers.get(AUTHORIZATION).is_none());
+        assert!(next.headers.get(COOKIE).is_none());
+        assert_eq!(next.url.as_str(), "http://localhost:8080/b");
+    }
+
+    #[test]
+    fn the_same_host_keeps_credentials_and_strict_keeps_the_method() {
+        let r = request("POST", "http://127.0.0.1:8080/a");
+        let strict = Redirects {
+            strict: true,
+            ..Redirects::default()
+        };
+        let next = next_request(&r, 302, b"/b?x=1", strict).unwrap();
+        assert_eq!(next.method, Method::POST);
+        assert_eq!(next.body.as_deref(), Some(b"{}".as_slice()));
+        assert!(next.headers.get(AUTHORIZATION).is_some());
+        assert_eq!(next.url.as_str(), "http://127.0.0.1:8080/b?x=1");
+        assert_eq!(
+            next_request(&r, 303, b"/c", strict).unwrap().method,
+            Method::GET
+        );
+        assert_eq!(
+            next_request(&r, 307, b"/c", Redirects::default())
+                .unwrap()
+                .method,
+            Method::POST
+        );
+    }
+
+    /// Answers every request with a redirect to `/next`, counting sends.
+    struct Loop(std::sync::atomic::AtomicU32);
+
+    impl Transport for Loop {
+        fn send(
+            &self,
+            _: &PreparedRequest,
+            _: AttemptLimits,
+        ) -> crate::clock::BoxFuture<'static, Result<RawResponse, TransportError>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async {
+                Ok(RawResponse {
+                    status: 302,
+                    headers: vec![("location".into(), b"/next".to_vec())],
+                    body: vec![],
+                })
+            })
+        }
+    }
+
+    #[test]
+    fn a_loop_stops_after_max_redirects_within_one_attempt() {
+        let transport = Loop(Default::default());
+        let limits = AttemptLimits {
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(1),
+            max_body: 1024,
+        };
+        let rules = Redirects {
+            max: 3,
+            ..Redirects::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let e = rt
+            .block_on(follow(
+                &transport,
+                &request("GET", "http://h/a"),
+                limits,
+                rules,
+                &crate::clock::SystemClock,
+            ))
+            .unwrap_err();
+        assert_eq!(e.kind, FailureKind::Redirects);
+        assert!(e.detail.contains("too many redirects"), "{}", e.detail);
+        assert_eq!(
+            transport.0.load(std::sync::atomic::Ordering::SeqCst),
+            4,
+            "the first send and 3 redirects"
+        );
+        assert!(!e.kind.is_transient(), "never retried");
+    }
+
+    #[test]
+    fn refused_schemes_and_bad_locations_end_the_attempt() {
+        let r = request("GET", "https://127.0.0.1/a");
+        let only_https = Redirects {
+            http: false,
+            ..Redirects::default()
+        };
+        let e = next_request(&r, 301, b"http://127.0.0.1/b", only_https).unwrap_err();
+        assert_eq!(e.kind, FailureKind::Redirects);
+        let e = next_request(&r, 301, b"ftp://x/", Redirects::default()).unwrap_err();
+        assert!(e.detail.contains("ftp://"), "{}", e.detail);
+        let e = next_request(&r, 301, b"http://[::1", Redirects::default()).unwrap_err();
+        assert!(e.detail.contains("not a valid URL"));
+    }
+}

@@ -1,0 +1,371 @@
+//! Guzzle's transport options (`verify`, `cert`, `ssl_key`, `proxy`, `allow_redirects`,
+//! `decode_content`) and the request-only `multipart` and `sink`, read from PHP values into
+//! `resilient_http`'s types. Shapes and types are checked here (PHP's words for a wrong type);
+//! files and values by `resilient_http::TransportOptions`' setters.
+
+use std::path::{Path, PathBuf};
+
+use ext_php_rs::convert::IntoZvalDyn;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::{ZendCallable, Zval};
+use resilient_http::{Bytes, Part, PartContents, Proxy, Redirects, TransportOptions, Url};
+
+use crate::exceptions;
+use crate::options::{config_error, entries, header_value, mismatch, off, table, text, unknown};
+
+/// The transport option keys, for both the client and a request.
+pub const KEYS: &[&str] = &[
+    "verify",
+    "cert",
+    "ssl_key",
+    "proxy",
+    "allow_redirects",
+    "decode_content",
+];
+
+/// Transport options being read: `cert` and `ssl_key` are applied together at the end.
+pub struct Reader<'a> {
+    base: &'a TransportOptions,
+    /// A copy of `base`, made when the first transport option is read.
+    own: Option<TransportOptions>,
+    cert: Option<(PathBuf, Option<String>)>,
+    key: Option<(PathBuf, Option<String>)>,
+    /// `decode_content` given as a string: the `Accept-Encoding` to send (Guzzle's meaning).
+    pub accept_encoding: Option<String>,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(base: &'a TransportOptions) -> Self {
+        Self {
+            base,
+            own: None,
+            cert: None,
+            key: None,
+            accept_encoding: None,
+        }
+    }
+
+    fn options(&mut self) -> &mut TransportOptions {
+        self.own.get_or_insert_with(|| self.base.clone())
+    }
+
+    /// Reads `key` if it is a transport option; `false` when it is not one.
+    pub fn read(&mut self, key: &str, value: &Zval) -> PhpResult<bool> {
+        if !KEYS.contains(&key) {
+            return Ok(false);
+        }
+        match key {
+            "verify" => {
+                let v = value.dereference();
+                if let Some(b) = v.bool() {
+                    self.options().verify = match b {
+                        true => resilient_http::Verify::System,
+                        false => resilient_http::Verify::Off,
+                    };
+                } else if v.is_string() {
+                    let path = text(v, key)?;
+                    self.options()
+                        .set_ca_bundle(Path::new(&path))
+                        .map_err(config_error)?;
+                } else {
+                    return Err(mismatch("string|bool", value, key));
+                }
+            }
+            "cert" => self.cert = off_or(value, |v| path_and_password(v, key))?,
+            "ssl_key" => self.key = off_or(value, |v| path_and_password(v, key))?,
+            "proxy" => {
+                let proxy = off_or(value, proxy)?;
+                self.options().set_proxy(proxy).map_err(config_error)?;
+            }
+            "allow_redirects" => {
+                let v = value.dereference();
+                let rules = match v.bool() {
+                    Some(false) => None,
+                    Some(true) => Some(Redirects::default()),
+                    None if v.is_null() => None,
+                    None => Some(redirects(table(value, key)?)?),
+                };
+                self.options().set_redirects(rules).map_err(config_error)?;
+            }
+            "decode_content" => {
+                let v = value.dereference();
+                if let Some(b) = v.bool() {
+                    self.options().decode_content = b;
+                } else if v.is_string() {
+                    self.options().decode_content = true;
+                    self.accept_encoding = Some(header_value(v, key)?);
+                } else {
+                    return Err(mismatch("string|bool", value, key));
+                }
+            }
+            _ => {}
+        }
+        if self.own.is_none() {
+            self.options();
+        }
+        Ok(true)
+    }
+
+    /// The options read (`None`: none given, the base applies unchanged).
+    pub fn finish(mut self) -> PhpResult<Option<TransportOptions>> {
+        match (self.cert.take(), self.key.take()) {
+            (Some((cert, cert_password)), key) => {
+                // `cert => [path, password]` without `ssl_key`: the encrypted key is in the
+                // certificate's file.
+                let key = match (key, cert_password) {
+                    (None, Some(password)) => Some((cert.clone(), Some(password))),
+                    (key, _) => key,
+                };
+                let key = key.as_ref().map(|(p, pw)| (p.as_path(), pw.as_deref()));
+                self.options()
+                    .set_identity(&cert, key)
+                    .map_err(config_error)?;
+            }
+            (None, Some(_)) => {
+                return Err(exceptions::value_error(
+                    "option 'ssl_key': needs 'cert' (the client certificate the key belongs to)",
+                ))
+            }
+            (None, None) => {}
+        }
+        Ok(self.own)
+    }
+}
+
+/// `null` or `false` turns an option off; anything else is read.
+fn off_or<T>(value: &Zval, read: impl FnOnce(&Zval) -> PhpResult<T>) -> PhpResult<Option<T>> {
+    match off(value) {
+        true => Ok(None),
+        false => read(value).map(Some),
+    }
+}
+
+/// `'/path'` or `['/path', 'password']`.
+fn path_and_password(value: &Zval, key: &str) -> PhpResult<(PathBuf, Option<String>)> {
+    let v = value.dereference();
+    if v.is_string() {
+        return Ok((PathBuf::from(text(v, key)?), None));
+    }
+    let list = table(value, key)?;
+    let items: Vec<&Zval> = list.values().collect();
+    match items.as_slice() {
+        [path, password] => Ok((
+            PathBuf::from(text(path, key)?),
+            Some(text(password, &format!("{key}.1"))?),
+        )),
+        _ => Err(exceptions::value_error(format!(
+            "option '{key}': must be a path or [path, password]"
+        ))),
+    }
+}
+
+/// `'http://proxy:3128'` for every scheme, or `['http' => .., 'https' => .., 'no' => [..]]`.
+fn proxy(value: &Zval) -> PhpResult<Proxy> {
+    let v = value.dereference();
+    if v.is_string() {
+        let url = proxy_url(v, "proxy")?;
+        return Ok(Proxy {
+            http: Some(url.clone()),
+            https: Some(url),
+            no: Vec::new(),
+        });
+    }
+    let mut proxy = Proxy::default();
+    for (key, v) in entries(table(value, "proxy")?, "proxy")? {
+        let path = format!("proxy.{key}");
+        match key.as_str() {
+            "http" => proxy.http = off_or(v, |v| proxy_url(v, &path))?,
+            "https" => proxy.https = off_or(v, |v| proxy_url(v, &path))?,
+            "no" => {
+                proxy.no = match v.dereference().array() {
+                    Some(list) => list
+                        .values()
+                        .map(|h| text(h, &path))
+                        .collect::<PhpResult<_>>()?,
+                    None => text(v, &path)?
+                        .split(',')
+                        .map(|h| h.trim().to_owned())
+                        .filter(|h| !h.is_empty())
+                        .collect(),
+                }
+            }
+            _ => return Err(unknown(&path, &["http", "https", "no"])),
+        }
+    }
+    Ok(proxy)
+}
+
+/// A proxy URL (never echoed: it may hold credentials).
+fn proxy_url(value: &Zval, path: &str) -> PhpResult<Url> {
+    let text = text(value, path)?;
+    Url::parse(text.trim())
+        .map_err(|e| exceptions::value_error(format!("option '{path}': is not a valid URL ({e})")))
+}
+
+/// `['max' => 5, 'strict' => false, 'referer' => false, 'protocols' => ['http', 'https']]`.
+fn redirects(table: &ext_php_rs::types::ZendHashTable) -> PhpResult<Redirects> {
+    let mut rules = Redirects::default();
+    for (key, v) in entries(table, "allow_redirects")? {
+        let path = format!("allow_redirects.{key}");
+        match key.as_str() {
+            "max" => {
+                let max = crate::coerce::int(v).map_err(|e| e.for_option(&path))?;
+                rules.max = u32::try_from(max).map_err(|_| {
+                    exceptions::value_error(format!(
+                        "option '{path}': must be between 1 and 30, got {max}"
+                    ))
+                })?;
+            }
+            "strict" => rules.strict = flag(v, &path)?,
+            "referer" => rules.referer = flag(v, &path)?,
+            "protocols" => {
+                rules.http = false;
+                rules.https = false;
+                for p in entries(crate::options::table(v, &path)?, &path)? {
+                    match text(p.1, &path)?.to_ascii_lowercase().as_str() {
+                        "http" => rules.http = true,
+                        "https" => rules.https = true,
+                        other => {
+                            return Err(exceptions::value_error(format!(
+                                "option '{path}': only 'http' and 'https' are supported, got '{}'",
+                                other.chars().take(16).collect::<String>()
+                            )))
+                        }
+                    }
+                }
+            }
+            "track_redirects" if !flag(v, &path)? => {}
+            "track_redirects" | "on_redirect" => {
+                return Err(exceptions::value_error(format!(
+                    "option '{path}': is not supported (redirects are followed inside one attempt, in Rust)"
+                )))
+            }
+            _ => {
+                return Err(unknown(
+                    &path,
+                    &["max", "strict", "referer", "protocols", "track_redirects"],
+                ))
+            }
+        }
+    }
+    Ok(rules)
+}
+
+fn flag(value: &Zval, path: &str) -> PhpResult<bool> {
+    value
+        .dereference()
+        .bool()
+        .ok_or_else(|| mismatch("bool", value, path))
+}
+
+/// `multipart`: a list of `['name' => .., 'contents' => string|resource, 'filename' => ..,
+/// 'headers' => [..]]`. A plain-file stream is sent from its file (read while sending, on
+/// every attempt); any other stream is read now.
+pub fn multipart(value: &Zval) -> PhpResult<Vec<Part>> {
+    let mut parts = Vec::new();
+    for (i, item) in entries(table(value, "multipart")?, "multipart")? {
+        let at = format!("multipart.{i}");
+        let (mut name, mut contents, mut filename, mut headers) = (None, None, None, Vec::new());
+        for (key, v) in entries(table(item, &at)?, &at)? {
+            let path = format!("{at}.{key}");
+            match key.as_str() {
+                "name" => name = Some(text(v, &path)?),
+                "contents" => contents = Some(part_contents(v, &path)?),
+                "filename" => filename = Some(text(v, &path)?),
+                "headers" => {
+                    for (h, hv) in entries(table(v, &path)?, &path)? {
+                        let value = header_value(hv, &format!("{path}.{h}"))?;
+                        resilient_http::RequestOptions::new()
+                            .header(&h, value.as_bytes())
+                            .map_err(config_error)?;
+                        headers.push((h, value));
+                    }
+                }
+                _ => return Err(unknown(&path, &["name", "contents", "filename", "headers"])),
+            }
+        }
+        let name = name
+            .ok_or_else(|| exceptions::value_error(format!("option '{at}.name': is required")))?;
+        let (contents, file_name) = contents.ok_or_else(|| {
+            exceptions::value_error(format!("option '{at}.contents': is required"))
+        })?;
+        parts.push(Part {
+            name,
+            filename: filename.or(file_name),
+            headers,
+            contents,
+        });
+    }
+    Ok(parts)
+}
+
+/// A part's contents, and the file name a plain-file stream suggests.
+fn part_contents(value: &Zval, path: &str) -> PhpResult<(PartContents, Option<String>)> {
+    let v = value.dereference();
+    if let Some(s) = v.zend_str() {
+        return Ok((
+            PartContents::Bytes(Bytes::copy_from_slice(s.as_bytes())),
+            None,
+        ));
+    }
+    if v.long().is_some() || v.double().is_some() {
+        return Ok((
+            PartContents::Bytes(Bytes::from(header_value(v, path)?)),
+            None,
+        ));
+    }
+    if v.is_resource() {
+        if let Some(file) = plain_file(v)? {
+            let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+            return Ok((PartContents::File(file), name));
+        }
+        let read = call("stream_get_contents", v)?;
+        return match read.zend_str() {
+            Some(s) => Ok((
+                PartContents::Bytes(Bytes::copy_from_slice(s.as_bytes())),
+                None,
+            )),
+            None => Err(exceptions::value_error(format!(
+                "option '{path}': the stream cannot be read"
+            ))),
+        };
+    }
+    Err(mismatch("string|resource", value, path))
+}
+
+/// `sink`: a file path, or a plain-file stream (its file is written).
+pub fn sink(value: &Zval) -> PhpResult<PathBuf> {
+    let v = value.dereference();
+    if v.is_string() {
+        return Ok(PathBuf::from(text(v, "sink")?));
+    }
+    if v.is_resource() {
+        return plain_file(v)?.ok_or_else(|| {
+            exceptions::value_error(
+                "option 'sink': must be a file path or a stream opened on a plain file (fopen('/path', 'w'))",
+            )
+        });
+    }
+    Err(mismatch("string|resource", value, "sink"))
+}
+
+/// The file a plain-file stream was opened on (`stream_get_meta_data()['uri']`).
+fn plain_file(stream: &Zval) -> PhpResult<Option<PathBuf>> {
+    let meta = call("stream_get_meta_data", stream)?;
+    let Some(meta) = meta.array() else {
+        return Ok(None);
+    };
+    let plain = meta
+        .get("wrapper_type")
+        .and_then(Zval::str)
+        .is_some_and(|w| w == "plainfile");
+    let uri = meta.get("uri").and_then(Zval::str).map(PathBuf::from);
+    Ok(uri.filter(|_| plain))
+}
+
+fn call(function: &str, argument: &Zval) -> PhpResult<Zval> {
+    ZendCallable::try_from_name(function)
+        .map_err(|_| PhpException::from(format!("{function} is not available")))?
+        .try_call(vec![argument as &dyn IntoZvalDyn])
+        .map_err(PhpException::from)
+}
