@@ -94,6 +94,25 @@ final class TlsNginx
         return $rows;
     }
 
+    /**
+     * The listener's access-log rows once there are at least $count (nginx writes a line when
+     * the request is finalized, which can be just after the client read the response); fails
+     * with the logs when they do not come within $timeout seconds.
+     *
+     * @return list<array<string,string>>
+     */
+    public function waitForRequests(string $listener, int $count, float $timeout = 5.0): array
+    {
+        $end = microtime(true) + $timeout;
+        while (count($rows = $this->requests($listener)) < $count) {
+            if (microtime(true) > $end) {
+                throw new \RuntimeException("nginx logged " . count($rows) . " of $count requests on $listener:\n" . $this->logs());
+            }
+            usleep(5_000);
+        }
+        return $rows;
+    }
+
     /** error.log lines of handshakes that failed on a listener (nginx logs them at level info). */
     public function failedHandshakes(string $listener): array
     {
