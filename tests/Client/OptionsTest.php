@@ -53,6 +53,8 @@ final class OptionsTest extends ClientTestCase
             'verify int' => [['verify' => 5], 'verify'],
             'verify array' => [['verify' => ['a']], 'verify'],
             'proxy not a url' => [['proxy' => 'not a url'], 'proxy'],
+            // Not built with SOCKS support: refused up front rather than failing every request.
+            'proxy socks5' => [['proxy' => 'socks5://127.0.0.1:1080'], 'proxy'],
             'proxy unknown scheme key' => [['proxy' => ['ftp' => 'http://127.0.0.1:1']], 'proxy.ftp'],
             'proxy no not a list' => [['proxy' => ['http' => 'http://127.0.0.1:1', 'no' => 5]], 'proxy'],
             'redirects max -1' => [['allow_redirects' => ['max' => -1]], 'allow_redirects'],

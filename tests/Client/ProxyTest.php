@@ -6,6 +6,7 @@ namespace Resilient\Tests\Client;
 
 require_once __DIR__ . '/support/ClientTestCase.php';
 
+use Resilient\Tests\Harness\PhpProcess;
 use Resilient\Tests\Harness\TestCa;
 use Resilient\Tests\Harness\Tinyproxy;
 use Resilient\Tests\Harness\TlsNginx;
@@ -81,6 +82,41 @@ final class ProxyTest extends ClientTestCase
         [$key, $base] = $this->key('proxynoother');
         $this->client($base, ['proxy' => ['http' => self::$proxy->url(), 'no' => ['.internal.example', 'example.com']]])->get('/through');
         $this->assertThroughProxy($key);
+    }
+
+    public function testNoMatchesAHostNameAndHttpsHostsToo(): void
+    {
+        // `localhost` in `no`, the request to localhost: direct.
+        [$key] = $this->key('proxynolocal');
+        $base = "http://localhost:{$this->up->port}/k/$key";
+        $this->client($base, ['proxy' => ['http' => self::$proxy->url(), 'no' => ['localhost']]])->get('/direct');
+        $this->assertDirect($key);
+
+        // An HTTPS host in `no`: no CONNECT.
+        $nginx = TlsNginx::shared();
+        $hostPort = '127.0.0.1:' . $nginx->ports['ok'];
+        $before = count(self::$proxy->requestsMatching("CONNECT $hostPort "));
+        $r = $this->client($nginx->url('ok'), [
+            'verify' => TestCa::shared()->path('ca.pem'),
+            'proxy' => ['https' => self::$proxy->url(), 'no' => ['127.0.0.1']],
+        ])->get('/hello');
+        $this->assertSame(200, $r->status());
+        $this->assertCount($before, self::$proxy->requestsMatching("CONNECT $hostPort "));
+    }
+
+    public function testTheEnvironmentsProxyIsHonouredWithoutTheOption(): void
+    {
+        [$key, $base] = $this->key('proxyenv');
+        $code = 'echo (new Resilient\\Client("env", ["base_url" => ' . var_export($base, true) . ']))->get("/env")->status();';
+        $r = PhpProcess::code($code, [], ['HTTP_PROXY' => self::$proxy->url(), 'http_proxy' => self::$proxy->url(), 'NO_PROXY' => '', 'no_proxy' => ''])->wait(20.0);
+        $this->assertSame('200', $r->stdout, $r->describe());
+        $this->assertThroughProxy($key);
+
+        [$key, $base] = $this->key('proxyenvno');
+        $code = 'echo (new Resilient\\Client("env", ["base_url" => ' . var_export($base, true) . ']))->get("/env")->status();';
+        $r = PhpProcess::code($code, [], ['HTTP_PROXY' => self::$proxy->url(), 'http_proxy' => self::$proxy->url(), 'NO_PROXY' => '127.0.0.1', 'no_proxy' => '127.0.0.1'])->wait(20.0);
+        $this->assertSame('200', $r->stdout, $r->describe());
+        $this->assertDirect($key);
     }
 
     public function testProxyIsAlsoAPerRequestOption(): void

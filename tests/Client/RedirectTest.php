@@ -145,6 +145,21 @@ final class RedirectTest extends ClientTestCase
         $this->assertStringStartsWith('localhost:', $landed[0]['headers']['host']);
     }
 
+    public function testAuthorizationIsNotSentToAnotherPortOfTheSameHost(): void
+    {
+        // Same host name, another port: another origin (Guzzle strips here too since 7.4.5).
+        $other = self::other();
+        $key = $this->up->key('redir-port');
+        $otherKey = $other->key('port');
+        $other->script($otherKey, [['status' => 200]]);
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => $other->base($otherKey) . '/landing']]]);
+        $this->client($this->up->base($key), ['allow_redirects' => true, 'headers' => ['Authorization' => 'Bearer port-token']])->get('/start');
+        $landed = $other->attempts($otherKey, 1);
+        $this->assertCount(1, $landed);
+        $this->assertStringStartsWith('127.0.0.1:', $landed[0]['headers']['host']);
+        $this->assertArrayNotHasKey('authorization', $landed[0]['headers']);
+    }
+
     public function testAuthorizationStaysOnTheSameHost(): void
     {
         $key = $this->up->key('redir-same');
@@ -166,6 +181,74 @@ final class RedirectTest extends ClientTestCase
             $rows = $this->up->attempts($key, 2);
             $this->assertSame(['POST', 'GET'], array_column($rows, 'method'), "$status");
             $this->assertSame(0, $rows[1]['body_len'], "$status: the body is not sent again");
+        }
+    }
+
+    public function testRedirectsHappenInsideTheAttemptAndItsTimeout(): void
+    {
+        $key = $this->up->key('redir-timeout');
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => "/k/$key/slow"]]], 'repeat_last', '/start');
+        $this->up->script($key, [['status' => 200, 'delay_ms' => 5000]], 'repeat_last', '/slow');
+        $t = microtime(true);
+        $e = self::thrown(fn () => $this->client($this->up->base($key), ['allow_redirects' => true, 'timeout' => 0.4, 'max_attempts' => 2])->get('/start'));
+        $elapsed = microtime(true) - $t;
+        $this->assertInstanceOf(\Resilient\Unavailable::class, $e, self::describe($e));
+        $this->assertLessThan(2.5, $elapsed, 'two attempts of 0.4 s, each covering its redirect');
+        $this->assertCount(2, $this->attemptLog);
+        $this->assertSame(['/start', '/slow', '/start', '/slow'], array_column($this->up->attempts($key, 4, 5000, false), 'path'), 'every attempt starts over at the original URL');
+    }
+
+    public function testARedirectToAProtocolNotAllowedFailsOnce(): void
+    {
+        $key = $this->up->key('redir-proto');
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => $this->up->base($key) . '/final']]], 'repeat_last', '/start');
+        $e = self::thrown(fn () => $this->client($this->up->base($key), ['allow_redirects' => ['protocols' => ['https']]])->get('/start'));
+        $this->assertInstanceOf(UpstreamFailed::class, $e, self::describe($e));
+        $this->assertSame(0, $e->getCode());
+        $this->assertStringContainsString('http', $e->getMessage());
+        $this->assertCount(1, $this->attemptLog);
+        $this->assertSame(['/start'], $this->paths($key, 1));
+    }
+
+    public function testRefererIsSentWhenAsked(): void
+    {
+        $key = $this->up->key('redir-referer');
+        $this->chain($key, ['/start', '/final']);
+        $this->client($this->up->base($key), ['allow_redirects' => ['referer' => true]])->get('/start');
+        $rows = $this->up->attempts($key, 2);
+        $this->assertSame($this->up->base($key) . '/start', $rows[1]['headers']['referer'] ?? null);
+
+        $key = $this->up->key('redir-noreferer');
+        $this->chain($key, ['/start', '/final']);
+        $this->client($this->up->base($key), ['allow_redirects' => true])->get('/start');
+        $this->assertArrayNotHasKey('referer', $this->up->attempts($key, 2)[1]['headers'], 'referer is off by default');
+    }
+
+    public function testStrictAnd307KeepTheMethodAndBody(): void
+    {
+        foreach ([[302, ['strict' => true]], [307, true], [308, true]] as [$status, $redirects]) {
+            $key = $this->up->key("redir-keep$status");
+            $this->chain($key, ['/submit', '/done'], $status);
+            $r = $this->client($this->up->base($key), ['allow_redirects' => $redirects])->post('/submit', ['a' => 1]);
+            $this->assertSame(200, $r->status());
+            $rows = $this->up->attempts($key, 2);
+            $this->assertSame(['POST', 'POST'], array_column($rows, 'method'), "$status");
+            $this->assertSame('{"a":1}', $rows[1]['body'], "$status: the body is sent again");
+        }
+    }
+
+    public function testOnlyTheFinalBodyGoesToASink(): void
+    {
+        $key = $this->up->key('redir-sink');
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => "/k/$key/file"], 'body' => 'the redirect body']], 'repeat_last', '/start');
+        $this->up->script($key, [['stream' => ['bytes' => 1000]]], 'repeat_last', '/file');
+        $path = sys_get_temp_dir() . '/' . $key . '.bin';
+        try {
+            $r = $this->client($this->up->base($key), ['allow_redirects' => true])->get('/start', null, ['sink' => $path]);
+            $this->assertSame(200, $r->status());
+            $this->assertSame(str_repeat('x', 1000), file_get_contents($path));
+        } finally {
+            @unlink($path);
         }
     }
 

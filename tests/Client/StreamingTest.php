@@ -8,6 +8,7 @@ require_once __DIR__ . '/support/ClientTestCase.php';
 
 use Resilient\Tests\Harness\PhpProcess;
 use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCa;
 use Resilient\Tests\Harness\TlsNginx;
 use Resilient\Unavailable;
 use Resilient\UpstreamFailed;
@@ -20,8 +21,8 @@ use Resilient\UpstreamFailed;
  *   again from the start.
  * - `sink`: a 300 MB download lands on disk, byte for byte, with RSS growth under 10 MB;
  *   `max_body` does not apply to it, the timeout does.
- * - `decode_content`: a gzip body (nginx serving a pre-gzipped file with Content-Encoding: gzip)
- *   is decoded by default and handed back raw with `decode_content => false`; a gzip bomb
+ * - `decode_content`: a gzip or deflate body (nginx serving a pre-encoded file with its
+ *   Content-Encoding) is decoded by default and handed back raw with `decode_content => false`; a gzip bomb
  *   (256 MB of zeros, 256 KB on disk) stops at `max_body` after one request.
  * The memory numbers come from a child PHP process (tests/fixtures/client/rss_request.php).
  */
@@ -49,6 +50,8 @@ final class StreamingTest extends ClientTestCase
         $gz = self::$nginx->www() . '/gz';
         self::$json = json_encode(['items' => range(1, 2000), 'note' => str_repeat('compressible ', 500)]);
         file_put_contents("$gz/data.json", gzencode(self::$json, 6));
+        // HTTP's "deflate" is the zlib format (RFC 9110), what gzcompress() makes.
+        file_put_contents(self::$nginx->www() . '/deflate/data.json', gzcompress(self::$json, 6));
         if (!is_file("$gz/bomb.json")) {
             self::sh('head -c ' . self::BOMB_MB . 'M /dev/zero | gzip -9 > ' . escapeshellarg("$gz/bomb.json"));
         }
@@ -212,6 +215,69 @@ final class StreamingTest extends ClientTestCase
         $this->assertSame('gzip', $raw->header('Content-Encoding'));
 
         $this->assertSame(self::$json, $this->client($url, ['decode_content' => false])->get('/gz/data.json', null, ['decode_content' => true])->body(), 'per request too');
+    }
+
+    public function testADeflateBodyIsDecodedAndTheOriginalHeadersAreKept(): void
+    {
+        $r = $this->client(self::$nginx->url('plain'))->get('/deflate/data.json');
+        $this->assertSame(self::$json, $r->body());
+        $this->assertSame('deflate', $r->header('X-Encoded-Content-Encoding'));
+        $this->assertSame((string) filesize(self::$nginx->www() . '/deflate/data.json'), $r->header('X-Encoded-Content-Length'));
+        $this->assertNull($r->header('Content-Encoding'), 'the body handed back is not encoded any more');
+    }
+
+    public function testAGzipBodyIsDecodedIntoASink(): void
+    {
+        $path = self::$dir . '/decoded.json';
+        $r = $this->client(self::$nginx->url('plain'))->get('/gz/data.json', null, ['sink' => $path]);
+        $this->assertSame(200, $r->status());
+        $this->assertSame(self::$json, file_get_contents($path), 'the sink gets the decoded body');
+    }
+
+    public function testAnEncodedAnswerWithoutABodyIsAnEmptyBody(): void
+    {
+        // A HEAD answer carries the GET's Content-Encoding and Content-Length but no body; a 204
+        // or 304 (a conditional GET) may carry Content-Encoding; nothing to decode in any of them.
+        foreach (['http' => self::$nginx->url('plain'), 'https' => self::$nginx->url('ok')] as $scheme => $url) {
+            $head = $this->client($url, ['verify' => TestCa::shared()->path('ca.pem')])->head('/gz/data.json');
+            $this->assertSame(200, $head->status(), $scheme);
+            $this->assertSame('', $head->body());
+            $this->assertSame(1, $head->attempts());
+        }
+        foreach ([204, 304] as $status) {
+            $key = $this->up->key("enc$status");
+            $this->up->script($key, [['status' => $status, 'headers' => ['Content-Encoding' => 'gzip', 'ETag' => '"v1"']]]);
+            $r = $this->client($this->up->base($key))->get('/x', null, ['headers' => ['If-None-Match' => '"v1"']]);
+            $this->assertSame($status, $r->status());
+            $this->assertSame('', $r->body());
+            $this->assertSame(1, $r->attempts());
+        }
+        $key = $this->up->key('encempty');
+        $this->up->script($key, [['status' => 200, 'body' => '', 'headers' => ['Content-Encoding' => 'gzip']]]);
+        $this->assertSame('', $this->client($this->up->base($key))->get('/x')->body(), 'an empty 200 with Content-Encoding (curl and Guzzle hand back "")');
+    }
+
+    public function testADecodeContentStringIsSentAsAcceptEncoding(): void
+    {
+        $key = $this->up->key('acceptenc');
+        $this->up->script($key, [['status' => 200]]);
+        $this->client($this->up->base($key), ['decode_content' => 'gzip'])->get('/x');
+        $this->assertSame('gzip', $this->up->attempts($key, 1)[0]['headers']['accept-encoding'] ?? null);
+    }
+
+    public function testASinkMayBeAStreamAndKeepsOnlyTheLastAttemptsBody(): void
+    {
+        $key = $this->up->key('sinkretry');
+        $this->up->script($key, [['status' => 503, 'body' => str_repeat('e', 5000)], ['stream' => ['bytes' => 1000]]]);
+        $path = self::$dir . '/retry-sink.bin';
+        $f = fopen($path, 'w');
+        $r = $this->client($this->up->base($key))->get('/file', null, ['sink' => $f]);
+        fclose($f);
+        $this->assertSame(200, $r->status());
+        $this->assertSame(2, $r->attempts());
+        $this->assertSame('', $r->body());
+        clearstatcache();
+        $this->assertSame(str_repeat('x', 1000), file_get_contents($path), 'the file holds the answer of the last attempt only');
     }
 
     public function testAGzipBombStopsAtMaxBodyAfterOneRequest(): void

@@ -102,6 +102,17 @@ final class TlsTest extends ClientTestCase
         $this->assertInstanceOf(UpstreamFailed::class, $e, 'the client default (system roots) still applies to other requests');
     }
 
+    public function testACaBundleWithSeveralCertificatesIsAccepted(): void
+    {
+        $bundle = self::$ca->dir . '/bundle.pem';
+        file_put_contents($bundle, file_get_contents($this->ca('stranger-ca.pem')) . file_get_contents($this->ca()));
+        $this->assertSame(200, $this->client(self::$nginx->url('ok'), ['verify' => $bundle])->get('/hello')->status());
+        // A bundle without the server's CA refuses it, although it is a valid bundle.
+        $e = self::thrown(fn () => $this->client(self::$nginx->url('ok'), ['verify' => $this->ca('client-ca.pem')])->get('/hello'));
+        $this->assertInstanceOf(UpstreamFailed::class, $e);
+        $this->assertStringContainsString('certificate', $e->getMessage());
+    }
+
     public function testAClientCertificateIsPresentedWithCertAndSslKey(): void
     {
         $before = count(self::$nginx->requests('mtls'));
@@ -117,6 +128,14 @@ final class TlsTest extends ClientTestCase
         $this->assertSame('CN=resilient test client', end($seen)['client'], 'nginx verified the client certificate');
     }
 
+    public function testCertAndSslKeyAreAlsoPerRequestOptions(): void
+    {
+        $client = $this->client(self::$nginx->url('mtls'), ['verify' => $this->ca()]);
+        $r = $client->get('/whoami', null, ['cert' => $this->ca('client.pem'), 'ssl_key' => $this->ca('client.key')]);
+        $this->assertSame(200, $r->status(), $r->body());
+        $this->assertSame(400, $client->get('/whoami')->status(), 'the client itself has no certificate');
+    }
+
     public function testAnEncryptedPkcs8KeyIsUsedWithItsPassword(): void
     {
         $key = $this->ca('client-encrypted.key');
@@ -128,6 +147,35 @@ final class TlsTest extends ClientTestCase
         ])->get('/whoami');
         $this->assertSame(200, $r->status(), $r->body());
         $this->assertSame("client CN=resilient test client\n", $r->body());
+    }
+
+    public function testACertificateFileWithItsKeyInsideIsUsed(): void
+    {
+        foreach ([$this->ca('client-with-key.pem'), [$this->ca('client-with-encrypted-key.pem'), TestCa::CLIENT_KEY_PASSWORD]] as $cert) {
+            $r = $this->client(self::$nginx->url('mtls'), ['verify' => $this->ca(), 'cert' => $cert])->get('/whoami');
+            $this->assertSame(200, $r->status(), json_encode($cert) . ': ' . $r->body());
+            $this->assertSame("client CN=resilient test client\n", $r->body());
+        }
+    }
+
+    public function testAPoolOverHttpsMultiplexesOnOneHttp2Connection(): void
+    {
+        $before = count(self::$nginx->requests('ok'));
+        $client = $this->client(self::$nginx->url('ok'), ['verify' => $this->ca()]);
+        $requests = [];
+        for ($i = 0; $i < 100; $i++) {
+            $requests["r$i"] = ['GET', "/hello?i=$i"];
+        }
+        $results = $client->pool($requests, 16);
+        foreach ($results as $k => $r) {
+            $this->assertInstanceOf(\Resilient\Response::class, $r, "$k: " . ($r instanceof \Throwable ? self::describe($r) : ''));
+            $this->assertSame(200, $r->status());
+        }
+        $rows = array_slice(self::$nginx->waitForRequests('ok', $before + 100), $before);
+        $this->assertCount(100, $rows);
+        $this->assertSame(['HTTP/2.0'], array_values(array_unique(array_column($rows, 'protocol'))));
+        $connections = array_count_values(array_column($rows, 'connection'));
+        $this->assertCount(1, $connections, 'connections used (id => requests): ' . json_encode($connections));
     }
 
     public function testWithoutAClientCertificateNginxAnswers400Once(): void
@@ -176,6 +224,31 @@ final class TlsTest extends ClientTestCase
         $this->assertStringNotContainsString('unknown option', $e->getMessage());
         $this->assertStringNotContainsString('not the password', $e->getMessage(), 'the password is a secret');
         $this->assertSame([], $this->attemptLog, 'refused before any attempt');
+    }
+
+    public function testAnEncryptedKeyWithoutItsPasswordIsRefusedNamingSslKey(): void
+    {
+        $e = self::thrown(fn () => $this->client(self::$nginx->url('mtls'), [
+            'verify' => $this->ca(),
+            'cert' => $this->ca('client.pem'),
+            'ssl_key' => $this->ca('client-encrypted.key'),
+        ])->get('/whoami'));
+        $this->assertTrue($e instanceof \ValueError || $e instanceof \InvalidArgumentException, self::describe($e));
+        $this->assertStringContainsString("option 'ssl_key", $e->getMessage(), 'the key is the problem, not the certificate');
+        $this->assertStringContainsString('password', $e->getMessage());
+        $this->assertSame([], $this->attemptLog);
+    }
+
+    public function testACertificateAndAKeyThatDoNotBelongTogetherAreRefusedBeforeAnyAttempt(): void
+    {
+        $e = self::thrown(fn () => $this->client(self::$nginx->url('mtls'), [
+            'verify' => $this->ca(),
+            'cert' => $this->ca('client.pem'),
+            'ssl_key' => $this->ca('stranger.key'),
+        ])->get('/whoami'));
+        $this->assertTrue($e instanceof \ValueError || $e instanceof \InvalidArgumentException, self::describe($e));
+        $this->assertMatchesRegularExpression("/option '(cert|ssl_key)'/", $e->getMessage());
+        $this->assertSame([], $this->attemptLog, 'a configuration mistake is not an upstream failure to retry');
     }
 
     public function testMissingCertificateFilesAreRefusedNamingTheOption(): void

@@ -15,6 +15,8 @@ namespace Resilient\Tests\Harness;
  *   client-ca.pem / .key             a second CA that nginx trusts for client certificates
  *   client.pem / client.key          a client certificate (RSA 2048, clientAuth) from client-ca
  *   client-encrypted.key             the same key as encrypted PKCS#8 (AES-256-CBC, PBKDF2), password CLIENT_KEY_PASSWORD
+ *   client-with-key.pem              client.pem followed by client.key (one file, as Guzzle's `cert` allows)
+ *   client-with-encrypted-key.pem    client.pem followed by client-encrypted.key
  *   stranger.pem / stranger.key      a client certificate from a CA nobody trusts
  *
  * Everything is made once per directory (about a second of openssl) and only read afterwards.
@@ -75,6 +77,9 @@ final class TestCa
         $this->leaf('stranger', 'stranger-ca', 'resilient stranger', $client);
         self::openssl(['pkcs8', '-topk8', '-in', "$d/client.key", '-out', "$d/client-encrypted.key",
             '-v2', 'aes-256-cbc', '-v2prf', 'hmacWithSHA256', '-passout', 'pass:' . self::CLIENT_KEY_PASSWORD]);
+        // Guzzle's `cert` may name one PEM holding the certificate and its (encrypted) key.
+        file_put_contents("$d/client-with-key.pem", file_get_contents("$d/client.pem") . file_get_contents("$d/client.key"));
+        file_put_contents("$d/client-with-encrypted-key.pem", file_get_contents("$d/client.pem") . file_get_contents("$d/client-encrypted.key"));
 
         // An expired certificate needs explicit dates: `openssl ca` with a minimal database.
         @mkdir("$d/ca-db", 0700);

@@ -17,8 +17,8 @@ namespace Resilient\Tests\Harness;
  *
  * On every listener: `/hello` answers "hello from <name>\n"; `/echo-headers` answers the
  * Authorization/Cookie/Via headers it got; anything else is a static file from `www/` (put files
- * there with www()); `/gz/...` files are served as they are with `Content-Encoding: gzip` (a
- * pre-gzipped body for decode_content tests).
+ * there with www()); `/gz/...` files are served as they are with `Content-Encoding: gzip`, and
+ * `/deflate/...` with `Content-Encoding: deflate` (pre-encoded bodies for decode_content tests).
  *
  * access.log has one line per request: `port connection connection_requests protocol tls
  * "request" status "client subject" "authorization" "via" bytes`; error.log (level info) has one
@@ -47,6 +47,7 @@ final class TlsNginx
     {
         $this->dir = Run::tempDir('tls-nginx');
         mkdir("{$this->dir}/www/gz", 0700, true);
+        mkdir("{$this->dir}/www/deflate", 0700, true);
         mkdir("{$this->dir}/tmp", 0700, true);
         $ports = [];
         foreach (['ok', 'wrongHost', 'expired', 'mtls', 'plain'] as $name) {
@@ -139,6 +140,11 @@ final class TlsNginx
                         types { }
                         default_type application/json;
                         add_header Content-Encoding gzip;
+                    }
+                    location /deflate/ {
+                        types { }
+                        default_type application/json;
+                        add_header Content-Encoding deflate;
                     }
             CONF;
         $tls = static fn (string $name, string $port, string $extra = '') => <<<CONF
