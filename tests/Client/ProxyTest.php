@@ -106,16 +106,19 @@ final class ProxyTest extends ClientTestCase
 
     public function testTheEnvironmentsProxyIsHonouredWithoutTheOption(): void
     {
+        // A fresh PHP process: the environment is read where the process's clients are made.
+        $getIn = function (string $base, string $noProxy): void {
+            $code = 'echo (new Resilient\\Client("env", ["base_url" => ' . var_export($base, true) . ']))->get("/env")->status();';
+            $proxy = self::$proxy->url();
+            $r = PhpProcess::code($code, [], ['HTTP_PROXY' => $proxy, 'http_proxy' => $proxy, 'NO_PROXY' => $noProxy, 'no_proxy' => $noProxy])->wait(20.0);
+            $this->assertSame('200', $r->stdout, $r->describe());
+        };
         [$key, $base] = $this->key('proxyenv');
-        $code = 'echo (new Resilient\\Client("env", ["base_url" => ' . var_export($base, true) . ']))->get("/env")->status();';
-        $r = PhpProcess::code($code, [], ['HTTP_PROXY' => self::$proxy->url(), 'http_proxy' => self::$proxy->url(), 'NO_PROXY' => '', 'no_proxy' => ''])->wait(20.0);
-        $this->assertSame('200', $r->stdout, $r->describe());
+        $getIn($base, '');
         $this->assertThroughProxy($key);
 
         [$key, $base] = $this->key('proxyenvno');
-        $code = 'echo (new Resilient\\Client("env", ["base_url" => ' . var_export($base, true) . ']))->get("/env")->status();';
-        $r = PhpProcess::code($code, [], ['HTTP_PROXY' => self::$proxy->url(), 'http_proxy' => self::$proxy->url(), 'NO_PROXY' => '127.0.0.1', 'no_proxy' => '127.0.0.1'])->wait(20.0);
-        $this->assertSame('200', $r->stdout, $r->describe());
+        $getIn($base, '127.0.0.1');
         $this->assertDirect($key);
     }
 

@@ -280,6 +280,27 @@ final class StreamingTest extends ClientTestCase
         $this->assertSame(str_repeat('x', 1000), file_get_contents($path), 'the file holds the answer of the last attempt only');
     }
 
+    public function testAStreamIsUsedOnlyTheWayItWasOpened(): void
+    {
+        $key = $this->up->key('streammode');
+        $this->up->script($key, [['status' => 200, 'body' => 'payload']]);
+        $client = $this->client($this->up->base($key));
+
+        // A sink stream opened read-only: refused, and the file is left as it was.
+        $path = self::$dir . '/readonly.txt';
+        file_put_contents($path, 'keep me');
+        $e = self::thrown(fn () => $client->get('/x', null, ['sink' => fopen($path, 'r')]));
+        $this->assertTrue($e instanceof \ValueError || $e instanceof \TypeError, self::describe($e));
+        $this->assertStringContainsString("'sink", $e->getMessage());
+        $this->assertSame('keep me', file_get_contents($path));
+
+        // A multipart stream opened write-only (Guzzle: "Cannot read from non-readable stream").
+        $e = self::thrown(fn () => $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => fopen($path, 'a'), 'filename' => 'f.txt']]]));
+        $this->assertTrue($e instanceof \ValueError || $e instanceof \TypeError, self::describe($e));
+        $this->assertStringContainsString("'multipart", $e->getMessage());
+        $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
+    }
+
     public function testAGzipBombStopsAtMaxBodyAfterOneRequest(): void
     {
         $max = 8 * 1024 * 1024;
