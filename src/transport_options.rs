@@ -315,7 +315,12 @@ fn part_contents(value: &Zval, path: &str) -> PhpResult<(PartContents, Option<St
         ));
     }
     if v.is_resource() {
-        if let Some(file) = plain_file(v)? {
+        if let Some((file, mode)) = plain_file(v)? {
+            if !readable(&mode) {
+                return Err(exceptions::value_error(format!(
+                    "option '{path}': the stream was opened write-only (mode '{mode}'); open it for reading"
+                )));
+            }
             let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
             return Ok((PartContents::File(file), name));
         }
@@ -340,17 +345,32 @@ pub fn sink(value: &Zval) -> PhpResult<PathBuf> {
         return Ok(PathBuf::from(text(v, "sink")?));
     }
     if v.is_resource() {
-        return plain_file(v)?.ok_or_else(|| {
+        let (file, mode) = plain_file(v)?.ok_or_else(|| {
             exceptions::value_error(
                 "option 'sink': must be a file path or a stream opened on a plain file (fopen('/path', 'w'))",
             )
-        });
+        })?;
+        if !writable(&mode) {
+            return Err(exceptions::value_error(format!(
+                "option 'sink': the stream was opened read-only (mode '{mode}'); open it for writing"
+            )));
+        }
+        return Ok(file);
     }
     Err(mismatch("string|resource", value, "sink"))
 }
 
-/// The file a plain-file stream was opened on (`stream_get_meta_data()['uri']`).
-fn plain_file(stream: &Zval) -> PhpResult<Option<PathBuf>> {
+/// fopen modes: `r` reads; `w`, `a`, `x`, `c` write; `+` both.
+fn readable(mode: &str) -> bool {
+    mode.starts_with('r') || mode.contains('+')
+}
+
+fn writable(mode: &str) -> bool {
+    !mode.starts_with('r') || mode.contains('+')
+}
+
+/// The file a plain-file stream was opened on (`stream_get_meta_data()['uri']`) and its mode.
+fn plain_file(stream: &Zval) -> PhpResult<Option<(PathBuf, String)>> {
     let meta = call("stream_get_meta_data", stream)?;
     let Some(meta) = meta.array() else {
         return Ok(None);
@@ -360,7 +380,12 @@ fn plain_file(stream: &Zval) -> PhpResult<Option<PathBuf>> {
         .and_then(Zval::str)
         .is_some_and(|w| w == "plainfile");
     let uri = meta.get("uri").and_then(Zval::str).map(PathBuf::from);
-    Ok(uri.filter(|_| plain))
+    let mode = meta
+        .get("mode")
+        .and_then(Zval::str)
+        .unwrap_or("r")
+        .to_owned();
+    Ok(uri.filter(|_| plain).map(|uri| (uri, mode)))
 }
 
 fn call(function: &str, argument: &Zval) -> PhpResult<Zval> {

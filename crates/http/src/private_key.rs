@@ -7,6 +7,12 @@ use pkcs8::EncryptedPrivateKeyInfo;
 const ENCRYPTED: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
 const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
 
+/// Whether a PEM holds an encrypted key (PKCS#8, or OpenSSL's legacy `Proc-Type` form).
+pub fn is_encrypted(pem_text: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(pem_text);
+    text.contains(ENCRYPTED) || text.contains("Proc-Type: 4,ENCRYPTED")
+}
+
 /// The decrypted key as PEM (`-----BEGIN PRIVATE KEY-----`), or why not (never echoing the
 /// password or the key).
 pub fn decrypt(pem_text: &[u8], password: &str) -> Result<Vec<u8>, String> {

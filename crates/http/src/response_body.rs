@@ -18,6 +18,9 @@ use crate::transport_options::BodyTarget;
 /// A body being received.
 pub struct ResponseBody {
     writer: Box<dyn Finish>,
+    /// Bytes received so far (encoded): an empty body is empty whatever its encoding says
+    /// (HEAD, 204, 304, an empty 200 marked gzip), never an incomplete stream.
+    received: u64,
 }
 
 impl ResponseBody {
@@ -69,15 +72,22 @@ impl ResponseBody {
                 }
             }
         };
-        Ok(Self { writer })
+        Ok(Self {
+            writer,
+            received: 0,
+        })
     }
 
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), TransportError> {
+        self.received += chunk.len() as u64;
         self.writer.write_all(chunk).map_err(transport_error)
     }
 
     /// The body kept in memory (empty when it went to a sink).
     pub fn finish(self) -> Result<Vec<u8>, TransportError> {
+        if self.received == 0 {
+            return Ok(Vec::new());
+        }
         self.writer.finish().map_err(transport_error)
     }
 }
@@ -261,6 +271,16 @@ mod tests {
         assert!(body.finish().unwrap().is_empty());
         assert_eq!(std::fs::read(&path).unwrap(), b"abcdef");
         std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn an_empty_body_marked_gzip_is_empty() {
+        let target = BodyTarget {
+            decode: true,
+            sink: None,
+        };
+        let body = ResponseBody::start(&target, &mut headers(), Some(0), 1000).unwrap();
+        assert_eq!(body.finish().unwrap(), b"");
     }
 
     #[test]

@@ -165,17 +165,40 @@ impl TransportOptions {
             let key_pem = match password {
                 Some(password) => crate::private_key::decrypt(&key_pem, password)
                     .map_err(|problem| ConfigError::new("ssl_key", problem))?,
+                None if crate::private_key::is_encrypted(&key_pem) => {
+                    return Err(ConfigError::new(
+                        "ssl_key",
+                        "is encrypted: give its password as 'ssl_key' => [path, password]",
+                    ))
+                }
                 None => key_pem,
             };
             pem.push(b'\n');
             pem.extend_from_slice(&key_pem);
         }
-        reqwest::Identity::from_pem(&pem).map_err(|e| {
+        if key.is_none() && crate::private_key::is_encrypted(&pem) {
+            return Err(ConfigError::new(
+                "cert",
+                "holds an encrypted key: give its password as 'cert' => [path, password]",
+            ));
+        }
+        let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
             ConfigError::new(
                 "cert",
                 format!("is not a PEM certificate with its private key ({e}); give the key with 'ssl_key'"),
             )
         })?;
+        // rustls checks that the key belongs to the certificate only when a client is built:
+        // build one now, so a mismatch is this option's error, not every request's.
+        reqwest::Client::builder()
+            .identity(identity)
+            .build()
+            .map_err(|_| {
+                ConfigError::new(
+                    "ssl_key",
+                    "does not belong to the certificate in 'cert' (or one of them is not usable for TLS)",
+                )
+            })?;
         self.identity = Some(Identity(pem.into()));
         Ok(())
     }
@@ -184,7 +207,7 @@ impl TransportOptions {
     pub fn set_proxy(&mut self, proxy: Option<Proxy>) -> Result<(), ConfigError> {
         if let Some(p) = &proxy {
             for url in [&p.http, &p.https].into_iter().flatten() {
-                if !matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h")
+                if !matches!(url.scheme(), "http" | "https")
                     || url.host_str().is_none_or(str::is_empty)
                 {
                     return Err(ConfigError::new(
