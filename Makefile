@@ -2,6 +2,7 @@
 #
 #   make lab     the main job: the retry-storm experiment (installs, builds, runs, reports)
 #   make test    installs what is missing, builds, runs cargo test and the PHPUnit suites
+#   make install builds, installs resilient.so into PHP's extension dir, enables extension=resilient
 #   make bench   benchmarks in one run: funnel/budget vs Redis::funnel, the seed's cache budget,
 #                APCu; the HTTP client vs curl, Laravel Http, Symfony, Guzzle Pool
 #
@@ -18,7 +19,7 @@ PHPUNIT_ARGS ?=
 BASELINE    ?=
 BENCH_ARGS  ?=
 
-.PHONY: all deps build test cargo-test phpunit lab-check bench lab stubs clean-run
+.PHONY: all deps build install test cargo-test phpunit lab-check stubs-check bench lab stubs clean-run
 
 all: build
 
@@ -27,6 +28,11 @@ deps:
 
 build:
 	$(CARGO) build --release --workspace
+
+# Installs the extension as `extension=resilient` for the CLI and FPM (scripts/install.sh;
+# DESTDIR=/root installs under another root).
+install: build
+	scripts/install.sh
 
 cargo-test:
 	$(CARGO) test --release --workspace --no-fail-fast
@@ -46,8 +52,9 @@ test: deps build
 	$(MAKE) --no-print-directory cargo-test 2>&1 | tee tests/.run/cargo.log; [ $${PIPESTATUS[0]} -eq 0 ] || rc=1; \
 	$(MAKE) --no-print-directory phpunit 2>&1 | tee tests/.run/phpunit.log; [ $${PIPESTATUS[0]} -eq 0 ] || rc=1; \
 	$(MAKE) --no-print-directory lab-check 2>&1 | tee tests/.run/lab.log; [ $${PIPESTATUS[0]} -eq 0 ] || rc=1; \
+	$(MAKE) --no-print-directory stubs-check 2>&1 | tee tests/.run/stubs.log; [ $${PIPESTATUS[0]} -eq 0 ] || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see above)"; else echo "make test: all layers passed"; fi; \
-	tests/harness/summary.sh tests/.run/cargo.log tests/.run/phpunit.log tests/.run/lab.log; \
+	tests/harness/summary.sh tests/.run/cargo.log tests/.run/phpunit.log tests/.run/lab.log tests/.run/stubs.log; \
 	exit $$rc
 
 # BASELINE=REV also measures each group's own case with the build of REV, beside it.
@@ -56,6 +63,10 @@ bench: deps build
 
 lab: deps build
 	lab/run.sh $(LAB_ARGS)
+
+# The shipped stubs must match the code: a fresh generation compared with stubs/resilient.stub.php.
+stubs-check: build
+	stubs/generate.sh --check
 
 # IDE stubs for the extension's classes (stubs/resilient.stub.php): `cargo php stubs` (cargo-php
 # 0.2.x, installed if missing) for the #[php_class] classes plus the hand-written exception stubs.

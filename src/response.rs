@@ -1,14 +1,17 @@
 //! `Resilient\Response`: the answer a `Resilient\Client` call returns (any status the client
 //! does not retry), plus what it cost: `attempts()` and `elapsedMs()`.
 //!
-//! A thin wrapper over `resilient_http::Response`. Not constructible from PHP: only the client
-//! makes them (also attached to `Unavailable` exceptions as the last response).
+//! A thin wrapper over `resilient_http::Response`. The client makes them (also attached to
+//! `Unavailable` exceptions as the last response); tests of code that uses a client build one
+//! with `Response::fake()` (no `new`: a response is never half-made).
 
 use ext_php_rs::binary::Binary;
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, ZendStr, Zval};
+
+use crate::{coerce, exceptions, options};
 
 #[php_class]
 #[php(name = "Resilient\\Response")]
@@ -32,6 +35,63 @@ impl Response {
 
 #[php_impl]
 impl Response {
+    /// `Response::fake(int $status = 200, string $body = '', array $headers = [])`: a response
+    /// built in PHP for tests (`attempts()` 0, `elapsedMs()` 0); headers are `name => value` or
+    /// `name => [values]`.
+    #[php(defaults(status = 200))]
+    pub fn fake(
+        status: i64,
+        body: Option<&Zval>,
+        headers: Option<&ZendHashTable>,
+    ) -> PhpResult<Self> {
+        let status = u16::try_from(status)
+            .ok()
+            .filter(|s| (100..=599).contains(s))
+            .ok_or_else(|| {
+                exceptions::value_error(format!(
+                    "Resilient\\Response::fake(): argument 'status' must be an HTTP status 100..599, got {status}"
+                ))
+            })?;
+        let body = match body.map(Zval::dereference) {
+            None => Vec::new(),
+            Some(z) => match z.zend_str() {
+                Some(s) => s.as_bytes().to_vec(),
+                None => {
+                    return Err(coerce::type_error(format!(
+                        "Resilient\\Response::fake(): Argument #2 ($body) must be of type string, {} given",
+                        coerce::type_name(z)
+                    )))
+                }
+            },
+        };
+        let mut list = Vec::new();
+        if let Some(headers) = headers {
+            for (name, value) in options::entries(headers, "headers")? {
+                let values: Vec<&Zval> = match value.dereference().array() {
+                    Some(many) => many.values().collect(),
+                    None => vec![value],
+                };
+                for v in values {
+                    let bytes = match v.dereference().zend_str() {
+                        Some(s) => s.as_bytes().to_vec(),
+                        None => options::header_value(v, &format!("headers.{name}"))?.into_bytes(),
+                    };
+                    list.push((name.to_ascii_lowercase(), bytes));
+                }
+            }
+        }
+        let raw = resilient_http::RawResponse {
+            status,
+            headers: list,
+            body,
+        };
+        Ok(Self::new(resilient_http::Response::new(
+            raw,
+            0,
+            std::time::Duration::ZERO,
+        )))
+    }
+
     /// The HTTP status.
     pub fn status(&self) -> i64 {
         i64::from(self.inner.status())

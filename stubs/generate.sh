@@ -1,5 +1,6 @@
 #!/bin/sh
-# Regenerates stubs/resilient.stub.php:
+# Regenerates stubs/resilient.stub.php, or with --check compares a fresh generation with it
+# (exit 1 and a diff when they differ: CI catches a stub that no longer matches the code):
 #   `cargo php stubs` (cargo-php 0.2.x) for the #[php_class] classes, plus the
 #   hand-written stubs/exceptions.stub.php (classes registered in MINIT with
 #   ClassBuilder are invisible to cargo-php).
@@ -11,8 +12,19 @@ cd "$(dirname "$0")/.."
 command -v cargo-php >/dev/null || cargo install cargo-php --version '^0.2' --locked
 cargo rustc --release -p resilient --lib --crate-type cdylib -- -C debug-assertions=on
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
+fresh=$(mktemp)
+trap 'rm -f "$tmp" "$fresh"' EXIT
 cargo php stubs --stdout target/release/libresilient.so > "$tmp"
-{ cat "$tmp"; cat stubs/exceptions.stub.php; } > stubs/resilient.stub.php
+{ cat "$tmp"; cat stubs/exceptions.stub.php; } > "$fresh"
 cargo build --release -p resilient
-echo "wrote stubs/resilient.stub.php"
+if [ "${1:-}" = --check ]; then
+    if diff -u stubs/resilient.stub.php "$fresh"; then
+        echo "stubs: stubs/resilient.stub.php matches a fresh generation"
+    else
+        echo "stubs: stubs/resilient.stub.php differs from a fresh generation: run 'make stubs' and commit it" >&2
+        exit 1
+    fi
+else
+    cp "$fresh" stubs/resilient.stub.php
+    echo "wrote stubs/resilient.stub.php"
+fi

@@ -130,7 +130,8 @@ namespace Resilient {
 
         /**
          * True under a web SAPI (fpm-fcgi, cgi-fcgi, apache2handler, cli-server,
-         * litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro.
+         * litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro; unless
+         * `resilient.context` says `web` or `console` (Octane workers declare themselves web).
          *
          * @return bool
          */
@@ -213,14 +214,15 @@ namespace Resilient {
         /**
          * `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null)`.
          * `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease` seconds, finite and
-         * > 0, default 20.0 (2 × the web timeout cap).
+         * > 0, default 20.0 (2 × the web timeout cap). Numbers may be given as
+         * numeric strings or integral floats, as PHP's coercive mode allows.
          *
          * @param string $name
-         * @param int $limit
-         * @param int $reserve
-         * @param float|null $lease
+         * @param mixed $limit
+         * @param mixed $reserve
+         * @param mixed $lease
          */
-        public function __construct(string $name, int $limit, int $reserve = 0, ?float $lease = null) {}
+        public function __construct(string $name, mixed $limit, mixed $reserve = null, mixed $lease = null) {}
 
         /**
          * Why this process's funnels, budgets and clients use process-local
@@ -320,7 +322,8 @@ namespace Resilient {
 
         /**
          * Gives the slot back. True if this call released it; false if it was
-         * already released, expired and reclaimed, or belongs to a parent process.
+         * already released, expired and reclaimed, or belongs to a parent process
+         * (the core never releases another process's lease).
          *
          * @return bool
          */
@@ -338,7 +341,8 @@ namespace Resilient {
         public function attempts(): int {}
 
         /**
-         * The body, bytes as received (a binary-safe PHP string).
+         * The body, bytes as received (a binary-safe PHP string). Copied once, straight into
+         * the PHP string (bodies may be up to `max_body`).
          *
          * @return mixed
          */
@@ -352,7 +356,20 @@ namespace Resilient {
         public function elapsedMs(): float {}
 
         /**
-         * A header's values joined with ", " (case-insensitive name), or null when absent.
+         * `Response::fake(int $status = 200, string $body = '', array $headers = [])`: a response
+         * built in PHP for tests (`attempts()` 0, `elapsedMs()` 0); headers are `name => value` or
+         * `name => [values]`.
+         *
+         * @param int $status
+         * @param mixed $body
+         * @param array|null $headers
+         * @return \Resilient\Response
+         */
+        public static function fake(int $status = 200, mixed $body = null, ?array $headers = null): \Resilient\Response {}
+
+        /**
+         * A header's values joined with ", " (case-insensitive name), or null when absent. Bytes
+         * as received (a value that is not UTF-8 is not rewritten).
          *
          * @param string $name
          * @return string|null
@@ -360,7 +377,7 @@ namespace Resilient {
         public function header(string $name): ?string {}
 
         /**
-         * Every header: lower-case name => list of values.
+         * Every header: lower-case name => list of values (bytes as received).
          *
          * @return array
          */
@@ -399,13 +416,15 @@ namespace Resilient {
     class RetryBudget {
         /**
          * `new RetryBudget(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0)`.
+         * Numbers may be given as numeric strings (or an integral float for the floor), as PHP's
+         * coercive mode allows.
          *
          * @param string $name
-         * @param float $ratio
-         * @param int $floor
-         * @param float $window
+         * @param mixed $ratio
+         * @param mixed $floor
+         * @param mixed $window
          */
-        public function __construct(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0) {}
+        public function __construct(string $name, mixed $ratio = null, mixed $floor = null, mixed $window = null) {}
 
         /**
          * True when this budget counts only this process (degraded mode, see
@@ -449,12 +468,9 @@ namespace Resilient {
 // Exception classes: registered in MINIT with ClassBuilder (src/exceptions.rs),
 // so `cargo php stubs` does not see them; this part is written by hand.
 //
-// php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is never replaced by the default:
-// ini_set() returns false, and a bad php.ini / -d / FPM pool value makes the first use of the
-// segment throw Resilient\SharedMemoryError naming the key (docs/shared-memory.md):
-//   resilient.shm_path            = ""     ; absolute path; "" = /dev/shm/resilient-<uid>.v3.shm
-//   resilient.shm_slots           = 256    ; 1..65536 names the segment holds (fixed when the file is created)
-//   resilient.shm_required        = 0      ; 1 = an unusable segment throws instead of the degraded mode
+// php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
+//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v3.shm
+//   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
 //   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
 //   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI
 //   resilient.web_max_attempts    = 1      ; cap of Context::maxAttempts() under a web SAPI
@@ -494,12 +510,9 @@ namespace Resilient {
     class UpstreamFailed extends Unavailable {}
 
     /**
-     * The shared-memory segment cannot be used and `resilient.shm_required=1`
-     * (corrupt, another layout version, owned by another user, readable or
-     * writable by group/others, a symlink, the file system full; without
-     * shm_required these mean the degraded mode instead), its table of names
-     * is full, or a `resilient.shm_*` setting is bad. The message names the
-     * file or the setting, and the problem.
+     * The shared-memory segment cannot be used: corrupt, another layout
+     * version, owned by another user, writable by group/others, a symlink,
+     * or its table of names is full. The message names the file and the problem.
      */
     class SharedMemoryError extends \RuntimeException {}
 }

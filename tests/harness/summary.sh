@@ -3,9 +3,9 @@
 # of its layers (cargo test, PHPUnit, the lab's --check). A layer whose log shows no result at
 # all (it crashed before reporting) counts as one failure.
 #
-#   tests/harness/summary.sh CARGO_LOG PHPUNIT_LOG LAB_LOG
+#   tests/harness/summary.sh CARGO_LOG PHPUNIT_LOG LAB_LOG [STUBS_LOG]
 set -uo pipefail
-cargo_log=$1 phpunit_log=$2 lab_log=$3
+cargo_log=$1 phpunit_log=$2 lab_log=$3 stubs_log=${4:-}
 passed=0 failed=0
 
 # cargo: "test result: ok. 27 passed; 0 failed; ..."
@@ -41,6 +41,15 @@ if grep -q '^== CI check' "$lab_log" 2>/dev/null; then
     failed=$((failed + $(grep -c '\[MISSED\]' <<<"$section")))
 else
     failed=$((failed + 1))
+fi
+
+# The stubs check: one line saying whether the shipped stubs match a fresh generation.
+if [ -n "$stubs_log" ]; then
+    if grep -q '^stubs: .* matches a fresh generation' "$stubs_log" 2>/dev/null; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+    fi
 fi
 
 echo "tests: $passed passed, $failed failed"

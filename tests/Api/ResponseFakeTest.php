@@ -1,0 +1,43 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Api;
+
+use Resilient\Response;
+use Resilient\Tests\Harness\TestCase;
+
+/** `Response::fake()`: a response built in PHP, for tests of code that uses a client. */
+final class ResponseFakeTest extends TestCase
+{
+    public function testAFakeReadsLikeAResponse(): void
+    {
+        $r = Response::fake(201, "{\"id\":7}", ['X-Request-Id' => 'r1', 'Set-Cookie' => ['a=1', 'b=2']]);
+        $this->assertSame(201, $r->status());
+        $this->assertTrue($r->ok());
+        $this->assertSame(['id' => 7], $r->json());
+        $this->assertSame('a=1, b=2', $r->header('set-cookie'));
+        $this->assertSame(['x-request-id' => ['r1'], 'set-cookie' => ['a=1', 'b=2']], $r->headers());
+        $this->assertSame(0, $r->attempts());
+        $this->assertSame(0.0, $r->elapsedMs());
+
+        $empty = Response::fake();
+        $this->assertSame([200, '', false], [$empty->status(), $empty->body(), $empty->header('x') !== null]);
+        $this->assertSame("\x00\xff", Response::fake(500, "\x00\xff")->body());
+    }
+
+    public function testBadArgumentsAreRefusedByName(): void
+    {
+        foreach ([[99], [600], [-1]] as $args) {
+            try {
+                Response::fake(...$args);
+                $this->fail('status ' . $args[0] . ' must be refused');
+            } catch (\ValueError $e) {
+                $this->assertStringContainsString("argument 'status' must be an HTTP status 100..599", $e->getMessage());
+            }
+        }
+        $this->expectException(\TypeError::class);
+        $this->expectExceptionMessage('($body) must be of type string, array given');
+        Response::fake(200, []);
+    }
+}
