@@ -28,6 +28,14 @@ final class ResilientServiceProvider extends ServiceProvider
             ], 'resilient-config');
         }
 
+        if ($this->app->runningInConsole()) {
+            $this->commands([
+                Console\StatusCommand::class,
+                Console\DoctorCommand::class,
+                Console\CheckCommand::class,
+            ]);
+        }
+
         if ($this->app->bound('router')) {
             $this->app['router']->aliasMiddleware('resilient.deadline', Middleware\WithinDeadline::class);
         }

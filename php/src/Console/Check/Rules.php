@@ -1,0 +1,138 @@
+<?php
+
+namespace Resilient\Laravel\Console\Check;
+
+/**
+ * The rules resilient:check applies to one job, from seed 000:
+ *
+ * - nesting: HTTP time in the job < the job's `$timeout` < the connection's `retry_after`
+ *   (past `$timeout` the worker kills the job mid-write; past `retry_after` another worker
+ *   takes the same job while the first still runs);
+ * - one retry owner: a client making several attempts inside a job that is itself tried several
+ *   times multiplies the calls the upstream receives;
+ * - jitter: a fixed backoff brings every job that failed together back at the same second.
+ */
+final class Rules
+{
+    /** Drivers whose `retry_after` defaults to 60 s in Laravel when the config omits it. */
+    private const RETRY_AFTER_DRIVERS = ['redis', 'database', 'beanstalkd'];
+
+    public function __construct(
+        private array $clients,
+        private array $queue,
+        private float $workerTimeout,
+        private ?float $deadlineMargin,
+    ) {
+    }
+
+    /** @return list<Finding> */
+    public function check(JobFacts $job): array
+    {
+        return [...$this->nesting($job), ...$this->twoLayers($job), ...$this->jitter($job)];
+    }
+
+    /** @return list<Finding> */
+    private function nesting(JobFacts $job): array
+    {
+        $found = [];
+        $timeout = (float) ($job->timeout ?? $this->workerTimeout);
+        $timeoutText = $job->timeout !== null ? sprintf('$timeout %gs', $timeout) : sprintf('no $timeout (the worker\'s %gs)', $timeout);
+
+        $limits = [];
+        foreach ($job->clients as $name) {
+            if (! isset($this->clients[$name]) || ! is_array($this->clients[$name])) {
+                $found[] = new Finding(Finding::UNKNOWN_CLIENT, $job->class, "calls client '$name', which config/resilient.php does not define");
+                continue;
+            }
+            $limits[] = ClientLimits::of($name, $this->clients[$name]);
+        }
+        if ($limits !== []) {
+            $http = array_sum(array_map(fn (ClientLimits $l) => $l->worstCase, $limits));
+            $bound = $job->withinDeadline === null
+                ? $timeout - ($this->deadlineMargin ?? max(1.0, $timeout / 10))
+                : (is_float($job->withinDeadline) ? $job->withinDeadline : INF);
+            if (min($http, $bound) >= $timeout) {
+                $found[] = new Finding(Finding::NESTING, $job->class, sprintf(
+                    'HTTP may take %gs (%s) >= %s: the worker kills the job before the client gives up; '
+                    . 'lower the deadline or add new WithinDeadline() to middleware()',
+                    min($http, $bound),
+                    implode(' + ', array_map(fn (ClientLimits $l) => $l->describe(), $limits)),
+                    $timeoutText,
+                ));
+            }
+        }
+
+        $connection = $job->connection ?? (string) ($this->queue['default'] ?? 'sync');
+        $conn = $this->queue['connections'][$connection] ?? null;
+        if (is_array($conn)) {
+            $retryAfter = $conn['retry_after'] ?? (in_array($conn['driver'] ?? '', self::RETRY_AFTER_DRIVERS, true) ? 60 : null);
+            if ($retryAfter !== null && $timeout >= (float) $retryAfter) {
+                $found[] = new Finding(Finding::NESTING, $job->class, sprintf(
+                    '%s >= retry_after %gs of queue connection "%s": another worker takes the job again while it still runs; '
+                    . 'keep $timeout several seconds below retry_after',
+                    $timeoutText, $retryAfter, $connection,
+                ));
+            }
+        }
+
+        return $found;
+    }
+
+    /** @return list<Finding> */
+    private function twoLayers(JobFacts $job): array
+    {
+        [$runs, $runsText] = $this->runs($job);
+        if ($runs <= 1) {
+            return [];
+        }
+        $found = [];
+        foreach ($job->clients as $name) {
+            if (! isset($this->clients[$name]) || ! is_array($this->clients[$name])) {
+                continue;
+            }
+            $attempts = ClientLimits::of($name, $this->clients[$name])->maxAttempts;
+            if ($attempts > 1) {
+                $found[] = new Finding(Finding::TWO_LAYERS, $job->class, sprintf(
+                    'client %s makes up to %d attempts per run × %s = %s upstream calls per dispatch; '
+                    . "let one layer own the retries ('max_attempts' => 1 for this client, or \$tries = 1)",
+                    $name, $attempts, $runsText, is_finite($runs) ? (string) ($attempts * $runs) : 'unbounded',
+                ));
+            }
+        }
+
+        return $found;
+    }
+
+    /** @return list<Finding> */
+    private function jitter(JobFacts $job): array
+    {
+        [$runs] = $this->runs($job);
+        if ($runs <= 1 || $job->backoffKind === 'jittered') {
+            return [];
+        }
+        $what = $job->backoffKind === 'none'
+            ? 'no backoff: a failed run is retried at once'
+            : 'fixed backoff [' . implode(', ', $job->backoff) . ']: every job that failed together comes back at the same second';
+
+        return [new Finding(Finding::FIXED_BACKOFF, $job->class,
+            "$what; use Resilient\\Laravel\\Queue\\JitteredBackoff (ranges, e.g. [[240, 360], [540, 660]])")];
+    }
+
+    /** @return array{0: float, 1: string} how many times the job may run (INF when unbounded) */
+    private function runs(JobFacts $job): array
+    {
+        if ($job->tries === 0 || ($job->tries === null && $job->retryUntil)) {
+            $runs = INF;
+            $text = 'tries until retryUntil()';
+        } else {
+            $runs = (float) ($job->tries ?? 1);   // queue:work --tries defaults to 1
+            $text = sprintf('%d tries', $runs);
+        }
+        if ($job->maxExceptions !== null && $job->maxExceptions < $runs) {
+            $runs = (float) $job->maxExceptions;
+            $text = sprintf('%d failing runs ($maxExceptions)', $runs);
+        }
+
+        return [$runs, $text];
+    }
+}

@@ -1,0 +1,115 @@
+<?php
+
+namespace Resilient\Laravel\Console;
+
+use Illuminate\Console\Command;
+use Resilient\Context;
+use Resilient\Funnel;
+
+/**
+ * `php artisan resilient:doctor`: is the extension loaded, which version, which SAPI and context
+ * this process counts as, which segment file it shares and whether it really shares it; warns
+ * when other users have segments (their processes share no limit with this one) and when the
+ * php.ini web caps cut what config/resilient.php asks for. Exits 1 when anything is flagged.
+ *
+ * It reads this CLI's ini; php-fpm reads its own php.ini and pool files, so compare with
+ * `php-fpm -i` or a page calling phpinfo() when they may differ.
+ */
+final class DoctorCommand extends Command
+{
+    protected $signature = 'resilient:doctor';
+
+    protected $description = 'Check the resilient extension, its shared-memory segment and the ini caps';
+
+    private int $problems = 0;
+
+    public function handle(): int
+    {
+        if (! extension_loaded('resilient')) {
+            $this->problem('error', 'the resilient extension is not loaded in this PHP (' . PHP_BINARY . '): add extension=resilient to its php.ini (see README "Install")');
+
+            return 1;
+        }
+        $this->line('extension  resilient ' . phpversion('resilient'));
+        $this->line('sapi       ' . PHP_SAPI . ' → ' . (Context::isWeb() ? 'web' : 'console (background caller: limit - reserve slots)')
+            . $this->contextSetting());
+
+        $this->segment();
+        $this->webCaps((array) $this->laravel['config']->get('resilient.clients', []));
+
+        $this->line($this->problems === 0 ? 'No problems found.' : "{$this->problems} problem(s) found.");
+
+        return $this->problems === 0 ? 0 : 1;
+    }
+
+    private function contextSetting(): string
+    {
+        $ini = ini_get('resilient.context');
+
+        return is_string($ini) ? " (resilient.context = $ini)" : '';
+    }
+
+    private function segment(): void
+    {
+        $path = SegmentFiles::path();
+        $reason = Funnel::degradedReason();   // opens (or creates) the segment
+        $d = SegmentFiles::describe($path);
+        if ($d['exists']) {
+            $this->line(sprintf('segment    %s owner %s mode %s size %d bytes', $path, $d['owner'], $d['mode'], $d['size']));
+        } else {
+            $this->line("segment    $path (not created yet)");
+        }
+        if ($reason !== null) {
+            $this->problem('error', "segment unusable, funnels and budgets count this process only: $reason");
+        }
+        foreach (SegmentFiles::ofOtherUsers($path) as $other) {
+            $this->problem('warning', sprintf(
+                'segment %s belongs to %s (uid %d), this process runs as %s (uid %d): their processes '
+                . '(e.g. FPM workers) and these (e.g. queue workers) share no funnel and no retry budget; '
+                . 'run both as one user, or give both the same resilient.shm_path',
+                $other['path'], $other['owner'], $other['uid'], SegmentFiles::userName(SegmentFiles::uid()), SegmentFiles::uid(),
+            ));
+        }
+    }
+
+    /** Options that a web SAPI caps with the ini values, so web requests get less than config says. */
+    private function webCaps(array $clients): void
+    {
+        $caps = [
+            'timeout' => ['resilient.web_timeout', 10.0, 's'],
+            'connect_timeout' => ['resilient.web_connect_timeout', 3.0, 's'],
+            'max_attempts' => ['resilient.web_max_attempts', 1, ' attempt(s)'],
+        ];
+        $this->line(sprintf('web caps   timeout %s s, connect_timeout %s s, max_attempts %s (as this CLI reads them)',
+            ...array_map(fn ($c) => ini_get($c[0]) === false ? $c[1] : ini_get($c[0]), array_values($caps))));
+        foreach ($clients as $name => $options) {
+            if (! is_array($options) || ($options['context'] ?? null) === 'console') {
+                continue;
+            }
+            foreach ($caps as $option => [$ini, $default, $unit]) {
+                if (! isset($options[$option]) || ! is_numeric($options[$option])) {
+                    continue;
+                }
+                $cap = ini_get($ini);
+                $cap = is_numeric($cap) ? (float) $cap : (float) $default;
+                if ((float) $options[$option] <= $cap) {
+                    continue;
+                }
+                if ($option === 'max_attempts') {
+                    // No retry while a user waits is the design: a note, not a problem.
+                    $this->line(sprintf('note       client %s: max_attempts %s, under php-fpm %d (%s): no retry while a user waits',
+                        $name, $options[$option], (int) $cap, $ini));
+                    continue;
+                }
+                $this->problem('warning', sprintf('client %s: %s %s%s in config, but %s = %s: under php-fpm it gets %s%s',
+                    $name, $option, $options[$option], $unit, $ini, $cap, $cap, $unit));
+            }
+        }
+    }
+
+    private function problem(string $level, string $message): void
+    {
+        $this->problems++;
+        $level === 'error' ? $this->error("$level: $message") : $this->warn("$level: $message");
+    }
+}

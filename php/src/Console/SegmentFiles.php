@@ -1,0 +1,75 @@
+<?php
+
+namespace Resilient\Laravel\Console;
+
+/**
+ * The shared-memory segment files on this host: ours (from `resilient.shm_path`, else the
+ * default `/dev/shm/resilient-<uid>.v3.shm`) and any other `resilient-*.shm` beside it or in
+ * /dev/shm. A file owned by another user means processes of that user (typically FPM as
+ * www-data while queue workers run as a deploy user) keep their own funnels and budgets: the
+ * limits are per user, not per host.
+ */
+final class SegmentFiles
+{
+    public const LAYOUT = 3;
+
+    /** The segment path this process uses. */
+    public static function path(): string
+    {
+        $ini = ini_get('resilient.shm_path');
+        if (is_string($ini) && $ini !== '') {
+            return $ini;
+        }
+
+        return sprintf('/dev/shm/resilient-%d.v%d.shm', self::uid(), self::LAYOUT);
+    }
+
+    public static function uid(): int
+    {
+        return function_exists('posix_getuid') ? posix_getuid() : (int) getmyuid();
+    }
+
+    /** @return array{path: string, exists: bool, owner?: string, uid?: int, mode?: string, size?: int} */
+    public static function describe(string $path): array
+    {
+        clearstatcache(true, $path);
+        $st = @lstat($path);
+        if ($st === false) {
+            return ['path' => $path, 'exists' => false];
+        }
+
+        return [
+            'path' => $path,
+            'exists' => true,
+            'uid' => $st['uid'],
+            'owner' => self::userName($st['uid']),
+            'mode' => sprintf('%04o', $st['mode'] & 07777),
+            'size' => $st['size'],
+        ];
+    }
+
+    /** @return list<array> segment files owned by another uid than this process's */
+    public static function ofOtherUsers(string $ours): array
+    {
+        $dirs = array_unique([dirname($ours), '/dev/shm']);
+        $found = [];
+        foreach ($dirs as $dir) {
+            foreach (glob($dir . '/resilient-*.shm') ?: [] as $file) {
+                $d = self::describe($file);
+                if ($d['exists'] && $d['uid'] !== self::uid()) {
+                    $found[$file] = $d;
+                }
+            }
+        }
+        ksort($found);
+
+        return array_values($found);
+    }
+
+    public static function userName(int $uid): string
+    {
+        $pw = function_exists('posix_getpwuid') ? posix_getpwuid($uid) : false;
+
+        return is_array($pw) ? $pw['name'] : "uid $uid";
+    }
+}

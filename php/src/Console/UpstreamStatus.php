@@ -1,0 +1,97 @@
+<?php
+
+namespace Resilient\Laravel\Console;
+
+use Resilient\Funnel;
+use Resilient\RetryBudget;
+
+/**
+ * The shared state of every configured name, read from the host's segment: what a funnel allows,
+ * how many leases all processes hold now, and how much of the retry budget is left.
+ *
+ * A name may appear under `clients` (its `funnel` / `budget` options; a client without `budget`
+ * uses the default budget, as the extension does) and under `funnels` / `budgets`: all of them
+ * are the same shared entry, so they are reported once.
+ */
+final class UpstreamStatus
+{
+    /** The client's budget when its options do not set one (crates/http ClientConfig::default). */
+    private const CLIENT_BUDGET = ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0];
+
+    /** @return array<string, array{funnel: ?array, budget: ?array, trouble: list<string>}> */
+    public static function of(array $config): array
+    {
+        $names = [];
+        foreach ($config['clients'] ?? [] as $name => $options) {
+            $options = is_array($options) ? $options : [];
+            if (isset($options['funnel']) && is_array($options['funnel'])) {
+                $names[$name]['funnel'] = $options['funnel'];
+            }
+            if (! array_key_exists('budget', $options)) {
+                $names[$name]['budget'] = self::CLIENT_BUDGET;
+            } elseif (is_array($options['budget'])) {
+                $names[$name]['budget'] = $options['budget'];
+            }
+            $names[$name] ??= [];
+        }
+        foreach ($config['funnels'] ?? [] as $name => $options) {
+            $names[$name]['funnel'] = (array) $options;
+        }
+        foreach ($config['budgets'] ?? [] as $name => $options) {
+            $names[$name]['budget'] = (array) $options;
+        }
+        ksort($names);
+
+        $out = [];
+        foreach ($names as $name => $parts) {
+            $funnel = isset($parts['funnel']) ? self::funnel((string) $name, $parts['funnel']) : null;
+            $budget = isset($parts['budget']) ? self::budget((string) $name, $parts['budget']) : null;
+            $trouble = [];
+            if ($funnel !== null && $funnel['full']) {
+                $trouble[] = "funnel full: {$funnel['in_flight']} of {$funnel['limit']} in flight";
+            }
+            if ($budget !== null && $budget['spent']) {
+                $trouble[] = sprintf('retry budget spent: %d retries of %.1f allowed', $budget['retries'], $budget['allowed']);
+            }
+            $out[$name] = ['funnel' => $funnel, 'budget' => $budget, 'trouble' => $trouble];
+        }
+
+        return $out;
+    }
+
+    private static function funnel(string $name, array $o): array
+    {
+        // An adaptive funnel ('limit' => 'auto') counts leases up to its 'max'.
+        $adaptive = ! is_numeric($o['limit'] ?? null);
+        $limit = (int) ($adaptive ? ($o['max'] ?? 64) : $o['limit']);
+        $reserve = (int) ($o['reserve'] ?? 0);
+        $f = new Funnel($name, $limit, min($reserve, $limit - 1));
+        $inFlight = $f->inFlight();
+
+        return [
+            'limit' => $adaptive ? 'auto' : $limit,
+            'reserve' => $reserve,
+            // Queue workers, the scheduler and artisan are background callers.
+            'background_limit' => $limit - $reserve,
+            'in_flight' => $inFlight,
+            'full' => $inFlight >= $limit,
+            'background_full' => $inFlight >= $limit - $reserve,
+            'degraded' => $f->isDegraded(),
+        ];
+    }
+
+    private static function budget(string $name, array $o): array
+    {
+        $b = new RetryBudget(
+            $name,
+            (float) ($o['ratio'] ?? self::CLIENT_BUDGET['ratio']),
+            (int) ($o['floor'] ?? self::CLIENT_BUDGET['floor']),
+            (float) ($o['window'] ?? self::CLIENT_BUDGET['window']),
+        );
+        $stats = $b->stats();
+        // The next retry needs one whole retry of room.
+        $stats['spent'] = $stats['remaining'] < 1.0;
+
+        return $stats;
+    }
+}

@@ -1,0 +1,56 @@
+<?php
+
+namespace Resilient\Laravel\Queue;
+
+/**
+ * Jittered `backoff()` for a queued job: each range gives a fresh whole number of seconds every
+ * time Laravel asks (it asks once per dispatch), so jobs that failed together come back spread
+ * out instead of all at once (seed 000's `[[240, 360], [540, 660]]`).
+ *
+ *     use JitteredBackoff;
+ *     public $tries = 3;
+ *     public array $backoffRanges = [[240, 360], [540, 660]];   // optional; these are the default
+ *
+ * A plain number in the list is kept as a fixed delay. `releaseDelay()` draws the range of the
+ * current attempt for a job that calls `release()` itself (the seed's RETRY_DELAYS pattern).
+ */
+trait JitteredBackoff
+{
+    /** @return list<int> seconds before each retry */
+    public function backoff(): array
+    {
+        return array_map(fn ($range) => self::drawBackoff($range), $this->backoffRanges());
+    }
+
+    /** A delay from the range of this attempt (the last range once past the end), or null without ranges. */
+    public function releaseDelay(): ?int
+    {
+        $ranges = $this->backoffRanges();
+        if ($ranges === []) {
+            return null;
+        }
+        $attempt = method_exists($this, 'attempts') ? max(1, (int) $this->attempts()) : 1;
+
+        return self::drawBackoff($ranges[min($attempt, count($ranges)) - 1]);
+    }
+
+    /** @return list<array{int, int}|int> */
+    protected function backoffRanges(): array
+    {
+        return property_exists($this, 'backoffRanges') ? array_values($this->backoffRanges) : [[240, 360], [540, 660]];
+    }
+
+    /** @param array{int, int}|int $range */
+    private static function drawBackoff(array|int $range): int
+    {
+        if (is_int($range)) {
+            return $range;
+        }
+        [$min, $max] = array_values($range);
+        if ($min < 0 || $max < $min) {
+            throw new \InvalidArgumentException("resilient: a backoff range must be [min, max] with 0 <= min <= max, got [$min, $max]");
+        }
+
+        return random_int((int) $min, (int) $max);
+    }
+}

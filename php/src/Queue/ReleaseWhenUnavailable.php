@@ -1,0 +1,72 @@
+<?php
+
+namespace Resilient\Laravel\Queue;
+
+use Closure;
+use Resilient\BudgetExhausted;
+use Resilient\FunnelFull;
+use Resilient\Unavailable;
+use Resilient\UpstreamFailed;
+
+/**
+ * Job middleware: a job that meets our own refusal goes back on the queue instead of failing.
+ *
+ *     public function middleware(): array { return [new ReleaseWhenUnavailable()]; }
+ *
+ * - FunnelFull, BudgetExhausted, CircuitOpen: nothing was wrong with the job, the host is
+ *   protecting the upstream; release with a delay drawn from the range (constructor, else
+ *   `resilient.queue.release_delay`, else [5, 30] s), so the refused jobs come back spread out.
+ * - UpstreamFailed whose last response carries Retry-After: release no sooner than it.
+ * - Anything else (DeadlineExceeded, UpstreamFailed without Retry-After, other exceptions) is
+ *   rethrown: the job's own `$tries` and `backoff()` decide, as without this middleware.
+ *
+ * A release counts as an attempt (Laravel's rule), so give the job `$tries` or `retryUntil()`
+ * room for it.
+ */
+final class ReleaseWhenUnavailable
+{
+    /** Refusals by class name: CircuitOpen arrives with a later issue and may not exist yet. */
+    private const REFUSALS = [FunnelFull::class, BudgetExhausted::class, 'Resilient\\CircuitOpen'];
+
+    private ReleaseDelay $delay;
+
+    public function __construct(?int $minDelay = null, ?int $maxDelay = null)
+    {
+        $this->delay = $minDelay === null && $maxDelay === null
+            ? ReleaseDelay::configured()
+            : ReleaseDelay::between($minDelay ?? 0, $maxDelay ?? $minDelay ?? 0);
+    }
+
+    /** @param object $job a queued job using InteractsWithQueue */
+    public function handle($job, Closure $next)
+    {
+        try {
+            return $next($job);
+        } catch (Unavailable $e) {
+            $seconds = $this->delayFor($e);
+            if ($seconds === null) {
+                throw $e;
+            }
+            Released::job($job, $seconds);
+
+            return null;
+        }
+    }
+
+    /** Seconds to wait before the job runs again, or null when this exception is not ours to absorb. */
+    public function delayFor(Unavailable $e): ?int
+    {
+        foreach (self::REFUSALS as $class) {
+            if ($e instanceof $class) {
+                return $this->delay->draw();
+            }
+        }
+        if ($e instanceof UpstreamFailed) {
+            $after = RetryAfter::of($e);
+
+            return $after === null ? null : ReleaseDelay::afterRetryAfter($after);
+        }
+
+        return null;
+    }
+}

@@ -1,0 +1,121 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/FixtureApp.php';
+
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * `php artisan resilient:status | resilient:check | resilient:doctor` in the fixture app, as real
+ * processes: what they print and the exit codes a health check or CI acts on.
+ */
+final class ArtisanTest extends TestCase
+{
+    public static function tearDownAfterClass(): void
+    {
+        FixtureApp::stopRedis();
+    }
+
+    public function testStatusShowsALeaseHeldByAnotherProcess(): void
+    {
+        $app = new FixtureApp();
+        // A CLI process is a background caller: of sap's 3 slots (1 reserved for web) it may use 2.
+        $holder = $app->php('$l = (new Resilient\Funnel("sap", 3, 1))->tryAcquire(); echo $l ? "held\n" : "full\n"; sleep(60);');
+        $this->assertTrue($holder->waitForOutput(fn ($o) => $o === "held\n", 10));
+
+        $r = $app->artisan(['resilient:status', '--json']);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $sap = $r->json()['names']['sap'];
+        $this->assertSame(1, $sap['funnel']['in_flight']);
+        $this->assertSame(['limit' => 3, 'reserve' => 1, 'background_limit' => 2], array_intersect_key($sap['funnel'], array_flip(['limit', 'reserve', 'background_limit'])));
+        $this->assertFalse($sap['funnel']['full']);
+        $this->assertSame(2.0, (float) $sap['budget']['allowed']);   // budgets.sap: floor 2
+        $this->assertSame(0, $r->json()['names']['shipping']['funnel']['in_flight']);
+
+        $text = $app->artisan(['resilient:status']);
+        $this->assertSame(0, $text->exitCode);
+        $this->assertMatchesRegularExpression('/\|\s*sap\s*\|\s*3 \(1 reserved for web\)\s*\|\s*1\s*\|/', $text->stdout);
+
+        $holder->signal(SIGKILL);
+        $holder->wait(5);
+        $this->waitFor(fn () => $app->artisan(['resilient:status', '--json'])->json()['names']['sap']['funnel']['in_flight'] === 0,
+            10, 'the dead holder\'s lease to be reclaimed', 0.2);
+    }
+
+    public function testStatusExitsOneWhenAFunnelIsFullOrABudgetSpent(): void
+    {
+        $app = new FixtureApp();
+        // Interactive leases may take every slot, the reserved ones included.
+        $holder = $app->php('$f = new Resilient\Funnel("sap", 3, 1); $l = [$f->tryAcquire(false), $f->tryAcquire(false), $f->tryAcquire(false)];'
+            . ' echo count(array_filter($l)), "\n"; sleep(60);');
+        $this->assertTrue($holder->waitForOutput(fn ($o) => $o === "3\n", 10));
+        $r = $app->artisan(['resilient:status', '--json']);
+        $holder->signal(SIGKILL);
+        $holder->wait(5);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $this->assertFalse($r->json()['ok']);
+        $this->assertSame(['funnel full: 3 of 3 in flight'], $r->json()['names']['sap']['trouble']);
+
+        // The pricing client's budget (floor 5): with no originals, 5 retries and it is spent.
+        $spend = $app->php('$b = new Resilient\RetryBudget("pricing", 0.1, 5, 60.0); $n = 0; while ($b->tryConsume()) { $n++; } echo $n;');
+        $this->assertSame('5', $spend->wait(10)->stdout);
+        $r = $app->artisan(['resilient:status']);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $this->assertStringContainsString('retry budget spent: 5 retries of 5.0 allowed', $r->stdout);
+    }
+
+    public function testCheckFlagsEachViolationAndPassesACleanApp(): void
+    {
+        $clean = (new FixtureApp())->artisan(['resilient:check', '--json']);
+        $this->assertSame(0, $clean->exitCode, $clean->describe());
+        $this->assertSame([], $clean->json()['findings']);
+        $this->assertSame(['App\\Jobs\\CallShipping', 'App\\Jobs\\HangingCall', 'App\\Jobs\\JitteredReport', 'App\\Jobs\\SyncSap'], $clean->json()['jobs']);
+
+        $app = new FixtureApp(['FIXTURE_PROFILE' => 'violations']);
+        $r = $app->artisan(['resilient:check', '--json']);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $found = [];
+        foreach ($r->json()['findings'] as $f) {
+            $found[substr($f['job'], strlen('App\\CheckViolations\\'))][] = $f['rule'] . ': ' . $f['message'];
+        }
+        ksort($found);
+        $this->assertSame(['DeadlineOverTimeout', 'FixedBackoff', 'NoTimeoutOnShortConnection', 'RetriesInTwoLayers', 'TimeoutOverRetryAfter'], array_keys($found));
+        foreach ($found as $job => $messages) {
+            $this->assertCount(1, $messages, "$job: " . implode("\n", $messages));
+        }
+        $this->assertStringStartsWith('nesting: HTTP may take 90s (erp: deadline 90s) >= $timeout 60s', $found['DeadlineOverTimeout'][0]);
+        $this->assertStringStartsWith('nesting: $timeout 120s >= retry_after 90s of queue connection "redis"', $found['TimeoutOverRetryAfter'][0]);
+        $this->assertStringStartsWith('nesting: no $timeout (the worker\'s 60s) >= retry_after 30s of queue connection "redis-short"', $found['NoTimeoutOnShortConnection'][0]);
+        $this->assertStringStartsWith('retries in two layers: client pricing makes up to 3 attempts per run × 5 tries = 15 upstream calls per dispatch', $found['RetriesInTwoLayers'][0]);
+        $this->assertStringStartsWith('fixed backoff: fixed backoff [60, 300]', $found['FixedBackoff'][0]);
+
+        $text = $app->artisan(['resilient:check']);
+        $this->assertSame(1, $text->exitCode);
+        $this->assertStringContainsString('5 job(s) checked, 5 violation(s).', $text->stdout);
+    }
+
+    public function testDoctorWarnsAboutASegmentOfAnotherUser(): void
+    {
+        if (posix_getuid() !== 0) {
+            $this->markTestSkipped('needs root to create a file owned by another user');
+        }
+        $app = new FixtureApp();
+        $other = Run::shmPath('other-user');   // the run's cleanup removes it
+        file_put_contents($other, '');
+        chmod($other, 0600);
+        chown($other, 'nobody');
+
+        $r = $app->artisan(['resilient:doctor']);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $out = $r->stdout . $r->stderr;
+        $this->assertStringContainsString('extension  resilient ' . phpversion('resilient'), $out);
+        $this->assertStringContainsString('sapi       cli → console', $out);
+        $this->assertMatchesRegularExpression('~segment    ' . preg_quote($app->shmPath, '~') . ' owner root mode 0600 size \d+ bytes~', $out);
+        $this->assertStringContainsString("warning: segment $other belongs to nobody (uid 65534), this process runs as root (uid 0)", $out);
+        $this->assertStringContainsString('client slow: timeout 30s in config, but resilient.web_timeout = 10: under php-fpm it gets 10s', $out);
+    }
+}
