@@ -157,6 +157,13 @@ final class ResilientManager
         }
         $this->assertExtension();
         $options = $this->clientConfig($name);
+        if (isset($options['on_attempt']) && ! is_callable($options['on_attempt'])) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient: clients.%s.on_attempt must be a callable config:cache can write ([Class::class, \'method\'] or a function name); '
+                . 'for logs and events use resilient.log_channel and the AttemptMade event instead',
+                $name,
+            ));
+        }
         $reporter = new AttemptReporter(
             ($this->config['events'] ?? true) ? $this->events : null,
             $this->logger(),

@@ -188,6 +188,20 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame(['PATCH', 'raw-bytes', 'text/plain'], [$raw['method'], $raw['body'], $h($raw, 'content-type')]);
     }
 
+    public function testTheClientsRulesApplyAPostIsRetriedOnlyWithAnIdempotencyKey(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-post', ['backoff' => ['base' => 0.001, 'cap' => 0.002]]);
+        $this->up->script($key, [['status' => 503], ['status' => 200]], 'repeat_last', '/keyed');
+        $this->up->script($key, [['status' => 503], ['status' => 200]], 'repeat_last', '/plain');
+        $this->bootWith($name, $client);
+
+        $this->assertSame(503, Http::resilient($name)->post('/plain', ['sku' => 1])->status(), 'not retried without a key');
+        $this->assertSame(200, Http::resilient($name)->withHeaders(['Idempotency-Key' => 'order-9'])->post('/keyed', ['sku' => 1])->status());
+        $attempts = $this->up->attempts($key, 3);
+        $this->assertSame(['/plain', '/keyed', '/keyed'], array_column($attempts, 'path'));
+        $this->assertSame(['order-9', 'order-9'], [$attempts[1]['headers']['idempotency-key'], $attempts[2]['headers']['idempotency-key']]);
+    }
+
     public function testRedirectsFollowLaravelsDefaultUnlessTheRequestOrConfigSaysOtherwise(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-redirect');
