@@ -183,5 +183,10 @@ final class ConfigTest extends PackageTestCase
             }
             $this->assertStringContainsString('make install', $result->stdout);
         }
+
+        // With the extension, a web boot passes the check.
+        $p = PhpProcess::code($code, [], ['APP_RUNNING_IN_CONSOLE' => 'false']);
+        $result = $p->wait(20);
+        $this->assertSame("booted\n", $result->stdout, $result->stderr);
     }
 }
