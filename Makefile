@@ -2,6 +2,7 @@
 #
 #   make lab     the main job: the retry-storm experiment (installs, builds, runs, reports)
 #   make test    installs what is missing, builds, runs cargo test and the PHPUnit suites
+#   make install builds, installs resilient.so into PHP's extension dir, enables extension=resilient
 #   make bench   benchmarks in one run: funnel/budget vs Redis::funnel, the seed's cache budget,
 #                APCu; the HTTP client vs curl, Laravel Http, Symfony, Guzzle Pool
 #
@@ -18,7 +19,7 @@ PHPUNIT_ARGS ?=
 BASELINE    ?=
 BENCH_ARGS  ?=
 
-.PHONY: all deps build test cargo-test phpunit lab-check stubs-check bench lab stubs clean-run
+.PHONY: all deps build install test cargo-test phpunit lab-check stubs-check bench lab stubs clean-run
 
 all: build
 
@@ -27,6 +28,11 @@ deps:
 
 build:
 	$(CARGO) build --release --workspace
+
+# Installs the extension as `extension=resilient` for the CLI and FPM (scripts/install.sh;
+# DESTDIR=/root installs under another root).
+install: build
+	scripts/install.sh
 
 cargo-test:
 	$(CARGO) test --release --workspace --no-fail-fast

@@ -7,6 +7,8 @@ packages=(
     php8.2-cli php8.2-dev php8.2-fpm php8.2-curl php8.2-redis php8.2-apcu php8.2-mbstring php8.2-xml
     libclang-dev clang pkg-config phpunit nginx libfcgi-bin redis-server
     php-laravel-framework php-guzzlehttp-guzzle php-symfony-http-client wrk procps curl ca-certificates
+    # the client's TLS and proxy suites (tests/Client): certificates made by openssl, a real forward proxy
+    openssl tinyproxy
     # the lab's plots (plotters draws text with fontconfig/freetype; the workspace build needs them)
     libfontconfig1-dev libfreetype-dev fonts-dejavu-core
 )
@@ -27,7 +29,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
     # Debian starts these services on install; the tests start their own on loopback.
-    for svc in nginx redis-server php8.2-fpm; do
+    for svc in nginx redis-server php8.2-fpm tinyproxy; do
         if command -v service >/dev/null && service "$svc" status >/dev/null 2>&1; then
             service "$svc" stop >/dev/null 2>&1 || true
         fi

@@ -18,11 +18,15 @@ declare(strict_types=1);
  *               'ops'   => 200_000,                   // operations per round
  *               'make'  => fn (): Closure => fn (int $n) => ...,  // returns a runner doing $n ops
  *               'requires' => fn (): ?string => null, // optional: a reason to skip, or null
+ *               'note'  => fn (): string => '...',    // optional: a line under the row, taken
+ *                                                     // right after the case ran (e.g. what the
+ *                                                     // server saw of it)
  *           ],
  *       ],
  *       'targets' => [
  *           ['max_us', 'id', 1.0],                    // µs per op of case id ≤ 1.0
  *           ['faster', 'id', 'other id', 150.0],      // case id ≥ 150× faster than other id
+ *           ['check', 'what must hold', fn (): array => [true, 'what was seen']], // anything else
  *       ],
  *   ];
  *
@@ -79,6 +83,7 @@ foreach ($groups as $g) {
     printf("\n[%s] %s\n", $g['group'], $g['title']);
     printf("  %-62s %10s %12s   %s\n", 'case', 'µs/op', 'ops/s', 'vs ours');
     $us = [];
+    $notes = [];
     $ours = null;
     foreach ($g['cases'] as $id => $case) {
         $skip = isset($case['requires']) ? ($case['requires'])() : null;
@@ -91,6 +96,9 @@ foreach ($groups as $g) {
         gc_collect_cycles();
         try {
             $us[$id] = measure($case['make'](), max(1, (int) ($case['ops'] * $scale)));
+            if (isset($case['note'])) {
+                $notes[$id] = ($case['note'])();
+            }
         } catch (Throwable $e) {
             printf("  %-62s %s\n", $case['label'], 'failed: ' . get_class($e) . ': ' . $e->getMessage());
             continue;
@@ -108,6 +116,9 @@ foreach ($groups as $g) {
             $rel = $id === $ours ? '1× (ours)' : ratioText($us[$id] / $us[$ours]);
         }
         printf("  %-62s %10s %12s   %s\n", $case['label'], fmtUs($us[$id]), number_format(1e6 / $us[$id]), $rel);
+        if (isset($notes[$id])) {
+            printf("    ↳ %s\n", $notes[$id]);
+        }
     }
     if ($baseline !== '' && $ours !== null && isset($us[$ours])) {
         $base = baselineUs($baseline, $g['group']);
@@ -123,6 +134,7 @@ foreach ($groups as $g) {
             'faster' => isset($us[$t[1]], $us[$t[2]])
                 ? [$us[$t[2]] / $us[$t[1]] >= $t[3], sprintf('≥ %s× as fast as %s: %s×', $t[3], $g['cases'][$t[2]]['label'], ratioNumber($us[$t[2]] / $us[$t[1]]))]
                 : [false, "{$t[1]} or {$t[2]} did not run"],
+            'check' => (fn (array $r): array => [$r[0], "{$t[1]}: {$r[1]}"])(($t[2])()),
         };
         $allMet = $allMet && $met;
         printf("  target %s %s\n", $met ? 'MET   ' : 'MISSED', $text);

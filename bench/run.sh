@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: starts the services the benchmarks compare against on 127.0.0.1 (a throw-away
-# redis-server on a free port), runs every bench/cases/*.php in ONE PHP process and prints
-# µs per operation side by side with ratios and the targets. Everything started here is
-# stopped on exit, also on failure or Ctrl-C.
+# redis-server, nginx, and nginx with TLS + HTTP/2, each on a free port), runs every
+# bench/cases/*.php in ONE PHP process and prints µs per operation side by side with ratios and
+# the targets. Everything started here is stopped on exit, also on failure or Ctrl-C.
 #
-#   bench/run.sh [group...]        e.g. bench/run.sh funnel
+#   bench/run.sh [group...]        e.g. bench/run.sh funnel, bench/run.sh https-pool
 #   BENCH_SCALE=0.2 bench/run.sh   fewer iterations (quick look)
 #
 # Adding a benchmark = adding a file to bench/cases/ (see bench/run.php for the format). A
@@ -70,6 +70,19 @@ pids+=($!)
 bench/http/nginx.sh wait "$run_dir/nginx" "$http_port"
 export RESILIENT_BENCH_HTTP_URL="http://127.0.0.1:$http_port"
 # --- end nginx ---
+
+# --- nginx with TLS and HTTP/2: the https-pool group (a second nginx, so the plain one's config
+# and figures stay as they are; its certificates come from a test CA made fresh for this run) ---
+tls_dir="$run_dir/nginx-tls"
+bench/http/tls-certs.sh "$tls_dir"
+https_port="$(free_port)"
+bench/http/nginx.sh serve "$tls_dir" "$https_port" tls &
+pids+=($!)
+bench/http/nginx.sh wait "$tls_dir" "$https_port" tls
+export RESILIENT_BENCH_HTTPS_URL="https://127.0.0.1:$https_port"
+export RESILIENT_BENCH_HTTPS_CA="$tls_dir/ca.pem"
+export RESILIENT_BENCH_HTTPS_LOG="$tls_dir/access.log"
+# --- end nginx with TLS ---
 
 export RESILIENT_SHM_PATH="/dev/shm/resilient-bench-$run_id.shm"
 tests/harness/php.sh -d apc.enable_cli=1 -d apc.shm_size=64M bench/run.php "$@"

@@ -29,14 +29,14 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, CallEnv, Caps, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
+    AttemptRecord, CallEnv, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
     SharedMemory, Unavailable,
 };
 
 use crate::exceptions::{self, Kind};
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
-use crate::{context, deadline, engine, errors, held, ini, options, segment};
+use crate::{context, deadline, engine, errors, held, options, segment};
 
 #[php_class]
 #[php(name = "Resilient\\Client")]
@@ -71,18 +71,10 @@ impl Client {
     /// them. See docs/errors.md.
     pub fn __construct(name: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let (config, on_attempt) = options::client(options)?;
-        let web = context::is_web();
-        context::check_web_caps()?;
-        let caps = if web {
-            Caps {
-                timeout: Duration::try_from_secs_f64(ini::web_timeout()).ok(),
-                connect_timeout: Duration::try_from_secs_f64(ini::web_connect_timeout()).ok(),
-                max_attempts: Some(ini::web_max_attempts()),
-            }
-        } else {
-            Caps::default()
-        };
+        let (config, binding) = options::client(options)?;
+        let web = binding.context.unwrap_or_else(context::is_web);
+        context::check_caps_for(web)?;
+        let caps = context::caps(web);
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
         let mut builder = HttpClient::builder(config)
             .caps(caps)
@@ -101,7 +93,7 @@ impl Client {
         Ok(Client {
             name,
             http,
-            on_attempt,
+            on_attempt: binding.on_attempt,
         })
     }
 

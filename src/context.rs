@@ -5,6 +5,11 @@
 //! attempts are capped by `resilient.web_timeout` (10 s),
 //! `resilient.web_connect_timeout` (3 s) and `resilient.web_max_attempts` (1);
 //! queue workers, the scheduler and artisan (CLI) get the configured values.
+//!
+//! The SAPI decides unless told otherwise: Octane (Swoole, RoadRunner, FrankenPHP's worker
+//! mode) serves web requests from a `cli` process, so it declares itself with
+//! `resilient.context = web` (php.ini, `-d`, or `ini_set` at worker boot), or a client with
+//! the option `'context' => 'web'`.
 
 use ext_php_rs::prelude::*;
 use resilient_core::validate;
@@ -18,9 +23,14 @@ const NON_WEB_SAPIS: [&str; 4] = ["cli", "phpdbg", "embed", "micro"];
 
 pub use crate::engine::sapi_name;
 
-/// True when serving a web request (any SAPI but cli/phpdbg/embed/micro).
-/// Cached: the SAPI of a process never changes once it serves requests.
+/// True when serving web requests: `resilient.context` when it says `web` or `console`,
+/// else the SAPI (any but cli/phpdbg/embed/micro).
 pub fn is_web() -> bool {
+    ini::context().unwrap_or_else(is_web_by_sapi)
+}
+
+/// The SAPI's answer, cached: the SAPI of a process never changes.
+fn is_web_by_sapi() -> bool {
     static IS_WEB: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *IS_WEB.get_or_init(|| is_web_sapi(&sapi_name()))
 }
@@ -42,7 +52,12 @@ fn cap_when_web(seconds: f64, cap: f64) -> f64 {
 /// refused (php.ini, `-d`, the FPM pool): a web request never runs on a silent default.
 /// Outside the web the caps do not apply, so their values do not matter.
 pub fn check_web_caps() -> PhpResult<()> {
-    if !is_web() {
+    check_caps_for(is_web())
+}
+
+/// [`check_web_caps`] for a caller that knows its context (a client's `context` option).
+pub fn check_caps_for(web: bool) -> PhpResult<()> {
+    if !web {
         return Ok(());
     }
     for key in [
@@ -53,6 +68,19 @@ pub fn check_web_caps() -> PhpResult<()> {
         ini::check(key).map_err(crate::exceptions::value_error)?;
     }
     Ok(())
+}
+
+/// The caps of a client: the web caps when `web`, none otherwise.
+pub fn caps(web: bool) -> resilient_http::Caps {
+    use std::time::Duration;
+    if !web {
+        return resilient_http::Caps::default();
+    }
+    resilient_http::Caps {
+        timeout: Duration::try_from_secs_f64(ini::web_timeout()).ok(),
+        connect_timeout: Duration::try_from_secs_f64(ini::web_connect_timeout()).ok(),
+        max_attempts: Some(ini::web_max_attempts()),
+    }
 }
 
 /// Per-attempt timeout for this context (seconds), for Rust callers (Client).
@@ -115,7 +143,8 @@ pub struct Context;
 #[php_impl]
 impl Context {
     /// True under a web SAPI (fpm-fcgi, cgi-fcgi, apache2handler, cli-server,
-    /// litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro.
+    /// litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro; unless
+    /// `resilient.context` says `web` or `console` (Octane workers declare themselves web).
     pub fn is_web() -> bool {
         is_web()
     }

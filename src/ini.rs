@@ -44,6 +44,7 @@ pub const WEB_CONNECT_TIMEOUT: &CStr = c"resilient.web_connect_timeout";
 pub const WEB_MAX_ATTEMPTS: &CStr = c"resilient.web_max_attempts";
 pub const BACKEND: &CStr = c"resilient.backend";
 pub const SHM_REQUIRED: &CStr = c"resilient.shm_required";
+pub const CONTEXT: &CStr = c"resilient.context";
 
 /// Defaults, also used when a value cannot be read.
 pub const DEFAULT_SHM_SLOTS: u32 = 256;
@@ -80,7 +81,7 @@ const fn entry(
 /// The table handed to the engine. Settings are `PHP_INI_ALL` so a test (or
 /// an app) can point `resilient.shm_path` somewhere else with `ini_set()`
 /// before its first use; the segment cache is keyed by path.
-static ENTRIES: IniEntryDefs<8> = IniEntryDefs::new([
+static ENTRIES: IniEntryDefs<9> = IniEntryDefs::new([
     entry(SHM_PATH, c"", Some(on_modify_path)),
     entry(SHM_SLOTS, c"256", Some(on_modify_slots)),
     entry(SHM_REQUIRED, c"0", Some(on_modify_required)),
@@ -88,6 +89,7 @@ static ENTRIES: IniEntryDefs<8> = IniEntryDefs::new([
     entry(WEB_CONNECT_TIMEOUT, c"3", Some(on_modify_seconds_connect)),
     entry(WEB_MAX_ATTEMPTS, c"1", Some(on_modify_attempts)),
     entry(BACKEND, c"shm", Some(on_modify_backend)),
+    entry(CONTEXT, c"auto", Some(on_modify_context)),
     IniEntryDef::end(),
 ]);
 
@@ -174,6 +176,13 @@ pub fn web_connect_timeout() -> f64 {
         .unwrap_or(DEFAULT_WEB_CONNECT_TIMEOUT)
 }
 
+/// `resilient.context`: `Some(true)` web, `Some(false)` console, `None` auto (by SAPI). A
+/// refused value counts as auto (logged once).
+pub fn context() -> Option<bool> {
+    log_rejected_once(CONTEXT);
+    raw(CONTEXT).and_then(|v| parse_context(&v)).flatten()
+}
+
 pub fn web_max_attempts() -> u32 {
     log_rejected_once(WEB_MAX_ATTEMPTS);
     raw(WEB_MAX_ATTEMPTS)
@@ -245,6 +254,7 @@ pub fn check_all() -> Result<(), String> {
         WEB_CONNECT_TIMEOUT,
         WEB_MAX_ATTEMPTS,
         BACKEND,
+        CONTEXT,
     ]
     .into_iter()
     .filter_map(|k| check(k).err())
@@ -271,6 +281,7 @@ fn requirement(key: &CStr) -> String {
         ),
         b"resilient.web_max_attempts" => "must be an integer between 1 and 100".to_owned(),
         b"resilient.backend" => "must be 'shm' or a redis:// URL".to_owned(),
+        b"resilient.context" => "must be auto, web or console".to_owned(),
         _ => "is invalid".to_owned(),
     }
 }
@@ -301,6 +312,16 @@ fn parse_attempts(v: &str) -> Option<u32> {
 fn parse_backend(v: &str) -> bool {
     let v = v.trim();
     v == "shm" || v.starts_with("redis://")
+}
+
+/// `auto` → `Some(None)`, `web` → `Some(Some(true))`, `console` → `Some(Some(false))`.
+fn parse_context(v: &str) -> Option<Option<bool>> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" | "auto" => Some(None),
+        "web" => Some(Some(true)),
+        "console" => Some(Some(false)),
+        _ => None,
+    }
 }
 
 fn parse_bool(v: &str) -> Option<bool> {
@@ -389,6 +410,7 @@ on_modify!(on_modify_seconds_connect, WEB_CONNECT_TIMEOUT, |s| {
 on_modify!(on_modify_attempts, WEB_MAX_ATTEMPTS, |s| parse_attempts(s)
     .is_some());
 on_modify!(on_modify_backend, BACKEND, parse_backend);
+on_modify!(on_modify_context, CONTEXT, |s| parse_context(s).is_some());
 
 #[cfg(test)]
 mod tests {
@@ -412,5 +434,8 @@ mod tests {
         assert_eq!(parse_bool("On"), Some(true));
         assert_eq!(parse_bool(""), Some(false));
         assert_eq!(parse_bool("maybe"), None);
+        assert_eq!(parse_context("Web"), Some(Some(true)));
+        assert_eq!(parse_context("auto"), Some(None));
+        assert_eq!(parse_context("octane"), None);
     }
 }

@@ -26,12 +26,21 @@ use resilient_http::{ClientConfig, ConfigError, TransportOptions};
 use crate::exceptions;
 use crate::{budget, coerce, errors, transport_options};
 
-/// A client's configuration and its `on_attempt` callable (a counted reference).
-pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Option<Zval>)> {
+/// The options only the binding reads.
+#[derive(Default)]
+pub struct BindingOptions {
+    /// `on_attempt` (a counted reference).
+    pub on_attempt: Option<Zval>,
+    /// `context`: `Some(true)` web, `Some(false)` console, `None` as `resilient.context` says.
+    pub context: Option<bool>,
+}
+
+/// A client's configuration and the binding's own options.
+pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, BindingOptions)> {
     let mut config = ClientConfig::default();
-    let mut on_attempt = None;
+    let mut binding = BindingOptions::default();
     let Some(options) = options else {
-        return Ok((config, on_attempt));
+        return Ok((config, binding));
     };
     let base = config.transport.clone();
     let mut transport = transport_options::Reader::new(&base);
@@ -140,14 +149,26 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Optio
                         }
                         .for_option(key));
                     }
-                    on_attempt = Some(value.shallow_clone());
+                    binding.on_attempt = Some(value.shallow_clone());
+                }
+            }
+            "context" => {
+                binding.context = match text(value, key)?.as_str() {
+                    "web" => Some(true),
+                    "console" => Some(false),
+                    "auto" => None,
+                    _ => {
+                        return Err(exceptions::value_error(
+                            "option 'context': must be 'web', 'console' or 'auto'",
+                        ))
+                    }
                 }
             }
             other => {
                 let known: Vec<&str> = ClientConfig::KEYS
                     .iter()
                     .copied()
-                    .chain(["on_attempt"])
+                    .chain(["on_attempt", "context"])
                     .collect();
                 return Err(unknown(other, &known));
             }
@@ -161,7 +182,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Optio
     if let Some(own) = transport.finish()? {
         config.transport = Arc::new(own);
     }
-    Ok((config, on_attempt))
+    Ok((config, binding))
 }
 
 fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {

@@ -130,7 +130,8 @@ namespace Resilient {
 
         /**
          * True under a web SAPI (fpm-fcgi, cgi-fcgi, apache2handler, cli-server,
-         * litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro.
+         * litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro; unless
+         * `resilient.context` says `web` or `console` (Octane workers declare themselves web).
          *
          * @return bool
          */

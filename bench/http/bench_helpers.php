@@ -3,9 +3,9 @@
 declare(strict_types=1);
 
 /*
- * What the HTTP benchmark cases (bench/cases/http_*.php) share: where the local nginx is and
- * how an answer is checked. bench/run.sh starts the server (bench/http/nginx.sh) and exports its
- * URL as RESILIENT_BENCH_HTTP_URL.
+ * What the HTTP benchmark cases (bench/cases/http_*.php, https_*.php) share: where the local
+ * nginx servers are and how an answer is checked. bench/run.sh starts them (bench/http/nginx.sh)
+ * and exports their URLs as RESILIENT_BENCH_HTTP_URL and RESILIENT_BENCH_HTTPS_URL.
  */
 
 const HTTP_BENCH_NO_SERVER = 'no local nginx (run through bench/run.sh)';
@@ -16,6 +16,27 @@ function http_bench_url(): ?string
 {
     $url = getenv('RESILIENT_BENCH_HTTP_URL');
     return $url === false || $url === '' ? null : rtrim($url, '/');
+}
+
+/**
+ * The HTTPS server (TLS from a test CA, HTTP/2 by ALPN: bench/http/nginx-tls.conf.template): its
+ * base URL, the CA's PEM file the clients must trust and its access log, or null outside
+ * bench/run.sh, which exports them as RESILIENT_BENCH_HTTPS_URL, _CA and _LOG.
+ *
+ * @return array{url: string, ca: string, log: string}|null
+ */
+function https_bench_server(): ?array
+{
+    $env = [];
+    foreach (['url' => 'URL', 'ca' => 'CA', 'log' => 'LOG'] as $key => $suffix) {
+        $value = getenv("RESILIENT_BENCH_HTTPS_$suffix");
+        if ($value === false || $value === '') {
+            return null;
+        }
+        $env[$key] = $value;
+    }
+    $env['url'] = rtrim($env['url'], '/');
+    return $env;
 }
 
 /** Why our client's case cannot run, or null when it can. */

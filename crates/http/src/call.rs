@@ -118,6 +118,10 @@ impl CallEnv {
         self
     }
 
+    pub(crate) fn transport_ref(&self) -> &Arc<dyn Transport> {
+        &self.transport
+    }
+
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }

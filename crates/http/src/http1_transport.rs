@@ -83,6 +83,10 @@ impl Http1Transport {
 }
 
 impl Transport for Http1Transport {
+    fn is_warm(&self, request: &PreparedRequest) -> bool {
+        self.fallback.is_warm(request)
+    }
+
     fn send(
         &self,
         request: &PreparedRequest,

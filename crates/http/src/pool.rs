@@ -57,15 +57,29 @@ pub async fn run_pool(
         (0..count).map(|_| None).collect();
     let mut summary = BatchSummary::default();
 
-    // Round 1: every call up to the point where it would retry.
+    // Round 1: every call up to the point where it would retry. While the first call to a
+    // cold TLS origin is in flight, the others wait for it (once per pool, whatever its
+    // outcome): over HTTP/2 they then share its connection instead of racing a handshake each.
     let mut paused: Vec<(usize, Call)> = Vec::new();
-    let mut queue = items.into_iter().enumerate();
+    let mut queue = items.into_iter().enumerate().peekable();
     let mut running = JoinSet::new();
+    let mut opener: Option<usize> = None;
+    let mut opened = false;
     loop {
         while running.len() < concurrency {
+            let Some((_, next)) = queue.peek() else {
+                break;
+            };
+            let cold = !opened && !env.transport_ref().is_warm(&next.request);
+            if cold && opener.is_some() {
+                break;
+            }
             let Some((index, item)) = queue.next() else {
                 break;
             };
+            if cold {
+                opener = Some(index);
+            }
             let env = env.clone();
             // The deadline bounds the whole batch, counted from the pool's start: a call that
             // starts late gets only what is left (none left: it fails as deadline exceeded).
@@ -88,6 +102,10 @@ pub async fn run_pool(
             break;
         };
         let (index, call, progress) = joined.expect("pool tasks do not panic");
+        if opener == Some(index) {
+            opener = None;
+            opened = true;
+        }
         if call.attempts() > 0 {
             summary.first_attempts += 1;
             summary.first_failed += usize::from(call.first_attempt_transient());

@@ -16,7 +16,8 @@
 //! - Errors are reported without the URL (`without_url`), so query secrets cannot leak; a TLS
 //!   failure is told apart by its rustls error type ([`FailureKind::Tls`], not retried).
 
-use std::sync::Mutex;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::clock::BoxFuture;
@@ -28,11 +29,29 @@ use crate::transport_options::{TransportOptions, Verify};
 /// Distinct (connect timeout, connection options) pairs kept; beyond this the least recently
 /// added client is dropped.
 const MAX_CLIENTS: usize = 16;
+/// Origins remembered as warm (beyond this, new ones are simply opened as before).
+const MAX_WARM: usize = 1024;
 
 /// reqwest clients keyed by connect timeout and [`TransportOptions::fingerprint`].
 #[derive(Default)]
 pub struct ReqwestTransport {
     clients: Mutex<Vec<((u64, u64), reqwest::Client)>>,
+    /// Origins (with their connection options) that answered in this process.
+    warm: Arc<Mutex<HashSet<(String, u64)>>>,
+}
+
+/// What identifies an origin's connections: `scheme://host:port` and the connection options.
+fn origin(request: &PreparedRequest) -> (String, u64) {
+    let url = &request.url;
+    (
+        format!(
+            "{}://{}:{}",
+            url.scheme(),
+            url.host_str().unwrap_or(""),
+            url.port_or_known_default().unwrap_or(0)
+        ),
+        request.transport.fingerprint(),
+    )
 }
 
 impl ReqwestTransport {
@@ -111,6 +130,15 @@ fn build(
 }
 
 impl Transport for ReqwestTransport {
+    fn is_warm(&self, request: &PreparedRequest) -> bool {
+        request.url.scheme() != "https"
+            || self
+                .warm
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&origin(request))
+    }
+
     fn send(
         &self,
         request: &PreparedRequest,
@@ -144,9 +172,17 @@ impl Transport for ReqwestTransport {
         let timeout = limits.timeout;
         let max_body = limits.max_body;
         let target = request.body_target.clone();
+        let warm = (self.warm.clone(), origin(request));
         Box::pin(async move {
             let exchange = async move {
                 let mut response = builder.send().await.map_err(map_error)?;
+                {
+                    let (set, origin) = warm;
+                    let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
+                    if set.len() < MAX_WARM {
+                        set.insert(origin);
+                    }
+                }
                 let status = response.status().as_u16();
                 let mut headers = header_list(response.headers());
                 // Chunk by chunk within max_body (or into the sink); on error `response` is

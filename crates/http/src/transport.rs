@@ -115,4 +115,12 @@ pub trait Transport: Send + Sync {
         request: &PreparedRequest,
         limits: AttemptLimits,
     ) -> BoxFuture<'static, Result<RawResponse, TransportError>>;
+
+    /// Whether this request's origin already answered through this transport (a connection,
+    /// or what it speaks, is known). A pool lets one request open a cold TLS origin before
+    /// fanning out, as curl's `PIPEWAIT` does: over HTTP/2 the rest then share its connection
+    /// instead of racing one handshake each.
+    fn is_warm(&self, _request: &PreparedRequest) -> bool {
+        true
+    }
 }

@@ -158,3 +158,86 @@ async fn the_deadline_bounds_the_whole_batch() {
         .count();
     assert_eq!(never_sent, 85);
 }
+
+/// A TLS origin that is cold until its first answer: counts requests sent while it was cold.
+struct ColdOrigin {
+    warm: std::sync::atomic::AtomicBool,
+    cold_in_flight: std::sync::atomic::AtomicU32,
+    max_cold_in_flight: std::sync::atomic::AtomicU32,
+    sends: std::sync::atomic::AtomicU32,
+}
+
+/// The transport face of a shared [`ColdOrigin`].
+struct Cold(std::sync::Arc<ColdOrigin>);
+
+impl resilient_http::Transport for Cold {
+    fn is_warm(&self, _: &resilient_http::PreparedRequest) -> bool {
+        self.0.warm.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn send(
+        &self,
+        _: &resilient_http::PreparedRequest,
+        _: resilient_http::AttemptLimits,
+    ) -> resilient_http::BoxFuture<
+        'static,
+        Result<resilient_http::RawResponse, resilient_http::TransportError>,
+    > {
+        use std::sync::atomic::Ordering::SeqCst;
+        let me = self.0.clone();
+        me.sends.fetch_add(1, SeqCst);
+        let cold = !me.warm.load(SeqCst);
+        if cold {
+            let now = me.cold_in_flight.fetch_add(1, SeqCst) + 1;
+            me.max_cold_in_flight.fetch_max(now, SeqCst);
+        }
+        Box::pin(async move {
+            tokio::time::sleep(10 * MS).await;
+            if cold {
+                me.cold_in_flight.fetch_sub(1, SeqCst);
+            }
+            me.warm.store(true, SeqCst);
+            Ok(resilient_http::RawResponse {
+                status: 200,
+                headers: vec![],
+                body: b"ok".to_vec(),
+            })
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_origin_is_opened_by_one_request_before_the_pool_fans_out() {
+    let origin = std::sync::Arc::new(ColdOrigin {
+        warm: Default::default(),
+        cold_in_flight: Default::default(),
+        max_cold_in_flight: Default::default(),
+        sends: Default::default(),
+    });
+    let rig = Rig::new(vec![], Step::Hang);
+    let c = rig.client(json!({"timeout": 5, "max_attempts": 1}));
+    let env = rig
+        .env
+        .clone()
+        .transport(std::sync::Arc::new(Cold(origin.clone())));
+    let requests = (0..32)
+        .map(|i| {
+            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                .unwrap()
+        })
+        .collect();
+    let started = tokio::time::Instant::now();
+    let (results, _) = c.pool(env, requests, 16, None).await;
+    assert!(results
+        .iter()
+        .all(|r| r.as_ref().is_ok_and(|r| r.status() == 200)));
+    use std::sync::atomic::Ordering::SeqCst;
+    assert_eq!(origin.sends.load(SeqCst), 32);
+    assert_eq!(
+        origin.max_cold_in_flight.load(SeqCst),
+        1,
+        "one request opens the origin"
+    );
+    // One opener (10 ms), then 31 at concurrency 16: two more rounds.
+    assert_eq!(started.elapsed(), 30 * MS);
+}

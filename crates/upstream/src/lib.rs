@@ -18,6 +18,7 @@ pub mod clock;
 pub mod control;
 pub mod mock;
 pub mod query;
+pub mod received;
 pub mod recorder;
 pub mod script;
 pub mod server;

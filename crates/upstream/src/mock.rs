@@ -11,12 +11,16 @@ use hyper::http::{header, HeaderName, HeaderValue, Request, Response, StatusCode
 use serde_json::json;
 
 use crate::body::{self, CloseConnection, DripBody, HandlerResult, StreamBody};
+use crate::received::{BodyReader, BodySummary};
 use crate::recorder::{AttemptGuard, Outcome, RequestInfo};
 use crate::script::Step;
 use crate::App;
 
-/// Largest request body accepted (a bigger one gets 413).
+/// Largest request body the control API reads into memory (a bigger one gets 413).
 pub const MAX_REQUEST_BODY: usize = 16 * 1024 * 1024;
+/// Largest request body of a mock request (a bigger one gets 413). It is read as a stream and
+/// never held (see [`crate::received`]), so the bound is only there to end a runaway upload.
+pub const MAX_MOCK_BODY: u64 = 4 * 1024 * 1024 * 1024;
 
 /// Headers repeated in the echo body (never secrets; the attempts log has all of them).
 const ECHOED_HEADERS: &[&str] = &[
@@ -39,8 +43,10 @@ pub async fn handle(
     let state = app.keys.get(&key);
     let (guard, step) = state.arrive(app.clock, info.clone());
     // Read the whole body first: hyper notices a client that goes away only once the body is
-    // consumed, and tests want its length anyway.
-    let bytes = match read_body(req.into_body()).await {
+    // consumed, and tests want its length and digest anyway. It streams: nothing is held but
+    // the first 64 KiB.
+    let content_type = info.headers.get("content-type").cloned();
+    let summary = match read_streaming(req.into_body(), content_type.as_deref()).await {
         Ok(b) => b,
         Err(ReadError::TooLarge) => {
             guard.finish(Outcome::Answered, Some(413));
@@ -51,21 +57,22 @@ pub async fn handle(
         }
         Err(ReadError::Io) => return Err(CloseConnection), // guard drop: abandoned
     };
-    guard.set_body(&bytes);
+    let body_len = summary.len;
+    guard.set_body(summary);
     match step {
         None => {
-            let r = echo(&key, guard.seq(), &info, bytes.len(), StatusCode::OK);
+            let r = echo(&key, guard.seq(), &info, body_len, StatusCode::OK);
             guard.finish(Outcome::Answered, Some(200));
             Ok(r)
         }
-        Some((_, step)) => run_step(&key, &info, bytes.len(), step, guard).await,
+        Some((_, step)) => run_step(&key, &info, body_len, step, guard).await,
     }
 }
 
 async fn run_step(
     key: &str,
     info: &RequestInfo,
-    body_len: usize,
+    body_len: u64,
     step: Step,
     guard: AttemptGuard,
 ) -> HandlerResult {
@@ -157,7 +164,7 @@ fn echo(
     key: &str,
     seq: u64,
     info: &RequestInfo,
-    body_len: usize,
+    body_len: u64,
     status: StatusCode,
 ) -> Response<body::OutBody> {
     let headers: BTreeMap<&str, &str> = ECHOED_HEADERS
@@ -181,6 +188,24 @@ fn echo(
 pub enum ReadError {
     TooLarge,
     Io,
+}
+
+/// Reads a mock request's body chunk by chunk into its summary, up to [`MAX_MOCK_BODY`].
+async fn read_streaming(
+    mut body: Incoming,
+    content_type: Option<&str>,
+) -> Result<BodySummary, ReadError> {
+    let mut reader = BodyReader::new(content_type);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| ReadError::Io)?;
+        if let Ok(data) = frame.into_data() {
+            reader.push(&data);
+            if reader.len() > MAX_MOCK_BODY {
+                return Err(ReadError::TooLarge);
+            }
+        }
+    }
+    Ok(reader.finish())
 }
 
 /// Reads the whole request body, up to [`MAX_REQUEST_BODY`].

@@ -13,12 +13,11 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use crate::clock::Clock;
+use crate::received::{BodySummary, PartRow};
 use crate::script::{Script, Step};
 
 /// Rows kept per key; later requests are still counted and served, not stored.
 pub const MAX_ROWS_PER_KEY: usize = 100_000;
-/// Request body bytes kept in a row (the length is always exact).
-pub const MAX_BODY_KEPT: usize = 64 * 1024;
 
 /// How a recorded request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,13 +47,21 @@ pub struct AttemptRow {
     /// The full request target as received (`/k/key/quote?a=1`).
     pub uri: String,
     pub headers: BTreeMap<String, String>,
-    pub body_len: usize,
+    pub body_len: u64,
     /// Request body as text (lossy UTF-8, first 64 KiB).
     pub body: String,
     /// The same bytes in hex when they are not valid UTF-8 (so a test can compare them byte
     /// for byte); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body_hex: Option<String>,
+    /// FNV-1a 64 of the whole body (PHP: `hash('fnv1a64', $body)`), however long it is.
+    pub body_fnv1a64: String,
+    /// For a `multipart/form-data` body: its parts, each with its length and digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<PartRow>>,
+    /// Why a multipart body could not be split into parts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multipart_error: Option<String>,
     /// Arrival: monotonic ms since server start.
     pub t_ms: f64,
     /// Arrival: wall clock ms since the Unix epoch.
@@ -197,6 +204,9 @@ impl KeyState {
                 body_len: 0,
                 body: String::new(),
                 body_hex: None,
+                body_fnv1a64: crate::received::Fnv1a64::default().hex(),
+                parts: None,
+                multipart_error: None,
                 t_ms,
                 unix_ms,
                 concurrent_at_arrival: inner.in_flight,
@@ -263,17 +273,20 @@ impl AttemptGuard {
         self.seq
     }
 
-    /// Fills in the request body once it has been read.
-    pub fn set_body(&self, body: &[u8]) {
+    /// Fills in what was kept of the request body once it has been read.
+    pub fn set_body(&self, body: BodySummary) {
         if let Some(i) = self.row {
             let mut inner = lock(&self.key.inner);
             let row = &mut inner.rows[i];
-            let kept = &body[..body.len().min(MAX_BODY_KEPT)];
-            row.body_len = body.len();
+            let kept = &body.kept;
+            row.body_len = body.len;
             row.body = String::from_utf8_lossy(kept).into_owned();
             row.body_hex = std::str::from_utf8(kept)
                 .is_err()
                 .then(|| kept.iter().map(|b| format!("{b:02x}")).collect());
+            row.body_fnv1a64 = body.fnv1a64;
+            row.parts = body.parts;
+            row.multipart_error = body.multipart_error;
         }
     }
 

@@ -399,3 +399,52 @@ fn a_path_script_overrides_the_key_script_for_that_path_only() {
             >= Some(2)
     );
 }
+
+#[test]
+fn a_big_multipart_body_is_read_as_a_stream_and_digested_per_part() {
+    let up = Upstream::start().unwrap();
+    let a = up.addr();
+    // 20 MB: more than the control API reads into memory; the mock digests it as it streams.
+    let file: Vec<u8> = (0..20_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let mut body = Vec::new();
+    body.extend_from_slice(
+        b"--b0undary\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n",
+    );
+    body.extend_from_slice(
+        b"--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f.bin\"\r\n",
+    );
+    body.extend_from_slice(b"Content-Type: application/octet-stream\r\n\r\n");
+    body.extend_from_slice(&file);
+    body.extend_from_slice(b"\r\n--b0undary--\r\n");
+    let r = Conn::open(a).call(
+        "POST",
+        "/k/multi/upload",
+        &[("Content-Type", "multipart/form-data; boundary=b0undary")],
+        &body,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let rows = attempts(a, "multi", "min=1");
+    let row = &rows[0];
+    let digest = |bytes: &[u8]| {
+        let mut d = resilient_upstream::received::Fnv1a64::default();
+        d.update(bytes);
+        d.hex()
+    };
+    assert_eq!(row["body_len"], body.len() as u64);
+    assert_eq!(row["body_fnv1a64"], digest(&body));
+    assert!(!row["body"].as_str().unwrap().is_empty());
+    let parts = row["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 2);
+    assert_eq!(parts[0]["name"], "note");
+    assert_eq!(parts[0]["value"], "hi");
+    assert_eq!(parts[1]["name"], "file");
+    assert_eq!(parts[1]["filename"], "f.bin");
+    assert_eq!(
+        parts[1]["headers"]["content-type"],
+        "application/octet-stream"
+    );
+    assert_eq!(parts[1]["len"], file.len() as u64);
+    assert_eq!(parts[1]["fnv1a64"], digest(&file));
+}

@@ -1,0 +1,323 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Client;
+
+require_once __DIR__ . '/support/ClientTestCase.php';
+
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCa;
+use Resilient\Tests\Harness\TlsNginx;
+use Resilient\Unavailable;
+use Resilient\UpstreamFailed;
+
+/**
+ * Issue 9, must show 4: big bodies stream.
+ * - `multipart` with a 50 MB file given as an fopen() resource: the mock upstream (which reads
+ *   bodies as a stream and digests each multipart part, FNV-1a 64) gets the file byte for byte,
+ *   and the sending PHP process's peak RSS grows by less than 10 MB; on a retry the file is sent
+ *   again from the start.
+ * - `sink`: a 300 MB download lands on disk, byte for byte, with RSS growth under 10 MB;
+ *   `max_body` does not apply to it, the timeout does.
+ * - `decode_content`: a gzip or deflate body (nginx serving a pre-encoded file with its
+ *   Content-Encoding) is decoded by default and handed back raw with `decode_content => false`; a gzip bomb
+ *   (256 MB of zeros, 256 KB on disk) stops at `max_body` after one request.
+ * The memory numbers come from a child PHP process (tests/fixtures/client/rss_request.php).
+ */
+final class StreamingTest extends ClientTestCase
+{
+    private const BIG_UPLOAD = 50 * 1024 * 1024;
+    private const BIG_DOWNLOAD = 300_000_000;
+    private const RSS_LIMIT = 10 * 1024 * 1024;
+    private const BOMB_MB = 256;
+
+    private static string $dir;
+    private static string $bigFile;
+    private static string $bigDigest;
+    private static TlsNginx $nginx;
+    private static string $json;
+
+    public static function setUpBeforeClass(): void
+    {
+        self::$dir = Run::tempDir('streaming');
+        self::$bigFile = self::$dir . '/big.bin';
+        self::sh('head -c ' . self::BIG_UPLOAD . ' /dev/urandom > ' . escapeshellarg(self::$bigFile));
+        self::$bigDigest = hash_file('fnv1a64', self::$bigFile);
+
+        self::$nginx = TlsNginx::shared();
+        $gz = self::$nginx->www() . '/gz';
+        self::$json = json_encode(['items' => range(1, 2000), 'note' => str_repeat('compressible ', 500)]);
+        file_put_contents("$gz/data.json", gzencode(self::$json, 6));
+        // HTTP's "deflate" is the zlib format (RFC 9110), what gzcompress() makes.
+        file_put_contents(self::$nginx->www() . '/deflate/data.json', gzcompress(self::$json, 6));
+        if (!is_file("$gz/bomb.json")) {
+            self::sh('head -c ' . self::BOMB_MB . 'M /dev/zero | gzip -9 > ' . escapeshellarg("$gz/bomb.json"));
+        }
+    }
+
+    public static function tearDownAfterClass(): void
+    {
+        @unlink(self::$bigFile);
+    }
+
+    private static function sh(string $cmd): void
+    {
+        exec('bash -o pipefail -c ' . escapeshellarg($cmd) . ' 2>&1', $out, $rc);
+        if ($rc !== 0) {
+            throw new \RuntimeException("$cmd failed: " . implode("\n", $out));
+        }
+    }
+
+    /** Runs a job in a child PHP process (see the fixture) and returns its JSON report. */
+    private function measured(array $job): array
+    {
+        $r = PhpProcess::script(Run::root() . '/tests/fixtures/client/rss_request.php', [json_encode($job)])->wait(60.0);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        return $r->json();
+    }
+
+    private function assertRssGrewLessThanLimit(array $out): void
+    {
+        $grew = $out['hwm_after'] - $out['rss_before'];
+        $this->assertLessThan(self::RSS_LIMIT, $grew, sprintf(
+            'peak RSS grew by %.1f MB (RSS before %.1f MB, peak after %.1f MB)',
+            $grew / 1048576,
+            $out['rss_before'] / 1048576,
+            $out['hwm_after'] / 1048576,
+        ));
+    }
+
+    private static function multipart(string $file, string $filename): array
+    {
+        return [
+            ['name' => 'note', 'contents' => 'hello multipart'],
+            ['name' => 'file', 'contents' => ['@fopen' => $file], 'filename' => $filename, 'headers' => ['Content-Type' => 'application/octet-stream']],
+        ];
+    }
+
+    public function testA50MbMultipartUploadArrivesByteForByteWithRssGrowthUnder10Mb(): void
+    {
+        $key = $this->up->key('multipart');
+        $this->up->script($key, [['status' => 201, 'body' => 'stored']]);
+        $small = self::$dir . '/small.bin';
+        file_put_contents($small, random_bytes(100_000));
+        $out = $this->measured([
+            'client' => ['base_url' => $this->up->base($key), 'timeout' => 30],
+            'warmup' => [['method' => 'POST', 'path' => '/warmup', 'options' => ['multipart' => self::multipart($small, 'small.bin')]]],
+            'request' => ['method' => 'POST', 'path' => '/upload', 'options' => ['multipart' => self::multipart(self::$bigFile, 'big.bin')]],
+        ]);
+        $this->assertNull($out['error']);
+        $this->assertSame(201, $out['status']);
+
+        $rows = $this->up->attempts($key, 2);
+        $this->assertCount(2, $rows);
+        $up = $rows[1];
+        $this->assertSame('/upload', $up['path']);
+        $this->assertMatchesRegularExpression('~^multipart/form-data; ?boundary=~', $up['headers']['content-type']);
+        $this->assertArrayNotHasKey('multipart_error', $up);
+        $parts = $up['parts'];
+        $this->assertCount(2, $parts, json_encode($parts));
+        $this->assertSame('note', $parts[0]['name']);
+        $this->assertNull($parts[0]['filename']);
+        $this->assertSame('hello multipart', $parts[0]['value']);
+        $this->assertSame('file', $parts[1]['name']);
+        $this->assertSame('big.bin', $parts[1]['filename']);
+        $this->assertSame('application/octet-stream', $parts[1]['headers']['content-type']);
+        $this->assertSame(self::BIG_UPLOAD, $parts[1]['len']);
+        $this->assertSame(self::$bigDigest, $parts[1]['fnv1a64'], 'the file arrived byte for byte');
+        $this->assertSame(hash_file('fnv1a64', $small), $rows[0]['parts'][1]['fnv1a64']);
+
+        $this->assertRssGrewLessThanLimit($out);
+    }
+
+    public function testARetriedMultipartSendsTheFileAgainFromTheStart(): void
+    {
+        $key = $this->up->key('multiretry');
+        $this->up->script($key, [['status' => 503], ['status' => 201]]);
+        $file = self::$dir . '/retry.bin';
+        file_put_contents($file, random_bytes(3_000_000));
+        $f = fopen($file, 'rb');
+        $r = $this->client($this->up->base($key))->post('/upload', null, [
+            'idempotency_key' => 'upload-1',
+            'multipart' => [['name' => 'file', 'contents' => $f, 'filename' => 'retry.bin']],
+        ]);
+        $this->assertSame(201, $r->status());
+        $this->assertSame(2, $r->attempts());
+        $rows = $this->up->attempts($key, 2);
+        $this->assertCount(2, $rows);
+        foreach ($rows as $row) {
+            $this->assertSame(3_000_000, $row['parts'][0]['len'] ?? null, json_encode($row['parts'] ?? $row['multipart_error'] ?? null));
+            $this->assertSame(hash_file('fnv1a64', $file), $row['parts'][0]['fnv1a64']);
+        }
+    }
+
+    public function testA300MbSinkDownloadLandsOnDiskWithRssGrowthUnder10Mb(): void
+    {
+        $key = $this->up->key('sink');
+        $this->up->script($key, [['stream' => ['bytes' => 1_000_000]]], 'repeat_last', '/warm');
+        $this->up->script($key, [['stream' => ['bytes' => self::BIG_DOWNLOAD]]], 'repeat_last', '/big');
+        $target = self::$dir . '/download.bin';
+        $out = $this->measured([
+            // max_body does not apply to a sink: 1 MB here, 300 MB downloaded.
+            'client' => ['base_url' => $this->up->base($key), 'timeout' => 40, 'max_body' => 1_000_000],
+            'warmup' => [['method' => 'GET', 'path' => '/warm', 'options' => ['sink' => self::$dir . '/warm.bin']]],
+            'request' => ['method' => 'GET', 'path' => '/big', 'options' => ['sink' => $target]],
+        ]);
+        try {
+            $this->assertNull($out['error']);
+            $this->assertSame(200, $out['status']);
+            $this->assertSame(0, $out['body_len'], 'with a sink body() is empty');
+            $this->assertSame(1_000_000, filesize(self::$dir . '/warm.bin'));
+            clearstatcache();
+            $this->assertSame(self::BIG_DOWNLOAD, filesize($target));
+            // The upstream sends 'x' bytes: compare the file in 8 MB slices.
+            $f = fopen($target, 'rb');
+            $chunk = str_repeat('x', 8 << 20);
+            $left = self::BIG_DOWNLOAD;
+            while ($left > 0) {
+                $n = min($left, strlen($chunk));
+                $this->assertTrue(fread($f, $n) === substr($chunk, 0, $n), 'byte for byte at offset ' . (self::BIG_DOWNLOAD - $left));
+                $left -= $n;
+            }
+            fclose($f);
+            $this->assertRssGrewLessThanLimit($out);
+        } finally {
+            @unlink($target);
+        }
+    }
+
+    public function testASinkStillEndsAtTheTimeout(): void
+    {
+        $key = $this->up->key('sinkendless');
+        $this->up->script($key, [['stream' => new \stdClass()]]);
+        $target = self::$dir . '/endless.bin';
+        $t = microtime(true);
+        $e = self::thrown(fn () => $this->client($this->up->base($key), ['timeout' => 0.5, 'max_attempts' => 1])
+            ->get('/endless', null, ['sink' => $target]));
+        $elapsed = microtime(true) - $t;
+        @unlink($target);
+        $this->assertInstanceOf(Unavailable::class, $e, self::describe($e));
+        $this->assertLessThan(3.0, $elapsed, 'the timeout ends an endless download into a sink');
+    }
+
+    public function testAGzipBodyIsDecodedByDefaultAndRawOnRequest(): void
+    {
+        $url = self::$nginx->url('plain');
+        $r = $this->client($url)->get('/gz/data.json');
+        $this->assertSame(200, $r->status());
+        $this->assertSame(self::$json, $r->body());
+        $this->assertSame(range(1, 2000), $r->json()['items']);
+
+        $raw = $this->client($url, ['decode_content' => false])->get('/gz/data.json');
+        $this->assertSame(file_get_contents(self::$nginx->www() . '/gz/data.json'), $raw->body());
+        $this->assertSame('gzip', $raw->header('Content-Encoding'));
+
+        $this->assertSame(self::$json, $this->client($url, ['decode_content' => false])->get('/gz/data.json', null, ['decode_content' => true])->body(), 'per request too');
+    }
+
+    public function testADeflateBodyIsDecodedAndTheOriginalHeadersAreKept(): void
+    {
+        $r = $this->client(self::$nginx->url('plain'))->get('/deflate/data.json');
+        $this->assertSame(self::$json, $r->body());
+        $this->assertSame('deflate', $r->header('X-Encoded-Content-Encoding'));
+        $this->assertSame((string) filesize(self::$nginx->www() . '/deflate/data.json'), $r->header('X-Encoded-Content-Length'));
+        $this->assertNull($r->header('Content-Encoding'), 'the body handed back is not encoded any more');
+    }
+
+    public function testAGzipBodyIsDecodedIntoASink(): void
+    {
+        $path = self::$dir . '/decoded.json';
+        $r = $this->client(self::$nginx->url('plain'))->get('/gz/data.json', null, ['sink' => $path]);
+        $this->assertSame(200, $r->status());
+        $this->assertSame(self::$json, file_get_contents($path), 'the sink gets the decoded body');
+    }
+
+    public function testAnEncodedAnswerWithoutABodyIsAnEmptyBody(): void
+    {
+        // A HEAD answer carries the GET's Content-Encoding and Content-Length but no body; a 204
+        // or 304 (a conditional GET) may carry Content-Encoding; nothing to decode in any of them.
+        foreach (['http' => self::$nginx->url('plain'), 'https' => self::$nginx->url('ok')] as $scheme => $url) {
+            $head = $this->client($url, ['verify' => TestCa::shared()->path('ca.pem')])->head('/gz/data.json');
+            $this->assertSame(200, $head->status(), $scheme);
+            $this->assertSame('', $head->body());
+            $this->assertSame(1, $head->attempts());
+        }
+        foreach ([204, 304] as $status) {
+            $key = $this->up->key("enc$status");
+            $this->up->script($key, [['status' => $status, 'headers' => ['Content-Encoding' => 'gzip', 'ETag' => '"v1"']]]);
+            $r = $this->client($this->up->base($key))->get('/x', null, ['headers' => ['If-None-Match' => '"v1"']]);
+            $this->assertSame($status, $r->status());
+            $this->assertSame('', $r->body());
+            $this->assertSame(1, $r->attempts());
+        }
+        $key = $this->up->key('encempty');
+        $this->up->script($key, [['status' => 200, 'body' => '', 'headers' => ['Content-Encoding' => 'gzip']]]);
+        $this->assertSame('', $this->client($this->up->base($key))->get('/x')->body(), 'an empty 200 with Content-Encoding (curl and Guzzle hand back "")');
+    }
+
+    public function testADecodeContentStringIsSentAsAcceptEncoding(): void
+    {
+        $key = $this->up->key('acceptenc');
+        $this->up->script($key, [['status' => 200]]);
+        $this->client($this->up->base($key), ['decode_content' => 'gzip'])->get('/x');
+        $this->assertSame('gzip', $this->up->attempts($key, 1)[0]['headers']['accept-encoding'] ?? null);
+    }
+
+    public function testASinkMayBeAStreamAndKeepsOnlyTheLastAttemptsBody(): void
+    {
+        $key = $this->up->key('sinkretry');
+        $this->up->script($key, [['status' => 503, 'body' => str_repeat('e', 5000)], ['stream' => ['bytes' => 1000]]]);
+        $path = self::$dir . '/retry-sink.bin';
+        $f = fopen($path, 'w');
+        $r = $this->client($this->up->base($key))->get('/file', null, ['sink' => $f]);
+        fclose($f);
+        $this->assertSame(200, $r->status());
+        $this->assertSame(2, $r->attempts());
+        $this->assertSame('', $r->body());
+        clearstatcache();
+        $this->assertSame(str_repeat('x', 1000), file_get_contents($path), 'the file holds the answer of the last attempt only');
+    }
+
+    public function testAStreamIsUsedOnlyTheWayItWasOpened(): void
+    {
+        $key = $this->up->key('streammode');
+        $this->up->script($key, [['status' => 200, 'body' => 'payload']]);
+        $client = $this->client($this->up->base($key));
+
+        // A sink stream opened read-only: refused, and the file is left as it was.
+        $path = self::$dir . '/readonly.txt';
+        file_put_contents($path, 'keep me');
+        $e = self::thrown(fn () => $client->get('/x', null, ['sink' => fopen($path, 'r')]));
+        $this->assertTrue($e instanceof \ValueError || $e instanceof \TypeError, self::describe($e));
+        $this->assertStringContainsString("'sink", $e->getMessage());
+        $this->assertSame('keep me', file_get_contents($path));
+
+        // A multipart stream opened write-only (Guzzle: "Cannot read from non-readable stream").
+        $e = self::thrown(fn () => $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => fopen($path, 'a'), 'filename' => 'f.txt']]]));
+        $this->assertTrue($e instanceof \ValueError || $e instanceof \TypeError, self::describe($e));
+        $this->assertStringContainsString("'multipart", $e->getMessage());
+        $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
+    }
+
+    public function testAGzipBombStopsAtMaxBodyAfterOneRequest(): void
+    {
+        $max = 8 * 1024 * 1024;
+        $before = count(self::$nginx->requests('plain'));
+        $out = $this->measured([
+            'client' => ['base_url' => self::$nginx->url('plain'), 'max_body' => $max, 'timeout' => 20, 'max_attempts' => 3, 'backoff' => ['base' => 0.001, 'cap' => 0.002]],
+            'warmup' => [['method' => 'GET', 'path' => '/gz/data.json']],
+            'request' => ['method' => 'GET', 'path' => '/gz/bomb.json'],
+        ]);
+        $this->assertNotNull($out['error'], json_encode($out));
+        $this->assertStringStartsWith(UpstreamFailed::class . ': ', $out['error']);
+        $this->assertStringContainsString('max_body', $out['error']);
+        $this->assertLessThan(10_000, $out['elapsed_ms']);
+        $grew = $out['hwm_after'] - $out['rss_before'];
+        $this->assertLessThan(3 * $max, $grew, sprintf('peak RSS grew by %.1f MB: the bomb was not decoded whole', $grew / 1048576));
+        $this->waitFor(fn () => count(self::$nginx->requests('plain')) >= $before + 2, 5.0, 'nginx logs both requests');
+        $bombs = array_filter(self::$nginx->requests('plain'), fn (array $r) => str_contains($r['request'], '/gz/bomb.json'));
+        $this->assertCount(1, $bombs, 'not retried');
+    }
+}
