@@ -25,6 +25,9 @@ return [
         'deadline' => env('RESILIENT_DEADLINE'),
         'max_attempts' => env('RESILIENT_MAX_ATTEMPTS'),
         'backend' => env('RESILIENT_BACKEND'),
+        // 'web' for Octane (Swoole/RoadRunner report SAPI cli): web caps and reserved slots.
+        // Set it in the Octane server's .env only; queue workers keep 'auto' (unset).
+        'context' => env('RESILIENT_CONTEXT'),
     ],
 
     'clients' => [

@@ -21,7 +21,7 @@ use Resilient\Tests\Harness\Run;
  */
 final class ConfigTest extends PackageTestCase
 {
-    private const ENV = ['RESILIENT_LOG_CHANNEL', 'RESILIENT_EVENTS', 'RESILIENT_TIMEOUT', 'RESILIENT_MAX_ATTEMPTS'];
+    private const ENV = ['RESILIENT_LOG_CHANNEL', 'RESILIENT_EVENTS', 'RESILIENT_TIMEOUT', 'RESILIENT_MAX_ATTEMPTS', 'RESILIENT_CONTEXT'];
 
     protected function tearDown(): void
     {
@@ -64,12 +64,13 @@ final class ConfigTest extends PackageTestCase
     {
         [$name, $key, $client] = $this->upstreamClient('cfg-env', ['backoff' => ['base' => 0.001, 'cap' => 0.002]]);
         $this->up->script($key, [['status' => 503]]);
-        self::env(['RESILIENT_MAX_ATTEMPTS' => '1', 'RESILIENT_TIMEOUT' => '2.5']);
+        self::env(['RESILIENT_MAX_ATTEMPTS' => '1', 'RESILIENT_TIMEOUT' => '2.5', 'RESILIENT_CONTEXT' => 'console']);
         $own = Run::name('cfg-own');
         $this->boot(['clients' => [$name => $client, $own => $client + ['max_attempts' => 2]]] + require __DIR__ . '/../../php/config/resilient.php');
 
         $this->assertSame('1', Resilient::clientConfig($name)['max_attempts']);
         $this->assertSame('2.5', Resilient::clientConfig($name)['timeout']);
+        $this->assertSame('console', Resilient::clientConfig($name)['context']);
         $this->assertSame(2, Resilient::clientConfig($own)['max_attempts']);
         $this->assertArrayNotHasKey('deadline', Resilient::clientConfig($name), 'unset env keys leave the extension\'s default');
         $this->assertSame(503, Http::resilient($name)->get('/one')->status());
