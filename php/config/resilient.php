@@ -4,24 +4,49 @@
 // see the extension's README for every key. Unknown keys are an error, so a typo fails loudly.
 //
 // One class per upstream should own the retries (the "one retry owner" rule): call
-// Resilient::client('shipping') there and nowhere else.
+// Resilient::client('shipping') (or Http::resilient('shipping')) there and nowhere else.
+//
+// No closures here: `php artisan config:cache` cannot write one. Attempts are reported by the
+// package instead (an AttemptMade event per attempt, and a log line with `log_channel`).
 
 return [
+    // A log channel (config/logging.php) that gets one line per attempt; null = no log.
+    // Lines carry client, method, URL without query, attempt, status/error, duration, decision;
+    // never a header.
+    'log_channel' => env('RESILIENT_LOG_CHANNEL'),
+
+    // Dispatch Resilient\Laravel\Events\AttemptMade for every attempt.
+    'events' => (bool) env('RESILIENT_EVENTS', true),
+
+    // Options every client gets unless its own entry sets them; null = the extension's default.
+    'defaults' => [
+        'connect_timeout' => env('RESILIENT_CONNECT_TIMEOUT'),
+        'timeout' => env('RESILIENT_TIMEOUT'),
+        'deadline' => env('RESILIENT_DEADLINE'),
+        'max_attempts' => env('RESILIENT_MAX_ATTEMPTS'),
+        'backend' => env('RESILIENT_BACKEND'),
+        // 'web' for Octane (Swoole/RoadRunner report SAPI cli): web caps and reserved slots.
+        // Set it in the Octane server's .env only; queue workers keep 'auto' (unset).
+        'context' => env('RESILIENT_CONTEXT'),
+    ],
+
     'clients' => [
         // 'shipping' => [
         //     'base_url'        => env('SHIPPING_URL', 'https://api.shipping.example'),
-        //     'connect_timeout' => 0.3,
-        //     'timeout'         => 0.3,
-        //     'deadline'        => 0.85,
-        //     'max_attempts'    => 3,
+        //     'connect_timeout' => env('SHIPPING_CONNECT_TIMEOUT', 0.3),
+        //     'timeout'         => env('SHIPPING_TIMEOUT', 0.3),
+        //     'deadline'        => env('SHIPPING_DEADLINE', 0.85),
+        //     'max_attempts'    => env('SHIPPING_MAX_ATTEMPTS', 3),
         //     'backoff'         => ['base' => 0.025, 'cap' => 0.2],
         //     'retry_on'        => [429, 503],
-        //     'funnel'          => ['limit' => 10, 'reserve' => 3],
+        //     'funnel'          => ['limit' => (int) env('SHIPPING_FUNNEL_LIMIT', 10), 'reserve' => 3],
         //     'budget'          => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
+        //     // 'allow_redirects' => false,   // unset: Http::resilient() follows up to 5, as Laravel does
         // ],
     ],
 
-    // Funnels and budgets used directly (Resilient::funnel('sap')), by name.
+    // Funnels and budgets used directly (Resilient::funnel('sap')), by name. A client's own
+    // funnel and budget are reachable by the client's name too (Resilient::budget('shipping')).
     'funnels' => [
         // 'sap' => ['limit' => 15, 'reserve' => 3, 'lease' => 20.0],
     ],

@@ -2,10 +2,14 @@
 
 namespace Resilient\Laravel;
 
+use Closure;
 use InvalidArgumentException;
 use Resilient\Client;
 use Resilient\Deadline;
 use Resilient\Funnel;
+use Resilient\Laravel\Events\AttemptReporter;
+use Resilient\Laravel\Testing\ClientFake;
+use Resilient\Laravel\Testing\FakeClients;
 use Resilient\RetryBudget;
 
 /**
@@ -13,32 +17,57 @@ use Resilient\RetryBudget;
  *
  * The objects themselves are cheap: their counters live in shared memory, so a fresh
  * object in every request sees the same funnel and budget as every other worker.
+ *
+ * Every client gets an `on_attempt` built here (an `AttemptMade` event and, with
+ * `log_channel`, a log line per attempt), so config/resilient.php holds no closure and
+ * `config:cache` works. Under `Resilient::fake()` clients are recording fakes instead.
  */
 final class ResilientManager
 {
     /** @var array<string, Client> */
     private array $clients = [];
 
-    /** @param array{clients?: array, funnels?: array, budgets?: array} $config */
-    public function __construct(private array $config)
-    {
+    private ?FakeClients $fake = null;
+
+    /**
+     * @param array{clients?: array, funnels?: array, budgets?: array, defaults?: array, log_channel?: ?string, events?: bool} $config
+     * @param (Closure(): \Illuminate\Contracts\Events\Dispatcher)|null $events resolved per attempt, so Event::fake() sees them
+     * @param (Closure(string): \Psr\Log\LoggerInterface)|null $logs a log channel by name
+     * @param string|null $extensionProblem why the loaded extension does not fit (ExtensionCheck), thrown at first use
+     */
+    public function __construct(
+        private array $config,
+        private ?Closure $events = null,
+        private ?Closure $logs = null,
+        private ?string $extensionProblem = null,
+    ) {
     }
 
-    public function client(string $name): Client
+    /** The named client (a `ClientFake` under `Resilient::fake()`). */
+    public function client(string $name): Client|ClientFake
     {
-        return $this->clients[$name] ??= new Client($name, $this->section('clients', $name));
+        if ($this->fake !== null) {
+            $base = $this->config['clients'][$name]['base_url'] ?? $this->config['defaults']['base_url'] ?? null;
+
+            return $this->fake->client($name, fn () => $this->realClient($name), $base);
+        }
+
+        return $this->realClient($name);
     }
 
     public function funnel(string $name): Funnel
     {
-        $o = $this->section('funnels', $name);
+        $this->assertExtension();
+        $o = $this->config['funnels'][$name] ?? $this->fromClient($name, 'funnel', ['limit', 'reserve', 'lease'], 'funnels');
 
         return new Funnel($name, ...$o);
     }
 
+    /** A budget from `budgets`, or the one a client of that name uses (its `budget` options). */
     public function budget(string $name): RetryBudget
     {
-        $o = $this->section('budgets', $name);
+        $this->assertExtension();
+        $o = $this->config['budgets'][$name] ?? $this->fromClient($name, 'budget', ['ratio', 'floor', 'window'], 'budgets');
 
         return new RetryBudget($name, ...$o);
     }
@@ -47,6 +76,144 @@ final class ResilientManager
     public function within(float $seconds, callable $fn): mixed
     {
         return Deadline::within($seconds, $fn);
+    }
+
+    /**
+     * The options a client is built with, as config gives them (defaults merged, nulls
+     * dropped; without the manager's `on_attempt`).
+     */
+    public function clientConfig(string $name): array
+    {
+        $options = $this->section('clients', $name);
+        foreach ($this->config['defaults'] ?? [] as $key => $value) {
+            if ($value !== null && $value !== '' && ! array_key_exists($key, $options)) {
+                $options[$key] = $value;
+            }
+        }
+
+        return $options;
+    }
+
+    /**
+     * Swaps named clients for recording fakes answering $scripts (name => list of
+     * `Resilient\Response` or `\Throwable`, one per call; a single one repeats; a closure
+     * answers each call). Without $scripts every name answers 200 with an empty body.
+     */
+    public function fake(?array $scripts = null): FakeClients
+    {
+        $this->fake ??= new FakeClients();
+        $this->fake->script($scripts);
+
+        return $this->fake;
+    }
+
+    /** The recording fakes, or null when not faking. */
+    public function fakes(): ?FakeClients
+    {
+        return $this->fake;
+    }
+
+    /** A call to an unscripted name, or past the end of a script, throws (fakes on if needed). */
+    public function preventStrayRequests(bool $prevent = true): FakeClients
+    {
+        return ($this->fake ??= new FakeClients())->preventStrayRequests($prevent);
+    }
+
+    public function assertSent(callable $callback): void
+    {
+        $this->recorder()->assertSent($callback);
+    }
+
+    public function assertNotSent(callable $callback): void
+    {
+        $this->recorder()->assertNotSent($callback);
+    }
+
+    public function assertSentCount(int $count): void
+    {
+        $this->recorder()->assertSentCount($count);
+    }
+
+    public function assertNothingSent(): void
+    {
+        $this->recorder()->assertNothingSent();
+    }
+
+    /** @return list<array{0: \Resilient\Laravel\Testing\RecordedRequest, 1: mixed}> */
+    public function recorded(?callable $callback = null): array
+    {
+        return $this->recorder()->recorded($callback);
+    }
+
+    private function recorder(): FakeClients
+    {
+        return $this->fake ?? throw new \LogicException('resilient: call Resilient::fake() before asserting on sent requests');
+    }
+
+    private function realClient(string $name): Client
+    {
+        if (isset($this->clients[$name])) {
+            return $this->clients[$name];
+        }
+        $this->assertExtension();
+        $options = $this->clientConfig($name);
+        if (isset($options['on_attempt']) && ! is_callable($options['on_attempt'])) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient: clients.%s.on_attempt must be a callable config:cache can write ([Class::class, \'method\'] or a function name); '
+                . 'for logs and events use resilient.log_channel and the AttemptMade event instead',
+                $name,
+            ));
+        }
+        $reporter = new AttemptReporter(
+            ($this->config['events'] ?? true) ? $this->events : null,
+            $this->logger(),
+            $options['on_attempt'] ?? null,
+        );
+        unset($options['on_attempt']);
+        if (! $reporter->isIdle()) {
+            $options['on_attempt'] = $reporter;
+        }
+
+        return $this->clients[$name] = new Client($name, $options);
+    }
+
+    /** @return (Closure(): \Psr\Log\LoggerInterface)|null */
+    private function logger(): ?Closure
+    {
+        $channel = $this->config['log_channel'] ?? null;
+        if ($channel === null || $channel === '' || $channel === false || $this->logs === null) {
+            return null;
+        }
+        $logs = $this->logs;
+        $logger = null;
+
+        return static function () use ($logs, $channel, &$logger) {
+            return $logger ??= $logs((string) $channel);
+        };
+    }
+
+    /** The `funnel` or `budget` options of the client named $name, as constructor arguments. */
+    private function fromClient(string $name, string $key, array $arguments, string $section): array
+    {
+        if (! array_key_exists($name, $this->config['clients'] ?? [])) {
+            return $this->section($section, $name);
+        }
+        $options = $this->clientConfig($name);
+        $given = $options[$key] ?? ($key === 'budget' ? [] : null);
+        if (! is_array($given)) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient: client "%s" has no %s in config/resilient.php', $name, $key,
+            ));
+        }
+
+        return array_intersect_key($given, array_flip($arguments));
+    }
+
+    private function assertExtension(): void
+    {
+        if ($this->extensionProblem !== null) {
+            throw new \RuntimeException($this->extensionProblem);
+        }
     }
 
     private function section(string $section, string $name): array

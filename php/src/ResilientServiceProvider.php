@@ -2,11 +2,13 @@
 
 namespace Resilient\Laravel;
 
+use Illuminate\Http\Client\PendingRequest;
 use Illuminate\Support\ServiceProvider;
+use Resilient\Laravel\Http\ResilientPendingRequest;
 
 /**
  * Registers the `resilient` manager (named clients, funnels and budgets from
- * config/resilient.php) and the deadline middleware alias.
+ * config/resilient.php), `Http::resilient($name)`, and the deadline middleware alias.
  */
 final class ResilientServiceProvider extends ServiceProvider
 {
@@ -15,13 +17,22 @@ final class ResilientServiceProvider extends ServiceProvider
         $this->mergeConfigFrom(__DIR__ . '/../config/resilient.php', 'resilient');
 
         $this->app->singleton(ResilientManager::class, function ($app) {
-            return new ResilientManager($app['config']->get('resilient', []));
+            return new ResilientManager(
+                $app['config']->get('resilient', []),
+                $app->bound('events') ? fn () => $app['events'] : null,
+                $app->bound('log') ? fn (string $channel) => $app['log']->channel($channel) : null,
+                ExtensionCheck::problem(),
+            );
         });
         $this->app->alias(ResilientManager::class, 'resilient');
+
+        $this->registerHttpMacro();
     }
 
     public function boot(): void
     {
+        $this->checkExtension();
+
         if (method_exists($this->app, 'configPath')) {
             $this->publishes([
                 __DIR__ . '/../config/resilient.php' => $this->app->configPath('resilient.php'),
@@ -38,6 +49,34 @@ final class ResilientServiceProvider extends ServiceProvider
 
         if ($this->app->bound('router')) {
             $this->app['router']->aliasMiddleware('resilient.deadline', Middleware\WithinDeadline::class);
+        }
+    }
+
+    /** `Http::resilient('shipping')`: Laravel's Http, sent by the named client. */
+    private function registerHttpMacro(): void
+    {
+        if (! class_exists(PendingRequest::class)) {
+            return;
+        }
+        $app = $this->app;
+        PendingRequest::macro('resilient', function (string $name) use ($app) {
+            /** @var PendingRequest $this */
+            return ResilientPendingRequest::from($this, $name, $app->make(ResilientManager::class));
+        });
+    }
+
+    /**
+     * A missing or mismatched extension fails a web request at boot with how to install it.
+     * In the console it fails at the first client, funnel or budget instead, so
+     * `composer install` (package:discover), `config:cache` and `resilient:doctor` still run.
+     */
+    private function checkExtension(): void
+    {
+        if ($this->app->runningInConsole()) {
+            return;
+        }
+        if (($problem = ExtensionCheck::problem()) !== null) {
+            throw new \RuntimeException($problem);
         }
     }
 }

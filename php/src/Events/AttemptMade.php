@@ -1,0 +1,73 @@
+<?php
+
+namespace Resilient\Laravel\Events;
+
+/**
+ * One attempt of a `Resilient\Client` call, dispatched while the call is in progress (after
+ * the attempt, before any sleep), so a listener sees retries as they happen.
+ *
+ * Carries what the extension's `on_attempt` reports and nothing more: the URL without its
+ * query and without user info, never a header (Authorization, cookies and tokens stay out).
+ */
+final class AttemptMade
+{
+    public function __construct(
+        /** The client's name (its funnel and budget). */
+        public readonly string $client,
+        public readonly string $method,
+        /** scheme://host[:port]/path: no query, no user info. */
+        public readonly string $url,
+        /** 1 for the first attempt. */
+        public readonly int $attempt,
+        /** The upstream's status, or null when no answer came. */
+        public readonly ?int $status,
+        /** Why no answer came (`timeout`, `connect`, ...), or null. */
+        public readonly ?string $error,
+        public readonly float $durationMs,
+        /** Whether another attempt follows this one. */
+        public readonly bool $retryFollows,
+        /** The decision's reason (e.g. why no retry follows), or null. */
+        public readonly ?string $reason,
+    ) {
+    }
+
+    /** From the array the extension passes to `on_attempt`. */
+    public static function fromRecord(array $a): self
+    {
+        return new self(
+            (string) ($a['client'] ?? ''),
+            (string) ($a['method'] ?? ''),
+            self::safeUrl((string) ($a['url'] ?? '')),
+            (int) ($a['attempt'] ?? 0),
+            isset($a['status']) ? (int) $a['status'] : null,
+            isset($a['error']) ? (string) $a['error'] : null,
+            (float) ($a['duration_ms'] ?? 0.0),
+            (bool) ($a['retry_follows'] ?? false),
+            isset($a['reason']) ? (string) $a['reason'] : null,
+        );
+    }
+
+    /** The fields as a log context. */
+    public function toArray(): array
+    {
+        return [
+            'client' => $this->client,
+            'method' => $this->method,
+            'url' => $this->url,
+            'attempt' => $this->attempt,
+            'status' => $this->status,
+            'error' => $this->error,
+            'duration_ms' => $this->durationMs,
+            'retry_follows' => $this->retryFollows,
+            'reason' => $this->reason,
+        ];
+    }
+
+    /** Drops the query, the fragment and any user:password the URL may carry. */
+    private static function safeUrl(string $url): string
+    {
+        $url = preg_replace('/[?#].*$/s', '', $url);
+
+        return preg_replace('#^([a-z][a-z0-9+.-]*://)[^/@]*@#i', '$1', $url);
+    }
+}

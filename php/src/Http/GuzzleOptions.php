@@ -1,0 +1,114 @@
+<?php
+
+namespace Resilient\Laravel\Http;
+
+use InvalidArgumentException;
+
+/**
+ * Guzzle request options (as Laravel's PendingRequest and Guzzle's Client hand them to a
+ * handler) turned into `Resilient\Client::request()` options, or refused by name.
+ *
+ * By the time a handler runs, Guzzle has already applied `headers`, `query`, `json`,
+ * `form_params`, `multipart`, `body` and basic `auth` to the PSR-7 request, and its
+ * middleware (kept above the handler) apply `http_errors` and `cookies`. What is left is
+ * either mapped here, or refused: a silently ignored option would be a lie about what was sent.
+ *
+ * Precedence for the connection options (verify, cert, ssl_key, proxy, allow_redirects,
+ * decode_content): what the request set wins; else the named client's config; else Laravel's
+ * defaults. Guzzle fills in its defaults (verify, decode_content, env proxy) on every request,
+ * and they equal the client's own, so only `allow_redirects` differs: Laravel follows up to 5
+ * redirects, the client none. A client whose config says nothing keeps Laravel's behaviour.
+ */
+final class GuzzleOptions
+{
+    /** Applied by Guzzle or Laravel before the handler runs (or only meaningful to them). */
+    private const DONE_ABOVE = [
+        'handler', 'synchronous', 'laravel_data', 'http_errors', 'cookies', 'idn_conversion',
+        'base_uri', 'headers', 'query', 'json', 'form_params', 'multipart', 'body', 'on_stats',
+    ];
+
+    /** Connection options the client knows under the same name. */
+    private const TRANSPORT = ['verify', 'cert', 'ssl_key', 'proxy', 'allow_redirects', 'decode_content'];
+
+    /** Refused unless "off" (null, false, 0, '', []), with why. */
+    private const REFUSED = [
+        'delay' => 'a fixed delay before sending contradicts the deadline; use the client\'s backoff',
+        'progress' => 'callbacks inside an attempt would run PHP in the middle of the Rust transport; listen to Resilient\\Laravel\\Events\\AttemptMade instead',
+        'on_headers' => 'callbacks inside an attempt would run PHP in the middle of the Rust transport; listen to Resilient\\Laravel\\Events\\AttemptMade instead',
+        'stream' => 'bodies are read whole (or to a sink) within the attempt timeout',
+        'read_timeout' => 'the attempt timeout bounds the whole exchange; use timeout',
+        'version' => 'HTTP/2 is negotiated by ALPN for https://; http:// is HTTP/1.1',
+        'force_ip_resolve' => 'not offered by the client',
+        'expect' => 'the body is sent at once (no 100-continue)',
+        'debug' => 'not offered by the client; listen to Resilient\\Laravel\\Events\\AttemptMade or set resilient.log_channel',
+        'curl' => 'the client does not use curl',
+        'stream_context' => 'the client does not use PHP streams',
+        'cert_type' => 'the client reads PEM only',
+    ];
+
+    /**
+     * @param array $options the options the handler received
+     * @param list<string> $explicit option names the request itself set (PendingRequest::getOptions())
+     * @param list<string> $configured option names the client's config sets
+     * @return array options for Resilient\Client::request() (no body, headers or sink: the handler adds those)
+     */
+    public static function toClient(array $options, array $explicit, array $configured, string $name): array
+    {
+        $out = [];
+        foreach ($options as $key => $value) {
+            $key = (string) $key;
+            if (in_array($key, self::DONE_ABOVE, true) || $key === 'sink') {
+                continue;
+            }
+            if (in_array($key, self::TRANSPORT, true)) {
+                $byRequest = in_array($key, $explicit, true);
+                $laravelDefault = $key === 'allow_redirects' && ! in_array($key, $configured, true);
+                if ($byRequest || $laravelDefault) {
+                    // A string decode_content is already the request's Accept-Encoding header.
+                    $out[$key] = $key === 'decode_content' && is_string($value) ? true : $value;
+                }
+                continue;
+            }
+            switch ($key) {
+                case 'timeout':
+                case 'connect_timeout':
+                    // Guzzle's 0 means "no limit": the client's own timeout applies.
+                    if ($value !== null && (float) $value > 0) {
+                        $out[$key] = (float) $value;
+                    }
+                    continue 2;
+                case 'idempotency_key':
+                    if ($value !== null && $value !== '') {
+                        $out[$key] = $value;
+                    }
+                    continue 2;
+                case 'auth':
+                    $type = is_array($value) ? strtolower((string) ($value[2] ?? 'basic')) : 'basic';
+                    if (! empty($value) && $type !== 'basic') {
+                        throw self::refused($name, 'auth', "'$type' authentication is not offered; basic auth (sent as an Authorization header) is");
+                    }
+                    continue 2;
+            }
+            if (array_key_exists($key, self::REFUSED)) {
+                if (! in_array($value, [null, false, 0, 0.0, '', []], true)) {
+                    throw self::refused($name, $key, self::REFUSED[$key]);
+                }
+                continue;
+            }
+            throw self::refused($name, $key, 'unknown to the resilient bridge (supported: ' . implode(', ', self::supported()) . ')');
+        }
+
+        return $out;
+    }
+
+    /** Every option name the bridge accepts. */
+    public static function supported(): array
+    {
+        return array_merge(self::TRANSPORT, ['timeout', 'connect_timeout', 'sink', 'idempotency_key', 'auth (basic)'], self::DONE_ABOVE);
+    }
+
+    private static function refused(string $name, string $key, string $why): InvalidArgumentException
+    {
+        return new InvalidArgumentException("resilient: Http::resilient('$name'): option '$key' is not supported: $why");
+    }
+}

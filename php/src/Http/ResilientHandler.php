@@ -1,0 +1,171 @@
+<?php
+
+namespace Resilient\Laravel\Http;
+
+use GuzzleHttp\Exception\ConnectException;
+use GuzzleHttp\Promise\Create;
+use GuzzleHttp\Promise\PromiseInterface;
+use GuzzleHttp\Psr7\Response as PsrResponse;
+use GuzzleHttp\Psr7\Utils;
+use GuzzleHttp\TransferStats;
+use Psr\Http\Message\RequestInterface;
+use Psr\Http\Message\StreamInterface;
+use Resilient\Laravel\ResilientManager;
+use Resilient\Response;
+use Resilient\UpstreamFailed;
+
+/**
+ * A Guzzle handler that sends each PSR-7 request through the named `Resilient\Client` (or its
+ * fake under `Resilient::fake()`): the client owns timeouts, the deadline, the funnel, the
+ * retry budget and the retries, so one Guzzle request is one client call, however many
+ * attempts it takes.
+ *
+ * Outcomes, in Guzzle's terms:
+ * - any answer the client returns is a fulfilled response (a 404 or a 500 included);
+ * - `UpstreamFailed` with a last response (retryable statuses exhausted) is that response,
+ *   fulfilled, as Laravel's Http would have returned it;
+ * - `UpstreamFailed` without one (connection refused, timeouts, TLS) rejects with a
+ *   `ConnectException` whose previous is the `UpstreamFailed`, so Laravel raises its
+ *   `ConnectionException` and dispatches `ConnectionFailed` as it does for Guzzle;
+ * - the client's own refusals (`FunnelFull`, `BudgetExhausted`, `DeadlineExceeded`,
+ *   `CircuitOpen`) and bad options reject with the exception itself.
+ */
+final class ResilientHandler
+{
+    /** Set by Guzzle or derived from the URL and body; the client writes its own. */
+    private const DROPPED_HEADERS = ['content-length', 'transfer-encoding', 'expect'];
+
+    /**
+     * @param list<string> $explicit option names the request itself set
+     */
+    public function __construct(
+        private ResilientManager $manager,
+        private string $name,
+        private array $explicit = [],
+    ) {
+    }
+
+    public function __invoke(RequestInterface $request, array $options): PromiseInterface
+    {
+        $started = hrtime(true);
+        try {
+            $clientOptions = GuzzleOptions::toClient($options, $this->explicit, $this->configured(), $this->name);
+            $sink = $options['sink'] ?? null;
+            if (is_string($sink) || (is_resource($sink) && (stream_get_meta_data($sink)['wrapper_type'] ?? '') === 'plainfile')) {
+                // Written by the client as the body arrives (a path or a plain-file stream).
+                $clientOptions['sink'] = $sink;
+            }
+            $headers = $this->headers($request);
+            if ($headers !== []) {
+                $clientOptions['headers'] = $headers;
+            }
+            $body = $this->body($request->getBody());
+            if ($body !== '') {
+                $clientOptions['body'] = $body;
+            }
+            $uri = $request->getUri()->withFragment('');
+            $answer = $this->manager->client($this->name)->request($request->getMethod(), (string) $uri, $clientOptions);
+        } catch (UpstreamFailed $e) {
+            $answer = $e->response();
+            if ($answer === null) {
+                $failure = new ConnectException($e->getMessage(), $request, $e);
+                $this->stats($options, $request, null, $failure, $started, null);
+
+                return Create::rejectionFor($failure);
+            }
+        } catch (\Throwable $e) {
+            $this->stats($options, $request, null, $e, $started, null);
+
+            return Create::rejectionFor($e);
+        }
+        $response = new PsrResponse($answer->status(), $answer->headers(), $this->responseBody($answer, $sink ?? null));
+        $this->stats($options, $request, $response, null, $started, $answer);
+
+        return Create::promiseFor($response);
+    }
+
+    /** The option names the client's config sets ([] for a name that is only faked). */
+    private function configured(): array
+    {
+        try {
+            return array_keys($this->manager->clientConfig($this->name));
+        } catch (\InvalidArgumentException) {
+            return [];
+        }
+    }
+
+    /** @return array<string, list<string>> */
+    private function headers(RequestInterface $request): array
+    {
+        $out = [];
+        $authority = $request->getUri()->getAuthority();
+        foreach ($request->getHeaders() as $name => $values) {
+            $lower = strtolower((string) $name);
+            if (in_array($lower, self::DROPPED_HEADERS, true)) {
+                continue;
+            }
+            // Guzzle adds Host from the URI; the client does too.
+            if ($lower === 'host' && strcasecmp(implode(', ', $values), $authority) === 0) {
+                continue;
+            }
+            $out[(string) $name] = $values;
+        }
+
+        return $out;
+    }
+
+    /** The body Guzzle built (JSON, form, multipart with its boundary, raw), as bytes. */
+    private function body(StreamInterface $body): string
+    {
+        if ($body->getSize() === 0) {
+            return '';
+        }
+        if ($body->isSeekable()) {
+            $body->rewind();
+        }
+        $bytes = $body->getContents();
+        if ($body->isSeekable()) {
+            $body->rewind();
+        }
+
+        return $bytes;
+    }
+
+    private function responseBody(Response $answer, mixed $sink): StreamInterface
+    {
+        if (is_string($sink)) {
+            return Utils::streamFor(Utils::tryFopen($sink, 'r'));
+        }
+        if (is_resource($sink)) {
+            if ((stream_get_meta_data($sink)['wrapper_type'] ?? '') !== 'plainfile') {
+                // php://temp, php://memory, ...: the client writes only to files; copy the body.
+                fwrite($sink, (string) $answer->body());
+            }
+            rewind($sink);
+
+            return Utils::streamFor($sink);
+        }
+        if ($sink instanceof StreamInterface) {
+            $sink->write((string) $answer->body());
+            $sink->rewind();
+
+            return $sink;
+        }
+
+        return Utils::streamFor((string) $answer->body());
+    }
+
+    /** Guzzle's `on_stats` (Laravel reads transferStats from it), once per call. */
+    private function stats(array $options, RequestInterface $request, ?PsrResponse $response, ?\Throwable $error, int $started, ?Response $answer): void
+    {
+        if (! isset($options['on_stats']) || ! is_callable($options['on_stats'])) {
+            return;
+        }
+        $seconds = $answer !== null ? $answer->elapsedMs() / 1000 : (hrtime(true) - $started) / 1e9;
+        ($options['on_stats'])(new TransferStats($request, $response, $seconds, $error, [
+            'resilient_client' => $this->name,
+            'resilient_attempts' => $answer?->attempts(),
+            'total_time' => $seconds,
+        ]));
+    }
+}

@@ -1,0 +1,94 @@
+<?php
+
+namespace Resilient\Laravel\Http;
+
+use GuzzleHttp\HandlerStack;
+use GuzzleHttp\Middleware;
+use Illuminate\Http\Client\PendingRequest;
+use LogicException;
+use Resilient\Laravel\ResilientManager;
+
+/**
+ * What `Http::resilient('shipping')` returns: Laravel's PendingRequest (its events, its
+ * `Http::fake()` stubs, its middleware) with the named `Resilient\Client` as the Guzzle handler.
+ *
+ * Two differences from Laravel's own:
+ * - `->retry()` is refused: the client owns the retries (one retry owner), and Laravel's
+ *   loop around it would multiply attempts (3 × 3 = 9 against a failing upstream);
+ * - Guzzle's redirect middleware is left out: redirects are followed by the client inside
+ *   one attempt (`allow_redirects`), so a redirect is never a second call with its own
+ *   funnel slot and budget deposit.
+ */
+class ResilientPendingRequest extends PendingRequest
+{
+    protected string $resilientName = '';
+
+    protected ?ResilientManager $resilientManager = null;
+
+    /** A copy of $request (its options, headers, callbacks, stubs) sending through client $name. */
+    public static function from(PendingRequest $request, string $name, ResilientManager $manager): static
+    {
+        if ((int) ($request->tries ?? 1) > 1) {
+            throw static::retryRefused($name);
+        }
+        if ($request->async ?? false) {
+            throw new LogicException(sprintf(
+                "resilient: Http::resilient('%s') inside Http::pool() is not supported: a client call is synchronous, "
+                . "so the pool would run them one by one. Use Resilient::client('%s')->pool([...]) instead "
+                . '(a sliding window, each request under the funnel and the budget).',
+                $name, $name,
+            ));
+        }
+        $copy = (new \ReflectionClass(static::class))->newInstanceWithoutConstructor();
+        foreach (get_object_vars($request) as $property => $value) {
+            $copy->{$property} = $value;
+        }
+        $copy->resilientName = $name;
+        $copy->resilientManager = $manager;
+        // Events, Telescope and Http::fake() URL patterns see the real URL, not a bare path.
+        if ((string) ($copy->baseUrl ?? '') === '') {
+            try {
+                $copy->baseUrl = (string) ($manager->clientConfig($name)['base_url'] ?? '');
+            } catch (\InvalidArgumentException) {
+                // A name that is only faked (Resilient::fake()) may have no config.
+            }
+        }
+
+        return $copy;
+    }
+
+    /**
+     * Refused: the named client retries (max_attempts, backoff, retry_on in config/resilient.php).
+     *
+     * @return never
+     */
+    public function retry($times, $sleep = 0, ?callable $when = null, $throw = true)
+    {
+        throw static::retryRefused($this->resilientName);
+    }
+
+    /** Guzzle's stack without its redirect middleware, the Resilient handler at the bottom. */
+    public function buildClient()
+    {
+        $stack = new HandlerStack(new ResilientHandler(
+            $this->resilientManager,
+            $this->resilientName,
+            array_keys($this->getOptions()),
+        ));
+        $stack->push(Middleware::httpErrors(), 'http_errors');
+        $stack->push(Middleware::cookies(), 'cookies');
+        $stack->push(Middleware::prepareBody(), 'prepare_body');
+
+        return $this->createClient($this->pushHandlers($stack));
+    }
+
+    protected static function retryRefused(string $name): LogicException
+    {
+        return new LogicException(sprintf(
+            "resilient: ->retry() is refused on Http::resilient('%s'): the Resilient\\Client '%s' owns the retries "
+            . '(one retry owner: a retry loop around a client that retries multiplies attempts, 3 × 3 = 9 against a '
+            . "failing upstream). Set max_attempts, backoff and retry_on for '%s' in config/resilient.php instead.",
+            $name, $name, $name,
+        ));
+    }
+}

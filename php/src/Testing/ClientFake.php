@@ -1,0 +1,107 @@
+<?php
+
+namespace Resilient\Laravel\Testing;
+
+use Closure;
+use Resilient\Response;
+use Resilient\Unavailable;
+
+/**
+ * Stands in for a named `Resilient\Client` under `Resilient::fake()`: the same methods, no
+ * upstream, no funnel or budget touched. Each call is recorded and answered from the name's
+ * script (see FakeClients).
+ */
+final class ClientFake
+{
+    /** @param Closure(): \Resilient\Client $real the real client, for a stray call when strays are allowed */
+    public function __construct(
+        private string $name,
+        private FakeClients $fakes,
+        private Closure $real,
+        private ?string $baseUrl,
+    ) {
+    }
+
+    public function name(): string
+    {
+        return $this->name;
+    }
+
+    public function get(string $path, ?array $query = null, ?array $options = null): Response
+    {
+        return $this->call('GET', $path, $query, $options ?? []);
+    }
+
+    public function head(string $path, ?array $query = null, ?array $options = null): Response
+    {
+        return $this->call('HEAD', $path, $query, $options ?? []);
+    }
+
+    public function post(string $path, ?array $json = null, ?array $options = null): Response
+    {
+        return $this->call('POST', $path, $json, $options ?? []);
+    }
+
+    public function put(string $path, ?array $json = null, ?array $options = null): Response
+    {
+        return $this->call('PUT', $path, $json, $options ?? []);
+    }
+
+    public function patch(string $path, ?array $json = null, ?array $options = null): Response
+    {
+        return $this->call('PATCH', $path, $json, $options ?? []);
+    }
+
+    public function delete(string $path, ?array $json = null, ?array $options = null): Response
+    {
+        return $this->call('DELETE', $path, $json, $options ?? []);
+    }
+
+    public function request(string $method, string $path, ?array $options = null): Response
+    {
+        return $this->call(strtoupper(trim($method)), $path, null, $options ?? []);
+    }
+
+    /**
+     * `key => [method, path, options?]`, answered in order; like the real pool, an
+     * `Unavailable` comes back as a value, not thrown.
+     *
+     * @return array<array-key, Response|Unavailable>
+     */
+    public function pool(array $requests, int $concurrency = 5): array
+    {
+        if ($concurrency < 1 || $concurrency > 1024) {
+            throw new \ValueError("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got $concurrency");
+        }
+        $out = [];
+        foreach ($requests as $key => $item) {
+            [$method, $path, $options] = array_pad(array_values((array) $item), 3, []);
+            try {
+                $out[$key] = $this->request((string) $method, (string) $path, $options ?? []);
+            } catch (Unavailable $e) {
+                $out[$key] = $e;
+            }
+        }
+
+        return $out;
+    }
+
+    private function call(string $method, string $path, ?array $data, array $options): Response
+    {
+        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl);
+
+        return $this->fakes->answer($request, function () use ($method, $path, $data, $options) {
+            $real = ($this->real)();
+
+            return match ($method) {
+                'GET' => $real->get($path, $data, $options),
+                'HEAD' => $real->head($path, $data, $options),
+                'POST' => $real->post($path, $data, $options),
+                'PUT' => $real->put($path, $data, $options),
+                'PATCH' => $real->patch($path, $data, $options),
+                'DELETE' => $real->delete($path, $data, $options),
+                default => $real->request($method, $path, $options),
+            };
+        });
+    }
+}

@@ -1,0 +1,172 @@
+<?php
+
+namespace Resilient\Laravel\Testing;
+
+use Closure;
+use PHPUnit\Framework\Assert as PHPUnit;
+use Resilient\Response;
+
+/**
+ * The state of `Resilient::fake()`: each name's script, every call recorded with its outcome,
+ * and whether a call nothing answers may reach the real client.
+ *
+ * A script is a list answered in order (a `Resilient\Response` is returned, a `\Throwable`
+ * thrown), a single answer repeated, or a closure `fn (RecordedRequest $r) => Response|Throwable`.
+ * A call with no answer (an unscripted name, or past the end of a list) goes to the real
+ * client, as Laravel's `Http::fake()` lets an unmatched URL through, unless
+ * `preventStrayRequests()` is on: then it throws `StrayRequest`.
+ */
+final class FakeClients
+{
+    /** @var array<string, list<mixed>|Closure|Response|\Throwable> */
+    private array $scripts = [];
+
+    /** @var array<string, int> calls answered from each list so far */
+    private array $used = [];
+
+    /** fake() without scripts: every name answers 200 with an empty body. */
+    private bool $answerAll = false;
+
+    private bool $preventStray = false;
+
+    /** @var list<array{0: RecordedRequest, 1: Response|\Throwable}> */
+    private array $recorded = [];
+
+    /** @var array<string, ClientFake> */
+    private array $clients = [];
+
+    /** Adds scripts (null: every name answers 200). */
+    public function script(?array $scripts): self
+    {
+        if ($scripts === null) {
+            $this->answerAll = true;
+
+            return $this;
+        }
+        foreach ($scripts as $name => $script) {
+            $this->scripts[(string) $name] = $script;
+            $this->used[(string) $name] = 0;
+        }
+
+        return $this;
+    }
+
+    public function preventStrayRequests(bool $prevent = true): self
+    {
+        $this->preventStray = $prevent;
+
+        return $this;
+    }
+
+    /** @param Closure(): \Resilient\Client $real */
+    public function client(string $name, Closure $real, ?string $baseUrl = null): ClientFake
+    {
+        return $this->clients[$name] ??= new ClientFake($name, $this, $real, $baseUrl);
+    }
+
+    /**
+     * The answer to one call: recorded, then returned or thrown.
+     *
+     * @param Closure(): Response $stray sends the call through the real client
+     */
+    public function answer(RecordedRequest $request, Closure $stray): Response
+    {
+        $answer = $this->next($request);
+        if ($answer === null) {
+            if ($this->preventStray) {
+                throw new StrayRequest($this->strayMessage($request));
+            }
+            try {
+                $answer = $stray();
+            } catch (\Throwable $e) {
+                $answer = $e;
+            }
+        }
+        $this->recorded[] = [$request, $answer];
+        if ($answer instanceof \Throwable) {
+            throw $answer;
+        }
+
+        return $answer;
+    }
+
+    /** @return list<array{0: RecordedRequest, 1: Response|\Throwable}> the calls $callback accepts (all without one) */
+    public function recorded(?callable $callback = null): array
+    {
+        if ($callback === null) {
+            return $this->recorded;
+        }
+
+        return array_values(array_filter($this->recorded, fn ($pair) => (bool) $callback($pair[0], $pair[1])));
+    }
+
+    public function assertSent(callable $callback): void
+    {
+        PHPUnit::assertTrue($this->recorded($callback) !== [], 'An expected call was not made through a faked Resilient client.');
+    }
+
+    public function assertNotSent(callable $callback): void
+    {
+        PHPUnit::assertTrue($this->recorded($callback) === [], 'An unexpected call was made through a faked Resilient client.');
+    }
+
+    public function assertSentCount(int $count): void
+    {
+        PHPUnit::assertCount($count, $this->recorded, sprintf(
+            'Expected %d calls through faked Resilient clients, %d were made.', $count, count($this->recorded),
+        ));
+    }
+
+    public function assertNothingSent(): void
+    {
+        PHPUnit::assertSame([], $this->recorded, 'Calls were made through faked Resilient clients.');
+    }
+
+    /** The scripted answer to $request, or null when nothing answers it. */
+    private function next(RecordedRequest $request): Response|\Throwable|null
+    {
+        $name = $request->client();
+        if (array_key_exists($name, $this->scripts)) {
+            $script = $this->scripts[$name];
+            if ($script instanceof Closure) {
+                return $this->checked($script($request), $name);
+            }
+            if (! is_array($script)) {
+                return $this->checked($script, $name);
+            }
+            $i = $this->used[$name]++;
+            if ($i < count($script)) {
+                return $this->checked(array_values($script)[$i], $name);
+            }
+        }
+
+        return $this->answerAll ? Response::fake(200) : null;
+    }
+
+    private function checked(mixed $answer, string $name): Response|\Throwable
+    {
+        if ($answer instanceof Response || $answer instanceof \Throwable) {
+            return $answer;
+        }
+
+        throw new \InvalidArgumentException(sprintf(
+            'resilient: the fake script for "%s" must give a Resilient\Response (Response::fake(...)) or a \Throwable, got %s',
+            $name,
+            get_debug_type($answer),
+        ));
+    }
+
+    private function strayMessage(RecordedRequest $request): string
+    {
+        $what = sprintf('%s %s', $request->method(), preg_replace('/[?#].*$/s', '', $request->url()));
+        $name = $request->client();
+        if (! array_key_exists($name, $this->scripts)) {
+            return sprintf('resilient: stray call to "%s" (%s): no script for this name in Resilient::fake() and stray requests are prevented', $name, $what);
+        }
+
+        return sprintf(
+            'resilient: stray call to "%s" (%s): its script in Resilient::fake() has %d answer(s) and all were used; stray requests are prevented',
+            $name, $what, is_array($this->scripts[$name]) ? count($this->scripts[$name]) : 1,
+        );
+    }
+}

@@ -1,0 +1,110 @@
+<?php
+
+namespace Resilient\Laravel\Testing;
+
+/**
+ * One call made to a faked client, as the code under test made it; what
+ * `Resilient::assertSent(fn (RecordedRequest $request, $outcome) => ...)` receives.
+ */
+final class RecordedRequest
+{
+    /**
+     * @param array|null $data a verb's second argument: the query of get()/head(), the JSON of post()/put()/...
+     * @param array $options the per-request options (`headers`, `query`, `json`, `idempotency_key`, ...)
+     */
+    public function __construct(
+        private string $client,
+        private string $method,
+        private string $path,
+        private ?array $data,
+        private array $options,
+        private ?string $baseUrl,
+    ) {
+    }
+
+    /** The client's name. */
+    public function client(): string
+    {
+        return $this->client;
+    }
+
+    /** Upper case, as sent. */
+    public function method(): string
+    {
+        return $this->method;
+    }
+
+    /** The path (or absolute URL) as given to the client. */
+    public function path(): string
+    {
+        return $this->path;
+    }
+
+    /** The URL the real client would call: the path joined to `base_url` (Laravel's join), without the query. */
+    public function url(): string
+    {
+        if ($this->baseUrl === null || preg_match('#^https?://#i', $this->path)) {
+            return $this->path;
+        }
+
+        return rtrim($this->baseUrl, '/') . '/' . ltrim($this->path, '/');
+    }
+
+    /** The verb's data, else the options' `json`, `form` or `query`. */
+    public function data(): array
+    {
+        return $this->data ?? $this->options['json'] ?? $this->options['form'] ?? $this->options['query'] ?? [];
+    }
+
+    /** The query: get()/head()'s data merged with the options' `query` (its keys win). */
+    public function query(): array
+    {
+        $verb = in_array($this->method, ['GET', 'HEAD'], true) ? ($this->data ?? []) : [];
+
+        return array_replace($verb, $this->options['query'] ?? []);
+    }
+
+    /** The JSON body: post()/put()/patch()/delete()'s data, or the options' `json`. */
+    public function json(): mixed
+    {
+        if ($this->data !== null && ! in_array($this->method, ['GET', 'HEAD'], true)) {
+            return $this->data;
+        }
+
+        return $this->options['json'] ?? null;
+    }
+
+    public function options(): array
+    {
+        return $this->options;
+    }
+
+    /** A header's values joined with ", " (case-insensitive name), or null; `Idempotency-Key` from `idempotency_key` too. */
+    public function header(string $name): ?string
+    {
+        $values = $this->headers()[strtolower($name)] ?? null;
+
+        return $values === null ? null : implode(', ', $values);
+    }
+
+    public function hasHeader(string $name): bool
+    {
+        return $this->header($name) !== null;
+    }
+
+    /** @return array<string, list<string>> lower-case name => values */
+    public function headers(): array
+    {
+        $out = [];
+        foreach ($this->options['headers'] ?? [] as $name => $value) {
+            foreach ((array) $value as $v) {
+                $out[strtolower((string) $name)][] = (string) $v;
+            }
+        }
+        if (isset($this->options['idempotency_key'])) {
+            $out['idempotency-key'] = [(string) $this->options['idempotency_key']];
+        }
+
+        return $out;
+    }
+}

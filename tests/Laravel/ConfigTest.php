@@ -1,0 +1,193 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use Illuminate\Support\Facades\Event;
+use Illuminate\Support\Facades\Http;
+use Resilient\Laravel\Events\AttemptMade;
+use Resilient\Laravel\ExtensionCheck;
+use Resilient\Laravel\Facades\Resilient;
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+
+/**
+ * Config without closures: the package's config survives `config:cache` (var_export), `.env`
+ * keys reach the clients, attempts reach an event and a log channel without secrets; and the
+ * extension check at boot.
+ */
+final class ConfigTest extends PackageTestCase
+{
+    private const ENV = ['RESILIENT_LOG_CHANNEL', 'RESILIENT_EVENTS', 'RESILIENT_TIMEOUT', 'RESILIENT_MAX_ATTEMPTS', 'RESILIENT_CONTEXT'];
+
+    protected function tearDown(): void
+    {
+        foreach (self::ENV as $k) {
+            unset($_ENV[$k], $_SERVER[$k]);
+            putenv($k);
+        }
+        parent::tearDown();
+    }
+
+    private static function env(array $values): void
+    {
+        foreach ($values as $k => $v) {
+            $_ENV[$k] = $_SERVER[$k] = $v;
+            putenv("$k=$v");
+        }
+    }
+
+    public function testThePackageConfigSurvivesVarExportAsConfigCacheWritesIt(): void
+    {
+        foreach ([[], ['RESILIENT_LOG_CHANNEL' => 'stack', 'RESILIENT_TIMEOUT' => '0.4', 'RESILIENT_EVENTS' => 'false']] as $env) {
+            self::env($env);
+            $app = $this->boot([]);
+            $config = $app['config']->get('resilient');
+            // What ConfigCacheCommand does: write var_export, then require the file.
+            $file = Run::tempDir('config') . '/config.php';
+            file_put_contents($file, '<?php return ' . var_export(['resilient' => $config], true) . ';' . PHP_EOL);
+            $this->assertSame(['resilient' => $config], require $file);
+            $this->assertSame($env['RESILIENT_LOG_CHANNEL'] ?? null, $config['log_channel']);
+            $this->assertSame(! isset($env['RESILIENT_EVENTS']), $config['events']);
+            $this->assertSame($env['RESILIENT_TIMEOUT'] ?? null, $config['defaults']['timeout']);
+            $this->tearDown();
+        }
+
+        // The problem it avoids: a closure does not survive.
+        $this->assertStringContainsString('Closure::__set_state', var_export(['on_attempt' => fn () => null], true));
+    }
+
+    public function testEnvDefaultsReachEveryClientUnlessItsEntrySaysOtherwise(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('cfg-env', ['backoff' => ['base' => 0.001, 'cap' => 0.002]]);
+        $this->up->script($key, [['status' => 503]]);
+        self::env(['RESILIENT_MAX_ATTEMPTS' => '1', 'RESILIENT_TIMEOUT' => '2.5', 'RESILIENT_CONTEXT' => 'console']);
+        $own = Run::name('cfg-own');
+        $this->boot(['clients' => [$name => $client, $own => $client + ['max_attempts' => 2]]] + require __DIR__ . '/../../php/config/resilient.php');
+
+        $this->assertSame('1', Resilient::clientConfig($name)['max_attempts']);
+        $this->assertSame('2.5', Resilient::clientConfig($name)['timeout']);
+        $this->assertSame('console', Resilient::clientConfig($name)['context']);
+        $this->assertSame(2, Resilient::clientConfig($own)['max_attempts']);
+        $this->assertArrayNotHasKey('deadline', Resilient::clientConfig($name), 'unset env keys leave the extension\'s default');
+        $this->assertSame(503, Http::resilient($name)->get('/one')->status());
+        $this->assertSame(503, Http::resilient($own)->get('/two')->status());
+        $this->assertSame(['/one', '/two', '/two'], array_column($this->up->attempts($key, 3), 'path'));
+    }
+
+    public function testEveryAttemptReachesTheEventAndTheLogChannelWithoutSecrets(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('cfg-attempts', ['backoff' => ['base' => 0.001, 'cap' => 0.002]]);
+        $this->up->script($key, [['status' => 503], ['status' => 200]]);
+        $client['base_url'] = str_replace('http://', 'http://user:pa55word@', $client['base_url']);
+        $log = Run::tempDir('config') . '/attempts.log';
+        $this->boot(['clients' => [$name => $client], 'log_channel' => 'attempts'], [
+            'logging' => ['channels' => ['attempts' => ['driver' => 'single', 'path' => $log, 'level' => 'debug']]],
+        ]);
+        $events = [];
+        Event::listen(AttemptMade::class, function (AttemptMade $e) use (&$events) {
+            $events[] = $e;
+        });
+
+        $response = Http::resilient($name)
+            ->withToken('s3cret-token')
+            ->withHeaders(['Cookie' => 'sid=s3cret-cookie', 'X-Api-Key' => 's3cret-key'])
+            ->get('/quote', ['token' => 's3cret-query']);
+
+        $this->assertSame(200, $response->status());
+        $this->assertCount(2, $events, 'one event per attempt');
+        [$first, $second] = $events;
+        $this->assertSame([$name, 'GET', 1, 503, true], [$first->client, $first->method, $first->attempt, $first->status, $first->retryFollows]);
+        $this->assertSame([2, 200, false], [$second->attempt, $second->status, $second->retryFollows]);
+        $this->assertSame(str_replace('user:pa55word@', '', $client['base_url']) . '/quote', $first->url);
+        $lines = file($log, FILE_IGNORE_NEW_LINES);
+        $this->assertCount(2, $lines);
+        $this->assertStringContainsString(".WARNING: resilient $name attempt 1: GET ", $lines[0]);
+        $this->assertStringContainsString(".INFO: resilient $name attempt 2: GET ", $lines[1]);
+        $everything = file_get_contents($log) . serialize($events);
+        foreach (['s3cret', 'pa55word', 'Bearer', 'sid='] as $secret) {
+            $this->assertStringNotContainsString($secret, $everything);
+        }
+    }
+
+    public function testEventFakeSeesTheAttemptsAndEventsCanBeTurnedOff(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('cfg-eventfake');
+        $this->up->script($key, [['status' => 200]]);
+        $this->bootWithCache(['clients' => [$name => $client]]);
+        Event::fake([AttemptMade::class]);
+        Resilient::client($name)->get('/x');
+        Event::assertDispatched(AttemptMade::class, fn (AttemptMade $e) => $e->client === $name && $e->status === 200);
+
+        $off = Run::name('cfg-off');
+        $this->bootWithCache(['clients' => [$off => $client], 'events' => false]);
+        Event::fake([AttemptMade::class]);
+        Resilient::client($off)->get('/y');
+        Event::assertNotDispatched(AttemptMade::class);
+    }
+
+    /** Laravel 8's Event::fake() refreshes the cache's dispatcher, so it needs a cache. */
+    private function bootWithCache(array $resilient): void
+    {
+        $this->boot($resilient, ['cache' => ['default' => 'array', 'stores' => ['array' => ['driver' => 'array']]]]);
+        $this->app->register(\Illuminate\Cache\CacheServiceProvider::class);
+    }
+
+    public function testTheVersionConstraintIsComposersAndTheLoadedExtensionFits(): void
+    {
+        $composer = json_decode((string) file_get_contents(__DIR__ . '/../../php/composer.json'), true);
+        $this->assertSame($composer['require']['ext-resilient'], ExtensionCheck::REQUIRED);
+        $this->assertNull(ExtensionCheck::problem(), 'the extension under test fits');
+
+        foreach ([
+            ['0.1.0', '^0.1', true], ['0.1.9', '^0.1', true], ['0.2.0', '^0.1', false], ['0.0.9', '^0.1', false],
+            ['1.4.0', '^1.2', true], ['2.0.0', '^1.2', false], ['0.0.3', '^0.0.3', true], ['0.0.4', '^0.0.3', false],
+            ['0.3.1-dev', '^0.3', true], ['5.0.0', '*', true], ['2.1.0', '^1.0|^2.0', true],
+        ] as [$version, $constraint, $fits]) {
+            $this->assertSame($fits, ExtensionCheck::satisfies($version, $constraint), "$version against $constraint");
+        }
+        $missing = ExtensionCheck::describe(null, '^0.1', 'fpm-fcgi', '/etc/php/8.2/fpm/php.ini');
+        $this->assertStringContainsString('not loaded in this PHP (' . PHP_VERSION . ' fpm-fcgi, php.ini: /etc/php/8.2/fpm/php.ini)', $missing);
+        $this->assertStringContainsString('`make install`', $missing);
+        $this->assertStringContainsString('`extension=resilient`', $missing);
+        $this->assertStringContainsString('has resilient 0.2.0', (string) ExtensionCheck::describe('0.2.0', '^0.1', 'cli', null));
+    }
+
+    public function testWithoutTheExtensionAWebBootFailsSayingHowToInstallAndTheConsoleFailsAtFirstUse(): void
+    {
+        $code = <<<'PHP'
+            require '/usr/share/php/Illuminate/autoload.php';
+            require getcwd() . '/php/autoload.php';
+            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
+            $app->instance('config', new Illuminate\Config\Repository(['resilient' => ['clients' => ['s' => []]]]));
+            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
+            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+            try {
+                $app->boot();
+                echo "booted\n";
+                $app->make('resilient')->client('s');
+            } catch (RuntimeException $e) {
+                echo get_class($e), ': ', $e->getMessage(), "\n";
+            }
+            PHP;
+        $expect = 'RuntimeException: resilient/laravel needs the resilient PHP extension (ext-resilient ^0.1), but it is not loaded';
+        foreach (['false' => [$expect], 'true' => ['booted', $expect]] as $console => $lines) {
+            $p = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => $console]);
+            $result = $p->wait(20);
+            $out = explode("\n", trim($result->stdout));
+            $this->assertCount(count($lines), $out, $result->stdout . $result->stderr);
+            foreach ($lines as $i => $line) {
+                $this->assertStringStartsWith($line, $out[$i]);
+            }
+            $this->assertStringContainsString('make install', $result->stdout);
+        }
+
+        // With the extension, a web boot passes the check.
+        $p = PhpProcess::code($code, [], ['APP_RUNNING_IN_CONSOLE' => 'false']);
+        $result = $p->wait(20);
+        $this->assertSame("booted\n", $result->stdout, $result->stderr);
+    }
+}

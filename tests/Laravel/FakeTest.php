@@ -1,0 +1,178 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use PHPUnit\Framework\AssertionFailedError;
+use Resilient\BudgetExhausted;
+use Resilient\FunnelFull;
+use Resilient\Laravel\Facades\Resilient;
+use Resilient\Laravel\Testing\ClientFake;
+use Resilient\Laravel\Testing\RecordedRequest;
+use Resilient\Laravel\Testing\StrayRequest;
+use Resilient\Response;
+use Resilient\Unavailable;
+
+/**
+ * `Resilient::fake()`: named clients answer from a script, every call is recorded for the
+ * assertions, and nothing reaches the upstream (measured there) or the shared budget.
+ */
+final class FakeTest extends PackageTestCase
+{
+    public function testScriptedAnswerThenRefusalReachTheCodeUnderTestAndTheUpstreamSeesNothing(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-script');
+        $this->up->script($key, [['status' => 500]]);
+        $this->boot(['clients' => [$name => $client]]);
+        $originals = Resilient::budget($name)->stats()['originals'];
+        Resilient::fake([$name => [Response::fake(200, '{"price":42}'), new FunnelFull('x')]]);
+        $quotes = new QuoteService($name);
+
+        $this->assertSame('price 42', $quotes->quote('10110'));
+        $this->assertSame('fallback after FunnelFull', $quotes->quote('10120'));
+
+        Resilient::assertSentCount(2);
+        Resilient::assertSent(fn (RecordedRequest $r, $outcome) => $r->client() === $name
+            && $r->method() === 'GET'
+            && $r->url() === $this->up->base($key) . '/quote'
+            && $r->query() === ['postcode' => '10110']
+            && $r->header('X-Shop') === 'main'
+            && $outcome instanceof Response);
+        Resilient::assertSent(fn (RecordedRequest $r, $outcome) => $r->query() === ['postcode' => '10120'] && $outcome instanceof FunnelFull);
+        Resilient::assertNotSent(fn (RecordedRequest $r) => $r->method() === 'POST');
+        $this->assertSame([], $this->up->attempts($key, 0, 300), 'the upstream saw nothing');
+        $this->assertSame($originals, Resilient::budget($name)->stats()['originals'], 'no budget deposit');
+    }
+
+    public function testAStrayCallThrowsUnderPreventStrayRequests(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-stray');
+        $this->up->script($key, [['status' => 200]]);
+        $this->boot(['clients' => [$name => $client, 'other' => $client]]);
+        Resilient::fake([$name => [Response::fake(204)]]);
+        Resilient::preventStrayRequests();
+
+        $this->assertSame(204, Resilient::client($name)->post('/orders', ['sku' => 1])->status());
+        foreach ([
+            [fn () => Resilient::client($name)->post('/orders?token=s3cret', ['sku' => 2]), '"' . $name . '" (POST ' . $this->up->base($key) . '/orders): its script in Resilient::fake() has 1 answer(s) and all were used'],
+            [fn () => Resilient::client('other')->get('/x'), '"other" (GET ' . $this->up->base($key) . '/x): no script for this name'],
+        ] as [$call, $message]) {
+            try {
+                $call();
+                $this->fail('a stray call went through');
+            } catch (StrayRequest $e) {
+                $this->assertStringContainsString($message, $e->getMessage());
+                $this->assertStringNotContainsString('s3cret', $e->getMessage());
+            }
+        }
+        Resilient::assertSentCount(1);
+        $this->assertSame([], $this->up->attempts($key, 0, 300));
+    }
+
+    public function testWithoutPreventionAnUnscriptedCallReachesTheRealClientAndIsRecorded(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-through');
+        $this->up->script($key, [['status' => 200, 'body' => 'real']]);
+        $this->boot(['clients' => [$name => $client]]);
+        Resilient::fake(['someone-else' => Response::fake(200)]);
+
+        $this->assertSame('real', Resilient::client($name)->get('/live')->body());
+        Resilient::assertSent(fn (RecordedRequest $r, $outcome) => $r->path() === '/live' && $outcome->body() === 'real');
+        $this->assertCount(1, $this->up->attempts($key, 1));
+    }
+
+    public function testScriptsMayRepeatOneAnswerOrComputeIt(): void
+    {
+        $this->boot([]);
+        Resilient::fake([
+            'always' => Response::fake(200, 'same'),
+            'echo' => fn (RecordedRequest $r) => $r->json() === ['fail' => true]
+                ? new BudgetExhausted('spent')
+                : Response::fake(201, json_encode($r->json())),
+        ]);
+        $this->assertSame(['same', 'same'], [Resilient::client('always')->get('/a')->body(), Resilient::client('always')->get('/b')->body()]);
+        $this->assertSame('{"n":1}', Resilient::client('echo')->put('/x', ['n' => 1])->body());
+        $this->expectException(BudgetExhausted::class);
+        Resilient::client('echo')->put('/x', ['fail' => true]);
+    }
+
+    public function testFakeWithoutScriptsAnswersEveryName200(): void
+    {
+        $this->boot([]);
+        Resilient::fake();
+        $client = Resilient::client('anything');
+        $this->assertInstanceOf(ClientFake::class, $client);
+        $this->assertSame('anything', $client->name());
+        $this->assertSame(200, $client->head('/x')->status());
+        $this->assertSame(0, $client->delete('/x')->attempts(), 'a fake answer made no attempt');
+        Resilient::assertSentCount(2);
+    }
+
+    public function testPoolAnswersInOrderAndReturnsRefusalsAsValues(): void
+    {
+        $this->boot([]);
+        Resilient::fake(['sku' => [Response::fake(200, 'one'), new FunnelFull('full'), Response::fake(404)]]);
+        $out = Resilient::client('sku')->pool([
+            'a' => ['GET', '/sku/1'],
+            'b' => ['POST', '/sku/2', ['json' => ['q' => 1], 'idempotency_key' => 'k2']],
+            'c' => ['GET', '/sku/3'],
+        ], concurrency: 2);
+        $this->assertSame(['a', 'b', 'c'], array_keys($out));
+        $this->assertSame('one', $out['a']->body());
+        $this->assertInstanceOf(Unavailable::class, $out['b']);
+        $this->assertSame(404, $out['c']->status());
+        Resilient::assertSent(fn (RecordedRequest $r) => $r->json() === ['q' => 1] && $r->header('Idempotency-Key') === 'k2');
+    }
+
+    public function testAssertionsFailWhenTheyShould(): void
+    {
+        $this->boot([]);
+        Resilient::fake(['s' => Response::fake(200)]);
+        Resilient::assertNothingSent();
+        Resilient::client('s')->get('/x');
+        foreach ([
+            fn () => Resilient::assertNothingSent(),
+            fn () => Resilient::assertSentCount(2),
+            fn () => Resilient::assertSent(fn (RecordedRequest $r) => $r->path() === '/y'),
+            fn () => Resilient::assertNotSent(fn (RecordedRequest $r) => $r->path() === '/x'),
+        ] as $i => $assertion) {
+            try {
+                $assertion();
+                $this->fail("assertion $i passed");
+            } catch (AssertionFailedError $e) {
+                $this->assertStringNotContainsString("assertion $i passed", $e->getMessage());
+            }
+        }
+    }
+
+    public function testABadScriptEntrySaysWhatIsExpected(): void
+    {
+        $this->boot([]);
+        Resilient::fake(['s' => ['not a response']]);
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage('the fake script for "s" must give a Resilient\Response (Response::fake(...)) or a \Throwable, got string');
+        Resilient::client('s')->get('/x');
+    }
+}
+
+/** Code under test: asks a named client, falls back when the client refuses. */
+final class QuoteService
+{
+    public function __construct(private string $client)
+    {
+    }
+
+    public function quote(string $postcode): string
+    {
+        try {
+            $r = Resilient::client($this->client)->get('/quote', ['postcode' => $postcode], ['headers' => ['X-Shop' => 'main']]);
+
+            return 'price ' . $r->json()['price'];
+        } catch (Unavailable $e) {
+            return 'fallback after ' . (new \ReflectionClass($e))->getShortName();
+        }
+    }
+}

@@ -1,0 +1,300 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use Illuminate\Http\Client\ConnectionException;
+use Illuminate\Http\Client\Events\ConnectionFailed;
+use Illuminate\Http\Client\Events\RequestSending;
+use Illuminate\Http\Client\Events\ResponseReceived;
+use Illuminate\Http\Client\Request;
+use Illuminate\Support\Facades\Event;
+use Illuminate\Support\Facades\Http;
+use Resilient\FunnelFull;
+use Resilient\Laravel\Facades\Resilient;
+use Resilient\Response;
+use Resilient\Tests\Harness\Run;
+use Resilient\UpstreamFailed;
+
+/**
+ * `Http::resilient($name)`: Laravel's Http client (its events, Http::fake(), its request
+ * building) sending through the named Resilient\Client, measured at the mock upstream.
+ */
+final class HttpBridgeTest extends PackageTestCase
+{
+    /** @var array<class-string, int> */
+    private array $events = [];
+
+    private function bootWith(string $name, array $client): void
+    {
+        $this->boot(['clients' => [$name => $client]]);
+        $this->events = [];
+        foreach ([RequestSending::class, ResponseReceived::class, ConnectionFailed::class] as $event) {
+            Event::listen($event, function () use ($event) {
+                $this->events[$event] = ($this->events[$event] ?? 0) + 1;
+            });
+        }
+    }
+
+    public function testRetriesHappenInsideTheClientAndLaravelSeesOneResponse(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-retry', [
+            'max_attempts' => 3, 'backoff' => ['base' => 0.001, 'cap' => 0.002],
+        ]);
+        $this->up->script($key, [['status' => 503], ['status' => 503], ['status' => 200, 'json' => ['price' => 42]]]);
+        $this->bootWith($name, $client);
+        $originals = Resilient::budget($name)->stats()['originals'];
+
+        $response = Http::resilient($name)->get('/quote', ['postcode' => '10110']);
+
+        $this->assertInstanceOf(\Illuminate\Http\Client\Response::class, $response);
+        $this->assertSame(200, $response->status());
+        $this->assertSame(['price' => 42], $response->json());
+        $attempts = $this->up->attempts($key, 3);
+        $this->assertCount(3, $attempts, 'three attempts reached the upstream');
+        $this->assertSame('postcode=10110', $attempts[2]['query'] ?? null);
+        $this->assertSame(1, $this->events[RequestSending::class] ?? 0);
+        $this->assertSame(1, $this->events[ResponseReceived::class] ?? 0, 'exactly one ResponseReceived');
+        $this->assertSame(3, $response->handlerStats()['resilient_attempts']);
+        $this->assertSame($originals + 1, Resilient::budget($name)->stats()['originals'], 'one original, whatever its attempts');
+    }
+
+    public function testUnderHttpFakeNothingReachesTheExtensionAndNoBudgetIsSpent(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-fake');
+        $this->up->script($key, [['status' => 200]]);
+        $this->bootWith($name, $client);
+        $before = Resilient::budget($name)->stats();
+        Http::fake(['*' => Http::response(['faked' => true], 200)]);
+
+        $response = Http::resilient($name)->post('/orders', ['sku' => 1]);
+
+        $this->assertSame(['faked' => true], $response->json());
+        $this->assertSame([], $this->up->attempts($key, 0, 300), 'the upstream saw nothing');
+        $after = Resilient::budget($name)->stats();
+        $this->assertSame($before['originals'], $after['originals'], 'no original recorded');
+        $this->assertSame($before['retries'], $after['retries']);
+        // Laravel's own assertions see the real URL (the client's base_url) and the data.
+        Http::assertSent(fn (Request $r) => $r->url() === $this->up->base($key) . '/orders' && $r['sku'] === 1);
+        Http::assertSentCount(1);
+        $this->assertSame(1, $this->events[ResponseReceived::class] ?? 0);
+    }
+
+    public function testRetryOnTheRequestIsRefusedNamingTheOneRetryOwnerRule(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-noretry');
+        $this->bootWith($name, $client);
+        foreach ([
+            fn () => Http::resilient($name)->retry(3, 100)->get('/x'),
+            fn () => Http::retry(2)->resilient($name)->get('/x'),
+        ] as $i => $call) {
+            try {
+                $call();
+                $this->fail("case $i: ->retry() was accepted");
+            } catch (\LogicException $e) {
+                $this->assertStringContainsString('one retry owner', $e->getMessage());
+                $this->assertStringContainsString("'$name'", $e->getMessage());
+            }
+        }
+        $this->assertSame([], $this->up->attempts($key, 0, 200));
+        $this->assertSame(0, $this->events[RequestSending::class] ?? 0, 'refused before sending');
+    }
+
+    public function testExhaustedRetryableStatusesComeBackAsTheLastResponse(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-503', [
+            'max_attempts' => 2, 'backoff' => ['base' => 0.001, 'cap' => 0.002],
+        ]);
+        $this->up->script($key, [['status' => 503, 'body' => 'down', 'headers' => ['X-Why' => 'maintenance']]]);
+        $this->bootWith($name, $client);
+
+        $response = Http::resilient($name)->get('/quote');
+
+        $this->assertSame(503, $response->status());
+        $this->assertTrue($response->serverError());
+        $this->assertSame('down', $response->body());
+        $this->assertSame('maintenance', $response->header('X-Why'));
+        $this->assertCount(2, $this->up->attempts($key, 2));
+        $this->assertSame(1, $this->events[ResponseReceived::class] ?? 0);
+    }
+
+    public function testOurRefusalRejectsWithTheResilientException(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-full', ['funnel' => ['limit' => 1]]);
+        $this->up->script($key, [['status' => 200]]);
+        $this->bootWith($name, $client);
+        $lease = Resilient::funnel($name)->tryAcquire();
+        $this->assertNotNull($lease);
+        try {
+            Http::resilient($name)->get('/quote');
+            $this->fail('expected FunnelFull');
+        } catch (FunnelFull $e) {
+            $this->assertSame(0, $e->getCode());
+        } finally {
+            $lease->release();
+        }
+        $this->assertSame([], $this->up->attempts($key, 0, 200));
+        $this->assertSame(0, $this->events[ResponseReceived::class] ?? 0);
+    }
+
+    public function testAConnectionFailureIsLaravelsConnectionExceptionWithTheClientsCause(): void
+    {
+        $name = Run::name('bridge-refused');
+        $this->bootWith($name, ['base_url' => 'http://127.0.0.1:' . Run::freePort(), 'max_attempts' => 1]);
+        try {
+            Http::resilient($name)->withToken('s3cret-token')->get('/quote');
+            $this->fail('expected ConnectionException');
+        } catch (ConnectionException $e) {
+            $cause = $e->getPrevious()?->getPrevious();
+            $this->assertInstanceOf(UpstreamFailed::class, $cause);
+            $this->assertSame(0, $cause->getCode());
+            $this->assertStringNotContainsString('s3cret', $e->getMessage());
+        }
+        $this->assertSame(1, $this->events[ConnectionFailed::class] ?? 0);
+    }
+
+    public function testTheRequestLaravelBuildsIsTheRequestTheUpstreamGets(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-shape', ['headers' => ['X-Client' => 'config']]);
+        $this->up->script($key, [['status' => 201]]);
+        $this->bootWith($name, $client);
+
+        Http::resilient($name)->withToken('tok')->withHeaders(['Idempotency-Key' => 'k-1'])
+            ->post('/orders?src=web', ['sku' => 7, 'name' => 'ü']);
+        Http::resilient($name)->asForm()->put('/form', ['a' => '1', 'b' => 'x y']);
+        $file = Run::tempDir('bridge') . '/label.txt';
+        file_put_contents($file, 'LABEL-BYTES');
+        Http::resilient($name)->attach('label', fopen($file, 'r'), 'label.txt')->post('/upload', ['note' => 'hi']);
+        Http::resilient($name)->withBody('raw-bytes', 'text/plain')->patch('/raw');
+
+        [$json, $form, $multipart, $raw] = $this->up->attempts($key, 4);
+        $h = fn (array $a, string $n) => $a['headers'][strtolower($n)] ?? null;
+        $this->assertSame(['POST', '/orders', 'src=web'], [$json['method'], $json['path'], $json['query']]);
+        $this->assertSame('{"sku":7,"name":"\u00fc"}', $json['body']);
+        $this->assertSame('application/json', $h($json, 'content-type'));
+        $this->assertSame('Bearer tok', $h($json, 'authorization'));
+        $this->assertSame('k-1', $h($json, 'idempotency-key'));
+        $this->assertSame('config', $h($json, 'x-client'), 'the client\'s configured headers still apply');
+        $this->assertStringStartsWith('GuzzleHttp/', (string) $h($json, 'user-agent'));
+        $this->assertSame('a=1&b=x+y', $form['body']);
+        $this->assertSame('application/x-www-form-urlencoded', $h($form, 'content-type'));
+        $this->assertStringStartsWith('multipart/form-data; boundary=', (string) $h($multipart, 'content-type'));
+        $this->assertStringContainsString('LABEL-BYTES', $multipart['body']);
+        $this->assertStringContainsString('filename="label.txt"', $multipart['body']);
+        $this->assertStringContainsString("name=\"note\"\r\nContent-Length: 2\r\n\r\nhi", $multipart['body']);
+        $this->assertSame(['PATCH', 'raw-bytes', 'text/plain'], [$raw['method'], $raw['body'], $h($raw, 'content-type')]);
+    }
+
+    public function testTheClientsRulesApplyAPostIsRetriedOnlyWithAnIdempotencyKey(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-post', ['backoff' => ['base' => 0.001, 'cap' => 0.002]]);
+        $this->up->script($key, [['status' => 503], ['status' => 200]], 'repeat_last', '/keyed');
+        $this->up->script($key, [['status' => 503], ['status' => 200]], 'repeat_last', '/plain');
+        $this->bootWith($name, $client);
+
+        $this->assertSame(503, Http::resilient($name)->post('/plain', ['sku' => 1])->status(), 'not retried without a key');
+        $this->assertSame(200, Http::resilient($name)->withHeaders(['Idempotency-Key' => 'order-9'])->post('/keyed', ['sku' => 1])->status());
+        $attempts = $this->up->attempts($key, 3);
+        $this->assertSame(['/plain', '/keyed', '/keyed'], array_column($attempts, 'path'));
+        $this->assertSame(['order-9', 'order-9'], [$attempts[1]['headers']['idempotency-key'], $attempts[2]['headers']['idempotency-key']]);
+    }
+
+    public function testRedirectsFollowLaravelsDefaultUnlessTheRequestOrConfigSaysOtherwise(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-redirect');
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => $this->up->base($key) . '/to']]], path: '/from');
+        $this->up->script($key, [['status' => 200, 'body' => 'landed']], path: '/to');
+        $noFollow = Run::name('bridge-noredirect');
+        $this->boot(['clients' => [$name => $client, $noFollow => $client + ['allow_redirects' => false]]]);
+
+        $this->assertSame('landed', Http::resilient($name)->get('/from')->body(), 'Laravel follows by default');
+        $this->assertSame(302, Http::resilient($name)->withoutRedirecting()->get('/from')->status());
+        $this->assertSame(302, Http::resilient($noFollow)->get('/from')->status(), 'the client config decides when it says');
+        $this->assertSame(['/from', '/to', '/from', '/from'], array_column($this->up->attempts($key, 4), 'path'));
+    }
+
+    public function testTimeoutAndSinkAreTheClientsPerRequestOptions(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-timeout', ['timeout' => 5.0, 'max_attempts' => 1]);
+        $this->up->script($key, [['hang' => true, 'hang_ms' => 5000]], path: '/slow');
+        $this->up->script($key, [['status' => 200, 'body' => 'into the file']], path: '/file');
+        $this->bootWith($name, $client);
+
+        $t = hrtime(true);
+        try {
+            Http::resilient($name)->withOptions(['timeout' => 0.3])->get('/slow');
+            $this->fail('expected a timeout');
+        } catch (ConnectionException $e) {
+            $this->assertLessThan(2.0, (hrtime(true) - $t) / 1e9, 'the request\'s 0.3 s, not the client\'s 5 s');
+        }
+
+        $path = Run::tempDir('bridge') . '/sink.txt';
+        $response = Http::resilient($name)->sink($path)->get('/file');
+        $this->assertSame('into the file', file_get_contents($path));
+        $this->assertSame('into the file', $response->body());
+
+        $file = fopen($path . '.2', 'w+');   // a plain-file stream: written by the client itself
+        $response = Http::resilient($name)->sink($file)->get('/file');
+        $this->assertSame('into the file', file_get_contents($path . '.2'));
+        $this->assertSame('into the file', $response->body());
+
+        $memory = fopen('php://temp', 'w+');
+        $response = Http::resilient($name)->sink($memory)->get('/file');   // as with Guzzle, the body owns the stream
+        $this->assertSame('into the file', stream_get_contents($memory, -1, 0));
+        $this->assertSame('into the file', $response->body());
+    }
+
+    public function testInsideHttpPoolTheBridgeRefersToTheClientsOwnPool(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-pool');
+        $this->bootWith($name, $client);
+        $this->expectException(\LogicException::class);
+        $this->expectExceptionMessage("Use Resilient::client('$name')->pool([...]) instead");
+        Http::pool(fn ($pool) => [$pool->as('a')->resilient($name)->get('/a')]);
+    }
+
+    public function testAnOptionTheClientCannotHonourIsRefusedByName(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-refuse');
+        $this->bootWith($name, $client);
+        foreach (['progress' => fn () => null, 'delay' => 100, 'bogus_option' => 1] as $option => $value) {
+            try {
+                Http::resilient($name)->withOptions([$option => $value])->get('/x');
+                $this->fail("option $option was accepted");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString("option '$option' is not supported", $e->getMessage());
+            }
+        }
+        try {
+            Http::resilient($name)->withDigestAuth('user', 'digest-secret')->get('/x');
+            $this->fail('digest auth was accepted');
+        } catch (\InvalidArgumentException $e) {
+            $this->assertStringContainsString("option 'auth' is not supported: 'digest' authentication", $e->getMessage());
+            $this->assertStringNotContainsString('digest-secret', $e->getMessage());
+        }
+        // Basic auth is a header Guzzle already wrote.
+        $this->up->script($key, [['status' => 200]]);
+        Http::resilient($name)->withBasicAuth('user', 'pw')->get('/basic');
+        $attempts = $this->up->attempts($key, 1);
+        $this->assertCount(1, $attempts, 'only the basic-auth request was sent');
+        $this->assertSame('Basic ' . base64_encode('user:pw'), $attempts[0]['headers']['authorization']);
+    }
+
+    public function testUnderResilientFakeTheBridgeGetsTheScriptedAnswers(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-rfake');
+        $this->bootWith($name, $client);
+        Resilient::fake([$name => [Response::fake(202, '{"queued":true}', ['X-From' => 'fake'])]]);
+
+        $response = Http::resilient($name)->post('/orders', ['sku' => 3]);
+
+        $this->assertSame(202, $response->status());
+        $this->assertSame(['queued' => true], $response->json());
+        $this->assertSame('fake', $response->header('X-From'));
+        Resilient::assertSent(fn ($r) => $r->method() === 'POST' && $r->url() === $this->up->base($key) . '/orders');
+        $this->assertSame([], $this->up->attempts($key, 0, 200));
+    }
+}
