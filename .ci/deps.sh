@@ -9,6 +9,8 @@ packages=(
     php-laravel-framework php-guzzlehttp-guzzle php-symfony-http-client wrk procps curl ca-certificates
     # the client's TLS and proxy suites (tests/Client): certificates made by openssl, a real forward proxy
     openssl tinyproxy
+    # artisan in the Laravel fixture app (Symfony Console needs intl)
+    php8.2-intl
     # the lab's plots (plotters draws text with fontconfig/freetype; the workspace build needs them)
     libfontconfig1-dev libfreetype-dev fonts-dejavu-core
 )

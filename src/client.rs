@@ -27,7 +27,7 @@ use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
 use resilient_core::{LeaseId, Segment};
-use resilient_http::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
+use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
     AttemptRecord, CallEnv, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
     SharedMemory, Unavailable,
@@ -36,7 +36,7 @@ use resilient_http::{
 use crate::exceptions::{self, Kind};
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
-use crate::{context, deadline, engine, errors, held, options, segment};
+use crate::{context, deadline, engine, errors, held, interrupt, options, segment};
 
 #[php_class]
 #[php(name = "Resilient\\Client")]
@@ -212,15 +212,18 @@ impl Client {
             .http
             .pool(env, prepared, concurrency as usize, enclosing_remaining());
         let mut failure = None;
-        let (results, _summary) = match io
-            .drive(future, events, |record| self.notify(record, &mut failure))
-        {
-            Driven::Done(output) => output,
-            Driven::Forked => return Err(forked()),
-            Driven::Cancelled => {
-                return Err(failure.unwrap_or_else(|| PhpException::from("the pool was cancelled")))
-            }
-        };
+        let (results, _summary) =
+            match io.drive(future, events, Some(&interrupt::pending), |wake| {
+                self.wake(wake, &mut failure)
+            }) {
+                Driven::Done(output) => output,
+                Driven::Forked => return Err(forked()),
+                Driven::Cancelled => {
+                    return Err(
+                        failure.unwrap_or_else(|| PhpException::from("the pool was cancelled"))
+                    )
+                }
+            };
         let mut out = ZendHashTable::with_capacity(u32::try_from(keys.len()).unwrap_or(u32::MAX));
         for (key, result) in keys.into_iter().zip(results) {
             let value = match result {
@@ -303,13 +306,31 @@ impl Client {
         let (env, events) = self.call_env(io);
         let future = self.http.call(env, request, enclosing_remaining());
         let mut failure = None;
-        match io.drive(future, events, |record| self.notify(record, &mut failure)) {
+        let driven = io.drive(future, events, Some(&interrupt::pending), |wake| {
+            self.wake(wake, &mut failure)
+        });
+        match driven {
             Driven::Done(Ok(response)) => Ok(Response::new(response)),
             Driven::Done(Err(unavailable)) => Err(throw_unavailable(unavailable)),
             Driven::Forked => Err(forked()),
             Driven::Cancelled => {
                 Err(failure.unwrap_or_else(|| PhpException::from("the call was cancelled")))
             }
+        }
+    }
+
+    /// Handles what woke a call: a record for `on_attempt`, or a PHP interrupt (a signal's
+    /// handler, `max_execution_time`). False (cancel the call) when PHP code threw.
+    fn wake(&self, wake: Wake, failure: &mut Option<PhpException>) -> bool {
+        match wake {
+            Wake::Record(record) => self.notify(record, failure),
+            Wake::Interrupt => match interrupt::handle() {
+                Ok(()) => true,
+                Err(e) => {
+                    *failure = Some(e);
+                    false
+                }
+            },
         }
     }
 

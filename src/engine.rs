@@ -57,6 +57,26 @@ engine_fn!(
     php_get_module_initialized: fn() -> bool
 );
 
+engine_fn!(
+    /// `bool zend_is_unwind_exit(const zend_object *ex)`: the object `exit()` unwinds with.
+    zend_is_unwind_exit: fn(ex: *mut zend_object) -> bool
+);
+engine_fn!(
+    /// `ZEND_NORETURN void zend_timeout(void)`: raises "Maximum execution time exceeded".
+    zend_timeout: fn()
+);
+
+/// The engine's `zend_interrupt_function` (set by pcntl for async signals), if any.
+pub fn interrupt_function() -> Option<crate::interrupt::InterruptFunction> {
+    static CACHE: OnceLock<usize> = OnceLock::new();
+    let slot = lookup(&CACHE, b"zend_interrupt_function\0");
+    if slot == 0 {
+        return None;
+    }
+    // SAFETY: `zend_interrupt_function` is a `void (*)(zend_execute_data *)` variable.
+    unsafe { *(slot as *const Option<crate::interrupt::InterruptFunction>) }
+}
+
 /// The value of one of SPL's `zend_class_entry *` globals
 /// (`spl_ce_RuntimeException`...), set by SPL's MINIT, which runs before any
 /// extension loaded with `extension=` starts.

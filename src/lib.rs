@@ -29,6 +29,7 @@ pub mod funnel;
 pub mod held;
 pub mod hooks;
 pub mod ini;
+pub mod interrupt;
 pub mod options;
 pub mod response;
 pub mod segment;

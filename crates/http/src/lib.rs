@@ -131,6 +131,6 @@ pub use request::{Body, PreparedRequest, RequestOptions};
 pub use reqwest::Url;
 pub use reqwest_transport::ReqwestTransport;
 pub use response::Response;
-pub use runtime::{process_io, Driven, ProcessIo, FORKED_MESSAGE};
+pub use runtime::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE, INTERRUPT_POLL};
 pub use transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 pub use transport_options::{BodyTarget, Identity, Proxy, Redirects, TransportOptions, Verify};

@@ -59,7 +59,22 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
 enum Step<T> {
     Event(AttemptRecord),
     Done(T),
+    /// Time to ask whether the host has an interrupt pending.
+    Tick,
 }
+
+/// Why [`ProcessIo::drive`] hands control back to its caller during a call.
+#[derive(Debug)]
+pub enum Wake {
+    /// An attempt ended (for `on_attempt`).
+    Record(AttemptRecord),
+    /// The host has an interrupt pending (PHP: a signal under `pcntl_async_signals`, or
+    /// `max_execution_time`): its handler should run now, not after the call.
+    Interrupt,
+}
+
+/// How often a call in progress asks whether the host has an interrupt pending (one load).
+pub const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl ProcessIo {
     pub fn pid(&self) -> u32 {
@@ -82,69 +97,96 @@ impl ProcessIo {
         self.runtime.block_on(future)
     }
 
-    /// Runs `future`, handing each attempt record from `events` (if any) to `on_event` as soon
-    /// as it arrives, outside the runtime. `on_event` returning `false` cancels the call: the
+    /// Runs `future`, handing each attempt record from `events` (if any) to `on_wake` as soon
+    /// as it arrives, outside the runtime; with `interrupt_pending`, it is asked every
+    /// [`INTERRUPT_POLL`] and once more when the future completes, and when it says yes
+    /// `on_wake(Wake::Interrupt)` runs the host's handler (a signal handler must run during a
+    /// long call, and before the call's outcome is returned: PHP drops a signal whose handler
+    /// is due while an exception is pending). `on_wake` returning `false` cancels the call: the
     /// future is dropped (funnel slots are released by drop) and [`Driven::Cancelled`] is
     /// returned. Records still queued when the future completes are delivered before returning.
     ///
-    /// Fork: `on_event` runs PHP code, which may call `pcntl_fork`. The child must never go on
+    /// Fork: `on_wake` runs PHP code, which may call `pcntl_fork`. The child must never go on
     /// with the parent's call (its runtime, its half-read or kept-alive socket: it could read
-    /// the parent's response), so the pid is checked on entry and after every `on_event`; in a
+    /// the parent's response), so the pid is checked on entry and after every `on_wake`; in a
     /// child the call ends with [`Driven::Forked`] and the future is leaked, not dropped
     /// (dropping deregisters sockets from the epoll instance the child shares with the parent).
     pub fn drive<F: Future>(
         &self,
         future: F,
         events: Option<UnboundedReceiver<AttemptRecord>>,
-        mut on_event: impl FnMut(AttemptRecord) -> bool,
+        interrupt_pending: Option<&dyn Fn() -> bool>,
+        mut on_wake: impl FnMut(Wake) -> bool,
     ) -> Driven<F::Output> {
         if self.forked() {
             std::mem::forget(future);
             return Driven::Forked;
         }
-        let Some(mut events) = events else {
+        if events.is_none() && interrupt_pending.is_none() {
             return Driven::Done(self.runtime.block_on(future));
-        };
+        }
+        let mut events = events;
         let mut future = Box::pin(future);
+        let mut tick = interrupt_pending.map(|_| {
+            let _runtime = self.runtime.enter();
+            let first = tokio::time::Instant::now() + INTERRUPT_POLL;
+            tokio::time::interval_at(first, INTERRUPT_POLL)
+        });
         loop {
             let step = self.runtime.block_on(async {
                 tokio::select! {
                     biased;
-                    Some(record) = events.recv() => Step::Event(record),
+                    Some(record) = next_record(&mut events) => Step::Event(record),
                     output = &mut future => Step::Done(output),
+                    () = next_tick(&mut tick) => Step::Tick,
                 }
             });
-            match step {
-                Step::Event(record) => {
-                    let go_on = on_event(record);
-                    if self.forked() {
-                        std::mem::forget(future);
-                        return Driven::Forked;
-                    }
-                    if !go_on {
-                        // Cancel: dropping the future aborts the tasks it spawned (a pool's
-                        // requests), but an aborted task is only dropped, and its funnel slot
-                        // given back, when the runtime next runs. Run it now, not at the next call.
-                        drop(future);
-                        for _ in 0..3 {
-                            self.runtime.block_on(tokio::task::yield_now());
-                        }
-                        return Driven::Cancelled;
-                    }
-                }
+            let wake = match step {
+                Step::Event(record) => Wake::Record(record),
+                Step::Tick if interrupt_pending.is_some_and(|pending| pending()) => Wake::Interrupt,
+                Step::Tick => continue,
                 Step::Done(output) => {
-                    while let Ok(record) = events.try_recv() {
-                        let go_on = on_event(record);
+                    let mut wakes: Vec<Wake> = Vec::new();
+                    while let Some(Ok(record)) = events.as_mut().map(|e| e.try_recv()) {
+                        wakes.push(Wake::Record(record));
+                    }
+                    for wake in wakes {
+                        let go_on = on_wake(wake);
                         if self.forked() {
-                            std::mem::forget(future);
+                            std::mem::forget(output);
                             return Driven::Forked;
                         }
                         if !go_on {
                             break;
                         }
                     }
+                    if interrupt_pending.is_some_and(|pending| pending()) {
+                        let go_on = on_wake(Wake::Interrupt);
+                        if self.forked() {
+                            std::mem::forget(output);
+                            return Driven::Forked;
+                        }
+                        if !go_on {
+                            return Driven::Cancelled;
+                        }
+                    }
                     return Driven::Done(output);
                 }
+            };
+            let go_on = on_wake(wake);
+            if self.forked() {
+                std::mem::forget(future);
+                return Driven::Forked;
+            }
+            if !go_on {
+                // Cancel: dropping the future aborts the tasks it spawned (a pool's
+                // requests), but an aborted task is only dropped, and its funnel slot
+                // given back, when the runtime next runs. Run it now, not at the next call.
+                drop(future);
+                for _ in 0..3 {
+                    self.runtime.block_on(tokio::task::yield_now());
+                }
+                return Driven::Cancelled;
             }
         }
     }
@@ -155,12 +197,32 @@ impl ProcessIo {
     }
 }
 
+/// The next record, or never when there is no channel or it is closed.
+async fn next_record(
+    events: &mut Option<UnboundedReceiver<AttemptRecord>>,
+) -> Option<AttemptRecord> {
+    match events {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next tick, or never without an interval.
+async fn next_tick(tick: &mut Option<tokio::time::Interval>) {
+    match tick {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// How [`ProcessIo::drive`] ended.
 #[derive(Debug)]
 pub enum Driven<T> {
     /// The future completed.
     Done(T),
-    /// `on_event` returned false: the call was cancelled.
+    /// `on_wake` returned false: the call was cancelled.
     Cancelled,
     /// The process forked while the call was in progress (inside `on_event`) and this is the
     /// child: the call cannot go on here.

@@ -81,7 +81,10 @@ fn run(
     let env = c.env().clone().observer(Arc::new(tx));
     let req = c.prepare(method, path, json::request(&opts)).unwrap();
     let mut records = Vec::new();
-    let out = io.drive(c.call(env, req, None), Some(rx), |r| {
+    let out = io.drive(c.call(env, req, None), Some(rx), None, |wake| {
+        let resilient_http::Wake::Record(r) = wake else {
+            return true;
+        };
         records.push((Instant::now(), r));
         true
     });
