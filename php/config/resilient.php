@@ -45,6 +45,22 @@ return [
         // ],
     ],
 
+    // Queued jobs (Resilient\Laravel\Queue\*).
+    'queue' => [
+        // ReleaseWhenUnavailable / Funnel: a refused job comes back after a delay drawn from
+        // [min, max] seconds, so refused jobs do not return in step.
+        'release_delay' => [5, 30],
+        // WithinDeadline() without an argument: the job's $timeout (else worker_timeout, as
+        // `queue:work --timeout`) minus this margin; null = a tenth of it, at least 1 s.
+        'deadline_margin' => env('RESILIENT_DEADLINE_MARGIN'),
+        'worker_timeout' => (int) env('RESILIENT_WORKER_TIMEOUT', 60),
+    ],
+
+    // `php artisan resilient:check`: where the job classes are (default app/Jobs).
+    'check' => [
+        'paths' => null,
+    ],
+
     // Funnels and budgets used directly (Resilient::funnel('sap')), by name. A client's own
     // funnel and budget are reachable by the client's name too (Resilient::budget('shipping')).
     'funnels' => [
