@@ -1,6 +1,7 @@
 #!/bin/sh
-# Regenerates stubs/resilient.stub.php, or with --check compares a fresh generation with it
-# (exit 1 and a diff when they differ: CI catches a stub that no longer matches the code):
+# Regenerates stubs/resilient.stub.php and the copy the Laravel package ships
+# (php/stubs/resilient.stub.php), or with --check compares a fresh generation with both (exit 1
+# and a diff when they differ: CI catches a stub that no longer matches the code):
 #   `cargo php stubs` (cargo-php 0.2.x) for the #[php_class] classes, plus the
 #   hand-written stubs/exceptions.stub.php (classes registered in MINIT with
 #   ClassBuilder are invisible to cargo-php).
@@ -17,14 +18,17 @@ trap 'rm -f "$tmp" "$fresh"' EXIT
 cargo php stubs --stdout target/release/libresilient.so > "$tmp"
 { cat "$tmp"; cat stubs/exceptions.stub.php; } > "$fresh"
 cargo build --release -p resilient
+shipped="stubs/resilient.stub.php php/stubs/resilient.stub.php"
 if [ "${1:-}" = --check ]; then
-    if diff -u stubs/resilient.stub.php "$fresh"; then
-        echo "stubs: stubs/resilient.stub.php matches a fresh generation"
-    else
-        echo "stubs: stubs/resilient.stub.php differs from a fresh generation: run 'make stubs' and commit it" >&2
-        exit 1
-    fi
+    for f in $shipped; do
+        if ! diff -u "$f" "$fresh"; then
+            echo "stubs: $f differs from a fresh generation: run 'make stubs' and commit it" >&2
+            exit 1
+        fi
+    done
+    echo "stubs: stubs/resilient.stub.php and php/stubs/resilient.stub.php match a fresh generation"
 else
-    cp "$fresh" stubs/resilient.stub.php
-    echo "wrote stubs/resilient.stub.php"
+    mkdir -p php/stubs
+    for f in $shipped; do cp "$fresh" "$f"; done
+    echo "wrote $shipped"
 fi

@@ -45,7 +45,7 @@ fi
 
 # The stubs check: one line saying whether the shipped stubs match a fresh generation.
 if [ -n "$stubs_log" ]; then
-    if grep -q '^stubs: .* matches a fresh generation' "$stubs_log" 2>/dev/null; then
+    if grep -q '^stubs: .* match a fresh generation' "$stubs_log" 2>/dev/null; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))

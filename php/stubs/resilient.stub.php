@@ -1,0 +1,518 @@
+<?php
+
+// Stubs for resilient
+
+namespace Resilient {
+    class Client {
+        /**
+         * `new Client(string $name, array $options = [])`. The name identifies the funnel and the
+         * retry budget shared by every process of the host.
+         *
+         * Options are checked here: an unknown key or a bad value throws `\ValueError` naming
+         * the option (`option 'funnel.limit': must be between 1 and 64, got 0`, the words of
+         * `new Funnel(...)`), a wrong type `\TypeError` (`option 'timeout' must be of type
+         * float, array given`). Numeric strings (`'0.5'`, `'4'`) are accepted as PHP accepts
+         * them. See docs/errors.md.
+         *
+         * @param string $name
+         * @param array|null $options
+         */
+        public function __construct(string $name, ?array $options = null) {}
+
+        /**
+         * `delete(string $path, array $json = [], array $options = [])`.
+         *
+         * @param string $path
+         * @param array|null $json
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function delete(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `get(string $path, array $query = [], array $options = [])`.
+         *
+         * @param string $path
+         * @param array|null $query
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function get(string $path, ?array $query = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `head(string $path, array $query = [], array $options = [])`.
+         *
+         * @param string $path
+         * @param array|null $query
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function head(string $path, ?array $query = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * The client's name (its funnel and budget name).
+         *
+         * @return string
+         */
+        public function name(): string {}
+
+        /**
+         * `patch(string $path, array $json = [], array $options = [])`. Retried only with an
+         * `idempotency_key`.
+         *
+         * @param string $path
+         * @param array|null $json
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function patch(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
+         * options?]`; at most `$concurrency` in flight (a sliding window); returns `key =>
+         * Response|Unavailable` (failures are values, not thrown).
+         *
+         * @param array $requests
+         * @param int $concurrency
+         * @return array
+         */
+        public function pool(array $requests, int $concurrency = 5): array {}
+
+        /**
+         * `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
+         * sent as the JSON body. Retried only with an `idempotency_key`.
+         *
+         * @param string $path
+         * @param array|null $json
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function post(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `put(string $path, array $json = [], array $options = [])`.
+         *
+         * @param string $path
+         * @param array|null $json
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function put(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+
+        /**
+         * `request(string $method, string $path, array $options = [])` with options `query`,
+         * `json`, `body`, `form`, `multipart`, `headers`, `idempotency_key`, `sink`, `timeout`,
+         * `connect_timeout`, and the client's `verify`, `cert`, `ssl_key`, `proxy`,
+         * `allow_redirects`, `decode_content` for this request (docs/client-options.md).
+         *
+         * @param string $method
+         * @param string $path
+         * @param array|null $options
+         * @return \Resilient\Response
+         */
+        public function request(string $method, string $path, ?array $options = null): \Resilient\Response {}
+    }
+
+    /**
+     * Where this process runs, and the web caps from php.ini (static; not
+     * instantiable). Web = any SAPI but cli, phpdbg, embed, micro.
+     */
+    class Context {
+        public function __construct() {}
+
+        /**
+         * `$seconds`, capped to `resilient.web_connect_timeout` when web.
+         *
+         * @param float $seconds
+         * @return float
+         */
+        public static function connectTimeout(float $seconds): float {}
+
+        /**
+         * True under a web SAPI (fpm-fcgi, cgi-fcgi, apache2handler, cli-server,
+         * litespeed, frankenphp, ...); false under cli, phpdbg, embed, micro; unless
+         * `resilient.context` says `web` or `console` (Octane workers declare themselves web).
+         *
+         * @return bool
+         */
+        public static function isWeb(): bool {}
+
+        /**
+         * `$attempts` (>= 1), capped to `resilient.web_max_attempts` when web.
+         *
+         * @param int $attempts
+         * @return int
+         */
+        public static function maxAttempts(int $attempts): int {}
+
+        /**
+         * The SAPI name, as `PHP_SAPI`.
+         *
+         * @return string
+         */
+        public static function sapi(): string {}
+
+        /**
+         * `$seconds`, capped to `resilient.web_timeout` when web.
+         *
+         * @param float $seconds
+         * @return float
+         */
+        public static function timeout(float $seconds): float {}
+    }
+
+    /**
+     * One deadline shared by every call inside a scope (static; not
+     * instantiable). Per process, cleared at request start and end: nothing
+     * survives into the next FPM request.
+     */
+    class Deadline {
+        public function __construct() {}
+
+        /**
+         * `min($seconds, remaining())`, never below 0.001; `$seconds` when no
+         * deadline is set.
+         *
+         * @param float $seconds
+         * @return float
+         */
+        public static function cap(float $seconds): float {}
+
+        /**
+         * Seconds left in the current deadline scope, or null outside any.
+         *
+         * @return float|null
+         */
+        public static function remaining(): ?float {}
+
+        /**
+         * Runs `$fn` with a deadline of `$seconds` from now (or the enclosing
+         * deadline if that is earlier) and returns its result. The enclosing
+         * deadline is restored on return and when `$fn` throws (the exception
+         * propagates unchanged). `$seconds` >= 0 and finite, else `\ValueError`.
+         * Nesting deeper than 1,000 scopes, or with less than 256 KB of C stack
+         * left, throws `\Error` (runaway recursion would otherwise overflow the C
+         * stack).
+         *
+         * @param float $seconds
+         * @param callable $fn
+         * @return mixed
+         */
+        public static function within(float $seconds, callable $fn): mixed {}
+    }
+
+    /**
+     * A named concurrency limit shared by every PHP process of the user on the
+     * host (FPM workers and CLI): at most `limit` leases held at once; web
+     * callers may use all slots, background (CLI) callers only `limit - reserve`.
+     * Fails fast when full (no queueing). Throws `\ValueError` on a bad
+     * argument (the message names it). When the segment cannot be used the
+     * funnel counts this process only (degraded mode, see `degradedReason()`),
+     * or throws `Resilient\SharedMemoryError` with `resilient.shm_required=1`.
+     */
+    class Funnel {
+        /**
+         * `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null)`.
+         * `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease` seconds, finite and
+         * > 0, default 20.0 (2 × the web timeout cap). Numbers may be given as
+         * numeric strings or integral floats, as PHP's coercive mode allows.
+         *
+         * @param string $name
+         * @param mixed $limit
+         * @param mixed $reserve
+         * @param mixed $lease
+         */
+        public function __construct(string $name, mixed $limit, mixed $reserve = null, mixed $lease = null) {}
+
+        /**
+         * Why this process's funnels, budgets and clients use process-local
+         * guards (the degraded mode: the shared-memory segment is unusable, e.g.
+         * owned by another user, readable by others, corrupt, or the file system
+         * is full), or null when they share the segment. Opens the segment if this
+         * process has not yet; throws `Resilient\SharedMemoryError` on a bad
+         * `resilient.shm_*` setting, or when `resilient.shm_required` is on and
+         * the segment is unusable.
+         *
+         * @return string|null
+         */
+        public static function degradedReason(): ?string {}
+
+        /**
+         * Leases held now across all processes (reclaims expired/dead ones first).
+         *
+         * @return int
+         */
+        public function inFlight(): int {}
+
+        /**
+         * True when this funnel counts only this process's leases: the shared
+         * segment could not be used (degraded mode, see `degradedReason()`).
+         *
+         * @return bool
+         */
+        public function isDegraded(): bool {}
+
+        /**
+         * Lease length in seconds.
+         *
+         * @return float
+         */
+        public function lease(): float {}
+
+        /**
+         * @return int
+         */
+        public function limit(): int {}
+
+        /**
+         * @return string
+         */
+        public function name(): string {}
+
+        /**
+         * @return int
+         */
+        public function reserve(): int {}
+
+        /**
+         * Acquires a slot, calls `$fn`, releases the slot (also when `$fn` throws,
+         * exits or hits a fatal error) and returns `$fn`'s result. When full:
+         * returns `$fallback()` if given, else throws `Resilient\FunnelFull`.
+         *
+         * @param callable $fn
+         * @param callable|null $fallback
+         * @return mixed
+         */
+        public function run(callable $fn, ?callable $fallback = null): mixed {}
+
+        /**
+         * A lease, or null when full. `$background` null = from the context
+         * (CLI is background and may only use `limit - reserve` slots).
+         *
+         * @param bool|null $background
+         * @return \Resilient\Lease|null
+         */
+        public function tryAcquire(?bool $background = null): ?\Resilient\Lease {}
+    }
+
+    /**
+     * One held funnel slot (get one from `Funnel::tryAcquire()`; not
+     * constructible from PHP). Released by `release()`, when the object is
+     * destroyed, and at request end (also after a fatal error or
+     * `max_execution_time`). In a `pcntl_fork()` child an inherited lease is
+     * neither released nor releasable: it belongs to the parent.
+     */
+    class Lease {
+        public function __construct() {}
+
+        /**
+         * The funnel's name.
+         *
+         * @return string
+         */
+        public function funnel(): string {}
+
+        /**
+         * True until released (locally). A lease that expired is still reported
+         * held here; `release()` then returns false.
+         *
+         * @return bool
+         */
+        public function isHeld(): bool {}
+
+        /**
+         * Gives the slot back. True if this call released it; false if it was
+         * already released, expired and reclaimed, or belongs to a parent process
+         * (the core never releases another process's lease).
+         *
+         * @return bool
+         */
+        public function release(): bool {}
+    }
+
+    class Response {
+        public function __construct() {}
+
+        /**
+         * Attempts the call made, the first one included.
+         *
+         * @return int
+         */
+        public function attempts(): int {}
+
+        /**
+         * The body, bytes as received (a binary-safe PHP string). Copied once, straight into
+         * the PHP string (bodies may be up to `max_body`).
+         *
+         * @return mixed
+         */
+        public function body(): mixed {}
+
+        /**
+         * Milliseconds from the call's start to this answer (sleeps between attempts included).
+         *
+         * @return float
+         */
+        public function elapsedMs(): float {}
+
+        /**
+         * `Response::fake(int $status = 200, string $body = '', array $headers = [])`: a response
+         * built in PHP for tests (`attempts()` 0, `elapsedMs()` 0); headers are `name => value` or
+         * `name => [values]`.
+         *
+         * @param int $status
+         * @param mixed $body
+         * @param array|null $headers
+         * @return \Resilient\Response
+         */
+        public static function fake(int $status = 200, mixed $body = null, ?array $headers = null): \Resilient\Response {}
+
+        /**
+         * A header's values joined with ", " (case-insensitive name), or null when absent. Bytes
+         * as received (a value that is not UTF-8 is not rewritten).
+         *
+         * @param string $name
+         * @return string|null
+         */
+        public function header(string $name): ?string {}
+
+        /**
+         * Every header: lower-case name => list of values (bytes as received).
+         *
+         * @return array
+         */
+        public function headers(): array {}
+
+        /**
+         * The body decoded as JSON into arrays (`json_decode($body, true)`); null when not JSON.
+         *
+         * @return mixed
+         */
+        public function json(): mixed {}
+
+        /**
+         * True for 2xx.
+         *
+         * @return bool
+         */
+        public function ok(): bool {}
+
+        /**
+         * The HTTP status.
+         *
+         * @return int
+         */
+        public function status(): int {}
+    }
+
+    /**
+     * A retry budget per name: per sliding window, retries may be at most
+     * `floor + ratio × originals`, counted across every process of the host.
+     * Throws `\ValueError` on a bad argument. When the segment cannot be used
+     * the budget counts this process only (degraded mode, see
+     * `Funnel::degradedReason()`), or throws `Resilient\SharedMemoryError`
+     * with `resilient.shm_required=1`.
+     */
+    class RetryBudget {
+        /**
+         * `new RetryBudget(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0)`.
+         * Numbers may be given as numeric strings (or an integral float for the floor), as PHP's
+         * coercive mode allows.
+         *
+         * @param string $name
+         * @param mixed $ratio
+         * @param mixed $floor
+         * @param mixed $window
+         */
+        public function __construct(string $name, mixed $ratio = null, mixed $floor = null, mixed $window = null) {}
+
+        /**
+         * True when this budget counts only this process (degraded mode, see
+         * `Funnel::degradedReason()`).
+         *
+         * @return bool
+         */
+        public function isDegraded(): bool {}
+
+        /**
+         * @return string
+         */
+        public function name(): string {}
+
+        /**
+         * Deposit: one original request (whatever its attempts).
+         *
+         * @return void
+         */
+        public function recordOriginal(): void {}
+
+        /**
+         * `['originals' => int, 'retries' => int, 'allowed' => float,
+         * 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int,
+         * 'degraded' => bool]` for the current window (`degraded`: counting this
+         * process only, see `Funnel::degradedReason()`).
+         *
+         * @return array
+         */
+        public function stats(): array {}
+
+        /**
+         * Withdraw: true (and counted) when one retry may be sent now.
+         *
+         * @return bool
+         */
+        public function tryConsume(): bool {}
+    }
+}
+
+// Exception classes: registered in MINIT with ClassBuilder (src/exceptions.rs),
+// so `cargo php stubs` does not see them; this part is written by hand.
+//
+// php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
+//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v3.shm
+//   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
+//   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
+//   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI
+//   resilient.web_max_attempts    = 1      ; cap of Context::maxAttempts() under a web SAPI
+//   resilient.backend             = "shm"  ; or "redis://host:port/db" (later issue)
+
+namespace Resilient {
+    /**
+     * No answer worth returning: our own refusal (deadline, funnel full,
+     * budget spent, circuit open) or retryable upstream outcomes exhausted.
+     * Constructible and subclassable from PHP.
+     */
+    class Unavailable extends \RuntimeException {
+        /** The last response received, if any (set by Resilient\Client). */
+        protected $response = null;
+
+        /**
+         * The last Response received before giving up, or null.
+         *
+         * @return \Resilient\Response|null
+         */
+        public function response(): ?\Resilient\Response {}
+    }
+
+    /** The deadline left no time for the work. */
+    class DeadlineExceeded extends Unavailable {}
+
+    /** The funnel had no free slot (no queueing: fail fast). */
+    class FunnelFull extends Unavailable {}
+
+    /** The retry budget is spent for this window. */
+    class BudgetExhausted extends Unavailable {}
+
+    /** The circuit breaker is open. */
+    class CircuitOpen extends Unavailable {}
+
+    /** Retryable upstream outcomes exhausted. Code = last HTTP status, 0 for a connection error. */
+    class UpstreamFailed extends Unavailable {}
+
+    /**
+     * The shared-memory segment cannot be used: corrupt, another layout
+     * version, owned by another user, writable by group/others, a symlink,
+     * or its table of names is full. The message names the file and the problem.
+     */
+    class SharedMemoryError extends \RuntimeException {}
+}
