@@ -180,7 +180,33 @@ pub fn web_connect_timeout() -> f64 {
 /// refused value counts as auto (logged once).
 pub fn context() -> Option<bool> {
     log_rejected_once(CONTEXT);
-    raw(CONTEXT).and_then(|v| parse_context(&v)).flatten()
+    // Asked on every `Funnel::tryAcquire()`: one atomic load, kept current by the setting's
+    // validator (php.ini, the FPM pool, `ini_set`, and the restore at request end all pass it).
+    match CONTEXT_NOW.load(Ordering::Relaxed) {
+        CONTEXT_WEB => Some(true),
+        CONTEXT_CONSOLE => Some(false),
+        _ => None,
+    }
+}
+
+const CONTEXT_AUTO: u8 = 0;
+const CONTEXT_WEB: u8 = 1;
+const CONTEXT_CONSOLE: u8 = 2;
+/// The accepted value of `resilient.context` now.
+static CONTEXT_NOW: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(CONTEXT_AUTO);
+
+/// Validator of `resilient.context`: accepts as [`validate`] does, and keeps [`CONTEXT_NOW`].
+fn accept_context(v: &str) -> bool {
+    let Some(context) = parse_context(v) else {
+        return false;
+    };
+    let value = match context {
+        None => CONTEXT_AUTO,
+        Some(true) => CONTEXT_WEB,
+        Some(false) => CONTEXT_CONSOLE,
+    };
+    CONTEXT_NOW.store(value, Ordering::Relaxed);
+    true
 }
 
 pub fn web_max_attempts() -> u32 {
@@ -192,6 +218,8 @@ pub fn web_max_attempts() -> u32 {
 
 /// Values refused outside `ini_set()`: key and raw value, newest last.
 static REJECTED: Mutex<Vec<(&'static CStr, String)>> = Mutex::new(Vec::new());
+/// Some value was ever refused (the common case, none, skips the lock in [`check`]).
+static ANY_REJECTED: AtomicBool = AtomicBool::new(false);
 
 /// `Err(message)` when the configured value of `key` was refused: the message
 /// names the key, what it must be and the value given.
@@ -208,6 +236,9 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
              php.ini (see docs/shared-memory.md)"
                 .to_owned(),
         );
+    }
+    if !ANY_REJECTED.load(Ordering::Acquire) {
+        return Ok(());
     }
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
     match rejected.iter().rev().find(|(k, _)| *k == key) {
@@ -316,11 +347,15 @@ fn parse_backend(v: &str) -> bool {
 
 /// `auto` → `Some(None)`, `web` → `Some(Some(true))`, `console` → `Some(Some(false))`.
 fn parse_context(v: &str) -> Option<Option<bool>> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "" | "auto" => Some(None),
-        "web" => Some(Some(true)),
-        "console" => Some(Some(false)),
-        _ => None,
+    let v = v.trim();
+    if v.is_empty() || v.eq_ignore_ascii_case("auto") {
+        Some(None)
+    } else if v.eq_ignore_ascii_case("web") {
+        Some(Some(true))
+    } else if v.eq_ignore_ascii_case("console") {
+        Some(Some(false))
+    } else {
+        None
     }
 }
 
@@ -371,6 +406,7 @@ fn validate(
             }
         } else if stage & (STAGE_RUNTIME | STAGE_DEACTIVATE) == 0 {
             rejected.push((key, String::from_utf8_lossy(bytes).into_owned()));
+            ANY_REJECTED.store(true, Ordering::Release);
         }
         good
     }));
@@ -410,7 +446,7 @@ on_modify!(on_modify_seconds_connect, WEB_CONNECT_TIMEOUT, |s| {
 on_modify!(on_modify_attempts, WEB_MAX_ATTEMPTS, |s| parse_attempts(s)
     .is_some());
 on_modify!(on_modify_backend, BACKEND, parse_backend);
-on_modify!(on_modify_context, CONTEXT, |s| parse_context(s).is_some());
+on_modify!(on_modify_context, CONTEXT, accept_context);
 
 #[cfg(test)]
 mod tests {
