@@ -118,4 +118,22 @@ final class ArtisanTest extends TestCase
         $this->assertStringContainsString("warning: segment $other belongs to nobody (uid 65534), this process runs as root (uid 0)", $out);
         $this->assertStringContainsString('client slow: timeout 30s in config, but resilient.web_timeout = 10: under php-fpm it gets 10s', $out);
     }
+
+    public function testConfigCacheWorksWithThePackagesConfig(): void
+    {
+        $app = new FixtureApp();
+        $r = $app->artisan(['config:cache']);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $cached = $app->storage . '/cache/config.php';
+        $this->assertFileExists($cached);
+        $config = require $cached;
+        $this->assertArrayHasKey('resilient', $config);
+        $this->assertCount(2, $config['resilient']['queue']['release_delay'], 'the fixture app\'s queue settings are cached');
+        // The app runs from the cached config: the commands still see the configured upstreams.
+        $status = $app->artisan(['resilient:status', '--json']);
+        $this->assertSame(0, $status->exitCode, $status->describe());
+        $this->assertArrayHasKey('sap', $status->json()['names']);
+        $this->assertSame(0, $app->artisan(['config:clear'])->exitCode);
+        $this->assertFileDoesNotExist($cached);
+    }
 }
