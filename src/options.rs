@@ -167,6 +167,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
             other => {
                 let known: Vec<&str> = ClientConfig::KEYS
                     .iter()
+                    .chain(TransportOptions::KEYS)
                     .copied()
                     .chain(["on_attempt", "context"])
                     .collect();
@@ -378,13 +379,18 @@ const MAX_DEPTH: u32 = 32;
 /// bad option, reported as `\ValueError` like every other).
 const JSON_FLAGS: i64 = 64 | 256 | 1024;
 
+/// A request's own option keys ([`TransportOptions::KEYS`] are accepted too).
 const REQUEST_KEYS: &[&str] = &[
     "query",
     "json",
     "body",
     "form",
+    "multipart",
     "headers",
     "idempotency_key",
+    "timeout",
+    "connect_timeout",
+    "sink",
 ];
 
 /// A verb's `$data` argument: the query of a GET or HEAD, the JSON body of the others.
@@ -477,7 +483,14 @@ pub fn request(
                     };
                     out = out.idempotency_key(&key).map_err(config_error)?;
                 }
-                other => return Err(unknown(other, REQUEST_KEYS)),
+                other => {
+                    let known: Vec<&str> = REQUEST_KEYS
+                        .iter()
+                        .chain(TransportOptions::KEYS)
+                        .copied()
+                        .collect();
+                    return Err(unknown(other, &known));
+                }
             }
         }
     }

@@ -13,16 +13,6 @@ use resilient_http::{Bytes, Part, PartContents, Proxy, Redirects, TransportOptio
 use crate::exceptions;
 use crate::options::{config_error, entries, header_value, mismatch, off, table, text, unknown};
 
-/// The transport option keys, for both the client and a request.
-pub const KEYS: &[&str] = &[
-    "verify",
-    "cert",
-    "ssl_key",
-    "proxy",
-    "allow_redirects",
-    "decode_content",
-];
-
 /// Transport options being read: `cert` and `ssl_key` are applied together at the end.
 pub struct Reader<'a> {
     base: &'a TransportOptions,
@@ -51,7 +41,7 @@ impl<'a> Reader<'a> {
 
     /// Reads `key` if it is a transport option; `false` when it is not one.
     pub fn read(&mut self, key: &str, value: &Zval) -> PhpResult<bool> {
-        if !KEYS.contains(&key) {
+        if !TransportOptions::KEYS.contains(&key) {
             return Ok(false);
         }
         match key {

@@ -86,7 +86,7 @@ final class RequestShapeTest extends HttpTestCase
             [['headers' => ['X-A' => ['ok', new \stdClass()]]], \TypeError::class, "option 'headers.X-A' must be of type string"],
             [['idempotency_key' => ''], \ValueError::class, "option 'idempotency_key': must be a non-empty string"],
             [['query' => ['o' => new \stdClass()]], \TypeError::class, "option 'query' must be of type"],
-            [['jsn' => []], \ValueError::class, "option 'jsn': unknown option (known: query, json, body, form, headers, idempotency_key)"],
+            [['jsn' => []], \ValueError::class, "option 'jsn': unknown option (known: query, json, body, form, multipart, headers, idempotency_key, timeout, connect_timeout, sink, verify, cert, ssl_key, proxy, allow_redirects, decode_content)"],
         ];
         foreach ($cases as [$options, $class, $message]) {
             try {

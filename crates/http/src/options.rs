@@ -138,7 +138,8 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
-    /// The option keys a configuration knows (a binding adds its own, such as `on_attempt`).
+    /// The option keys of the configuration itself; [`TransportOptions::KEYS`] lists the
+    /// transport's (a binding adds its own, such as `on_attempt`).
     pub const KEYS: &'static [&'static str] = CLIENT_KEYS;
 }
 
@@ -368,12 +369,6 @@ const CLIENT_KEYS: &[&str] = &[
     "headers",
     "user_agent",
     "max_body",
-    "verify",
-    "cert",
-    "ssl_key",
-    "proxy",
-    "allow_redirects",
-    "decode_content",
 ];
 
 pub(crate) fn truncate(s: &str, max_chars: usize) -> String {

@@ -117,6 +117,16 @@ impl Default for TransportOptions {
 }
 
 impl TransportOptions {
+    /// The option keys these options are set from (Guzzle's names), per client or per request.
+    pub const KEYS: &'static [&'static str] = &[
+        "verify",
+        "cert",
+        "ssl_key",
+        "proxy",
+        "allow_redirects",
+        "decode_content",
+    ];
+
     /// Identifies the connection settings (verify, identity, proxy): requests with equal
     /// fingerprints share a reqwest client and its connections.
     pub fn fingerprint(&self) -> u64 {
