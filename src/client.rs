@@ -103,6 +103,8 @@ impl Client {
     }
 
     /// `get(string $path, array $query = [], array $options = [])`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn get(
         &self,
         path: String,
@@ -113,6 +115,8 @@ impl Client {
     }
 
     /// `head(string $path, array $query = [], array $options = [])`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn head(
         &self,
         path: String,
@@ -124,6 +128,8 @@ impl Client {
 
     /// `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
     /// sent as the JSON body. Retried only with an `idempotency_key`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn post(
         &self,
         path: String,
@@ -134,6 +140,8 @@ impl Client {
     }
 
     /// `put(string $path, array $json = [], array $options = [])`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn put(
         &self,
         path: String,
@@ -145,6 +153,8 @@ impl Client {
 
     /// `patch(string $path, array $json = [], array $options = [])`. Retried only with an
     /// `idempotency_key`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn patch(
         &self,
         path: String,
@@ -155,6 +165,8 @@ impl Client {
     }
 
     /// `delete(string $path, array $json = [], array $options = [])`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn delete(
         &self,
         path: String,
@@ -168,6 +180,8 @@ impl Client {
     /// `json`, `body`, `form`, `multipart`, `headers`, `idempotency_key`, `sink`, `timeout`,
     /// `connect_timeout`, and the client's `verify`, `cert`, `ssl_key`, `proxy`,
     /// `allow_redirects`, `decode_content` for this request (docs/client-options.md).
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn request(
         &self,
         method: String,

@@ -21,33 +21,39 @@ namespace Resilient {
 
         /**
          * `delete(string $path, array $json = [], array $options = [])`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $json
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function delete(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+        public function delete(string $path, ?array $json = null, ?array $options = null): mixed {}
 
         /**
          * `get(string $path, array $query = [], array $options = [])`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $query
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function get(string $path, ?array $query = null, ?array $options = null): \Resilient\Response {}
+        public function get(string $path, ?array $query = null, ?array $options = null): mixed {}
 
         /**
          * `head(string $path, array $query = [], array $options = [])`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $query
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function head(string $path, ?array $query = null, ?array $options = null): \Resilient\Response {}
+        public function head(string $path, ?array $query = null, ?array $options = null): mixed {}
 
         /**
          * The client's name (its funnel and budget name).
@@ -59,13 +65,15 @@ namespace Resilient {
         /**
          * `patch(string $path, array $json = [], array $options = [])`. Retried only with an
          * `idempotency_key`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $json
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function patch(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+        public function patch(string $path, ?array $json = null, ?array $options = null): mixed {}
 
         /**
          * `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
@@ -81,36 +89,42 @@ namespace Resilient {
         /**
          * `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
          * sent as the JSON body. Retried only with an `idempotency_key`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $json
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function post(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+        public function post(string $path, ?array $json = null, ?array $options = null): mixed {}
 
         /**
          * `put(string $path, array $json = [], array $options = [])`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $json
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function put(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+        public function put(string $path, ?array $json = null, ?array $options = null): mixed {}
 
         /**
          * `request(string $method, string $path, array $options = [])` with options `query`,
          * `json`, `body`, `form`, `multipart`, `headers`, `idempotency_key`, `sink`, `timeout`,
          * `connect_timeout`, and the client's `verify`, `cert`, `ssl_key`, `proxy`,
          * `allow_redirects`, `decode_content` for this request (docs/client-options.md).
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $method
          * @param string $path
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function request(string $method, string $path, ?array $options = null): \Resilient\Response {}
+        public function request(string $method, string $path, ?array $options = null): mixed {}
     }
 
     /**
