@@ -3,8 +3,8 @@
 //! No policy here. The constructor turns the options array into a
 //! `resilient_http::ClientConfig` through [`crate::options`] (an unknown key or a bad value is
 //! a `\ValueError` naming the option, a wrong type a `\TypeError`), applies the web caps of
-//! `Resilient\Context` when serving a web request, and binds the funnel and the retry budget
-//! named after the client to the host-wide shared memory. Each call then:
+//! `Resilient\Context` when serving a web request, and binds the funnel, the retry budget and
+//! the circuit breaker named after the client to the host-wide shared memory. Each call then:
 //!
 //! - takes this process's runtime and transport (created on first use, per pid: a child of
 //!   `pcntl_fork` gets its own),

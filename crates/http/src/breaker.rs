@@ -36,8 +36,13 @@ pub trait BreakerStore: Send + Sync {
     /// period's jitter, if this opens the breaker).
     fn record(&self, failure: bool, now_ms: u64, jitter: u64) -> Option<Transition>;
     /// The probe holding `ticket` ended; `None` when its ticket had been given up.
-    fn resolve(&self, ticket: Ticket, success: bool, now_ms: u64, jitter: u64)
-        -> Option<Transition>;
+    fn resolve(
+        &self,
+        ticket: Ticket,
+        success: bool,
+        now_ms: u64,
+        jitter: u64,
+    ) -> Option<Transition>;
     /// The probe holding `ticket` ended without an outcome: the next caller may probe.
     fn give_back(&self, ticket: Ticket, now_ms: u64) -> bool;
 }
@@ -220,7 +225,13 @@ mod tests {
         }
         assert_eq!(
             *store.told.lock().unwrap(),
-            ["record true", "record false", "record false", "record true", "record false"]
+            [
+                "record true",
+                "record false",
+                "record false",
+                "record true",
+                "record false"
+            ]
         );
     }
 
@@ -255,7 +266,9 @@ mod tests {
         a.outcome(Outcome::Status(503), 7_030);
         let probe = b.admit(1, 20_000).expect("the probe");
         drop(probe); // the funnel refused the attempt
-        let again = b.admit(1, 20_001).expect("given back, probing again at once");
+        let again = b
+            .admit(1, 20_001)
+            .expect("given back, probing again at once");
         drop(again);
         b.outcome(Outcome::Status(200), 20_002);
         assert!(a.admit(1, 20_002).is_ok());

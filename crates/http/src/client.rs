@@ -87,7 +87,9 @@ impl HttpClientBuilder {
     }
     /// Whether the options ask for shared state (a funnel, a retry budget or a circuit breaker).
     pub fn wants_backend(&self) -> bool {
-        self.config.funnel.is_some() || self.config.budget.is_some() || self.config.circuit.is_some()
+        self.config.funnel.is_some()
+            || self.config.budget.is_some()
+            || self.config.circuit.is_some()
     }
     /// Adds the circuit breaker, the funnel guard and the retry budget the options ask for, from
     /// `backend`, once for this client (named `name`; `background`: no reserved funnel slots).

@@ -83,8 +83,8 @@
 mod attempt;
 mod backend;
 mod backoff;
-mod breaker;
 mod body_limit;
+mod breaker;
 mod call;
 mod classify;
 mod client;

@@ -241,7 +241,12 @@ impl CircuitBreaker {
 
     /// May an attempt go out now? Never waits.
     pub fn admit(&self, now_ms: u64) -> Admission {
-        run(protocol::admit(self.block(), &ThisProcess, &self.config, now_ms))
+        run(protocol::admit(
+            self.block(),
+            &ThisProcess,
+            &self.config,
+            now_ms,
+        ))
     }
 
     /// An attempt admitted while closed ended; `failure`: the client would retry it.
@@ -279,7 +284,12 @@ impl CircuitBreaker {
     /// The probe holding `ticket` ended without an outcome (refused by another guard, or its
     /// call cancelled): the next caller may probe at once. False: it had been given up.
     pub fn give_back(&self, ticket: Ticket, now_ms: u64) -> bool {
-        run(protocol::give_back(self.block(), &ThisProcess, ticket, now_ms))
+        run(protocol::give_back(
+            self.block(),
+            &ThisProcess,
+            ticket,
+            now_ms,
+        ))
     }
 
     /// Where the breaker stands (reads only).
@@ -303,6 +313,16 @@ impl CircuitBreaker {
     }
 }
 
+/// The phase of the breaker in entry `index` of `seg` (as [`Segment::names`] lists them) and
+/// its moment (open: until; half-open: the probe's bound; closed: since), without a config:
+/// for metrics, which read every name's breaker.
+pub fn phase_at(seg: &Segment, index: usize) -> Option<(Phase, u64)> {
+    (index < seg.slots() as usize).then(|| {
+        let w = StateWord(seg.entry(index).breaker.state.load(Ordering::Acquire));
+        (w.phase(), w.at_ms())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,8 +330,10 @@ mod tests {
     const MID: u64 = 1 << 63; // jitter 0: exactly open_for
 
     fn breaker(tag: &str, ratio: f64, min_calls: u32) -> (CircuitBreaker, std::path::PathBuf) {
-        let p = std::env::temp_dir()
-            .join(format!("resilient-breaker-{tag}-{}.shm", std::process::id()));
+        let p = std::env::temp_dir().join(format!(
+            "resilient-breaker-{tag}-{}.shm",
+            std::process::id()
+        ));
         let _ = std::fs::remove_file(&p);
         let seg = Arc::new(Segment::open(&p, 8).unwrap());
         let s = Duration::from_secs;
@@ -335,6 +357,7 @@ mod tests {
         // The 20th call, a failure: 20 of 20.
         assert_eq!(b.record(true, t, MID), Some(Transition::Opened));
         assert!(refused(b.admit(t)));
+        assert_eq!(phase_at(&b.seg, b.entry), Some((Phase::Open, t + 5_000)));
         std::fs::remove_file(p).unwrap();
     }
 
@@ -346,10 +369,18 @@ mod tests {
             b.record(false, t, MID);
         }
         for _ in 0..49 {
-            assert_eq!(b.record(true, t, MID), None, "under half of the calls failed");
+            assert_eq!(
+                b.record(true, t, MID),
+                None,
+                "under half of the calls failed"
+            );
         }
         assert_eq!(b.admit(t), Admission::Closed);
-        assert_eq!(b.record(true, t, MID), Some(Transition::Opened), "50 of 100");
+        assert_eq!(
+            b.record(true, t, MID),
+            Some(Transition::Opened),
+            "50 of 100"
+        );
         std::fs::remove_file(p).unwrap();
     }
 
@@ -371,16 +402,28 @@ mod tests {
         let (b, p) = breaker("open", 1.0, 1);
         let t = 10_000;
         assert_eq!(b.record(true, t, MID), Some(Transition::Opened));
-        assert_eq!(b.admit(t + 4_999), Admission::Refused { until_ms: t + 5_000 });
+        assert_eq!(
+            b.admit(t + 4_999),
+            Admission::Refused {
+                until_ms: t + 5_000
+            }
+        );
         let Admission::Probe { ticket, took_over } = b.admit(t + 5_000) else {
             panic!("half-open at the end of open_for")
         };
         assert!(!took_over);
-        assert_eq!(ticket.bound_ms(), t + 6_000, "given up after the probe bound (1 s)");
+        assert_eq!(
+            ticket.bound_ms(),
+            t + 6_000,
+            "given up after the probe bound (1 s)"
+        );
         for _ in 0..100 {
             assert!(refused(b.admit(t + 5_500)), "one probe only");
         }
-        assert_eq!(b.resolve(ticket, true, t + 5_600, MID), Some(Transition::Closed));
+        assert_eq!(
+            b.resolve(ticket, true, t + 5_600, MID),
+            Some(Transition::Closed)
+        );
         assert_eq!(b.admit(t + 5_600), Admission::Closed);
         assert_eq!(b.state(t + 5_600).calls, 0, "the window starts afresh");
         std::fs::remove_file(p).unwrap();
@@ -417,8 +460,13 @@ mod tests {
     fn a_failed_probe_reopens() {
         let (b, p) = breaker("reopen", 1.0, 1);
         b.record(true, 0, MID);
-        let Admission::Probe { ticket, .. } = b.admit(5_000) else { panic!() };
-        assert_eq!(b.resolve(ticket, false, 5_100, MID), Some(Transition::Reopened));
+        let Admission::Probe { ticket, .. } = b.admit(5_000) else {
+            panic!()
+        };
+        assert_eq!(
+            b.resolve(ticket, false, 5_100, MID),
+            Some(Transition::Reopened)
+        );
         assert_eq!(b.admit(5_100), Admission::Refused { until_ms: 10_100 });
         std::fs::remove_file(p).unwrap();
     }
@@ -427,7 +475,9 @@ mod tests {
     fn a_lost_probe_is_given_up_after_its_bound() {
         let (b, p) = breaker("lost", 1.0, 1);
         b.record(true, 0, MID);
-        let Admission::Probe { ticket: lost, .. } = b.admit(5_000) else { panic!() };
+        let Admission::Probe { ticket: lost, .. } = b.admit(5_000) else {
+            panic!()
+        };
         // Its process was killed: it never reports. Until the bound, nobody probes.
         assert_eq!(b.admit(5_999), Admission::Refused { until_ms: 6_000 });
         let Admission::Probe { ticket, took_over } = b.admit(6_000) else {
@@ -438,7 +488,10 @@ mod tests {
         // The lost probe's late report decides nothing.
         assert_eq!(b.resolve(lost, true, 6_100, MID), None);
         assert!(refused(b.admit(6_100)));
-        assert_eq!(b.resolve(ticket, true, 6_200, MID), Some(Transition::Closed));
+        assert_eq!(
+            b.resolve(ticket, true, 6_200, MID),
+            Some(Transition::Closed)
+        );
         assert_eq!(b.admit(6_200), Admission::Closed);
         std::fs::remove_file(p).unwrap();
     }
@@ -447,10 +500,21 @@ mod tests {
     fn a_ticket_given_back_lets_the_next_caller_probe_at_once() {
         let (b, p) = breaker("give-back", 1.0, 1);
         b.record(true, 0, MID);
-        let Admission::Probe { ticket, .. } = b.admit(5_000) else { panic!() };
+        let Admission::Probe { ticket, .. } = b.admit(5_000) else {
+            panic!()
+        };
         assert!(b.give_back(ticket, 5_001));
-        assert!(matches!(b.admit(5_002), Admission::Probe { took_over: false, .. }));
-        assert!(!b.give_back(ticket, 5_003), "an old ticket gives nothing back");
+        assert!(matches!(
+            b.admit(5_002),
+            Admission::Probe {
+                took_over: false,
+                ..
+            }
+        ));
+        assert!(
+            !b.give_back(ticket, 5_003),
+            "an old ticket gives nothing back"
+        );
         std::fs::remove_file(p).unwrap();
     }
 
@@ -478,12 +542,37 @@ mod tests {
     fn validation_names_the_argument() {
         let s = Duration::from_secs;
         let arg = |r: Result<BreakerConfig, Error>| r.unwrap_err().argument().map(str::to_owned);
-        assert_eq!(arg(BreakerConfig::new(0.0, 1, s(1), s(1), s(1))).as_deref(), Some("failure_ratio"));
-        assert_eq!(arg(BreakerConfig::new(f64::NAN, 1, s(1), s(1), s(1))).as_deref(), Some("failure_ratio"));
-        assert_eq!(arg(BreakerConfig::new(0.5, 0, s(1), s(1), s(1))).as_deref(), Some("min_calls"));
-        assert_eq!(arg(BreakerConfig::new(0.5, 1, Duration::ZERO, s(1), s(1))).as_deref(), Some("window"));
-        assert_eq!(arg(BreakerConfig::new(0.5, 1, s(1), Duration::from_micros(10), s(1))).as_deref(), Some("open_for"));
-        assert_eq!(arg(BreakerConfig::new(0.5, 1, s(1), s(1), Duration::ZERO)).as_deref(), Some("probe_timeout"));
+        assert_eq!(
+            arg(BreakerConfig::new(0.0, 1, s(1), s(1), s(1))).as_deref(),
+            Some("failure_ratio")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(f64::NAN, 1, s(1), s(1), s(1))).as_deref(),
+            Some("failure_ratio")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(0.5, 0, s(1), s(1), s(1))).as_deref(),
+            Some("min_calls")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(0.5, 1, Duration::ZERO, s(1), s(1))).as_deref(),
+            Some("window")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(
+                0.5,
+                1,
+                s(1),
+                Duration::from_micros(10),
+                s(1)
+            ))
+            .as_deref(),
+            Some("open_for")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(0.5, 1, s(1), s(1), Duration::ZERO)).as_deref(),
+            Some("probe_timeout")
+        );
         let tiny = BreakerConfig::new(1.0, 1, Duration::from_millis(5), s(1), s(1)).unwrap();
         assert_eq!(tiny.bucket_ms(), 1);
     }

@@ -52,12 +52,22 @@ impl Pause for ModelActor {
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    Admit { now: u64 },
+    Admit {
+        now: u64,
+    },
     /// Resolves the ticket this actor holds, if any.
-    Resolve { success: bool, now: u64 },
-    Record { failure: bool, now: u64 },
+    Resolve {
+        success: bool,
+        now: u64,
+    },
+    Record {
+        failure: bool,
+        now: u64,
+    },
     /// Gives the ticket this actor holds back (its attempt was refused by another guard).
-    GiveBack { now: u64 },
+    GiveBack {
+        now: u64,
+    },
 }
 
 struct Script {
@@ -320,7 +330,12 @@ fn run_one(b: &BreakerBlock, sc: &Scenario, path: &mut Vec<(usize, usize)>) {
         }
     }
     if let Some(n) = sc.opens {
-        assert_eq!(log.opened.get(), n, "opened {} times after {trace:?}", log.opened.get());
+        assert_eq!(
+            log.opened.get(),
+            n,
+            "opened {} times after {trace:?}",
+            log.opened.get()
+        );
     }
     let admission = complete(protocol::admit(b, &ModelActor, &sc.config, sc.late));
     assert!(
@@ -340,8 +355,20 @@ fn config(min_calls: u32) -> BreakerConfig {
 /// Three callers reach the end of the open period at once: exactly one probes.
 #[test]
 fn three_callers_at_the_half_open_moment() {
-    const A: &[Op] = &[Op::Admit { now: 100 }, Op::Resolve { success: true, now: 150 }];
-    const B: &[Op] = &[Op::Admit { now: 100 }, Op::Resolve { success: false, now: 150 }];
+    const A: &[Op] = &[
+        Op::Admit { now: 100 },
+        Op::Resolve {
+            success: true,
+            now: 150,
+        },
+    ];
+    const B: &[Op] = &[
+        Op::Admit { now: 100 },
+        Op::Resolve {
+            success: false,
+            now: 150,
+        },
+    ];
     let sc = Scenario {
         start: StateWord::new(Phase::Open, 1, 100),
         ghost_report: None,
@@ -358,9 +385,27 @@ fn three_callers_at_the_half_open_moment() {
 /// the ticket over; the dead probe never blocks the breaker.
 #[test]
 fn a_probe_killed_anywhere() {
-    const FIRST: &[Op] = &[Op::Admit { now: 100 }, Op::Resolve { success: true, now: 150 }];
-    const LATE_OK: &[Op] = &[Op::Admit { now: 1_100 }, Op::Resolve { success: true, now: 1_150 }];
-    const LATE_FAIL: &[Op] = &[Op::Admit { now: 1_100 }, Op::Resolve { success: false, now: 1_150 }];
+    const FIRST: &[Op] = &[
+        Op::Admit { now: 100 },
+        Op::Resolve {
+            success: true,
+            now: 150,
+        },
+    ];
+    const LATE_OK: &[Op] = &[
+        Op::Admit { now: 1_100 },
+        Op::Resolve {
+            success: true,
+            now: 1_150,
+        },
+    ];
+    const LATE_FAIL: &[Op] = &[
+        Op::Admit { now: 1_100 },
+        Op::Resolve {
+            success: false,
+            now: 1_150,
+        },
+    ];
     let sc = Scenario {
         start: StateWord::new(Phase::Open, 1, 100),
         ghost_report: None,
@@ -377,8 +422,20 @@ fn a_probe_killed_anywhere() {
 /// over at the bound: its report decides nothing once the ticket was taken over.
 #[test]
 fn a_late_report_of_a_given_up_probe() {
-    const AT_BOUND: &[Op] = &[Op::Admit { now: 1_000 }, Op::Resolve { success: false, now: 1_050 }];
-    const AT_BOUND_OK: &[Op] = &[Op::Admit { now: 1_000 }, Op::Resolve { success: true, now: 1_050 }];
+    const AT_BOUND: &[Op] = &[
+        Op::Admit { now: 1_000 },
+        Op::Resolve {
+            success: false,
+            now: 1_050,
+        },
+    ];
+    const AT_BOUND_OK: &[Op] = &[
+        Op::Admit { now: 1_000 },
+        Op::Resolve {
+            success: true,
+            now: 1_050,
+        },
+    ];
     let sc = Scenario {
         start: StateWord::new(Phase::HalfOpen, 2, 1_000),
         ghost_report: Some((true, 1_200)),
@@ -395,8 +452,17 @@ fn a_late_report_of_a_given_up_probe() {
 /// order, the breaker opens exactly once (2 of 3 failed, `min_calls` 2).
 #[test]
 fn failures_counted_at_once_open_once() {
-    const FAIL: &[Op] = &[Op::Record { failure: true, now: 10 }];
-    const OK: &[Op] = &[Op::Record { failure: false, now: 10 }, Op::Admit { now: 10 }];
+    const FAIL: &[Op] = &[Op::Record {
+        failure: true,
+        now: 10,
+    }];
+    const OK: &[Op] = &[
+        Op::Record {
+            failure: false,
+            now: 10,
+        },
+        Op::Admit { now: 10 },
+    ];
     let sc = Scenario {
         start: StateWord(0),
         ghost_report: None,
@@ -414,7 +480,13 @@ fn failures_counted_at_once_open_once() {
 #[test]
 fn a_ticket_given_back() {
     const BACK: &[Op] = &[Op::Admit { now: 100 }, Op::GiveBack { now: 101 }];
-    const NEXT: &[Op] = &[Op::Admit { now: 102 }, Op::Resolve { success: true, now: 150 }];
+    const NEXT: &[Op] = &[
+        Op::Admit { now: 102 },
+        Op::Resolve {
+            success: true,
+            now: 150,
+        },
+    ];
     let sc = Scenario {
         start: StateWord::new(Phase::Open, 1, 100),
         ghost_report: None,

@@ -92,8 +92,7 @@ pub(crate) async fn admit(
             now_ms.saturating_add(config.probe_ms).max(now_ms + 1),
         );
         me.step(At::State).await;
-        if b
-            .state
+        if b.state
             .compare_exchange(seen.0, ticket.0, AcqRel, Acquire)
             .is_ok()
         {
@@ -130,7 +129,11 @@ pub(crate) async fn record(
         } else {
             (0, 0)
         };
-        let next = pack(tag, (c + 1).min(COUNT_MAX), (f + failure as u64).min(COUNT_MAX));
+        let next = pack(
+            tag,
+            (c + 1).min(COUNT_MAX),
+            (f + failure as u64).min(COUNT_MAX),
+        );
         me.step(At::Bucket(idx)).await;
         match bucket.compare_exchange(w, next, AcqRel, Acquire) {
             Ok(_) => break,
@@ -181,7 +184,9 @@ pub(crate) async fn resolve(
     let (next, transition) = match success {
         true => (ticket.0.next(Phase::Closed, now_ms), Transition::Closed),
         false => (
-            ticket.0.next(Phase::Open, config.open_until(now_ms, jitter)),
+            ticket
+                .0
+                .next(Phase::Open, config.open_until(now_ms, jitter)),
             Transition::Reopened,
         ),
     };
@@ -217,7 +222,12 @@ fn counted(w: u64, epoch: u64, since: u64) -> Option<(u64, u64)> {
 /// The probe holding `ticket` ended without an outcome (refused by a later guard, or its call
 /// cancelled): give the ticket back at once (`ticket → Open(now)`, over already), so the next
 /// caller probes instead of everyone waiting for the bound. False when it had been given up.
-pub(crate) async fn give_back(b: &BreakerBlock, me: &impl Pause, ticket: Ticket, now_ms: u64) -> bool {
+pub(crate) async fn give_back(
+    b: &BreakerBlock,
+    me: &impl Pause,
+    ticket: Ticket,
+    now_ms: u64,
+) -> bool {
     let open = ticket.0.next(Phase::Open, now_ms);
     me.step(At::State).await;
     b.state

@@ -33,7 +33,9 @@ impl StateWord {
             Phase::Open => 1,
             Phase::HalfOpen => 2,
         };
-        StateWord(p << (GEN_BITS + AT_BITS) | (generation & GEN_MASK) << AT_BITS | at_ms.min(AT_MAX))
+        StateWord(
+            p << (GEN_BITS + AT_BITS) | (generation & GEN_MASK) << AT_BITS | at_ms.min(AT_MAX),
+        )
     }
 
     /// The phase; a corrupt word (phase bits 3) reads as closed, and any transition replaces it.
@@ -66,12 +68,24 @@ mod tests {
     #[test]
     fn round_trips_and_every_transition_is_a_new_word() {
         let w = StateWord::new(Phase::HalfOpen, 7, 123_456);
-        assert_eq!((w.phase(), w.generation(), w.at_ms()), (Phase::HalfOpen, 7, 123_456));
+        assert_eq!(
+            (w.phase(), w.generation(), w.at_ms()),
+            (Phase::HalfOpen, 7, 123_456)
+        );
         assert_eq!(StateWord(0).phase(), Phase::Closed, "all zero is closed");
         let n = w.next(Phase::HalfOpen, 123_456);
         assert_ne!(n, w, "same phase and time, still another word");
-        assert_eq!(StateWord::new(Phase::Open, GEN_MASK, 1).next(Phase::Open, 1).generation(), 0);
-        assert_eq!(StateWord::new(Phase::Open, 0, u64::MAX).at_ms(), AT_MAX, "clamped");
+        assert_eq!(
+            StateWord::new(Phase::Open, GEN_MASK, 1)
+                .next(Phase::Open, 1)
+                .generation(),
+            0
+        );
+        assert_eq!(
+            StateWord::new(Phase::Open, 0, u64::MAX).at_ms(),
+            AT_MAX,
+            "clamped"
+        );
         assert_eq!(StateWord(3 << 62).phase(), Phase::Closed);
     }
 }
