@@ -3,8 +3,8 @@
 //! No policy here. The constructor turns the options array into a
 //! `resilient_http::ClientConfig` through [`crate::options`] (an unknown key or a bad value is
 //! a `\ValueError` naming the option, a wrong type a `\TypeError`), applies the web caps of
-//! `Resilient\Context` when serving a web request, and binds the funnel and the retry budget
-//! named after the client to the host-wide shared memory. Each call then:
+//! `Resilient\Context` when serving a web request, and binds the funnel, the retry budget and
+//! the circuit breaker named after the client to the host-wide shared memory. Each call then:
 //!
 //! - takes this process's runtime and transport (created on first use, per pid: a child of
 //!   `pcntl_fork` gets its own),
@@ -13,7 +13,9 @@
 //!   the call is in progress (outside the runtime, so the callable may throw or even make
 //!   another call; a throwing callable cancels the call and its exception propagates),
 //! - returns a `Resilient\Response`, or throws the matching `Resilient\Unavailable` subclass
-//!   (code = last HTTP status, 0 for a connection error; `response()` = the last Response).
+//!   (code = last HTTP status, 0 for a connection error; `response()` = the last Response);
+//!   with a `fallback` callable, calls it with that exception instead and returns what it
+//!   returns (an exception it throws propagates).
 //!
 //! Funnel leases taken by the loop are listed in `held` while in flight, so a bailout (fatal
 //! error, `max_execution_time`) in the middle of a call still gives them back at request end.
@@ -45,6 +47,8 @@ pub struct Client {
     http: HttpClient,
     /// The `on_attempt` callable (a counted reference), if any.
     on_attempt: Option<Zval>,
+    /// The `fallback` callable (a counted reference), if any.
+    fallback: Option<Zval>,
 }
 
 /// Lists the loop's leases in `held` while they are in flight.
@@ -94,68 +98,81 @@ impl Client {
             name,
             http,
             on_attempt: binding.on_attempt,
+            fallback: binding.fallback,
         })
     }
 
     /// `get(string $path, array $query = [], array $options = [])`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn get(
         &self,
         path: String,
         query: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
-    ) -> PhpResult<Response> {
+    ) -> PhpResult<Zval> {
         self.verb("GET", &path, query, options, false)
     }
 
     /// `head(string $path, array $query = [], array $options = [])`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn head(
         &self,
         path: String,
         query: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
-    ) -> PhpResult<Response> {
+    ) -> PhpResult<Zval> {
         self.verb("HEAD", &path, query, options, false)
     }
 
     /// `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
     /// sent as the JSON body. Retried only with an `idempotency_key`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn post(
         &self,
         path: String,
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
-    ) -> PhpResult<Response> {
+    ) -> PhpResult<Zval> {
         self.verb("POST", &path, json, options, true)
     }
 
     /// `put(string $path, array $json = [], array $options = [])`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn put(
         &self,
         path: String,
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
-    ) -> PhpResult<Response> {
+    ) -> PhpResult<Zval> {
         self.verb("PUT", &path, json, options, true)
     }
 
     /// `patch(string $path, array $json = [], array $options = [])`. Retried only with an
     /// `idempotency_key`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn patch(
         &self,
         path: String,
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
-    ) -> PhpResult<Response> {
+    ) -> PhpResult<Zval> {
         self.verb("PATCH", &path, json, options, true)
     }
 
     /// `delete(string $path, array $json = [], array $options = [])`.
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn delete(
         &self,
         path: String,
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
-    ) -> PhpResult<Response> {
+    ) -> PhpResult<Zval> {
         self.verb("DELETE", &path, json, options, true)
     }
 
@@ -163,12 +180,14 @@ impl Client {
     /// `json`, `body`, `form`, `multipart`, `headers`, `idempotency_key`, `sink`, `timeout`,
     /// `connect_timeout`, and the client's `verify`, `cert`, `ssl_key`, `proxy`,
     /// `allow_redirects`, `decode_content` for this request (docs/client-options.md).
+    /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+    /// the call is unavailable.
     pub fn request(
         &self,
         method: String,
         path: String,
         options: Option<&ZendHashTable>,
-    ) -> PhpResult<Response> {
+    ) -> PhpResult<Zval> {
         let request = self.prepare(
             &method,
             &path,
@@ -253,7 +272,7 @@ impl Client {
         data: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
         body: bool,
-    ) -> PhpResult<Response> {
+    ) -> PhpResult<Zval> {
         let data = data.map(|d| match body {
             true => Data::Json(d),
             false => Data::Query(d),
@@ -299,8 +318,9 @@ impl Client {
         (env.observer(Arc::new(tx)), Some(rx))
     }
 
-    /// One call to its end: a Response, or the Unavailable subclass thrown.
-    fn run(&self, request: Arc<PreparedRequest>) -> PhpResult<Response> {
+    /// One call to its end: a Response, or the Unavailable subclass thrown (or given to the
+    /// `fallback`, whose value is returned instead).
+    fn run(&self, request: Arc<PreparedRequest>) -> PhpResult<Zval> {
         check_stack()?;
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
         let (env, events) = self.call_env(io);
@@ -310,13 +330,28 @@ impl Client {
             self.wake(wake, &mut failure)
         });
         match driven {
-            Driven::Done(Ok(response)) => Ok(Response::new(response)),
-            Driven::Done(Err(unavailable)) => Err(throw_unavailable(unavailable)),
+            Driven::Done(Ok(response)) => Response::into_zval_object(response)
+                .ok_or_else(|| PhpException::from("Resilient\\Response could not be created")),
+            Driven::Done(Err(unavailable)) => match &self.fallback {
+                None => Err(throw_unavailable(unavailable)),
+                Some(fallback) => self.fall_back(fallback, unavailable),
+            },
             Driven::Forked => Err(forked()),
             Driven::Cancelled => {
                 Err(failure.unwrap_or_else(|| PhpException::from("the call was cancelled")))
             }
         }
+    }
+
+    /// Calls `fallback` with the `Unavailable` the call ended with; its value is the call's.
+    /// An exception it throws stays pending and propagates.
+    fn fall_back(&self, fallback: &Zval, unavailable: Unavailable) -> PhpResult<Zval> {
+        let callable = ZendCallable::new(fallback).map_err(PhpException::from)?;
+        let exception = unavailable_object(unavailable)?;
+        crate::fallback::metrics_fallback_used(&self.name);
+        callable
+            .try_call(vec![&exception])
+            .map_err(PhpException::from)
     }
 
     /// Handles what woke a call: a record for `on_attempt`, or a PHP interrupt (a signal's

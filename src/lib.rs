@@ -13,7 +13,8 @@
 //! - `client`, `response`: `Resilient\Client` / `Resilient\Response`; `options`: the
 //!   client's options array → `resilient_http::ClientConfig` (shape and type, with `coerce`:
 //!   PHP's coercive typing; `transport_options`: TLS, proxy, redirects, multipart, sink); the
-//!   values' rules stay with the crate that uses them.
+//!   values' rules stay with the crate that uses them; `fallback`: the `fallback` option's
+//!   metrics hook.
 
 use ext_php_rs::prelude::*;
 
@@ -25,6 +26,7 @@ pub mod deadline;
 pub mod engine;
 pub mod errors;
 pub mod exceptions;
+pub mod fallback;
 pub mod funnel;
 pub mod held;
 pub mod hooks;

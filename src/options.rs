@@ -31,6 +31,8 @@ use crate::{budget, coerce, errors, transport_options};
 pub struct BindingOptions {
     /// `on_attempt` (a counted reference).
     pub on_attempt: Option<Zval>,
+    /// `fallback` (a counted reference): called with the `Unavailable` instead of throwing it.
+    pub fallback: Option<Zval>,
     /// `context`: `Some(true)` web, `Some(false)` console, `None` as `resilient.context` says.
     pub context: Option<bool>,
 }
@@ -140,18 +142,8 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                 })?;
                 config.set_max_body(bytes).map_err(config_error)?
             }
-            "on_attempt" => {
-                if !value.is_null() {
-                    if !value.is_callable() {
-                        return Err(coerce::TypeMismatch {
-                            expected: "?callable",
-                            given: coerce::type_name(value),
-                        }
-                        .for_option(key));
-                    }
-                    binding.on_attempt = Some(value.shallow_clone());
-                }
-            }
+            "on_attempt" => binding.on_attempt = callable(value, key)?,
+            "fallback" => binding.fallback = callable(value, key)?,
             "context" => {
                 binding.context = match text(value, key)?.as_str() {
                     "web" => Some(true),
@@ -169,7 +161,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                     .iter()
                     .chain(TransportOptions::KEYS)
                     .copied()
-                    .chain(["on_attempt", "context"])
+                    .chain(["on_attempt", "fallback", "context"])
                     .collect();
                 return Err(unknown(other, &known));
             }
@@ -184,6 +176,21 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
         config.transport = Arc::new(own);
     }
     Ok((config, binding))
+}
+
+/// A `?callable` option (`null`: none), kept as a counted reference.
+fn callable(value: &Zval, key: &str) -> PhpResult<Option<Zval>> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    if !value.is_callable() {
+        return Err(coerce::TypeMismatch {
+            expected: "?callable",
+            given: coerce::type_name(value),
+        }
+        .for_option(key));
+    }
+    Ok(Some(value.shallow_clone()))
 }
 
 fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {

@@ -21,33 +21,39 @@ namespace Resilient {
 
         /**
          * `delete(string $path, array $json = [], array $options = [])`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $json
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function delete(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+        public function delete(string $path, ?array $json = null, ?array $options = null): mixed {}
 
         /**
          * `get(string $path, array $query = [], array $options = [])`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $query
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function get(string $path, ?array $query = null, ?array $options = null): \Resilient\Response {}
+        public function get(string $path, ?array $query = null, ?array $options = null): mixed {}
 
         /**
          * `head(string $path, array $query = [], array $options = [])`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $query
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function head(string $path, ?array $query = null, ?array $options = null): \Resilient\Response {}
+        public function head(string $path, ?array $query = null, ?array $options = null): mixed {}
 
         /**
          * The client's name (its funnel and budget name).
@@ -59,13 +65,15 @@ namespace Resilient {
         /**
          * `patch(string $path, array $json = [], array $options = [])`. Retried only with an
          * `idempotency_key`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $json
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function patch(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+        public function patch(string $path, ?array $json = null, ?array $options = null): mixed {}
 
         /**
          * `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
@@ -81,36 +89,42 @@ namespace Resilient {
         /**
          * `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
          * sent as the JSON body. Retried only with an `idempotency_key`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $json
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function post(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+        public function post(string $path, ?array $json = null, ?array $options = null): mixed {}
 
         /**
          * `put(string $path, array $json = [], array $options = [])`.
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $path
          * @param array|null $json
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function put(string $path, ?array $json = null, ?array $options = null): \Resilient\Response {}
+        public function put(string $path, ?array $json = null, ?array $options = null): mixed {}
 
         /**
          * `request(string $method, string $path, array $options = [])` with options `query`,
          * `json`, `body`, `form`, `multipart`, `headers`, `idempotency_key`, `sink`, `timeout`,
          * `connect_timeout`, and the client's `verify`, `cert`, `ssl_key`, `proxy`,
          * `allow_redirects`, `decode_content` for this request (docs/client-options.md).
+         * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
+         * the call is unavailable.
          *
          * @param string $method
          * @param string $path
          * @param array|null $options
-         * @return \Resilient\Response
+         * @return mixed
          */
-        public function request(string $method, string $path, ?array $options = null): \Resilient\Response {}
+        public function request(string $method, string $path, ?array $options = null): mixed {}
     }
 
     /**
@@ -469,7 +483,7 @@ namespace Resilient {
 // so `cargo php stubs` does not see them; this part is written by hand.
 //
 // php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
-//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v3.shm
+//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v4.shm
 //   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
 //   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
 //   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI

@@ -12,13 +12,16 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RESILNT1");
 
 /// Bumped whenever [`Header`] or [`Entry`] change shape.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 /// The most slots a funnel can have: the in-flight set is one 64-bit mask.
 pub const MAX_FUNNEL_LIMIT: u32 = 64;
 
 /// Buckets in a retry budget's sliding window.
 pub const BUDGET_BUCKETS: usize = 20;
+
+/// Buckets in a circuit breaker's sliding window.
+pub const BREAKER_BUCKETS: usize = 20;
 
 /// Name bytes stored per entry, as 8 words.
 pub const NAME_WORDS: usize = crate::validate::MAX_NAME_LEN / 8;
@@ -50,7 +53,19 @@ pub struct LeaseSlot {
     pub expires_ms: AtomicU64,
 }
 
-/// One named entry: the name's funnel and retry budget.
+/// One name's circuit breaker, see [`crate::breaker`]. 192 bytes.
+#[repr(C)]
+pub struct BreakerBlock {
+    /// `phase:2 | generation:22 | at_ms:40`: closed; open until `at_ms`; or half-open with
+    /// the one probe ticket given out until `at_ms` (then given up). All zero is closed.
+    pub state: AtomicU64,
+    /// Each bucket: `tag:24 | calls:20 | failures:20` (as the budget's, see
+    /// [`crate::breaker`]).
+    pub buckets: [AtomicU64; BREAKER_BUCKETS],
+    pub _reserved: [AtomicU64; 3],
+}
+
+/// One named entry: the name's funnel, retry budget and circuit breaker.
 #[repr(C, align(64))]
 pub struct Entry {
     /// FNV-1a hash of the name (never 0); 0 means the entry is unused. It is the identity.
@@ -63,12 +78,15 @@ pub struct Entry {
     pub funnel_slots: [LeaseSlot; MAX_FUNNEL_LIMIT as usize],
     /// Each bucket: `tag:24 | originals:20 | retries:20`, see [`crate::budget`].
     pub budget_buckets: [AtomicU64; BUDGET_BUCKETS],
+    /// The name's circuit breaker (unused unless a client of that name enables `circuit`).
+    pub breaker: BreakerBlock,
 }
 
 pub const HEADER_SIZE: usize = 64;
 pub const ENTRY_SIZE: usize = std::mem::size_of::<Entry>();
 // The PHP tests compute file sizes from it (tests/harness/src/Run.php, segmentSize()).
-const _: () = assert!(ENTRY_SIZE == 1280);
+const _: () = assert!(ENTRY_SIZE == 1472);
+const _: () = assert!(std::mem::size_of::<BreakerBlock>() == 192);
 
 /// Total file size for `slots` entries.
 pub fn segment_size(slots: u32) -> usize {

@@ -13,6 +13,8 @@
 //!   monotonic clock and the slot of a dead process is reclaimed at once.
 //! - [`budget`] is a sliding window of epoch-tagged buckets: originals deposit, retries
 //!   withdraw.
+//! - [`breaker`] is the circuit breaker: a state word whose half-open ticket one CAS hands
+//!   to exactly one process, and a sliding window of counts.
 //! - [`deadline`] is the per-process stack of nested deadlines.
 //!
 //! Time is injected: every time-dependent call takes `now_ms` (from
@@ -44,6 +46,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod breaker;
 pub mod budget;
 pub mod clock;
 pub mod deadline;
@@ -56,6 +59,7 @@ pub mod segment;
 mod table;
 pub mod validate;
 
+pub use breaker::{Admission, BreakerConfig, BreakerState, CircuitBreaker, Ticket, Transition};
 pub use budget::{BudgetConfig, BudgetStats, RetryBudget};
 pub use deadline::DeadlineStack;
 pub use error::Error;

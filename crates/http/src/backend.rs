@@ -1,16 +1,20 @@
 //! Where a client's shared state lives: host-wide shared memory now, Redis next.
 //!
-//! A [`Backend`] turns typed configurations into the guard and the retry allowance the loop
-//! runs on. A client obtains them once, when it is built ([`bind`]); the loop only sees the
+//! A [`Backend`] turns typed configurations into the guards (funnel, circuit breaker state) and
+//! the retry allowance the loop runs on. A client obtains them once, when it is built ([`bind`]); the loop only sees the
 //! [`Guard`] and [`RetryAllowance`] traits, so a new backend changes nothing in it.
 
 use std::sync::Arc;
 
-use resilient_core::{BudgetConfig, Funnel, FunnelConfig, LeaseId, RetryBudget, Segment};
+use resilient_core::{
+    BreakerConfig, BudgetConfig, CircuitBreaker, Funnel, FunnelConfig, LeaseId, RetryBudget,
+    Segment,
+};
 
+use crate::breaker::BreakerStore;
 use crate::guard::{Guard, Permit, Refusal, RetryAllowance};
 
-/// Makes a client's funnel and retry budget.
+/// Makes a client's funnel, retry budget and circuit breaker.
 pub trait Backend: Send + Sync {
     /// The funnel named `name` as a guard. `background`: the caller may not use the reserved
     /// slots (CLI, queue workers).
@@ -26,6 +30,12 @@ pub trait Backend: Send + Sync {
         name: &str,
         config: BudgetConfig,
     ) -> Result<Arc<dyn RetryAllowance>, resilient_core::Error>;
+    /// The circuit breaker state of upstream `name` (one per name, whatever the client).
+    fn breaker(
+        &self,
+        name: &str,
+        config: BreakerConfig,
+    ) -> Result<Arc<dyn BreakerStore>, resilient_core::Error>;
 }
 
 /// Told about every lease taken and given back, so the binding can release leftovers at request
@@ -77,6 +87,18 @@ impl Backend for SharedMemory {
         config: BudgetConfig,
     ) -> Result<Arc<dyn RetryAllowance>, resilient_core::Error> {
         Ok(Arc::new(RetryBudget::new(
+            self.segment.clone(),
+            name,
+            config,
+        )?))
+    }
+
+    fn breaker(
+        &self,
+        name: &str,
+        config: BreakerConfig,
+    ) -> Result<Arc<dyn BreakerStore>, resilient_core::Error> {
+        Ok(Arc::new(CircuitBreaker::new(
             self.segment.clone(),
             name,
             config,

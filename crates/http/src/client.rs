@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::attempt::AttemptObserver;
 use crate::backend::Backend;
+use crate::breaker::BreakerGuard;
 use crate::call::{Call, CallEnv};
 use crate::clock::{Clock, Sleeper, SystemClock, TokioSleeper};
 use crate::config_error::ConfigError;
@@ -24,6 +25,10 @@ use reqwest::Url;
 
 use crate::request::{join_url, prepare_at, PreparedRequest, RequestOptions};
 use crate::response::Response;
+
+/// How long a circuit breaker's probe may stay silent beyond its attempt timeout before its
+/// ticket is given up (its process was killed, or it hangs) and another caller probes.
+pub const PROBE_MARGIN: Duration = Duration::from_millis(250);
 
 /// Joined URLs kept per client (paths repeat: parsing a URL is a large part of preparing).
 const URL_CACHE: usize = 64;
@@ -80,12 +85,16 @@ impl HttpClientBuilder {
         self.observer = Some(observer);
         self
     }
-    /// Whether the options ask for shared state (a funnel or a retry budget).
+    /// Whether the options ask for shared state (a funnel, a retry budget or a circuit breaker).
     pub fn wants_backend(&self) -> bool {
-        self.config.funnel.is_some() || self.config.budget.is_some()
+        self.config.funnel.is_some()
+            || self.config.budget.is_some()
+            || self.config.circuit.is_some()
     }
-    /// Adds the funnel guard and the retry budget the options ask for, from `backend`, once for
-    /// this client (named `name`; `background`: no reserved funnel slots).
+    /// Adds the circuit breaker, the funnel guard and the retry budget the options ask for, from
+    /// `backend`, once for this client (named `name`; `background`: no reserved funnel slots).
+    /// The breaker comes before the funnel: an open circuit never takes a slot. A probe's ticket
+    /// is given up after the attempt timeout plus [`PROBE_MARGIN`].
     pub fn backend(
         mut self,
         backend: &dyn Backend,
@@ -93,6 +102,19 @@ impl HttpClientBuilder {
         background: bool,
     ) -> Result<Self, resilient_core::Error> {
         let policy = HttpClient::policy_for(&self.config, self.caps);
+        if let Some(c) = self.config.circuit {
+            let probe = policy.timeout.saturating_add(PROBE_MARGIN);
+            let config = resilient_core::BreakerConfig::new(
+                c.failure_ratio,
+                c.min_calls,
+                c.window,
+                c.open_for,
+                probe,
+            )?;
+            let store = backend.breaker(name, config)?;
+            self.guards
+                .push(Arc::new(BreakerGuard::new(store, name, &policy.retry_on)));
+        }
         if let Some(f) = self.config.funnel {
             let lease = f.lease.unwrap_or(policy.timeout.saturating_mul(2));
             let config = resilient_core::FunnelConfig::new(f.limit, f.reserve, lease)?;

@@ -43,7 +43,8 @@ pub struct BudgetOptions {
     pub window: Duration,
 }
 
-/// Circuit breaker settings: accepted and validated now, enforced by a later issue.
+/// Circuit breaker settings (`None`: no breaker, the default). Enforced by the breaker guard
+/// (crates/http/src/breaker.rs) on the state `resilient_core::CircuitBreaker` keeps per name.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CircuitOptions {
     pub failure_ratio: f64,
@@ -223,7 +224,7 @@ impl ClientConfig {
         self.funnel = funnel;
         Ok(())
     }
-    /// Circuit breaker settings (validated now, enforced by a later issue): `failure_ratio` in
+    /// Circuit breaker settings: `failure_ratio` in
     /// (0, 1], `min_calls` 1 to 1,000,000, `window` and `open_for` at least 1 ms.
     pub fn set_circuit(&mut self, circuit: Option<CircuitOptions>) -> Result<(), ConfigError> {
         if let Some(c) = circuit {

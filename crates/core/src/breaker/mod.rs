@@ -1,0 +1,579 @@
+//! The circuit breaker: when an upstream fails most attempts, stop sending to it for a while,
+//! then let exactly one probe across every process of the host find out whether it is back.
+//!
+//! One breaker per name, in the name's entry of the segment ([`BreakerBlock`]): a state word
+//! (closed / open until a moment / half-open with one probe ticket, see [`state_word`]) and a
+//! sliding window of counting buckets, as the retry budget's. The protocol ([`protocol`]) is
+//! lock-free, every step one atomic operation; `model_check` (tests) explores every schedule of
+//! small scenarios against it, processes killed at any step included.
+//!
+//! - **Closed**: attempts go through; each one's end is counted (a call; a failure only when
+//!   the client would retry it: timeouts, connection errors, `retry_on` statuses, never a
+//!   4xx). When `min_calls` were counted in the window and the failures reach
+//!   `failure_ratio` of them, the breaker opens.
+//! - **Open** for `open_for` ± 20 % (jitter, so the hosts of a fleet do not probe in step):
+//!   every attempt is refused at once, nothing is sent.
+//! - **Half-open**: the first caller after the open period wins the one ticket (a CAS) and
+//!   sends a probe; everyone else is still refused. The probe's success closes the breaker (and
+//!   the window starts afresh), its failure opens it again. A probe that never reports (its
+//!   process was killed, or it hangs) is given up at the ticket's bound (the attempt timeout and
+//!   a margin): the next caller takes the ticket over and probes.
+//!
+//! Time is injected (`now_ms`, monotonic ms) and so is randomness (`jitter`, a uniform u64), so
+//! the tests below are exact.
+//!
+//! ```
+//! use std::{sync::Arc, time::Duration};
+//! use resilient_core::{Admission, BreakerConfig, CircuitBreaker, Segment};
+//! # let path = std::env::temp_dir().join(format!("resilient-doc-breaker-{}.shm", std::process::id()));
+//! # let _ = std::fs::remove_file(&path);
+//! let seg = Arc::new(Segment::open(&path, 4)?);
+//! let s = Duration::from_secs;
+//! let config = BreakerConfig::new(0.5, 2, s(10), s(5), s(1))?;
+//! let breaker = CircuitBreaker::new(seg, "sap", config)?;
+//! assert_eq!(breaker.admit(0), Admission::Closed);
+//! breaker.record(true, 0, 0);
+//! breaker.record(true, 0, 0); // 2 calls, 2 failures: open for 5 s ± 20 %
+//! assert!(matches!(breaker.admit(1), Admission::Refused { .. }));
+//! let Admission::Probe { ticket, .. } = breaker.admit(6_000) else { panic!() };
+//! assert!(matches!(breaker.admit(6_000), Admission::Refused { .. }), "one probe");
+//! breaker.resolve(ticket, true, 6_010, 0);
+//! assert_eq!(breaker.admit(6_010), Admission::Closed);
+//! # std::fs::remove_file(&path)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#[cfg(test)]
+mod model_check;
+mod protocol;
+mod state_word;
+
+use crate::layout::{BreakerBlock, BREAKER_BUCKETS};
+
+use crate::{validate, Error, Segment};
+use protocol::{run, ThisProcess};
+pub use state_word::Phase;
+use state_word::StateWord;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How far the open period is spread around `open_for`: ± 20 %.
+pub const OPEN_JITTER: f64 = 0.2;
+
+/// A breaker's settings. Private fields: [`BreakerConfig::new`] is the only way to make one.
+///
+/// ```compile_fail
+/// let c = resilient_core::BreakerConfig { failure_ratio: 0.5, min_calls: 0, window_ms: 0, open_ms: 0, probe_ms: 0 };
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BreakerConfig {
+    failure_ratio: f64,
+    min_calls: u32,
+    window_ms: u64,
+    open_ms: u64,
+    probe_ms: u64,
+}
+
+impl BreakerConfig {
+    /// The most calls a window can require (a bucket counts up to 2^20 - 1).
+    pub const MAX_MIN_CALLS: u32 = 1_000_000;
+
+    /// `failure_ratio` in (0, 1]; `min_calls` 1 to 1,000,000; `window`, `open_for` and
+    /// `probe_timeout` (how long a probe may stay silent before its ticket is given up) at
+    /// least 1 ms and at most a year. A window under 20 ms counts as 20 ms (one ms a bucket).
+    pub fn new(
+        failure_ratio: f64,
+        min_calls: u32,
+        window: Duration,
+        open_for: Duration,
+        probe_timeout: Duration,
+    ) -> Result<Self, Error> {
+        if !(failure_ratio > 0.0 && failure_ratio <= 1.0) {
+            return Err(Error::invalid_argument(
+                "failure_ratio",
+                format!("must be greater than 0 and at most 1, got {failure_ratio}"),
+            ));
+        }
+        if !(1..=Self::MAX_MIN_CALLS).contains(&min_calls) {
+            return Err(Error::invalid_argument(
+                "min_calls",
+                format!(
+                    "must be an integer between 1 and {}, got {min_calls}",
+                    Self::MAX_MIN_CALLS
+                ),
+            ));
+        }
+        let ms = |name: &str, d: Duration| -> Result<u64, Error> {
+            let d = validate::positive_duration(name, d)?;
+            if d < Duration::from_millis(1) {
+                return Err(Error::invalid_argument(
+                    name,
+                    format!("must be at least 1 ms, got {d:?}"),
+                ));
+            }
+            Ok(d.as_millis() as u64)
+        };
+        Ok(BreakerConfig {
+            failure_ratio,
+            min_calls,
+            window_ms: ms("window", window)?,
+            open_ms: ms("open_for", open_for)?,
+            probe_ms: ms("probe_timeout", probe_timeout)?,
+        })
+    }
+
+    pub fn failure_ratio(&self) -> f64 {
+        self.failure_ratio
+    }
+    pub fn min_calls(&self) -> u32 {
+        self.min_calls
+    }
+    pub fn window(&self) -> Duration {
+        Duration::from_millis(self.window_ms)
+    }
+    pub fn open_for(&self) -> Duration {
+        Duration::from_millis(self.open_ms)
+    }
+    pub fn probe_timeout(&self) -> Duration {
+        Duration::from_millis(self.probe_ms)
+    }
+
+    fn bucket_ms(&self) -> u64 {
+        (self.window_ms / BREAKER_BUCKETS as u64).max(1)
+    }
+
+    fn epoch(&self, now_ms: u64) -> u64 {
+        now_ms / self.bucket_ms()
+    }
+
+    /// The end of an open period starting at `now_ms`: `open_for` × (1 ± [`OPEN_JITTER`]),
+    /// `jitter` a uniform u64; at least 1 ms later.
+    fn open_until(&self, now_ms: u64, jitter: u64) -> u64 {
+        let u = (jitter >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+        let factor = 1.0 + OPEN_JITTER * (2.0 * u - 1.0);
+        let open = ((self.open_ms as f64 * factor).round() as u64).max(1);
+        now_ms.saturating_add(open)
+    }
+}
+
+/// The probe's right to decide: the half-open word that granted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(StateWord);
+
+impl Ticket {
+    /// When the ticket is given up if its probe has not reported (monotonic ms).
+    pub fn bound_ms(&self) -> u64 {
+        self.0.at_ms()
+    }
+}
+
+/// What [`CircuitBreaker::admit`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Closed: send, then [`CircuitBreaker::record`] how it ended.
+    Closed,
+    /// Half-open and this caller holds the host's one probe ticket: send, then
+    /// [`CircuitBreaker::resolve`]. `took_over`: the previous probe was given up.
+    Probe { ticket: Ticket, took_over: bool },
+    /// Open, or half-open with a probe out: do not send. `until_ms`: when asking again may
+    /// help (the open period's end or the probe's bound).
+    Refused { until_ms: u64 },
+}
+
+/// A change of state, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// Closed → open: the failure ratio was reached.
+    Opened,
+    /// Open → half-open: a probe was let through.
+    HalfOpened,
+    /// Half-open → half-open: a silent probe was given up and another let through.
+    ProbeGivenUp,
+    /// Half-open → closed: the probe succeeded.
+    Closed,
+    /// Half-open → open: the probe failed.
+    Reopened,
+}
+
+impl Transition {
+    /// `opened`, `half_opened`, `probe_given_up`, `closed`, `reopened` (metric labels).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transition::Opened => "opened",
+            Transition::HalfOpened => "half_opened",
+            Transition::ProbeGivenUp => "probe_given_up",
+            Transition::Closed => "closed",
+            Transition::Reopened => "reopened",
+        }
+    }
+}
+
+/// The breaker's state as metrics show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerState {
+    pub phase: Phase,
+    /// Open: until when; half-open: the probe's bound; closed: since when.
+    pub at_ms: u64,
+    /// Calls and failures counted in the window now (since the breaker last closed).
+    pub calls: u64,
+    pub failures: u64,
+}
+
+/// A named circuit breaker bound to a segment.
+#[derive(Clone)]
+pub struct CircuitBreaker {
+    seg: Arc<Segment>,
+    entry: usize,
+    config: BreakerConfig,
+}
+
+impl CircuitBreaker {
+    /// The breaker of `name` (the name's entry, shared with its funnel).
+    pub fn new(seg: Arc<Segment>, name: &str, config: BreakerConfig) -> Result<Self, Error> {
+        let entry = seg.entry_index(name)?;
+        Ok(CircuitBreaker { seg, entry, config })
+    }
+
+    pub fn config(&self) -> BreakerConfig {
+        self.config
+    }
+
+    /// May an attempt go out now? Never waits.
+    pub fn admit(&self, now_ms: u64) -> Admission {
+        run(protocol::admit(
+            self.block(),
+            &ThisProcess,
+            &self.config,
+            now_ms,
+        ))
+    }
+
+    /// An attempt admitted while closed ended; `failure`: the client would retry it.
+    /// `jitter`: a uniform random u64, used if this opens the breaker.
+    pub fn record(&self, failure: bool, now_ms: u64, jitter: u64) -> Option<Transition> {
+        run(protocol::record(
+            self.block(),
+            &ThisProcess,
+            &self.config,
+            failure,
+            now_ms,
+            jitter,
+        ))
+    }
+
+    /// The probe holding `ticket` ended. `None`: its ticket had been given up, nothing changed.
+    pub fn resolve(
+        &self,
+        ticket: Ticket,
+        success: bool,
+        now_ms: u64,
+        jitter: u64,
+    ) -> Option<Transition> {
+        run(protocol::resolve(
+            self.block(),
+            &ThisProcess,
+            &self.config,
+            ticket,
+            success,
+            now_ms,
+            jitter,
+        ))
+    }
+
+    /// The probe holding `ticket` ended without an outcome (refused by another guard, or its
+    /// call cancelled): the next caller may probe at once. False: it had been given up.
+    pub fn give_back(&self, ticket: Ticket, now_ms: u64) -> bool {
+        run(protocol::give_back(
+            self.block(),
+            &ThisProcess,
+            ticket,
+            now_ms,
+        ))
+    }
+
+    /// Where the breaker stands (reads only).
+    pub fn state(&self, now_ms: u64) -> BreakerState {
+        let b = self.block();
+        let w = StateWord(b.state.load(Ordering::Acquire));
+        let (calls, failures) = match w.phase() {
+            Phase::Closed => protocol::window(b, &self.config, w, now_ms),
+            _ => (0, 0),
+        };
+        BreakerState {
+            phase: w.phase(),
+            at_ms: w.at_ms(),
+            calls,
+            failures,
+        }
+    }
+
+    fn block(&self) -> &BreakerBlock {
+        &self.seg.entry(self.entry).breaker
+    }
+}
+
+/// The phase of the breaker in entry `index` of `seg` (as [`Segment::names`] lists them) and
+/// its moment (open: until; half-open: the probe's bound; closed: since), without a config:
+/// for metrics, which read every name's breaker.
+pub fn phase_at(seg: &Segment, index: usize) -> Option<(Phase, u64)> {
+    (index < seg.slots() as usize).then(|| {
+        let w = StateWord(seg.entry(index).breaker.state.load(Ordering::Acquire));
+        (w.phase(), w.at_ms())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MID: u64 = 1 << 63; // jitter 0: exactly open_for
+
+    fn breaker(tag: &str, ratio: f64, min_calls: u32) -> (CircuitBreaker, std::path::PathBuf) {
+        let p = std::env::temp_dir().join(format!(
+            "resilient-breaker-{tag}-{}.shm",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&p);
+        let seg = Arc::new(Segment::open(&p, 8).unwrap());
+        let s = Duration::from_secs;
+        let config = BreakerConfig::new(ratio, min_calls, s(10), s(5), s(1)).unwrap();
+        (CircuitBreaker::new(seg, "up", config).unwrap(), p)
+    }
+
+    fn refused(a: Admission) -> bool {
+        matches!(a, Admission::Refused { .. })
+    }
+
+    #[test]
+    fn opens_once_min_calls_were_seen_and_the_ratio_is_reached() {
+        let (b, p) = breaker("threshold", 0.5, 20);
+        let t = 1_000_000;
+        // 19 failures: not enough calls yet.
+        for _ in 0..19 {
+            assert_eq!(b.record(true, t, MID), None);
+        }
+        assert_eq!(b.admit(t), Admission::Closed);
+        // The 20th call, a failure: 20 of 20.
+        assert_eq!(b.record(true, t, MID), Some(Transition::Opened));
+        assert!(refused(b.admit(t)));
+        assert_eq!(phase_at(&b.seg, b.entry), Some((Phase::Open, t + 5_000)));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn successes_keep_it_closed_below_the_ratio() {
+        let (b, p) = breaker("ratio", 0.5, 10);
+        let t = 50_000;
+        for _ in 0..50 {
+            b.record(false, t, MID);
+        }
+        for _ in 0..49 {
+            assert_eq!(
+                b.record(true, t, MID),
+                None,
+                "under half of the calls failed"
+            );
+        }
+        assert_eq!(b.admit(t), Admission::Closed);
+        assert_eq!(
+            b.record(true, t, MID),
+            Some(Transition::Opened),
+            "50 of 100"
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn old_failures_leave_the_window() {
+        let (b, p) = breaker("slide", 0.5, 4);
+        let t = 100_000;
+        for _ in 0..3 {
+            b.record(true, t, MID);
+        }
+        // 10 s later those three are gone: one more failure is 1 call, under min_calls.
+        assert_eq!(b.record(true, t + 10_000, MID), None);
+        assert_eq!(b.state(t + 10_000).calls, 1);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn stays_open_for_open_for_then_one_probe() {
+        let (b, p) = breaker("open", 1.0, 1);
+        let t = 10_000;
+        assert_eq!(b.record(true, t, MID), Some(Transition::Opened));
+        assert_eq!(
+            b.admit(t + 4_999),
+            Admission::Refused {
+                until_ms: t + 5_000
+            }
+        );
+        let Admission::Probe { ticket, took_over } = b.admit(t + 5_000) else {
+            panic!("half-open at the end of open_for")
+        };
+        assert!(!took_over);
+        assert_eq!(
+            ticket.bound_ms(),
+            t + 6_000,
+            "given up after the probe bound (1 s)"
+        );
+        for _ in 0..100 {
+            assert!(refused(b.admit(t + 5_500)), "one probe only");
+        }
+        assert_eq!(
+            b.resolve(ticket, true, t + 5_600, MID),
+            Some(Transition::Closed)
+        );
+        assert_eq!(b.admit(t + 5_600), Admission::Closed);
+        assert_eq!(b.state(t + 5_600).calls, 0, "the window starts afresh");
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn the_open_period_is_jittered_by_twenty_percent() {
+        let (b, p) = breaker("jitter", 1.0, 1);
+        let c = b.config();
+        assert_eq!(c.open_until(0, 0), 4_000, "-20 %");
+        assert_eq!(c.open_until(0, MID), 5_000);
+        assert_eq!(c.open_until(0, u64::MAX), 6_000, "+20 % (just under)");
+        // Opened with the lowest jitter, the breaker half-opens after 4 s, not 5.
+        b.record(true, 0, 0);
+        assert!(refused(b.admit(3_999)));
+        assert!(matches!(b.admit(4_000), Admission::Probe { .. }));
+        // Spread: 1000 draws cover the range evenly.
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        let ends: Vec<u64> = (0..1000)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                c.open_until(0, seed)
+            })
+            .collect();
+        assert!(ends.iter().all(|&e| (4_000..=6_000).contains(&e)));
+        assert!(ends.iter().filter(|&&e| e < 4_500).count() > 150);
+        assert!(ends.iter().filter(|&&e| e > 5_500).count() > 150);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_failed_probe_reopens() {
+        let (b, p) = breaker("reopen", 1.0, 1);
+        b.record(true, 0, MID);
+        let Admission::Probe { ticket, .. } = b.admit(5_000) else {
+            panic!()
+        };
+        assert_eq!(
+            b.resolve(ticket, false, 5_100, MID),
+            Some(Transition::Reopened)
+        );
+        assert_eq!(b.admit(5_100), Admission::Refused { until_ms: 10_100 });
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_lost_probe_is_given_up_after_its_bound() {
+        let (b, p) = breaker("lost", 1.0, 1);
+        b.record(true, 0, MID);
+        let Admission::Probe { ticket: lost, .. } = b.admit(5_000) else {
+            panic!()
+        };
+        // Its process was killed: it never reports. Until the bound, nobody probes.
+        assert_eq!(b.admit(5_999), Admission::Refused { until_ms: 6_000 });
+        let Admission::Probe { ticket, took_over } = b.admit(6_000) else {
+            panic!("given up at the bound")
+        };
+        assert!(took_over);
+        assert!(refused(b.admit(6_000)), "still one probe at a time");
+        // The lost probe's late report decides nothing.
+        assert_eq!(b.resolve(lost, true, 6_100, MID), None);
+        assert!(refused(b.admit(6_100)));
+        assert_eq!(
+            b.resolve(ticket, true, 6_200, MID),
+            Some(Transition::Closed)
+        );
+        assert_eq!(b.admit(6_200), Admission::Closed);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_ticket_given_back_lets_the_next_caller_probe_at_once() {
+        let (b, p) = breaker("give-back", 1.0, 1);
+        b.record(true, 0, MID);
+        let Admission::Probe { ticket, .. } = b.admit(5_000) else {
+            panic!()
+        };
+        assert!(b.give_back(ticket, 5_001));
+        assert!(matches!(
+            b.admit(5_002),
+            Admission::Probe {
+                took_over: false,
+                ..
+            }
+        ));
+        assert!(
+            !b.give_back(ticket, 5_003),
+            "an old ticket gives nothing back"
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn threads_at_the_half_open_moment_get_one_probe() {
+        let (b, p) = breaker("threads", 1.0, 1);
+        b.record(true, 0, MID);
+        let probes = std::sync::atomic::AtomicU32::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        if let Admission::Probe { .. } = b.admit(5_000) {
+                            probes.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(probes.load(Ordering::SeqCst), 1);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn validation_names_the_argument() {
+        let s = Duration::from_secs;
+        let arg = |r: Result<BreakerConfig, Error>| r.unwrap_err().argument().map(str::to_owned);
+        assert_eq!(
+            arg(BreakerConfig::new(0.0, 1, s(1), s(1), s(1))).as_deref(),
+            Some("failure_ratio")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(f64::NAN, 1, s(1), s(1), s(1))).as_deref(),
+            Some("failure_ratio")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(0.5, 0, s(1), s(1), s(1))).as_deref(),
+            Some("min_calls")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(0.5, 1, Duration::ZERO, s(1), s(1))).as_deref(),
+            Some("window")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(
+                0.5,
+                1,
+                s(1),
+                Duration::from_micros(10),
+                s(1)
+            ))
+            .as_deref(),
+            Some("open_for")
+        );
+        assert_eq!(
+            arg(BreakerConfig::new(0.5, 1, s(1), s(1), Duration::ZERO)).as_deref(),
+            Some("probe_timeout")
+        );
+        let tiny = BreakerConfig::new(1.0, 1, Duration::from_millis(5), s(1), s(1)).unwrap();
+        assert_eq!(tiny.bucket_ms(), 1);
+    }
+}

@@ -1,0 +1,249 @@
+//! The breaker's lock-free protocol over one [`BreakerBlock`]: a state word and a ring of
+//! counting buckets.
+//!
+//! - admit: closed → go; open before its end or half-open before its ticket's bound →
+//!   refuse; open at or after its end → CAS `Open → HalfOpen(now + probe bound)`: the winner of
+//!   that CAS, and only it, holds the one probe ticket of the host; half-open at or after the
+//!   bound (the probe's process died or hangs) → the same CAS from the old ticket: the caller
+//!   takes the ticket over and probes, so the breaker is never half-open for ever.
+//! - record (an attempt admitted while closed ended): count it in the bucket of `now`; on a
+//!   failure, while closed, sum the window and CAS `Closed → Open(now + jittered open_for)`
+//!   when `min_calls` were seen and the failure ratio reached `failure_ratio`.
+//! - resolve (the probe ended): CAS `ticket → Closed(now)` on success, `ticket → Open(..)` on a
+//!   failure. A ticket that was given up is no longer the word: its CAS fails, its report is
+//!   ignored.
+//!
+//! - give back (the probe ended without an outcome): CAS `ticket → Open(now)`, so the next
+//!   caller probes at once.
+//!
+//! The functions are `async` only so that `model_check` can pause an actor before every shared
+//! access; in production [`ThisProcess`]'s pause is ready at once and [`run`] completes them in
+//! one poll (as the funnel's protocol).
+
+use super::state_word::{Phase, StateWord};
+use super::{Admission, BreakerConfig, Ticket, Transition};
+use crate::layout::{BreakerBlock, BREAKER_BUCKETS};
+use std::future::Future;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::task::{Context, Poll, Waker};
+
+/// Bounded work per admission under contention: then refuse rather than spin.
+const MAX_ROUNDS: usize = 64;
+
+const TAG_BITS: u32 = 24;
+const COUNT_BITS: u32 = 20;
+const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+
+/// Which shared word an access is about to touch (read by the model checker only).
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum At {
+    State,
+    Bucket(usize),
+}
+
+/// A point before every shared access where a model checker may pause the caller.
+pub(crate) trait Pause {
+    fn step(&self, at: At) -> impl Future<Output = ()>;
+}
+
+/// The real caller: never pauses.
+pub(crate) struct ThisProcess;
+
+impl Pause for ThisProcess {
+    fn step(&self, _: At) -> impl Future<Output = ()> {
+        std::future::ready(())
+    }
+}
+
+/// Runs a protocol function for [`ThisProcess`]: one poll completes it.
+#[inline(always)]
+pub(crate) fn run<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => unreachable!("ThisProcess::step never pauses"),
+    }
+}
+
+/// Asks for admission at `now_ms`.
+pub(crate) async fn admit(
+    b: &BreakerBlock,
+    me: &impl Pause,
+    config: &BreakerConfig,
+    now_ms: u64,
+) -> Admission {
+    for _ in 0..MAX_ROUNDS {
+        me.step(At::State).await;
+        let seen = StateWord(b.state.load(Acquire));
+        let took_over = match seen.phase() {
+            Phase::Closed => return Admission::Closed,
+            _ if now_ms < seen.at_ms() => {
+                return Admission::Refused {
+                    until_ms: seen.at_ms(),
+                }
+            }
+            Phase::Open => false,
+            Phase::HalfOpen => true,
+        };
+        let ticket = seen.next(
+            Phase::HalfOpen,
+            now_ms.saturating_add(config.probe_ms).max(now_ms + 1),
+        );
+        me.step(At::State).await;
+        if b.state
+            .compare_exchange(seen.0, ticket.0, AcqRel, Acquire)
+            .is_ok()
+        {
+            return Admission::Probe {
+                ticket: Ticket(ticket),
+                took_over,
+            };
+        }
+    }
+    Admission::Refused {
+        until_ms: now_ms.saturating_add(1),
+    }
+}
+
+/// Counts an attempt admitted while closed; on a failure, opens the breaker when the window
+/// says so. `jitter`: a uniform random u64 (the open period's jitter).
+pub(crate) async fn record(
+    b: &BreakerBlock,
+    me: &impl Pause,
+    config: &BreakerConfig,
+    failure: bool,
+    now_ms: u64,
+    jitter: u64,
+) -> Option<Transition> {
+    let epoch = config.epoch(now_ms);
+    let tag = epoch & TAG_MASK;
+    let idx = (epoch % BREAKER_BUCKETS as u64) as usize;
+    let bucket = &b.buckets[idx];
+    me.step(At::Bucket(idx)).await;
+    let mut w = bucket.load(Acquire);
+    loop {
+        let (c, f) = if tag_of(w) == tag {
+            (calls_of(w), failures_of(w))
+        } else {
+            (0, 0)
+        };
+        let next = pack(
+            tag,
+            (c + 1).min(COUNT_MAX),
+            (f + failure as u64).min(COUNT_MAX),
+        );
+        me.step(At::Bucket(idx)).await;
+        match bucket.compare_exchange(w, next, AcqRel, Acquire) {
+            Ok(_) => break,
+            Err(now) => w = now,
+        }
+    }
+    if !failure {
+        return None;
+    }
+    me.step(At::State).await;
+    let seen = StateWord(b.state.load(Acquire));
+    if seen.phase() != Phase::Closed {
+        return None;
+    }
+    let since = config.epoch(seen.at_ms());
+    let (mut calls, mut failures) = (0u64, 0u64);
+    for (i, bucket) in b.buckets.iter().enumerate() {
+        me.step(At::Bucket(i)).await;
+        if let Some((c, f)) = counted(bucket.load(Acquire), epoch, since) {
+            calls += c;
+            failures += f;
+        }
+    }
+    if calls < config.min_calls as u64
+        || (failures as f64) < config.failure_ratio * calls as f64 - 1e-9
+    {
+        return None;
+    }
+    let open = seen.next(Phase::Open, config.open_until(now_ms, jitter));
+    me.step(At::State).await;
+    b.state
+        .compare_exchange(seen.0, open.0, AcqRel, Acquire)
+        .ok()
+        .map(|_| Transition::Opened)
+}
+
+/// The probe holding `ticket` ended: close on success, open again on failure. `None` when the
+/// ticket had been given up (another caller took it over after its bound): nothing changes.
+pub(crate) async fn resolve(
+    b: &BreakerBlock,
+    me: &impl Pause,
+    config: &BreakerConfig,
+    ticket: Ticket,
+    success: bool,
+    now_ms: u64,
+    jitter: u64,
+) -> Option<Transition> {
+    let (next, transition) = match success {
+        true => (ticket.0.next(Phase::Closed, now_ms), Transition::Closed),
+        false => (
+            ticket
+                .0
+                .next(Phase::Open, config.open_until(now_ms, jitter)),
+            Transition::Reopened,
+        ),
+    };
+    me.step(At::State).await;
+    b.state
+        .compare_exchange(ticket.0 .0, next.0, AcqRel, Acquire)
+        .ok()
+        .map(|_| transition)
+}
+
+/// Calls and failures in the window at `now_ms`, counted since `closed` (a closed word) began.
+pub(crate) fn window(
+    b: &BreakerBlock,
+    config: &BreakerConfig,
+    closed: StateWord,
+    now_ms: u64,
+) -> (u64, u64) {
+    let (epoch, since) = (config.epoch(now_ms), config.epoch(closed.at_ms()));
+    b.buckets
+        .iter()
+        .filter_map(|bucket| counted(bucket.load(Acquire), epoch, since))
+        .fold((0, 0), |(c, f), (bc, bf)| (c + bc, f + bf))
+}
+
+/// A bucket's (calls, failures) if it lies in the window ending at `epoch` and not before the
+/// bucket in which the breaker last closed (`since`).
+fn counted(w: u64, epoch: u64, since: u64) -> Option<(u64, u64)> {
+    let age = (epoch & TAG_MASK).wrapping_sub(tag_of(w)) & TAG_MASK;
+    (w != 0 && age < BREAKER_BUCKETS as u64 && age <= epoch.saturating_sub(since))
+        .then(|| (calls_of(w), failures_of(w)))
+}
+
+/// The probe holding `ticket` ended without an outcome (refused by a later guard, or its call
+/// cancelled): give the ticket back at once (`ticket → Open(now)`, over already), so the next
+/// caller probes instead of everyone waiting for the bound. False when it had been given up.
+pub(crate) async fn give_back(
+    b: &BreakerBlock,
+    me: &impl Pause,
+    ticket: Ticket,
+    now_ms: u64,
+) -> bool {
+    let open = ticket.0.next(Phase::Open, now_ms);
+    me.step(At::State).await;
+    b.state
+        .compare_exchange(ticket.0 .0, open.0, AcqRel, Acquire)
+        .is_ok()
+}
+
+fn pack(tag: u64, calls: u64, failures: u64) -> u64 {
+    tag << (2 * COUNT_BITS) | calls << COUNT_BITS | failures
+}
+fn tag_of(w: u64) -> u64 {
+    w >> (2 * COUNT_BITS)
+}
+fn calls_of(w: u64) -> u64 {
+    (w >> COUNT_BITS) & COUNT_MAX
+}
+fn failures_of(w: u64) -> u64 {
+    w & COUNT_MAX
+}

@@ -1,0 +1,196 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Breaker;
+
+require_once __DIR__ . '/../Http/support/HttpTestCase.php';
+
+use Resilient\Client;
+use Resilient\CircuitOpen;
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Http\HttpTestCase;
+use Resilient\UpstreamFailed;
+
+/**
+ * The circuit breaker, with real processes against the mock upstream, counting at the upstream:
+ * it opens after the threshold; while open nothing reaches the upstream (from any process); at
+ * the half-open moment exactly one probe of 16 hammering CLI processes reaches it; a probe
+ * holder killed with SIGKILL is given up after its bound and a new probe goes through.
+ */
+final class BreakerTest extends HttpTestCase
+{
+    private const MIN_CALLS = 5;
+
+    /** @return array<string,mixed> */
+    private function options(string $key, float $openFor, float $timeout = 2.0): array
+    {
+        return [
+            'base_url' => $this->up->base($key),
+            'timeout' => $timeout,
+            'max_attempts' => 1,
+            'budget' => false,
+            'circuit' => ['failure_ratio' => 0.5, 'min_calls' => self::MIN_CALLS, 'window' => 10.0, 'open_for' => $openFor],
+        ];
+    }
+
+    /** Fails MIN_CALLS calls with the upstream's 503s: the breaker opens at the last. */
+    private function open(Client $client): void
+    {
+        for ($i = 0; $i < self::MIN_CALLS; $i++) {
+            try {
+                $client->get('/x');
+                $this->fail('the upstream answers 503');
+            } catch (UpstreamFailed $e) {
+                $this->assertSame(503, $e->getCode());
+            }
+        }
+    }
+
+    public function testItOpensAfterTheThresholdAndNothingReachesTheUpstreamWhileOpen(): void
+    {
+        $key = $this->up->key('open');
+        $this->up->script($key, [['status' => 503]]);
+        $name = Run::name('breaker');
+        $client = new Client($name, $this->options($key, 30.0));
+        $this->open($client);
+        $this->assertCount(self::MIN_CALLS, $this->up->attempts($key, self::MIN_CALLS));
+
+        $t = hrtime(true);
+        for ($i = 0; $i < 50; $i++) {
+            try {
+                $client->get('/x');
+                $this->fail('the circuit is open');
+            } catch (CircuitOpen $e) {
+                $this->assertInstanceOf(\Resilient\Unavailable::class, $e);
+                $this->assertStringContainsString('circuit open', $e->getMessage());
+                $this->assertNull($e->response(), 'nothing was sent');
+            }
+        }
+        $perCallUs = (hrtime(true) - $t) / 1e3 / 50;
+        // Another process of the host sees the same open breaker.
+        $spec = base64_encode(json_encode(['name' => $name, 'options' => $this->options($key, 30.0), 'path' => '/x']));
+        $other = PhpProcess::script(__DIR__ . '/fixtures/probe.php', [$spec])->wait(20.0);
+        $this->assertStringContainsString('Resilient\\\\CircuitOpen', $other->stdout, $other->describe());
+
+        usleep(100_000);
+        $this->assertCount(self::MIN_CALLS, $this->up->attempts($key, self::MIN_CALLS), 'no attempt reached the upstream while open');
+        fwrite(STDERR, sprintf("\n[breaker] opened after %d failures; 51 calls while open (2 processes): 0 reached the upstream, %.1f µs per refused call\n", self::MIN_CALLS, $perCallUs));
+    }
+
+    public function testClientErrorsNeverOpenIt(): void
+    {
+        $key = $this->up->key('4xx');
+        $this->up->script($key, [['status' => 404]]);
+        $client = new Client(Run::name('breaker'), $this->options($key, 30.0));
+        for ($i = 0; $i < 4 * self::MIN_CALLS; $i++) {
+            $this->assertSame(404, $client->get('/x')->status());
+        }
+        $this->assertCount(4 * self::MIN_CALLS, $this->up->attempts($key, 4 * self::MIN_CALLS));
+    }
+
+    public function testSixteenProcessesAtTheHalfOpenMomentSendExactlyOneProbe(): void
+    {
+        $key = $this->up->key('halfopen');
+        // 503s open the breaker; the probe's 503 takes 300 ms, then the breaker opens again
+        // for 0.8-1.2 s: past the processes' stop.
+        $this->up->script($key, [...array_fill(0, self::MIN_CALLS, ['status' => 503]), ['status' => 503, 'delay_ms' => 300]]);
+        $name = Run::name('breaker');
+        $options = $this->options($key, 1.0);
+        $go = Run::tempDir('breaker') . '/go-' . bin2hex(random_bytes(3));
+        $spec = base64_encode(json_encode(['name' => $name, 'options' => $options, 'path' => '/x', 'go_file' => $go]));
+        $procs = [];
+        for ($i = 0; $i < 16; $i++) {
+            $procs[] = PhpProcess::script(__DIR__ . '/fixtures/hammer.php', [$spec]);
+        }
+        foreach ($procs as $p) {
+            $this->assertTrue($p->waitForOutput(fn (string $out) => str_contains($out, 'ready'), 30.0), 'a process did not start');
+        }
+        $this->open(new Client($name, $options));
+        $opened = microtime(true);
+        // Open until opened + 0.8..1.2 s; the probe fails at most 1.2 + 0.3 s after, reopening
+        // for at least 0.8 s: no second probe before opened + 2.3 s.
+        $stop = $opened + 1.9;
+        file_put_contents($go, json_encode(['stop_at' => $stop]));
+
+        $sent = [];
+        $calls = 0;
+        $refused = 0;
+        foreach ($procs as $p) {
+            $r = $p->wait(30.0);
+            $this->assertSame(0, $r->exitCode, $r->describe());
+            $lines = explode("\n", trim($r->stdout));
+            $out = json_decode((string) end($lines), true);
+            $this->assertIsArray($out, $r->describe());
+            $calls += $out['calls'];
+            $refused += $out['classes']['Resilient\\CircuitOpen'] ?? 0;
+            array_push($sent, ...$out['sent']);
+            // Every process was calling at the half-open moment (at most 1.2 s after opening).
+            $this->assertLessThan($opened + 0.8, $out['first_t']);
+            $this->assertGreaterThan($opened + 1.5, $out['last_t']);
+        }
+        $attempts = $this->up->attempts($key, self::MIN_CALLS + 1);
+        $this->assertCount(self::MIN_CALLS + 1, $attempts, 'exactly one probe reached the upstream');
+        $this->assertCount(1, $sent, 'one call of the 16 processes was sent: ' . json_encode($sent));
+        $this->assertSame(503, $sent[0]['status']);
+        $this->assertSame($calls - 1, $refused, 'every other call was refused as circuit open');
+        $half = $sent[0]['t'] - $opened;
+        $this->assertGreaterThanOrEqual(0.79, $half, 'not before open_for - 20 %');
+        $this->assertLessThanOrEqual(1.3, $half, 'not long after open_for + 20 %');
+        fwrite(STDERR, sprintf("\n[breaker] 16 processes, %d calls around the half-open moment (%.2f s after opening): 1 probe reached the upstream, %d refused\n", $calls, $half, $refused));
+    }
+
+    public function testAProbeHolderKilledWithSigkillIsGivenUpAfterItsBound(): void
+    {
+        $key = $this->up->key('killed');
+        // 503s open the breaker; the probe hangs; then the upstream is healthy.
+        $this->up->script($key, [...array_fill(0, self::MIN_CALLS, ['status' => 503]), ['hang' => true, 'hang_ms' => 20000], ['status' => 200]]);
+        $name = Run::name('breaker');
+        // timeout 1 s: a probe's ticket is given up 1 s + 250 ms after it was taken.
+        $options = $this->options($key, 0.2, 1.0);
+        $client = new Client($name, $options);
+        $this->open($client);
+        usleep(300_000); // past open_for + 20 %
+
+        $spec = base64_encode(json_encode(['name' => $name, 'options' => $options, 'path' => '/x']));
+        $holder = PhpProcess::script(__DIR__ . '/fixtures/probe.php', [$spec]);
+        $this->assertCount(self::MIN_CALLS + 1, $this->up->attempts($key, self::MIN_CALLS + 1, 10000, false), 'the probe reached the upstream');
+        $probeSeen = microtime(true);
+        $holder->signal(SIGKILL);
+        $r = $holder->wait(10.0);
+        $this->assertSame(SIGKILL, $r->signal, $r->describe());
+
+        // Half-open with a dead holder: refused until the bound, then one new probe.
+        $this->expectCircuitOpen($client);
+        $closedAt = null;
+        $refusals = 0;
+        while (microtime(true) < $probeSeen + 5.0) {
+            try {
+                $this->assertSame(200, $client->get('/x')->status());
+                $closedAt = microtime(true);
+                break;
+            } catch (CircuitOpen) {
+                $refusals++;
+                usleep(20_000);
+            }
+        }
+        $this->assertNotNull($closedAt, 'the breaker stayed half-open');
+        $after = $closedAt - $probeSeen;
+        $this->assertGreaterThan(1.0, $after, 'not before the bound');
+        $this->assertLessThan(1.25 + 0.5, $after, 'soon after the bound (1.25 s)');
+        $this->assertSame(200, $client->get('/x')->status(), 'closed by the new probe');
+        $this->assertCount(self::MIN_CALLS + 3, $this->up->attempts($key, self::MIN_CALLS + 3));
+        fwrite(STDERR, sprintf("\n[breaker] probe holder SIGKILLed: %d refusals, a new probe went through %.2f s after the lost one (bound 1.25 s)\n", $refusals, $after));
+    }
+
+    private function expectCircuitOpen(Client $client): void
+    {
+        try {
+            $client->get('/x');
+            $this->fail('expected CircuitOpen');
+        } catch (CircuitOpen) {
+            $this->addToAssertionCount(1);
+        }
+    }
+}

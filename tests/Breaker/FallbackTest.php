@@ -1,0 +1,119 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Breaker;
+
+require_once __DIR__ . '/../Http/support/HttpTestCase.php';
+
+use Resilient\Client;
+use Resilient\CircuitOpen;
+use Resilient\Response;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Http\HttpTestCase;
+use Resilient\Unavailable;
+use Resilient\UpstreamFailed;
+
+/**
+ * The `fallback` option: a callable given the `Unavailable` a call ended with, whose value the
+ * call returns instead of throwing (seed 000's page decisions in one line); an exception it
+ * throws propagates; a call that succeeds never calls it.
+ */
+final class FallbackTest extends HttpTestCase
+{
+    public function testTheCallReturnsTheFallbacksValueAndItReceivesTheException(): void
+    {
+        $key = $this->up->key('fallback');
+        $this->up->script($key, [['status' => 503]]);
+        $seen = [];
+        $client = new Client(Run::name('fallback'), [
+            'base_url' => $this->up->base($key),
+            'max_attempts' => 2,
+            'backoff' => ['base' => 0.001, 'cap' => 0.002],
+            'fallback' => function (Unavailable $e) use (&$seen): array {
+                $seen[] = $e;
+                return ['stock' => 7, 'is_live' => false];
+            },
+        ]);
+        $this->assertSame(['stock' => 7, 'is_live' => false], $client->get('/stock'));
+        $this->assertCount(1, $seen);
+        $this->assertInstanceOf(UpstreamFailed::class, $seen[0]);
+        $this->assertSame(503, $seen[0]->getCode());
+        $this->assertSame(503, $seen[0]->response()?->status(), 'the last response comes along');
+        $this->assertStringContainsString('max_attempts (2) reached', $seen[0]->getMessage());
+        $this->assertCount(2, $this->up->attempts($key, 2), 'the retries ran before the fallback');
+        // request() and the other verbs too.
+        $this->assertSame(['stock' => 7, 'is_live' => false], $client->request('GET', '/stock'));
+        $this->assertSame(['stock' => 7, 'is_live' => false], $client->post('/stock', ['a' => 1]));
+    }
+
+    public function testAnOpenCircuitGoesToTheFallbackWithoutSending(): void
+    {
+        $key = $this->up->key('fallback-open');
+        $this->up->script($key, [['status' => 503]]);
+        $classes = [];
+        $client = new Client(Run::name('fallback'), [
+            'base_url' => $this->up->base($key),
+            'max_attempts' => 1,
+            'budget' => false,
+            'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 2, 'window' => 10.0, 'open_for' => 30.0],
+            'fallback' => function (Unavailable $e) use (&$classes): array {
+                $classes[] = get_class($e);
+                return ['credit' => 100, 'refresh_failed' => true];
+            },
+        ]);
+        for ($i = 0; $i < 5; $i++) {
+            $this->assertSame(['credit' => 100, 'refresh_failed' => true], $client->get('/credit'));
+        }
+        $this->assertSame([UpstreamFailed::class, UpstreamFailed::class, CircuitOpen::class, CircuitOpen::class, CircuitOpen::class], $classes);
+        $this->assertCount(2, $this->up->attempts($key, 2));
+    }
+
+    public function testAThrowingFallbackPropagates(): void
+    {
+        $key = $this->up->key('fallback-throw');
+        $this->up->script($key, [['status' => 503]]);
+        $client = new Client(Run::name('fallback'), [
+            'base_url' => $this->up->base($key),
+            'max_attempts' => 1,
+            'fallback' => function (Unavailable $e): never {
+                throw new \DomainException('no stale copy either', 0, $e);
+            },
+        ]);
+        try {
+            $client->get('/x');
+            $this->fail('expected the fallback\'s exception');
+        } catch (\DomainException $e) {
+            $this->assertSame('no stale copy either', $e->getMessage());
+            $this->assertInstanceOf(UpstreamFailed::class, $e->getPrevious());
+        }
+        // Rethrowing the given exception is the same as having no fallback.
+        $rethrow = new Client(Run::name('fallback'), [
+            'base_url' => $this->up->base($key),
+            'max_attempts' => 1,
+            'fallback' => fn (Unavailable $e) => throw $e,
+        ]);
+        $this->expectException(UpstreamFailed::class);
+        $rethrow->get('/x');
+    }
+
+    public function testASuccessNeverCallsIt(): void
+    {
+        $key = $this->up->key('fallback-ok');
+        $this->up->script($key, [['status' => 404]]);
+        $client = new Client(Run::name('fallback'), [
+            'base_url' => $this->up->base($key),
+            'fallback' => fn () => throw new \LogicException('not called'),
+        ]);
+        $r = $client->get('/x');
+        $this->assertInstanceOf(Response::class, $r);
+        $this->assertSame(404, $r->status(), 'a final status is an answer, not a failure');
+    }
+
+    public function testAFallbackMustBeCallable(): void
+    {
+        $this->expectException(\TypeError::class);
+        $this->expectExceptionMessage("option 'fallback' must be of type ?callable, int given");
+        new Client('x', ['fallback' => 42]);
+    }
+}
