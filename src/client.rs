@@ -4,7 +4,8 @@
 //! `resilient_http::ClientConfig` through [`crate::options`] (an unknown key or a bad value is
 //! a `\ValueError` naming the option, a wrong type a `\TypeError`), applies the web caps of
 //! `Resilient\Context` when serving a web request, and binds the funnel and the retry budget
-//! named after the client to the host-wide shared memory. Each call then:
+//! named after the client to the host-wide shared memory, where every call and attempt is also
+//! recorded in the name's metrics (`Resilient\Metrics`). Each call then:
 //!
 //! - takes this process's runtime and transport (created on first use, per pid: a child of
 //!   `pcntl_fork` gets its own),
@@ -29,8 +30,8 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, CallEnv, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
-    SharedMemory, Unavailable,
+    AttemptRecord, CallEnv, HttpClient, LeaseRegistry, MetricsEvents, PreparedRequest,
+    RequestOptions, SharedMemory, Unavailable,
 };
 
 use crate::exceptions::{self, Kind};
@@ -79,8 +80,10 @@ impl Client {
         let mut builder = HttpClient::builder(config)
             .caps(caps)
             .transport(io.transport());
+        let segment = segment::shared()?;
+        let metrics = resilient_core::Metrics::new(segment.clone(), &name).map_err(errors::php)?;
+        builder = builder.events(Arc::new(MetricsEvents::new(metrics)));
         if builder.wants_backend() {
-            let segment = segment::shared()?;
             let backend =
                 SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
             builder = builder

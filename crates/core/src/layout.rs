@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RESILNT1");
 
 /// Bumped whenever [`Header`] or [`Entry`] change shape.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 /// The most slots a funnel can have: the in-flight set is one 64-bit mask.
 pub const MAX_FUNNEL_LIMIT: u32 = 64;
@@ -50,7 +50,7 @@ pub struct LeaseSlot {
     pub expires_ms: AtomicU64,
 }
 
-/// One named entry: the name's funnel and retry budget.
+/// One named entry: the name's funnel, retry budget and metrics.
 #[repr(C, align(64))]
 pub struct Entry {
     /// FNV-1a hash of the name (never 0); 0 means the entry is unused. It is the identity.
@@ -63,12 +63,14 @@ pub struct Entry {
     pub funnel_slots: [LeaseSlot; MAX_FUNNEL_LIMIT as usize],
     /// Each bucket: `tag:24 | originals:20 | retries:20`, see [`crate::budget`].
     pub budget_buckets: [AtomicU64; BUDGET_BUCKETS],
+    /// Host-wide counters and latency histograms of the name, see [`crate::metrics`].
+    pub metrics: crate::metrics::MetricsBlock,
 }
 
 pub const HEADER_SIZE: usize = 64;
 pub const ENTRY_SIZE: usize = std::mem::size_of::<Entry>();
 // The PHP tests compute file sizes from it (tests/harness/src/Run.php, segmentSize()).
-const _: () = assert!(ENTRY_SIZE == 1280);
+const _: () = assert!(ENTRY_SIZE == 1728);
 
 /// Total file size for `slots` entries.
 pub fn segment_size(slots: u32) -> usize {

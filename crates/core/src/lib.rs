@@ -13,6 +13,7 @@
 //!   monotonic clock and the slot of a dead process is reclaimed at once.
 //! - [`budget`] is a sliding window of epoch-tagged buckets: originals deposit, retries
 //!   withdraw.
+//! - [`metrics`]: per-name counters and latency histograms every process adds to.
 //! - [`deadline`] is the per-process stack of nested deadlines.
 //!
 //! Time is injected: every time-dependent call takes `now_ms` (from
@@ -48,10 +49,12 @@ pub mod budget;
 pub mod clock;
 pub mod deadline;
 mod error;
+pub mod exposition;
 pub mod funnel;
 mod host;
 pub mod layout;
 mod liveness;
+pub mod metrics;
 pub mod segment;
 mod table;
 pub mod validate;
@@ -61,4 +64,7 @@ pub use deadline::DeadlineStack;
 pub use error::Error;
 pub use funnel::{Funnel, FunnelConfig, Lease, LeaseId};
 pub use liveness::current_pid;
+pub use metrics::{
+    AttemptClass, BreakerState, FailureClass, Metrics, MetricsSnapshot, RefusalReason,
+};
 pub use segment::Segment;

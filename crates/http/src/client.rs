@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::attempt::AttemptObserver;
 use crate::backend::Backend;
 use crate::call::{Call, CallEnv};
+use crate::call_events::CallEvents;
 use crate::clock::{Clock, Sleeper, SystemClock, TokioSleeper};
 use crate::config_error::ConfigError;
 use crate::error::Unavailable;
@@ -50,6 +51,7 @@ pub struct HttpClientBuilder {
     guards: Vec<Arc<dyn Guard>>,
     allowance: Option<Arc<dyn RetryAllowance>>,
     observer: Option<Arc<dyn AttemptObserver>>,
+    events: Option<Arc<dyn CallEvents>>,
 }
 
 impl HttpClientBuilder {
@@ -78,6 +80,11 @@ impl HttpClientBuilder {
     }
     pub fn observer(mut self, observer: Arc<dyn AttemptObserver>) -> Self {
         self.observer = Some(observer);
+        self
+    }
+    /// Sets who is told each call's start and end and each attempt (host-wide metrics).
+    pub fn events(mut self, events: Arc<dyn CallEvents>) -> Self {
+        self.events = Some(events);
         self
     }
     /// Whether the options ask for shared state (a funnel or a retry budget).
@@ -120,6 +127,9 @@ impl HttpClientBuilder {
         if let Some(observer) = self.observer {
             env = env.observer(observer);
         }
+        if let Some(events) = self.events {
+            env = env.events(events);
+        }
         Ok(HttpClient::new(self.config, self.caps, env))
     }
 }
@@ -136,6 +146,7 @@ impl HttpClient {
             guards: Vec::new(),
             allowance: None,
             observer: None,
+            events: None,
         }
     }
 

@@ -19,7 +19,9 @@
 //!   plain http, reqwest in `reqwest_transport` for https), `guard` (the admission seam: each
 //!   [`Guard`] asked before an attempt and told its outcome after; the [`RetryAllowance`]),
 //!   `backend` (where the funnel and the budget live: `resilient_core`'s shared memory),
-//!   `attempt` (one [`AttemptRecord`] per attempt for `on_attempt`).
+//!   `attempt` (one [`AttemptRecord`] per attempt for `on_attempt`), `call_events` (each call's
+//!   start and end and each attempt, told without text: [`CallEvents`]) and `metrics_events`
+//!   (host-wide metrics recorded through it).
 //! - `pool`: sliding window over many calls, with the seed's batch rule.
 //! - `runtime`: the per-process (fork-safe) tokio runtime and transport, and the driver that
 //!   lets PHP run between polls. `client`: all of it behind [`HttpClient`].
@@ -85,6 +87,7 @@ mod backend;
 mod backoff;
 mod body_limit;
 mod call;
+mod call_events;
 mod classify;
 mod client;
 mod clock;
@@ -93,6 +96,7 @@ mod decision;
 mod error;
 mod guard;
 mod http1_transport;
+mod metrics_events;
 mod multipart;
 mod options;
 mod policy;
@@ -113,6 +117,7 @@ pub use backend::{Backend, LeaseRegistry, SharedMemory};
 pub use backoff::FullJitter;
 pub use bytes::Bytes;
 pub use call::{Call, CallEnv, Progress};
+pub use call_events::{CallEnd, CallEvents};
 pub use classify::Verdict;
 pub use client::{HttpClient, HttpClientBuilder};
 pub use clock::{BoxFuture, Clock, Sleeper, SystemClock, TokioSleeper};
@@ -121,6 +126,7 @@ pub use decision::{Decision, GiveUpReason, Outcome, RetryReason};
 pub use error::{Unavailable, UnavailableKind};
 pub use guard::{Guard, Permit, Refusal, RetryAllowance};
 pub use http1_transport::Http1Transport;
+pub use metrics_events::{attempt_class, refusal_of, MetricsEvents};
 pub use multipart::{Multipart, Part, PartContents};
 pub use options::{
     BackendKind, BackoffOptions, BudgetOptions, CircuitOptions, ClientConfig, FunnelOptions,

@@ -65,7 +65,7 @@ final class Run
      */
     public static function segmentSize(int $slots): int
     {
-        $entrySize = 1280;
+        $entrySize = 1728;
         return 64 + $slots * $entrySize;
     }
 
