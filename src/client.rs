@@ -80,10 +80,16 @@ impl Client {
         let mut builder = HttpClient::builder(config)
             .caps(caps)
             .transport(io.transport());
-        let segment = segment::shared()?;
-        let metrics = resilient_core::Metrics::new(segment.clone(), &name).map_err(errors::php)?;
-        builder = builder.events(Arc::new(MetricsEvents::new(metrics)));
+        // Metrics are best effort: a client without a funnel or a budget works as before when
+        // the segment is unusable (`shm_required`) or its table is full; it records nothing.
+        if let Some(metrics) = segment::shared()
+            .ok()
+            .and_then(|seg| resilient_core::Metrics::new(seg, &name).ok())
+        {
+            builder = builder.events(Arc::new(MetricsEvents::new(metrics)));
+        }
         if builder.wants_backend() {
+            let segment = segment::shared()?;
             let backend =
                 SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
             builder = builder
