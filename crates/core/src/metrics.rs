@@ -137,7 +137,9 @@ pub struct MetricsBlock {
     pub retries_succeeded: AtomicU64,
     /// Calls answered with success (status < 400), hence within their deadline.
     pub successes: AtomicU64,
-    /// Attempts sent and not yet ended (a gauge; never reset: it counts what is really out).
+    /// Attempts sent and not yet ended (a gauge, never reset: it counts what is out now). An
+    /// attempt abandoned mid-way is given back by its permit; only a process killed mid-attempt
+    /// leaves it one too high.
     pub in_flight: AtomicU64,
     /// Fallback values used instead of an answer (reported by the fallback helper).
     pub fallbacks: AtomicU64,
