@@ -13,6 +13,8 @@ packages=(
     php8.2-intl
     # the lab's plots (plotters draws text with fontconfig/freetype; the workspace build needs them)
     libfontconfig1-dev libfreetype-dev fonts-dejavu-core
+    # tests/Metrics: promtool checks the exposition, a real Prometheus server scrapes it
+    prometheus
 )
 
 missing=()
@@ -31,7 +33,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
     # Debian starts these services on install; the tests start their own on loopback.
-    for svc in nginx redis-server php8.2-fpm tinyproxy; do
+    for svc in nginx redis-server php8.2-fpm tinyproxy prometheus; do
         if command -v service >/dev/null && service "$svc" status >/dev/null 2>&1; then
             service "$svc" stop >/dev/null 2>&1 || true
         fi

@@ -4,7 +4,8 @@
 //! `resilient_http::ClientConfig` through [`crate::options`] (an unknown key or a bad value is
 //! a `\ValueError` naming the option, a wrong type a `\TypeError`), applies the web caps of
 //! `Resilient\Context` when serving a web request, and binds the funnel, the retry budget and
-//! the circuit breaker named after the client to the host-wide shared memory. Each call then:
+//! the circuit breaker named after the client to the host-wide shared memory, where every call
+//! and attempt is also recorded in the name's metrics (`Resilient\Metrics`). Each call then:
 //!
 //! - takes this process's runtime and transport (created on first use, per pid: a child of
 //!   `pcntl_fork` gets its own),
@@ -31,8 +32,8 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, CallEnv, HttpClient, LeaseRegistry, PreparedRequest, RequestOptions,
-    SharedMemory, Unavailable,
+    AttemptRecord, CallEnv, CallEvents, HttpClient, LeaseRegistry, MetricsEvents, PreparedRequest,
+    RequestOptions, SharedMemory, Unavailable,
 };
 
 use crate::exceptions::{self, Kind};
@@ -49,6 +50,8 @@ pub struct Client {
     on_attempt: Option<Zval>,
     /// The `fallback` callable (a counted reference), if any.
     fallback: Option<Zval>,
+    /// The name's host-wide metrics, when the segment is usable (fallback uses are counted).
+    events: Option<Arc<dyn CallEvents>>,
 }
 
 /// Lists the loop's leases in `held` while they are in flight.
@@ -83,6 +86,15 @@ impl Client {
         let mut builder = HttpClient::builder(config)
             .caps(caps)
             .transport(io.transport());
+        // Metrics are best effort: a client without a funnel or a budget works as before when
+        // the segment is unusable (`shm_required`) or its table is full; it records nothing.
+        let events: Option<Arc<dyn CallEvents>> = segment::shared()
+            .ok()
+            .and_then(|seg| resilient_core::Metrics::new(seg, &name).ok())
+            .map(|metrics| Arc::new(MetricsEvents::new(metrics)) as Arc<dyn CallEvents>);
+        if let Some(events) = &events {
+            builder = builder.events(events.clone());
+        }
         if builder.wants_backend() {
             let segment = segment::shared()?;
             let backend =
@@ -99,6 +111,7 @@ impl Client {
             http,
             on_attempt: binding.on_attempt,
             fallback: binding.fallback,
+            events,
         })
     }
 
@@ -348,7 +361,9 @@ impl Client {
     fn fall_back(&self, fallback: &Zval, unavailable: Unavailable) -> PhpResult<Zval> {
         let callable = ZendCallable::new(fallback).map_err(PhpException::from)?;
         let exception = unavailable_object(unavailable)?;
-        crate::fallback::metrics_fallback_used(&self.name);
+        if let Some(events) = &self.events {
+            events.fallback_used();
+        }
         callable
             .try_call(vec![&exception])
             .map_err(PhpException::from)

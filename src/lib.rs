@@ -9,7 +9,7 @@
 //! - `errors`: core error → PHP exception; `engine`: dlsym'd engine symbols.
 //! - `segment`: the per-process, lazily opened shared-memory segment.
 //! - `held`: leases to release at request end.
-//! - `funnel`, `budget`, `deadline`, `context`: the PHP classes.
+//! - `funnel`, `budget`, `deadline`, `context`, `metrics`: the PHP classes.
 //! - `client`, `response`: `Resilient\Client` / `Resilient\Response`; `options`: the
 //!   client's options array → `resilient_http::ClientConfig` (shape and type, with `coerce`:
 //!   PHP's coercive typing; `transport_options`: TLS, proxy, redirects, multipart, sink); the
@@ -26,12 +26,12 @@ pub mod deadline;
 pub mod engine;
 pub mod errors;
 pub mod exceptions;
-pub mod fallback;
 pub mod funnel;
 pub mod held;
 pub mod hooks;
 pub mod ini;
 pub mod interrupt;
+pub mod metrics;
 pub mod options;
 pub mod response;
 pub mod segment;
@@ -49,5 +49,5 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .class::<budget::RetryBudget>()
         .class::<deadline::Deadline>()
         .class::<context::Context>();
-    client::register(response::register(m))
+    metrics::register(client::register(response::register(m)))
 }

@@ -344,6 +344,60 @@ namespace Resilient {
         public function release(): bool {}
     }
 
+    /**
+     * Host-wide metrics per upstream name (static; not instantiable).
+     */
+    class Metrics {
+        public function __construct() {}
+
+        /**
+         * The same metrics in Prometheus's text exposition format 0.0.4 (serve it with
+         * `Content-Type: text/plain; version=0.0.4`). Labels: `upstream`, and `reason` or
+         * `outcome`.
+         *
+         * @return string
+         */
+        public static function prometheus(): string {}
+
+        /**
+         * @internal For benchmarks and dashboard smoke tests: records `$calls` calls of one
+         * successful attempt of `$seconds` under `$name`, through the same recorder the attempt
+         * loop uses.
+         *
+         * @param string $name
+         * @param int $calls
+         * @param float|null $seconds
+         * @return void
+         */
+        public static function recordSynthetic(string $name, int $calls, ?float $seconds = null): void {}
+
+        /**
+         * Zeroes the counters and histograms of `$name` (not the attempts in flight now, nor the
+         * breaker's state). Returns false when the name has no entry on this host. Throws
+         * `\ValueError` for an invalid name.
+         *
+         * @param string $name
+         * @return bool
+         */
+        public static function reset(string $name): bool {}
+
+        /**
+         * Every upstream name with metrics on this host: `['shipping' => ['originals' => int,
+         * 'attempts' => int, 'retries' => int (sent), 'retries_succeeded' => int,
+         * 'retries_denied' => int, 'successes' => int, 'in_flight' => int, 'fallbacks' => int,
+         * 'shed' => ['funnel' => int, 'budget' => int, 'deadline' => int, 'circuit' => int] (our
+         * refusals), 'failures' => ['4xx' => int, '5xx' => int, 'timeout' => int, 'connection' =>
+         * int, 'other' => int] (upstream failures per attempt), 'latency' => ['success' => h,
+         * 'failure' => h], 'breaker' => ['state' => 'closed'|'open'|'half_open', 'transitions' =>
+         * ['closed' => int, 'open' => int, 'half_open' => int]]]]`, where `h` = `['buckets' =>
+         * [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
+         * in ms), 'sum' => float (s), 'count' => int]`.
+         *
+         * @return array
+         */
+        public static function snapshot(): array {}
+    }
+
     class Response {
         public function __construct() {}
 

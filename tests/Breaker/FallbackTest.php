@@ -52,7 +52,8 @@ final class FallbackTest extends HttpTestCase
         $key = $this->up->key('fallback-open');
         $this->up->script($key, [['status' => 503]]);
         $classes = [];
-        $client = new Client(Run::name('fallback'), [
+        $name = Run::name('fallback');
+        $client = new Client($name, [
             'base_url' => $this->up->base($key),
             'max_attempts' => 1,
             'budget' => false,
@@ -67,6 +68,13 @@ final class FallbackTest extends HttpTestCase
         }
         $this->assertSame([UpstreamFailed::class, UpstreamFailed::class, CircuitOpen::class, CircuitOpen::class, CircuitOpen::class], $classes);
         $this->assertCount(2, $this->up->attempts($key, 2));
+        // The host-wide metrics saw it: 5 fallbacks, 3 circuit refusals, the breaker open once.
+        $m = \Resilient\Metrics::snapshot()[$name];
+        $this->assertSame(5, $m['fallbacks']);
+        $this->assertSame(3, $m['shed']['circuit']);
+        $this->assertSame(2, $m['attempts']);
+        $this->assertSame('open', $m['breaker']['state']);
+        $this->assertSame(1, $m['breaker']['transitions']['open']);
     }
 
     public function testAThrowingFallbackPropagates(): void

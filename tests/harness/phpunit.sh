@@ -49,6 +49,11 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The suites' shared segment holds every name they use (each client name has an entry, for its
+# metrics at least): created here with room for them all; the processes of the run attach to it
+# whatever their resilient.shm_slots (an existing file keeps its own slot count).
+tests/harness/php.sh -d resilient.shm_slots=4096 -d resilient.shm_required=1 -r 'Resilient\Metrics::snapshot();'
+
 # In the background so a TERM/INT reaches the trap at once (bash defers traps while a
 # foreground child runs); PHPUnit's own pid is recorded with the others.
 tests/harness/php.sh /usr/bin/phpunit -c phpunit.xml.dist "$@" &

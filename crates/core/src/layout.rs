@@ -65,7 +65,7 @@ pub struct BreakerBlock {
     pub _reserved: [AtomicU64; 3],
 }
 
-/// One named entry: the name's funnel, retry budget and circuit breaker.
+/// One named entry: the name's funnel, retry budget, circuit breaker and metrics.
 #[repr(C, align(64))]
 pub struct Entry {
     /// FNV-1a hash of the name (never 0); 0 means the entry is unused. It is the identity.
@@ -80,12 +80,14 @@ pub struct Entry {
     pub budget_buckets: [AtomicU64; BUDGET_BUCKETS],
     /// The name's circuit breaker (unused unless a client of that name enables `circuit`).
     pub breaker: BreakerBlock,
+    /// Host-wide counters and latency histograms of the name, see [`crate::metrics`].
+    pub metrics: crate::metrics::MetricsBlock,
 }
 
 pub const HEADER_SIZE: usize = 64;
 pub const ENTRY_SIZE: usize = std::mem::size_of::<Entry>();
 // The PHP tests compute file sizes from it (tests/harness/src/Run.php, segmentSize()).
-const _: () = assert!(ENTRY_SIZE == 1472);
+const _: () = assert!(ENTRY_SIZE == 1920);
 const _: () = assert!(std::mem::size_of::<BreakerBlock>() == 192);
 
 /// Total file size for `slots` entries.

@@ -15,6 +15,7 @@
 //!   withdraw.
 //! - [`breaker`] is the circuit breaker: a state word whose half-open ticket one CAS hands
 //!   to exactly one process, and a sliding window of counts.
+//! - [`metrics`]: per-name counters and latency histograms every process adds to.
 //! - [`deadline`] is the per-process stack of nested deadlines.
 //!
 //! Time is injected: every time-dependent call takes `now_ms` (from
@@ -51,10 +52,12 @@ pub mod budget;
 pub mod clock;
 pub mod deadline;
 mod error;
+pub mod exposition;
 pub mod funnel;
 mod host;
 pub mod layout;
 mod liveness;
+pub mod metrics;
 pub mod segment;
 mod table;
 pub mod validate;
@@ -65,4 +68,7 @@ pub use deadline::DeadlineStack;
 pub use error::Error;
 pub use funnel::{Funnel, FunnelConfig, Lease, LeaseId};
 pub use liveness::current_pid;
+pub use metrics::{
+    AttemptClass, CircuitState, FailureClass, Metrics, MetricsSnapshot, RefusalReason,
+};
 pub use segment::Segment;

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use resilient_core::{Admission, CircuitBreaker, Ticket, Transition};
 
+use crate::call_events::CallEvents;
 use crate::decision::Outcome;
 use crate::guard::{Guard, Permit, Refusal};
 
@@ -68,13 +69,6 @@ impl BreakerStore for CircuitBreaker {
     }
 }
 
-/// METRICS: every breaker transition of upstream `name` (opened, half_opened, probe_given_up,
-/// closed, reopened) passes here, once, in the process that made it. Nothing is counted yet:
-/// the host-wide metrics connect here.
-pub fn metrics_breaker_transition(name: &str, transition: Transition) {
-    let _ = (name, transition);
-}
-
 thread_local! {
     /// The ticket of a probe whose permit was just dropped: (guard id, ticket).
     static PROBE_ENDED: Cell<Option<(usize, Ticket)>> = const { Cell::new(None) };
@@ -86,20 +80,27 @@ static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 /// The breaker of one upstream as an admission guard.
 pub struct BreakerGuard {
     store: Arc<dyn BreakerStore>,
-    name: String,
+    /// Told each transition (host-wide metrics), if any.
+    events: Option<Arc<dyn CallEvents>>,
     retry_on: Vec<u16>,
     id: usize,
 }
 
 impl BreakerGuard {
     /// `retry_on`: the statuses the client retries, which count as failures.
-    pub fn new(store: Arc<dyn BreakerStore>, name: &str, retry_on: &[u16]) -> Self {
+    pub fn new(store: Arc<dyn BreakerStore>, retry_on: &[u16]) -> Self {
         Self {
             store,
-            name: name.to_string(),
+            events: None,
             retry_on: retry_on.to_vec(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// Tells `events` each transition this process makes (host-wide metrics).
+    pub fn with_events(mut self, events: Arc<dyn CallEvents>) -> Self {
+        self.events = Some(events);
+        self
     }
 
     fn is_failure(&self, outcome: Outcome) -> bool {
@@ -121,8 +122,8 @@ impl BreakerGuard {
     }
 
     fn transition(&self, t: Option<Transition>) {
-        if let Some(t) = t {
-            metrics_breaker_transition(&self.name, t);
+        if let (Some(t), Some(events)) = (t, &self.events) {
+            events.breaker_transition(t);
         }
     }
 }
@@ -211,7 +212,7 @@ mod tests {
             admission: Mutex::new(Admission::Closed),
             told: Mutex::default(),
         });
-        let g = BreakerGuard::new(store.clone(), "x", &[429, 503]);
+        let g = BreakerGuard::new(store.clone(), &[429, 503]);
         for o in [
             Outcome::Status(503),
             Outcome::Status(404),
@@ -246,8 +247,8 @@ mod tests {
         let s = std::time::Duration::from_secs;
         let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
         let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
-        let a = BreakerGuard::new(store.clone(), "up", &[503]);
-        let b = BreakerGuard::new(store.clone(), "up", &[503]);
+        let a = BreakerGuard::new(store.clone(), &[503]);
+        let b = BreakerGuard::new(store.clone(), &[503]);
         drop(a.admit(1, 0).unwrap());
         a.outcome(Outcome::Status(503), 0);
         assert_eq!(a.admit(1, 1).err(), Some(Refusal::CircuitOpen));

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use crate::attempt::{AttemptObserver, AttemptRecord};
 use crate::backoff::FullJitter;
+use crate::call_events::{CallEnd, CallEvents};
 use crate::classify::{classify, may_retry};
 use crate::clock::{Clock, Sleeper};
 use crate::decision::Outcome;
@@ -50,6 +51,8 @@ pub struct CallEnv {
     /// The retry budget; `None`: retries limited by `max_attempts` and the deadline only.
     allowance: Option<Arc<dyn RetryAllowance>>,
     observer: Option<Arc<dyn AttemptObserver>>,
+    /// Told each call's start and end and each attempt (metrics, see [`crate::call_events`]).
+    events: Option<Arc<dyn CallEvents>>,
     /// Fixes the jitter sequence (tests); `None`: seeded from the OS per call.
     jitter_seed: Option<u64>,
     /// What the host can afford for one response body now, in bytes (the PHP binding: what
@@ -71,6 +74,7 @@ impl CallEnv {
             guards: Vec::new(),
             allowance: None,
             observer: None,
+            events: None,
             jitter_seed: None,
             max_body: None,
         }
@@ -96,6 +100,12 @@ impl CallEnv {
     /// Sets who is told about every attempt (`on_attempt`).
     pub fn observer(mut self, observer: Arc<dyn AttemptObserver>) -> Self {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Sets who is told each call's start and end and each attempt (metrics).
+    pub fn events(mut self, events: Arc<dyn CallEvents>) -> Self {
+        self.events = Some(events);
         self
     }
 
@@ -176,6 +186,9 @@ impl Call {
             deadline.map(|d| started_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64));
         if let Some(budget) = &env.allowance {
             budget.record_original(env.clock.monotonic_ms());
+        }
+        if let Some(events) = &env.events {
+            events.call_started();
         }
         let jitter = match env.jitter_seed {
             Some(seed) => FullJitter::seeded(policy.backoff_base, policy.backoff_cap, seed),
@@ -330,10 +343,13 @@ impl Call {
                 self.unavailable(UnavailableKind::DeadlineExceeded, reason)
             ));
         }
-        let permits = match self.admit(number).await {
+        let mut permits = match self.admit(number).await {
             Ok(permits) => permits,
             Err(e) => return Some(Err(e)),
         };
+        if let Some(events) = &self.env.events {
+            permits.push(events.attempt_sent(number));
+        }
         let (timeout, connect_timeout) = self.policy.attempt_limits(self.remaining());
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
@@ -359,6 +375,9 @@ impl Call {
             Ok(response) => Outcome::Status(response.status),
             Err(e) => Outcome::Failed(e.kind),
         };
+        if let Some(events) = &self.env.events {
+            events.attempt_ended(number, ended, duration);
+        }
         if !self.env.guards.is_empty() {
             let now_ms = self.env.clock.monotonic_ms();
             for guard in &self.env.guards {
@@ -412,6 +431,7 @@ impl Call {
                     Some(Ok(raw)) => raw,
                     _ => unreachable!("Next::Return only follows a response"),
                 };
+                self.ended(Ok(raw.status));
                 Some(Ok(Response::new(raw, self.attempts, self.elapsed())))
             }
             Next::GiveUp { reason: why } => {
@@ -442,6 +462,16 @@ impl Call {
         text
     }
 
+    /// Tells the events how the call ended (every end passes here or through `Next::Return`).
+    fn ended(&self, result: Result<u16, UnavailableKind>) {
+        if let Some(events) = &self.env.events {
+            events.call_ended(CallEnd {
+                attempts: self.attempts,
+                result,
+            });
+        }
+    }
+
     fn url(&self) -> &str {
         self.url.get_or_init(|| self.request.display_url())
     }
@@ -466,6 +496,7 @@ impl Call {
 
     /// The error, with the last response attached and a message naming method and URL.
     fn unavailable(&mut self, kind: UnavailableKind, reason: String) -> Unavailable {
+        self.ended(Err(kind));
         let last_failure = match &self.last {
             Some(Err(e)) => Some(format!(" [{e}]")),
             _ => None,

@@ -11,6 +11,7 @@ use crate::attempt::AttemptObserver;
 use crate::backend::Backend;
 use crate::breaker::BreakerGuard;
 use crate::call::{Call, CallEnv};
+use crate::call_events::CallEvents;
 use crate::clock::{Clock, Sleeper, SystemClock, TokioSleeper};
 use crate::config_error::ConfigError;
 use crate::error::Unavailable;
@@ -55,6 +56,7 @@ pub struct HttpClientBuilder {
     guards: Vec<Arc<dyn Guard>>,
     allowance: Option<Arc<dyn RetryAllowance>>,
     observer: Option<Arc<dyn AttemptObserver>>,
+    events: Option<Arc<dyn CallEvents>>,
 }
 
 impl HttpClientBuilder {
@@ -85,6 +87,11 @@ impl HttpClientBuilder {
         self.observer = Some(observer);
         self
     }
+    /// Sets who is told each call's start and end and each attempt (host-wide metrics).
+    pub fn events(mut self, events: Arc<dyn CallEvents>) -> Self {
+        self.events = Some(events);
+        self
+    }
     /// Whether the options ask for shared state (a funnel, a retry budget or a circuit breaker).
     pub fn wants_backend(&self) -> bool {
         self.config.funnel.is_some()
@@ -112,8 +119,11 @@ impl HttpClientBuilder {
                 probe,
             )?;
             let store = backend.breaker(name, config)?;
-            self.guards
-                .push(Arc::new(BreakerGuard::new(store, name, &policy.retry_on)));
+            let mut guard = BreakerGuard::new(store, &policy.retry_on);
+            if let Some(events) = &self.events {
+                guard = guard.with_events(events.clone());
+            }
+            self.guards.push(Arc::new(guard));
         }
         if let Some(f) = self.config.funnel {
             let lease = f.lease.unwrap_or(policy.timeout.saturating_mul(2));
@@ -142,6 +152,9 @@ impl HttpClientBuilder {
         if let Some(observer) = self.observer {
             env = env.observer(observer);
         }
+        if let Some(events) = self.events {
+            env = env.events(events);
+        }
         Ok(HttpClient::new(self.config, self.caps, env))
     }
 }
@@ -158,6 +171,7 @@ impl HttpClient {
             guards: Vec::new(),
             allowance: None,
             observer: None,
+            events: None,
         }
     }
 

@@ -19,7 +19,9 @@
 //!   plain http, reqwest in `reqwest_transport` for https), `guard` (the admission seam: each
 //!   [`Guard`] asked before an attempt and told its outcome after; the [`RetryAllowance`]),
 //!   `backend` (where the funnel and the budget live: `resilient_core`'s shared memory),
-//!   `attempt` (one [`AttemptRecord`] per attempt for `on_attempt`).
+//!   `attempt` (one [`AttemptRecord`] per attempt for `on_attempt`), `call_events` (each call's
+//!   start and end and each attempt, told without text: [`CallEvents`]) and `metrics_events`
+//!   (host-wide metrics recorded through it).
 //! - `pool`: sliding window over many calls, with the seed's batch rule.
 //! - `runtime`: the per-process (fork-safe) tokio runtime and transport, and the driver that
 //!   lets PHP run between polls. `client`: all of it behind [`HttpClient`].
@@ -86,6 +88,7 @@ mod backoff;
 mod body_limit;
 mod breaker;
 mod call;
+mod call_events;
 mod classify;
 mod client;
 mod clock;
@@ -94,6 +97,7 @@ mod decision;
 mod error;
 mod guard;
 mod http1_transport;
+mod metrics_events;
 mod multipart;
 mod options;
 mod policy;
@@ -112,9 +116,10 @@ mod transport_options;
 pub use attempt::{AttemptObserver, AttemptRecord, RecordLog};
 pub use backend::{Backend, LeaseRegistry, SharedMemory};
 pub use backoff::FullJitter;
-pub use breaker::{metrics_breaker_transition, BreakerGuard, BreakerStore};
+pub use breaker::{BreakerGuard, BreakerStore};
 pub use bytes::Bytes;
 pub use call::{Call, CallEnv, Progress};
+pub use call_events::{CallEnd, CallEvents};
 pub use classify::Verdict;
 pub use client::{HttpClient, HttpClientBuilder, PROBE_MARGIN};
 pub use clock::{BoxFuture, Clock, Sleeper, SystemClock, TokioSleeper};
@@ -123,6 +128,7 @@ pub use decision::{Decision, GiveUpReason, Outcome, RetryReason};
 pub use error::{Unavailable, UnavailableKind};
 pub use guard::{Guard, Permit, Refusal, RetryAllowance};
 pub use http1_transport::Http1Transport;
+pub use metrics_events::{attempt_class, refusal_of, MetricsEvents};
 pub use multipart::{Multipart, Part, PartContents};
 pub use options::{
     BackendKind, BackoffOptions, BudgetOptions, CircuitOptions, ClientConfig, FunnelOptions,

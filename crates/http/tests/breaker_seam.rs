@@ -37,7 +37,7 @@ async fn opens_refuses_without_sending_probes_once_and_closes() {
     rig.env = rig
         .env
         .clone()
-        .guard(Arc::new(BreakerGuard::new(Arc::new(breaker), "up", &[503])));
+        .guard(Arc::new(BreakerGuard::new(Arc::new(breaker), &[503])));
     let c = rig.client(json!({"max_attempts": 1, "budget": false}));
 
     assert!(get(&rig, &c).await.unwrap_err().is_upstream_failed());

@@ -22,7 +22,7 @@ final class StatusCommand extends Command
     {
         if ($this->option('prometheus')) {
             if (! class_exists('Resilient\\Metrics')) {
-                $this->error('resilient:status --prometheus needs an extension with Resilient\\Metrics (issue 7)');
+                $this->error('resilient:status --prometheus needs an extension with Resilient\\Metrics (resilient >= the metrics release)');
 
                 return 2;
             }

@@ -65,7 +65,7 @@ final class Run
      */
     public static function segmentSize(int $slots): int
     {
-        $entrySize = 1472;
+        $entrySize = 1920;
         return 64 + $slots * $entrySize;
     }
 

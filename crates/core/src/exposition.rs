@@ -1,0 +1,321 @@
+//! The Prometheus text exposition (format 0.0.4) of the host-wide metrics.
+//!
+//! Labels are the upstream's name and, where a family has kinds, `reason` (our refusals) or
+//! `outcome` (upstream failure classes, breaker states entered, latency of successes apart
+//! from failures); nothing else, so nothing secret can leak through a label. Latency is in
+//! seconds, as Prometheus names it (`_seconds`), with cumulative `le` buckets.
+
+use std::fmt::Write;
+
+use crate::metrics::{
+    CircuitState, FailureClass, Histogram, MetricsSnapshot, RefusalReason, LATENCY_BOUNDS_MS,
+};
+
+/// `name="value"` with the value escaped as the format asks (`\\`, `\"`, `\n`).
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+}
+
+fn header(out: &mut String, f: &Family) {
+    let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
+    let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
+}
+
+/// One sample per upstream of a family without a second label.
+fn simple(
+    out: &mut String,
+    names: &[(String, MetricsSnapshot)],
+    labels: &[String],
+    f: Family,
+    value: impl Fn(&MetricsSnapshot) -> u64,
+) {
+    header(out, &f);
+    for ((_, s), upstream) in names.iter().zip(labels) {
+        sample(out, f.name, upstream, None, value(s));
+    }
+}
+
+/// `name{upstream="u"[,label="kind"]} value\n`, without `fmt` (a scrape of many upstreams is
+/// thousands of lines).
+fn sample(out: &mut String, name: &str, upstream: &str, kind: Option<(&str, &str)>, value: u64) {
+    out.push_str(name);
+    out.push_str("{upstream=\"");
+    out.push_str(upstream);
+    out.push('"');
+    if let Some((label, kind)) = kind {
+        out.push(',');
+        out.push_str(label);
+        out.push_str("=\"");
+        out.push_str(kind);
+        out.push('"');
+    }
+    out.push_str("} ");
+    push_u64(out, value);
+    out.push('\n');
+}
+
+fn push_u64(out: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+/// One sample per upstream and kind (`label="kind"`).
+fn by_kind<K: Copy>(
+    out: &mut String,
+    names: &[(String, MetricsSnapshot)],
+    labels: &[String],
+    f: Family,
+    label: &str,
+    kinds: &[(K, &str)],
+    value: impl Fn(&MetricsSnapshot, K) -> u64,
+) {
+    header(out, &f);
+    for ((_, s), upstream) in names.iter().zip(labels) {
+        for &(k, kind) in kinds {
+            sample(out, f.name, upstream, Some((label, kind)), value(s, k));
+        }
+    }
+}
+
+/// The `le` label of each bucket, in seconds.
+const LE: [&str; LATENCY_BOUNDS_MS.len() + 1] = [
+    "0.001", "0.002", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5",
+    "10", "+Inf",
+];
+
+fn histogram(out: &mut String, name: &str, upstream: &str, outcome: &str, h: &Histogram) {
+    for (le, count) in LE.iter().zip(h.cumulative()) {
+        out.push_str(name);
+        out.push_str("_bucket{upstream=\"");
+        out.push_str(upstream);
+        out.push_str("\",outcome=\"");
+        out.push_str(outcome);
+        out.push_str("\",le=\"");
+        out.push_str(le);
+        out.push_str("\"} ");
+        push_u64(out, count);
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "{name}_sum{{upstream=\"{upstream}\",outcome=\"{outcome}\"}} {}",
+        h.sum_us as f64 / 1e6
+    );
+    sample(
+        out,
+        &format!("{name}_count"),
+        upstream,
+        Some(("outcome", outcome)),
+        h.count(),
+    );
+}
+
+/// The exposition of `names` (from [`crate::metrics::snapshot_all`]).
+pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
+    let labels: Vec<String> = names.iter().map(|(n, _)| escape(n)).collect();
+    let mut out = String::with_capacity(512 + names.len() * 4096);
+    let o = &mut out;
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_originals_total",
+            kind: "counter",
+            help: "Calls started: one per task asked for, whatever its attempts.",
+        },
+        |s| s.originals,
+    );
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_attempts_total",
+            kind: "counter",
+            help: "Attempts sent to the upstream (originals and retries).",
+        },
+        |s| s.attempts,
+    );
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_retries_total",
+            kind: "counter",
+            help: "Retries sent (attempts after a call's first).",
+        },
+        |s| s.retries,
+    );
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_retries_succeeded_total",
+            kind: "counter",
+            help: "Calls answered with success on a retry.",
+        },
+        |s| s.retries_succeeded,
+    );
+    simple(o, names, &labels, Family { name: "resilient_retries_denied_total", kind: "counter",
+        help: "Retries the host-wide retry budget denied (also in resilient_refusals_total{reason=\"budget\"})." },
+        |s| s.retries_denied());
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_successes_total",
+            kind: "counter",
+            help: "Calls answered with a status below 400 within their deadline.",
+        },
+        |s| s.successes,
+    );
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_in_flight",
+            kind: "gauge",
+            help: "Attempts out now, every process of the host.",
+        },
+        |s| s.in_flight,
+    );
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_fallbacks_total",
+            kind: "counter",
+            help: "Fallback values used instead of an upstream answer.",
+        },
+        |s| s.fallbacks,
+    );
+    let reasons: Vec<_> = RefusalReason::ALL
+        .iter()
+        .map(|r| (*r, r.as_str()))
+        .collect();
+    by_kind(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_refusals_total",
+            kind: "counter",
+            help: "Our refusals, by reason: nothing (more) was sent to the upstream.",
+        },
+        "reason",
+        &reasons,
+        |s, r| s.refused(r),
+    );
+    let classes: Vec<_> = FailureClass::ALL.iter().map(|c| (*c, c.as_str())).collect();
+    by_kind(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_upstream_failures_total",
+            kind: "counter",
+            help: "Attempts that failed at the upstream, by class.",
+        },
+        "outcome",
+        &classes,
+        |s, c| s.failed(c),
+    );
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_breaker_state",
+            kind: "gauge",
+            help: "Circuit breaker state: 0 closed, 1 open, 2 half-open.",
+        },
+        |s| s.breaker_state,
+    );
+    let states: Vec<_> = CircuitState::ALL.iter().map(|b| (*b, b.as_str())).collect();
+    by_kind(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_breaker_transitions_total",
+            kind: "counter",
+            help: "Circuit breaker transitions, by the state entered.",
+        },
+        "outcome",
+        &states,
+        |s, b| s.breaker_transitions[b as usize],
+    );
+    let name = "resilient_attempt_duration_seconds";
+    header(o, &Family { name, kind: "histogram",
+        help: "Latency of attempts answered with success apart from attempts failed at the upstream; our refusals are in neither." });
+    for ((_, s), upstream) in names.iter().zip(&labels) {
+        histogram(o, name, upstream, "success", &s.success_latency);
+        histogram(o, name, upstream, "failure", &s.failure_latency);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn le_labels_are_the_bounds_in_seconds() {
+        for (le, ms) in LE.iter().zip(LATENCY_BOUNDS_MS) {
+            assert_eq!(le.parse::<f64>().unwrap(), ms as f64 / 1000.0);
+        }
+        let mut s = String::new();
+        push_u64(&mut s, 0);
+        push_u64(&mut s, u64::MAX);
+        assert_eq!(s, format!("0{}", u64::MAX));
+    }
+
+    #[test]
+    fn families_have_help_type_and_escaped_labels() {
+        let mut s = MetricsSnapshot::default();
+        s.attempts = 3;
+        s.success_latency.buckets[1] = 2;
+        s.success_latency.sum_us = 3_000;
+        let text = prometheus(&[("a\"b\\c".to_string(), s)]);
+        assert!(text.contains("# TYPE resilient_attempts_total counter\n"));
+        assert!(text.contains("resilient_attempts_total{upstream=\"a\\\"b\\\\c\"} 3\n"));
+        assert!(text.contains(
+            "resilient_attempt_duration_seconds_bucket{upstream=\"a\\\"b\\\\c\",outcome=\"success\",le=\"0.001\"} 0\n"
+        ));
+        assert!(text.contains(",outcome=\"success\",le=\"0.002\"} 2\n"));
+        assert!(text.contains(",outcome=\"success\",le=\"+Inf\"} 2\n"));
+        assert!(text.contains("resilient_attempt_duration_seconds_sum{upstream=\"a\\\"b\\\\c\",outcome=\"success\"} 0.003\n"));
+        assert!(text.contains(",le=\"10\"} 2\n"));
+    }
+}

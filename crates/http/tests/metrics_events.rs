@@ -1,0 +1,145 @@
+//! Host-wide metrics recorded through the `CallEvents` seam, over the real shared segment:
+//! every count equals what the scripted transport saw, our refusals are counted apart from
+//! upstream failures and never enter the latency histograms, and an attempt abandoned
+//! mid-flight is not left in flight.
+
+mod support;
+
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use resilient_core::{FailureClass, Metrics, RefusalReason, Segment};
+use resilient_http::{
+    FailureKind, HttpClient, MetricsEvents, RequestOptions, Response, Unavailable,
+};
+use serde_json::json;
+use support::*;
+
+fn segment(tag: &str) -> Arc<Segment> {
+    let path = std::env::temp_dir().join(format!(
+        "resilient-http-metrics-{tag}-{}.shm",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let seg = Arc::new(Segment::open(&path, 16).unwrap());
+    let _ = std::fs::remove_file(&path);
+    seg
+}
+
+async fn get(rig: &Rig, c: &HttpClient) -> Result<Response, Unavailable> {
+    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
+    c.call(rig.env.clone(), req, None).await
+}
+
+fn after(status: u16, ms: u64) -> Step {
+    Step::Status {
+        status,
+        headers: vec![],
+        body: "",
+        after: Duration::from_millis(ms),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn counts_equal_what_the_upstream_saw_and_refusals_stay_apart() {
+    let seg = segment("loop");
+    let mut rig = Rig::new(
+        vec![
+            // call 1: 503, 503, 200 (a retry that led to a success)
+            after(503, 3),
+            after(503, 3),
+            after(200, 7),
+            // call 2: 404 (final, a 4xx failure returned as the answer)
+            after(404, 1),
+            // call 3: a connection failure, then the budget (floor 2, both spent) denies
+            Step::Fail {
+                kind: FailureKind::Connect,
+                after: Duration::from_millis(30),
+            },
+        ],
+        after(200, 1),
+    );
+    let budget = Arc::new(FakeBudget {
+        ratio: 0.0,
+        floor: 2,
+        originals: AtomicU32::new(0),
+        retries: AtomicU32::new(0),
+    });
+    rig.env = rig
+        .env
+        .clone()
+        .allowance(budget)
+        .events(Arc::new(MetricsEvents::new(
+            Metrics::new(seg.clone(), "shipping").unwrap(),
+        )));
+    let c = rig.client(json!({"max_attempts": 3, "backoff": {"base": 0.001, "cap": 0.001}}));
+
+    assert_eq!(get(&rig, &c).await.unwrap().attempts(), 3);
+    assert_eq!(get(&rig, &c).await.unwrap().status(), 404);
+    assert!(get(&rig, &c).await.unwrap_err().is_budget_exhausted());
+
+    // Call 4: the funnel (limit 0 here) refuses: nothing sent, our refusal.
+    let gate = Arc::new(FakeGate {
+        limit: 0,
+        held: AtomicU32::new(0),
+        events: rig.events.clone(),
+    });
+    let full_env = rig.env.clone().guard(Arc::new(SharedGate(gate)));
+    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
+    assert!(c
+        .call(full_env, req, None)
+        .await
+        .unwrap_err()
+        .is_funnel_full());
+
+    let s = Metrics::new(seg, "shipping").unwrap().snapshot();
+    assert_eq!(
+        s.attempts,
+        u64::from(rig.sends()),
+        "attempts counted == attempts seen"
+    );
+    assert_eq!((s.originals, s.attempts, s.retries), (4, 5, 2));
+    assert_eq!(
+        (s.successes, s.retries_succeeded, s.retries_denied()),
+        (1, 1, 1)
+    );
+    assert_eq!(s.refused(RefusalReason::Funnel), 1);
+    assert_eq!(
+        s.refused(RefusalReason::Deadline) + s.refused(RefusalReason::Circuit),
+        0
+    );
+    assert_eq!(s.failed(FailureClass::Status5xx), 2);
+    assert_eq!(s.failed(FailureClass::Status4xx), 1);
+    assert_eq!(s.failed(FailureClass::Connection), 1);
+    assert_eq!(s.in_flight, 0);
+    // Latencies on the paused clock are exact: the 200 took 7 ms (≤ 10 ms bucket).
+    assert_eq!(s.success_latency.count(), 1);
+    assert_eq!(s.success_latency.sum_us, 7_000);
+    assert_eq!(s.success_latency.buckets[3], 1);
+    // Failures: 3 + 3 + 1 + 30 ms; the funnel's refusal is in neither histogram.
+    assert_eq!(s.failure_latency.count(), 4);
+    assert_eq!(s.failure_latency.sum_us, 37_000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_abandoned_mid_flight_is_not_left_in_flight() {
+    let seg = segment("abandon");
+    let metrics = Metrics::new(seg.clone(), "slow").unwrap();
+    let mut rig = Rig::new(vec![Step::Hang], Step::Hang);
+    rig.env = rig
+        .env
+        .clone()
+        .events(Arc::new(MetricsEvents::new(metrics.clone())));
+    let c = rig.client(json!({"timeout": 10.0}));
+    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
+    let call = c.call(rig.env.clone(), req, None);
+    let mut call = Box::pin(call);
+    let poll = tokio::time::timeout(Duration::from_millis(50), &mut call).await;
+    assert!(poll.is_err(), "still hanging");
+    assert_eq!(metrics.snapshot().in_flight, 1);
+    drop(call);
+    let s = metrics.snapshot();
+    assert_eq!((s.originals, s.attempts, s.in_flight), (1, 1, 0));
+    assert_eq!(s.failure_latency.count() + s.success_latency.count(), 0);
+}
