@@ -1,0 +1,15 @@
+<?php
+/**
+ * The extension's own metrics, read by the lab at the end of a run: Resilient\Metrics::snapshot()
+ * as JSON when the extension has it (issue 11), {"available": false} otherwise. Touches no upstream.
+ */
+header('Content-Type: application/json');
+if (! class_exists('Resilient\Metrics')) {
+    echo json_encode(['available' => false, 'why' => 'no Resilient\Metrics in this build']);
+    return;
+}
+try {
+    echo json_encode(['available' => true, 'snapshot' => Resilient\Metrics::snapshot()]);
+} catch (Throwable $e) {
+    echo json_encode(['available' => false, 'why' => get_class($e).': '.$e->getMessage()]);
+}
