@@ -113,6 +113,9 @@ pub struct VariantSummary {
     pub first_live_after_heal_s: Option<f64>,
     /// The extension's own metrics at the end of the run, when it has them.
     pub metrics: Option<serde_json::Value>,
+    /// Every attempt the upstream saw since the reset after the warm-up (drain included), web
+    /// and background: what the extension's counters should equal.
+    pub upstream_attempts_total: u64,
     #[serde(skip)]
     pub bins: Vec<Bin>,
 }
@@ -181,6 +184,7 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         skipped: run.skipped.clone(),
         warmup: run.warmup.clone(),
         metrics: run.metrics.clone(),
+        upstream_attempts_total: run.attempts.len() as u64,
         ..Default::default()
     };
     if run.skipped.is_some() {

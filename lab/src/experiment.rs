@@ -114,6 +114,11 @@ async fn run_inner(
         None
     };
     upstream.reset(&control).await?;
+    // The extension's counters from the same moment as the upstream's rows (when it has them).
+    let _ = control
+        .get(format!("{base}/lab-metrics?reset=1"))
+        .send()
+        .await;
 
     let t0 = Instant::now();
     let t0_unix_ms = unix_ms_now();

@@ -1,11 +1,14 @@
 //! resilient-lab: seed 000's overload experiment ("ลองทำให้ปลายทางช้า แล้วดูว่าระบบฟื้นไหม") as one
-//! command. For each variant (naive, laravel, resilient, resilient-failfast) it starts a fresh upstream simulator,
-//! php-fpm + nginx serving lab/app, drives /checkout with an open-loop 50 req/s (and /health
-//! lightly) through normal → slow → normal, then reports per phase, plots the timelines and,
-//! with --check, asserts the robust CI properties.
+//! command, and issue 11's failure scenarios beside it (scenario.rs: slowdown, errors, outage,
+//! mixed). For each scenario and each variant (naive, laravel, resilient, resilient-failfast,
+//! resilient-breaker) it starts a fresh upstream simulator, php-fpm + nginx serving lab/app (and,
+//! in `mixed`, background PHP CLI workers), drives /checkout with an open-loop 50 req/s (and
+//! /health lightly) through normal → bad → normal, then reports per phase, plots the timelines
+//! and, with --check, asserts the robust CI properties.
 //!
-//! Layout: params (knobs) → experiment (one variant: sut, upstream, loadgen, sampler, progress)
-//! → analysis (figures) → goals (verdicts) → report (tables, markdown, raw) and plot (PNGs).
+//! Layout: params (knobs) → scenario (what goes wrong) → experiment (one variant: sut, upstream,
+//! background, loadgen, sampler, progress) → analysis (figures) → goals (verdicts) → report
+//! (tables, markdown, raw) and plot (PNGs).
 
 mod analysis;
 mod background;

@@ -430,12 +430,13 @@ fn extension_metrics(all: &[VariantSummary]) -> String {
             Some(m) if m.get("available").and_then(|a| a.as_bool()) == Some(true) => {
                 let snap = m.get("snapshot").cloned().unwrap_or_default();
                 let entry = snap.get("shipping").cloned().unwrap_or(snap);
-                let seen: u64 = v.phases.iter().map(|x| x.upstream_attempts + x.bg_attempts).sum();
                 let _ = writeln!(
                     out,
-                    "**{}** — upstream saw {seen} attempts in the three phases (warm-up excluded); the extension's \
-                     snapshot for `shipping` (whole run, warm-up included):\n\n```json\n{}\n```\n",
+                    "**{}** — the upstream saw {} attempts (web and background) from the reset after the warm-up to \
+                     the end of the drain; the extension's snapshot for `shipping`, reset at the same moment \
+                     (`Metrics::reset`, when it exists):\n\n```json\n{}\n```\n",
                     v.name,
+                    v.upstream_attempts_total,
                     serde_json::to_string_pretty(&entry).unwrap_or_default()
                 );
             }
