@@ -260,11 +260,19 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
             .filter_map(|a| a.call.as_deref())
             .collect::<std::collections::BTreeSet<_>>()
             .len() as u64;
-        for b in run.bg_calls.iter().filter(|b| b.start_s >= from && b.start_s < to) {
+        for b in run
+            .bg_calls
+            .iter()
+            .filter(|b| b.start_s >= from && b.start_s < to)
+        {
             ps.bg_calls += 1;
             match b.outcome.as_str() {
                 "live" => ps.bg_live += 1,
-                "fallback" => *ps.bg_fallback_by_reason.entry(b.reason.clone()).or_default() += 1,
+                "fallback" => {
+                    *ps.bg_fallback_by_reason
+                        .entry(b.reason.clone())
+                        .or_default() += 1
+                }
                 _ => ps.bg_errors += 1,
             }
         }
@@ -318,7 +326,11 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         .phases
         .iter()
         .fold((0, 0), |a, x| (a.0 + x.upstream_attempts, a.1 + x.sent));
-    s.amplification_whole_run = if sent > 0 { att as f64 / sent as f64 } else { 0.0 };
+    s.amplification_whole_run = if sent > 0 {
+        att as f64 / sent as f64
+    } else {
+        0.0
+    };
     s.first_live_after_heal_s = run
         .checkout()
         .filter(|r| r.sent_s >= heal_s && r.outcome == Outcome::Live)
@@ -556,11 +568,20 @@ mod tests {
         let s = summarize(&p, &run);
         let bad = &s.phases[1];
         assert_eq!(bad.phase, "slow+flood");
-        assert_eq!((bad.upstream_attempts, bad.bg_attempts, bad.outage_answers), (3, 3, 2));
+        assert_eq!(
+            (bad.upstream_attempts, bad.bg_attempts, bad.outage_answers),
+            (3, 3, 2)
+        );
         assert_eq!(bad.web_calls_seen, 2);
-        assert!((bad.amplification - 1.5).abs() < 1e-9, "3 web attempts / 2 requests");
+        assert!(
+            (bad.amplification - 1.5).abs() < 1e-9,
+            "3 web attempts / 2 requests"
+        );
         // Only the four served attempts ever held a slot; none queued.
-        assert_eq!((bad.upstream_max_in_service, bad.upstream_max_queue), (2, 0));
+        assert_eq!(
+            (bad.upstream_max_in_service, bad.upstream_max_queue),
+            (2, 0)
+        );
     }
 
     #[test]

@@ -52,7 +52,10 @@ impl Workers {
             for d in php_ini(p, sut.shm_path.as_deref()) {
                 cmd.args(["-d", &d]);
             }
-            cmd.args(["-d", &format!("error_log={}", dir.join("php-cli-error.log").display())]);
+            cmd.args([
+                "-d",
+                &format!("error_log={}", dir.join("php-cli-error.log").display()),
+            ]);
             cmd.arg(&script);
             cmd.env_clear()
                 .env("PATH", "/usr/bin:/bin")

@@ -201,11 +201,10 @@ async fn run_inner(
     let _ = progress.await;
     run.fpm_final = sampler::fpm_status(&control, &base).await;
     if let Some(w) = workers {
-        run.bg_calls = tokio::task::spawn_blocking(move || {
-            w.finish(Duration::from_secs(5), t0_unix_ms)
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        run.bg_calls =
+            tokio::task::spawn_blocking(move || w.finish(Duration::from_secs(5), t0_unix_ms))
+                .await
+                .map_err(|e| e.to_string())?;
     }
     run.metrics = match control.get(format!("{base}/lab-metrics")).send().await {
         Ok(r) => r.json::<serde_json::Value>().await.ok(),

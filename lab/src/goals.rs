@@ -340,7 +340,12 @@ pub fn outage_goals(all: &[VariantSummary]) -> Vec<Verdict> {
             ),
             met: share.is_some_and(|x| x <= 0.05),
         });
-        let limit = 1.0 + if name == "resilient-breaker" { BREAKER_OPEN_FOR_S } else { 0.0 };
+        let limit = 1.0
+            + if name == "resilient-breaker" {
+                BREAKER_OPEN_FOR_S
+            } else {
+                0.0
+            };
         out.push(Verdict {
             what: format!("{name}: serves again within {limit:.0} s of the upstream's return"),
             measured: format!(
@@ -407,7 +412,11 @@ pub fn mixed_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     }
     match ran(all, "laravel") {
         Some(s) => {
-            let refused = s.fallback_by_reason.get("funnel_full").copied().unwrap_or(0);
+            let refused = s
+                .fallback_by_reason
+                .get("funnel_full")
+                .copied()
+                .unwrap_or(0);
             out.push(Verdict {
                 what: "laravel: web requests refused by the flood (funnel_full for most of them)".into(),
                 measured: format!(
@@ -441,7 +450,9 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
                         measured: format!(
                             "{:.3} vs {}",
                             s.amplification,
-                            naive.map(|a| format!("{a:.3}")).unwrap_or("naive did not run".into())
+                            naive
+                                .map(|a| format!("{a:.3}"))
+                                .unwrap_or("naive did not run".into())
                         ),
                         met: naive.is_some_and(|n| s.amplification < n),
                     });
@@ -450,7 +461,9 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             }
             v.push(Verdict {
                 what: "errors: naive retries (amplification ≥ 1.2)".into(),
-                measured: naive.map(|a| format!("{a:.3}")).unwrap_or("naive did not run".into()),
+                measured: naive
+                    .map(|a| format!("{a:.3}"))
+                    .unwrap_or("naive did not run".into()),
                 met: naive.is_some_and(|a| a >= 1.2),
             });
             v
@@ -464,11 +477,16 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             match r {
                 Some((x, s)) => {
                     v.push(Verdict {
-                        what: format!("outage: {} sends fewer attempts than naive during the outage", x.name),
+                        what: format!(
+                            "outage: {} sends fewer attempts than naive during the outage",
+                            x.name
+                        ),
                         measured: format!(
                             "{} vs {}",
                             s.upstream_attempts,
-                            naive.map(|n| n.to_string()).unwrap_or("naive did not run".into())
+                            naive
+                                .map(|n| n.to_string())
+                                .unwrap_or("naive did not run".into())
                         ),
                         met: naive.is_some_and(|n| s.upstream_attempts < n),
                     });
@@ -498,7 +516,10 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
                     // must be served when the web leaves room (the normal phases).
                     let x = find(all, "resilient").map(|x| &x.phases);
                     let (live, calls) = x
-                        .map(|ph| ph.iter().fold((0, 0), |a, q| (a.0 + q.bg_live, a.1 + q.bg_calls)))
+                        .map(|ph| {
+                            ph.iter()
+                                .fold((0, 0), |a, q| (a.0 + q.bg_live, a.1 + q.bg_calls))
+                        })
                         .unwrap_or((0, 0));
                     v.push(Verdict {
                         what: "mixed: resilient's background workers are served when the web leaves room (whole run)".into(),

@@ -120,7 +120,11 @@ async fn run(p: Params) -> ExitCode {
         ) {
             print!(
                 "{}",
-                report::verdicts(&format!("CI check (--check), scenario {name}"), &checks, false)
+                report::verdicts(
+                    &format!("CI check (--check), scenario {name}"),
+                    &checks,
+                    false
+                )
             );
         }
     }
@@ -209,7 +213,11 @@ async fn run_scenario(
     }
     let md = report::markdown(p, &summaries, &goals, &open_loop, &dir, stamp, &plots);
 
-    println!("\n### scenario {}\n{}", sc.name(), report::tables(p, &summaries, false));
+    println!(
+        "\n### scenario {}\n{}",
+        sc.name(),
+        report::tables(p, &summaries, false)
+    );
     for g in &goals {
         print!("{}", report::verdicts(&g.title(p), &g.verdicts, false));
     }

@@ -297,7 +297,6 @@ pub fn is_resilient(variant: &str) -> bool {
     RESILIENT_VARIANTS.contains(&variant)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,7 +314,11 @@ mod tests {
             ["naive", "laravel", "resilient", "resilient-failfast"]
         );
         assert_eq!(p.funnel_wait_ms_of("resilient-breaker"), Some(50));
-        assert_eq!(p.reserve_of("resilient"), 0, "the seed's funnel has no reserve");
+        assert_eq!(
+            p.reserve_of("resilient"),
+            0,
+            "the seed's funnel has no reserve"
+        );
         assert_eq!(p.funnel_wait_ms_of("resilient"), Some(50));
         assert_eq!(p.funnel_wait_ms_of("resilient-failfast"), Some(0));
         assert_eq!(p.funnel_wait_ms_of("laravel"), None);
@@ -344,7 +347,10 @@ mod tests {
         let mut p = parse(&["--all"]).unwrap();
         assert_eq!(p.scenarios.len(), 4);
         p.set_scenario(Scenario::Outage);
-        assert_eq!(p.variants, ["naive", "laravel", "resilient", "resilient-breaker"]);
+        assert_eq!(
+            p.variants,
+            ["naive", "laravel", "resilient", "resilient-breaker"]
+        );
         p.set_scenario(Scenario::Mixed);
         assert_eq!((p.reserve_of("resilient"), p.reserve_of("laravel")), (2, 0));
         assert!((p.reserved_capacity_rps() - 2000.0 / 120.0).abs() < 1e-9);

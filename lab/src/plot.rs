@@ -64,7 +64,10 @@ fn panels(p: &Params) -> Vec<Panel> {
     let slow = p.bad_is_slow();
     let goodput_ref = if p.scenario.has_background() {
         Some((
-            format!("reserved slots' capacity when slow {:.1}/s", p.reserved_capacity_rps()),
+            format!(
+                "reserved slots' capacity when slow {:.1}/s",
+                p.reserved_capacity_rps()
+            ),
             p.reserved_capacity_rps(),
             true,
         ))
@@ -163,7 +166,11 @@ fn header(
 ) -> Result<(), String> {
     let bad = match p.scenario {
         Scenario::Slowdown => format!("{}→{}→{} ms", p.normal_ms, p.slow_ms, p.normal_ms),
-        Scenario::Errors => format!("{} ms, {:.0} % 503 in the middle phase", p.normal_ms, 100.0 * p.error_ratio),
+        Scenario::Errors => format!(
+            "{} ms, {:.0} % 503 in the middle phase",
+            p.normal_ms,
+            100.0 * p.error_ratio
+        ),
         Scenario::Outage => format!("{} ms, all 503 at once in the middle phase", p.normal_ms),
         Scenario::Mixed => format!(
             "{}→{}→{} ms, {} background workers, reserve {}",
@@ -439,7 +446,11 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
     let ymax = ran
         .iter()
         .flat_map(|v| v.bins.iter())
-        .map(|b| b.upstream_attempts_rps.max(b.bg_attempts_rps).max(b.offered_rps))
+        .map(|b| {
+            b.upstream_attempts_rps
+                .max(b.bg_attempts_rps)
+                .max(b.offered_rps)
+        })
         .fold(1.0f64, f64::max)
         * 1.1;
     let xmax = p.total_secs();
@@ -447,7 +458,10 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
     for (i, (v, area)) in ran.iter().zip(areas.iter()).enumerate() {
         let look = look_of(&v.name, i);
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("{}: upstream attempts arriving per second", v.name), ("sans-serif", 20))
+            .caption(
+                format!("{}: upstream attempts arriving per second", v.name),
+                ("sans-serif", 20),
+            )
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(70)
@@ -483,7 +497,9 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
                 .draw_series(LineSeries::new(pts, color.stroke_width(width)))
                 .map_err(|e| e.to_string())?
                 .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+                });
         }
         chart
             .configure_series_labels()

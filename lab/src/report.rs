@@ -64,7 +64,10 @@ fn rows(p: &Params, s: &PhaseStats, last: bool, v: &VariantSummary) -> Vec<(Stri
                 "{} ({})",
                 s.web_calls_seen,
                 if s.web_calls_seen > 0 {
-                    format!("{:.2}", s.upstream_attempts as f64 / s.web_calls_seen as f64)
+                    format!(
+                        "{:.2}",
+                        s.upstream_attempts as f64 / s.web_calls_seen as f64
+                    )
                 } else {
                     "–".into()
                 }
@@ -305,12 +308,25 @@ pub fn markdown(
     if p.scenario == Scenario::Slowdown {
         let _ = writeln!(md, "# Retry-storm lab report\n");
     } else {
-        let _ = writeln!(md, "# Retry-storm lab report: scenario `{}`\n", p.scenario.name());
+        let _ = writeln!(
+            md,
+            "# Retry-storm lab report: scenario `{}`\n",
+            p.scenario.name()
+        );
     }
-    let _ = writeln!(md, "Scenario `{}`: {}\n", p.scenario.name(), p.scenario.describe());
+    let _ = writeln!(
+        md,
+        "Scenario `{}`: {}\n",
+        p.scenario.name(),
+        p.scenario.describe()
+    );
     match p.scenario {
         Scenario::Errors => {
-            let _ = writeln!(md, "Bad phase: {:.0} % of the upstream's answers are 503 (`--error-ratio`).\n", 100.0 * p.error_ratio);
+            let _ = writeln!(
+                md,
+                "Bad phase: {:.0} % of the upstream's answers are 503 (`--error-ratio`).\n",
+                100.0 * p.error_ratio
+            );
         }
         Scenario::Mixed => {
             let _ = writeln!(
@@ -449,7 +465,11 @@ fn extension_metrics(all: &[VariantSummary]) -> String {
                 );
             }
             None => {
-                let _ = writeln!(out, "- **{}**: *(placeholder)* /lab-metrics did not answer.", v.name);
+                let _ = writeln!(
+                    out,
+                    "- **{}**: *(placeholder)* /lab-metrics did not answer.",
+                    v.name
+                );
             }
         }
     }
@@ -460,7 +480,11 @@ fn extension_metrics(all: &[VariantSummary]) -> String {
 /// Why an issue-11 goal was missed, from the measurements and the rules that explain them.
 fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> String {
     let mut out = String::new();
-    let missed = |prefix: &str| g.verdicts.iter().any(|v| v.what.starts_with(prefix) && !v.met);
+    let missed = |prefix: &str| {
+        g.verdicts
+            .iter()
+            .any(|v| v.what.starts_with(prefix) && !v.met)
+    };
     let phase = |name: &str| {
         all.iter()
             .find(|v| v.name == name && v.skipped.is_none())
@@ -469,7 +493,10 @@ fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> Strin
     match p.scenario {
         Scenario::Errors => {
             if missed("resilient: amplification (errors") {
-                if let (Some(s), Some(n)) = (phase("resilient"), all.iter().find(|v| v.name == "resilient")) {
+                if let (Some(s), Some(n)) = (
+                    phase("resilient"),
+                    all.iter().find(|v| v.name == "resilient"),
+                ) {
                     let originals: u64 = n.phases[..2].iter().map(|x| x.sent).sum();
                     let _ = writeln!(
                         out,
@@ -625,7 +652,8 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
     };
     let mut req =
         String::from("variant,page,scheduled_s,sent_s,latency_ms,http_status,outcome,detail\n");
-    let mut att = String::from("variant,arrival_s,start_s,end_s,client_gone,status,outage,background,call\n");
+    let mut att =
+        String::from("variant,arrival_s,start_s,end_s,client_gone,status,outage,background,call\n");
     let mut smp = String::from(
         "variant,t_s,fpm_active,fpm_idle,fpm_listen_queue,upstream_in_service,upstream_queued\n",
     );

@@ -43,15 +43,12 @@ impl Scenario {
     }
 
     pub fn parse(s: &str) -> Result<Scenario, String> {
-        ALL.iter()
-            .copied()
-            .find(|x| x.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown scenario '{s}' (known: {})",
-                    ALL.map(|x| x.name()).join(", ")
-                )
-            })
+        ALL.iter().copied().find(|x| x.name() == s).ok_or_else(|| {
+            format!(
+                "unknown scenario '{s}' (known: {})",
+                ALL.map(|x| x.name()).join(", ")
+            )
+        })
     }
 
     /// The middle phase's name in tables and plots.
@@ -139,7 +136,9 @@ mod tests {
                 }
             );
         }
-        assert!(Scenario::parse("storm").unwrap_err().contains("known: slowdown"));
+        assert!(Scenario::parse("storm")
+            .unwrap_err()
+            .contains("known: slowdown"));
         assert_eq!(Scenario::Errors.upstream(20, 120, 0.3)[1].fail_ratio, 0.3);
         assert!(Scenario::Outage.upstream(20, 120, 0.3)[1].outage);
         assert_eq!(Scenario::Mixed.upstream(20, 120, 0.3)[1].service_ms, 120);

@@ -92,8 +92,10 @@ impl Upstream {
     ) -> Result<(), String> {
         let r = http
             .post(format!("{}/__control/sim", self.base_url()))
-            .json(&serde_json::json!({ "capacity": capacity, "service_ms": phase.service_ms,
-                "fail_ratio": phase.fail_ratio, "outage": phase.outage }))
+            .json(
+                &serde_json::json!({ "capacity": capacity, "service_ms": phase.service_ms,
+                "fail_ratio": phase.fail_ratio, "outage": phase.outage }),
+            )
             .send()
             .await
             .map_err(|e| format!("upstream control: {e}"))?;
@@ -171,7 +173,10 @@ impl Upstream {
                 status: r.status,
                 // The simulator's outage answers: a status, never queued, never served.
                 outage: r.status.is_some() && r.start_ms.is_none() && !r.queued,
-                background: r.request_id.as_deref().is_some_and(|id| id.starts_with("b-")),
+                background: r
+                    .request_id
+                    .as_deref()
+                    .is_some_and(|id| id.starts_with("b-")),
                 call: r.request_id.clone(),
             })
             .collect())

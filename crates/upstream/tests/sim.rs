@@ -335,18 +335,33 @@ fn an_outage_answers_at_once_without_a_slot_then_service_resumes() {
         (Some(5), Some(0), Some(0))
     );
     assert_eq!(busy.join().unwrap(), 200, "the work in service was served");
-    post_json(a, "/__control/sim", json!({"outage": false, "service_ms": 20}));
+    post_json(
+        a,
+        "/__control/sim",
+        json!({"outage": false, "service_ms": 20}),
+    );
     assert_eq!(get(a, "/sim/q").status, 200);
     let rows = sim_rows(a);
     assert_eq!(rows.len(), 7);
     for r in &rows[1..6] {
         assert_eq!(r["status"], 503);
-        assert!(r["start_ms"].is_null() && r["end_ms"].is_null() && r["queued"] == false, "{r}");
+        assert!(
+            r["start_ms"].is_null() && r["end_ms"].is_null() && r["queued"] == false,
+            "{r}"
+        );
     }
     assert!(rows[0]["end_ms"].is_number() && rows[6]["end_ms"].is_number());
     // The timeline counts the outage answers as arrivals, never as queued or in service.
     let timeline = get(a, "/__control/timeline?bucket_ms=50").json();
     let buckets = timeline["buckets"].as_array().unwrap();
-    assert_eq!(buckets.iter().map(|b| b["arrivals"].as_u64().unwrap()).sum::<u64>(), 7);
-    assert!(buckets.iter().all(|b| b["max_in_service"].as_u64() <= Some(1) && b["max_queue"] == 0));
+    assert_eq!(
+        buckets
+            .iter()
+            .map(|b| b["arrivals"].as_u64().unwrap())
+            .sum::<u64>(),
+        7
+    );
+    assert!(buckets
+        .iter()
+        .all(|b| b["max_in_service"].as_u64() <= Some(1) && b["max_queue"] == 0));
 }
