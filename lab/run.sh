@@ -2,8 +2,9 @@
 # The retry-storm lab (`make lab`): installs what is missing, builds, runs the experiment
 # (naive, laravel, resilient, resilient-failfast side by side) and leaves lab/out/report.md + lab/out/timelines.png.
 #
-#   bash lab/run.sh                  full run (3 × 20 s phases per variant, ≈ 7 min)
-#   bash lab/run.sh --quick --check  CI: 5 s phases, exit non-zero unless the robust properties hold
+#   bash lab/run.sh                  full run of the seed's slowdown (3 × 20 s phases per variant, ≈ 7 min)
+#   bash lab/run.sh --scenario errors|outage|mixed, or --all: the failure scenarios (≈ 6 min each)
+#   bash lab/run.sh --quick --check --all  CI: every scenario, 5 s phases, exit non-zero unless the robust properties hold
 #   bash lab/run.sh --help           every knob (rate, capacity, latencies, phases, workers, deadline)
 #
 # Every process the lab starts (upstream simulator, redis-server, php-fpm, nginx) is a child of
@@ -19,7 +20,7 @@ case ":$PATH:" in *":$HOME/.cargo/bin:"*) ;; *) export PATH="$HOME/.cargo/bin:$P
 for a in "$@"; do
     if [ "$a" = "-h" ] || [ "$a" = "--help" ]; then
         [ -x target/release/resilient-lab ] && exec target/release/resilient-lab --help
-        sed -n '2,12p' "$0"; exit 0
+        sed -n '2,13p' "$0"; exit 0
     fi
 done
 

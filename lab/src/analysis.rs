@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::experiment::{is_good, VariantRun};
 use crate::loadgen::{Outcome, Record};
-use crate::params::{Params, PHASES};
+use crate::params::Params;
 
 /// Bin width of the timelines, seconds.
 pub const BIN_S: f64 = 0.5;
@@ -40,8 +40,22 @@ pub struct PhaseStats {
     pub fallback_by_reason: BTreeMap<String, u64>,
     pub errors: u64,
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// Attempts of the web page (background workers' apart), by arrival at the upstream.
     pub upstream_attempts: u64,
+    /// Web attempts / web requests sent in the phase.
     pub amplification: f64,
+    /// Web calls that reached the upstream at least once (distinct X-Request-Id).
+    pub web_calls_seen: u64,
+    /// Web attempts answered at once by the upstream's outage.
+    pub outage_answers: u64,
+    /// Background workers' attempts seen at the upstream.
+    pub bg_attempts: u64,
+    /// Background calls started in the phase, and those answered live.
+    pub bg_calls: u64,
+    pub bg_live: u64,
+    pub bg_live_rps: f64,
+    pub bg_fallback_by_reason: BTreeMap<String, u64>,
+    pub bg_errors: u64,
     pub upstream_max_in_service: u32,
     pub upstream_max_queue: u32,
     /// Share of the upstream's slot-time spent serving (busy slot-seconds / capacity × phase).
@@ -70,7 +84,10 @@ pub struct Bin {
     pub goodput_rps: f64,
     pub fallback_rps: f64,
     pub error_rps: f64,
+    /// Web attempts arriving at the upstream per second.
     pub upstream_attempts_rps: f64,
+    /// Background attempts arriving at the upstream per second.
+    pub bg_attempts_rps: f64,
     pub upstream_in_service_max: u32,
     pub upstream_queue_max: u32,
     /// In service + queued: everything inside the upstream.
@@ -90,6 +107,15 @@ pub struct VariantSummary {
     pub fpm_max_active_whole_run: Option<u32>,
     pub fpm_max_listen_queue_whole_run: Option<u32>,
     pub fpm_out_of_idle_whole_run: bool,
+    /// Over the whole run (every phase): web attempts / web requests sent.
+    pub amplification_whole_run: f64,
+    /// After the upstream healed: seconds until the first request sent then got a live answer.
+    pub first_live_after_heal_s: Option<f64>,
+    /// The extension's own metrics at the end of the run, when it has them.
+    pub metrics: Option<serde_json::Value>,
+    /// Every attempt the upstream saw since the reset after the warm-up (drain included), web
+    /// and background: what the extension's counters should equal.
+    pub upstream_attempts_total: u64,
     #[serde(skip)]
     pub bins: Vec<Bin>,
 }
@@ -107,7 +133,8 @@ pub fn percentile(v: &mut [f64], q: f64) -> Option<f64> {
 fn upstream_levels(run: &VariantRun) -> Vec<(f64, u32, u32)> {
     // kind order at equal times: end, start, arrival (no peak that never existed).
     let mut ev: Vec<(f64, u8)> = Vec::with_capacity(run.attempts.len() * 3);
-    for a in &run.attempts {
+    // Outage answers never queue nor take a slot.
+    for a in run.attempts.iter().filter(|a| !a.outage) {
         ev.push((a.arrival_s, 2));
         if let Some(s) = a.start_s {
             ev.push((s, 1));
@@ -156,6 +183,8 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         name: run.name.clone(),
         skipped: run.skipped.clone(),
         warmup: run.warmup.clone(),
+        metrics: run.metrics.clone(),
+        upstream_attempts_total: run.attempts.len() as u64,
         ..Default::default()
     };
     if run.skipped.is_some() {
@@ -163,7 +192,7 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
     }
     let levels = upstream_levels(run);
     let heal_s = run.switches_s.get(1).copied().unwrap_or(2.0 * p.phase_secs);
-    for (i, name) in PHASES.iter().enumerate() {
+    for (i, name) in p.phase_names().iter().enumerate() {
         let (from, to) = (i as f64 * p.phase_secs, (i + 1) as f64 * p.phase_secs);
         let dur = to - from;
         let c = in_window(run.checkout(), from, to);
@@ -217,11 +246,37 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         ps.live_p99_ms = percentile(&mut live_ms, 0.99);
         ps.fallback_p50_ms = percentile(&mut fb_ms, 0.5);
         ps.fallback_p99_ms = percentile(&mut fb_ms, 0.99);
-        ps.upstream_attempts = run
+        let arrived: Vec<_> = run
             .attempts
             .iter()
             .filter(|a| a.arrival_s >= from && a.arrival_s < to)
-            .count() as u64;
+            .collect();
+        let web: Vec<_> = arrived.iter().filter(|a| !a.background).collect();
+        ps.upstream_attempts = web.len() as u64;
+        ps.bg_attempts = (arrived.len() - web.len()) as u64;
+        ps.outage_answers = web.iter().filter(|a| a.outage).count() as u64;
+        ps.web_calls_seen = web
+            .iter()
+            .filter_map(|a| a.call.as_deref())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u64;
+        for b in run
+            .bg_calls
+            .iter()
+            .filter(|b| b.start_s >= from && b.start_s < to)
+        {
+            ps.bg_calls += 1;
+            match b.outcome.as_str() {
+                "live" => ps.bg_live += 1,
+                "fallback" => {
+                    *ps.bg_fallback_by_reason
+                        .entry(b.reason.clone())
+                        .or_default() += 1
+                }
+                _ => ps.bg_errors += 1,
+            }
+        }
+        ps.bg_live_rps = ps.bg_live as f64 / dur;
         ps.amplification = if ps.sent > 0 {
             ps.upstream_attempts as f64 / ps.sent as f64
         } else {
@@ -267,6 +322,20 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         }
         s.phases.push(ps);
     }
+    let (att, sent) = s
+        .phases
+        .iter()
+        .fold((0, 0), |a, x| (a.0 + x.upstream_attempts, a.1 + x.sent));
+    s.amplification_whole_run = if sent > 0 {
+        att as f64 / sent as f64
+    } else {
+        0.0
+    };
+    s.first_live_after_heal_s = run
+        .checkout()
+        .filter(|r| r.sent_s >= heal_s && r.outcome == Outcome::Live)
+        .map(|r| r.sent_s - heal_s)
+        .min_by(f64::total_cmp);
     s.fpm_max_active_whole_run = run.fpm_final.as_ref().map(|f| f.max_active);
     s.fpm_max_listen_queue_whole_run = run.fpm_final.as_ref().map(|f| f.max_listen_queue);
     s.fpm_out_of_idle_whole_run = s.phases.iter().any(|x| x.fpm_out_of_idle)
@@ -351,12 +420,19 @@ fn bins(p: &Params, run: &VariantRun, levels: &[(f64, u32, u32)]) -> Vec<Bin> {
             .filter(|r| matches!(r.outcome, Outcome::Error(_)))
             .count() as f64
             / BIN_S;
-        b.upstream_attempts_rps = run
+        let (bg, web) = run
             .attempts
             .iter()
             .filter(|a| a.arrival_s >= from && a.arrival_s < to)
-            .count() as f64
-            / BIN_S;
+            .fold((0u32, 0u32), |c, a| {
+                if a.background {
+                    (c.0 + 1, c.1)
+                } else {
+                    (c.0, c.1 + 1)
+                }
+            });
+        b.upstream_attempts_rps = web as f64 / BIN_S;
+        b.bg_attempts_rps = bg as f64 / BIN_S;
         (b.upstream_in_service_max, b.upstream_queue_max) = max_level_in(levels, from, to);
         // in flight = max of (service + queue) at any event in the bin.
         let start = levels.partition_point(|l| l.0 < from);
@@ -434,6 +510,10 @@ mod tests {
             start_s: start,
             end_s: end,
             gone: false,
+            status: Some(200),
+            outage: false,
+            background: false,
+            call: None,
         };
         let run = VariantRun {
             attempts: vec![
@@ -450,6 +530,58 @@ mod tests {
         assert_eq!(max_level_in(&levels, 3.5, 3.9), (2, 0));
         // An end and a start at the same instant never show three in service.
         assert_eq!(max_level_in(&levels, 2.9, 3.1), (2, 1));
+    }
+
+    /// Background attempts count apart from the web's amplification; outage answers never
+    /// show as queued or in service; calls are told apart by their request id.
+    #[test]
+    fn web_and_background_attempts_and_outage_answers_are_counted_apart() {
+        let mut p = params();
+        p.set_scenario(crate::scenario::Scenario::Mixed);
+        let att = |t: f64, bg: bool, outage: bool, call: &str| UpstreamAttempt {
+            arrival_s: t,
+            start_s: (!outage).then_some(t),
+            end_s: (!outage).then_some(t + 0.1),
+            gone: false,
+            status: Some(if outage { 503 } else { 200 }),
+            outage,
+            background: bg,
+            call: Some(call.into()),
+        };
+        let run = VariantRun {
+            name: "resilient".into(),
+            records: vec![
+                checkout(11.0, Outcome::Live, 0.1),
+                checkout(12.0, Outcome::Live, 0.1),
+            ],
+            attempts: vec![
+                att(11.0, false, false, "w-1"),
+                att(11.2, false, true, "w-1"),
+                att(12.0, false, true, "w-2"),
+                att(12.5, true, false, "b-0-1"),
+                att(12.55, true, false, "b-0-2"),
+                att(12.9, true, false, "b-0-3"),
+            ],
+            switches_s: vec![10.0, 20.0],
+            ..Default::default()
+        };
+        let s = summarize(&p, &run);
+        let bad = &s.phases[1];
+        assert_eq!(bad.phase, "slow+flood");
+        assert_eq!(
+            (bad.upstream_attempts, bad.bg_attempts, bad.outage_answers),
+            (3, 3, 2)
+        );
+        assert_eq!(bad.web_calls_seen, 2);
+        assert!(
+            (bad.amplification - 1.5).abs() < 1e-9,
+            "3 web attempts / 2 requests"
+        );
+        // Only the four served attempts ever held a slot; none queued.
+        assert_eq!(
+            (bad.upstream_max_in_service, bad.upstream_max_queue),
+            (2, 0)
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::background::{BgCall, Workers};
 use crate::loadgen::{self, Counters, Outcome, Page, Record};
 use crate::params::Params;
 use crate::progress;
@@ -37,6 +38,12 @@ pub struct VariantRun {
     pub fpm_final: Option<FpmStatus>,
     /// Outcomes of the warm-up requests.
     pub warmup: String,
+    /// The background workers' calls (mixed scenario).
+    #[serde(skip)]
+    pub bg_calls: Vec<BgCall>,
+    /// The extension's own metrics at the end of the run (`Resilient\Metrics::snapshot()` via
+    /// /lab-metrics), when the extension has them.
+    pub metrics: Option<serde_json::Value>,
 }
 
 pub async fn run_variant(p: &Params, variant: &str, dir: &Path) -> VariantRun {
@@ -67,7 +74,8 @@ async fn run_inner(
         .build()
         .map_err(|e| e.to_string())?;
     let upstream = Arc::new(Upstream::start(&p.upstream_bin, dir)?);
-    upstream.set(&control, p.capacity, p.normal_ms, 0.0).await?;
+    let [normal, bad] = p.upstream_phases();
+    upstream.set(&control, p.capacity, normal).await?;
     let sut = {
         let (p, variant, dir, url) = (
             p.clone(),
@@ -93,14 +101,27 @@ async fn run_inner(
             dir.display()
         ));
     }
+    let total = p.total_secs();
+    // Background workers (mixed): started a moment before t0 (PHP's start-up), calling until
+    // the end of the last phase.
+    let workers = if p.scenario.has_background() {
+        let lead_ms = 300.0;
+        let until = unix_ms_now() + lead_ms + total * 1000.0;
+        let w = Workers::start(p, variant, dir, &sut, until)?;
+        tokio::time::sleep(Duration::from_millis(lead_ms as u64)).await;
+        Some(w)
+    } else {
+        None
+    };
     upstream.reset(&control).await?;
+    // The extension's counters from the same moment as the upstream's rows (when it has them).
+    let _ = control
+        .get(format!("{base}/lab-metrics?reset=1"))
+        .send()
+        .await;
 
     let t0 = Instant::now();
-    let t0_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0);
-    let total = p.total_secs();
+    let t0_unix_ms = unix_ms_now();
     let hard_end = t0 + Duration::from_secs_f64(total + p.drain_secs);
     let counters = Arc::new(Counters::default());
     let (tx, mut rx) = mpsc::unbounded_channel::<Record>();
@@ -148,9 +169,18 @@ async fn run_inner(
     ));
 
     // Phase switches, on schedule, while the load keeps going.
-    for (k, ms, fail) in [(1.0, p.slow_ms, p.slow_fail_ratio), (2.0, p.normal_ms, 0.0)] {
+    // --slow-fail-ratio adds 503s to a slow phase (not the seed's experiment).
+    let bad = if p.bad_is_slow() && p.slow_fail_ratio > 0.0 {
+        crate::scenario::UpstreamPhase {
+            fail_ratio: p.slow_fail_ratio,
+            ..bad
+        }
+    } else {
+        bad
+    };
+    for (k, phase) in [(1.0, bad), (2.0, normal)] {
         tokio::time::sleep_until(t0 + Duration::from_secs_f64(k * p.phase_secs)).await;
-        upstream.set(&control, p.capacity, ms, fail).await?;
+        upstream.set(&control, p.capacity, phase).await?;
         run.switches_s.push((Instant::now() - t0).as_secs_f64());
     }
     let scheduled =
@@ -170,9 +200,26 @@ async fn run_inner(
     run.samples = sampler.await.map_err(|e| e.to_string())?;
     let _ = progress.await;
     run.fpm_final = sampler::fpm_status(&control, &base).await;
+    if let Some(w) = workers {
+        run.bg_calls =
+            tokio::task::spawn_blocking(move || w.finish(Duration::from_secs(5), t0_unix_ms))
+                .await
+                .map_err(|e| e.to_string())?;
+    }
+    run.metrics = match control.get(format!("{base}/lab-metrics")).send().await {
+        Ok(r) => r.json::<serde_json::Value>().await.ok(),
+        Err(_) => None,
+    };
     run.attempts = upstream.attempts(&control, t0_unix_ms).await?;
     drop(sut);
     Ok(())
+}
+
+fn unix_ms_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
 }
 
 /// A few waves of requests before measuring (opcache, connections), counted by outcome.

@@ -3,7 +3,8 @@
 //! only): each one with the measured number, met or missed. Nothing here is tuned to pass.
 
 use crate::analysis::VariantSummary;
-use crate::params::{is_resilient, Params, RESILIENT_VARIANTS};
+use crate::params::{is_resilient, Params, BREAKER_OPEN_FOR_S, RESILIENT_VARIANTS};
+use crate::scenario::Scenario;
 
 /// Issue 4's goals evaluated for one resilient variant.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -15,6 +16,9 @@ pub struct VariantGoals {
 impl VariantGoals {
     /// "Goals for resilient (funnel wait 50 ms, slow phase)".
     pub fn title(&self, p: &Params) -> String {
+        if p.scenario != Scenario::Slowdown {
+            return format!("Goals of scenario {} (issue 11)", p.scenario.name());
+        }
         match p.funnel_wait_ms_of(&self.variant) {
             Some(0) => format!("Goals for {} (funnel fails fast, slow phase)", self.variant),
             Some(w) => format!(
@@ -37,6 +41,7 @@ impl VariantGoals {
 pub fn all_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
     let mut out: Vec<VariantGoals> = RESILIENT_VARIANTS
         .iter()
+        .filter(|name| **name != "resilient-breaker")
         .filter(|name| find(all, name).is_some())
         .map(|name| VariantGoals {
             variant: name.to_string(),
@@ -52,7 +57,7 @@ pub fn all_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
     out
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Verdict {
     pub what: String,
     pub measured: String,
@@ -206,6 +211,347 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             .fold((0, 0), |a, s| (a.0 + s.health_sent, a.1 + s.health_ok));
         // The storm may starve /health; it must still be served at some point. The resilient
         // variants must serve nearly all.
+        let need = if is_resilient(&v.name) {
+            (sent as f64 * 0.9).ceil() as u64
+        } else {
+            1
+        };
+        out.push(Verdict {
+            what: format!("{}: /health served (≥ {need})", v.name),
+            measured: format!("{ok} of {sent}"),
+            met: ok >= need.max(1),
+        });
+    }
+    out.extend(open_loop(p, all));
+    out
+}
+
+/// The goals of the current scenario: issue 4's for the slowdown, issue 11's for the others.
+pub fn scenario_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
+    match p.scenario {
+        Scenario::Slowdown => all_goals(p, all),
+        Scenario::Errors => vec![VariantGoals {
+            variant: "errors".into(),
+            verdicts: errors_goals(p, all),
+        }],
+        Scenario::Outage => vec![VariantGoals {
+            variant: "outage".into(),
+            verdicts: outage_goals(all),
+        }],
+        Scenario::Mixed => vec![VariantGoals {
+            variant: "mixed".into(),
+            verdicts: mixed_goals(p, all),
+        }],
+    }
+}
+
+fn ran<'a>(all: &'a [VariantSummary], name: &str) -> Option<&'a crate::analysis::PhaseStats> {
+    find(all, name).and_then(slow)
+}
+
+fn missing(name: &str, all: &[VariantSummary]) -> Verdict {
+    Verdict {
+        what: format!("{name} variant ran"),
+        measured: find(all, name)
+            .and_then(|v| v.skipped.clone())
+            .unwrap_or_else(|| "not in this run".into()),
+        met: false,
+    }
+}
+
+fn amp(s: &crate::analysis::PhaseStats) -> String {
+    format!(
+        "{:.3} ({} attempts / {} requests; {:.2} attempts per call that reached the upstream)",
+        s.amplification,
+        s.upstream_attempts,
+        s.sent,
+        if s.web_calls_seen > 0 {
+            s.upstream_attempts as f64 / s.web_calls_seen as f64
+        } else {
+            0.0
+        }
+    )
+}
+
+/// `errors`: resilient's amplification ≤ 1.1 while naive's ≥ 1.5 (issue 11).
+pub fn errors_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for name in ["resilient", "resilient-breaker"] {
+        let Some(v) = find(all, name) else { continue };
+        match slow(v) {
+            Some(s) => {
+                out.push(Verdict {
+                    what: format!("{name}: amplification (errors phase) ≤ 1.1"),
+                    measured: amp(s),
+                    met: s.amplification <= 1.1,
+                });
+                out.push(Verdict {
+                    what: format!(
+                        "{name}: amplification over the whole run ({:.0} s, within the budget's 60 s window) ≤ 1.1",
+                        p.total_secs()
+                    ),
+                    measured: format!("{:.3}", v.amplification_whole_run),
+                    met: v.amplification_whole_run <= 1.1,
+                });
+            }
+            None => out.push(missing(name, all)),
+        }
+    }
+    if out.is_empty() {
+        out.push(missing("resilient", all));
+    }
+    let pr = p.error_ratio;
+    match ran(all, "naive") {
+        Some(s) => out.push(Verdict {
+            what: format!(
+                "naive: amplification (errors phase) ≥ 1.5 (3 attempts at {:.0} % independent failures: expected 1 + p + p² = {:.2})",
+                100.0 * pr,
+                1.0 + pr + pr * pr
+            ),
+            measured: amp(s),
+            met: s.amplification >= 1.5,
+        }),
+        None => out.push(missing("naive", all)),
+    }
+    out
+}
+
+/// `outage`: resilient-breaker sends ≤ 5 % of naive's attempts during the outage and serves
+/// again within 1 s + open_for of the upstream's return (issue 11). resilient is reported too.
+pub fn outage_goals(all: &[VariantSummary]) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    let naive = ran(all, "naive").map(|s| s.upstream_attempts);
+    for name in ["resilient-breaker", "resilient"] {
+        let Some(v) = find(all, name) else { continue };
+        let Some(s) = slow(v) else {
+            out.push(missing(name, all));
+            continue;
+        };
+        let share = naive.map(|n| s.upstream_attempts as f64 / n.max(1) as f64);
+        out.push(Verdict {
+            what: format!("{name}: attempts during the outage ≤ 5 % of naive's"),
+            measured: format!(
+                "{} vs naive's {} ({})",
+                s.upstream_attempts,
+                naive.map(|n| n.to_string()).unwrap_or("–".into()),
+                share
+                    .map(|x| format!("{:.1} %", 100.0 * x))
+                    .unwrap_or("naive did not run".into())
+            ),
+            met: share.is_some_and(|x| x <= 0.05),
+        });
+        let limit = 1.0
+            + if name == "resilient-breaker" {
+                BREAKER_OPEN_FOR_S
+            } else {
+                0.0
+            };
+        out.push(Verdict {
+            what: format!("{name}: serves again within {limit:.0} s of the upstream's return"),
+            measured: format!(
+                "first live answer {}, recovery (95 % goodput over 2 s) {}",
+                v.first_live_after_heal_s
+                    .map(|x| format!("{x:.2} s"))
+                    .unwrap_or("never".into()),
+                v.recovery_s
+                    .map(|x| format!("{x:.2} s"))
+                    .unwrap_or("not within the phase".into())
+            ),
+            met: v.recovery_s.is_some_and(|x| x <= limit),
+        });
+    }
+    if out.is_empty() {
+        out.push(missing("resilient-breaker", all));
+    }
+    out
+}
+
+/// `mixed`: resilient's web goodput ≥ 90 % of what the reserved slots serve and /health p99
+/// ≤ 20 ms, while Laravel's web requests are refused by the flood; the background work still
+/// gets the unreserved slots (issue 11).
+pub fn mixed_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    let reserved = p.reserved_capacity_rps();
+    let unreserved = (p.capacity - p.reserve) as f64 * 1000.0 / p.slow_ms as f64;
+    match ran(all, "resilient") {
+        Some(s) => {
+            out.push(Verdict {
+                what: format!(
+                    "resilient: web goodput ≥ 90 % of what the {} reserved slots serve ({:.1}/s of {reserved:.1}/s)",
+                    p.reserve,
+                    0.9 * reserved
+                ),
+                measured: format!(
+                    "{:.1}/s ({:.0} %)",
+                    s.goodput_rps,
+                    100.0 * s.goodput_rps / reserved
+                ),
+                met: s.goodput_rps >= 0.9 * reserved,
+            });
+            out.push(Verdict {
+                what: "resilient: /health p99 ≤ 20 ms".into(),
+                measured: ms(s.health_p99_ms),
+                met: s.health_p99_ms.is_some_and(|x| x <= 20.0),
+            });
+            out.push(Verdict {
+                what: format!(
+                    "resilient: the background work still gets the {} unreserved slots (≥ 90 % of {unreserved:.1}/s)",
+                    p.capacity - p.reserve
+                ),
+                measured: format!(
+                    "{:.1}/s background calls live ({:.0} % of {unreserved:.1}/s; {} attempts, refusals {:?})",
+                    s.bg_live_rps,
+                    100.0 * s.bg_live_rps / unreserved,
+                    s.bg_attempts,
+                    s.bg_fallback_by_reason
+                ),
+                met: s.bg_live_rps >= 0.9 * unreserved,
+            });
+        }
+        None => out.push(missing("resilient", all)),
+    }
+    match ran(all, "laravel") {
+        Some(s) => {
+            let refused = s
+                .fallback_by_reason
+                .get("funnel_full")
+                .copied()
+                .unwrap_or(0);
+            out.push(Verdict {
+                what: "laravel: web requests refused by the flood (funnel_full for most of them)".into(),
+                measured: format!(
+                    "{refused} of {} refused (funnel_full), web goodput {:.1}/s, background {:.1}/s live",
+                    s.sent, s.goodput_rps, s.bg_live_rps
+                ),
+                met: refused * 2 > s.sent,
+            });
+        }
+        None => out.push(missing("laravel", all)),
+    }
+    out
+}
+
+/// The CI properties of the current scenario (only robust ones).
+pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
+    let mut out = match p.scenario {
+        Scenario::Slowdown => return ci_check(p, all),
+        Scenario::Errors => {
+            let mut v = Vec::new();
+            let naive = ran(all, "naive").map(|s| s.amplification);
+            match ran(all, "resilient") {
+                Some(s) => {
+                    v.push(Verdict {
+                        what: "errors: resilient amplification ≤ 1.3".into(),
+                        measured: format!("{:.3}", s.amplification),
+                        met: s.amplification <= 1.3,
+                    });
+                    v.push(Verdict {
+                        what: "errors: resilient amplification < naive's".into(),
+                        measured: format!(
+                            "{:.3} vs {}",
+                            s.amplification,
+                            naive
+                                .map(|a| format!("{a:.3}"))
+                                .unwrap_or("naive did not run".into())
+                        ),
+                        met: naive.is_some_and(|n| s.amplification < n),
+                    });
+                }
+                None => v.push(missing("resilient", all)),
+            }
+            v.push(Verdict {
+                what: "errors: naive retries (amplification ≥ 1.2)".into(),
+                measured: naive
+                    .map(|a| format!("{a:.3}"))
+                    .unwrap_or("naive did not run".into()),
+                met: naive.is_some_and(|a| a >= 1.2),
+            });
+            v
+        }
+        Scenario::Outage => {
+            let mut v = Vec::new();
+            let naive = ran(all, "naive").map(|s| s.upstream_attempts);
+            let r = ["resilient", "resilient-breaker"]
+                .iter()
+                .find_map(|n| find(all, n).and_then(|x| slow(x).map(|s| (x, s))));
+            match r {
+                Some((x, s)) => {
+                    v.push(Verdict {
+                        what: format!(
+                            "outage: {} sends fewer attempts than naive during the outage",
+                            x.name
+                        ),
+                        measured: format!(
+                            "{} vs {}",
+                            s.upstream_attempts,
+                            naive
+                                .map(|n| n.to_string())
+                                .unwrap_or("naive did not run".into())
+                        ),
+                        met: naive.is_some_and(|n| s.upstream_attempts < n),
+                    });
+                    let last = &x.phases[2];
+                    v.push(Verdict {
+                        what: format!("outage: {} serves again after the upstream returns (≥ half of the last phase live)", x.name),
+                        measured: format!("{} of {} good", last.good, last.sent),
+                        met: last.good * 2 >= last.sent && last.sent > 0,
+                    });
+                }
+                None => v.push(missing("resilient", all)),
+            }
+            v
+        }
+        Scenario::Mixed => {
+            let mut v = Vec::new();
+            let (r, l) = (ran(all, "resilient"), ran(all, "laravel"));
+            match r {
+                Some(s) => {
+                    v.push(Verdict {
+                        what: "mixed: resilient web goodput (slow) ≥ 50 % of the reserved slots' capacity".into(),
+                        measured: format!("{:.1}/s of {:.1}/s", s.goodput_rps, p.reserved_capacity_rps()),
+                        met: s.goodput_rps >= 0.5 * p.reserved_capacity_rps(),
+                    });
+                    // The reserve is a floor for web, not a quota for the background: when the
+                    // web alone fills the slow upstream the workers get nothing, by design. They
+                    // must be served when the web leaves room (the normal phases).
+                    let x = find(all, "resilient").map(|x| &x.phases);
+                    let (live, calls) = x
+                        .map(|ph| {
+                            ph.iter()
+                                .fold((0, 0), |a, q| (a.0 + q.bg_live, a.1 + q.bg_calls))
+                        })
+                        .unwrap_or((0, 0));
+                    v.push(Verdict {
+                        what: "mixed: resilient's background workers are served when the web leaves room (whole run)".into(),
+                        measured: format!("{live} live of {calls} calls (slow phase: {} of {})", s.bg_live, s.bg_calls),
+                        met: live > 0,
+                    });
+                }
+                None => v.push(missing("resilient", all)),
+            }
+            match l {
+                Some(s) => v.push(Verdict {
+                    what: "mixed: laravel's web requests are refused by the flood (funnel_full) and its web goodput is below resilient's".into(),
+                    measured: format!(
+                        "{} funnel_full, goodput {:.1}/s vs {}",
+                        s.fallback_by_reason.get("funnel_full").copied().unwrap_or(0),
+                        s.goodput_rps,
+                        r.map(|r| format!("{:.1}/s", r.goodput_rps)).unwrap_or("–".into())
+                    ),
+                    met: s.fallback_by_reason.get("funnel_full").copied().unwrap_or(0) > 0
+                        && r.is_some_and(|r| s.goodput_rps < r.goodput_rps),
+                }),
+                None => v.push(missing("laravel", all)),
+            }
+            v
+        }
+    };
+    // /health served, and the open loop held, in every scenario.
+    for v in all.iter().filter(|v| v.skipped.is_none()) {
+        let (sent, ok): (u64, u64) = v
+            .phases
+            .iter()
+            .fold((0, 0), |a, s| (a.0 + s.health_sent, a.1 + s.health_ok));
         let need = if is_resilient(&v.name) {
             (sent as f64 * 0.9).ceil() as u64
         } else {

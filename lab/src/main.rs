@@ -1,13 +1,17 @@
 //! resilient-lab: seed 000's overload experiment ("ลองทำให้ปลายทางช้า แล้วดูว่าระบบฟื้นไหม") as one
-//! command. For each variant (naive, laravel, resilient, resilient-failfast) it starts a fresh upstream simulator,
-//! php-fpm + nginx serving lab/app, drives /checkout with an open-loop 50 req/s (and /health
-//! lightly) through normal → slow → normal, then reports per phase, plots the timelines and,
-//! with --check, asserts the robust CI properties.
+//! command, and issue 11's failure scenarios beside it (scenario.rs: slowdown, errors, outage,
+//! mixed). For each scenario and each variant (naive, laravel, resilient, resilient-failfast,
+//! resilient-breaker) it starts a fresh upstream simulator, php-fpm + nginx serving lab/app (and,
+//! in `mixed`, background PHP CLI workers), drives /checkout with an open-loop 50 req/s (and
+//! /health lightly) through normal → bad → normal, then reports per phase, plots the timelines
+//! and, with --check, asserts the robust CI properties.
 //!
-//! Layout: params (knobs) → experiment (one variant: sut, upstream, loadgen, sampler, progress)
-//! → analysis (figures) → goals (verdicts) → report (tables, markdown, raw) and plot (PNGs).
+//! Layout: params (knobs) → scenario (what goes wrong) → experiment (one variant: sut, upstream,
+//! background, loadgen, sampler, progress) → analysis (figures) → goals (verdicts) → report
+//! (tables, markdown, raw) and plot (PNGs).
 
 mod analysis;
+mod background;
 mod experiment;
 mod goals;
 mod loadgen;
@@ -17,6 +21,7 @@ mod procs;
 mod progress;
 mod report;
 mod sampler;
+mod scenario;
 mod sut;
 mod upstream;
 
@@ -81,20 +86,87 @@ async fn run(p: Params) -> ExitCode {
         return ExitCode::FAILURE;
     }
     prune_old_runs(&p.out_dir, 5);
+    let mut report = String::new();
+    let mut failed_checks = false;
+    let mut all_checks = Vec::new();
+    for sc in p.scenarios.clone() {
+        let mut ps = p.clone();
+        ps.set_scenario(sc);
+        let (md, checks) = run_scenario(&ps, &run_dir, &stamp).await;
+        if !report.is_empty() {
+            report.push_str("\n---\n\n");
+        }
+        report.push_str(&md);
+        if let Some(c) = checks {
+            failed_checks |= c.iter().any(|c| !c.met);
+            all_checks.push(serde_json::json!({ "scenario": sc.name(), "checks": c }));
+        }
+    }
+    let _ = std::fs::write(run_dir.join("report.md"), &report);
+    if let Err(e) = std::fs::write(p.out_dir.join("report.md"), &report) {
+        eprintln!("report: {e}");
+    }
+    println!(
+        "report: {}  raw: {}",
+        p.out_dir.join("report.md").display(),
+        run_dir.display()
+    );
+    // Every scenario's CI verdicts together at the end (tests/harness/summary.sh counts the
+    // lines after the first "== CI check"; the goals above may be missed without failing CI).
+    for c in &all_checks {
+        if let (Some(name), Ok(checks)) = (
+            c["scenario"].as_str(),
+            serde_json::from_value::<Vec<goals::Verdict>>(c["checks"].clone()),
+        ) {
+            print!(
+                "{}",
+                report::verdicts(
+                    &format!("CI check (--check), scenario {name}"),
+                    &checks,
+                    false
+                )
+            );
+        }
+    }
+    if p.check {
+        let _ = std::fs::write(
+            run_dir.join("check.json"),
+            serde_json::to_string_pretty(&all_checks).unwrap_or_default(),
+        );
+        if failed_checks {
+            println!("CHECK FAILED");
+            return ExitCode::FAILURE;
+        }
+        println!("CHECK PASSED");
+    }
+    ExitCode::SUCCESS
+}
+
+/// One scenario: every variant, then its figures, plots and report section. Returns the
+/// markdown and, with --check, its CI verdicts. The slowdown (seed 000) keeps its file names
+/// (timelines.png, …); the other scenarios' plots are prefixed with the scenario's name.
+async fn run_scenario(
+    p: &Params,
+    run_dir: &Path,
+    stamp: &str,
+) -> (String, Option<Vec<goals::Verdict>>) {
+    let sc = p.scenario;
+    let dir = run_dir.join(sc.name());
+    let _ = std::fs::create_dir_all(&dir);
     eprintln!(
-        "lab: {} variants × 3 phases × {} s, {} req/s; output in {}",
+        "lab: scenario {}: {} variants × 3 phases × {} s, {} req/s; output in {}",
+        sc.name(),
         p.variants.len(),
         p.phase_secs,
         p.rate,
-        run_dir.display()
+        dir.display()
     );
-
     let mut runs = Vec::new();
     for v in &p.variants {
-        let dir = run_dir.join(v);
+        let vdir = dir.join(v);
         let run = if is_resilient(v) {
-            match resilient_available(&p) {
-                Ok(()) => experiment::run_variant(&p, v, &dir).await,
+            match resilient_available(p) {
+                Ok(()) => experiment::run_variant(p, v, &vdir).await,
                 Err(why) => {
                     eprintln!("[{v}] skipped: {why}");
                     experiment::VariantRun {
@@ -105,66 +177,53 @@ async fn run(p: Params) -> ExitCode {
                 }
             }
         } else {
-            experiment::run_variant(&p, v, &dir).await
+            experiment::run_variant(p, v, &vdir).await
         };
         runs.push(run);
     }
 
-    let summaries: Vec<_> = runs.iter().map(|r| analysis::summarize(&p, r)).collect();
-    let goals = goals::all_goals(&p, &summaries);
-    let open_loop = goals::open_loop(&p, &summaries);
-    if let Err(e) = report::write_raw(&run_dir, &runs, &summaries) {
+    let summaries: Vec<_> = runs.iter().map(|r| analysis::summarize(p, r)).collect();
+    let goals = goals::scenario_goals(p, &summaries);
+    let open_loop = goals::open_loop(p, &summaries);
+    if let Err(e) = report::write_raw(&dir, &runs, &summaries) {
         eprintln!("raw data: {e}");
     }
+    let prefix = if sc == scenario::Scenario::Slowdown {
+        String::new()
+    } else {
+        format!("{}-", sc.name())
+    };
     let mut plots = Vec::new();
-    let png = run_dir.join("timelines.png");
-    match plot::timelines(&p, &summaries, &png) {
-        Ok(()) => {
-            let _ = std::fs::copy(&png, p.out_dir.join("timelines.png"));
-            plots.push("timelines.png".to_string());
+    let kinds: [(&str, plot::PlotFn); 3] = [
+        ("timelines.png", plot::timelines),
+        ("timelines_by_variant.png", plot::grid),
+        ("attempts.png", plot::attempts),
+    ];
+    for (name, draw) in kinds {
+        let file = format!("{prefix}{name}");
+        let png = dir.join(&file);
+        match draw(p, &summaries, &png) {
+            Ok(()) => {
+                let _ = std::fs::copy(&png, run_dir.join(&file));
+                let _ = std::fs::copy(&png, p.out_dir.join(&file));
+                plots.push(file);
+            }
+            Err(e) => eprintln!("plot {file}: {e}"),
         }
-        Err(e) => eprintln!("plot: {e}"),
     }
-    let png = run_dir.join("timelines_by_variant.png");
-    match plot::grid(&p, &summaries, &png) {
-        Ok(()) => {
-            let _ = std::fs::copy(&png, p.out_dir.join("timelines_by_variant.png"));
-            plots.push("timelines_by_variant.png".to_string());
-        }
-        Err(e) => eprintln!("plot: {e}"),
-    }
-    let md = report::markdown(&p, &summaries, &goals, &open_loop, &run_dir, &stamp, &plots);
-    let _ = std::fs::write(run_dir.join("report.md"), &md);
-    if let Err(e) = std::fs::write(p.out_dir.join("report.md"), &md) {
-        eprintln!("report: {e}");
-    }
+    let md = report::markdown(p, &summaries, &goals, &open_loop, &dir, stamp, &plots);
 
-    println!("\n{}", report::tables(&p, &summaries, false));
+    println!(
+        "\n### scenario {}\n{}",
+        sc.name(),
+        report::tables(p, &summaries, false)
+    );
     for g in &goals {
-        print!("{}", report::verdicts(&g.title(&p), &g.verdicts, false));
+        print!("{}", report::verdicts(&g.title(p), &g.verdicts, false));
     }
     print!("{}", report::verdicts("Open loop", &open_loop, false));
-    println!(
-        "report: {}  plots: {}  raw: {}",
-        p.out_dir.join("report.md").display(),
-        p.out_dir.join("timelines.png").display(),
-        run_dir.display()
-    );
-
-    if p.check {
-        let checks = goals::ci_check(&p, &summaries);
-        print!("{}", report::verdicts("CI check (--check)", &checks, false));
-        let _ = std::fs::write(
-            run_dir.join("check.json"),
-            serde_json::to_string_pretty(&checks).unwrap_or_default(),
-        );
-        if checks.iter().any(|c| !c.met) {
-            println!("CHECK FAILED");
-            return ExitCode::FAILURE;
-        }
-        println!("CHECK PASSED");
-    }
-    ExitCode::SUCCESS
+    let checks = p.check.then(|| goals::scenario_check(p, &summaries));
+    (md, checks)
 }
 
 /// The resilient variants need the extension with its client class (helpers H1/H4), and one

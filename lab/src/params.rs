@@ -4,11 +4,27 @@
 
 use std::path::PathBuf;
 
+use crate::scenario::{self, Scenario};
+
 /// Every knob of one lab run.
 #[derive(Debug, Clone)]
 pub struct Params {
-    /// Variants to run, in order (naive, laravel, resilient, resilient-failfast).
+    /// The scenarios to run, in order (`--scenario`, `--all`; default: slowdown only).
+    pub scenarios: Vec<Scenario>,
+    /// The scenario this copy of the parameters is for (main sets it per scenario).
+    pub scenario: Scenario,
+    /// Variants to run, in order, for the current scenario.
     pub variants: Vec<String>,
+    /// `--variants`, which overrides every scenario's default list.
+    pub variants_override: Option<Vec<String>>,
+    /// Share of 503 answers in the `errors` scenario's bad phase.
+    pub error_ratio: f64,
+    /// Background CLI workers in the `mixed` scenario.
+    pub bg_workers: u32,
+    /// Funnel slots reserved for web callers in the `mixed` scenario (resilient variants).
+    pub reserve: u32,
+    /// A background call's deadline, ms (console: longer than the page's).
+    pub bg_deadline_ms: u64,
     /// How long the `resilient` variant's funnel waits for a free slot, ms (counted in the
     /// deadline). `resilient-failfast` always uses 0, the contract's default.
     pub funnel_wait_ms: u64,
@@ -54,9 +70,17 @@ pub struct Params {
 impl Params {
     pub const USAGE: &'static str = "\
 usage: resilient-lab [options]
-  --quick                 short phases (5 s) for CI
+  --quick                 short phases (5 s) and per scenario only the variants its checks compare, for CI
   --check                 exit non-zero unless the CI properties hold
-  --variants a,b,c        naive,laravel,resilient,resilient-failfast (default: all four)
+  --scenario a,b          slowdown (default), errors, outage, mixed
+  --all                   every scenario, in that order
+  --variants a,b,c        naive,laravel,resilient,resilient-failfast,resilient-breaker
+                          (default per scenario: slowdown and mixed the first four, errors and
+                          outage naive,laravel,resilient,resilient-breaker)
+  --error-ratio R         errors: share of 503 answers in the bad phase (default 0.3)
+  --bg-workers N          mixed: background CLI workers (default 8)
+  --reserve N             mixed: funnel slots reserved for web in the resilient variants (default 2)
+  --bg-deadline-ms MS     mixed: a background call's deadline (default 2000)
   --funnel-wait-ms MS     how long the resilient variant's funnel waits for a slot (default 50;
                           resilient-failfast always 0)
   --phase-secs S          seconds per phase (default 20; --quick 5)
@@ -80,7 +104,14 @@ usage: resilient-lab [options]
         let quick = args.iter().any(|a| a == "--quick");
         let root = std::env::current_dir().map_err(|e| e.to_string())?;
         let mut p = Params {
-            variants: VARIANTS.iter().map(|v| v.to_string()).collect(),
+            scenarios: vec![Scenario::Slowdown],
+            scenario: Scenario::Slowdown,
+            variants: Vec::new(),
+            variants_override: None,
+            error_ratio: 0.3,
+            bg_workers: 8,
+            reserve: 2,
+            bg_deadline_ms: 2000,
             funnel_wait_ms: 50,
             phase_secs: if quick { 5.0 } else { 20.0 },
             rate: 50.0,
@@ -108,13 +139,24 @@ usage: resilient-lab [options]
             match a.as_str() {
                 "--quick" => {}
                 "--check" => p.check = true,
+                "--all" => p.scenarios = scenario::ALL.to_vec(),
+                "--scenario" => {
+                    p.scenarios = val(&a)?
+                        .split(',')
+                        .map(|s| Scenario::parse(s.trim()))
+                        .collect::<Result<_, _>>()?;
+                }
+                "--error-ratio" => p.error_ratio = num(&a, &val(&a)?)?.min(1.0),
+                "--bg-workers" => p.bg_workers = num(&a, &val(&a)?)? as u32,
+                "--reserve" => p.reserve = num(&a, &val(&a)?)? as u32,
+                "--bg-deadline-ms" => p.bg_deadline_ms = num(&a, &val(&a)?)? as u64,
                 "--variants" => {
-                    p.variants = val(&a)?
+                    let list: Vec<String> = val(&a)?
                         .split(',')
                         .map(|s| s.trim().to_string())
                         .filter(|s| !s.is_empty())
                         .collect();
-                    for v in &p.variants {
+                    for v in &list {
                         if !VARIANTS.contains(&v.as_str()) {
                             return Err(format!(
                                 "unknown variant '{v}' (known: {})",
@@ -122,6 +164,7 @@ usage: resilient-lab [options]
                             ));
                         }
                     }
+                    p.variants_override = Some(list);
                 }
                 "--funnel-wait-ms" => p.funnel_wait_ms = num(&a, &val(&a)?)? as u64,
                 "--phase-secs" => p.phase_secs = num(&a, &val(&a)?)?,
@@ -151,10 +194,59 @@ usage: resilient-lab [options]
         {
             return Err("rate, phase-secs, capacity, workers and slow-ms must be positive".into());
         }
+        if p.reserve >= p.capacity {
+            return Err("reserve must be below capacity (the funnel's limit)".into());
+        }
         p.out_dir = out.unwrap_or_else(|| p.root.join("lab/out"));
+        let first = p.scenarios[0];
+        p.set_scenario(first);
         p.extension = ext.unwrap_or_else(|| p.root.join("target/release/libresilient.so"));
         p.upstream_bin = up.unwrap_or_else(|| p.root.join("target/release/resilient-upstream"));
         Ok(p)
+    }
+
+    /// These parameters for one scenario: its variants (unless `--variants`).
+    pub fn set_scenario(&mut self, s: Scenario) {
+        self.scenario = s;
+        self.variants = match &self.variants_override {
+            Some(v) => v.clone(),
+            None => s
+                .default_variants(self.quick)
+                .iter()
+                .map(|v| v.to_string())
+                .collect(),
+        };
+    }
+
+    /// Funnel slots a variant's web client reserves (only the resilient variants, only in
+    /// `mixed`: the other scenarios keep the seed's funnel).
+    pub fn reserve_of(&self, variant: &str) -> u32 {
+        if self.scenario.has_background() && is_resilient(variant) {
+            self.reserve
+        } else {
+            0
+        }
+    }
+
+    /// Web throughput the reserved slots can serve when the upstream is slow.
+    pub fn reserved_capacity_rps(&self) -> f64 {
+        self.reserve as f64 * 1000.0 / self.slow_ms as f64
+    }
+
+    /// The upstream in the normal phases and in the bad one.
+    pub fn upstream_phases(&self) -> [crate::scenario::UpstreamPhase; 2] {
+        self.scenario
+            .upstream(self.normal_ms, self.slow_ms, self.error_ratio)
+    }
+
+    /// The three phases' names: normal, the scenario's bad phase, normal-again.
+    pub fn phase_names(&self) -> [&'static str; 3] {
+        ["normal", self.scenario.bad_phase(), "normal-again"]
+    }
+
+    /// The bad phase slows the upstream (slowdown, mixed): the capacity goals apply.
+    pub fn bad_is_slow(&self) -> bool {
+        matches!(self.scenario, Scenario::Slowdown | Scenario::Mixed)
     }
 
     /// The upstream's throughput when slow: slots / service time.
@@ -165,7 +257,7 @@ usage: resilient-lab [options]
     /// The funnel wait a variant's client uses, ms; `None` for the variants without the extension.
     pub fn funnel_wait_ms_of(&self, variant: &str) -> Option<u64> {
         match variant {
-            "resilient" => Some(self.funnel_wait_ms),
+            "resilient" | "resilient-breaker" => Some(self.funnel_wait_ms),
             "resilient-failfast" => Some(0),
             _ => None,
         }
@@ -184,18 +276,26 @@ fn num(name: &str, v: &str) -> Result<f64, String> {
 }
 
 /// Every variant, in the default order.
-pub const VARIANTS: [&str; 4] = ["naive", "laravel", "resilient", "resilient-failfast"];
+pub const VARIANTS: [&str; 5] = [
+    "naive",
+    "laravel",
+    "resilient",
+    "resilient-failfast",
+    "resilient-breaker",
+];
 
 /// The variants that run this extension's client (they need libresilient.so, shared memory and
-/// the resilient.* ini).
-pub const RESILIENT_VARIANTS: [&str; 2] = ["resilient", "resilient-failfast"];
+/// the resilient.* ini). `resilient-breaker` is `resilient` plus the client option `circuit`
+/// (failure_ratio 0.5, min_calls 20, window 10 s, open_for 5 s): until the breaker exists the
+/// option is accepted and does nothing, so it measures as `resilient`.
+pub const RESILIENT_VARIANTS: [&str; 3] = ["resilient", "resilient-failfast", "resilient-breaker"];
+
+/// The breaker's `open_for`, seconds (lab/app/src/ResilientQuoteClient.php).
+pub const BREAKER_OPEN_FOR_S: f64 = 5.0;
 
 pub fn is_resilient(variant: &str) -> bool {
     RESILIENT_VARIANTS.contains(&variant)
 }
-
-/// The three phases, in order.
-pub const PHASES: [&str; 3] = ["normal", "slow", "normal-again"];
 
 #[cfg(test)]
 mod tests {
@@ -208,9 +308,16 @@ mod tests {
     #[test]
     fn both_resilient_variants_run_by_default_and_only_one_waits() {
         let p = parse(&[]).unwrap();
+        assert_eq!(p.scenarios, [Scenario::Slowdown]);
         assert_eq!(
             p.variants,
             ["naive", "laravel", "resilient", "resilient-failfast"]
+        );
+        assert_eq!(p.funnel_wait_ms_of("resilient-breaker"), Some(50));
+        assert_eq!(
+            p.reserve_of("resilient"),
+            0,
+            "the seed's funnel has no reserve"
         );
         assert_eq!(p.funnel_wait_ms_of("resilient"), Some(50));
         assert_eq!(p.funnel_wait_ms_of("resilient-failfast"), Some(0));
@@ -233,5 +340,27 @@ mod tests {
         assert!(parse(&["--variants", "naive,resilient-wait"])
             .unwrap_err()
             .contains("unknown variant 'resilient-wait'"));
+    }
+
+    #[test]
+    fn scenarios_choose_their_variants_and_the_reserve_is_only_for_mixed() {
+        let mut p = parse(&["--all"]).unwrap();
+        assert_eq!(p.scenarios.len(), 4);
+        p.set_scenario(Scenario::Outage);
+        assert_eq!(
+            p.variants,
+            ["naive", "laravel", "resilient", "resilient-breaker"]
+        );
+        p.set_scenario(Scenario::Mixed);
+        assert_eq!((p.reserve_of("resilient"), p.reserve_of("laravel")), (2, 0));
+        assert!((p.reserved_capacity_rps() - 2000.0 / 120.0).abs() < 1e-9);
+        let mut q = parse(&["--quick", "--scenario", "mixed,errors"]).unwrap();
+        assert_eq!(q.variants, ["laravel", "resilient"]);
+        q.set_scenario(Scenario::Errors);
+        assert_eq!(q.variants, ["naive", "resilient"]);
+        let mut o = parse(&["--scenario", "outage", "--variants", "naive"]).unwrap();
+        o.set_scenario(Scenario::Mixed);
+        assert_eq!(o.variants, ["naive"], "--variants overrides every scenario");
+        assert!(parse(&["--reserve", "4"]).is_err());
     }
 }

@@ -11,6 +11,7 @@ use plotters::prelude::*;
 
 use crate::analysis::{Bin, VariantSummary, BIN_S};
 use crate::params::Params;
+use crate::scenario::Scenario;
 
 /// naive red, laravel blue, resilient green, resilient-failfast orange.
 const PALETTE: [RGBColor; 4] = [
@@ -35,6 +36,7 @@ fn look_of(name: &str, i: usize) -> LineLook {
         "laravel" => (PALETTE[1], 6, false),
         "resilient" => (PALETTE[2], 4, false),
         "resilient-failfast" => (PALETTE[3], 2, true),
+        "resilient-breaker" => (RGBColor(148, 103, 189), 2, true),
         _ => (PALETTE[i % PALETTE.len()], 2, false),
     };
     LineLook {
@@ -43,6 +45,9 @@ fn look_of(name: &str, i: usize) -> LineLook {
         dashed,
     }
 }
+
+/// A plot of one scenario's variants into a PNG.
+pub type PlotFn = fn(&Params, &[VariantSummary], &Path) -> Result<(), String>;
 
 struct Panel {
     title: String,
@@ -56,6 +61,25 @@ struct Panel {
 }
 
 fn panels(p: &Params) -> Vec<Panel> {
+    let slow = p.bad_is_slow();
+    let goodput_ref = if p.scenario.has_background() {
+        Some((
+            format!(
+                "reserved slots' capacity when slow {:.1}/s",
+                p.reserved_capacity_rps()
+            ),
+            p.reserved_capacity_rps(),
+            true,
+        ))
+    } else if slow {
+        Some((
+            format!("upstream capacity when slow {:.1}/s", p.slow_capacity_rps()),
+            p.slow_capacity_rps(),
+            true,
+        ))
+    } else {
+        None
+    };
     vec![
         Panel {
             title: format!(
@@ -65,20 +89,16 @@ fn panels(p: &Params) -> Vec<Panel> {
             y_desc: "req/s",
             log: false,
             value: |b| Some(b.goodput_rps),
-            reference: Some((
-                format!("upstream capacity when slow {:.1}/s", p.slow_capacity_rps()),
-                p.slow_capacity_rps(),
-                true,
-            )),
+            reference: goodput_ref,
             offered: true,
             legend: SeriesLabelPosition::LowerLeft,
         },
         Panel {
-            title: "upstream attempts arriving, per second".into(),
+            title: "upstream attempts arriving from the web page, per second".into(),
             y_desc: "attempts/s",
             log: false,
             value: |b| Some(b.upstream_attempts_rps),
-            reference: Some(("capacity when slow".into(), p.slow_capacity_rps(), true)),
+            reference: slow.then(|| ("capacity when slow".into(), p.slow_capacity_rps(), true)),
             offered: true,
             legend: SeriesLabelPosition::UpperLeft,
         },
@@ -144,10 +164,23 @@ fn header(
     p: &Params,
     what: &str,
 ) -> Result<(), String> {
+    let bad = match p.scenario {
+        Scenario::Slowdown => format!("{}→{}→{} ms", p.normal_ms, p.slow_ms, p.normal_ms),
+        Scenario::Errors => format!(
+            "{} ms, {:.0} % 503 in the middle phase",
+            p.normal_ms,
+            100.0 * p.error_ratio
+        ),
+        Scenario::Outage => format!("{} ms, all 503 at once in the middle phase", p.normal_ms),
+        Scenario::Mixed => format!(
+            "{}→{}→{} ms, {} background workers, reserve {}",
+            p.normal_ms, p.slow_ms, p.normal_ms, p.bg_workers, p.reserve
+        ),
+    };
     area.draw_text(
         &format!(
-            "Retry storm lab{what}: {} req/s open loop, upstream {} slots {}→{}→{} ms, {} FPM workers, deadline {} ms (slow phase shaded)",
-            p.rate, p.capacity, p.normal_ms, p.slow_ms, p.normal_ms, p.workers, p.deadline_ms
+            "Lab `{}`{what}: {} req/s open loop, upstream {} slots {bad}, {} FPM workers, deadline {} ms ({} phase shaded)",
+            p.scenario.name(), p.rate, p.capacity, p.workers, p.deadline_ms, p.scenario.bad_phase()
         ),
         &("sans-serif", 24).into_font().color(&BLACK),
         (20, 22),
@@ -382,5 +415,102 @@ fn draw_panel(
             .draw()
             .map_err(|e| e.to_string())?;
     }
+    Ok(())
+}
+
+/// Attempts/s at the upstream, one panel per variant on the same axes: the web page's attempts
+/// against the offered load (an amplification above 1 shows as a line above the grey one), the
+/// background workers' attempts apart. A lane for the breaker's state is kept for when the
+/// extension reports it (Resilient\Metrics::snapshot()).
+pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), String> {
+    let ran: Vec<&VariantSummary> = all
+        .iter()
+        .filter(|v| v.skipped.is_none() && !v.bins.is_empty())
+        .collect();
+    if ran.is_empty() {
+        return Err("nothing to plot".into());
+    }
+    let (w, h) = (1500u32, 300 * ran.len() as u32 + 110);
+    let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (head, body) = root.split_vertically(70);
+    header(&head, p, ": upstream attempts/s per variant")?;
+    let (body, foot) = body.split_vertically(h - 70 - 40);
+    foot.draw_text(
+        "Breaker state (closed / open / half-open): placeholder until Resilient\\Metrics::snapshot() reports it; \
+         resilient-breaker measures as resilient until the breaker exists.",
+        &("sans-serif", 17).into_font().color(&BLACK.mix(0.7)),
+        (20, 10),
+    )
+    .map_err(|e| e.to_string())?;
+    let ymax = ran
+        .iter()
+        .flat_map(|v| v.bins.iter())
+        .map(|b| {
+            b.upstream_attempts_rps
+                .max(b.bg_attempts_rps)
+                .max(b.offered_rps)
+        })
+        .fold(1.0f64, f64::max)
+        * 1.1;
+    let xmax = p.total_secs();
+    let areas = body.split_evenly((ran.len(), 1));
+    for (i, (v, area)) in ran.iter().zip(areas.iter()).enumerate() {
+        let look = look_of(&v.name, i);
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("{}: upstream attempts arriving per second", v.name),
+                ("sans-serif", 20),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the load started")
+            .y_desc("attempts/s")
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 16))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(p.phase_secs, 0.0), (2.0 * p.phase_secs, ymax)],
+                SLOW_SHADE.filled(),
+            )))
+            .map_err(|e| e.to_string())?;
+        let grey = RGBColor(150, 150, 150);
+        let series: [(&str, RGBColor, u32, fn(&Bin) -> f64); 3] = [
+            ("web requests offered", grey, 3, |b| b.offered_rps),
+            ("web attempts", look.color, 3, |b| b.upstream_attempts_rps),
+            ("background attempts", BLACK, 2, |b| b.bg_attempts_rps),
+        ];
+        for (k, (label, color, width, f)) in series.into_iter().enumerate() {
+            if k == 2 && v.bins.iter().all(|b| b.bg_attempts_rps == 0.0) {
+                continue;
+            }
+            let pts: Vec<(f64, f64)> = v.bins.iter().map(|b| (b.t_s + BIN_S / 2.0, f(b))).collect();
+            chart
+                .draw_series(LineSeries::new(pts, color.stroke_width(width)))
+                .map_err(|e| e.to_string())?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 15))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .draw()
+            .map_err(|e| e.to_string())?;
+    }
+    root.present()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::loadgen::Counters;
-use crate::params::{Params, PHASES};
+use crate::params::Params;
 use crate::sampler::Sample;
 
 pub async fn run(
@@ -34,7 +34,7 @@ pub async fn run(
         let phase = if t >= total {
             "drain"
         } else {
-            PHASES[((t / p.phase_secs) as usize).min(2)]
+            p.phase_names()[((t / p.phase_secs) as usize).min(2)]
         };
         let width = 30usize;
         let filled = ((t / total).min(1.0) * width as f64) as usize;

@@ -9,6 +9,7 @@ use crate::experiment::VariantRun;
 use crate::goals::{VariantGoals, Verdict};
 use crate::loadgen::Outcome;
 use crate::params::Params;
+use crate::scenario::Scenario;
 
 fn f1(v: Option<f64>) -> String {
     match v {
@@ -58,6 +59,21 @@ fn rows(p: &Params, s: &PhaseStats, last: bool, v: &VariantSummary) -> Vec<(Stri
             ),
         ),
         (
+            "web calls reaching the upstream (attempts per call)".into(),
+            format!(
+                "{} ({})",
+                s.web_calls_seen,
+                if s.web_calls_seen > 0 {
+                    format!(
+                        "{:.2}",
+                        s.upstream_attempts as f64 / s.web_calls_seen as f64
+                    )
+                } else {
+                    "–".into()
+                }
+            ),
+        ),
+        (
             "upstream max in service / queue".into(),
             format!("{} / {}", s.upstream_max_in_service, s.upstream_max_queue),
         ),
@@ -102,7 +118,39 @@ fn rows(p: &Params, s: &PhaseStats, last: bool, v: &VariantSummary) -> Vec<(Stri
             if s.fpm_out_of_idle { "YES" } else { "no" }.into(),
         ),
     ];
+    if p.scenario == Scenario::Outage {
+        r.push((
+            "web attempts answered by the outage".into(),
+            s.outage_answers.to_string(),
+        ));
+    }
+    if p.scenario.has_background() {
+        r.push((
+            "background attempts at the upstream".into(),
+            s.bg_attempts.to_string(),
+        ));
+        r.push((
+            "background calls: live/s (calls, refusals)".into(),
+            format!(
+                "{:.1} ({}{}{})",
+                s.bg_live_rps,
+                s.bg_calls,
+                reasons(&s.bg_fallback_by_reason),
+                if s.bg_errors > 0 {
+                    format!(", {} errors", s.bg_errors)
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
     if last {
+        r.push((
+            "first live answer after healing".into(),
+            v.first_live_after_heal_s
+                .map(|x| format!("{x:.2} s"))
+                .unwrap_or_else(|| "never".into()),
+        ));
         r.push((
             "recovery after healing".into(),
             v.recovery_s
@@ -111,6 +159,27 @@ fn rows(p: &Params, s: &PhaseStats, last: bool, v: &VariantSummary) -> Vec<(Stri
         ));
     }
     r
+}
+
+/// What the upstream (and the background) does in phase `i`, for the tables' titles.
+fn phase_upstream(p: &Params, i: usize) -> String {
+    let bg = if p.scenario.has_background() {
+        format!(", {} background workers", p.bg_workers)
+    } else {
+        String::new()
+    };
+    if i != 1 {
+        return format!("upstream {} ms{bg}", p.normal_ms);
+    }
+    match p.scenario {
+        Scenario::Slowdown | Scenario::Mixed => format!("upstream {} ms{bg}", p.slow_ms),
+        Scenario::Errors => format!(
+            "upstream {} ms, {:.0} % answered 503",
+            p.normal_ms,
+            100.0 * p.error_ratio
+        ),
+        Scenario::Outage => "upstream answers 503 at once to every request".into(),
+    }
 }
 
 /// Markdown (or plain) tables, one per phase.
@@ -131,11 +200,11 @@ pub fn tables(p: &Params, all: &[VariantSummary], markdown: bool) -> String {
     for i in 0..3 {
         let ph = &ran[0].phases[i];
         let title = format!(
-            "{} ({:.0}–{:.0} s, upstream {} ms)",
+            "{} ({:.0}–{:.0} s, {})",
             ph.phase,
             ph.from_s,
             ph.to_s,
-            if i == 1 { p.slow_ms } else { p.normal_ms }
+            phase_upstream(p, i)
         );
         let table: Vec<Vec<(String, String)>> = ran
             .iter()
@@ -236,26 +305,63 @@ pub fn markdown(
     plots: &[String],
 ) -> String {
     let mut md = String::new();
-    let _ = writeln!(md, "# Retry-storm lab report\n");
+    if p.scenario == Scenario::Slowdown {
+        let _ = writeln!(md, "# Retry-storm lab report\n");
+    } else {
+        let _ = writeln!(
+            md,
+            "# Retry-storm lab report: scenario `{}`\n",
+            p.scenario.name()
+        );
+    }
+    let _ = writeln!(
+        md,
+        "Scenario `{}`: {}\n",
+        p.scenario.name(),
+        p.scenario.describe()
+    );
+    match p.scenario {
+        Scenario::Errors => {
+            let _ = writeln!(
+                md,
+                "Bad phase: {:.0} % of the upstream's answers are 503 (`--error-ratio`).\n",
+                100.0 * p.error_ratio
+            );
+        }
+        Scenario::Mixed => {
+            let _ = writeln!(
+                md,
+                "{} background CLI workers call the same upstream in closed loops for the whole run (a call's deadline {} ms; \
+                 a refused call waits 10 ms before the next). The resilient variants' funnel (limit {}) keeps {} slots for web \
+                 callers: those can serve {:.1}/s when the upstream is slow; the workers (console) may use only the other {}.\n",
+                p.bg_workers, p.bg_deadline_ms, p.capacity, p.reserve, p.reserved_capacity_rps(), p.capacity - p.reserve
+            );
+        }
+        _ => {}
+    }
     let _ = writeln!(
         md,
         "Run {started} UTC{}: upstream {} slots, {} ms → {} ms → {} ms, {} s per phase, {} req/s open loop on /checkout \
          + {} req/s on /health, php-fpm pm static {} workers behind nginx, deadline {} ms in every variant. \
          Raw data (CSV, JSON), generated configs and logs: `lab/out/{}/`.\n",
         if p.quick { " (--quick)" } else { "" },
-        p.capacity, p.normal_ms, p.slow_ms, p.normal_ms, p.phase_secs, p.rate, p.health_rate, p.workers, p.deadline_ms,
+        p.capacity, p.normal_ms, if p.bad_is_slow() { p.slow_ms } else { p.normal_ms }, p.normal_ms, p.phase_secs, p.rate, p.health_rate, p.workers, p.deadline_ms,
         run_dir.strip_prefix(&p.out_dir).unwrap_or(run_dir).display()
     );
     if p.slow_fail_ratio > 0.0 {
         let _ = writeln!(md, "**Not the seed's experiment:** in the slow phase {:.0} % of the upstream's answers are 503 (`--slow-fail-ratio`).\n", 100.0 * p.slow_fail_ratio);
     }
-    let _ = writeln!(md, "Upstream capacity when slow: {} / {} ms = {:.1} req/s, below the offered {} req/s before any retry.\n", p.capacity, p.slow_ms, p.slow_capacity_rps(), p.rate);
+    if p.bad_is_slow() {
+        let _ = writeln!(md, "Upstream capacity when slow: {} / {} ms = {:.1} req/s, below the offered {} req/s before any retry.\n", p.capacity, p.slow_ms, p.slow_capacity_rps(), p.rate);
+    }
     for g in goals {
-        md.push_str(&verdicts(
-            &format!("{} — issue 4", g.title(p)),
-            &g.verdicts,
-            true,
-        ));
+        let title = if p.scenario == Scenario::Slowdown {
+            format!("{} — issue 4", g.title(p))
+        } else {
+            g.title(p)
+        };
+        md.push_str(&verdicts(&title, &g.verdicts, true));
+        md.push_str(&scenario_notes(p, all, g));
         md.push_str(&miss_notes(p, all, g));
     }
     md.push_str(&verdicts(
@@ -268,6 +374,7 @@ pub fn markdown(
     }
     let _ = writeln!(md, "## Per phase\n");
     md.push_str(&tables(p, all, true));
+    md.push_str(&extension_metrics(all));
     let _ = writeln!(md, "## Definitions\n");
     let _ = writeln!(
         md,
@@ -301,7 +408,12 @@ pub fn markdown(
            budget 10 % + floor 5, shared-memory backend; ini `resilient.web_max_attempts=3` (the web default allows no retry) \
            (`lab/app/src/ResilientQuoteClient.php`).\n\
          - **resilient-failfast**: the same client and ini with `funnel.wait` 0, the contract's default: the funnel refuses \
-           at once when its slots are busy. Its own php-fpm and shared-memory segment.\n",
+           at once when its slots are busy. Its own php-fpm and shared-memory segment.\n\
+         - **resilient-breaker**: `resilient` plus the client option `'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 20, \
+           'window' => 10.0, 'open_for' => 5.0]`. Until the extension's breaker exists the option is accepted and does \
+           nothing, so this variant measures as `resilient`.\n\
+         - Every attempt carries the call's `X-Request-Id` (`w-…` from the page, `b-…` from a background worker), so the \
+           upstream's own rows tell web from background attempts and attempts from calls.\n",
         p.deadline_ms, p.funnel_wait_ms
     );
     for v in all {
@@ -317,6 +429,133 @@ pub fn markdown(
         );
     }
     md
+}
+
+/// The extension's own metrics beside the upstream's: `Resilient\Metrics::snapshot()` read at
+/// the end of each resilient variant's run (/lab-metrics), and the breaker's state. Until the
+/// extension has them, a marked placeholder.
+fn extension_metrics(all: &[VariantSummary]) -> String {
+    let mut out = String::from(
+        "## The extension's own metrics and the breaker state\n\n\
+         <!-- EXTENSION-METRICS: Resilient\\Metrics::snapshot() per resilient variant, read from /lab-metrics \
+         (lab/app/public/metrics.php) at the end of the run; compare its attempts/originals with the upstream's rows \
+         above, and show the breaker's state and transitions. -->\n\n",
+    );
+    for v in all.iter().filter(|v| crate::params::is_resilient(&v.name)) {
+        match &v.metrics {
+            Some(m) if m.get("available").and_then(|a| a.as_bool()) == Some(true) => {
+                let snap = m.get("snapshot").cloned().unwrap_or_default();
+                let entry = snap.get("shipping").cloned().unwrap_or(snap);
+                let _ = writeln!(
+                    out,
+                    "**{}** — the upstream saw {} attempts (web and background) from the reset after the warm-up to \
+                     the end of the drain; the extension's snapshot for `shipping`, reset at the same moment \
+                     (`Metrics::reset`, when it exists):\n\n```json\n{}\n```\n",
+                    v.name,
+                    v.upstream_attempts_total,
+                    serde_json::to_string_pretty(&entry).unwrap_or_default()
+                );
+            }
+            Some(m) => {
+                let _ = writeln!(
+                    out,
+                    "- **{}**: *(placeholder)* the extension has no metrics yet ({}); breaker state: not available.",
+                    v.name,
+                    m.get("why").and_then(|w| w.as_str()).unwrap_or("no snapshot")
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "- **{}**: *(placeholder)* /lab-metrics did not answer.",
+                    v.name
+                );
+            }
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// Why an issue-11 goal was missed, from the measurements and the rules that explain them.
+fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> String {
+    let mut out = String::new();
+    let missed = |prefix: &str| {
+        g.verdicts
+            .iter()
+            .any(|v| v.what.starts_with(prefix) && !v.met)
+    };
+    let phase = |name: &str| {
+        all.iter()
+            .find(|v| v.name == name && v.skipped.is_none())
+            .and_then(|v| v.phases.get(1))
+    };
+    match p.scenario {
+        Scenario::Errors => {
+            if missed("resilient: amplification (errors") {
+                if let (Some(s), Some(n)) = (
+                    phase("resilient"),
+                    all.iter().find(|v| v.name == "resilient"),
+                ) {
+                    let originals: u64 = n.phases[..2].iter().map(|x| x.sent).sum();
+                    let _ = writeln!(
+                        out,
+                        "**Why resilient's amplification in the errors phase is above 1.1.** The budget allows `floor` + `ratio` × \
+                         the originals in its 60 s window (`'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0]`), and \
+                         the window still holds the healthy phase's originals, which needed no retry: by the end of the errors \
+                         phase it allowed 5 + 10 % × {originals} = {:.0} retries for {} requests, i.e. up to {:.2}. Over the \
+                         window (the whole run) the attempts per request are {:.3}. A run whose bad phase outlasts the window \
+                         tends to 1.1 plus the floor.\n",
+                        5.0 + 0.1 * originals as f64,
+                        s.sent,
+                        1.0 + (5.0 + 0.1 * originals as f64) / s.sent.max(1) as f64,
+                        n.amplification_whole_run
+                    );
+                }
+            }
+            if missed("naive: amplification") {
+                let pr = p.error_ratio;
+                let _ = writeln!(
+                    out,
+                    "**Why naive's amplification is below 1.5.** With independent failures at share p, 3 attempts cost \
+                     1 + p + p² per request: {:.2} at p = {:.2}. Reaching 1.5 takes p ≥ 0.37 (`--error-ratio 0.5` gives 1.75).\n",
+                    1.0 + pr + pr * pr,
+                    pr
+                );
+            }
+        }
+        Scenario::Mixed => {
+            if missed("resilient: the background work") {
+                let _ = writeln!(
+                    out,
+                    "**Why the background workers get no slot in the slow phase.** The funnel keeps one count and two caps \
+                     (seed 000's semaphore with reserved slots): a web caller may take a slot while fewer than `limit` ({}) are \
+                     in use, a console caller only while fewer than `limit - reserve` ({}) are. The reserve is a floor for the \
+                     web, not a quota for the background. Here the web alone (50/s) exceeds what the slow upstream serves \
+                     ({:.1}/s), so web callers hold the slots all the time and every background call is refused at once \
+                     (`funnel_full`, no upstream work). In the normal phases, where the web leaves room, the workers are \
+                     served (see the tables). Laravel's `Redis::funnel` has no reserve: there the workers hold the slots and \
+                     the web is refused.\n",
+                    p.capacity,
+                    p.capacity - p.reserve,
+                    p.slow_capacity_rps()
+                );
+            }
+        }
+        Scenario::Outage => {
+            if missed("resilient-breaker: attempts") {
+                let _ = writeln!(
+                    out,
+                    "**resilient-breaker runs without a breaker yet.** Until the extension's circuit breaker exists the \
+                     `circuit` option is accepted and does nothing, so this variant spends its retry budget like `resilient` \
+                     (every original still reaches the upstream once). With the breaker, calls are refused at once while it \
+                     is open and only probes reach the upstream.\n"
+                );
+            }
+        }
+        Scenario::Slowdown => {}
+    }
+    out
 }
 
 /// Why a goal was missed, from the measurements (only for the goals whose cause the lab can show):
@@ -413,7 +652,8 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
     };
     let mut req =
         String::from("variant,page,scheduled_s,sent_s,latency_ms,http_status,outcome,detail\n");
-    let mut att = String::from("variant,arrival_s,start_s,end_s,client_gone\n");
+    let mut att =
+        String::from("variant,arrival_s,start_s,end_s,client_gone,status,outage,background,call\n");
     let mut smp = String::from(
         "variant,t_s,fpm_active,fpm_idle,fpm_listen_queue,upstream_in_service,upstream_queued\n",
     );
@@ -442,12 +682,16 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
             let t = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_default();
             let _ = writeln!(
                 att,
-                "{},{:.4},{},{},{}",
+                "{},{:.4},{},{},{},{},{},{},{}",
                 r.name,
                 a.arrival_s,
                 t(a.start_s),
                 t(a.end_s),
-                a.gone
+                a.gone,
+                a.status.map(|s| s.to_string()).unwrap_or_default(),
+                a.outage,
+                a.background,
+                a.call.as_deref().unwrap_or("")
             );
         }
         for s in &r.samples {
@@ -464,12 +708,12 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
             );
         }
     }
-    let mut tl = String::from("variant,t_s,offered_rps,goodput_rps,fallback_rps,error_rps,upstream_attempts_rps,upstream_in_service_max,upstream_queue_max,upstream_in_flight_max,health_p99_ms,fpm_busy_max,fpm_listen_queue_max\n");
+    let mut tl = String::from("variant,t_s,offered_rps,goodput_rps,fallback_rps,error_rps,upstream_attempts_rps,upstream_in_service_max,upstream_queue_max,upstream_in_flight_max,health_p99_ms,fpm_busy_max,fpm_listen_queue_max,bg_attempts_rps\n");
     for v in all {
         for b in &v.bins {
             let _ = writeln!(
                 tl,
-                "{},{:.2},{:.1},{:.1},{:.1},{:.1},{:.1},{},{},{},{},{},{}",
+                "{},{:.2},{:.1},{:.1},{:.1},{:.1},{:.1},{},{},{},{},{},{},{:.1}",
                 v.name,
                 b.t_s,
                 b.offered_rps,
@@ -488,9 +732,28 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
                     })
                     .unwrap_or_default(),
                 o(b.fpm_busy_max),
-                o(b.fpm_listen_queue_max)
+                o(b.fpm_listen_queue_max),
+                b.bg_attempts_rps
             );
         }
+    }
+    let mut bg = String::from("variant,worker,start_s,latency_ms,outcome,reason\n");
+    for r in runs {
+        for c in &r.bg_calls {
+            let _ = writeln!(
+                bg,
+                "{},{},{:.4},{:.2},{},{}",
+                r.name,
+                c.worker,
+                c.start_s,
+                c.latency_s * 1000.0,
+                c.outcome,
+                c.reason
+            );
+        }
+    }
+    if runs.iter().any(|r| !r.bg_calls.is_empty()) {
+        w("background_calls.csv", bg)?;
     }
     w("requests.csv", req)?;
     w("upstream_attempts.csv", att)?;

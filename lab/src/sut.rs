@@ -20,7 +20,12 @@ pub struct SystemUnderTest {
     nginx: Child,
     fpm: Child,
     _redis: Option<Child>,
-    shm_path: Option<PathBuf>,
+    /// The resilient variants' shared-memory segment (background workers map the same one).
+    pub shm_path: Option<PathBuf>,
+    /// The laravel variant's redis-server (0 for the others).
+    pub redis_port: u16,
+    /// The URL the app calls.
+    pub upstream_url: String,
 }
 
 impl SystemUnderTest {
@@ -77,6 +82,7 @@ impl SystemUnderTest {
                 "FUNNEL_WAIT_MS",
                 p.funnel_wait_ms_of(variant).unwrap_or(0).to_string(),
             ),
+            ("FUNNEL_RESERVE", p.reserve_of(variant).to_string()),
             ("FPM_PORT", free_port()?.to_string()),
         ];
         let fpm_conf = dir.join("php-fpm.conf");
@@ -84,36 +90,20 @@ impl SystemUnderTest {
 
         let mut cmd = Command::new("php-fpm8.2");
         cmd.args(["-n", "-R", "-F", "-y"]).arg(&fpm_conf);
-        // error_reporting as php.ini-production (E_ALL & ~E_DEPRECATED & ~E_STRICT): Laravel 8 on
-        // PHP 8.2 raises two deprecations per Http call, which would only fill php-error.log.
-        for d in [
-            "zend_extension=opcache",
-            "opcache.enable=1",
-            "opcache.enable_cli=0",
-            "display_errors=0",
-            "log_errors=1",
-            "error_reporting=22527",
-        ] {
-            cmd.args(["-d", d]);
-        }
-        for ext in BASE_EXTENSIONS {
-            cmd.args(["-d", &format!("extension={ext}")]);
-        }
-        let mut shm_path = None;
-        if is_resilient(variant) {
-            // Each variant its own segment: no funnel slot or budget token carries over.
+        let shm_path = is_resilient(variant).then(|| {
+            // Each variant (and scenario) its own segment: no funnel slot or budget token
+            // carries over.
             let shm = PathBuf::from(format!(
-                "/dev/shm/resilient-lab-{}-{}.shm",
+                "/dev/shm/resilient-lab-{}-{}-{}.shm",
                 std::process::id(),
+                p.scenario.name(),
                 variant
             ));
             let _ = std::fs::remove_file(&shm);
-            cmd.args(["-d", &format!("extension={}", p.extension.display())]);
-            cmd.args(["-d", &format!("resilient.shm_path={}", shm.display())]);
-            // The web default is "no retry"; this experiment is about retries on the web, so it
-            // allows the 3 attempts the other variants make.
-            cmd.args(["-d", "resilient.web_max_attempts=3"]);
-            shm_path = Some(shm);
+            shm
+        });
+        for d in php_ini(p, shm_path.as_deref()) {
+            cmd.args(["-d", &d]);
         }
         std::fs::write(dir.join("php-fpm.cmd"), format!("{cmd:?}\n")).map_err(|e| e.to_string())?;
         let fpm = Child::spawn("php-fpm", cmd, &dir.join("fpm.out"))?;
@@ -138,6 +128,8 @@ impl SystemUnderTest {
             fpm,
             _redis: redis,
             shm_path,
+            redis_port,
+            upstream_url: upstream_url.to_string(),
         };
         if !wait_for_port(port, Duration::from_secs(10)) {
             return Err("nginx did not listen (see nginx-error.log)".into());
@@ -177,6 +169,36 @@ impl Drop for SystemUnderTest {
             let _ = std::fs::remove_file(p);
         }
     }
+}
+
+/// The `-d` settings of every PHP process of a variant (php-fpm and the background CLI workers
+/// alike; both run with -n): explicit extensions, and for the resilient variants the extension
+/// with its own segment. error_reporting as php.ini-production (E_ALL & ~E_DEPRECATED &
+/// ~E_STRICT): Laravel 8 on PHP 8.2 raises two deprecations per Http call, which would only fill
+/// the error log.
+pub fn php_ini(p: &Params, shm: Option<&Path>) -> Vec<String> {
+    let mut d: Vec<String> = [
+        "zend_extension=opcache",
+        "opcache.enable=1",
+        "opcache.enable_cli=0",
+        "display_errors=0",
+        "log_errors=1",
+        "error_reporting=22527",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for ext in BASE_EXTENSIONS {
+        d.push(format!("extension={ext}"));
+    }
+    if let Some(shm) = shm {
+        d.push(format!("extension={}", p.extension.display()));
+        d.push(format!("resilient.shm_path={}", shm.display()));
+        // The web default is "no retry"; this experiment is about retries on the web, so it
+        // allows the 3 attempts the other variants make (CLI workers are console: not capped).
+        d.push("resilient.web_max_attempts=3".into());
+    }
+    d
 }
 
 /// Fills `{{NAME}}` placeholders; refuses to leave one unfilled.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::procs::{free_port, wait_for_port, Child};
+use crate::scenario::UpstreamPhase;
 
 /// One attempt as the upstream saw it, on the lab's clock (seconds since the variant's t0).
 #[derive(Debug, Clone)]
@@ -20,6 +21,14 @@ pub struct UpstreamAttempt {
     pub end_s: Option<f64>,
     /// The client had gone before the answer.
     pub gone: bool,
+    /// The status answered (None: never answered).
+    pub status: Option<u16>,
+    /// Answered at once during an outage (no slot, no service).
+    pub outage: bool,
+    /// Sent by a background worker (X-Request-Id `b-...`), not by the web page.
+    pub background: bool,
+    /// The call it belongs to (X-Request-Id, the same on every attempt of a call).
+    pub call: Option<String>,
 }
 
 /// The row format of `GET /__control/sim/attempts?format=json` (fields the lab needs).
@@ -30,6 +39,10 @@ struct SimRow {
     start_ms: Option<f64>,
     end_ms: Option<f64>,
     gone_ms: Option<f64>,
+    status: Option<u16>,
+    #[serde(default)]
+    queued: bool,
+    request_id: Option<String>,
 }
 
 /// A running simulator.
@@ -69,17 +82,20 @@ impl Upstream {
         format!("{}/sim/quote", self.base_url())
     }
 
-    /// Sets capacity, service time and the share of 503 answers (at start and at phase boundaries).
+    /// Sets capacity, service time, the share of 503 answers and the outage (at start and at
+    /// phase boundaries).
     pub async fn set(
         &self,
         http: &reqwest::Client,
         capacity: u32,
-        service_ms: u64,
-        fail_ratio: f64,
+        phase: UpstreamPhase,
     ) -> Result<(), String> {
         let r = http
             .post(format!("{}/__control/sim", self.base_url()))
-            .json(&serde_json::json!({ "capacity": capacity, "service_ms": service_ms, "fail_ratio": fail_ratio }))
+            .json(
+                &serde_json::json!({ "capacity": capacity, "service_ms": phase.service_ms,
+                "fail_ratio": phase.fail_ratio, "outage": phase.outage }),
+            )
             .send()
             .await
             .map_err(|e| format!("upstream control: {e}"))?;
@@ -154,6 +170,14 @@ impl Upstream {
                 start_s: r.start_ms.map(lab),
                 end_s: r.end_ms.map(lab),
                 gone: r.gone_ms.is_some(),
+                status: r.status,
+                // The simulator's outage answers: a status, never queued, never served.
+                outage: r.status.is_some() && r.start_ms.is_none() && !r.queued,
+                background: r
+                    .request_id
+                    .as_deref()
+                    .is_some_and(|id| id.starts_with("b-")),
+                call: r.request_id.clone(),
             })
             .collect())
     }

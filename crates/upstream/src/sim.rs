@@ -5,6 +5,11 @@
 //! request that arrived runs to the end in a detached task that holds the slot, while the
 //! connection's handler merely awaits it. When hyper drops the handler (the client went away),
 //! only the row's `gone_ms` is stamped; the slot stays busy until the service time is over.
+//!
+//! Three kinds of bad phase, all switched at run time: slow (`service_ms`), a share of errors
+//! (`fail_ratio`: answered `fail_status` after the service time, so failures cost the upstream
+//! as much as successes) and an outage (`outage`: every request is answered `fail_status` at
+//! once, without a slot or a service time, as a load balancer does when no backend is healthy).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,6 +39,8 @@ pub struct SimConfig {
     /// Share of requests answered with `fail_status` (after their service time).
     pub fail_ratio: f64,
     pub fail_status: u16,
+    /// Outage: every arrival is answered `fail_status` at once, without taking a slot.
+    pub outage: bool,
 }
 
 impl Default for SimConfig {
@@ -43,6 +50,7 @@ impl Default for SimConfig {
             service_ms: 20,
             fail_ratio: 0.0,
             fail_status: 503,
+            outage: false,
         }
     }
 }
@@ -55,6 +63,7 @@ pub struct SimUpdate {
     pub service_ms: Option<u64>,
     pub fail_ratio: Option<f64>,
     pub fail_status: Option<u16>,
+    pub outage: Option<bool>,
 }
 
 /// One request as the simulator saw it (times: monotonic ms since server start).
@@ -83,6 +92,14 @@ pub struct SimRow {
     pub attempt: Option<String>,
 }
 
+impl SimRow {
+    /// Answered at once during an outage: a status, but never queued and never served (no
+    /// start or end).
+    pub fn outage(&self) -> bool {
+        self.status.is_some() && self.start_ms.is_none() && !self.queued
+    }
+}
+
 /// Totals since the last reset, for `/__control/stats`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimStats {
@@ -96,6 +113,8 @@ pub struct SimStats {
     pub client_gone: u64,
     /// Services completed for a client that had already gone: wasted upstream work.
     pub completed_after_gone: u64,
+    /// Answered at once during an outage (also counted in `arrivals`, not in `completed`).
+    pub outage_answered: u64,
     pub in_service: u32,
     pub queued: u32,
     pub max_in_service: u32,
@@ -125,6 +144,7 @@ struct State {
     failed: u64,
     client_gone: u64,
     completed_after_gone: u64,
+    outage_answered: u64,
     max_in_service: u32,
     max_queue: u32,
     rows_dropped: u64,
@@ -189,6 +209,7 @@ impl Sim {
                 failed: 0,
                 client_gone: 0,
                 completed_after_gone: 0,
+                outage_answered: 0,
                 max_in_service: 0,
                 max_queue: 0,
                 rows_dropped: 0,
@@ -234,6 +255,9 @@ impl Sim {
         if let Some(st) = u.fail_status {
             s.config.fail_status = st;
         }
+        if let Some(o) = u.outage {
+            s.config.outage = o;
+        }
         s.grant(self.clock.t_ms());
         Ok(s.config.clone())
     }
@@ -250,6 +274,7 @@ impl Sim {
         s.failed = 0;
         s.client_gone = 0;
         s.completed_after_gone = 0;
+        s.outage_answered = 0;
         s.rows_dropped = 0;
         s.max_in_service = s.in_service;
         s.max_queue = s.queue.len() as u32;
@@ -265,6 +290,7 @@ impl Sim {
             failed: s.failed,
             client_gone: s.client_gone,
             completed_after_gone: s.completed_after_gone,
+            outage_answered: s.outage_answered,
             in_service: s.in_service,
             queued: s.queue.len() as u32,
             max_in_service: s.max_in_service,
@@ -287,19 +313,40 @@ impl Sim {
         lock(&self.state).since_ms
     }
 
-    /// Records an arrival. Returns its seq and, when every slot is busy, the ticket it must
-    /// wait for; without a ticket it already holds a slot.
-    fn arrive(
-        &self,
-        request_id: Option<String>,
-        attempt: Option<String>,
-    ) -> (u64, Option<oneshot::Receiver<()>>) {
+    /// Records an arrival. Returns its seq and what happens to it: during an outage it is
+    /// answered at once (no slot); otherwise, when every slot is busy, the ticket it must wait
+    /// for; without a ticket it already holds a slot.
+    fn arrive(&self, request_id: Option<String>, attempt: Option<String>) -> (u64, Admission) {
         let t_ms = self.clock.t_ms();
         let unix_ms = self.clock.unix_ms();
         let mut s = lock(&self.state);
         let seq = s.next_seq;
         s.next_seq += 1;
         s.arrivals += 1;
+        if s.config.outage {
+            let status = s.config.fail_status;
+            s.outage_answered += 1;
+            let row = SimRow {
+                seq,
+                t_ms,
+                unix_ms,
+                start_ms: None,
+                end_ms: None,
+                gone_ms: None,
+                status: Some(status),
+                queue_at_arrival: s.queue.len() as u32,
+                in_service_at_arrival: s.in_service,
+                queued: false,
+                request_id,
+                attempt,
+            };
+            if s.rows.len() < MAX_ROWS {
+                s.rows.push(row);
+            } else {
+                s.rows_dropped += 1;
+            }
+            return (seq, Admission::Outage(status));
+        }
         let queued = !(s.in_service < s.config.capacity && s.queue.is_empty());
         let row = SimRow {
             seq,
@@ -321,17 +368,17 @@ impl Sim {
         } else {
             s.rows_dropped += 1;
         }
-        let ticket = if !queued {
+        let admission = if !queued {
             s.in_service += 1;
             s.max_in_service = s.max_in_service.max(s.in_service);
-            None
+            Admission::Serve(None)
         } else {
             let (tx, rx) = oneshot::channel();
             s.queue.push_back((seq, tx));
             s.max_queue = s.max_queue.max(s.queue.len() as u32);
-            Some(rx)
+            Admission::Serve(Some(rx))
         };
-        (seq, ticket)
+        (seq, admission)
     }
 
     /// Service begins (the slot was assigned just before): the service time and the status
@@ -387,6 +434,14 @@ impl Sim {
     }
 }
 
+/// What happens to an arrival.
+enum Admission {
+    /// Served: at once (`None`, it holds a slot) or when the ticket says a slot is its turn.
+    Serve(Option<oneshot::Receiver<()>>),
+    /// The upstream is out: answered this status at once.
+    Outage(u16),
+}
+
 /// Stamps `gone_ms` if the handler is dropped while still waiting for its work.
 struct GoneWatch {
     sim: Arc<App>,
@@ -410,7 +465,17 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> HandlerResult {
         return Err(CloseConnection);
     }
     let clean = |name: &str| info.headers.get(name).map(|v| sanitize(v));
-    let (seq, ticket) = app.sim.arrive(clean("x-request-id"), clean("x-attempt"));
+    let (seq, admission) = app.sim.arrive(clean("x-request-id"), clean("x-attempt"));
+    let ticket = match admission {
+        Admission::Serve(ticket) => ticket,
+        Admission::Outage(status) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            return Ok(body::json(
+                status,
+                &serde_json::json!({ "error": "simulated outage", "seq": seq }),
+            ));
+        }
+    };
     let mut watch = GoneWatch {
         sim: app.clone(),
         seq,

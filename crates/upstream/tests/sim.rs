@@ -197,7 +197,7 @@ fn settings_change_at_run_time() {
     let a = up.addr();
     assert_eq!(
         get(a, "/__control/sim").json(),
-        json!({"capacity": 4, "service_ms": 20, "fail_ratio": 0.0, "fail_status": 503})
+        json!({"capacity": 4, "service_ms": 20, "fail_ratio": 0.0, "fail_status": 503, "outage": false})
     );
     let r = post_json(a, "/__control/sim", json!({"service_ms": 120}));
     assert_eq!(r.json()["service_ms"], 120);
@@ -293,4 +293,75 @@ fn csv_export_reset_and_incremental_reads() {
     assert_eq!(get(a, "/__control/stats").json()["sim"]["arrivals"], 0);
     get(a, "/sim/q");
     assert_eq!(sim_rows(a)[0]["seq"], 4, "seq keeps counting across resets");
+}
+
+/// An outage answers every request with `fail_status` at once: no slot, no service time, no
+/// queue, while work already in service runs to its end; when it ends, service resumes.
+#[test]
+fn an_outage_answers_at_once_without_a_slot_then_service_resumes() {
+    let up = Upstream::start_with(SimConfig {
+        capacity: 1,
+        service_ms: 400,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let a = up.addr();
+    // One request in service when the outage starts: it keeps its slot and is served.
+    let busy = thread::spawn(move || get(a, "/sim/q").status);
+    let t = Instant::now();
+    while get(a, "/__control/stats").json()["sim"]["in_service"] != 1 {
+        assert!(t.elapsed() < Duration::from_secs(5), "never in service");
+        thread::sleep(Duration::from_millis(5));
+    }
+    post_json(a, "/__control/sim", json!({"outage": true}));
+    let t = Instant::now();
+    for i in 0..5 {
+        let r = Conn::open(a).call("GET", "/sim/q", &[("X-Request-Id", &format!("o{i}"))], b"");
+        assert_eq!(r.status, 503);
+        assert_eq!(r.json()["error"], "simulated outage");
+    }
+    assert!(
+        t.elapsed() < Duration::from_millis(300),
+        "answered at once, not after the busy slot's 400 ms: {:?}",
+        t.elapsed()
+    );
+    let s = get(a, "/__control/stats").json();
+    assert_eq!(
+        (
+            s["sim"]["outage_answered"].as_u64(),
+            s["sim"]["queued"].as_u64(),
+            s["sim"]["max_queue"].as_u64()
+        ),
+        (Some(5), Some(0), Some(0))
+    );
+    assert_eq!(busy.join().unwrap(), 200, "the work in service was served");
+    post_json(
+        a,
+        "/__control/sim",
+        json!({"outage": false, "service_ms": 20}),
+    );
+    assert_eq!(get(a, "/sim/q").status, 200);
+    let rows = sim_rows(a);
+    assert_eq!(rows.len(), 7);
+    for r in &rows[1..6] {
+        assert_eq!(r["status"], 503);
+        assert!(
+            r["start_ms"].is_null() && r["end_ms"].is_null() && r["queued"] == false,
+            "{r}"
+        );
+    }
+    assert!(rows[0]["end_ms"].is_number() && rows[6]["end_ms"].is_number());
+    // The timeline counts the outage answers as arrivals, never as queued or in service.
+    let timeline = get(a, "/__control/timeline?bucket_ms=50").json();
+    let buckets = timeline["buckets"].as_array().unwrap();
+    assert_eq!(
+        buckets
+            .iter()
+            .map(|b| b["arrivals"].as_u64().unwrap())
+            .sum::<u64>(),
+        7
+    );
+    assert!(buckets
+        .iter()
+        .all(|b| b["max_in_service"].as_u64() <= Some(1) && b["max_queue"] == 0));
 }

@@ -15,29 +15,10 @@ $started = hrtime(true);
 $variant = (string) getenv('LAB_VARIANT');
 $postcode = (string) ($_GET['postcode'] ?? '10110');
 
+require __DIR__.'/../src/Quotes.php';
+
 try {
-    $quote = match ($variant) {
-        'naive' => (function () use ($postcode) {
-            require __DIR__.'/../src/NaiveQuoteClient.php';
-            return (new NaiveQuoteClient(Page::upstreamUrl(), Page::deadlineMs()))->quote($postcode);
-        })(),
-        'laravel' => (function () use ($postcode) {
-            require __DIR__.'/../src/Laravel/bootstrap.php';
-            $client = new App\Services\ShippingQuoteClient(
-                new App\Support\RetryBudget('shipping-quote'),
-                Page::upstreamUrl(),
-                Page::deadlineMs(),
-            );
-            return $client->quote($postcode);
-        })(),
-        // resilient: the funnel waits LAB_FUNNEL_WAIT_MS for a slot; resilient-failfast: the
-        // runner sets 0, the contract's default (fail fast).
-        'resilient', 'resilient-failfast' => (function () use ($postcode) {
-            require __DIR__.'/../src/ResilientQuoteClient.php';
-            return (new ResilientQuoteClient(Page::upstreamUrl(), Page::deadlineMs(), Page::funnelWaitMs()))->quote($postcode);
-        })(),
-        default => throw new LogicException("unknown LAB_VARIANT '{$variant}'"),
-    };
+    $quote = Quotes::quote($variant, $postcode, Page::deadlineMs(), 'w-'.bin2hex(random_bytes(6)));
     Page::live($variant, $quote, $started);
 } catch (QuoteUnavailable $e) {
     Page::fallback($variant, $e->reason, $started);

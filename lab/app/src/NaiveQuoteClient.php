@@ -14,7 +14,7 @@ final class NaiveQuoteClient
 
     public function __construct(private string $url, private int $deadlineMs) {}
 
-    public function quote(string $postcode): array
+    public function quote(string $postcode, string $requestId = ''): array
     {
         $deadline = hrtime(true) + $this->deadlineMs * 1_000_000;
         $ch = curl_init();
@@ -31,6 +31,7 @@ final class NaiveQuoteClient
                 CURLOPT_NOSIGNAL => true,
                 CURLOPT_CONNECTTIMEOUT_MS => $timeout,
                 CURLOPT_TIMEOUT_MS => $timeout,
+                CURLOPT_HTTPHEADER => $requestId !== '' ? ['X-Request-Id: '.$requestId] : [],
             ]);
             $body = curl_exec($ch);
             $status = (int) curl_getinfo($ch, CURLINFO_RESPONSE_CODE);

@@ -23,6 +23,12 @@ final class Page
         return (int) (getenv('LAB_FUNNEL_WAIT_MS') ?: 0);
     }
 
+    /** Funnel slots the resilient client keeps for web callers (the mixed scenario); 0 = none. */
+    public static function funnelReserve(): int
+    {
+        return (int) (getenv('LAB_FUNNEL_RESERVE') ?: 0);
+    }
+
     public static function live(string $variant, mixed $quote, int $started): void
     {
         self::send(200, ['status' => 'live', 'variant' => $variant, 'quote' => $quote, 'ms' => self::ms($started)]);

@@ -7,13 +7,21 @@ declare(strict_types=1);
  * shared memory. The funnel waits up to $funnelWaitMs for a free slot (seed 000: the wait counts
  * in the deadline); 0 fails fast, the contract's default (variant resilient-failfast). Needs ini
  * resilient.web_max_attempts=3 (set by the lab's php-fpm command line), since the web default
- * allows no retry.
+ * allows no retry. `$funnelReserve` slots are kept for web callers (the mixed scenario's
+ * background workers, console context, may use only limit - reserve); `$breaker` adds the
+ * circuit option (variant resilient-breaker).
  */
 final class ResilientQuoteClient
 {
-    public function __construct(private string $url, private int $deadlineMs, private int $funnelWaitMs = 0) {}
+    public function __construct(
+        private string $url,
+        private int $deadlineMs,
+        private int $funnelWaitMs = 0,
+        private int $funnelReserve = 0,
+        private bool $breaker = false,
+    ) {}
 
-    public function quote(string $postcode): array
+    public function quote(string $postcode, string $requestId = ''): array
     {
         $parts = parse_url($this->url);
         $client = new Resilient\Client('shipping', [
@@ -23,12 +31,16 @@ final class ResilientQuoteClient
             'deadline' => $this->deadlineMs / 1000,
             'max_attempts' => 3,
             'backoff' => ['base' => 0.025, 'cap' => 0.2],
-            'funnel' => ['limit' => 4, 'reserve' => 0, 'lease' => 5.0, 'wait' => $this->funnelWaitMs / 1000],
+            'funnel' => ['limit' => 4, 'reserve' => $this->funnelReserve, 'lease' => 5.0, 'wait' => $this->funnelWaitMs / 1000],
             'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
             'backend' => 'shm',
-        ]);
+        ] + ($this->breaker ? [
+            // Variant resilient-breaker (issue 11); accepted and inert until the breaker exists.
+            'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 20, 'window' => 10.0, 'open_for' => 5.0],
+        ] : []));
         try {
-            $response = $client->get($parts['path'], ['postcode' => $postcode]);
+            $response = $client->get($parts['path'], ['postcode' => $postcode],
+                $requestId !== '' ? ['headers' => ['X-Request-Id' => $requestId]] : []);
         } catch (Resilient\FunnelFull $e) {
             throw new QuoteUnavailable('funnel_full', $e->getMessage(), $e);
         } catch (Resilient\BudgetExhausted $e) {

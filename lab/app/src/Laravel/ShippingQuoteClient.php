@@ -19,7 +19,8 @@ use QuoteUnavailable;
  * - Sleep::usleep (Laravel 10) is plain usleep();
  * - the article's ShippingQuoteUnavailable carries a reason here (QuoteUnavailable) so the lab can
  *   count funnel refusals, budget refusals, deadline and upstream failures apart;
- * - the URL and the deadline come from the lab.
+ * - the URL and the deadline come from the lab, and every attempt carries the lab's
+ *   X-Request-Id (so the upstream's rows tell web from background calls).
  */
 final class ShippingQuoteClient
 {
@@ -27,7 +28,7 @@ final class ShippingQuoteClient
 
     public function __construct(private RetryBudget $budget, private string $url, private int $deadlineMs) {}
 
-    public function quote(string $postcode): array
+    public function quote(string $postcode, string $requestId = ''): array
     {
         $deadline = hrtime(true) + $this->deadlineMs * 1_000_000;
         $this->budget->recordOriginal();
@@ -42,7 +43,7 @@ final class ShippingQuoteClient
             }
 
             try {
-                return $this->attempt($postcode, min(300, $this->remainingMs($deadline)));
+                return $this->attempt($postcode, min(300, $this->remainingMs($deadline)), $requestId);
             } catch (ConnectionException|ShippingQuoteBusy $e) {
                 $delayMs = random_int(0, min(200, 25 * 2 ** ($attempt - 1)));
 
@@ -57,18 +58,18 @@ final class ShippingQuoteClient
         throw new LogicException('loop ต้อง return หรือ throw ก่อนถึงตรงนี้');
     }
 
-    private function attempt(string $postcode, int $timeoutMs): array
+    private function attempt(string $postcode, int $timeoutMs, string $requestId): array
     {
         return Redis::funnel('shipping-quote')
             ->limit(4)
             ->releaseAfter(5)
             ->block(0)
             ->then(
-                function () use ($postcode, $timeoutMs) {
+                function () use ($postcode, $timeoutMs, $requestId) {
                     $response = Http::withOptions([
                         'connect_timeout' => $timeoutMs / 1000,
                         'timeout' => $timeoutMs / 1000,
-                    ])->get($this->url, ['postcode' => $postcode]);
+                    ])->withHeaders($requestId !== '' ? ['X-Request-Id' => $requestId] : [])->get($this->url, ['postcode' => $postcode]);
 
                     if (in_array($response->status(), [429, 503])) {
                         throw new ShippingQuoteBusy();

@@ -1,0 +1,147 @@
+//! The lab's scenarios: what goes wrong in the middle phase. Every scenario runs normal → bad →
+//! normal with the same open-loop web load; they differ in what the upstream does in the bad
+//! phase and whether background workers flood the same upstream.
+//!
+//! - `slowdown` (seed 000's experiment, the default): the upstream's service time goes up.
+//! - `errors`: a share of the upstream's answers are 503 (after their normal service time).
+//! - `outage`: every request is answered 503 at once, then the upstream is healthy again.
+//! - `mixed`: seed 000's semaphore with reserved slots: the upstream slows down as in
+//!   `slowdown` while background CLI workers call the same upstream in closed loops.
+
+/// One scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    Slowdown,
+    Errors,
+    Outage,
+    Mixed,
+}
+
+/// What the upstream does in one phase (sent to `POST /__control/sim`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UpstreamPhase {
+    pub service_ms: u64,
+    pub fail_ratio: f64,
+    pub outage: bool,
+}
+
+pub const ALL: [Scenario; 4] = [
+    Scenario::Slowdown,
+    Scenario::Errors,
+    Scenario::Outage,
+    Scenario::Mixed,
+];
+
+impl Scenario {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Slowdown => "slowdown",
+            Scenario::Errors => "errors",
+            Scenario::Outage => "outage",
+            Scenario::Mixed => "mixed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Scenario, String> {
+        ALL.iter().copied().find(|x| x.name() == s).ok_or_else(|| {
+            format!(
+                "unknown scenario '{s}' (known: {})",
+                ALL.map(|x| x.name()).join(", ")
+            )
+        })
+    }
+
+    /// The middle phase's name in tables and plots.
+    pub fn bad_phase(self) -> &'static str {
+        match self {
+            Scenario::Slowdown => "slow",
+            Scenario::Errors => "errors",
+            Scenario::Outage => "outage",
+            Scenario::Mixed => "slow+flood",
+        }
+    }
+
+    /// The variants it runs unless `--variants` says otherwise. `resilient-breaker` runs where
+    /// a breaker matters (errors, outage); the slowdown keeps the seed's four.
+    pub fn default_variants(self, quick: bool) -> &'static [&'static str] {
+        match (self, quick) {
+            (Scenario::Slowdown, false) => &["naive", "laravel", "resilient", "resilient-failfast"],
+            (Scenario::Errors | Scenario::Outage, false) => {
+                &["naive", "laravel", "resilient", "resilient-breaker"]
+            }
+            (Scenario::Mixed, false) => &["naive", "laravel", "resilient", "resilient-failfast"],
+            // CI (--quick): only the variants its checks compare, so all four fit in ~3 min.
+            (Scenario::Slowdown, true) => &["naive", "resilient"],
+            (Scenario::Errors, true) => &["naive", "resilient"],
+            (Scenario::Outage, true) => &["naive", "resilient-breaker"],
+            (Scenario::Mixed, true) => &["laravel", "resilient"],
+        }
+    }
+
+    /// Background workers run in this scenario.
+    pub fn has_background(self) -> bool {
+        self == Scenario::Mixed
+    }
+
+    /// The upstream in the normal phases and in the bad one.
+    pub fn upstream(self, normal_ms: u64, slow_ms: u64, error_ratio: f64) -> [UpstreamPhase; 2] {
+        let normal = UpstreamPhase {
+            service_ms: normal_ms,
+            fail_ratio: 0.0,
+            outage: false,
+        };
+        let bad = match self {
+            Scenario::Slowdown | Scenario::Mixed => UpstreamPhase {
+                service_ms: slow_ms,
+                ..normal
+            },
+            Scenario::Errors => UpstreamPhase {
+                fail_ratio: error_ratio,
+                ..normal
+            },
+            Scenario::Outage => UpstreamPhase {
+                outage: true,
+                ..normal
+            },
+        };
+        [normal, bad]
+    }
+
+    /// One sentence for the report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Scenario::Slowdown => "seed 000's experiment: the upstream's service time goes from normal to slow and back; it never fails.",
+            Scenario::Errors => "the upstream keeps its normal speed but answers 503 (after its normal service time) to a share of the requests in the middle phase.",
+            Scenario::Outage => "in the middle phase the upstream answers every request 503 at once (a load balancer with no healthy backend), then it is healthy again.",
+            Scenario::Mixed => "seed 000's semaphore with reserved slots: the upstream slows down as in `slowdown` while background CLI workers (PHP CLI processes, console context) call the same upstream in closed loops through the variant's own client and funnel; the resilient variants keep `reserve` of the funnel's slots for web requests, Laravel's `Redis::funnel` has no reserve.",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back_and_only_the_bad_phase_differs() {
+        for s in ALL {
+            assert_eq!(Scenario::parse(s.name()), Ok(s));
+            let [normal, _] = s.upstream(20, 120, 0.3);
+            assert_eq!(
+                normal,
+                UpstreamPhase {
+                    service_ms: 20,
+                    fail_ratio: 0.0,
+                    outage: false
+                }
+            );
+        }
+        assert!(Scenario::parse("storm")
+            .unwrap_err()
+            .contains("known: slowdown"));
+        assert_eq!(Scenario::Errors.upstream(20, 120, 0.3)[1].fail_ratio, 0.3);
+        assert!(Scenario::Outage.upstream(20, 120, 0.3)[1].outage);
+        assert_eq!(Scenario::Mixed.upstream(20, 120, 0.3)[1].service_ms, 120);
+        assert!(Scenario::Mixed.has_background() && !Scenario::Slowdown.has_background());
+    }
+}
