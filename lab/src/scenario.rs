@@ -70,10 +70,14 @@ impl Scenario {
                 &["naive", "laravel", "resilient", "resilient-breaker"]
             }
             (Scenario::Mixed, false) => &["naive", "laravel", "resilient", "resilient-failfast"],
-            // CI (--quick): only the variants its checks compare, so all four fit in ~3 min.
+            // CI (--quick): only the variants its checks compare, so all four fit in ~3 min. The
+            // outage is judged on `resilient`: 5 s phases are shorter than the breaker's
+            // `open_for` (5 s ± 20 %), so a breaker re-opened by a probe late in the outage
+            // would still be open through most of the short recovery phase (tests/Breaker
+            // covers the breaker itself).
             (Scenario::Slowdown, true) => &["naive", "resilient"],
             (Scenario::Errors, true) => &["naive", "resilient"],
-            (Scenario::Outage, true) => &["naive", "resilient-breaker"],
+            (Scenario::Outage, true) => &["naive", "resilient"],
             (Scenario::Mixed, true) => &["laravel", "resilient"],
         }
     }
