@@ -181,24 +181,38 @@ final class TlsTest extends ClientTestCase
     public function testWithoutAClientCertificateNginxAnswers400Once(): void
     {
         // First a client WITH the certificate in this process: its connection must not be
-        // reused by the client without one.
+        // reused by the client without one. Requests are told apart in nginx's log by a marker
+        // in their query (nginx logs a request just after answering it, so counting lines
+        // right after an answer races with the log).
+        $id = bin2hex(random_bytes(4));
         $with = $this->client(self::$nginx->url('mtls'), [
             'verify' => $this->ca(),
             'cert' => $this->ca('client.pem'),
             'ssl_key' => $this->ca('client.key'),
         ]);
-        $this->assertSame(200, $with->get('/whoami')->status());
-        $before = count(self::$nginx->waitForRequests('mtls', 1));
-        $withConnection = self::$nginx->requests('mtls')[$before - 1]['connection'];
+        $this->assertSame(200, $with->get('/whoami', ['probe' => "$id-with"])->status());
+        $withConnection = $this->loggedOnce("$id-with")['connection'];
 
-        $r = $this->client(self::$nginx->url('mtls'), ['verify' => $this->ca()])->get('/whoami');
+        $r = $this->client(self::$nginx->url('mtls'), ['verify' => $this->ca()])->get('/whoami', ['probe' => "$id-without"]);
         $this->assertSame(400, $r->status());
         $this->assertStringContainsString('No required SSL certificate was sent', $r->body());
         $this->assertSame(1, $r->attempts());
-        $seen = self::$nginx->waitForRequests('mtls', $before + 1);
-        $this->assertCount($before + 1, $seen);
-        $this->assertSame('-', end($seen)['client']);
-        $this->assertNotSame($withConnection, end($seen)['connection'], 'a connection of another identity is not reused');
+        $without = $this->loggedOnce("$id-without");
+        $this->assertSame('-', $without['client']);
+        $this->assertNotSame($withConnection, $without['connection'], 'a connection of another identity is not reused');
+    }
+
+    /** The one mtls log line whose request carries `$marker` (waits for nginx to write it). */
+    private function loggedOnce(string $marker): array
+    {
+        $rows = [];
+        $this->waitFor(function () use ($marker, &$rows) {
+            $rows = array_values(array_filter(self::$nginx->requests('mtls'), fn (array $r) => str_contains($r['request'], $marker)));
+            return $rows !== [] ? true : null;
+        }, 5.0, "nginx's log line of $marker");
+        $this->assertCount(1, $rows, "exactly one request carried $marker");
+
+        return $rows[0];
     }
 
     public function testAClientCertificateFromAnUntrustedCaIsRejectedByNginx(): void
