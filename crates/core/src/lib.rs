@@ -58,6 +58,7 @@ mod host;
 pub mod layout;
 mod liveness;
 pub mod metrics;
+mod pause;
 pub mod segment;
 mod table;
 pub mod validate;

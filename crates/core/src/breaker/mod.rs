@@ -50,8 +50,9 @@ mod state_word;
 
 use crate::layout::{BreakerBlock, BREAKER_BUCKETS};
 
+use crate::pause::run;
 use crate::{validate, Error, Segment};
-use protocol::{run, ThisProcess};
+use protocol::ThisProcess;
 pub use state_word::Phase;
 use state_word::StateWord;
 use std::sync::atomic::Ordering;

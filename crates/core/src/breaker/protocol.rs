@@ -17,7 +17,7 @@
 //!   caller probes at once.
 //!
 //! The functions are `async` only so that `model_check` can pause an actor before every shared
-//! access; in production [`ThisProcess`]'s pause is ready at once and [`run`] completes them in
+//! access; in production [`ThisProcess`]'s pause is ready at once and [`run`](crate::pause::run) completes them in
 //! one poll (as the funnel's protocol).
 
 use super::state_word::{Phase, StateWord};
@@ -25,7 +25,6 @@ use super::{Admission, BreakerConfig, Ticket, Transition};
 use crate::layout::{BreakerBlock, BREAKER_BUCKETS};
 use std::future::Future;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
-use std::task::{Context, Poll, Waker};
 
 /// Bounded work per admission under contention: then refuse rather than spin.
 const MAX_ROUNDS: usize = 64;
@@ -54,16 +53,6 @@ pub(crate) struct ThisProcess;
 impl Pause for ThisProcess {
     fn step(&self, _: At) -> impl Future<Output = ()> {
         std::future::ready(())
-    }
-}
-
-/// Runs a protocol function for [`ThisProcess`]: one poll completes it.
-#[inline(always)]
-pub(crate) fn run<F: Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => unreachable!("ThisProcess::step never pauses"),
     }
 }
 

@@ -17,8 +17,9 @@ mod protocol;
 mod slot_word;
 
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
+use crate::pause::run;
 use crate::{validate, Error, Segment};
-use protocol::{run, ThisProcess};
+use protocol::ThisProcess;
 use slot_word::SlotWord;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

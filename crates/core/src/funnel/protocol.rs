@@ -30,13 +30,12 @@
 //!
 //! The functions are `async` only so that the model checker (`model_check`) can pause an actor
 //! before every shared access and explore every interleaving; in production
-//! [`ThisProcess::step`] never pauses and [`run`] completes them in a single poll.
+//! [`ThisProcess::step`] never pauses and [`run`](crate::pause::run) completes them in a single poll.
 
 use super::slot_word::{Phase, SlotWord};
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
 use std::future::Future;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
-use std::task::{Context, Poll, Waker};
 
 /// Bounded work per acquire under contention: then we report full rather than spin.
 const MAX_ROUNDS: usize = 64;
@@ -70,16 +69,6 @@ impl Actor for ThisProcess {
     }
     fn step(&self, _: At) -> impl Future<Output = ()> {
         std::future::ready(())
-    }
-}
-
-/// Runs a protocol function for [`ThisProcess`], which never pauses: one poll completes it.
-#[inline(always)]
-pub(crate) fn run<F: Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => unreachable!("ThisProcess::step never pauses"),
     }
 }
 
