@@ -15,3 +15,21 @@ pub(crate) fn run<F: Future>(f: F) -> F::Output {
         Poll::Pending => unreachable!("the real caller's step never pauses"),
     }
 }
+
+/// A future that is pending once (or not at all when made with `true`): where a model
+/// checker's driver takes control back from an actor.
+#[cfg(test)]
+pub(crate) struct PendingOnce(pub(crate) bool);
+
+#[cfg(test)]
+impl Future for PendingOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            Poll::Pending
+        }
+    }
+}

@@ -18,6 +18,7 @@ use super::protocol::{self, At, Pause};
 use super::state_word::{Phase, StateWord};
 use super::{Admission, BreakerConfig, Ticket, Transition};
 use crate::layout::BreakerBlock;
+use crate::pause::PendingOnce;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
@@ -25,28 +26,13 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// A future that is pending once: where the driver takes control back.
-struct Paused(bool);
-
-impl Future for Paused {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            Poll::Pending
-        }
-    }
-}
-
 /// Pauses before every access to the state word and to bucket 0, the only bucket the scenarios
 /// count into (every other bucket stays zero, so no schedule can tell when it was read).
 struct ModelActor;
 
 impl Pause for ModelActor {
     fn step(&self, at: At) -> impl Future<Output = ()> {
-        Paused(matches!(at, At::Bucket(i) if i != 0))
+        PendingOnce(matches!(at, At::Bucket(i) if i != 0))
     }
 }
 

@@ -10,6 +10,7 @@
 use super::protocol::{self, Acquired, Actor, At};
 use super::slot_word::{Phase, SlotWord};
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
+use crate::pause::PendingOnce;
 use std::cell::{Cell, RefCell};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -18,21 +19,6 @@ use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::SeqCst;
 use std::task::{Context, Poll, Waker};
-
-/// A future that is pending once: where the driver takes control back.
-struct Pause(bool);
-
-impl Future for Pause {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            Poll::Pending
-        }
-    }
-}
 
 /// The pids of killed actors, shared by every actor's liveness check.
 #[derive(Default)]
@@ -64,7 +50,7 @@ impl Actor for ModelActor<'_> {
     }
     fn step(&self, at: At) -> impl Future<Output = ()> {
         self.next.set(Some(at));
-        Pause(false)
+        PendingOnce(false)
     }
 }
 
