@@ -52,6 +52,7 @@ fn entry(s: &MetricsSnapshot) -> PhpResult<ZBox<ZendHashTable>> {
     out.insert("successes", int(s.successes))?;
     out.insert("in_flight", int(s.in_flight))?;
     out.insert("fallbacks", int(s.fallbacks))?;
+    out.insert("backend_fallbacks", int(s.backend_fallbacks))?;
     let mut shed = ZendHashTable::with_capacity(4);
     for r in RefusalReason::ALL {
         shed.insert(r.as_str(), int(s.refused(r)))?;
@@ -81,7 +82,7 @@ fn entry(s: &MetricsSnapshot) -> PhpResult<ZBox<ZendHashTable>> {
 impl Metrics {
     /// Every upstream name with metrics on this host: `['shipping' => ['originals' => int,
     /// 'attempts' => int, 'retries' => int (sent), 'retries_succeeded' => int,
-    /// 'retries_denied' => int, 'successes' => int, 'in_flight' => int, 'fallbacks' => int,
+    /// 'retries_denied' => int, 'successes' => int, 'in_flight' => int, 'fallbacks' => int, 'backend_fallbacks' => int,
     /// 'shed' => ['funnel' => int, 'budget' => int, 'deadline' => int, 'circuit' => int] (our
     /// refusals), 'failures' => ['4xx' => int, '5xx' => int, 'timeout' => int, 'connection' =>
     /// int, 'other' => int] (upstream failures per attempt), 'latency' => ['success' => h,

@@ -220,6 +220,17 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
         },
         |s| s.fallbacks,
     );
+    simple(
+        o,
+        names,
+        &labels,
+        Family {
+            name: "resilient_backend_fallbacks_total",
+            kind: "counter",
+            help: "Guard decisions made without the shared backend (Redis down or slow).",
+        },
+        |s| s.backend_fallbacks,
+    );
     let reasons: Vec<_> = RefusalReason::ALL
         .iter()
         .map(|r| (*r, r.as_str()))

@@ -155,7 +155,10 @@ pub struct MetricsBlock {
     pub success_latency: HistogramBlock,
     /// Latency of attempts that failed at the upstream (never our refusals).
     pub failure_latency: HistogramBlock,
-    pub _reserved: [AtomicU64; 5],
+    /// Guard decisions made without the shared backend (Redis down or slow): the
+    /// `on_backend_error` behaviour was used instead.
+    pub backend_fallbacks: AtomicU64,
+    pub _reserved: [AtomicU64; 4],
 }
 
 pub const METRICS_BLOCK_SIZE: usize = std::mem::size_of::<MetricsBlock>();
@@ -193,6 +196,7 @@ pub struct MetricsSnapshot {
     pub successes: u64,
     pub in_flight: u64,
     pub fallbacks: u64,
+    pub backend_fallbacks: u64,
     /// By [`RefusalReason::ALL`]'s order.
     pub refusals: [u64; 4],
     /// By [`FailureClass::ALL`]'s order.
@@ -261,6 +265,7 @@ impl MetricsBlock {
             successes: self.successes.load(Relaxed),
             in_flight: self.in_flight.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
+            backend_fallbacks: self.backend_fallbacks.load(Relaxed),
             refusals: read_all(&self.refusals),
             failures: read_all(&self.failures),
             breaker_state: self.breaker_state.load(Relaxed),
@@ -278,6 +283,7 @@ impl MetricsBlock {
             &self.retries_succeeded,
             &self.successes,
             &self.fallbacks,
+            &self.backend_fallbacks,
         ] {
             w.store(0, Relaxed);
         }
@@ -370,6 +376,11 @@ impl Metrics {
     /// A fallback value was used instead of an answer.
     pub fn fallback_used(&self) {
         self.block().fallbacks.fetch_add(1, Relaxed);
+    }
+
+    /// A guard decided without the shared backend (its `on_backend_error` behaviour).
+    pub fn backend_fallback(&self) {
+        self.block().backend_fallbacks.fetch_add(1, Relaxed);
     }
 
     /// The breaker entered `to` (counted as a transition and stored as the current state).

@@ -38,6 +38,7 @@ use crate::redirect;
 use crate::request::PreparedRequest;
 use crate::response::Response;
 use crate::retry_after::retry_after_of;
+use crate::time_left;
 use crate::transport::{AttemptLimits, RawResponse, Transport, TransportError};
 
 /// The mechanism a call runs on. Cheap to clone (all `Arc`s).
@@ -185,6 +186,7 @@ impl Call {
         let deadline_ns =
             deadline.map(|d| started_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64));
         if let Some(budget) = &env.allowance {
+            let _left = time_left::scope(deadline.unwrap_or(Duration::MAX));
             budget.record_original(env.clock.monotonic_ms());
         }
         if let Some(events) = &env.events {
@@ -275,7 +277,10 @@ impl Call {
             return Err(self.unavailable(why.kind(), reason));
         }
         if let Some(budget) = &self.env.allowance {
-            if !budget.try_consume(self.env.clock.monotonic_ms()) {
+            let left = time_left::scope(self.remaining());
+            let allowed = budget.try_consume(self.env.clock.monotonic_ms());
+            drop(left);
+            if !allowed {
                 let why = GiveUpReason::BudgetExhausted;
                 let reason = self.give_up(pending.record, why);
                 return Err(self.unavailable(why.kind(), reason));
@@ -295,10 +300,12 @@ impl Call {
         }
         let started = self.env.clock.monotonic_ns();
         loop {
+            let left = time_left::scope(self.remaining());
             let refusal = match admit_all(&self.env.guards, number, self.env.clock.monotonic_ms()) {
                 Ok(permits) => return Ok(permits),
                 Err(refusal) => refusal,
             };
+            drop(left);
             let waited =
                 Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(started));
             let left = match refusal {
@@ -369,6 +376,7 @@ impl Call {
             }
         };
         // Release before anything else: no path from here holds the slot into a sleep.
+        let left = time_left::scope(self.remaining());
         drop(permits);
         let duration = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(began));
         let ended = match &outcome {
@@ -384,6 +392,7 @@ impl Call {
                 guard.outcome(ended, now_ms);
             }
         }
+        drop(left);
 
         let verdict = classify(&outcome, &self.policy.retry_on);
         if number == 1 {

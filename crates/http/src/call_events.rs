@@ -40,4 +40,6 @@ pub trait CallEvents: Send + Sync {
     fn breaker_transition(&self, _transition: resilient_core::Transition) {}
     /// The caller used its fallback value instead of the call's `Unavailable`.
     fn fallback_used(&self) {}
+    /// A guard decided without its shared backend (Redis down or slow).
+    fn backend_fallback(&self) {}
 }

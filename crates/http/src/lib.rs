@@ -110,6 +110,7 @@ mod response;
 mod response_body;
 mod retry_after;
 mod runtime;
+mod time_left;
 mod transport;
 mod transport_options;
 
@@ -132,6 +133,7 @@ pub use metrics_events::{attempt_class, refusal_of, MetricsEvents};
 pub use multipart::{Multipart, Part, PartContents};
 pub use options::{
     BackendKind, BackoffOptions, BudgetOptions, CircuitOptions, ClientConfig, FunnelOptions,
+    OnBackendError, RedisUrl,
 };
 pub use policy::{Caps, Policy};
 pub use pool::BatchSummary;
@@ -140,5 +142,6 @@ pub use reqwest::Url;
 pub use reqwest_transport::ReqwestTransport;
 pub use response::Response;
 pub use runtime::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE, INTERRUPT_POLL};
+pub use time_left::remaining as call_time_left;
 pub use transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 pub use transport_options::{BodyTarget, Identity, Proxy, Redirects, TransportOptions, Verify};

@@ -63,6 +63,9 @@ impl CallEvents for MetricsEvents {
     fn fallback_used(&self) {
         self.0.fallback_used();
     }
+    fn backend_fallback(&self) {
+        self.0.backend_fallback();
+    }
 
     fn call_started(&self) {
         self.0.call_started();

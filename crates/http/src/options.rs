@@ -65,10 +65,44 @@ impl Default for CircuitOptions {
 }
 
 /// Where shared counters live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendKind {
     /// Host-wide shared memory (`resilient.shm_path`).
     Shm,
+    /// A Redis server shared by every host (docs/redis.md).
+    Redis(RedisUrl),
+}
+
+/// A `redis://`, `rediss://` or `unix://` URL, checked for its shape only. It may hold a
+/// password: `Debug` shows the scheme only, and no error message contains it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisUrl(String);
+
+impl RedisUrl {
+    /// The whole URL, password included: for the connection only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = self.0.split("://").next().unwrap_or("");
+        write!(f, "RedisUrl({scheme}://…)")
+    }
+}
+
+/// What a client's guards do while the Redis backend cannot answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnBackendError {
+    /// The host's shared-memory funnel, budget and breaker, with the funnel's limit (and the
+    /// budget's floor) divided by `hosts`.
+    #[default]
+    Local,
+    /// Allow: no funnel slot, every retry, a closed breaker.
+    Open,
+    /// Refuse: the funnel is full, no retry, the breaker open.
+    Closed,
 }
 
 /// A validated client configuration.
@@ -88,6 +122,11 @@ pub struct ClientConfig {
     pub budget: Option<BudgetOptions>,
     pub circuit: Option<CircuitOptions>,
     pub backend: BackendKind,
+    /// What the guards do while the Redis backend is down or slow.
+    pub on_backend_error: OnBackendError,
+    /// How many hosts share the Redis backend: the `local` fallback divides the funnel's limit
+    /// (and the budget's floor) by it. At least 1.
+    pub hosts: u32,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub user_agent: HeaderValue,
     /// The largest response body accepted, in bytes (enforced while reading; over it the call
@@ -102,6 +141,9 @@ pub struct ClientConfig {
 pub const DEFAULT_MAX_BODY: u64 = 32 * 1024 * 1024;
 /// Largest `max_body` accepted: 4 GiB.
 const MAX_MAX_BODY: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Upper bound for `hosts`.
+const MAX_HOSTS: i64 = 1000;
 
 /// Upper bound for `max_attempts`.
 const MAX_ATTEMPTS: u32 = 100;
@@ -130,6 +172,8 @@ impl Default for ClientConfig {
             }),
             circuit: None,
             backend: BackendKind::Shm,
+            on_backend_error: OnBackendError::Local,
+            hosts: 1,
             headers: Vec::new(),
             user_agent: HeaderValue::from_static(concat!("resilient/", env!("CARGO_PKG_VERSION"))),
             max_body: DEFAULT_MAX_BODY,
@@ -260,9 +304,39 @@ impl ClientConfig {
             window: b.window(),
         });
     }
-    /// Only `shm` today; a Redis URL is refused without being echoed (it may hold a password).
+    /// `shm`, or a `redis://`, `rediss://` or `unix://` URL (never echoed: it may hold a
+    /// password).
     pub fn set_backend(&mut self, backend: &str) -> Result<(), ConfigError> {
         self.backend = backend_kind(backend)?;
+        Ok(())
+    }
+    /// `local`, `open` or `closed`.
+    pub fn set_on_backend_error(&mut self, mode: &str) -> Result<(), ConfigError> {
+        self.on_backend_error = match mode {
+            "local" => OnBackendError::Local,
+            "open" => OnBackendError::Open,
+            "closed" => OnBackendError::Closed,
+            other => {
+                return Err(ConfigError::new(
+                    "on_backend_error",
+                    format!(
+                        "must be 'local', 'open' or 'closed', got {:?}",
+                        truncate(other, 32)
+                    ),
+                ))
+            }
+        };
+        Ok(())
+    }
+    /// 1 to 1000.
+    pub fn set_hosts(&mut self, hosts: i64) -> Result<(), ConfigError> {
+        if !(1..=MAX_HOSTS).contains(&hosts) {
+            return Err(ConfigError::new(
+                "hosts",
+                format!("must be an integer between 1 and {MAX_HOSTS}, got {hosts}"),
+            ));
+        }
+        self.hosts = hosts as u32;
         Ok(())
     }
     /// Adds a default header (`option`: the path errors name). Values are never echoed.
@@ -320,22 +394,27 @@ fn header_bytes(value: &[u8], option: &str) -> Result<HeaderValue, ConfigError> 
 }
 
 fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
-    match s {
-        "shm" => Ok(BackendKind::Shm),
-        s if s.starts_with("redis://")
-            || s.starts_with("rediss://")
-            || s.starts_with("unix://") =>
-        {
-            Err(ConfigError::new(
-                "backend",
-                "the Redis backend is not supported yet (it arrives with a later issue); use 'shm'",
-            ))
-        }
-        _ => Err(ConfigError::new(
-            "backend",
-            "must be 'shm' (or, later, a redis:// URL)",
-        )),
+    let s = s.trim();
+    if s == "shm" {
+        return Ok(BackendKind::Shm);
     }
+    let scheme = s.split_once("://").map(|(scheme, _)| scheme);
+    if !matches!(scheme, Some("redis" | "rediss" | "unix")) {
+        return Err(ConfigError::new(
+            "backend",
+            "must be 'shm' or a redis://, rediss:// or unix:// URL",
+        ));
+    }
+    // Parsed for its shape only; the error is url's own words, which never quote the input.
+    let url = Url::parse(s)
+        .map_err(|e| ConfigError::new("backend", format!("is not a valid Redis URL ({e})")))?;
+    if url.scheme() != "unix" && url.host_str().map_or(true, str::is_empty) {
+        return Err(ConfigError::new("backend", "must have a host"));
+    }
+    if url.scheme() == "unix" && url.path().is_empty() {
+        return Err(ConfigError::new("backend", "must have a socket path"));
+    }
+    Ok(BackendKind::Redis(RedisUrl(s.to_owned())))
 }
 
 /// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
@@ -367,6 +446,8 @@ const CLIENT_KEYS: &[&str] = &[
     "budget",
     "circuit",
     "backend",
+    "on_backend_error",
+    "hosts",
     "headers",
     "user_agent",
     "max_body",
@@ -455,15 +536,25 @@ mod tests {
     }
 
     #[test]
-    fn redis_is_not_supported_yet_and_its_url_is_not_echoed() {
+    fn a_redis_url_is_never_echoed() {
         let mut c = ClientConfig::default();
-        let e = err(c
-            .set_backend("redis://:s3cret@127.0.0.1:6379/0")
-            .unwrap_err());
-        assert!(
-            e.contains("not supported yet") && !e.contains("s3cret"),
-            "{e}"
-        );
+        c.set_backend("redis://:s3cret@127.0.0.1:6379/0").unwrap();
+        assert!(matches!(c.backend, BackendKind::Redis(_)));
+        assert!(!format!("{c:?}").contains("s3cret"));
+        for bad in [
+            "redis://:s3cret@[::1:6379/0",
+            "redis://:s3cret@",
+            "mysql://:s3cret@x",
+        ] {
+            let e = err(c.set_backend(bad).unwrap_err());
+            assert!(
+                e.starts_with("option 'backend'") && !e.contains("s3cret"),
+                "{e}"
+            );
+        }
+        let e = err(c.set_on_backend_error("retry").unwrap_err());
+        assert!(e.contains("'local', 'open' or 'closed'"), "{e}");
+        assert!(err(c.set_hosts(0).unwrap_err()).starts_with("option 'hosts'"));
     }
 
     #[test]

@@ -167,6 +167,14 @@ impl Ticket {
     pub fn bound_ms(&self) -> u64 {
         self.0.at_ms()
     }
+    /// The ticket as one word, and back: for a store that keeps a breaker elsewhere (Redis)
+    /// and issues tickets of its own kind.
+    pub fn to_word(self) -> u64 {
+        self.0 .0
+    }
+    pub fn from_word(word: u64) -> Ticket {
+        Ticket(StateWord(word))
+    }
 }
 
 /// What [`CircuitBreaker::admit`] decided.

@@ -1,0 +1,181 @@
+//! This process's one connection to a Redis server: opened on first use, opened again in a
+//! forked child (keyed by pid, as the I/O runtime), every wait bounded, and, after a failure,
+//! left alone for a short back-off so a dead Redis costs a request nothing but a branch.
+//!
+//! Timeouts: each connect and each command waits at most `min(target timeout, half of what is
+//! left of the calling request's deadline)` (`resilient_http::call_time_left`), so a slow
+//! Redis never takes more than half of a request's remaining time. A command that timed out
+//! leaves the connection out of step (its reply may still come), so it is dropped.
+//!
+//! Back-off: after a failure no command is tried for 50 ms, doubling to at most 1 s while
+//! failures go on; the first success resets it. A Redis that comes back is used again within
+//! a second, without restarting anything.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::target::Target;
+
+/// The first back-off after a failure.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest back-off.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// Under this much time there is no point asking.
+const MIN_WAIT: Duration = Duration::from_millis(1);
+
+/// Why Redis gave no answer (the guards then use their `on_backend_error` behaviour).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreachable {
+    /// In back-off after a recent failure: not tried.
+    BackingOff,
+    /// The request has no time left for a round trip.
+    NoTime,
+    /// Connecting, or the command, failed or timed out.
+    Failed,
+}
+
+struct Slot {
+    pid: u32,
+    conn: Option<redis::Connection>,
+    /// The read/write timeout set on `conn` now.
+    timeout: Option<Duration>,
+    retry_at: Option<Instant>,
+    backoff: Duration,
+}
+
+/// A Redis server and this process's connection to it.
+pub struct Server {
+    target: Target,
+    client: redis::Client,
+    slot: Mutex<Slot>,
+}
+
+impl Server {
+    /// The process-wide server for `url` (one connection per URL and process).
+    pub fn shared(url: &str) -> Result<Arc<Server>, resilient_http::ConfigError> {
+        static SERVERS: OnceLock<Mutex<HashMap<String, Arc<Server>>>> = OnceLock::new();
+        let mut servers = SERVERS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = servers.get(url) {
+            return Ok(s.clone());
+        }
+        let server = Arc::new(Server::new(Target::parse(url)?)?);
+        servers.insert(url.to_owned(), server.clone());
+        Ok(server)
+    }
+
+    pub fn new(target: Target) -> Result<Server, resilient_http::ConfigError> {
+        let client = redis::Client::open(target.info.clone()).map_err(|_| {
+            resilient_http::ConfigError::new("backend", "is not a usable Redis URL")
+        })?;
+        Ok(Server {
+            target,
+            client,
+            slot: Mutex::new(Slot {
+                pid: 0,
+                conn: None,
+                timeout: None,
+                retry_at: None,
+                backoff: FIRST_BACKOFF,
+            }),
+        })
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The longest wait for one connect or command now.
+    fn wait(&self) -> Duration {
+        match resilient_http::call_time_left() {
+            Some(left) => self.target.timeout.min(left / 2),
+            None => self.target.timeout,
+        }
+    }
+
+    /// Runs `f` on this process's connection, one round trip at most (a script not loaded yet
+    /// takes a second and third: SCRIPT LOAD, EVALSHA again).
+    pub fn run<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Unreachable> {
+        let wait = self.wait();
+        if wait < MIN_WAIT {
+            return Err(Unreachable::NoTime);
+        }
+        let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = &mut *guard;
+        let pid = std::process::id();
+        if slot.pid != pid {
+            // Inherited across fork: the parent's socket, never ours to use or to close.
+            if let Some(inherited) = slot.conn.take() {
+                std::mem::forget(inherited);
+            }
+            *slot = Slot {
+                pid,
+                conn: None,
+                timeout: None,
+                retry_at: None,
+                backoff: FIRST_BACKOFF,
+            };
+        }
+        if slot.conn.is_none() {
+            if slot.retry_at.is_some_and(|at| Instant::now() < at) {
+                return Err(Unreachable::BackingOff);
+            }
+            match self.client.get_connection_with_timeout(wait) {
+                Ok(conn) => {
+                    slot.conn = Some(conn);
+                    slot.timeout = None;
+                }
+                Err(_) => {
+                    slot.failed();
+                    return Err(Unreachable::Failed);
+                }
+            }
+        }
+        let Some(conn) = slot.conn.as_mut() else {
+            return Err(Unreachable::Failed);
+        };
+        if slot.timeout != Some(wait) {
+            if conn.set_read_timeout(Some(wait)).is_err()
+                || conn.set_write_timeout(Some(wait)).is_err()
+            {
+                slot.conn = None;
+                slot.failed();
+                return Err(Unreachable::Failed);
+            }
+            slot.timeout = Some(wait);
+        }
+        match f(conn) {
+            Ok(v) => {
+                slot.retry_at = None;
+                slot.backoff = FIRST_BACKOFF;
+                Ok(v)
+            }
+            Err(e) => {
+                // A reply error from the server (a script error, BUSY, LOADING, OOM) leaves
+                // the connection in step; anything else (I/O, timeout, parse) does not.
+                if e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.kind() == redis::ErrorKind::ParseError
+                {
+                    slot.conn = None;
+                }
+                slot.failed();
+                Err(Unreachable::Failed)
+            }
+        }
+    }
+}
+
+impl Slot {
+    fn failed(&mut self) {
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+}

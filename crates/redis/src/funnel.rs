@@ -1,0 +1,93 @@
+//! The funnel on Redis as a guard: one EVALSHA per admission, one ZREM per release.
+//!
+//! A slot is a member of the name's sorted set: the holder's token, scored with its lease's
+//! expiry on the server's clock (see `scripts::FUNNEL_ACQUIRE`). Only the token's holder
+//! removes it (ZREM by token), and an expired lease is dropped by the next admission, so a
+//! holder that died (or lost Redis) keeps its slot until its lease ends, never longer.
+//!
+//! Waiting (`funnel.wait`): the loop asks again every millisecond, but this guard answers
+//! "full" from memory after Redis said full, and asks Redis again only after a quiet time that
+//! starts at 2 ms and doubles up to 20 ms while Redis keeps saying full (reset by any
+//! admission). A waiting process so sends at most one round trip per 2–20 ms, and learns of a
+//! freed slot at most 20 ms late.
+//!
+//! When Redis does not answer in time, the client's `on_backend_error` decides (backend.rs).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use resilient_http::{Guard, Outcome, Permit, Refusal};
+
+use crate::backend::Fallback;
+use crate::connection::Server;
+use crate::scripts::FUNNEL_ACQUIRE;
+use crate::token;
+
+/// The first quiet time after Redis said full.
+pub const FIRST_QUIET_MS: u64 = 2;
+/// The longest quiet time.
+pub const MAX_QUIET_MS: u64 = 20;
+
+pub struct RedisFunnel {
+    pub(crate) server: Arc<Server>,
+    pub(crate) key: String,
+    /// `limit` for web callers, `limit - reserve` in the background.
+    pub(crate) cap: u32,
+    pub(crate) lease_ms: u64,
+    pub(crate) fallback: Fallback<Arc<dyn Guard>>,
+    /// Redis said full: answer full without asking until then (`now_ms` of the loop's clock).
+    pub(crate) quiet_until_ms: AtomicU64,
+    pub(crate) quiet_ms: AtomicU64,
+}
+
+impl RedisFunnel {
+    fn release(server: &Server, key: &str, token: &str) {
+        // A release that fails leaves the slot to its lease's end.
+        let _ = server.run(|c| redis::cmd("ZREM").arg(key).arg(token).query::<i64>(c));
+    }
+}
+
+impl Guard for RedisFunnel {
+    fn admit(&self, attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
+        if now_ms < self.quiet_until_ms.load(Ordering::Relaxed) {
+            return Err(Refusal::Full);
+        }
+        let token = token::next();
+        let taken = self.server.run(|c| {
+            FUNNEL_ACQUIRE
+                .key(&self.key)
+                .arg(self.cap)
+                .arg(self.lease_ms)
+                .arg(&token)
+                .invoke::<i64>(c)
+        });
+        match taken {
+            Ok(1) => {
+                self.quiet_ms.store(FIRST_QUIET_MS, Ordering::Relaxed);
+                let (server, key) = (self.server.clone(), self.key.clone());
+                Ok(Permit::holding(move || {
+                    RedisFunnel::release(&server, &key, &token)
+                }))
+            }
+            Ok(_) => {
+                let quiet = self.quiet_ms.load(Ordering::Relaxed).max(FIRST_QUIET_MS);
+                self.quiet_until_ms
+                    .store(now_ms.saturating_add(quiet), Ordering::Relaxed);
+                self.quiet_ms
+                    .store((quiet * 2).min(MAX_QUIET_MS), Ordering::Relaxed);
+                Err(Refusal::Full)
+            }
+            Err(_) => self.fallback.decide(
+                |local| local.admit(attempt, now_ms),
+                || Ok(Permit::free()),
+                || Err(Refusal::Full),
+            ),
+        }
+    }
+
+    fn outcome(&self, outcome: Outcome, now_ms: u64) {
+        if let Fallback::Local { store, .. } = &self.fallback {
+            store.outcome(outcome, now_ms);
+        }
+    }
+}

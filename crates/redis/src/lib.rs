@@ -1,0 +1,26 @@
+//! resilient-redis: the funnel, retry budget and circuit breaker of `resilient` kept in a Redis
+//! server, so a limit belongs to every host that shares it (docs/redis.md).
+//!
+//! PHP-free. [`Redis`] implements `resilient_http::Backend`; the binding builds one per client
+//! from its `backend` URL and `on_backend_error`. Modules:
+//! - `target`: the URL (never shown: it may hold a password), key prefix, hash-tagged keys;
+//! - `connection`: this process's one connection per server (opened again after fork),
+//!   timeouts from the request's deadline, back-off after a failure;
+//! - `scripts`: the Lua scripts, one EVALSHA per decision, on the server's clock;
+//! - `funnel`, `budget`, `breaker`: the guard, the retry allowance and the breaker store;
+//! - `backend`: [`Redis`] and the `on_backend_error` behaviours;
+//! - `token`: lease tokens unique across hosts.
+
+mod backend;
+mod breaker;
+mod budget;
+mod connection;
+mod funnel;
+mod scripts;
+mod target;
+mod token;
+
+pub use backend::Redis;
+pub use connection::{Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};
+pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
+pub use target::{Target, DEFAULT_PREFIX, DEFAULT_TIMEOUT};

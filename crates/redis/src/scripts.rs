@@ -1,0 +1,141 @@
+//! The Lua scripts, each one round trip by EVALSHA (loaded by SCRIPT LOAD on NOSCRIPT, then
+//! sent again). Every script reads the time with TIME on the server, so the hosts of a fleet
+//! share one clock for leases and windows, whatever their own clocks say.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// KEYS[1]: the funnel's sorted set (member: a holder's token, score: its lease's expiry, ms
+/// on the server's clock). ARGV: cap, lease ms, token. Returns 1 when the slot was taken, 0 at
+/// the cap. Expired leases are dropped first; the key expires with its longest lease.
+pub static FUNNEL_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  return 0
+end
+local lease = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
+if redis.call('PTTL', KEYS[1]) < lease then
+  redis.call('PEXPIRE', KEYS[1], lease)
+end
+return 1
+",
+    )
+});
+
+/// KEYS[1]: the budget's hash, 20 buckets of `window / 20` ms on the server's clock, as the
+/// shared memory's ring: fields `e<i>` (the bucket's epoch), `o<i>` (originals), `r<i>`
+/// (retries). ARGV: op (`o`: record an original; `r`: try to spend a retry), bucket ms,
+/// floor, ratio. Returns 1 (recorded / allowed) or 0 (denied). The arithmetic is
+/// `resilient_core::RetryBudget`'s: a retry is allowed while
+/// `retries + 1 <= floor + ratio × originals` (+1e-9) over the buckets of the window.
+pub static BUDGET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local bucket_ms = tonumber(ARGV[2])
+local epoch = math.floor(now / bucket_ms)
+local i = epoch % 20
+local ttl = bucket_ms * 21
+local e = tonumber(redis.call('HGET', KEYS[1], 'e' .. i))
+if e ~= epoch then
+  redis.call('HSET', KEYS[1], 'e' .. i, epoch, 'o' .. i, 0, 'r' .. i, 0)
+end
+if ARGV[1] == 'o' then
+  redis.call('HINCRBY', KEYS[1], 'o' .. i, 1)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return 1
+end
+local all = redis.call('HGETALL', KEYS[1])
+local f = {}
+for k = 1, #all, 2 do f[all[k]] = tonumber(all[k + 1]) end
+local o, r = 0, 0
+for j = 0, 19 do
+  local ej = f['e' .. j]
+  if ej and ej <= epoch and epoch - ej < 20 then
+    o = o + (f['o' .. j] or 0)
+    r = r + (f['r' .. j] or 0)
+  end
+end
+if r + 1 > tonumber(ARGV[3]) + tonumber(ARGV[4]) * o + 1e-9 then
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], 'r' .. i, 1)
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+",
+    )
+});
+
+/// KEYS[1]: the breaker's hash: `p` (phase: 0 closed, 1 open, 2 half-open), `g` (generation,
+/// +1 on every transition), `at` (closed: since when; open: until when; half-open: the probe's
+/// bound; ms on the server's clock) and 20 counting buckets `e<i>`/`c<i>`/`f<i>` of
+/// `window / 20` ms, as `resilient_core::CircuitBreaker`'s. ARGV[1] is the operation:
+/// - `admit`, probe ms → {0} closed, {1, until} refused, {2, generation, took_over} probe;
+/// - `record`, failure (0/1), bucket ms, min calls, failure ratio, open ms → 1 opened, else 0;
+/// - `resolve`, generation, success (0/1), open ms → 1 closed, 2 reopened, 0 given up;
+/// - `give_back`, generation → 1, or 0 when it had been given up.
+pub static BREAKER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local k = KEYS[1]
+local s = redis.call('HMGET', k, 'p', 'g', 'at')
+local p, g, at = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0
+local op = ARGV[1]
+local function set(phase, until_ms)
+  redis.call('HSET', k, 'p', phase, 'g', g + 1, 'at', until_ms)
+end
+if op == 'admit' then
+  if p == 0 then return {0} end
+  if now < at then return {1, at} end
+  set(2, now + tonumber(ARGV[2]))
+  return {2, g + 1, p == 2 and 1 or 0}
+elseif op == 'record' then
+  local bucket_ms = tonumber(ARGV[3])
+  local epoch = math.floor(now / bucket_ms)
+  local i = epoch % 20
+  if tonumber(redis.call('HGET', k, 'e' .. i)) ~= epoch then
+    redis.call('HSET', k, 'e' .. i, epoch, 'c' .. i, 0, 'f' .. i, 0)
+  end
+  redis.call('HINCRBY', k, 'c' .. i, 1)
+  redis.call('PEXPIRE', k, math.max(bucket_ms * 21, tonumber(ARGV[6]) * 2))
+  if ARGV[2] ~= '1' then return 0 end
+  redis.call('HINCRBY', k, 'f' .. i, 1)
+  if p ~= 0 then return 0 end
+  local since = math.floor(at / bucket_ms)
+  local all = redis.call('HGETALL', k)
+  local f = {}
+  for j = 1, #all, 2 do f[all[j]] = tonumber(all[j + 1]) end
+  local calls, fails = 0, 0
+  for j = 0, 19 do
+    local ej = f['e' .. j]
+    if ej and ej <= epoch and epoch - ej < 20 and ej >= since then
+      calls = calls + (f['c' .. j] or 0)
+      fails = fails + (f['f' .. j] or 0)
+    end
+  end
+  if calls < tonumber(ARGV[4]) or fails < tonumber(ARGV[5]) * calls - 1e-9 then return 0 end
+  set(1, now + tonumber(ARGV[6]))
+  return 1
+elseif op == 'resolve' then
+  if p ~= 2 or g ~= tonumber(ARGV[2]) then return 0 end
+  if ARGV[3] == '1' then set(0, now) return 1 end
+  set(1, now + tonumber(ARGV[4]))
+  return 2
+elseif op == 'give_back' then
+  if p ~= 2 or g ~= tonumber(ARGV[2]) then return 0 end
+  set(1, now)
+  return 1
+end
+return redis.error_reply('unknown operation')
+",
+    )
+});

@@ -1,0 +1,142 @@
+//! One Redis server as this crate reaches it: where (the URL, parsed by the `redis` crate),
+//! under which key prefix, with which longest wait per command.
+//!
+//! The URL may hold a password: nothing here ever formats it. Our own query parameters are
+//! taken out before the rest goes to the `redis` crate:
+//! - `prefix` (default `resilient:`): put before every key;
+//! - `timeout` (seconds, default 0.25): the longest connect or command wait, further capped by
+//!   half of what is left of the calling request's deadline (see `connection.rs`).
+
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+use resilient_http::ConfigError;
+use url::Url;
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "resilient:";
+/// The default longest connect or command wait.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// A parsed Redis URL.
+#[derive(Clone)]
+pub struct Target {
+    pub(crate) info: redis::ConnectionInfo,
+    pub(crate) prefix: String,
+    pub(crate) timeout: Duration,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// Parses `redis://[user:password@]host[:port][/db][?prefix=..&timeout=..]`, `rediss://…`
+    /// (TLS, rustls with the webpki roots) or `unix:///path/redis.sock`. Errors name the option
+    /// `backend` and never quote the URL.
+    pub fn parse(text: &str) -> Result<Target, ConfigError> {
+        let bad = |problem: String| ConfigError::new("backend", problem);
+        let mut url =
+            Url::parse(text.trim()).map_err(|e| bad(format!("is not a valid Redis URL ({e})")))?;
+        if !matches!(url.scheme(), "redis" | "rediss" | "unix") {
+            return Err(bad("must be a redis://, rediss:// or unix:// URL".into()));
+        }
+        let mut prefix = DEFAULT_PREFIX.to_owned();
+        let mut timeout = DEFAULT_TIMEOUT;
+        let mut rest = Vec::new();
+        for (k, v) in url.query_pairs() {
+            match k.as_ref() {
+                "prefix" => prefix = v.into_owned(),
+                "timeout" => {
+                    let secs: f64 = v
+                        .parse()
+                        .ok()
+                        .filter(|s: &f64| s.is_finite() && *s >= 0.001 && *s <= 60.0)
+                        .ok_or_else(|| {
+                            bad("query parameter 'timeout' must be a number of seconds between 0.001 and 60".into())
+                        })?;
+                    timeout = Duration::from_secs_f64(secs);
+                }
+                _ => rest.push((k.into_owned(), v.into_owned())),
+            }
+        }
+        if rest.is_empty() {
+            url.set_query(None);
+        } else {
+            url.query_pairs_mut().clear().extend_pairs(rest);
+        }
+        if prefix.contains(['{', '}']) {
+            return Err(bad(
+                "query parameter 'prefix' must not contain '{' or '}' (they mark the hash tag)"
+                    .into(),
+            ));
+        }
+        let info = url
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| bad(format!("is not a valid Redis URL ({})", e.kind_name())))?;
+        Ok(Target {
+            info,
+            prefix,
+            timeout,
+        })
+    }
+
+    /// The key of `name`'s `what` (`funnel`, `budget:60000ms`, `breaker`): one hash tag per
+    /// name, so a name's keys share a Redis Cluster slot.
+    pub fn key(&self, name: &str, what: &str) -> String {
+        format!("{}{{{name}}}:{what}", self.prefix)
+    }
+}
+
+trait KindName {
+    fn kind_name(&self) -> &'static str;
+}
+
+impl KindName for redis::RedisError {
+    /// The error's category only: its text may quote the URL.
+    fn kind_name(&self) -> &'static str {
+        match self.kind() {
+            redis::ErrorKind::InvalidClientConfig => "invalid client configuration",
+            _ => "unsupported",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_parameters_are_taken_out_and_the_password_never_shows() {
+        let t =
+            Target::parse("redis://:s3cret@127.0.0.1:6390/2?prefix=app1:&timeout=0.05").unwrap();
+        assert_eq!(t.prefix, "app1:");
+        assert_eq!(t.timeout, Duration::from_millis(50));
+        assert_eq!(t.key("sap", "funnel"), "app1:{sap}:funnel");
+        assert!(!format!("{t:?}").contains("s3cret"));
+        for bad in [
+            "redis://:s3cret@127.0.0.1:6390/x",
+            "redis://:s3cret@127.0.0.1:6390/0?timeout=0",
+            "http://:s3cret@127.0.0.1/",
+            "redis://:s3cret@127.0.0.1:6390/0?prefix={x}",
+            "redis://:s3cret@[::1",
+        ] {
+            let e = Target::parse(bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with("option 'backend'") && !e.contains("s3cret"),
+                "{e}"
+            );
+        }
+        assert!(
+            Target::parse("rediss://127.0.0.1:6390").is_ok(),
+            "TLS is built in"
+        );
+        assert!(Target::parse("unix:///run/redis.sock").is_ok());
+    }
+}

@@ -1,0 +1,309 @@
+//! The Redis backend against a real `redis-server` started on a free loopback port by each
+//! test (needs `redis-server` on PATH, as `make test` installs it).
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use resilient_core::{Admission, BreakerConfig, BudgetConfig, FunnelConfig, Segment};
+use resilient_http::{Backend, Guard, OnBackendError, Refusal, SharedMemory};
+use resilient_redis::{Redis, Server, Target};
+
+struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!(
+            "resilient-redis-test-{}-{port}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut s = RedisServer {
+            child: None,
+            port,
+            dir,
+        };
+        s.restart();
+        s
+    }
+    fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH");
+        self.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < until, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    fn url(&self, prefix: &str) -> String {
+        format!("redis://127.0.0.1:{}/0?prefix={prefix}", self.port)
+    }
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn segment(tag: &str) -> Arc<Segment> {
+    let path = std::env::temp_dir().join(format!(
+        "resilient-redis-test-{}-{tag}.shm",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    Arc::new(Segment::open(&path, 16).unwrap())
+}
+
+fn backend(url: &str, mode: OnBackendError, hosts: u32, seg: &str) -> Redis {
+    let local: Arc<dyn Backend> = Arc::new(SharedMemory::new(segment(seg)));
+    Redis::new(
+        Arc::new(Server::new(Target::parse(url).unwrap()).unwrap()),
+        mode,
+        hosts,
+        Some(local),
+    )
+}
+
+fn now_ms() -> u64 {
+    resilient_core::clock::monotonic_ms()
+}
+
+#[test]
+fn two_hosts_share_one_funnel_and_never_exceed_it() {
+    let redis = RedisServer::start();
+    let url = redis.url("t1:");
+    let config = FunnelConfig::new(4, 1, Duration::from_secs(10)).unwrap();
+    // Two "hosts": their own connection and their own shared memory each.
+    let hosts: Vec<Arc<dyn Guard>> = (0..2)
+        .map(|h| {
+            backend(&url, OnBackendError::Closed, 1, &format!("f{h}"))
+                .funnel("sap", config, false)
+                .unwrap()
+        })
+        .collect();
+    let in_flight = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let admitted = Arc::new(AtomicU32::new(0));
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let guard = hosts[t % 2].clone();
+            let (in_flight, most, admitted) = (in_flight.clone(), most.clone(), admitted.clone());
+            s.spawn(move || {
+                for _ in 0..200 {
+                    if let Ok(permit) = guard.admit(1, now_ms()) {
+                        let n = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
+                        admitted.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_micros(200));
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        drop(permit);
+                    } else {
+                        std::thread::sleep(Duration::from_millis(3));
+                    }
+                }
+            });
+        }
+    });
+    assert!(most.load(Ordering::SeqCst) <= 4, "most at once: {most:?}");
+    assert!(admitted.load(Ordering::SeqCst) > 100, "{admitted:?}");
+    assert_eq!(
+        redis.cli(&["ZCARD", "t1:{sap}:funnel"]),
+        "0",
+        "every slot given back"
+    );
+}
+
+#[test]
+fn background_callers_leave_the_reserve_and_a_lease_ends_on_the_server_clock() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url("t2:"), OnBackendError::Closed, 1, "r");
+    let config = FunnelConfig::new(2, 1, Duration::from_millis(80)).unwrap();
+    let bg = b.funnel("sap", config, true).unwrap();
+    let web = b.funnel("sap", config, false).unwrap();
+    let held = bg.admit(1, now_ms()).unwrap();
+    assert_eq!(
+        bg.admit(1, now_ms() + 100).err(),
+        Some(Refusal::Full),
+        "cap 1 in the background"
+    );
+    let web_held = web.admit(1, now_ms()).unwrap();
+    assert_eq!(
+        web.admit(1, now_ms() + 100).err(),
+        Some(Refusal::Full),
+        "limit 2"
+    );
+    // Holders that never give back (a killed process): the leases end after 80 ms.
+    std::mem::forget(held);
+    std::mem::forget(web_held);
+    std::thread::sleep(Duration::from_millis(120));
+    let again = web.admit(1, now_ms() + 1000).expect("the leases ended");
+    drop(again);
+    assert_eq!(redis.cli(&["ZCARD", "t2:{sap}:funnel"]), "0");
+}
+
+#[test]
+fn a_release_removes_only_its_own_lease_and_scripts_are_loaded_again() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url("t3:"), OnBackendError::Closed, 1, "s");
+    let config = FunnelConfig::new(3, 0, Duration::from_secs(10)).unwrap();
+    let f = b.funnel("sap", config, false).unwrap();
+    let a = f.admit(1, now_ms()).unwrap();
+    let _b = f.admit(1, now_ms()).unwrap();
+    assert_eq!(redis.cli(&["ZCARD", "t3:{sap}:funnel"]), "2");
+    drop(a);
+    assert_eq!(redis.cli(&["ZCARD", "t3:{sap}:funnel"]), "1");
+    assert_eq!(redis.cli(&["SCRIPT", "FLUSH"]), "OK");
+    let _c = f
+        .admit(1, now_ms())
+        .expect("NOSCRIPT: loaded and sent again");
+    assert_eq!(redis.cli(&["ZCARD", "t3:{sap}:funnel"]), "2");
+    assert_eq!(
+        redis
+            .cli(&["PTTL", "t3:{sap}:funnel"])
+            .parse::<i64>()
+            .unwrap()
+            > 9000,
+        true
+    );
+}
+
+#[test]
+fn one_budget_obeys_floor_plus_ratio_across_hosts() {
+    let redis = RedisServer::start();
+    let url = redis.url("t4:");
+    let config = BudgetConfig::new(0.1, 5, Duration::from_secs(60)).unwrap();
+    let a = backend(&url, OnBackendError::Closed, 1, "b0")
+        .budget("sap", config)
+        .unwrap();
+    let b = backend(&url, OnBackendError::Closed, 1, "b1")
+        .budget("sap", config)
+        .unwrap();
+    for i in 0..100 {
+        if i % 2 == 0 {
+            a.record_original(0)
+        } else {
+            b.record_original(0)
+        }
+    }
+    let mut allowed = 0;
+    for i in 0..40 {
+        let host = if i % 2 == 0 { &a } else { &b };
+        allowed += u32::from(host.try_consume(0));
+    }
+    assert_eq!(allowed, 15, "5 + 0.1 × 100");
+}
+
+#[test]
+fn one_probe_across_hosts_when_the_breaker_half_opens() {
+    let redis = RedisServer::start();
+    let url = redis.url("t5:");
+    let ms = Duration::from_millis;
+    let config = BreakerConfig::new(0.5, 4, ms(10_000), ms(100), ms(1000)).unwrap();
+    let a = backend(&url, OnBackendError::Closed, 1, "c0")
+        .breaker("sap", config)
+        .unwrap();
+    let b = backend(&url, OnBackendError::Closed, 1, "c1")
+        .breaker("sap", config)
+        .unwrap();
+    assert_eq!(a.admit(0), Admission::Closed);
+    let mut opened = false;
+    for i in 0..4 {
+        let host = if i % 2 == 0 { &a } else { &b };
+        opened |= host.record(true, 0, 0).is_some();
+    }
+    assert!(opened, "4 calls, 4 failures");
+    assert!(
+        matches!(b.admit(0), Admission::Refused { .. }),
+        "open everywhere"
+    );
+    std::thread::sleep(ms(150));
+    let Admission::Probe { ticket, took_over } = a.admit(0) else {
+        panic!("a probes")
+    };
+    assert!(!took_over);
+    assert!(
+        matches!(b.admit(0), Admission::Refused { .. }),
+        "one probe for both hosts"
+    );
+    assert!(a.resolve(ticket, true, 0, 0).is_some());
+    assert_eq!(b.admit(0), Admission::Closed);
+}
+
+#[test]
+fn redis_down_uses_the_configured_behaviour_at_once_and_recovers() {
+    let mut redis = RedisServer::start();
+    let url = redis.url("t6:");
+    let config = FunnelConfig::new(4, 0, Duration::from_secs(10)).unwrap();
+    let closed = backend(&url, OnBackendError::Closed, 1, "d0")
+        .funnel("sap", config, false)
+        .unwrap();
+    let open = backend(&url, OnBackendError::Open, 1, "d1")
+        .funnel("sap", config, false)
+        .unwrap();
+    let local = backend(&url, OnBackendError::Local, 2, "d2")
+        .funnel("sap", config, false)
+        .unwrap();
+    drop(closed.admit(1, now_ms()).unwrap());
+    redis.kill();
+    let started = Instant::now();
+    assert_eq!(closed.admit(1, now_ms()).err(), Some(Refusal::Full));
+    let _o: Vec<_> = (0..10)
+        .map(|_| open.admit(1, now_ms()).expect("open: allowed"))
+        .collect();
+    let l: Vec<_> = (0..3).map(|_| local.admit(1, now_ms())).collect();
+    assert_eq!(
+        l.iter().filter(|p| p.is_ok()).count(),
+        2,
+        "local: 4 / 2 hosts"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(l);
+    redis.restart();
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        if let Ok(p) = closed.admit(1, now_ms()) {
+            drop(p);
+            break;
+        }
+        assert!(Instant::now() < until, "not back after Redis returned");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(redis.cli(&["ZCARD", "t6:{sap}:funnel"]), "0");
+}
