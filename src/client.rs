@@ -32,8 +32,8 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, CallEnv, CallEvents, HttpClient, LeaseRegistry, MetricsEvents, PreparedRequest,
-    RequestOptions, SharedMemory, Unavailable,
+    AttemptRecord, BackendKind, CallEnv, CallEvents, HttpClient, LeaseRegistry, MetricsEvents,
+    PreparedRequest, RequestOptions, SharedMemory, Unavailable,
 };
 
 use crate::exceptions::{self, Kind};
@@ -78,7 +78,15 @@ impl Client {
     /// them. See docs/errors.md.
     pub fn __construct(name: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let (config, binding) = options::client(options)?;
+        let (mut config, binding) = options::client(options)?;
+        if options.is_none_or(|o| o.get("backend").is_none()) {
+            config.backend = backend_from_ini()?;
+        }
+        let (backend_kind, on_backend_error, hosts) = (
+            config.backend.clone(),
+            config.on_backend_error,
+            config.hosts,
+        );
         let web = binding.context.unwrap_or_else(context::is_web);
         context::check_caps_for(web)?;
         let caps = context::caps(web);
@@ -97,11 +105,26 @@ impl Client {
         }
         if builder.wants_backend() {
             let segment = segment::shared()?;
-            let backend =
+            let shm =
                 SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
-            builder = builder
-                .backend(&backend, &name, !web)
-                .map_err(errors::php)?;
+            builder = match backend_kind {
+                BackendKind::Shm => builder.backend(&shm, &name, !web),
+                BackendKind::Redis(url) => {
+                    let server = resilient_redis::Server::shared(url.expose())
+                        .map_err(options::config_error)?;
+                    let mut redis = resilient_redis::Redis::new(
+                        server,
+                        on_backend_error,
+                        hosts,
+                        Some(Arc::new(shm)),
+                    );
+                    if let Some(events) = &events {
+                        redis = redis.with_events(events.clone());
+                    }
+                    builder.backend(&redis, &name, !web)
+                }
+            }
+            .map_err(errors::php)?;
         }
         let http = builder
             .build()
@@ -594,4 +617,24 @@ fn pool_item<'a>(
 
 pub fn register(module: ModuleBuilder) -> ModuleBuilder {
     module.class::<Client>()
+}
+
+/// `resilient.backend` (`shm` or a Redis URL) for a client without a `backend` option. A bad
+/// value set where it could not be refused throws here, naming the setting (never the URL).
+fn backend_from_ini() -> PhpResult<BackendKind> {
+    crate::ini::check(crate::ini::BACKEND).map_err(|e| PhpException::from(e.as_str()))?;
+    let value = crate::ini::raw(crate::ini::BACKEND).unwrap_or_default();
+    let mut config = resilient_http::ClientConfig::default();
+    match value.trim() {
+        "" => Ok(BackendKind::Shm),
+        v => {
+            config.set_backend(v).map_err(|_| {
+                exceptions::value_error(
+                    "ini 'resilient.backend': must be 'shm' or a redis://, rediss:// or unix:// URL"
+                        .to_owned(),
+                )
+            })?;
+            Ok(config.backend)
+        }
+    }
 }

@@ -243,6 +243,12 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
     match rejected.iter().rev().find(|(k, _)| *k == key) {
         None => Ok(()),
+        // A backend URL may hold a password: never shown.
+        Some((_, _)) if key == BACKEND => Err(format!(
+            "{}: {} (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
+            key.to_string_lossy(),
+            requirement(key),
+        )),
         Some((_, value)) => Err(format!(
             "{}: {}, got '{}' (from php.ini, -d, the FPM pool or .user.ini)",
             key.to_string_lossy(),
@@ -311,7 +317,7 @@ fn requirement(key: &CStr) -> String {
             resilient_core::validate::MAX_SECONDS
         ),
         b"resilient.web_max_attempts" => "must be an integer between 1 and 100".to_owned(),
-        b"resilient.backend" => "must be 'shm' or a redis:// URL".to_owned(),
+        b"resilient.backend" => "must be 'shm' or a redis://, rediss:// or unix:// URL".to_owned(),
         b"resilient.context" => "must be auto, web or console".to_owned(),
         _ => "is invalid".to_owned(),
     }
@@ -341,8 +347,9 @@ fn parse_attempts(v: &str) -> Option<u32> {
 }
 
 fn parse_backend(v: &str) -> bool {
-    let v = v.trim();
-    v == "shm" || v.starts_with("redis://")
+    resilient_http::ClientConfig::default()
+        .set_backend(v)
+        .is_ok()
 }
 
 /// `auto` → `Some(None)`, `web` → `Some(Some(true))`, `console` → `Some(Some(false))`.

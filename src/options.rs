@@ -118,6 +118,10 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
             "backend" => config
                 .set_backend(&text(value, key)?)
                 .map_err(config_error)?,
+            "on_backend_error" => config
+                .set_on_backend_error(&text(value, key)?)
+                .map_err(config_error)?,
+            "hosts" => config.set_hosts(int(value, key)?).map_err(config_error)?,
             "headers" => {
                 for (name, v) in entries(table(value, key)?, key)? {
                     let path = format!("headers.{name}");

@@ -1,0 +1,221 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Redis;
+
+require_once __DIR__ . '/../Http/support/HttpTestCase.php';
+
+use Resilient\Client;
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\ServiceProcess;
+use Resilient\Tests\Http\HttpTestCase;
+
+/**
+ * The Redis backend with real processes: a redis-server started here on its own loopback port,
+ * "hosts" played by groups of CLI processes that each have their own shared-memory segment
+ * (resilient.shm_path), the mock upstream counting what reaches it (its own concurrency count).
+ */
+final class RedisBackendTest extends HttpTestCase
+{
+    private static ?ServiceProcess $redis = null;
+    private static int $port = 0;
+
+    public static function setUpBeforeClass(): void
+    {
+        self::$port = Run::freePort();
+        self::startRedis();
+    }
+
+    public static function tearDownAfterClass(): void
+    {
+        self::$redis?->stop();
+        self::$redis = null;
+    }
+
+    private static function startRedis(): void
+    {
+        $dir = Run::tempDir('redis');
+        self::$redis = ServiceProcess::start(
+            ['redis-server', '--bind', '127.0.0.1', '--port', (string) self::$port, '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local', '--dir', $dir],
+            $dir . '/redis-' . hrtime(true),
+        );
+        $until = microtime(true) + 5;
+        while (@fsockopen('127.0.0.1', self::$port) === false) {
+            if (microtime(true) > $until) {
+                throw new \RuntimeException('redis-server did not start');
+            }
+            usleep(10_000);
+        }
+    }
+
+    private static function cli(string ...$args): string
+    {
+        $cmd = 'redis-cli -p ' . self::$port . ' ' . implode(' ', array_map('escapeshellarg', $args));
+        return trim((string) shell_exec($cmd));
+    }
+
+    private function url(): string
+    {
+        return 'redis://127.0.0.1:' . self::$port . '/0?prefix=' . Run::id() . ':';
+    }
+
+    /**
+     * Runs `count($hosts)` groups of processes, each group with its own segment, every process
+     * calling until $seconds from now. @return list<array<string,mixed>> the answers
+     */
+    private function runHosts(array $options, string $key, int $perHost, float $seconds, ?callable $during = null, int $hosts = 2, int $pauseUs = 1000): array
+    {
+        $name = Run::name('redis');
+        $this->last = $name;
+        $go = Run::dir() . '/go-' . $name;
+        $procs = [];
+        for ($h = 0; $h < $hosts; $h++) {
+            $shm = Run::shmPath("redis-host$h-" . substr($name, -8));
+            for ($i = 0; $i < $perHost; $i++) {
+                $spec = base64_encode(json_encode(['name' => $name, 'options' => $options + ['base_url' => $this->up->base($key)], 'path' => '/x', 'go_file' => $go, 'pause_us' => $pauseUs]));
+                $procs[] = PhpProcess::script(__DIR__ . '/fixtures/host.php', [$spec], ['resilient.shm_path' => $shm]);
+            }
+        }
+        foreach ($procs as $p) {
+            $this->assertTrue($p->waitForOutput(fn (string $o) => str_contains($o, 'ready'), 20.0), 'a host process did not start');
+        }
+        file_put_contents($go, json_encode(['stop_at' => microtime(true) + $seconds]));
+        if ($during !== null) {
+            $during();
+        }
+        $answers = [];
+        foreach ($procs as $p) {
+            $r = $p->wait($seconds + 20);
+            $lines = array_values(array_filter(explode("\n", trim($r->stdout))));
+            $answer = json_decode((string) end($lines), true);
+            $this->assertIsArray($answer, $r->describe());
+            $answers[] = $answer;
+        }
+        return $answers;
+    }
+
+    /** The most attempts the upstream saw at once for $key. */
+    private function maxConcurrent(string $key): int
+    {
+        $attempts = $this->up->attempts($key, 1);
+        return max(array_map(fn ($a) => (int) $a['max_concurrent'], $attempts));
+    }
+
+    public function testTwoHostsShareOneFunnelOnRedisButNotOnSharedMemory(): void
+    {
+        $funnel = ['funnel' => ['limit' => 4, 'wait' => 0.0], 'timeout' => 2.0, 'max_attempts' => 1, 'budget' => false];
+        $onRedis = $this->up->key('funnel-redis');
+        $this->up->script($onRedis, [['status' => 200, 'delay_ms' => 40]]);
+        $answers = $this->runHosts($funnel + ['backend' => $this->url(), 'on_backend_error' => 'closed'], $onRedis, 6, 1.5);
+        $redisMax = $this->maxConcurrent($onRedis);
+        $ok = array_sum(array_map(fn ($a) => $a['classes']['Resilient\\Response'] ?? 0, $answers));
+        $full = array_sum(array_map(fn ($a) => $a['classes']['Resilient\\FunnelFull'] ?? 0, $answers));
+        $this->assertSame(0, array_sum(array_column($answers, 'backend_fallbacks')), 'Redis answered every time');
+        $this->assertSame('0', self::cli('ZCARD', Run::id() . ':{' . $this->last . '}:funnel'), 'every slot given back');
+        $this->assertLessThanOrEqual(4, $redisMax, 'one limit of 4 across both hosts');
+        $this->assertGreaterThanOrEqual(3, $redisMax, 'the limit was reached');
+        $this->assertGreaterThan(0, $full);
+
+        $onShm = $this->up->key('funnel-shm');
+        $this->up->script($onShm, [['status' => 200, 'delay_ms' => 40]]);
+        $this->runHosts($funnel + ['backend' => 'shm'], $onShm, 6, 1.5);
+        $shmMax = $this->maxConcurrent($onShm);
+        $this->assertGreaterThan(4, $shmMax, 'each host its own limit of 4');
+        $this->assertLessThanOrEqual(8, $shmMax);
+        fwrite(STDERR, sprintf("\n[redis] 2 hosts × 6 processes, funnel limit 4: upstream saw at most %d at once on Redis (%d answered, %d funnel full), %d on shared memory\n", $redisMax, $ok, $full, $shmMax));
+    }
+
+    public function testOneBudgetAcrossBothHostsObeysFloorPlusRatio(): void
+    {
+        $key = $this->up->key('budget');
+        $this->up->script($key, [['status' => 503]]);
+        // floor 3, ratio 0.1; every call fails and wants one retry.
+        $options = ['backend' => $this->url(), 'on_backend_error' => 'closed', 'timeout' => 2.0, 'max_attempts' => 2,
+            'backoff' => ['base' => 0.0, 'cap' => 0.001], 'budget' => ['ratio' => 0.1, 'floor' => 3, 'window' => 60.0]];
+        $answers = $this->runHosts($options, $key, 2, 1.0, null, 2, 5000);
+        $calls = array_sum(array_column($answers, 'calls'));
+        $attempts = count($this->up->attempts($key, $calls));
+        $retries = $attempts - $calls;
+        $allowed = 3 + (int) floor(0.1 * $calls + 1e-9);
+        $this->assertSame(0, array_sum(array_column($answers, 'backend_fallbacks')));
+        $this->assertGreaterThan(40, $calls);
+        $this->assertSame($allowed, $retries, "$calls originals across 2 hosts: floor 3 + 0.1 × originals retries");
+        fwrite(STDERR, sprintf("\n[redis] budget across 2 hosts: %d originals, %d retries sent (floor 3 + 0.1 × originals = %d)\n", $calls, $retries, $allowed));
+    }
+
+    public function testRedisKilledAndRestartedMidRun(): void
+    {
+        $key = $this->up->key('outage');
+        $this->up->script($key, [['status' => 200, 'delay_ms' => 20]]);
+        $deadline = 0.5;
+        $options = ['backend' => $this->url(), 'on_backend_error' => 'local', 'hosts' => 2, 'deadline' => $deadline, 'timeout' => 0.4, 'max_attempts' => 1,
+            'budget' => false, 'funnel' => ['limit' => 4, 'wait' => 0.2, 'lease' => 1.0]];
+        $answers = $this->runHosts($options, $key, 3, 3.0, function (): void {
+            usleep(800_000);
+            self::$redis->stop(); // TERM, then KILL: the server is gone mid-run
+            usleep(800_000);
+            self::startRedis();
+        });
+        $worstOver = max(array_column($answers, 'worst_over_ms'));
+        $fallbacks = array_sum(array_column($answers, 'backend_fallbacks'));
+        $ok = array_sum(array_map(fn ($a) => $a['classes']['Resilient\\Response'] ?? 0, $answers));
+        $calls = array_sum(array_column($answers, 'calls'));
+        $this->assertLessThan(30.0, $worstOver, 'every call ended within its deadline (+ scheduling slack)');
+        $this->assertGreaterThan(0, $fallbacks, 'the fallback is counted in metrics');
+        $this->assertGreaterThan($calls / 2, $ok, 'local: the calls went on');
+        // Local: 4 / 2 hosts on each of 2 hosts. At a switch (Redis gone, or back) the slots held
+        // on one side are not seen by the other for one attempt's time: at most 2 × 4.
+        $this->assertLessThanOrEqual(8, $this->maxConcurrent($key));
+        // Redis is back and used again: no slot left held once the run is over.
+        $this->assertSame('0', self::cli('ZCARD', Run::id() . ':{' . $this->lastName() . '}:funnel'));
+        fwrite(STDERR, sprintf("\n[redis] killed and restarted mid-run: %d calls, %d answered, %d fallback decisions, worst %.1f ms past the %d ms deadline\n", $calls, $ok, $fallbacks, $worstOver, $deadline * 1000));
+    }
+
+    private string $last = '';
+
+    private function lastName(): string
+    {
+        return $this->last;
+    }
+
+    public function testSlowRedisKeepsCallsWithinTheirDeadline(): void
+    {
+        $key = $this->up->key('slow');
+        $this->up->script($key, [['status' => 200]]);
+        $options = ['backend' => $this->url(), 'on_backend_error' => 'open', 'deadline' => 0.3, 'timeout' => 0.25, 'max_attempts' => 1,
+            'budget' => false, 'funnel' => ['limit' => 4]];
+        $answers = $this->runHosts($options, $key, 2, 2.0, function (): void {
+            usleep(300_000);
+            $this->assertSame('OK', self::cli('DEBUG', 'SLEEP', '1'));
+        });
+        $worstOver = max(array_column($answers, 'worst_over_ms'));
+        $fallbacks = array_sum(array_column($answers, 'backend_fallbacks'));
+        $this->assertGreaterThan(0, $fallbacks, 'Redis was too slow for some decisions');
+        $this->assertLessThan(30.0, $worstOver, 'calls stay within their deadline');
+        fwrite(STDERR, sprintf("\n[redis] DEBUG SLEEP 1 during the run: %d fallback decisions, worst %.1f ms past the 300 ms deadline\n", $fallbacks, $worstOver));
+    }
+
+    public function testABadRedisUrlOrBehaviourIsAClearErrorWithoutThePassword(): void
+    {
+        foreach (['redis://:s3cret@[::1', 'redis://:s3cret@127.0.0.1:6379/x', 'mysql://:s3cret@h'] as $url) {
+            try {
+                new Client('bad', ['backend' => $url, 'funnel' => ['limit' => 2]]);
+                $this->fail('accepted a bad URL');
+            } catch (\ValueError $e) {
+                $this->assertStringStartsWith("option 'backend'", $e->getMessage());
+                $this->assertStringNotContainsString('s3cret', $e->getMessage());
+            }
+        }
+        try {
+            new Client('bad', ['backend' => $this->url(), 'on_backend_error' => 'retry']);
+            $this->fail('accepted a bad on_backend_error');
+        } catch (\ValueError $e) {
+            $this->assertStringContainsString("option 'on_backend_error': must be 'local', 'open' or 'closed'", $e->getMessage());
+        }
+        $r = PhpProcess::runCode('try { new Resilient\Client("x", ["funnel" => ["limit" => 2]]); } catch (Throwable $e) { echo get_class($e), ": ", $e->getMessage(); }', ['resilient.backend' => 'redis://:s3cret@[::1']);
+        $this->assertStringContainsString('resilient.backend', $r->stdout, $r->describe());
+        $this->assertStringNotContainsString('s3cret', $r->stdout . $r->stderr);
+    }
+}
