@@ -32,8 +32,8 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, BackendKind, CallEnv, CallEvents, HttpClient, LeaseRegistry, MetricsEvents,
-    PreparedRequest, RequestOptions, SharedMemory, Unavailable,
+    AttemptRecord, Backend, BackendKind, CallEnv, CallEvents, HttpClient, LeaseRegistry,
+    MetricsEvents, PreparedRequest, RequestOptions, SharedMemory, Unavailable,
 };
 
 use crate::exceptions::{self, Kind};
@@ -104,27 +104,10 @@ impl Client {
             builder = builder.events(events.clone());
         }
         if builder.wants_backend() {
-            let segment = segment::shared()?;
-            let shm =
-                SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
-            builder = match backend_kind {
-                BackendKind::Shm => builder.backend(&shm, &name, !web),
-                BackendKind::Redis(url) => {
-                    let server = resilient_redis::Server::shared(url.expose())
-                        .map_err(options::config_error)?;
-                    let mut redis = resilient_redis::Redis::new(
-                        server,
-                        on_backend_error,
-                        hosts,
-                        Some(Arc::new(shm)),
-                    );
-                    if let Some(events) = &events {
-                        redis = redis.with_events(events.clone());
-                    }
-                    builder.backend(&redis, &name, !web)
-                }
-            }
-            .map_err(errors::php)?;
+            let backend = choose_backend(backend_kind, on_backend_error, hosts, events.clone())?;
+            builder = builder
+                .backend(backend.as_ref(), &name, !web)
+                .map_err(errors::php)?;
         }
         let http = builder
             .build()
@@ -136,6 +119,58 @@ impl Client {
             fallback: binding.fallback,
             events,
         })
+    }
+
+    /// @internal For `make bench`: `$n` funnel admissions, each released at once (`$op`
+    /// `'funnel'`), or `$n` originals each followed by a retry decision (`'budget'`), through the backend `$options`
+    /// choose (`backend`, `on_backend_error`, `funnel`, `budget`), with no HTTP. Returns how
+    /// many were admitted or allowed.
+    pub fn bench_backend(
+        name: String,
+        options: &ZendHashTable,
+        op: String,
+        n: i64,
+    ) -> PhpResult<i64> {
+        resilient_core::validate::name("name", &name).map_err(errors::php)?;
+        let (mut config, _) = options::client(Some(options))?;
+        if options.get("backend").is_none() {
+            config.backend = backend_from_ini()?;
+        }
+        let backend = choose_backend(
+            config.backend.clone(),
+            config.on_backend_error,
+            config.hosts,
+            None,
+        )?;
+        let now = resilient_core::clock::monotonic_ms;
+        let mut yes = 0;
+        match op.as_str() {
+            "funnel" => {
+                let f = config.funnel.ok_or("bench_backend: no 'funnel' option")?;
+                let lease = f.lease.unwrap_or(Duration::from_secs(5));
+                let cfg = resilient_core::FunnelConfig::new(f.limit, f.reserve, lease)
+                    .map_err(errors::php)?;
+                let guard = backend.funnel(&name, cfg, false).map_err(errors::php)?;
+                for _ in 0..n {
+                    if let Ok(permit) = guard.admit(1, now()) {
+                        yes += 1;
+                        drop(permit);
+                    }
+                }
+            }
+            "budget" => {
+                let b = config.budget.ok_or("bench_backend: no 'budget' option")?;
+                let cfg = resilient_core::BudgetConfig::new(b.ratio, b.floor, b.window)
+                    .map_err(errors::php)?;
+                let budget = backend.budget(&name, cfg).map_err(errors::php)?;
+                for _ in 0..n {
+                    budget.record_original(now());
+                    yes += i64::from(budget.try_consume(now()));
+                }
+            }
+            _ => return Err("bench_backend: op must be 'funnel' or 'budget'".into()),
+        }
+        Ok(yes)
     }
 
     /// `get(string $path, array $query = [], array $options = [])`.
@@ -637,4 +672,29 @@ fn backend_from_ini() -> PhpResult<BackendKind> {
             Ok(config.backend)
         }
     }
+}
+
+/// The backend a client's options choose: this host's shared memory, or Redis with the
+/// shared memory behind it for `on_backend_error => 'local'`; `events` counts fallbacks.
+fn choose_backend(
+    kind: BackendKind,
+    on_backend_error: resilient_http::OnBackendError,
+    hosts: u32,
+    events: Option<Arc<dyn CallEvents>>,
+) -> PhpResult<Box<dyn Backend>> {
+    let segment = segment::shared()?;
+    let shm = SharedMemory::new(segment.clone()).with_registry(Arc::new(HeldLeases(segment)));
+    Ok(match kind {
+        BackendKind::Shm => Box::new(shm),
+        BackendKind::Redis(url) => {
+            let server =
+                resilient_redis::Server::shared(url.expose()).map_err(options::config_error)?;
+            let mut redis =
+                resilient_redis::Redis::new(server, on_backend_error, hosts, Some(Arc::new(shm)));
+            if let Some(events) = events {
+                redis = redis.with_events(events);
+            }
+            Box::new(redis)
+        }
+    })
 }

@@ -20,6 +20,20 @@ namespace Resilient {
         public function __construct(string $name, ?array $options = null) {}
 
         /**
+         * @internal For `make bench`: `$n` funnel admissions, each released at once (`$op`
+         * `'funnel'`), or `$n` originals each followed by a retry decision (`'budget'`), through the backend `$options`
+         * choose (`backend`, `on_backend_error`, `funnel`, `budget`), with no HTTP. Returns how
+         * many were admitted or allowed.
+         *
+         * @param string $name
+         * @param array $options
+         * @param string $op
+         * @param int $n
+         * @return int
+         */
+        public static function benchBackend(string $name, array $options, string $op, int $n): int {}
+
+        /**
          * `delete(string $path, array $json = [], array $options = [])`.
          * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
          * the call is unavailable.
@@ -384,7 +398,7 @@ namespace Resilient {
         /**
          * Every upstream name with metrics on this host: `['shipping' => ['originals' => int,
          * 'attempts' => int, 'retries' => int (sent), 'retries_succeeded' => int,
-         * 'retries_denied' => int, 'successes' => int, 'in_flight' => int, 'fallbacks' => int,
+         * 'retries_denied' => int, 'successes' => int, 'in_flight' => int, 'fallbacks' => int, 'backend_fallbacks' => int,
          * 'shed' => ['funnel' => int, 'budget' => int, 'deadline' => int, 'circuit' => int] (our
          * refusals), 'failures' => ['4xx' => int, '5xx' => int, 'timeout' => int, 'connection' =>
          * int, 'other' => int] (upstream failures per attempt), 'latency' => ['success' => h,

@@ -408,7 +408,7 @@ fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
     // Parsed for its shape only; the error is url's own words, which never quote the input.
     let url = Url::parse(s)
         .map_err(|e| ConfigError::new("backend", format!("is not a valid Redis URL ({e})")))?;
-    if url.scheme() != "unix" && url.host_str().map_or(true, str::is_empty) {
+    if url.scheme() != "unix" && url.host_str().is_none_or(str::is_empty) {
         return Err(ConfigError::new("backend", "must have a host"));
     }
     if url.scheme() == "unix" && url.path().is_empty() {

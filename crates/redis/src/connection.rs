@@ -42,6 +42,8 @@ struct Slot {
     timeout: Option<Duration>,
     retry_at: Option<Instant>,
     backoff: Duration,
+    /// Replies of commands sent without waiting ([`Server::send`]), read before the next one.
+    unread: u32,
 }
 
 /// A Redis server and this process's connection to it.
@@ -80,6 +82,7 @@ impl Server {
                 timeout: None,
                 retry_at: None,
                 backoff: FIRST_BACKOFF,
+                unread: 0,
             }),
         })
     }
@@ -102,6 +105,15 @@ impl Server {
         &self,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
+        self.exec(f, false)
+    }
+
+    /// [`Server::run`]; `unanswered`: `f` sent one command whose reply it did not read.
+    fn exec<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        unanswered: bool,
+    ) -> Result<T, Unreachable> {
         let wait = self.wait();
         if wait < MIN_WAIT {
             return Err(Unreachable::NoTime);
@@ -120,6 +132,7 @@ impl Server {
                 timeout: None,
                 retry_at: None,
                 backoff: FIRST_BACKOFF,
+                unread: 0,
             };
         }
         if slot.conn.is_none() {
@@ -130,6 +143,7 @@ impl Server {
                 Ok(conn) => {
                     slot.conn = Some(conn);
                     slot.timeout = None;
+                    slot.unread = 0;
                 }
                 Err(_) => {
                     slot.failed();
@@ -150,8 +164,13 @@ impl Server {
             }
             slot.timeout = Some(wait);
         }
-        match f(conn) {
+        let unread = std::mem::take(&mut slot.unread);
+        let result = (0..unread)
+            .try_for_each(|_| conn.recv_response().map(drop))
+            .and_then(|()| f(conn));
+        match result {
             Ok(v) => {
+                slot.unread += u32::from(unanswered);
                 slot.retry_at = None;
                 slot.backoff = FIRST_BACKOFF;
                 Ok(v)
@@ -170,6 +189,15 @@ impl Server {
                 Err(Unreachable::Failed)
             }
         }
+    }
+}
+
+impl Server {
+    /// Sends `cmd` without waiting for its reply (read, and dropped, before the next command
+    /// on this connection): for a release, which is done once Redis has it, and whose answer
+    /// changes nothing. Nothing is sent when Redis is unreachable.
+    pub fn send(&self, cmd: &redis::Cmd) -> Result<(), Unreachable> {
+        self.exec(|c| c.send_packed_command(&cmd.get_packed_command()), true)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The funnel on Redis as a guard: one EVALSHA per admission, one ZREM per release.
+//! The funnel on Redis as a guard: one EVALSHA per admission, one ZREM per release (sent
+//! without waiting for its reply, so an admission and its release cost one round trip).
 //!
 //! A slot is a member of the name's sorted set: the holder's token, scored with its lease's
 //! expiry on the server's clock (see `scripts::FUNNEL_ACQUIRE`). Only the token's holder
@@ -41,9 +42,11 @@ pub struct RedisFunnel {
 }
 
 impl RedisFunnel {
+    /// ZREM by the holder's token, sent without waiting for the reply (read before this
+    /// connection's next command): the slot is free once Redis has the command. A release that
+    /// cannot be sent leaves the slot to its lease's end.
     fn release(server: &Server, key: &str, token: &str) {
-        // A release that fails leaves the slot to its lease's end.
-        let _ = server.run(|c| redis::cmd("ZREM").arg(key).arg(token).query::<i64>(c));
+        let _ = server.send(redis::cmd("ZREM").arg(key).arg(token));
     }
 }
 
