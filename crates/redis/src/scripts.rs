@@ -8,20 +8,28 @@ use redis::Script;
 
 /// KEYS[1]: the funnel's sorted set (member: a holder's token, score: its lease's expiry, ms
 /// on the server's clock). ARGV: cap, lease ms, token. Returns 1 when the slot was taken, 0 at
-/// the cap. Expired leases are dropped first; the key expires with its longest lease.
+/// the cap. Expired leases are dropped only when the count reaches the cap (below it, counting
+/// them too still admits rightly), then counted again. The key expires with its longest lease
+/// (`GT`: a shorter lease never shortens it).
 pub static FUNNEL_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
-  return 0
+local cap = tonumber(ARGV[1])
+local n = redis.call('ZCARD', KEYS[1])
+if n >= cap then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  n = redis.call('ZCARD', KEYS[1])
+  if n >= cap then
+    return 0
+  end
 end
-local lease = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
-if redis.call('PTTL', KEYS[1]) < lease then
-  redis.call('PEXPIRE', KEYS[1], lease)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+if n == 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
 end
 return 1
 ",

@@ -307,3 +307,34 @@ fn redis_down_uses_the_configured_behaviour_at_once_and_recovers() {
     }
     assert_eq!(redis.cli(&["ZCARD", "t6:{sap}:funnel"]), "0");
 }
+
+/// Not a test: prints µs per operation (`cargo test --release -p resilient-redis -- --ignored
+/// --nocapture timing`).
+#[test]
+#[ignore]
+fn timing() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url("tt:"), OnBackendError::Closed, 1, "tt");
+    let f = b.funnel("sap", FunnelConfig::new(10, 0, Duration::from_secs(5)).unwrap(), false).unwrap();
+    let budget = b.budget("sap", BudgetConfig::new(0.1, 5, Duration::from_secs(60)).unwrap()).unwrap();
+    let n = 20_000;
+    for _ in 0..1000 {
+        drop(f.admit(1, 0).unwrap());
+    }
+    let t = Instant::now();
+    for _ in 0..n {
+        drop(f.admit(1, 0).unwrap());
+    }
+    eprintln!("funnel admit+release: {:.1} µs", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    let t = Instant::now();
+    for _ in 0..n {
+        budget.try_consume(0);
+    }
+    eprintln!("budget decision: {:.1} µs", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    let server = Server::new(Target::parse(&redis.url("tt:")).unwrap()).unwrap();
+    let t = Instant::now();
+    for _ in 0..n {
+        server.run(|c| redis::cmd("PING").query::<String>(c)).unwrap();
+    }
+    eprintln!("PING: {:.1} µs", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+}
