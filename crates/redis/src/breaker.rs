@@ -5,10 +5,17 @@
 //! `min_calls` were counted and failures reached `failure_ratio`, stay open `open_for` ± 20 %,
 //! then one probe whose ticket is given up at its bound.
 //!
+//! Admissions are kept for [`KEEP_MS`] per process: a closed or refused answer is reused, without
+//! a round trip, by this process's admissions in the next 5 ms (the attempt loop asks every
+//! guard again at each millisecond of a `funnel.wait`). Bound: a transition made by another
+//! host is seen here at most 5 ms late; this process's own transitions clear it at once; a probe
+//! is never reused.
+//!
 //! Tickets: a Redis ticket is the word `3 << 62 | generation` (phase bits 3, which a
 //! shared-memory ticket never has), so an outcome goes back to the store that issued its
 //! ticket, also when Redis went away in between (the `local` fallback issues its own).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use resilient_core::{Admission, BreakerConfig, Ticket, Transition};
@@ -20,11 +27,22 @@ use crate::scripts::BREAKER;
 
 const REDIS_TICKET: u64 = 3 << 62;
 
+/// How long an admission answer is reused by this process, ms.
+pub const KEEP_MS: u64 = 5;
+
+/// Kept answers: none, closed, refused.
+const NONE: u64 = 0;
+const CLOSED: u64 = 1;
+const REFUSED: u64 = 2;
+
 pub struct RedisBreaker {
     server: Arc<Server>,
     key: String,
     config: BreakerConfig,
     fallback: Fallback<Arc<dyn BreakerStore>>,
+    /// The kept answer (`NONE`, `CLOSED`, `REFUSED`) and until when (`now_ms` of the loop).
+    kept: AtomicU64,
+    kept_until_ms: AtomicU64,
 }
 
 impl RedisBreaker {
@@ -39,7 +57,19 @@ impl RedisBreaker {
             key,
             config,
             fallback,
+            kept: AtomicU64::new(NONE),
+            kept_until_ms: AtomicU64::new(0),
         }
+    }
+
+    fn keep(&self, answer: u64, now_ms: u64) {
+        self.kept.store(answer, Ordering::Relaxed);
+        self.kept_until_ms
+            .store(now_ms.saturating_add(KEEP_MS), Ordering::Relaxed);
+    }
+
+    fn forget(&self) {
+        self.kept.store(NONE, Ordering::Relaxed);
     }
 
     /// `open_for` × (1 ± 20 %), `jitter` a uniform u64; at least 1 ms.
@@ -63,6 +93,17 @@ fn is_ours(ticket: Ticket) -> bool {
 
 impl BreakerStore for RedisBreaker {
     fn admit(&self, now_ms: u64) -> Admission {
+        if now_ms < self.kept_until_ms.load(Ordering::Relaxed) {
+            match self.kept.load(Ordering::Relaxed) {
+                CLOSED => return Admission::Closed,
+                REFUSED => {
+                    return Admission::Refused {
+                        until_ms: now_ms.saturating_add(1),
+                    }
+                }
+                _ => {}
+            }
+        }
         let probe_ms = self.config.probe_timeout().as_millis() as u64;
         let answer = self.server.run(|c| {
             BREAKER
@@ -72,11 +113,17 @@ impl BreakerStore for RedisBreaker {
                 .invoke::<Vec<i64>>(c)
         });
         match answer.as_deref() {
-            Ok([0]) => Admission::Closed,
-            Ok([1, _until]) => Admission::Refused {
-                // The server's clock is not ours: ask again soon rather than at its moment.
-                until_ms: now_ms.saturating_add(1),
-            },
+            Ok([0]) => {
+                self.keep(CLOSED, now_ms);
+                Admission::Closed
+            }
+            Ok([1, _until]) => {
+                self.keep(REFUSED, now_ms);
+                Admission::Refused {
+                    // The server's clock is not ours: ask again soon rather than at its moment.
+                    until_ms: now_ms.saturating_add(1),
+                }
+            }
             Ok([2, generation, took_over]) => Admission::Probe {
                 ticket: Ticket::from_word(REDIS_TICKET | *generation as u64),
                 took_over: *took_over == 1,
@@ -105,7 +152,10 @@ impl BreakerStore for RedisBreaker {
                 .invoke::<i64>(c)
         });
         match answer {
-            Ok(1) => Some(Transition::Opened),
+            Ok(1) => {
+                self.forget();
+                Some(Transition::Opened)
+            }
             Ok(_) => None,
             Err(_) => self
                 .local()
@@ -135,6 +185,7 @@ impl BreakerStore for RedisBreaker {
                 .arg(self.open_ms(jitter))
                 .invoke::<i64>(c)
         });
+        self.forget();
         match answer {
             Ok(1) => Some(Transition::Closed),
             Ok(2) => Some(Transition::Reopened),

@@ -238,7 +238,7 @@ fn one_probe_across_hosts_when_the_breaker_half_opens() {
     let b = backend(&url, OnBackendError::Closed, 1, "c1")
         .breaker("sap", config)
         .unwrap();
-    assert_eq!(a.admit(0), Admission::Closed);
+    assert_eq!(a.admit(now_ms()), Admission::Closed);
     let mut opened = false;
     for i in 0..4 {
         let host = if i % 2 == 0 { &a } else { &b };
@@ -246,20 +246,30 @@ fn one_probe_across_hosts_when_the_breaker_half_opens() {
     }
     assert!(opened, "4 calls, 4 failures");
     assert!(
-        matches!(b.admit(0), Admission::Refused { .. }),
+        matches!(b.admit(now_ms()), Admission::Refused { .. }),
         "open everywhere"
     );
     std::thread::sleep(ms(150));
-    let Admission::Probe { ticket, took_over } = a.admit(0) else {
+    let Admission::Probe { ticket, took_over } = a.admit(now_ms()) else {
         panic!("a probes")
     };
     assert!(!took_over);
     assert!(
-        matches!(b.admit(0), Admission::Refused { .. }),
+        matches!(b.admit(now_ms()), Admission::Refused { .. }),
         "one probe for both hosts"
     );
     assert!(a.resolve(ticket, true, 0, 0).is_some());
-    assert_eq!(b.admit(0), Admission::Closed);
+    assert_eq!(
+        a.admit(now_ms()),
+        Admission::Closed,
+        "its own transition is seen at once"
+    );
+    std::thread::sleep(ms(6));
+    assert_eq!(
+        b.admit(now_ms()),
+        Admission::Closed,
+        "another host's within 5 ms"
+    );
 }
 
 #[test]
@@ -315,8 +325,19 @@ fn redis_down_uses_the_configured_behaviour_at_once_and_recovers() {
 fn timing() {
     let redis = RedisServer::start();
     let b = backend(&redis.url("tt:"), OnBackendError::Closed, 1, "tt");
-    let f = b.funnel("sap", FunnelConfig::new(10, 0, Duration::from_secs(5)).unwrap(), false).unwrap();
-    let budget = b.budget("sap", BudgetConfig::new(0.1, 5, Duration::from_secs(60)).unwrap()).unwrap();
+    let f = b
+        .funnel(
+            "sap",
+            FunnelConfig::new(10, 0, Duration::from_secs(5)).unwrap(),
+            false,
+        )
+        .unwrap();
+    let budget = b
+        .budget(
+            "sap",
+            BudgetConfig::new(0.1, 5, Duration::from_secs(60)).unwrap(),
+        )
+        .unwrap();
     let n = 20_000;
     for _ in 0..1000 {
         drop(f.admit(1, 0).unwrap());
@@ -325,16 +346,24 @@ fn timing() {
     for _ in 0..n {
         drop(f.admit(1, 0).unwrap());
     }
-    eprintln!("funnel admit+release: {:.1} µs", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    eprintln!(
+        "funnel admit+release: {:.1} µs",
+        t.elapsed().as_secs_f64() * 1e6 / n as f64
+    );
     let t = Instant::now();
     for _ in 0..n {
         budget.try_consume(0);
     }
-    eprintln!("budget decision: {:.1} µs", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    eprintln!(
+        "budget decision: {:.1} µs",
+        t.elapsed().as_secs_f64() * 1e6 / n as f64
+    );
     let server = Server::new(Target::parse(&redis.url("tt:")).unwrap()).unwrap();
     let t = Instant::now();
     for _ in 0..n {
-        server.run(|c| redis::cmd("PING").query::<String>(c)).unwrap();
+        server
+            .run(|c| redis::cmd("PING").query::<String>(c))
+            .unwrap();
     }
     eprintln!("PING: {:.1} µs", t.elapsed().as_secs_f64() * 1e6 / n as f64);
 }
