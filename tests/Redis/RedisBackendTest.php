@@ -145,12 +145,19 @@ final class RedisBackendTest extends HttpTestCase
         fwrite(STDERR, sprintf("\n[redis] budget across 2 hosts: %d originals, %d retries sent (floor 3 + 0.1 × originals = %d)\n", $calls, $retries, $allowed));
     }
 
-    public function testRedisKilledAndRestartedMidRun(): void
+    /** @return array<string, array{string}> */
+    public function behaviours(): array
     {
-        $key = $this->up->key('outage');
+        return ['local' => ['local'], 'open' => ['open'], 'closed' => ['closed']];
+    }
+
+    /** @dataProvider behaviours */
+    public function testRedisKilledAndRestartedMidRun(string $behaviour): void
+    {
+        $key = $this->up->key('outage-' . $behaviour);
         $this->up->script($key, [['status' => 200, 'delay_ms' => 20]]);
         $deadline = 0.5;
-        $options = ['backend' => $this->url(), 'on_backend_error' => 'local', 'hosts' => 2, 'deadline' => $deadline, 'timeout' => 0.4, 'max_attempts' => 1,
+        $options = ['backend' => $this->url(), 'on_backend_error' => $behaviour, 'hosts' => 2, 'deadline' => $deadline, 'timeout' => 0.4, 'max_attempts' => 1,
             'budget' => false, 'funnel' => ['limit' => 4, 'wait' => 0.2, 'lease' => 1.0]];
         $answers = $this->runHosts($options, $key, 3, 3.0, function (): void {
             usleep(800_000);
@@ -160,17 +167,36 @@ final class RedisBackendTest extends HttpTestCase
         });
         $worstOver = max(array_column($answers, 'worst_over_ms'));
         $fallbacks = array_sum(array_column($answers, 'backend_fallbacks'));
-        $ok = array_sum(array_map(fn ($a) => $a['classes']['Resilient\\Response'] ?? 0, $answers));
+        $count = fn (string $class) => array_sum(array_map(fn ($a) => $a['classes'][$class] ?? 0, $answers));
+        $ok = $count('Resilient\\Response');
+        $full = $count('Resilient\\FunnelFull');
         $calls = array_sum(array_column($answers, 'calls'));
         $this->assertLessThan(30.0, $worstOver, 'every call ended within its deadline (+ scheduling slack)');
         $this->assertGreaterThan(0, $fallbacks, 'the fallback is counted in metrics');
-        $this->assertGreaterThan($calls / 2, $ok, 'local: the calls went on');
-        // Local: 4 / 2 hosts on each of 2 hosts. At a switch (Redis gone, or back) the slots held
-        // on one side are not seen by the other for one attempt's time: at most 2 × 4.
-        $this->assertLessThanOrEqual(8, $this->maxConcurrent($key));
+        $this->assertSame($calls, $ok + $full, 'answered or funnel full, nothing else');
+        $max = $this->maxConcurrent($key);
+        switch ($behaviour) {
+            case 'local':
+                $this->assertGreaterThan($calls / 2, $ok, 'local: the calls went on');
+                // 4 / 2 hosts on each of 2 hosts. At a switch (Redis gone, or back) the slots held
+                // on one side are not seen by the other for one attempt's time: at most 2 × 4.
+                $this->assertLessThanOrEqual(8, $max);
+                break;
+            case 'open':
+                // While Redis was gone every call went out (6 at once, over the limit of 4); a
+                // few waits of 0.2 s may have ended full while Redis was up.
+                $this->assertGreaterThan(4, $max, 'open: no limit while Redis was gone');
+                $this->assertGreaterThan($calls * 0.95, $ok);
+                break;
+            case 'closed':
+                $this->assertGreaterThan(0, $full, 'closed: refused as funnel full while Redis was gone');
+                $this->assertGreaterThan(0, $ok, 'before and after the outage');
+                $this->assertLessThanOrEqual(4, $max, 'closed: never over the limit');
+                break;
+        }
         // Redis is back and used again: no slot left held once the run is over.
         $this->assertSame('0', self::cli('ZCARD', Run::id() . ':{' . $this->lastName() . '}:funnel'));
-        fwrite(STDERR, sprintf("\n[redis] killed and restarted mid-run: %d calls, %d answered, %d fallback decisions, worst %.1f ms past the %d ms deadline\n", $calls, $ok, $fallbacks, $worstOver, $deadline * 1000));
+        fwrite(STDERR, sprintf("\n[redis] killed and restarted mid-run, on_backend_error=%s: %d calls, %d answered, %d funnel full, %d fallback decisions, at most %d at once, worst %.1f ms past the %d ms deadline\n", $behaviour, $calls, $ok, $full, $fallbacks, $max, $worstOver, $deadline * 1000));
     }
 
     private string $last = '';
