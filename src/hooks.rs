@@ -60,6 +60,7 @@ pub unsafe extern "C" fn request_shutdown(_ty: i32, _module_number: i32) -> i32 
     // Both steps run even if the first one panics.
     let a = guarded(|| {
         held::release_all();
+        resilient_redis::release_leftovers();
         SUCCESS
     });
     let b = guarded(|| {

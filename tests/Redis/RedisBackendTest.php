@@ -223,6 +223,21 @@ final class RedisBackendTest extends HttpTestCase
         fwrite(STDERR, sprintf("\n[redis] DEBUG SLEEP 1 during the run: %d fallback decisions, worst %.1f ms past the 300 ms deadline\n", $fallbacks, $worstOver));
     }
 
+    public function testASlotHeldByARequestThatDiesOfAFatalErrorIsGivenBackAtRequestEnd(): void
+    {
+        $key = $this->up->key('fatal');
+        $this->up->script($key, [['status' => 200, 'delay_ms' => 3000]]);
+        $name = Run::name('fatal');
+        $started = microtime(true);
+        $r = PhpProcess::script(__DIR__ . '/fixtures/fatal_mid_call.php', [$name, $this->up->base($key), $this->url()], ['memory_limit' => '64M'])->wait(20.0);
+        $this->assertStringContainsString('fatal now', $r->stdout, $r->describe());
+        $this->assertStringNotContainsString('not reached', $r->stdout);
+        $this->assertStringContainsString('Allowed memory size', $r->stdout . $r->stderr, $r->describe());
+        $this->assertCount(1, $this->up->attempts($key, 1, 5000, false), 'the call was in flight');
+        $this->assertSame('0', self::cli('ZCARD', Run::id() . ':{' . $name . '}:funnel'), 'released at request end, not by its 60 s lease');
+        $this->assertLessThan(10, microtime(true) - $started);
+    }
+
     public function testABadRedisUrlOrBehaviourIsAClearErrorWithoutThePassword(): void
     {
         foreach (['redis://:s3cret@[::1', 'redis://:s3cret@127.0.0.1:6379/x', 'mysql://:s3cret@h'] as $url) {

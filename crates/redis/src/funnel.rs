@@ -22,7 +22,7 @@ use resilient_http::{Guard, Outcome, Permit, Refusal};
 use crate::backend::Fallback;
 use crate::connection::Server;
 use crate::scripts::FUNNEL_ACQUIRE;
-use crate::token;
+use crate::{leftovers, token};
 
 /// The first quiet time after Redis said full.
 pub const FIRST_QUIET_MS: u64 = 2;
@@ -46,6 +46,7 @@ impl RedisFunnel {
     /// connection's next command): the slot is free once Redis has the command. A release that
     /// cannot be sent leaves the slot to its lease's end.
     fn release(server: &Server, key: &str, token: &str) {
+        leftovers::remove(token);
         let _ = server.send(redis::cmd("ZREM").arg(key).arg(token));
     }
 }
@@ -67,6 +68,7 @@ impl Guard for RedisFunnel {
         match taken {
             Ok(1) => {
                 self.quiet_ms.store(FIRST_QUIET_MS, Ordering::Relaxed);
+                leftovers::add(&self.server, &self.key, &token);
                 let (server, key) = (self.server.clone(), self.key.clone());
                 Ok(Permit::holding(move || {
                     RedisFunnel::release(&server, &key, &token)

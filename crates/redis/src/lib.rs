@@ -9,13 +9,15 @@
 //! - `scripts`: the Lua scripts, one EVALSHA per decision, on the server's clock;
 //! - `funnel`, `budget`, `breaker`: the guard, the retry allowance and the breaker store;
 //! - `backend`: [`Redis`] and the `on_backend_error` behaviours;
-//! - `token`: lease tokens unique across hosts.
+//! - `token`: lease tokens unique across hosts; `leftovers`: the slots held now, given back at
+//!   request end after a bailout.
 
 mod backend;
 mod breaker;
 mod budget;
 mod connection;
 mod funnel;
+mod leftovers;
 mod scripts;
 mod target;
 mod token;
@@ -23,4 +25,5 @@ mod token;
 pub use backend::Redis;
 pub use connection::{Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};
 pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
+pub use leftovers::release_leftovers;
 pub use target::{Target, DEFAULT_PREFIX, DEFAULT_TIMEOUT};

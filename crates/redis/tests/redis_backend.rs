@@ -1,105 +1,16 @@
 //! The Redis backend against a real `redis-server` started on a free loopback port by each
 //! test (needs `redis-server` on PATH, as `make test` installs it).
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use resilient_core::{Admission, BreakerConfig, BudgetConfig, FunnelConfig, Segment};
-use resilient_http::{Backend, Guard, OnBackendError, Refusal, SharedMemory};
-use resilient_redis::{Redis, Server, Target};
+use resilient_core::{Admission, BreakerConfig, BudgetConfig, FunnelConfig};
+use resilient_http::{Backend, Guard, OnBackendError, Refusal};
+use resilient_redis::{Server, Target};
 
-struct RedisServer {
-    child: Option<Child>,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl RedisServer {
-    fn start() -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!(
-            "resilient-redis-test-{}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut s = RedisServer {
-            child: None,
-            port,
-            dir,
-        };
-        s.restart();
-        s
-    }
-    fn restart(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH");
-        self.child = Some(child);
-        let until = Instant::now() + Duration::from_secs(5);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < until, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-    fn url(&self, prefix: &str) -> String {
-        format!("redis://127.0.0.1:{}/0?prefix={prefix}", self.port)
-    }
-    fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn segment(tag: &str) -> Arc<Segment> {
-    let path = std::env::temp_dir().join(format!(
-        "resilient-redis-test-{}-{tag}.shm",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    Arc::new(Segment::open(&path, 16).unwrap())
-}
-
-fn backend(url: &str, mode: OnBackendError, hosts: u32, seg: &str) -> Redis {
-    let local: Arc<dyn Backend> = Arc::new(SharedMemory::new(segment(seg)));
-    Redis::new(
-        Arc::new(Server::new(Target::parse(url).unwrap()).unwrap()),
-        mode,
-        hosts,
-        Some(local),
-    )
-}
-
-fn now_ms() -> u64 {
-    resilient_core::clock::monotonic_ms()
-}
+mod common;
+use common::*;
 
 #[test]
 fn two_hosts_share_one_funnel_and_never_exceed_it() {
