@@ -238,6 +238,22 @@ final class RedisBackendTest extends HttpTestCase
         $this->assertLessThan(10, microtime(true) - $started);
     }
 
+    public function testTheIniSettingPicksRedisForClientsWithoutTheOption(): void
+    {
+        $key = $this->up->key('ini');
+        $this->up->script($key, [['status' => 200]]);
+        $name = Run::name('ini');
+        $code = sprintf('$c = new Resilient\\Client(%s, ["base_url" => %s, "max_attempts" => 1]); echo $c->get("/x")->status();
+            $s = new Resilient\\Client(%s, ["base_url" => %s, "max_attempts" => 1, "backend" => "shm"]); echo " ", $s->get("/x")->status();',
+            var_export($name, true), var_export($this->up->base($key), true), var_export($name . '-shm', true), var_export($this->up->base($key), true));
+        // Quoted, as in php.ini: the URL's '=' would end an unquoted ini value.
+        $r = PhpProcess::runCode($code, ['resilient.backend' => '"' . $this->url() . '"']);
+        $this->assertSame('200 200', trim($r->stdout), $r->describe());
+        // The default budget (60 s window) of the first client lives in Redis; the second's not.
+        $this->assertSame('1', self::cli('EXISTS', Run::id() . ':{' . $name . '}:budget:60000ms'));
+        $this->assertSame('0', self::cli('EXISTS', Run::id() . ':{' . $name . '-shm}:budget:60000ms'));
+    }
+
     public function testABadRedisUrlOrBehaviourIsAClearErrorWithoutThePassword(): void
     {
         foreach (['redis://:s3cret@[::1', 'redis://:s3cret@127.0.0.1:6379/x', 'mysql://:s3cret@h'] as $url) {
