@@ -254,6 +254,26 @@ final class RedisBackendTest extends HttpTestCase
         $this->assertSame('0', self::cli('EXISTS', Run::id() . ':{' . $name . '-shm}:budget:60000ms'));
     }
 
+    public function testASlotIsGivenBackWhenTheAttemptRanToTheDeadline(): void
+    {
+        $key = $this->up->key('to-deadline');
+        $this->up->script($key, [['status' => 200, 'delay_ms' => 2000]]);
+        $name = Run::name('to-deadline');
+        $client = new Client($name, ['base_url' => $this->up->base($key), 'backend' => $this->url(), 'on_backend_error' => 'closed',
+            'deadline' => 0.3, 'timeout' => 1.0, 'max_attempts' => 1, 'budget' => false, 'funnel' => ['limit' => 1, 'lease' => 60.0]]);
+        for ($i = 0; $i < 3; $i++) {
+            $t = hrtime(true);
+            try {
+                $client->get('/x');
+                $this->fail('the upstream answers after the deadline');
+            } catch (\Resilient\Unavailable $e) {
+                $this->assertNotInstanceOf(\Resilient\FunnelFull::class, $e, 'the slot of the call before was given back');
+            }
+            $this->assertLessThan(340, (hrtime(true) - $t) / 1e6);
+            $this->assertSame('0', self::cli('ZCARD', Run::id() . ':{' . $name . '}:funnel'), 'no slot held until its 60 s lease');
+        }
+    }
+
     public function testABadRedisUrlOrBehaviourIsAClearErrorWithoutThePassword(): void
     {
         foreach (['redis://:s3cret@[::1', 'redis://:s3cret@127.0.0.1:6379/x', 'mysql://:s3cret@h'] as $url) {

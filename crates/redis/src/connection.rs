@@ -21,6 +21,9 @@ use crate::target::Target;
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest back-off.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// The least wait a release gets, even past the call's deadline: a slot given back late is
+/// better than one held until its lease ends. Usually it takes one write (microseconds).
+pub const RELEASE_WAIT: Duration = Duration::from_millis(10);
 /// Under this much time there is no point asking.
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
@@ -91,12 +94,13 @@ impl Server {
         &self.target
     }
 
-    /// The longest wait for one connect or command now.
-    fn wait(&self) -> Duration {
-        match resilient_http::call_time_left() {
+    /// The longest wait for one connect or command now; `floor`: at least this (a release).
+    fn wait(&self, floor: Duration) -> Duration {
+        let wait = match resilient_http::call_time_left() {
             Some(left) => self.target.timeout.min(left / 2),
             None => self.target.timeout,
-        }
+        };
+        wait.max(floor.min(self.target.timeout))
     }
 
     /// Runs `f` on this process's connection, one round trip at most (a script not loaded yet
@@ -114,7 +118,13 @@ impl Server {
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
         unanswered: bool,
     ) -> Result<T, Unreachable> {
-        let wait = self.wait();
+        // A command sent without waiting for its reply (a release) is tried even when the call
+        // has no time left (it ended at its deadline): one write, bounded by RELEASE_WAIT.
+        let wait = self.wait(if unanswered {
+            RELEASE_WAIT
+        } else {
+            Duration::ZERO
+        });
         if wait < MIN_WAIT {
             return Err(Unreachable::NoTime);
         }
