@@ -274,6 +274,31 @@ final class RedisBackendTest extends HttpTestCase
         }
     }
 
+    public function testTheBreakerOnRedisCountsAttemptsThatRanToTheDeadlineAndOpensForEveryHost(): void
+    {
+        $key = $this->up->key('breaker');
+        $this->up->script($key, [['status' => 200, 'delay_ms' => 2000]]);
+        $name = Run::name('breaker');
+        $options = ['base_url' => $this->up->base($key), 'backend' => $this->url(), 'on_backend_error' => 'closed',
+            'deadline' => 0.2, 'timeout' => 1.0, 'max_attempts' => 1, 'budget' => false,
+            'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 3, 'window' => 10.0, 'open_for' => 30.0]];
+        $client = new Client($name, $options);
+        for ($i = 0; $i < 3; $i++) {
+            try {
+                $client->get('/x');
+                $this->fail('the upstream answers after the deadline');
+            } catch (\Resilient\Unavailable $e) {
+                $this->assertNotInstanceOf(\Resilient\CircuitOpen::class, $e, "call $i");
+            }
+        }
+        // Another "host" (its own segment) sees the breaker open: nothing is sent.
+        $code = sprintf('try { (new Resilient\\Client(%s, %s))->get("/x"); echo "sent"; } catch (Resilient\\Unavailable $e) { echo get_class($e); }',
+            var_export($name, true), var_export($options, true));
+        $r = PhpProcess::runCode($code, ['resilient.shm_path' => Run::shmPath('breaker-other-' . bin2hex(random_bytes(3)))]);
+        $this->assertSame('Resilient\\CircuitOpen', trim($r->stdout), $r->describe());
+        $this->assertCount(3, $this->up->attempts($key, 3, 5000, false), 'the open breaker sent nothing more');
+    }
+
     public function testABadRedisUrlOrBehaviourIsAClearErrorWithoutThePassword(): void
     {
         foreach (['redis://:s3cret@[::1', 'redis://:s3cret@127.0.0.1:6379/x', 'mysql://:s3cret@h'] as $url) {

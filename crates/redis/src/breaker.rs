@@ -140,7 +140,7 @@ impl BreakerStore for RedisBreaker {
 
     fn record(&self, failure: bool, now_ms: u64, jitter: u64) -> Option<Transition> {
         let bucket_ms = (self.config.window().as_millis() as u64 / 20).max(1);
-        let answer = self.server.run(|c| {
+        let answer = self.server.run_after_attempt(|c| {
             BREAKER
                 .key(&self.key)
                 .arg("record")
@@ -176,7 +176,7 @@ impl BreakerStore for RedisBreaker {
                 .and_then(|local| local.resolve(ticket, success, now_ms, jitter));
         }
         let generation = ticket.to_word() & !REDIS_TICKET;
-        let answer = self.server.run(|c| {
+        let answer = self.server.run_after_attempt(|c| {
             BREAKER
                 .key(&self.key)
                 .arg("resolve")
@@ -202,7 +202,7 @@ impl BreakerStore for RedisBreaker {
         }
         let generation = ticket.to_word() & !REDIS_TICKET;
         self.server
-            .run(|c| {
+            .run_after_attempt(|c| {
                 BREAKER
                     .key(&self.key)
                     .arg("give_back")

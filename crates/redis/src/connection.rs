@@ -112,6 +112,16 @@ impl Server {
         self.exec(f, false)
     }
 
+    /// [`Server::run`] for what follows an attempt (recording its outcome): tried even when the
+    /// call has no time left (an attempt that ran to its deadline is the failure a breaker must
+    /// count), waiting at most [`RELEASE_WAIT`] then.
+    pub fn run_after_attempt<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Unreachable> {
+        self.exec_with(f, false, RELEASE_WAIT)
+    }
+
     /// [`Server::run`]; `unanswered`: `f` sent one command whose reply it did not read.
     fn exec<T>(
         &self,
@@ -120,11 +130,21 @@ impl Server {
     ) -> Result<T, Unreachable> {
         // A command sent without waiting for its reply (a release) is tried even when the call
         // has no time left (it ended at its deadline): one write, bounded by RELEASE_WAIT.
-        let wait = self.wait(if unanswered {
+        let floor = if unanswered {
             RELEASE_WAIT
         } else {
             Duration::ZERO
-        });
+        };
+        self.exec_with(f, unanswered, floor)
+    }
+
+    fn exec_with<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        unanswered: bool,
+        floor: Duration,
+    ) -> Result<T, Unreachable> {
+        let wait = self.wait(floor);
         if wait < MIN_WAIT {
             return Err(Unreachable::NoTime);
         }
