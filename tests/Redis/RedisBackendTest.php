@@ -299,6 +299,25 @@ final class RedisBackendTest extends HttpTestCase
         $this->assertCount(3, $this->up->attempts($key, 3, 5000, false), 'the open breaker sent nothing more');
     }
 
+    public function testAForkedChildOpensItsOwnConnection(): void
+    {
+        $key = $this->up->key('fork');
+        $this->up->script($key, [['status' => 200]]);
+        $connections = fn (): int => (int) preg_replace('/.*total_connections_received:(\d+).*/s', '$1', self::cli('INFO', 'stats'));
+        $before = $connections();
+        $code = sprintf('$c = new Resilient\\Client(%s, ["base_url" => %s, "backend" => %s, "on_backend_error" => "closed", "funnel" => ["limit" => 2], "max_attempts" => 1]);
+            echo $c->get("/x")->status();
+            $pid = pcntl_fork();
+            if ($pid === 0) { echo " child ", $c->get("/x")->status(), $c->get("/x")->status(); exit(0); }
+            pcntl_waitpid($pid, $st);
+            echo " parent ", $c->get("/x")->status();',
+            var_export(Run::name('fork'), true), var_export($this->up->base($key), true), var_export($this->url(), true));
+        $r = PhpProcess::runCode($code);
+        $this->assertSame('200 child 200200 parent 200', trim($r->stdout), $r->describe());
+        // redis-cli's own INFO connection counts one; the parent and the child one each.
+        $this->assertSame(3, $connections() - $before, 'one connection per process, the child\'s opened after fork');
+    }
+
     public function testABadRedisUrlOrBehaviourIsAClearErrorWithoutThePassword(): void
     {
         foreach (['redis://:s3cret@[::1', 'redis://:s3cret@127.0.0.1:6379/x', 'mysql://:s3cret@h'] as $url) {
