@@ -171,7 +171,7 @@ final class RedisBackendTest extends HttpTestCase
         $ok = $count('Resilient\\Response');
         $full = $count('Resilient\\FunnelFull');
         $calls = array_sum(array_column($answers, 'calls'));
-        $this->assertLessThan(30.0, $worstOver, 'every call ended within its deadline (+ scheduling slack)');
+        $this->assertLessThan(0.0, $worstOver, 'every call ended within its deadline');
         $this->assertGreaterThan(0, $fallbacks, 'the fallback is counted in metrics');
         $this->assertSame($calls, $ok + $full, 'answered or funnel full, nothing else');
         $max = $this->maxConcurrent($key);
@@ -219,7 +219,7 @@ final class RedisBackendTest extends HttpTestCase
         $worstOver = max(array_column($answers, 'worst_over_ms'));
         $fallbacks = array_sum(array_column($answers, 'backend_fallbacks'));
         $this->assertGreaterThan(0, $fallbacks, 'Redis was too slow for some decisions');
-        $this->assertLessThan(30.0, $worstOver, 'calls stay within their deadline');
+        $this->assertLessThan(0.0, $worstOver, 'calls stay within their deadline (a stalled Redis takes at most half of what is left)');
         fwrite(STDERR, sprintf("\n[redis] DEBUG SLEEP 1 during the run: %d fallback decisions, worst %.1f ms past the 300 ms deadline\n", $fallbacks, $worstOver));
     }
 

@@ -2,8 +2,8 @@
 //! forked child (keyed by pid, as the I/O runtime), every wait bounded, and, after a failure,
 //! left alone for a short back-off so a dead Redis costs a request nothing but a branch.
 //!
-//! Timeouts: each connect and each command waits at most `min(target timeout, half of what is
-//! left of the calling request's deadline)` (`resilient_http::call_time_left`), so a slow
+//! Timeouts: a connect and the command after it together wait at most `min(target timeout, half
+//! of what is left of the calling request's deadline)` (`resilient_http::call_time_left`), so a slow
 //! Redis never takes more than half of a request's remaining time. A command that timed out
 //! leaves the connection out of step (its reply may still come), so it is dropped.
 //!
@@ -148,6 +148,9 @@ impl Server {
         if wait < MIN_WAIT {
             return Err(Unreachable::NoTime);
         }
+        // One budget for connecting, reading replies left unread and the command together.
+        let started = Instant::now();
+        let left = || wait.saturating_sub(started.elapsed());
         let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = &mut *guard;
         let pid = std::process::id();
@@ -165,7 +168,8 @@ impl Server {
                 unread: 0,
             };
         }
-        if slot.conn.is_none() {
+        let connecting = slot.conn.is_none();
+        if connecting {
             if slot.retry_at.is_some_and(|at| Instant::now() < at) {
                 return Err(Unreachable::BackingOff);
             }
@@ -184,19 +188,16 @@ impl Server {
         let Some(conn) = slot.conn.as_mut() else {
             return Err(Unreachable::Failed);
         };
-        if slot.timeout != Some(wait) {
-            if conn.set_read_timeout(Some(wait)).is_err()
-                || conn.set_write_timeout(Some(wait)).is_err()
-            {
-                slot.conn = None;
-                slot.failed();
-                return Err(Unreachable::Failed);
-            }
-            slot.timeout = Some(wait);
-        }
         let unread = std::mem::take(&mut slot.unread);
-        let result = (0..unread)
-            .try_for_each(|_| conn.recv_response().map(drop))
+        // Connected already: the whole wait (equal to the last one, most of the time: no
+        // setsockopt); after connecting, what the connect left.
+        let first = if connecting { left() } else { wait };
+        let result = fit(conn, &mut slot.timeout, first)
+            .and_then(|()| (0..unread).try_for_each(|_| conn.recv_response().map(drop)))
+            .and_then(|()| match unread {
+                0 => Ok(()),
+                _ => fit(conn, &mut slot.timeout, left()),
+            })
             .and_then(|()| f(conn));
         match result {
             Ok(v) => {
@@ -229,6 +230,25 @@ impl Server {
     pub fn send(&self, cmd: &redis::Cmd) -> Result<(), Unreachable> {
         self.exec(|c| c.send_packed_command(&cmd.get_packed_command()), true)
     }
+}
+
+/// Sets `conn`'s read and write timeouts to `wait` unless they are already (`current`); no time
+/// left is a timeout.
+fn fit(
+    conn: &mut redis::Connection,
+    current: &mut Option<Duration>,
+    wait: Duration,
+) -> redis::RedisResult<()> {
+    if wait < MIN_WAIT {
+        return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into());
+    }
+    if *current != Some(wait) {
+        *current = None;
+        conn.set_read_timeout(Some(wait))?;
+        conn.set_write_timeout(Some(wait))?;
+        *current = Some(wait);
+    }
+    Ok(())
 }
 
 impl Slot {
