@@ -73,8 +73,21 @@ impl Server {
     }
 
     pub fn new(target: Target) -> Result<Server, resilient_http::ConfigError> {
-        let client = redis::Client::open(target.info.clone()).map_err(|_| {
-            resilient_http::ConfigError::new("backend", "is not a usable Redis URL")
+        let client = match &target.ca {
+            None => redis::Client::open(target.info.clone()),
+            Some(pem) => redis::Client::build_with_tls(
+                target.info.clone(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+        }
+        .map_err(|_| {
+            resilient_http::ConfigError::new(
+                "backend",
+                "is not a usable Redis URL (or its 'ca' file holds no usable certificate)",
+            )
         })?;
         Ok(Server {
             target,

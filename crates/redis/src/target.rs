@@ -5,7 +5,9 @@
 //! taken out before the rest goes to the `redis` crate:
 //! - `prefix` (default `resilient:`): put before every key;
 //! - `timeout` (seconds, default 0.25): the longest connect or command wait, further capped by
-//!   half of what is left of the calling request's deadline (see `connection.rs`).
+//!   half of what is left of the calling request's deadline (see `connection.rs`);
+//! - `ca` (`rediss://` only): a PEM file of the certificate authorities to trust instead of the
+//!   webpki roots (a private CA).
 
 use std::time::Duration;
 
@@ -24,6 +26,8 @@ pub struct Target {
     pub(crate) info: redis::ConnectionInfo,
     pub(crate) prefix: String,
     pub(crate) timeout: Duration,
+    /// `ca`: the PEM of the authorities to trust (read when parsed).
+    pub(crate) ca: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Target {
@@ -48,6 +52,7 @@ impl Target {
         }
         let mut prefix = DEFAULT_PREFIX.to_owned();
         let mut timeout = DEFAULT_TIMEOUT;
+        let mut ca = None;
         let mut rest = Vec::new();
         for (k, v) in url.query_pairs() {
             match k.as_ref() {
@@ -62,6 +67,12 @@ impl Target {
                         })?;
                     timeout = Duration::from_secs_f64(secs);
                 }
+                "ca" => {
+                    let pem = std::fs::read(v.as_ref()).map_err(|e| {
+                        bad(format!("query parameter 'ca': cannot read the file ({e})"))
+                    })?;
+                    ca = Some(pem);
+                }
                 _ => rest.push((k.into_owned(), v.into_owned())),
             }
         }
@@ -69,6 +80,9 @@ impl Target {
             url.set_query(None);
         } else {
             url.query_pairs_mut().clear().extend_pairs(rest);
+        }
+        if ca.is_some() && url.scheme() != "rediss" {
+            return Err(bad("query parameter 'ca' is for rediss:// URLs only".into()));
         }
         if prefix.contains(['{', '}']) {
             return Err(bad(
@@ -84,6 +98,7 @@ impl Target {
             info,
             prefix,
             timeout,
+            ca,
         })
     }
 
