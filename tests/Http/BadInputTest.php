@@ -36,6 +36,7 @@ final class BadInputTest extends HttpTestCase
             'funnel without limit' => [['funnel' => []], $value, "option 'funnel.limit': is required"],
             'budget ratio' => [['budget' => ['ratio' => -0.5]], $value, "option 'budget.ratio': "],
             'circuit ratio' => [['circuit' => ['failure_ratio' => 2]], $value, "option 'circuit.failure_ratio'"],
+            'circuit streak' => [['circuit' => ['consecutive_failures' => 0]], $value, "option 'circuit.consecutive_failures': must be an integer between 1 and 1000000, got 0"],
             'redis backend' => [['backend' => 'redis://:pw@127.0.0.1:6379/0'], $value, "option 'backend': the Redis backend is not supported yet"],
             'base_url not a url' => [['base_url' => 'not a url'], $value, "option 'base_url'"],
             'base_url ftp' => [['base_url' => 'ftp://x'], $value, "option 'base_url': must be an http:// or https:// URL"],
