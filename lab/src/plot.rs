@@ -483,7 +483,10 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
                 SLOW_SHADE.filled(),
             )))
             .map_err(|e| e.to_string())?;
-        if v.bins.iter().any(|b| matches!(b.breaker, Some("open" | "half_open"))) {
+        if v.bins
+            .iter()
+            .any(|b| matches!(b.breaker, Some("open" | "half_open")))
+        {
             let lane = ymax * 0.06;
             chart
                 .draw_series(v.bins.iter().filter_map(|b| {
@@ -500,7 +503,10 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
                 .map_err(|e| e.to_string())?
                 .label("breaker open (red) / half-open (orange)")
                 .legend(|(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 20, y + 5)], RGBColor(214, 39, 40).filled())
+                    Rectangle::new(
+                        [(x, y - 5), (x + 20, y + 5)],
+                        RGBColor(214, 39, 40).filled(),
+                    )
                 });
         }
         let grey = RGBColor(150, 150, 150);

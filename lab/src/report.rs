@@ -451,7 +451,11 @@ fn extension_metrics(all: &[VariantSummary]) -> String {
             .filter(|m| m.get("available").and_then(|a| a.as_bool()) == Some(true))
             .and_then(|m| m.pointer("/snapshot/shipping"));
         let Some(m) = snap else {
-            let _ = writeln!(out, "| {} | *(no snapshot: /lab-metrics did not answer)* |||||||||||", v.name);
+            let _ = writeln!(
+                out,
+                "| {} | *(no snapshot: /lab-metrics did not answer)* |||||||||||",
+                v.name
+            );
             continue;
         };
         let n = |path: &str| m.pointer(path).and_then(|x| x.as_u64()).unwrap_or(0);
