@@ -113,7 +113,9 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                     true => None,
                     false => Some(circuit(table(value, key)?)?),
                 };
-                config.set_circuit(circuit).map_err(config_error)?
+                config
+                    .set_circuit(circuit)
+                    .map_err(|e| core_error("circuit.", e))?
             }
             "backend" => config
                 .set_backend(&text(value, key)?)
@@ -247,10 +249,17 @@ fn circuit(table: &ZendHashTable) -> PhpResult<CircuitOptions> {
             "min_calls" => circuit.min_calls = unsigned(v, &path)?,
             "window" => circuit.window = seconds(v, &path)?,
             "open_for" => circuit.open_for = seconds(v, &path)?,
+            "consecutive_failures" => circuit.consecutive_failures = Some(unsigned(v, &path)?),
             _ => {
                 return Err(unknown(
                     &path,
-                    &["failure_ratio", "min_calls", "window", "open_for"],
+                    &[
+                        "failure_ratio",
+                        "min_calls",
+                        "window",
+                        "open_for",
+                        "consecutive_failures",
+                    ],
                 ))
             }
         }

@@ -95,6 +95,9 @@ pub struct Bin {
     pub health_p99_ms: Option<f64>,
     pub fpm_busy_max: Option<u32>,
     pub fpm_listen_queue_max: Option<u32>,
+    /// The breaker's worst state sampled in the bin (open, then half_open, then closed), for
+    /// the resilient variants.
+    pub breaker: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -466,6 +469,14 @@ fn bins(p: &Params, run: &VariantRun, levels: &[(f64, u32, u32)]) -> Vec<Bin> {
             .collect();
         b.fpm_busy_max = samples.iter().filter_map(|x| x.fpm_active).max();
         b.fpm_listen_queue_max = samples.iter().filter_map(|x| x.fpm_listen_queue).max();
+        b.breaker = samples
+            .iter()
+            .filter_map(|x| x.breaker)
+            .max_by_key(|s| match *s {
+                "open" => 2,
+                "half_open" => 1,
+                _ => 0,
+            });
         out.push(b);
     }
     out

@@ -158,6 +158,7 @@ async fn run_inner(
         t0,
         stop.clone(),
         latest.clone(),
+        sut.shm_path.clone(),
     ));
     let progress = tokio::spawn(progress::run(
         p.clone(),

@@ -286,8 +286,7 @@ pub const VARIANTS: [&str; 5] = [
 
 /// The variants that run this extension's client (they need libresilient.so, shared memory and
 /// the resilient.* ini). `resilient-breaker` is `resilient` plus the client option `circuit`
-/// (failure_ratio 0.5, min_calls 20, window 10 s, open_for 5 s): until the breaker exists the
-/// option is accepted and does nothing, so it measures as `resilient`.
+/// (failure_ratio 0.5, min_calls 20 (and so 20 failures in a row), window 10 s, open_for 5 s).
 pub const RESILIENT_VARIANTS: [&str; 3] = ["resilient", "resilient-failfast", "resilient-breaker"];
 
 /// The breaker's `open_for`, seconds (lab/app/src/ResilientQuoteClient.php).

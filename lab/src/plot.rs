@@ -420,8 +420,9 @@ fn draw_panel(
 
 /// Attempts/s at the upstream, one panel per variant on the same axes: the web page's attempts
 /// against the offered load (an amplification above 1 shows as a line above the grey one), the
-/// background workers' attempts apart. A lane for the breaker's state is kept for when the
-/// extension reports it (Resilient\Metrics::snapshot()).
+/// background workers' attempts apart, and for a variant with a circuit breaker a lane along
+/// the bottom of its panel: the breaker's state per bin as the extension's metrics show it
+/// (sampled from the segment every 250 ms; red open, orange half-open).
 pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), String> {
     let ran: Vec<&VariantSummary> = all
         .iter()
@@ -437,8 +438,8 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
     header(&head, p, ": upstream attempts/s per variant")?;
     let (body, foot) = body.split_vertically(h - 70 - 40);
     foot.draw_text(
-        "Breaker state (closed / open / half-open): placeholder until Resilient\\Metrics::snapshot() reports it; \
-         resilient-breaker measures as resilient until the breaker exists.",
+        "Lane at the bottom of a panel: the circuit breaker of `shipping` per 1 s bin, from Resilient's own metrics \
+         (red: open at some sample of the bin, orange: half-open, none: closed or no breaker).",
         &("sans-serif", 17).into_font().color(&BLACK.mix(0.7)),
         (20, 10),
     )
@@ -482,6 +483,32 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
                 SLOW_SHADE.filled(),
             )))
             .map_err(|e| e.to_string())?;
+        if v.bins
+            .iter()
+            .any(|b| matches!(b.breaker, Some("open" | "half_open")))
+        {
+            let lane = ymax * 0.06;
+            chart
+                .draw_series(v.bins.iter().filter_map(|b| {
+                    let color = match b.breaker? {
+                        "open" => RGBColor(214, 39, 40),
+                        "half_open" => RGBColor(255, 127, 14),
+                        _ => return None,
+                    };
+                    Some(Rectangle::new(
+                        [(b.t_s, 0.0), (b.t_s + BIN_S, lane)],
+                        color.mix(0.8).filled(),
+                    ))
+                }))
+                .map_err(|e| e.to_string())?
+                .label("breaker open (red) / half-open (orange)")
+                .legend(|(x, y)| {
+                    Rectangle::new(
+                        [(x, y - 5), (x + 20, y + 5)],
+                        RGBColor(214, 39, 40).filled(),
+                    )
+                });
+        }
         let grey = RGBColor(150, 150, 150);
         let series: [(&str, RGBColor, u32, fn(&Bin) -> f64); 3] = [
             ("web requests offered", grey, 3, |b| b.offered_rps),

@@ -410,8 +410,8 @@ pub fn markdown(
          - **resilient-failfast**: the same client and ini with `funnel.wait` 0, the contract's default: the funnel refuses \
            at once when its slots are busy. Its own php-fpm and shared-memory segment.\n\
          - **resilient-breaker**: `resilient` plus the client option `'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 20, \
-           'window' => 10.0, 'open_for' => 5.0]`. Until the extension's breaker exists the option is accepted and does \
-           nothing, so this variant measures as `resilient`.\n\
+           'window' => 10.0, 'open_for' => 5.0]`: it opens at a failure ratio of 0.5 over 20+ calls in 10 s, or after 20 \
+           failures in a row (`consecutive_failures`, default `min_calls`); open 5 s ± 20 %, then one probe for the host.\n\
          - Every attempt carries the call's `X-Request-Id` (`w-…` from the page, `b-…` from a background worker), so the \
            upstream's own rows tell web from background attempts and attempts from calls.\n",
         p.deadline_ms, p.funnel_wait_ms
@@ -432,46 +432,56 @@ pub fn markdown(
 }
 
 /// The extension's own metrics beside the upstream's: `Resilient\Metrics::snapshot()` read at
-/// the end of each resilient variant's run (/lab-metrics), and the breaker's state. Until the
-/// extension has them, a marked placeholder.
+/// the end of each resilient variant's run (/lab-metrics, reset after the warm-up as the
+/// upstream's rows are), and the breaker's transitions.
 fn extension_metrics(all: &[VariantSummary]) -> String {
     let mut out = String::from(
-        "## The extension's own metrics and the breaker state\n\n\
-         <!-- EXTENSION-METRICS: Resilient\\Metrics::snapshot() per resilient variant, read from /lab-metrics \
-         (lab/app/public/metrics.php) at the end of the run; compare its attempts/originals with the upstream's rows \
-         above, and show the breaker's state and transitions. -->\n\n",
+        "## The extension's own metrics\n\n\
+         `Resilient\\Metrics::snapshot()['shipping']` at the end of each resilient variant's run (every FPM worker and \
+         background process of the host counts into it; reset right after the warm-up, when the upstream's rows start). \
+         `attempts` should equal what the upstream saw; `shed` are our refusals (nothing sent), `failures` the \
+         upstream's. The breaker's state over time is the lane in the attempts plot.\n\n\
+         | variant | originals | attempts (ext) | attempts (upstream) | retries sent | retries that succeeded | retries denied | successes | shed funnel/budget/deadline/circuit | failures 5xx/timeout/connection | fallbacks | breaker opened/half-open/closed |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for v in all.iter().filter(|v| crate::params::is_resilient(&v.name)) {
-        match &v.metrics {
-            Some(m) if m.get("available").and_then(|a| a.as_bool()) == Some(true) => {
-                let snap = m.get("snapshot").cloned().unwrap_or_default();
-                let entry = snap.get("shipping").cloned().unwrap_or(snap);
-                let _ = writeln!(
-                    out,
-                    "**{}** — the upstream saw {} attempts (web and background) from the reset after the warm-up to \
-                     the end of the drain; the extension's snapshot for `shipping`, reset at the same moment \
-                     (`Metrics::reset`, when it exists):\n\n```json\n{}\n```\n",
-                    v.name,
-                    v.upstream_attempts_total,
-                    serde_json::to_string_pretty(&entry).unwrap_or_default()
-                );
-            }
-            Some(m) => {
-                let _ = writeln!(
-                    out,
-                    "- **{}**: *(placeholder)* the extension has no metrics yet ({}); breaker state: not available.",
-                    v.name,
-                    m.get("why").and_then(|w| w.as_str()).unwrap_or("no snapshot")
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "- **{}**: *(placeholder)* /lab-metrics did not answer.",
-                    v.name
-                );
-            }
-        }
+        let snap = v
+            .metrics
+            .as_ref()
+            .filter(|m| m.get("available").and_then(|a| a.as_bool()) == Some(true))
+            .and_then(|m| m.pointer("/snapshot/shipping"));
+        let Some(m) = snap else {
+            let _ = writeln!(
+                out,
+                "| {} | *(no snapshot: /lab-metrics did not answer)* |||||||||||",
+                v.name
+            );
+            continue;
+        };
+        let n = |path: &str| m.pointer(path).and_then(|x| x.as_u64()).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{}/{}/{} | {}/{}/{} | {} | {}/{}/{} |",
+            v.name,
+            n("/originals"),
+            n("/attempts"),
+            v.upstream_attempts_total,
+            n("/retries"),
+            n("/retries_succeeded"),
+            n("/retries_denied"),
+            n("/successes"),
+            n("/shed/funnel"),
+            n("/shed/budget"),
+            n("/shed/deadline"),
+            n("/shed/circuit"),
+            n("/failures/5xx"),
+            n("/failures/timeout"),
+            n("/failures/connection"),
+            n("/fallbacks"),
+            n("/breaker/transitions/open"),
+            n("/breaker/transitions/half_open"),
+            n("/breaker/transitions/closed"),
+        );
     }
     out.push('\n');
     out
@@ -542,17 +552,7 @@ fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> Strin
                 );
             }
         }
-        Scenario::Outage => {
-            if missed("resilient-breaker: attempts") {
-                let _ = writeln!(
-                    out,
-                    "**resilient-breaker runs without a breaker yet.** Until the extension's circuit breaker exists the \
-                     `circuit` option is accepted and does nothing, so this variant spends its retry budget like `resilient` \
-                     (every original still reaches the upstream once). With the breaker, calls are refused at once while it \
-                     is open and only probes reach the upstream.\n"
-                );
-            }
-        }
+        Scenario::Outage => {}
         Scenario::Slowdown => {}
     }
     out

@@ -1,7 +1,11 @@
 //! Samples, every 250 ms while the load runs: php-fpm's busy/idle workers and listen queue
 //! (from the pool's status page, served by its own listener so it answers even when every worker
-//! is busy) and the upstream's in-service/queued levels.
+//! is busy), the upstream's in-service/queued levels, and for the resilient variants the
+//! extension's own state read straight from their shared-memory segment (the breaker of
+//! `shipping`, its attempt counter): no PHP worker is needed to read it, so a busy pool does
+//! not hide it.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +26,41 @@ pub struct Sample {
     pub fpm_listen_queue: Option<u32>,
     pub upstream_in_service: Option<u32>,
     pub upstream_queued: Option<u32>,
+    /// The breaker of `shipping` as the extension's metrics show it: closed, open, half_open.
+    pub breaker: Option<&'static str>,
+    /// The extension's attempt counter for `shipping` (since its reset after the warm-up).
+    pub ext_attempts: Option<u64>,
+}
+
+/// The upstream name the lab app's clients use.
+const UPSTREAM: &str = "shipping";
+
+/// Reads the extension's metrics of [`UPSTREAM`] from the variant's segment, once PHP made it.
+struct ExtensionState {
+    path: Option<PathBuf>,
+    segment: Option<resilient_core::Segment>,
+}
+
+impl ExtensionState {
+    fn read(&mut self) -> (Option<&'static str>, Option<u64>) {
+        if self.segment.is_none() {
+            // An existing file keeps its own slot count: 1 is never used to create one here.
+            self.segment = self
+                .path
+                .as_deref()
+                .filter(|p| p.exists())
+                .and_then(|p| resilient_core::Segment::open(p, 1).ok());
+        }
+        let Some(seg) = &self.segment else {
+            return (None, None);
+        };
+        resilient_core::metrics::snapshot_all(seg)
+            .into_iter()
+            .find(|(name, _)| name == UPSTREAM)
+            .map_or((None, None), |(_, m)| {
+                (Some(m.breaker().as_str()), Some(m.attempts))
+            })
+    }
 }
 
 /// The FPM status fields the lab uses.
@@ -62,7 +101,12 @@ pub async fn run(
     t0: Instant,
     stop: Arc<AtomicBool>,
     latest: Arc<Mutex<Sample>>,
+    shm: Option<PathBuf>,
 ) -> Vec<Sample> {
+    let mut ext = ExtensionState {
+        path: shm,
+        segment: None,
+    };
     let mut out = Vec::new();
     let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -70,7 +114,10 @@ pub async fn run(
         tick.tick().await;
         let t_s = (Instant::now() - t0).as_secs_f64();
         let (fpm, up) = tokio::join!(fpm_status(&http, &sut_base), upstream.level(&http));
+        let (breaker, ext_attempts) = ext.read();
         let s = Sample {
+            breaker,
+            ext_attempts,
             t_s,
             fpm_active: fpm.as_ref().map(|f| f.active),
             fpm_idle: fpm.as_ref().map(|f| f.idle),

@@ -48,8 +48,9 @@ final class ResilientManager
     {
         if ($this->fake !== null) {
             $base = $this->config['clients'][$name]['base_url'] ?? $this->config['defaults']['base_url'] ?? null;
+            $fallback = $this->config['clients'][$name]['fallback'] ?? $this->config['defaults']['fallback'] ?? null;
 
-            return $this->fake->client($name, fn () => $this->realClient($name), $base);
+            return $this->fake->client($name, fn () => $this->realClient($name), $base, $fallback);
         }
 
         return $this->realClient($name);

@@ -79,6 +79,29 @@ final class BreakerTest extends HttpTestCase
         fwrite(STDERR, sprintf("\n[breaker] opened after %d failures; 51 calls while open (2 processes): 0 reached the upstream, %.1f µs per refused call\n", self::MIN_CALLS, $perCallUs));
     }
 
+    public function testASuddenOutageAfterAHealthySpellOpensItAfterTheStreak(): void
+    {
+        $key = $this->up->key('streak');
+        $this->up->script($key, array_merge(array_fill(0, 100, ['status' => 200]), [['status' => 503]]));
+        $client = new Client(Run::name('breaker'), $this->options($key, 30.0));
+        for ($i = 0; $i < 100; $i++) {
+            $this->assertSame(200, $client->get('/x')->status());
+        }
+        // 100 successes in the window: a ratio of 0.5 alone would take 100 failures.
+        $this->open($client);
+        $refused = 0;
+        for ($i = 0; $i < 20; $i++) {
+            try {
+                $client->get('/x');
+            } catch (CircuitOpen) {
+                $refused++;
+            }
+        }
+        $this->assertSame(20, $refused, 'open after consecutive_failures (min_calls) failures in a row');
+        usleep(100_000);
+        $this->assertCount(100 + self::MIN_CALLS, $this->up->attempts($key, 100 + self::MIN_CALLS));
+    }
+
     public function testClientErrorsNeverOpenIt(): void
     {
         $key = $this->up->key('4xx');

@@ -47,6 +47,27 @@ final class FakeTest extends PackageTestCase
         $this->assertSame($originals, Resilient::budget($name)->stats()['originals'], 'no budget deposit');
     }
 
+    public function testTheClientsFallbackAnswersAScriptedRefusalAsTheRealClientWould(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-fallback');
+        $seen = [];
+        $client['fallback'] = function (Unavailable $e) use (&$seen) {
+            $seen[] = $e;
+
+            return ['qty' => 3, 'is_live' => false];
+        };
+        $this->boot(['clients' => [$name => $client]]);
+        $refusal = new BudgetExhausted('no retry left');
+        Resilient::fake([$name => [Response::fake(200, '{"qty":7}'), $refusal]]);
+
+        $live = Resilient::client($name)->get('/stock/1');
+        $this->assertInstanceOf(Response::class, $live, 'a scripted answer is returned as is');
+        $this->assertSame(['qty' => 3, 'is_live' => false], Resilient::client($name)->get('/stock/1'));
+        $this->assertSame([$refusal], $seen, 'the fallback got the scripted exception, once');
+        Resilient::assertSent(fn (RecordedRequest $r, $outcome) => $outcome === $refusal);
+        $this->assertSame([], $this->up->attempts($key, 0, 300), 'the upstream saw nothing');
+    }
+
     public function testAStrayCallThrowsUnderPreventStrayRequests(): void
     {
         [$name, $key, $client] = $this->upstreamClient('fake-stray');

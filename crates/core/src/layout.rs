@@ -62,7 +62,11 @@ pub struct BreakerBlock {
     /// Each bucket: `tag:24 | calls:20 | failures:20` (as the budget's, see
     /// [`crate::breaker`]).
     pub buckets: [AtomicU64; BREAKER_BUCKETS],
-    pub _reserved: [AtomicU64; 3],
+    /// Failures the client would retry counted since the last success (or the last close):
+    /// opens the breaker at `consecutive_failures` even while the window still holds a
+    /// healthy past.
+    pub streak: AtomicU64,
+    pub _reserved: [AtomicU64; 2],
 }
 
 /// One named entry: the name's funnel, retry budget, circuit breaker and metrics.

@@ -111,13 +111,7 @@ impl HttpClientBuilder {
         let policy = HttpClient::policy_for(&self.config, self.caps);
         if let Some(c) = self.config.circuit {
             let probe = policy.timeout.saturating_add(PROBE_MARGIN);
-            let config = resilient_core::BreakerConfig::new(
-                c.failure_ratio,
-                c.min_calls,
-                c.window,
-                c.open_for,
-                probe,
-            )?;
+            let config = c.breaker_config(probe)?;
             let store = backend.breaker(name, config)?;
             let mut guard = BreakerGuard::new(store, &policy.retry_on);
             if let Some(events) = &self.events {

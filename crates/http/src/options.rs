@@ -51,6 +51,8 @@ pub struct CircuitOptions {
     pub min_calls: u32,
     pub window: Duration,
     pub open_for: Duration,
+    /// Failures in a row that open it whatever the window says (`None`: `min_calls`).
+    pub consecutive_failures: Option<u32>,
 }
 
 impl Default for CircuitOptions {
@@ -60,6 +62,27 @@ impl Default for CircuitOptions {
             min_calls: 20,
             window: Duration::from_secs(10),
             open_for: Duration::from_secs(5),
+            consecutive_failures: None,
+        }
+    }
+}
+
+impl CircuitOptions {
+    /// The core breaker's settings; `probe_timeout` comes from the attempt timeout.
+    pub fn breaker_config(
+        &self,
+        probe_timeout: Duration,
+    ) -> Result<resilient_core::BreakerConfig, resilient_core::Error> {
+        let config = resilient_core::BreakerConfig::new(
+            self.failure_ratio,
+            self.min_calls,
+            self.window,
+            self.open_for,
+            probe_timeout,
+        )?;
+        match self.consecutive_failures {
+            Some(n) => config.with_consecutive_failures(n),
+            None => Ok(config),
         }
     }
 }
@@ -268,30 +291,13 @@ impl ClientConfig {
         self.funnel = funnel;
         Ok(())
     }
-    /// Circuit breaker settings: `failure_ratio` in
-    /// (0, 1], `min_calls` 1 to 1,000,000, `window` and `open_for` at least 1 ms.
-    pub fn set_circuit(&mut self, circuit: Option<CircuitOptions>) -> Result<(), ConfigError> {
+    /// Circuit breaker settings; their values are `BreakerConfig`'s (`None` disables it).
+    pub fn set_circuit(
+        &mut self,
+        circuit: Option<CircuitOptions>,
+    ) -> Result<(), resilient_core::Error> {
         if let Some(c) = circuit {
-            if !(c.failure_ratio > 0.0 && c.failure_ratio <= 1.0) {
-                return Err(ConfigError::new(
-                    "circuit.failure_ratio",
-                    format!(
-                        "must be greater than 0 and at most 1, got {}",
-                        c.failure_ratio
-                    ),
-                ));
-            }
-            if !(1..=1_000_000).contains(&c.min_calls) {
-                return Err(ConfigError::new(
-                    "circuit.min_calls",
-                    format!(
-                        "must be an integer between 1 and 1000000, got {}",
-                        c.min_calls
-                    ),
-                ));
-            }
-            at_least_1ms("circuit.window", c.window)?;
-            at_least_1ms("circuit.open_for", c.open_for)?;
+            c.breaker_config(Duration::from_secs(1))?;
         }
         self.circuit = circuit;
         Ok(())
@@ -527,8 +533,10 @@ mod tests {
             failure_ratio: 0.0,
             ..CircuitOptions::default()
         };
-        assert!(err(c.set_circuit(Some(circuit)).unwrap_err())
-            .starts_with("option 'circuit.failure_ratio'"));
+        assert_eq!(
+            c.set_circuit(Some(circuit)).unwrap_err().argument(),
+            Some("failure_ratio")
+        );
         assert!(err(c.set_base_url("not a url").unwrap_err()).starts_with("option 'base_url'"));
         assert!(err(c.set_base_url("ftp://x").unwrap_err()).starts_with("option 'base_url'"));
         assert!(err(c.add_header("headers", b"bad name", b"x").unwrap_err())

@@ -1,7 +1,7 @@
 <?php
 /**
  * The extension's own metrics, read by the lab at the end of a run: Resilient\Metrics::snapshot()
- * as JSON when the extension has it (issue 11), {"available": false} otherwise; `?reset=1` first
+ * as JSON, {"available": false} when the loaded extension has no Resilient\Metrics; `?reset=1` first
  * resets the `shipping` counters (Metrics::reset, right after the warm-up). Touches no upstream.
  */
 header('Content-Type: application/json');

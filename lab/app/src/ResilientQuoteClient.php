@@ -35,7 +35,8 @@ final class ResilientQuoteClient
             'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
             'backend' => 'shm',
         ] + ($this->breaker ? [
-            // Variant resilient-breaker (issue 11); accepted and inert until the breaker exists.
+            // Variant resilient-breaker: opens at 50 % failures over 20+ calls in 10 s, or after
+            // 20 failures in a row (consecutive_failures defaults to min_calls).
             'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 20, 'window' => 10.0, 'open_for' => 5.0],
         ] : []));
         try {

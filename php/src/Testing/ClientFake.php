@@ -13,12 +13,17 @@ use Resilient\Unavailable;
  */
 final class ClientFake
 {
-    /** @param Closure(): \Resilient\Client $real the real client, for a stray call when strays are allowed */
+    /**
+     * @param Closure(): \Resilient\Client $real the real client, for a stray call when strays are allowed
+     * @param callable|null $fallback the client's `fallback` option: called with a scripted
+     *        `Unavailable` instead of throwing it, as the real client does
+     */
     public function __construct(
         private string $name,
         private FakeClients $fakes,
         private Closure $real,
         private ?string $baseUrl,
+        private mixed $fallback = null,
     ) {
     }
 
@@ -27,37 +32,37 @@ final class ClientFake
         return $this->name;
     }
 
-    public function get(string $path, ?array $query = null, ?array $options = null): Response
+    public function get(string $path, ?array $query = null, ?array $options = null): mixed
     {
         return $this->call('GET', $path, $query, $options ?? []);
     }
 
-    public function head(string $path, ?array $query = null, ?array $options = null): Response
+    public function head(string $path, ?array $query = null, ?array $options = null): mixed
     {
         return $this->call('HEAD', $path, $query, $options ?? []);
     }
 
-    public function post(string $path, ?array $json = null, ?array $options = null): Response
+    public function post(string $path, ?array $json = null, ?array $options = null): mixed
     {
         return $this->call('POST', $path, $json, $options ?? []);
     }
 
-    public function put(string $path, ?array $json = null, ?array $options = null): Response
+    public function put(string $path, ?array $json = null, ?array $options = null): mixed
     {
         return $this->call('PUT', $path, $json, $options ?? []);
     }
 
-    public function patch(string $path, ?array $json = null, ?array $options = null): Response
+    public function patch(string $path, ?array $json = null, ?array $options = null): mixed
     {
         return $this->call('PATCH', $path, $json, $options ?? []);
     }
 
-    public function delete(string $path, ?array $json = null, ?array $options = null): Response
+    public function delete(string $path, ?array $json = null, ?array $options = null): mixed
     {
         return $this->call('DELETE', $path, $json, $options ?? []);
     }
 
-    public function request(string $method, string $path, ?array $options = null): Response
+    public function request(string $method, string $path, ?array $options = null): mixed
     {
         return $this->call(strtoupper(trim($method)), $path, null, $options ?? []);
     }
@@ -76,8 +81,9 @@ final class ClientFake
         $out = [];
         foreach ($requests as $key => $item) {
             [$method, $path, $options] = array_pad(array_values((array) $item), 3, []);
+            $request = new RecordedRequest($this->name, strtoupper(trim((string) $method)), (string) $path, null, $options ?? [], $this->baseUrl);
             try {
-                $out[$key] = $this->request((string) $method, (string) $path, $options ?? []);
+                $out[$key] = $this->answer($request, $request->method(), (string) $path, null, $options ?? []);
             } catch (Unavailable $e) {
                 $out[$key] = $e;
             }
@@ -86,10 +92,22 @@ final class ClientFake
         return $out;
     }
 
-    private function call(string $method, string $path, ?array $data, array $options): Response
+    /** A Response, or with a `fallback` its value when the answer is an `Unavailable`. */
+    private function call(string $method, string $path, ?array $data, array $options): mixed
     {
         $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl);
+        if ($this->fallback === null) {
+            return $this->answer($request, $method, $path, $data, $options);
+        }
+        try {
+            return $this->answer($request, $method, $path, $data, $options);
+        } catch (Unavailable $e) {
+            return ($this->fallback)($e);
+        }
+    }
 
+    private function answer(RecordedRequest $request, string $method, string $path, ?array $data, array $options): Response
+    {
         return $this->fakes->answer($request, function () use ($method, $path, $data, $options) {
             $real = ($this->real)();
 

@@ -58,10 +58,13 @@ final class FakeClients
         return $this;
     }
 
-    /** @param Closure(): \Resilient\Client $real */
-    public function client(string $name, Closure $real, ?string $baseUrl = null): ClientFake
+    /**
+     * @param Closure(): \Resilient\Client $real
+     * @param callable|null $fallback the client's `fallback` option
+     */
+    public function client(string $name, Closure $real, ?string $baseUrl = null, mixed $fallback = null): ClientFake
     {
-        return $this->clients[$name] ??= new ClientFake($name, $this, $real, $baseUrl);
+        return $this->clients[$name] ??= new ClientFake($name, $this, $real, $baseUrl, $fallback);
     }
 
     /**

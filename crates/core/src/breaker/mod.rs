@@ -10,7 +10,9 @@
 //! - **Closed**: attempts go through; each one's end is counted (a call; a failure only when
 //!   the client would retry it: timeouts, connection errors, `retry_on` statuses, never a
 //!   4xx). When `min_calls` were counted in the window and the failures reach
-//!   `failure_ratio` of them, the breaker opens.
+//!   `failure_ratio` of them, the breaker opens; it opens too after `consecutive_failures`
+//!   failures in a row (by default `min_calls`), so a sudden outage after a healthy spell is
+//!   not diluted by the successes still in the window.
 //! - **Open** for `open_for` ± 20 % (jitter, so the hosts of a fleet do not probe in step):
 //!   every attempt is refused at once, nothing is sent.
 //! - **Half-open**: the first caller after the open period wins the one ticket (a CAS) and
@@ -65,7 +67,7 @@ pub const OPEN_JITTER: f64 = 0.2;
 /// A breaker's settings. Private fields: [`BreakerConfig::new`] is the only way to make one.
 ///
 /// ```compile_fail
-/// let c = resilient_core::BreakerConfig { failure_ratio: 0.5, min_calls: 0, window_ms: 0, open_ms: 0, probe_ms: 0 };
+/// let c = resilient_core::BreakerConfig { failure_ratio: 0.5, min_calls: 0, window_ms: 0, open_ms: 0, probe_ms: 0, consecutive_failures: 0 };
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BreakerConfig {
@@ -74,6 +76,7 @@ pub struct BreakerConfig {
     window_ms: u64,
     open_ms: u64,
     probe_ms: u64,
+    consecutive_failures: u32,
 }
 
 impl BreakerConfig {
@@ -121,7 +124,27 @@ impl BreakerConfig {
             window_ms: ms("window", window)?,
             open_ms: ms("open_for", open_for)?,
             probe_ms: ms("probe_timeout", probe_timeout)?,
+            consecutive_failures: min_calls,
         })
+    }
+
+    /// Also open after `n` failures in a row (no success between, across every process), 1 to
+    /// 1,000,000; `min_calls` unless set. Why: after a healthy spell the window is full of
+    /// successes, so a sudden outage needs as many failures again to reach a ratio of 0.5,
+    /// all sent to an upstream that is down; a streak of `n` says the same as a ratio of 1
+    /// over the last `n` calls, at once.
+    pub fn with_consecutive_failures(mut self, n: u32) -> Result<Self, Error> {
+        if !(1..=Self::MAX_MIN_CALLS).contains(&n) {
+            return Err(Error::invalid_argument(
+                "consecutive_failures",
+                format!(
+                    "must be an integer between 1 and {}, got {n}",
+                    Self::MAX_MIN_CALLS
+                ),
+            ));
+        }
+        self.consecutive_failures = n;
+        Ok(self)
     }
 
     pub fn failure_ratio(&self) -> f64 {
@@ -138,6 +161,9 @@ impl BreakerConfig {
     }
     pub fn probe_timeout(&self) -> Duration {
         Duration::from_millis(self.probe_ms)
+    }
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures
     }
 
     fn bucket_ms(&self) -> u64 {
@@ -373,6 +399,10 @@ mod tests {
     #[test]
     fn successes_keep_it_closed_below_the_ratio() {
         let (b, p) = breaker("ratio", 0.5, 10);
+        let b = CircuitBreaker {
+            config: b.config.with_consecutive_failures(1_000).unwrap(),
+            ..b
+        };
         let t = 50_000;
         for _ in 0..50 {
             b.record(false, t, MID);
@@ -394,13 +424,62 @@ mod tests {
     }
 
     #[test]
+    fn a_streak_opens_it_though_the_window_is_still_healthy() {
+        let (b, p) = breaker("streak", 0.5, 20);
+        let t = 200_000;
+        for _ in 0..500 {
+            b.record(false, t, MID);
+        }
+        // A sudden outage: 19 failures in a row, 19 of 519 in the window.
+        for _ in 0..19 {
+            assert_eq!(b.record(true, t + 1, MID), None);
+        }
+        // A success breaks the streak; 19 more are not 20 in a row.
+        b.record(false, t + 1, MID);
+        for _ in 0..19 {
+            assert_eq!(b.record(true, t + 2, MID), None);
+        }
+        assert_eq!(b.record(true, t + 2, MID), Some(Transition::Opened));
+        // The probe's success closes it and starts the streak afresh.
+        let Admission::Probe { ticket, .. } = b.admit(t + 5_002) else {
+            panic!("a probe after open_for")
+        };
+        assert_eq!(
+            b.resolve(ticket, true, t + 5_003, MID),
+            Some(Transition::Closed)
+        );
+        for _ in 0..19 {
+            assert_eq!(b.record(true, t + 5_004, MID), None);
+        }
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn the_streak_length_is_a_setting() {
+        let s = Duration::from_secs;
+        let c = BreakerConfig::new(0.5, 20, s(10), s(5), s(1)).unwrap();
+        assert_eq!(c.consecutive_failures(), 20, "min_calls unless set");
+        assert_eq!(
+            c.with_consecutive_failures(3)
+                .unwrap()
+                .consecutive_failures(),
+            3
+        );
+        for bad in [0, BreakerConfig::MAX_MIN_CALLS + 1] {
+            let e = c.with_consecutive_failures(bad).unwrap_err();
+            assert_eq!(e.argument(), Some("consecutive_failures"));
+        }
+    }
+
+    #[test]
     fn old_failures_leave_the_window() {
         let (b, p) = breaker("slide", 0.5, 4);
         let t = 100_000;
         for _ in 0..3 {
             b.record(true, t, MID);
         }
-        // 10 s later those three are gone: one more failure is 1 call, under min_calls.
+        // 10 s later those three are gone: one more failure is 1 call, under min_calls, and
+        // a streak of 1 (its first failure left the window).
         assert_eq!(b.record(true, t + 10_000, MID), None);
         assert_eq!(b.state(t + 10_000).calls, 1);
         std::fs::remove_file(p).unwrap();

@@ -250,6 +250,7 @@ fn run_one(b: &BreakerBlock, sc: &Scenario, path: &mut Vec<(usize, usize)>) {
     for bucket in &b.buckets {
         bucket.store(0, SeqCst);
     }
+    b.streak.store(0, SeqCst);
     let log = Log::default();
     let ghost = (sc.start.phase() == Phase::HalfOpen).then(|| Ticket(sc.start));
     if let Some(t) = ghost {

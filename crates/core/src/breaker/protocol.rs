@@ -6,9 +6,11 @@
 //!   that CAS, and only it, holds the one probe ticket of the host; half-open at or after the
 //!   bound (the probe's process died or hangs) → the same CAS from the old ticket: the caller
 //!   takes the ticket over and probes, so the breaker is never half-open for ever.
-//! - record (an attempt admitted while closed ended): count it in the bucket of `now`; on a
-//!   failure, while closed, sum the window and CAS `Closed → Open(now + jittered open_for)`
-//!   when `min_calls` were seen and the failure ratio reached `failure_ratio`.
+//! - record (an attempt admitted while closed ended): count it in the bucket of `now`; a
+//!   success sets the streak to 0, a failure adds 1 to it; on a failure, while closed, CAS
+//!   `Closed → Open(now + jittered open_for)` when the streak reached `consecutive_failures`,
+//!   or else when the window holds `min_calls` calls and the failure ratio reached
+//!   `failure_ratio`.
 //! - resolve (the probe ended): CAS `ticket → Closed(now)` on success, `ticket → Open(..)` on a
 //!   failure. A ticket that was given up is no longer the word: its CAS fails, its report is
 //!   ignored.
@@ -24,7 +26,7 @@ use super::state_word::{Phase, StateWord};
 use super::{Admission, BreakerConfig, Ticket, Transition};
 use crate::layout::{BreakerBlock, BREAKER_BUCKETS};
 use std::future::Future;
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
 /// Bounded work per admission under contention: then refuse rather than spin.
 const MAX_ROUNDS: usize = 64;
@@ -33,6 +35,8 @@ const TAG_BITS: u32 = 24;
 const COUNT_BITS: u32 = 20;
 const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+const STREAK_BITS: u32 = 64 - TAG_BITS;
+const STREAK_MAX: u64 = (1 << STREAK_BITS) - 1;
 
 /// Which shared word an access is about to touch (read by the model checker only).
 #[derive(Clone, Copy, Debug)]
@@ -40,6 +44,7 @@ const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 pub(crate) enum At {
     State,
     Bucket(usize),
+    Streak,
 }
 
 /// A point before every shared access where a model checker may pause the caller.
@@ -110,9 +115,10 @@ pub(crate) async fn record(
     let tag = epoch & TAG_MASK;
     let idx = (epoch % BREAKER_BUCKETS as u64) as usize;
     let bucket = &b.buckets[idx];
-    me.step(At::Bucket(idx)).await;
-    let mut w = bucket.load(Acquire);
+    // One pause per round (see `lengthen_streak` for why that is enough).
     loop {
+        me.step(At::Bucket(idx)).await;
+        let w = bucket.load(Acquire);
         let (c, f) = if tag_of(w) == tag {
             (calls_of(w), failures_of(w))
         } else {
@@ -123,31 +129,23 @@ pub(crate) async fn record(
             (c + 1).min(COUNT_MAX),
             (f + failure as u64).min(COUNT_MAX),
         );
-        me.step(At::Bucket(idx)).await;
-        match bucket.compare_exchange(w, next, AcqRel, Acquire) {
-            Ok(_) => break,
-            Err(now) => w = now,
+        if bucket.compare_exchange(w, next, AcqRel, Acquire).is_ok() {
+            break;
         }
     }
     if !failure {
+        me.step(At::Streak).await;
+        b.streak.store(0, Release);
         return None;
     }
+    let streak = lengthen_streak(b, me, tag).await;
     me.step(At::State).await;
     let seen = StateWord(b.state.load(Acquire));
     if seen.phase() != Phase::Closed {
         return None;
     }
-    let since = config.epoch(seen.at_ms());
-    let (mut calls, mut failures) = (0u64, 0u64);
-    for (i, bucket) in b.buckets.iter().enumerate() {
-        me.step(At::Bucket(i)).await;
-        if let Some((c, f)) = counted(bucket.load(Acquire), epoch, since) {
-            calls += c;
-            failures += f;
-        }
-    }
-    if calls < config.min_calls as u64
-        || (failures as f64) < config.failure_ratio * calls as f64 - 1e-9
+    if streak < config.consecutive_failures as u64
+        && !window_says_open(b, me, config, seen, epoch).await
     {
         return None;
     }
@@ -157,6 +155,50 @@ pub(crate) async fn record(
         .compare_exchange(seen.0, open.0, AcqRel, Acquire)
         .ok()
         .map(|_| Transition::Opened)
+}
+
+/// Adds a failure to the streak and returns its length. The streak word is
+/// `tag:24 | count:40`, the tag the epoch of its first failure: a streak whose first failure
+/// has left the window starts again at 1, so "n in a row" means n in a row within the window.
+///
+/// One pause per round, before the load: the next word depends on the loaded one only, so a
+/// write landing between the load and the CAS just fails the CAS and the round starts again,
+/// as if the round had begun after that write; the model checker need not split the round.
+async fn lengthen_streak(b: &BreakerBlock, me: &impl Pause, tag: u64) -> u64 {
+    loop {
+        me.step(At::Streak).await;
+        let w = b.streak.load(Acquire);
+        let age = tag.wrapping_sub(w >> STREAK_BITS) & TAG_MASK;
+        let next = match w != 0 && age < BREAKER_BUCKETS as u64 {
+            true => (w & !STREAK_MAX) | ((w & STREAK_MAX) + 1).min(STREAK_MAX),
+            false => tag << STREAK_BITS | 1,
+        };
+        if b.streak.compare_exchange(w, next, AcqRel, Acquire).is_ok() {
+            return next & STREAK_MAX;
+        }
+    }
+}
+
+/// The window (since the breaker last closed) holds `min_calls` calls and the failures reach
+/// `failure_ratio` of them.
+async fn window_says_open(
+    b: &BreakerBlock,
+    me: &impl Pause,
+    config: &BreakerConfig,
+    seen: StateWord,
+    epoch: u64,
+) -> bool {
+    let since = config.epoch(seen.at_ms());
+    let (mut calls, mut failures) = (0u64, 0u64);
+    for (i, bucket) in b.buckets.iter().enumerate() {
+        me.step(At::Bucket(i)).await;
+        if let Some((c, f)) = counted(bucket.load(Acquire), epoch, since) {
+            calls += c;
+            failures += f;
+        }
+    }
+    calls >= config.min_calls as u64
+        && (failures as f64) >= config.failure_ratio * calls as f64 - 1e-9
 }
 
 /// The probe holding `ticket` ended: close on success, open again on failure. `None` when the
@@ -180,10 +222,16 @@ pub(crate) async fn resolve(
         ),
     };
     me.step(At::State).await;
-    b.state
+    let changed = b
+        .state
         .compare_exchange(ticket.0 .0, next.0, AcqRel, Acquire)
-        .ok()
-        .map(|_| transition)
+        .is_ok();
+    if changed && success {
+        // The window starts afresh at the close (`since`); so does the streak.
+        me.step(At::Streak).await;
+        b.streak.store(0, Release);
+    }
+    changed.then_some(transition)
 }
 
 /// Calls and failures in the window at `now_ms`, counted since `closed` (a closed word) began.
