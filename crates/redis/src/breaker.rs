@@ -2,7 +2,8 @@
 //! fleet when the open period ends (`scripts::BREAKER`, one EVALSHA per admission and one per
 //! outcome, on the server's clock), with `resilient_core::CircuitBreaker`'s rules: count calls
 //! and failures in 20 buckets of the window (those since the last close), open when
-//! `min_calls` were counted and failures reached `failure_ratio`, stay open `open_for` ± 20 %,
+//! `consecutive_failures` failed in a row, or when `min_calls` were counted and failures
+//! reached `failure_ratio`, stay open `open_for` ± 20 %,
 //! then one probe whose ticket is given up at its bound.
 //!
 //! Admissions are kept for [`KEEP_MS`] per process: a closed or refused answer is reused, without
@@ -149,6 +150,7 @@ impl BreakerStore for RedisBreaker {
                 .arg(self.config.min_calls())
                 .arg(self.config.failure_ratio())
                 .arg(self.open_ms(jitter))
+                .arg(self.config.consecutive_failures())
                 .invoke::<i64>(c)
         });
         match answer {

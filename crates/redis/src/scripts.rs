@@ -86,7 +86,10 @@ return 1
 /// bound; ms on the server's clock) and 20 counting buckets `e<i>`/`c<i>`/`f<i>` of
 /// `window / 20` ms, as `resilient_core::CircuitBreaker`'s. ARGV[1] is the operation:
 /// - `admit`, probe ms → {0} closed, {1, until} refused, {2, generation, took_over} probe;
-/// - `record`, failure (0/1), bucket ms, min calls, failure ratio, open ms → 1 opened, else 0;
+/// - `record`, failure (0/1), bucket ms, min calls, failure ratio, open ms, consecutive failures
+///   → 1 opened, else 0. `s`/`se`: the streak of failures in a row and the epoch of its first
+///   (a streak whose first failure left the window starts again); a success ends it, and so
+///   does a close. Opens on the streak, or else on the window's ratio;
 /// - `resolve`, generation, success (0/1), open ms → 1 closed, 2 reopened, 0 given up;
 /// - `give_back`, generation → 1, or 0 when it had been given up.
 pub static BREAKER: LazyLock<Script> = LazyLock::new(|| {
@@ -95,8 +98,9 @@ pub static BREAKER: LazyLock<Script> = LazyLock::new(|| {
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local k = KEYS[1]
-local s = redis.call('HMGET', k, 'p', 'g', 'at')
+local s = redis.call('HMGET', k, 'p', 'g', 'at', 's', 'se')
 local p, g, at = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0
+local streak, streak_epoch = tonumber(s[4]) or 0, tonumber(s[5]) or 0
 local op = ARGV[1]
 local function set(phase, until_ms)
   redis.call('HSET', k, 'p', phase, 'g', g + 1, 'at', until_ms)
@@ -115,9 +119,22 @@ elseif op == 'record' then
   end
   redis.call('HINCRBY', k, 'c' .. i, 1)
   redis.call('PEXPIRE', k, math.max(bucket_ms * 21, tonumber(ARGV[6]) * 2))
-  if ARGV[2] ~= '1' then return 0 end
+  if ARGV[2] ~= '1' then
+    redis.call('HSET', k, 's', 0)
+    return 0
+  end
   redis.call('HINCRBY', k, 'f' .. i, 1)
+  if streak > 0 and epoch - streak_epoch < 20 then
+    streak = streak + 1
+  else
+    streak, streak_epoch = 1, epoch
+  end
+  redis.call('HSET', k, 's', streak, 'se', streak_epoch)
   if p ~= 0 then return 0 end
+  if streak >= tonumber(ARGV[7]) then
+    set(1, now + tonumber(ARGV[6]))
+    return 1
+  end
   local since = math.floor(at / bucket_ms)
   local all = redis.call('HGETALL', k)
   local f = {}
@@ -135,7 +152,11 @@ elseif op == 'record' then
   return 1
 elseif op == 'resolve' then
   if p ~= 2 or g ~= tonumber(ARGV[2]) then return 0 end
-  if ARGV[3] == '1' then set(0, now) return 1 end
+  if ARGV[3] == '1' then
+    set(0, now)
+    redis.call('HSET', k, 's', 0)
+    return 1
+  end
   set(1, now + tonumber(ARGV[4]))
   return 2
 elseif op == 'give_back' then

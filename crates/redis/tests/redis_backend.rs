@@ -275,3 +275,41 @@ fn timing() {
     }
     eprintln!("PING: {:.1} µs", t.elapsed().as_secs_f64() * 1e6 / n as f64);
 }
+
+#[test]
+fn a_streak_of_failures_across_hosts_opens_the_breaker_though_the_window_is_healthy() {
+    let redis = RedisServer::start();
+    let url = redis.url("t8:");
+    let ms = Duration::from_millis;
+    let config = BreakerConfig::new(0.5, 20, ms(10_000), ms(60_000), ms(1000))
+        .unwrap()
+        .with_consecutive_failures(5)
+        .unwrap();
+    let a = backend(&url, OnBackendError::Closed, 1, "s0")
+        .breaker("sap", config)
+        .unwrap();
+    let b = backend(&url, OnBackendError::Closed, 1, "s1")
+        .breaker("sap", config)
+        .unwrap();
+    for _ in 0..100 {
+        assert_eq!(a.record(false, 0, 0), None);
+    }
+    for i in 0..4 {
+        let host = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(
+            host.record(true, 0, 0),
+            None,
+            "failure {i}: 4 in a row, a healthy window"
+        );
+    }
+    assert_eq!(b.record(false, 0, 0), None, "a success ends the streak");
+    for i in 0..4 {
+        assert_eq!(a.record(true, 0, 0), None, "failure {i} of a new streak");
+    }
+    assert_eq!(
+        b.record(true, 0, 0),
+        Some(resilient_core::Transition::Opened),
+        "5 in a row, across hosts"
+    );
+    assert!(matches!(a.admit(now_ms()), Admission::Refused { .. }));
+}
