@@ -47,6 +47,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod adaptive_limit;
 pub mod breaker;
 pub mod budget;
 pub mod clock;
@@ -63,6 +64,7 @@ pub mod segment;
 mod table;
 pub mod validate;
 
+pub use adaptive_limit::{AdaptiveConfig, AdaptiveLimit, AdaptiveStats};
 pub use breaker::{Admission, BreakerConfig, BreakerState, CircuitBreaker, Ticket, Transition};
 pub use budget::{BudgetConfig, BudgetStats, RetryBudget};
 pub use deadline::DeadlineStack;
