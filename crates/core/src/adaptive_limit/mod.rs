@@ -121,7 +121,7 @@ pub struct AdaptiveLimit {
     config: AdaptiveConfig,
 }
 
-fn pack_state(start_ms: u64, limit: f64) -> u64 {
+pub(crate) fn pack_state(start_ms: u64, limit: f64) -> u64 {
     let fp = (limit * LIMIT_ONE)
         .round()
         .clamp(LIMIT_ONE, LIMIT_MASK as f64) as u64;
