@@ -74,6 +74,10 @@ fn entry(s: &MetricsSnapshot) -> PhpResult<ZBox<ZendHashTable>> {
     }
     breaker.insert("transitions", transitions)?;
     out.insert("breaker", breaker)?;
+    match &s.learned {
+        Some(l) => out.insert("learned", crate::funnel::learned_array(l)?)?,
+        None => out.insert("learned", ())?,
+    }
     Ok(out)
 }
 

@@ -100,17 +100,30 @@ pub struct Sample {
     pub inflight: u32,
 }
 
-/// What the limit has learned, for stats and metrics.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What the limit has learned, for stats and metrics (integers as stored: `Eq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AdaptiveStats {
-    /// The learned limit, fractional (the funnel's cap is its floor).
-    pub limit: f64,
-    /// The slowly tracked latency without queueing, ms (0: none yet).
-    pub no_load_rtt_ms: f64,
-    /// The last interval's mean latency, ms (0: none yet).
-    pub rtt_ms: f64,
+    /// The learned limit in 1/256 of a slot (the funnel's cap is its whole slots).
+    pub limit_256ths: u32,
+    /// The slowly tracked latency without queueing, µs (0: none yet).
+    pub no_load_rtt_us: u32,
+    /// The last interval's mean latency, µs (0: none yet).
+    pub rtt_us: u32,
     /// Intervals closed so far (by every process).
     pub intervals: u64,
+}
+
+impl AdaptiveStats {
+    /// The learned limit, fractional.
+    pub fn limit(&self) -> f64 {
+        self.limit_256ths as f64 / LIMIT_ONE
+    }
+    pub fn no_load_rtt_ms(&self) -> f64 {
+        self.no_load_rtt_us as f64 / 1000.0
+    }
+    pub fn rtt_ms(&self) -> f64 {
+        self.rtt_us as f64 / 1000.0
+    }
 }
 
 /// A name's learned limit in a segment.
@@ -246,18 +259,29 @@ impl AdaptiveLimit {
             .store((next.streak as u64) << 56 | intervals, Release);
     }
 
-    /// What the limit has learned.
+    /// What the limit has learned (the limit within this config's bounds).
     pub fn stats(&self) -> AdaptiveStats {
-        let b = self.block();
-        let rtt = b.rtt.load(Relaxed);
-        let trend = b.trend.load(Acquire);
         AdaptiveStats {
-            limit: self.current(),
-            no_load_rtt_ms: (rtt >> 32) as f64 / 1000.0,
-            rtt_ms: (rtt as u32) as f64 / 1000.0,
-            intervals: trend & ((1 << 56) - 1),
+            limit_256ths: (self.current() * LIMIT_ONE) as u32,
+            ..learned(self.block()).unwrap_or_default()
         }
     }
+}
+
+/// What a name's block has learned, whoever configured it; `None` before its first attempt.
+pub fn learned(b: &AdaptiveBlock) -> Option<AdaptiveStats> {
+    let state = b.state.load(Acquire);
+    if state == 0 {
+        return None;
+    }
+    let rtt = b.rtt.load(Relaxed);
+    let trend = b.trend.load(Acquire);
+    Some(AdaptiveStats {
+        limit_256ths: (state & LIMIT_MASK) as u32,
+        no_load_rtt_us: (rtt >> 32) as u32,
+        rtt_us: rtt as u32,
+        intervals: trend & ((1 << 56) - 1),
+    })
 }
 
 #[cfg(test)]

@@ -213,7 +213,7 @@ fn a_step_in_latency_is_relearnt_not_taken_for_a_queue() {
         "back at the capacity after {recovered} intervals: {seen:?}"
     );
     assert!(
-        (110.0..=160.0).contains(&stats.no_load_rtt_ms),
+        (110.0..=160.0).contains(&stats.no_load_rtt_ms()),
         "no_load relearnt: {stats:?}"
     );
     let (lo, hi) = settled(&seen, 10);

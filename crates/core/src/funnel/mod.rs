@@ -206,6 +206,12 @@ impl Funnel {
         self.adaptive.as_ref().map(AdaptiveLimit::stats)
     }
 
+    /// What the name's learned limit has learned, whatever this handle's config (a fixed
+    /// funnel of the same name can watch it); `None` before any attempt taught it.
+    pub fn learned(&self) -> Option<AdaptiveStats> {
+        crate::adaptive_limit::learned(&self.seg.entry(self.entry).adaptive)
+    }
+
     /// Slots counted now, without reclaiming anything (one load).
     pub fn counted(&self) -> u32 {
         self.seg
