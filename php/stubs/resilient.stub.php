@@ -300,6 +300,17 @@ namespace Resilient {
         public function run(callable $fn, ?callable $fallback = null): mixed {}
 
         /**
+         * `in_flight`, `limit`, `reserve`, `degraded`, and `learned`: what the name's
+         * learned limit (`'limit' => 'auto'` on a client of this name) has learned, shared by
+         * every process: `limit` (fractional; the cap is its whole slots), `no_load_rtt_ms` (the
+         * slowly tracked latency without queueing), `rtt_ms` (the last interval's mean latency)
+         * and `intervals` (closed so far); null before a client of the name learned anything.
+         *
+         * @return array
+         */
+        public function stats(): array {}
+
+        /**
          * A lease, or null when full. `$background` null = from the context
          * (CLI is background and may only use `limit - reserve` slots).
          *
@@ -389,7 +400,9 @@ namespace Resilient {
          * refusals), 'failures' => ['4xx' => int, '5xx' => int, 'timeout' => int, 'connection' =>
          * int, 'other' => int] (upstream failures per attempt), 'latency' => ['success' => h,
          * 'failure' => h], 'breaker' => ['state' => 'closed'|'open'|'half_open', 'transitions' =>
-         * ['closed' => int, 'open' => int, 'half_open' => int]]]]`, where `h` = `['buckets' =>
+         * ['closed' => int, 'open' => int, 'half_open' => int]], 'learned' => null|['limit' =>
+         * float, 'no_load_rtt_ms' => float, 'rtt_ms' => float, 'intervals' => int] (a funnel
+         * `'limit' => 'auto'`, as `Funnel::stats()`)]]`, where `h` = `['buckets' =>
          * [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
          * in ms), 'sum' => float (s), 'count' => int]`.
          *
