@@ -169,6 +169,32 @@ impl Funnel {
         Ok(ht)
     }
 
+    /// @internal For benchmarks: teaches the learned limit of `$name` (bounds 1..64) `$attempts`
+    /// answers of `$seconds` each, as the client's funnel guard does after every attempt (the
+    /// clock read, the in-flight load and the update). Returns the learned limit.
+    pub fn learn_synthetic(name: String, attempts: i64, seconds: Option<f64>) -> PhpResult<f64> {
+        use resilient_core::adaptive_limit::Sample;
+        use resilient_core::{validate, AdaptiveConfig};
+        let attempts =
+            validate::count("attempts", attempts, 0, 1_000_000_000).map_err(errors::php)?;
+        let latency =
+            validate::duration("seconds", seconds.unwrap_or(0.02)).map_err(errors::php)?;
+        let bounds = AdaptiveConfig::new(1, 64, 4).map_err(errors::php)?;
+        let config = FunnelConfig::adaptive(bounds, 0, std::time::Duration::from_secs(20))
+            .map_err(errors::php)?;
+        let funnel = CoreFunnel::new(segment::shared()?, &name, config).map_err(errors::php)?;
+        let latency_us = latency.as_micros() as u64;
+        for _ in 0..attempts {
+            let sample = Sample {
+                latency_us,
+                drop: false,
+                inflight: funnel.counted() + 1,
+            };
+            funnel.record(sample, clock::monotonic_ms());
+        }
+        Ok(funnel.adaptive_stats().map_or(0.0, |s| s.limit()))
+    }
+
     pub fn name(&self) -> String {
         self.name.clone()
     }

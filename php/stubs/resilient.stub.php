@@ -267,6 +267,18 @@ namespace Resilient {
         public function isDegraded(): bool {}
 
         /**
+         * @internal For benchmarks: teaches the learned limit of `$name` (bounds 1..64) `$attempts`
+         * answers of `$seconds` each, as the client's funnel guard does after every attempt (the
+         * clock read, the in-flight load and the update). Returns the learned limit.
+         *
+         * @param string $name
+         * @param int $attempts
+         * @param float|null $seconds
+         * @return float
+         */
+        public static function learnSynthetic(string $name, int $attempts, ?float $seconds = null): float {}
+
+        /**
          * Lease length in seconds.
          *
          * @return float
