@@ -242,6 +242,10 @@ pub fn scenario_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
             variant: "mixed".into(),
             verdicts: mixed_goals(p, all),
         }],
+        Scenario::CapacityShift => vec![VariantGoals {
+            variant: "capacity-shift".into(),
+            verdicts: crate::capacity_shift::goals(all),
+        }],
     }
 }
 
@@ -435,6 +439,7 @@ pub fn mixed_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
 pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     let mut out = match p.scenario {
         Scenario::Slowdown => return ci_check(p, all),
+        Scenario::CapacityShift => crate::capacity_shift::goals(all),
         Scenario::Errors => {
             let mut v = Vec::new();
             let naive = ran(all, "naive").map(|s| s.amplification);

@@ -168,6 +168,13 @@ fn phase_upstream(p: &Params, i: usize) -> String {
     } else {
         String::new()
     };
+    if p.scenario == Scenario::CapacityShift {
+        let plan = &p.phases()[i];
+        return format!(
+            "upstream {} slots at {} ms",
+            plan.slots, plan.upstream.service_ms
+        );
+    }
     if i != 1 {
         return format!("upstream {} ms{bg}", p.normal_ms);
     }
@@ -179,6 +186,7 @@ fn phase_upstream(p: &Params, i: usize) -> String {
             100.0 * p.error_ratio
         ),
         Scenario::Outage => "upstream answers 503 at once to every request".into(),
+        Scenario::CapacityShift => unreachable!("answered above"),
     }
 }
 
@@ -553,7 +561,7 @@ fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> Strin
                 );
             }
         }
-        Scenario::Slowdown => {}
+        Scenario::Slowdown | Scenario::CapacityShift => {}
     }
     out
 }

@@ -22,6 +22,8 @@ pub struct Sample {
     pub fpm_listen_queue: Option<u32>,
     pub upstream_in_service: Option<u32>,
     pub upstream_queued: Option<u32>,
+    /// The funnel's learned limit (`'limit' => 'auto'`, `Funnel::stats()`), when it has one.
+    pub learned_limit: Option<f64>,
 }
 
 /// The FPM status fields the lab uses.
@@ -54,6 +56,20 @@ pub async fn fpm_status(http: &reqwest::Client, base: &str) -> Option<FpmStatus>
     })
 }
 
+/// The learned funnel limit of `shipping` (lab/app/public/metrics.php?learned=1).
+async fn learned_limit(http: &reqwest::Client, base: &str) -> Option<f64> {
+    let v: serde_json::Value = http
+        .get(format!("{base}/lab-metrics?learned=1"))
+        .timeout(Duration::from_millis(500))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v.get("learned")?.get("limit")?.as_f64()
+}
+
 /// Samples until `stop` is set; the latest sample is also kept in `latest` for the progress line.
 pub async fn run(
     http: reqwest::Client,
@@ -69,7 +85,11 @@ pub async fn run(
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
         let t_s = (Instant::now() - t0).as_secs_f64();
-        let (fpm, up) = tokio::join!(fpm_status(&http, &sut_base), upstream.level(&http));
+        let (fpm, up, learned) = tokio::join!(
+            fpm_status(&http, &sut_base),
+            upstream.level(&http),
+            learned_limit(&http, &sut_base)
+        );
         let s = Sample {
             t_s,
             fpm_active: fpm.as_ref().map(|f| f.active),
@@ -77,6 +97,7 @@ pub async fn run(
             fpm_listen_queue: fpm.as_ref().map(|f| f.listen_queue),
             upstream_in_service: up.map(|u| u.0),
             upstream_queued: up.map(|u| u.1),
+            learned_limit: learned,
         };
         *latest.lock().unwrap_or_else(|e| e.into_inner()) = s.clone();
         out.push(s);

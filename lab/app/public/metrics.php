@@ -10,6 +10,12 @@ if (! class_exists('Resilient\Metrics')) {
     return;
 }
 try {
+    // ?learned=1: only the funnel's learned limit (sampled every 250 ms during the run).
+    if (($_GET['learned'] ?? '') === '1') {
+        $stats = method_exists('Resilient\Funnel', 'stats') ? (new Resilient\Funnel('shipping', 64))->stats() : [];
+        echo json_encode(['learned' => $stats['learned'] ?? null]);
+        return;
+    }
     // ?reset=1 after the warm-up, so the snapshot covers what the upstream's rows cover.
     if (($_GET['reset'] ?? '') === '1' && method_exists('Resilient\Metrics', 'reset')) {
         Resilient\Metrics::reset('shipping');
