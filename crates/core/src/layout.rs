@@ -102,10 +102,12 @@ pub struct AdaptiveBlock {
     /// `no_load_rtt_us:32 | rtt_us:32`: the slowly tracked no-load latency and the last
     /// interval's mean latency.
     pub rtt: AtomicU64,
-    /// `streak:8 | intervals:56`: consecutive latency-driven decreases that did not lower the
-    /// latency; intervals closed so far.
+    /// `streak:8 | intervals:56`: latency-driven cuts since the latency last came down;
+    /// intervals closed so far.
     pub trend: AtomicU64,
-    pub _reserved: [AtomicU64; 3],
+    /// `limit × 256:32 | rtt_us:32` when that streak of cuts began.
+    pub streak_start: AtomicU64,
+    pub _reserved: [AtomicU64; 2],
 }
 
 pub const HEADER_SIZE: usize = 64;

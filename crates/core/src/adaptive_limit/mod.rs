@@ -236,11 +236,14 @@ impl AdaptiveLimit {
         if window.samples < MIN_SAMPLES && !long_overdue {
             return;
         }
+        let start = b.streak_start.load(Relaxed);
         let prev = Estimates {
             limit: state_limit(state),
             no_load_us: (rtt >> 32) as u32,
             rtt_us: rtt as u32,
             streak: (trend >> 56) as u8,
+            ref_limit: (start >> 32) as f64 / LIMIT_ONE,
+            ref_rtt_us: start as u32,
         };
         let next = policy::next(prev, window, self.config.bounds());
         let installed = pack_state(now_ms, next.limit);
@@ -254,6 +257,9 @@ impl AdaptiveLimit {
         b.window_latency.fetch_sub(latency, Relaxed);
         b.rtt
             .store((next.no_load_us as u64) << 32 | next.rtt_us as u64, Relaxed);
+        let ref_fp = (next.ref_limit * LIMIT_ONE) as u64;
+        b.streak_start
+            .store(ref_fp << 32 | next.ref_rtt_us as u64, Relaxed);
         let intervals = (trend & ((1 << 56) - 1)) + 1;
         b.trend
             .store((next.streak as u64) << 56 | intervals, Release);

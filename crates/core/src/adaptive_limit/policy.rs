@@ -11,16 +11,19 @@
 //! - **Latency otherwise**: `gradient = TOLERANCE × no_load / rtt`. Above 1 (no queue worth
 //!   the name) the limit grows by `√L` while no queue shows (rtt ≤ 1.1 × no_load), by 1
 //!   otherwise, and only if the callers use at least half of it (else a quiet hour would
-//!   teach it `max`). Below 1 it becomes `L × max(gradient, 0.5) + 1`: for `L` above the
-//!   upstream's `C` slots, rtt ≈ no_load × L / C, so this lands on `TOLERANCE × C + 1` in one
-//!   step: a queue at the upstream of `(TOLERANCE − 1) × C + 1`, below `C` for `C ≥ 2`.
+//!   teach it `max`). Below 1 it becomes `L × max(gradient, 0.5) + QUEUE_ALLOWANCE`: for `L`
+//!   above the upstream's `C` slots, rtt ≈ no_load × L / C, so this lands on
+//!   `TOLERANCE × C + 0.5` in one step: every slot busy, and a queue at the upstream of
+//!   `0.25 × C + 0.5`, below `C` for every `C ≥ 1`.
 //! - **no_load** (the latency without queueing) follows a lower rtt at once. A higher one is
 //!   adopted only when it proves not to be ours (the Vegas trap: a latency step taken for a
 //!   queue drives the limit to its floor and keeps it there): when the limit sits at its floor,
 //!   or when [`REBASELINE_AFTER`] latency-driven cuts (of 5 % or more, or with the latency
-//!   over twice the tolerated) did not lower the rtt by 10 % (holding at the equilibrium
-//!   neither counts nor resets). A queue of our own shrinks when we shrink the limit; a
-//!   slower upstream does not.
+//!   over twice the tolerated) took the limit down by a quarter while the rtt stayed within
+//!   10 % (a move either way starts the count again). A queue of our own shrinks when we shrink the limit; a slower upstream does not.
+//!   Known limit: a no_load re-learnt too high (a slowdown and a queue of ours at once) is
+//!   corrected only when the rtt falls below it or the limit reaches its floor; until then
+//!   the queue at the upstream is longer than the tolerance.
 
 /// How much latency over no-load counts as "no queue": 25 %.
 pub const TOLERANCE: f64 = 1.25;
@@ -29,12 +32,17 @@ pub const MIN_GRADIENT: f64 = 0.5;
 /// Bounds of the multiplicative decrease on drops.
 pub const DROP_FACTOR_MIN: f64 = 0.5;
 pub const DROP_FACTOR_MAX: f64 = 0.9;
-/// Decreases on latency that did not lower it, in a row, before no_load is re-learnt.
+/// Cuts on latency that did not lower it, in a row, before no_load is re-learnt...
 pub const REBASELINE_AFTER: u8 = 3;
+/// ...once they took the limit to this share of where they began.
+pub const REBASELINE_CUT: f64 = 0.75;
 /// A rtt within this factor of no_load shows no queue: grow by √L rather than 1.
 const NO_QUEUE: f64 = 1.1;
 /// The callers must use this share of the limit for it to grow.
 const USED_SHARE: f64 = 0.5;
+/// Slots over `TOLERANCE × C` the latency rule leaves: a little queue, so a slot that frees
+/// never waits for the next caller.
+pub const QUEUE_ALLOWANCE: f64 = 0.5;
 
 /// One interval's sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,8 +65,11 @@ pub struct Estimates {
     pub no_load_us: u32,
     /// The last interval's mean latency (answers only), µs; 0 = none yet.
     pub rtt_us: u32,
-    /// Latency-driven decreases in a row that did not lower the rtt by 10 %.
+    /// Latency-driven cuts since the rtt last came down by 10 % (0: not cutting).
     pub streak: u8,
+    /// The limit and the rtt when that streak began.
+    pub ref_limit: f64,
+    pub ref_rtt_us: u32,
 }
 
 /// The limit's bounds.
@@ -108,22 +119,28 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
     } else {
         let cut = prev
             .limit
-            .min(prev.limit * gradient.max(MIN_GRADIENT) + 1.0);
-        // A real cut (or latency at least twice the tolerated): did the last one lower the rtt?
-        // Holding at the equilibrium `TOLERANCE × C + 1` neither counts nor forgets.
+            .min(prev.limit * gradient.max(MIN_GRADIENT) + QUEUE_ALLOWANCE);
         if cut < prev.limit * 0.95 || gradient <= MIN_GRADIENT {
-            let lowered = prev.rtt_us > 0 && (rtt as f64) < 0.9 * prev.rtt_us as f64;
-            e.streak = if lowered {
-                0
+            // A real cut. A queue of our own answers cuts with a lower rtt; a slower upstream
+            // does not. The streak starts again whenever the rtt moved by 10 % either way
+            // (down: the cuts worked; up: something else changed, judge from here).
+            let moved = (rtt as f64 - prev.ref_rtt_us as f64).abs() > 0.1 * prev.ref_rtt_us as f64;
+            if prev.streak == 0 || moved {
+                e.ref_limit = prev.limit;
+                e.ref_rtt_us = rtt;
+                e.streak = 1;
             } else {
-                prev.streak.saturating_add(1)
-            };
-        }
-        if e.streak >= REBASELINE_AFTER {
-            // Shrinking did not help: the upstream got slower, not queued.
-            e.no_load_us = rtt;
-            e.streak = 0;
+                e.streak = prev.streak.saturating_add(1);
+            }
+            if e.streak >= REBASELINE_AFTER && prev.limit <= REBASELINE_CUT * e.ref_limit {
+                // Cut by a quarter and more without the rtt moving: the upstream got slower.
+                e.no_load_us = rtt;
+                e.streak = 0;
+            } else {
+                e.limit = cut;
+            }
         } else {
+            // Holding at the equilibrium `TOLERANCE × C + 0.5`: neither counts nor forgets.
             e.limit = cut;
         }
     }
@@ -146,6 +163,8 @@ mod tests {
             no_load_us,
             rtt_us,
             streak: 0,
+            ref_limit: 0.0,
+            ref_rtt_us: 0,
         }
     }
 
@@ -174,10 +193,10 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_of_our_own_lands_on_tolerance_times_capacity_plus_one() {
+    fn a_queue_of_our_own_lands_on_tolerance_times_capacity_plus_a_half() {
         // 4 slots at 20 ms, 8 in flight: rtt 40 ms.
         let e = next(est(8.0, 20_000, 40_000), answers(50, 40_000, 8), B);
-        assert!((e.limit - 6.0).abs() < 1e-9, "{}", e.limit);
+        assert!((e.limit - 5.5).abs() < 1e-9, "{}", e.limit);
     }
 
     #[test]
