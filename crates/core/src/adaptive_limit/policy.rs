@@ -10,7 +10,7 @@
 //!   No increase in an interval with drops.
 //! - **Latency otherwise**: `gradient = TOLERANCE × no_load / rtt`. Above 1 (no queue worth
 //!   the name) the limit grows by `√L` while no queue shows (rtt ≤ 1.1 × no_load), by 1
-//!   otherwise, and only if the callers use at least half of it (else a quiet hour would
+//!   otherwise, and only if the callers use 80 % of it (else a quiet hour would
 //!   teach it `max`). Below 1 it becomes `L × max(gradient, 0.5) + QUEUE_ALLOWANCE`: for `L`
 //!   above the upstream's `C` slots, rtt ≈ no_load × L / C, so this lands on
 //!   `TOLERANCE × C + 0.5` in one step: every slot busy, and a queue at the upstream of
@@ -38,8 +38,8 @@ pub const REBASELINE_AFTER: u8 = 3;
 pub const REBASELINE_CUT: f64 = 0.75;
 /// A rtt within this factor of no_load shows no queue: grow by √L rather than 1.
 const NO_QUEUE: f64 = 1.1;
-/// The callers must use this share of the limit for it to grow.
-const USED_SHARE: f64 = 0.5;
+/// The callers must use this share of the limit's whole slots (on average) for it to grow.
+const USED_SHARE: f64 = 0.8;
 /// Slots over `TOLERANCE × C` the latency rule leaves: a little queue, so a slot that frees
 /// never waits for the next caller.
 pub const QUEUE_ALLOWANCE: f64 = 0.5;
@@ -108,7 +108,7 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
     if gradient >= 1.0 {
         e.streak = 0;
         let used = w.inflight_sum as f64 / w.samples as f64;
-        if used >= prev.limit * USED_SHARE {
+        if used >= prev.limit.floor() * USED_SHARE {
             let step = if (rtt as f64) <= NO_QUEUE * e.no_load_us as f64 {
                 prev.limit.sqrt().max(1.0)
             } else {
