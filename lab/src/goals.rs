@@ -16,6 +16,9 @@ pub struct VariantGoals {
 impl VariantGoals {
     /// "Goals for resilient (funnel wait 50 ms, slow phase)".
     pub fn title(&self, p: &Params) -> String {
+        if p.scenario == Scenario::CapacityShift {
+            return "Goals of scenario capacity-shift (issue 13)".into();
+        }
         if p.scenario != Scenario::Slowdown {
             return format!("Goals of scenario {} (issue 11)", p.scenario.name());
         }

@@ -205,7 +205,7 @@ pub fn tables(p: &Params, all: &[VariantSummary], markdown: bool) -> String {
     if ran.is_empty() {
         return out;
     }
-    for i in 0..3 {
+    for i in 0..ran[0].phases.len() {
         let ph = &ran[0].phases[i];
         let title = format!(
             "{} ({:.0}–{:.0} s, {})",
@@ -216,7 +216,7 @@ pub fn tables(p: &Params, all: &[VariantSummary], markdown: bool) -> String {
         );
         let table: Vec<Vec<(String, String)>> = ran
             .iter()
-            .map(|v| rows(p, &v.phases[i], i == 2, v))
+            .map(|v| rows(p, &v.phases[i], i == 2 && v.phases.len() == 3, v))
             .collect();
         let names: Vec<&str> = table[0].iter().map(|r| r.0.as_str()).collect();
         if markdown {

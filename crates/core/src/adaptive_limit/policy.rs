@@ -33,7 +33,7 @@ pub const MIN_GRADIENT: f64 = 0.5;
 pub const DROP_FACTOR_MIN: f64 = 0.5;
 pub const DROP_FACTOR_MAX: f64 = 0.9;
 /// Cuts on latency that did not lower it, in a row, before no_load is re-learnt...
-pub const REBASELINE_AFTER: u8 = 3;
+pub const REBASELINE_AFTER: u8 = 2;
 /// ...once they took the limit to this share of where they began.
 pub const REBASELINE_CUT: f64 = 0.75;
 /// A rtt within this factor of no_load shows no queue: grow by √L rather than 1.
@@ -133,8 +133,10 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
                 e.streak = prev.streak.saturating_add(1);
             }
             if e.streak >= REBASELINE_AFTER && prev.limit <= REBASELINE_CUT * e.ref_limit {
-                // Cut by a quarter and more without the rtt moving: the upstream got slower.
+                // Cut by a quarter and more without the rtt moving: the upstream got slower,
+                // and those cuts bought nothing: undo them.
                 e.no_load_us = rtt;
+                e.limit = prev.limit.max(e.ref_limit);
                 e.streak = 0;
             } else {
                 e.limit = cut;
