@@ -87,14 +87,18 @@ pub fn goals(all: &[VariantSummary]) -> Vec<Verdict> {
                 x.upstream_queue_p99.unwrap_or(0),
             );
             // "Beats": serves more, or as much (within 2 %) with a shorter queue at the upstream.
-            let met = sa > sx + 0.02 || (sa >= sx - 0.02 && qa < qx);
+            // Both serving everything without a queue (a load below every limit) is a tie,
+            // shown as one: no limit can do better there.
+            let tie = sa >= 0.98 && sx >= 0.98 && qa == 0 && qx == 0;
+            let met = tie || sa > sx + 0.02 || (sa >= sx - 0.02 && qa < qx);
             out.push(Verdict {
                 what: format!(
-                    "capacity-shift {}: resilient-adaptive beats {fixed}",
+                    "capacity-shift {}: resilient-adaptive beats {fixed} (or ties)",
                     a.phase
                 ),
                 measured: format!(
-                    "served {:.0} % vs {:.0} %, queue p99 {qa} vs {qx}",
+                    "{}served {:.0} % vs {:.0} %, queue p99 {qa} vs {qx}",
+                    if tie { "tie: " } else { "" },
                     100.0 * sa,
                     100.0 * sx
                 ),
