@@ -289,7 +289,8 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
 
 /// The learned funnel limits (`'limit' => 'auto'`), for the names that have one.
 fn learned_gauges(out: &mut String, names: &[(String, MetricsSnapshot)], labels: &[String]) {
-    let families: [(Family, fn(&crate::AdaptiveStats) -> f64); 3] = [
+    type Value = fn(&crate::AdaptiveStats) -> f64;
+    let families: [(Family, Value); 3] = [
         (
             Family {
                 name: "resilient_funnel_learned_limit",
