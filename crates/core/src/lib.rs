@@ -13,6 +13,8 @@
 //!   monotonic clock and the slot of a dead process is reclaimed at once.
 //! - [`budget`] is a sliding window of epoch-tagged buckets: originals deposit, retries
 //!   withdraw.
+//! - [`adaptive_limit`] learns a funnel's limit from every attempt's latency and drops
+//!   (`'limit' => 'auto'`): one limit per name, shared, updated with two atomic adds per attempt.
 //! - [`breaker`] is the circuit breaker: a state word whose half-open ticket one CAS hands
 //!   to exactly one process, and a sliding window of counts.
 //! - [`metrics`]: per-name counters and latency histograms every process adds to.
