@@ -13,9 +13,13 @@
 
 use std::sync::Arc;
 
+use ext_php_rs::boxed::ZBox;
 use ext_php_rs::prelude::*;
+use ext_php_rs::types::ZendHashTable;
 use ext_php_rs::types::Zval;
-use resilient_core::{clock, Funnel as CoreFunnel, FunnelConfig, Lease as CoreLease, Segment};
+use resilient_core::{
+    clock, AdaptiveStats, Funnel as CoreFunnel, FunnelConfig, Lease as CoreLease, Segment,
+};
 
 use crate::exceptions::{self, Kind};
 use crate::{coerce, context, errors, held, segment};
@@ -146,6 +150,51 @@ impl Funnel {
         i64::from(self.inner.in_flight(clock::monotonic_ms()))
     }
 
+    /// `in_flight`, `limit`, `reserve`, `degraded`, and `learned`: what the name's
+    /// learned limit (`'limit' => 'auto'` on a client of this name) has learned, shared by
+    /// every process: `limit` (fractional; the cap is its whole slots), `no_load_rtt_ms` (the
+    /// slowly tracked latency without queueing), `rtt_ms` (the last interval's mean latency)
+    /// and `intervals` (closed so far); null before a client of the name learned anything.
+    pub fn stats(&self) -> PhpResult<ZBox<ZendHashTable>> {
+        let cfg = self.inner.config();
+        let mut ht = ZendHashTable::new();
+        ht.insert("in_flight", self.in_flight())?;
+        ht.insert("limit", i64::from(cfg.limit()))?;
+        ht.insert("reserve", i64::from(cfg.reserve()))?;
+        ht.insert("degraded", self.segment.is_local())?;
+        match self.inner.learned() {
+            Some(l) => ht.insert("learned", learned_array(&l)?)?,
+            None => ht.insert("learned", ())?,
+        }
+        Ok(ht)
+    }
+
+    /// @internal For benchmarks: teaches the learned limit of `$name` (bounds 1..64) `$attempts`
+    /// answers of `$seconds` each, as the client's funnel guard does after every attempt (the
+    /// clock read, the in-flight load and the update). Returns the learned limit.
+    pub fn learn_synthetic(name: String, attempts: i64, seconds: Option<f64>) -> PhpResult<f64> {
+        use resilient_core::adaptive_limit::Sample;
+        use resilient_core::{validate, AdaptiveConfig};
+        let attempts =
+            validate::count("attempts", attempts, 0, 1_000_000_000).map_err(errors::php)?;
+        let latency =
+            validate::duration("seconds", seconds.unwrap_or(0.02)).map_err(errors::php)?;
+        let bounds = AdaptiveConfig::new(1, 64, 4).map_err(errors::php)?;
+        let config = FunnelConfig::adaptive(bounds, 0, std::time::Duration::from_secs(20))
+            .map_err(errors::php)?;
+        let funnel = CoreFunnel::new(segment::shared()?, &name, config).map_err(errors::php)?;
+        let latency_us = latency.as_micros() as u64;
+        for _ in 0..attempts {
+            let sample = Sample {
+                latency_us,
+                drop: false,
+                inflight: funnel.counted() + 1,
+            };
+            funnel.record(sample, clock::monotonic_ms());
+        }
+        Ok(funnel.adaptive_stats().map_or(0.0, |s| s.limit()))
+    }
+
     pub fn name(&self) -> String {
         self.name.clone()
     }
@@ -179,6 +228,16 @@ impl Funnel {
     pub fn degraded_reason() -> PhpResult<Option<String>> {
         segment::degraded_reason()
     }
+}
+
+/// A learned limit's state as PHP sees it (also in `Metrics::snapshot()`).
+pub fn learned_array(l: &AdaptiveStats) -> PhpResult<ZBox<ZendHashTable>> {
+    let mut ht = ZendHashTable::new();
+    ht.insert("limit", (l.limit() * 1000.0).round() / 1000.0)?;
+    ht.insert("no_load_rtt_ms", l.no_load_rtt_ms())?;
+    ht.insert("rtt_ms", l.rtt_ms())?;
+    ht.insert("intervals", i64::try_from(l.intervals).unwrap_or(i64::MAX))?;
+    Ok(ht)
 }
 
 /// The lease of `Funnel::run`, released (and unlisted) when dropped.

@@ -75,6 +75,10 @@ fn entry(s: &MetricsSnapshot) -> PhpResult<ZBox<ZendHashTable>> {
     }
     breaker.insert("transitions", transitions)?;
     out.insert("breaker", breaker)?;
+    match &s.learned {
+        Some(l) => out.insert("learned", crate::funnel::learned_array(l)?)?,
+        None => out.insert("learned", ())?,
+    }
     Ok(out)
 }
 
@@ -87,7 +91,9 @@ impl Metrics {
     /// refusals), 'failures' => ['4xx' => int, '5xx' => int, 'timeout' => int, 'connection' =>
     /// int, 'other' => int] (upstream failures per attempt), 'latency' => ['success' => h,
     /// 'failure' => h], 'breaker' => ['state' => 'closed'|'open'|'half_open', 'transitions' =>
-    /// ['closed' => int, 'open' => int, 'half_open' => int]]]]`, where `h` = `['buckets' =>
+    /// ['closed' => int, 'open' => int, 'half_open' => int]], 'learned' => null|['limit' =>
+    /// float, 'no_load_rtt_ms' => float, 'rtt_ms' => float, 'intervals' => int] (a funnel
+    /// `'limit' => 'auto'`, as `Funnel::stats()`)]]`, where `h` = `['buckets' =>
     /// [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
     /// in ms), 'sum' => float (s), 'count' => int]`.
     pub fn snapshot() -> PhpResult<ZBox<ZendHashTable>> {

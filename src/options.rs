@@ -201,9 +201,12 @@ fn callable(value: &Zval, key: &str) -> PhpResult<Option<Zval>> {
 
 fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
     let (mut limit, mut reserve, mut lease, mut wait) = (None, 0, None, Duration::ZERO);
+    let mut auto = false;
+    let (mut min, mut max, mut initial) = (None, None, None);
     for (key, v) in entries(table, "funnel")? {
         let path = format!("funnel.{key}");
         match key.as_str() {
+            "limit" if v.dereference().str() == Some("auto") => auto = true,
             "limit" => limit = Some(unsigned(v, &path)?),
             "reserve" => reserve = unsigned(v, &path)?,
             "lease" => {
@@ -213,13 +216,41 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
                 }
             }
             "wait" => wait = seconds(v, &path)?,
-            _ => return Err(unknown(&path, &["limit", "reserve", "lease", "wait"])),
+            "min" => min = Some((unsigned(v, &path)?, path)),
+            "max" => max = Some((unsigned(v, &path)?, path)),
+            "initial" => initial = Some((unsigned(v, &path)?, path)),
+            _ => {
+                return Err(unknown(
+                    &path,
+                    &["limit", "reserve", "lease", "wait", "min", "max", "initial"],
+                ))
+            }
         }
     }
-    let limit =
-        limit.ok_or_else(|| exceptions::value_error("option 'funnel.limit': is required"))?;
+    if !auto {
+        if let Some((_, path)) = min.iter().chain(&max).chain(&initial).next() {
+            return Err(exceptions::value_error(format!(
+                "option '{path}': only with 'limit' => 'auto'"
+            )));
+        }
+        let limit =
+            limit.ok_or_else(|| exceptions::value_error("option 'funnel.limit': is required"))?;
+        return Ok(FunnelOptions {
+            limit,
+            auto: None,
+            reserve,
+            lease,
+            wait,
+        });
+    }
+    use resilient_core::AdaptiveConfig as Bounds;
+    let min = min.map_or(Bounds::DEFAULT_MIN, |m| m.0);
+    let max = max.map_or(Bounds::DEFAULT_MAX, |m| m.0);
+    let initial = initial.map_or(Bounds::DEFAULT_INITIAL.clamp(min, max.max(min)), |i| i.0);
+    let bounds = Bounds::new(min, max, initial).map_err(|e| core_error("funnel.", e))?;
     Ok(FunnelOptions {
-        limit,
+        limit: bounds.max(),
+        auto: Some(bounds),
         reserve,
         lease,
         wait,

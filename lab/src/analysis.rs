@@ -26,6 +26,13 @@ pub struct PhaseStats {
     pub phase: String,
     pub from_s: f64,
     pub to_s: f64,
+    /// The upstream's slots in the phase, and what they serve: slots / service time.
+    pub slots: u32,
+    pub capacity_rps: f64,
+    /// 99th percentile of the upstream's queue over its events in the phase.
+    pub upstream_queue_p99: Option<u32>,
+    /// Mean of the funnel's learned limit sampled in the phase (`'limit' => 'auto'` only).
+    pub learned_limit_mean: Option<f64>,
     pub offered_rps: f64,
     pub achieved_rps: f64,
     /// 99th percentile of (sent − scheduled): how late the generator sent.
@@ -121,6 +128,8 @@ pub struct VariantSummary {
     pub upstream_attempts_total: u64,
     #[serde(skip)]
     pub bins: Vec<Bin>,
+    /// The funnel's learned limit over time: (seconds since t0, limit), when it has one.
+    pub learned_limit: Vec<(f64, f64)>,
 }
 
 pub fn percentile(v: &mut [f64], q: f64) -> Option<f64> {
@@ -163,6 +172,17 @@ fn upstream_levels(run: &VariantRun) -> Vec<(f64, u32, u32)> {
         .collect()
 }
 
+/// The 99th percentile of the queue over the events in `[from, to)`.
+fn queue_p99_in(levels: &[(f64, u32, u32)], from: f64, to: f64) -> Option<u32> {
+    let start = levels.partition_point(|l| l.0 < from);
+    let mut q: Vec<f64> = levels[start..]
+        .iter()
+        .take_while(|l| l.0 < to)
+        .map(|l| l.2 as f64)
+        .collect();
+    percentile(&mut q, 0.99).map(|x| x as u32)
+}
+
 fn max_level_in(levels: &[(f64, u32, u32)], from: f64, to: f64) -> (u32, u32) {
     // The level at `from` is the one set by the last event before it.
     let start = levels.partition_point(|l| l.0 < from);
@@ -195,7 +215,14 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
     }
     let levels = upstream_levels(run);
     let heal_s = run.switches_s.get(1).copied().unwrap_or(2.0 * p.phase_secs);
+    let plan = p.phases();
+    s.learned_limit = run
+        .samples
+        .iter()
+        .filter_map(|x| Some((x.t_s, x.learned_limit?)))
+        .collect();
     for (i, name) in p.phase_names().iter().enumerate() {
+        let slots = plan[i].slots;
         let (from, to) = (i as f64 * p.phase_secs, (i + 1) as f64 * p.phase_secs);
         let dur = to - from;
         let c = in_window(run.checkout(), from, to);
@@ -208,8 +235,19 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
             phase: name.to_string(),
             from_s: from,
             to_s: to,
+            slots,
+            capacity_rps: slots as f64 * 1000.0 / plan[i].upstream.service_ms.max(1) as f64,
             ..Default::default()
         };
+        ps.upstream_queue_p99 = queue_p99_in(&levels, from, to);
+        let learned: Vec<f64> = s
+            .learned_limit
+            .iter()
+            .filter(|x| x.0 >= from && x.0 < to)
+            .map(|x| x.1)
+            .collect();
+        ps.learned_limit_mean =
+            (!learned.is_empty()).then(|| learned.iter().sum::<f64>() / learned.len() as f64);
         ps.offered_rps = scheduled as f64 / dur;
         ps.sent = c.len() as u64;
         ps.achieved_rps = c.len() as f64 / dur;
@@ -292,8 +330,8 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
             .filter_map(|a| Some((a.start_s?, a.end_s?)))
             .map(|(s0, e0)| (e0.min(to) - s0.max(from)).max(0.0))
             .sum();
-        ps.upstream_utilization = busy / (p.capacity as f64 * dur);
-        ps.free_slot_idle_p50_ms = percentile(&mut free_slot_gaps(run, p.capacity, from, to), 0.5);
+        ps.upstream_utilization = busy / (slots as f64 * dur);
+        ps.free_slot_idle_p50_ms = percentile(&mut free_slot_gaps(run, slots, from, to), 0.5);
         ps.health_sent = h.len() as u64;
         ps.health_ok = h.iter().filter(|r| r.outcome == Outcome::Live).count() as u64;
         // A /health without an answer counts as infinitely slow, not as missing.
@@ -319,7 +357,7 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         // A listen queue of 1 with idle workers is only the instant between connect and accept;
         // out of idle workers means no idle worker at all.
         ps.fpm_out_of_idle = ps.fpm_idle_min == Some(0);
-        if i == 2 {
+        if i == 2 && plan.len() == 3 {
             ps.recovery_s = recovery(run, p, heal_s);
             s.recovery_s = ps.recovery_s;
         }

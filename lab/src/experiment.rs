@@ -32,7 +32,7 @@ pub struct VariantRun {
     pub samples: Vec<Sample>,
     #[serde(skip)]
     pub attempts: Vec<UpstreamAttempt>,
-    /// When the upstream was actually switched to slow and back (seconds since t0).
+    /// When the upstream was actually switched to each next phase (seconds since t0).
     pub switches_s: Vec<f64>,
     /// FPM status at the end of the run (its max counters cover the whole run, warm-up included).
     pub fpm_final: Option<FpmStatus>,
@@ -74,8 +74,10 @@ async fn run_inner(
         .build()
         .map_err(|e| e.to_string())?;
     let upstream = Arc::new(Upstream::start(&p.upstream_bin, dir)?);
-    let [normal, bad] = p.upstream_phases();
-    upstream.set(&control, p.capacity, normal).await?;
+    let plan = p.phases();
+    upstream
+        .set(&control, plan[0].slots, plan[0].upstream)
+        .await?;
     let sut = {
         let (p, variant, dir, url) = (
             p.clone(),
@@ -171,17 +173,13 @@ async fn run_inner(
 
     // Phase switches, on schedule, while the load keeps going.
     // --slow-fail-ratio adds 503s to a slow phase (not the seed's experiment).
-    let bad = if p.bad_is_slow() && p.slow_fail_ratio > 0.0 {
-        crate::scenario::UpstreamPhase {
-            fail_ratio: p.slow_fail_ratio,
-            ..bad
+    for (k, phase) in plan.iter().enumerate().skip(1) {
+        let mut upstream_phase = phase.upstream;
+        if k == 1 && p.bad_is_slow() && p.slow_fail_ratio > 0.0 {
+            upstream_phase.fail_ratio = p.slow_fail_ratio;
         }
-    } else {
-        bad
-    };
-    for (k, phase) in [(1.0, bad), (2.0, normal)] {
-        tokio::time::sleep_until(t0 + Duration::from_secs_f64(k * p.phase_secs)).await;
-        upstream.set(&control, p.capacity, phase).await?;
+        tokio::time::sleep_until(t0 + Duration::from_secs_f64(k as f64 * p.phase_secs)).await;
+        upstream.set(&control, phase.slots, upstream_phase).await?;
         run.switches_s.push((Instant::now() - t0).as_secs_f64());
     }
     let scheduled =

@@ -16,6 +16,9 @@ pub struct VariantGoals {
 impl VariantGoals {
     /// "Goals for resilient (funnel wait 50 ms, slow phase)".
     pub fn title(&self, p: &Params) -> String {
+        if p.scenario == Scenario::CapacityShift {
+            return "Goals of scenario capacity-shift (issue 13)".into();
+        }
         if p.scenario != Scenario::Slowdown {
             return format!("Goals of scenario {} (issue 11)", p.scenario.name());
         }
@@ -242,6 +245,10 @@ pub fn scenario_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
             variant: "mixed".into(),
             verdicts: mixed_goals(p, all),
         }],
+        Scenario::CapacityShift => vec![VariantGoals {
+            variant: "capacity-shift".into(),
+            verdicts: crate::capacity_shift::goals(all),
+        }],
     }
 }
 
@@ -435,6 +442,7 @@ pub fn mixed_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
 pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     let mut out = match p.scenario {
         Scenario::Slowdown => return ci_check(p, all),
+        Scenario::CapacityShift => crate::capacity_shift::goals(all),
         Scenario::Errors => {
             let mut v = Vec::new();
             let naive = ran(all, "naive").map(|s| s.amplification);

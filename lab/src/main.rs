@@ -12,6 +12,7 @@
 
 mod analysis;
 mod background;
+mod capacity_shift;
 mod experiment;
 mod goals;
 mod loadgen;
@@ -211,7 +212,27 @@ async fn run_scenario(
             Err(e) => eprintln!("plot {file}: {e}"),
         }
     }
-    let md = report::markdown(p, &summaries, &goals, &open_loop, &dir, stamp, &plots);
+    let mut md = report::markdown(p, &summaries, &goals, &open_loop, &dir, stamp, &plots);
+    if sc == scenario::Scenario::CapacityShift {
+        let file = "capacity-shift-limit.png";
+        let png = dir.join(file);
+        let plot = match capacity_shift::plot(p, &summaries, &png) {
+            Ok(()) => {
+                let _ = std::fs::copy(&png, run_dir.join(file));
+                let _ = std::fs::copy(&png, p.out_dir.join(file));
+                format!("\n![the learned limit beside the upstream's slots]({file})\n")
+            }
+            Err(e) => {
+                eprintln!("plot {file}: {e}");
+                String::new()
+            }
+        };
+        let table = capacity_shift::table(p, &summaries);
+        md.push_str(&format!(
+            "\n### Per phase: served vs capacity (issue 13)\n\n{table}{plot}"
+        ));
+        println!("\n{table}");
+    }
 
     println!(
         "\n### scenario {}\n{}",

@@ -72,9 +72,10 @@ impl Params {
 usage: resilient-lab [options]
   --quick                 short phases (5 s) and per scenario only the variants its checks compare, for CI
   --check                 exit non-zero unless the CI properties hold
-  --scenario a,b          slowdown (default), errors, outage, mixed
+  --scenario a,b          slowdown (default), errors, outage, mixed, capacity-shift (not in --all)
   --all                   every scenario, in that order
-  --variants a,b,c        naive,laravel,resilient,resilient-failfast,resilient-breaker
+  --variants a,b,c        naive,laravel,resilient,resilient-failfast,resilient-breaker,
+                          resilient-16 (funnel 16), resilient-adaptive (funnel 'auto')
                           (default per scenario: slowdown and mixed the first four, errors and
                           outage naive,laravel,resilient,resilient-breaker)
   --error-ratio R         errors: share of 503 answers in the bad phase (default 0.3)
@@ -233,15 +234,19 @@ usage: resilient-lab [options]
         self.reserve as f64 * 1000.0 / self.slow_ms as f64
     }
 
-    /// The upstream in the normal phases and in the bad one.
-    pub fn upstream_phases(&self) -> [crate::scenario::UpstreamPhase; 2] {
-        self.scenario
-            .upstream(self.normal_ms, self.slow_ms, self.error_ratio)
+    /// The phases in order (normal, the scenario's bad phase, normal-again; or capacity-shift's).
+    pub fn phases(&self) -> Vec<scenario::PhasePlan> {
+        self.scenario.plan(
+            self.capacity,
+            self.normal_ms,
+            self.slow_ms,
+            self.error_ratio,
+        )
     }
 
-    /// The three phases' names: normal, the scenario's bad phase, normal-again.
-    pub fn phase_names(&self) -> [&'static str; 3] {
-        ["normal", self.scenario.bad_phase(), "normal-again"]
+    /// The phases' names.
+    pub fn phase_names(&self) -> Vec<String> {
+        self.phases().into_iter().map(|x| x.name).collect()
     }
 
     /// The bad phase slows the upstream (slowdown, mixed): the capacity goals apply.
@@ -257,14 +262,25 @@ usage: resilient-lab [options]
     /// The funnel wait a variant's client uses, ms; `None` for the variants without the extension.
     pub fn funnel_wait_ms_of(&self, variant: &str) -> Option<u64> {
         match variant {
-            "resilient" | "resilient-breaker" => Some(self.funnel_wait_ms),
+            "resilient" | "resilient-breaker" | "resilient-16" | "resilient-adaptive" => {
+                Some(self.funnel_wait_ms)
+            }
             "resilient-failfast" => Some(0),
             _ => None,
         }
     }
 
+    /// The funnel limit a resilient variant's client uses: 4 (the seed's), 16, or `auto`.
+    pub fn funnel_limit_of(&self, variant: &str) -> &'static str {
+        match variant {
+            "resilient-16" => "16",
+            "resilient-adaptive" => "auto",
+            _ => "4",
+        }
+    }
+
     pub fn total_secs(&self) -> f64 {
-        3.0 * self.phase_secs
+        self.phases().len() as f64 * self.phase_secs
     }
 }
 
@@ -276,18 +292,28 @@ fn num(name: &str, v: &str) -> Result<f64, String> {
 }
 
 /// Every variant, in the default order.
-pub const VARIANTS: [&str; 5] = [
+pub const VARIANTS: [&str; 7] = [
     "naive",
     "laravel",
     "resilient",
     "resilient-failfast",
     "resilient-breaker",
+    "resilient-16",
+    "resilient-adaptive",
 ];
 
 /// The variants that run this extension's client (they need libresilient.so, shared memory and
 /// the resilient.* ini). `resilient-breaker` is `resilient` plus the client option `circuit`
 /// (failure_ratio 0.5, min_calls 20 (and so 20 failures in a row), window 10 s, open_for 5 s).
-pub const RESILIENT_VARIANTS: [&str; 3] = ["resilient", "resilient-failfast", "resilient-breaker"];
+/// `resilient-16` and `resilient-adaptive` are `resilient` with the funnel limit 16 and
+/// `'auto'` (issue 13).
+pub const RESILIENT_VARIANTS: [&str; 5] = [
+    "resilient",
+    "resilient-failfast",
+    "resilient-breaker",
+    "resilient-16",
+    "resilient-adaptive",
+];
 
 /// The breaker's `open_for`, seconds (lab/app/src/ResilientQuoteClient.php).
 pub const BREAKER_OPEN_FOR_S: f64 = 5.0;

@@ -176,6 +176,7 @@ fn header(
             "{}→{}→{} ms, {} background workers, reserve {}",
             p.normal_ms, p.slow_ms, p.normal_ms, p.bg_workers, p.reserve
         ),
+        Scenario::CapacityShift => p.phase_names().join(" → ") + " (slots@service)",
     };
     area.draw_text(
         &format!(

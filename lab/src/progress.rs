@@ -31,10 +31,11 @@ pub async fn run(
     while !stop.load(Relaxed) {
         tokio::time::sleep(period).await;
         let t = (Instant::now() - t0).as_secs_f64();
+        let names = p.phase_names();
         let phase = if t >= total {
             "drain"
         } else {
-            p.phase_names()[((t / p.phase_secs) as usize).min(2)]
+            &names[((t / p.phase_secs) as usize).min(names.len() - 1)]
         };
         let width = 30usize;
         let filled = ((t / total).min(1.0) * width as f64) as usize;

@@ -168,6 +168,13 @@ fn phase_upstream(p: &Params, i: usize) -> String {
     } else {
         String::new()
     };
+    if p.scenario == Scenario::CapacityShift {
+        let plan = &p.phases()[i];
+        return format!(
+            "upstream {} slots at {} ms",
+            plan.slots, plan.upstream.service_ms
+        );
+    }
     if i != 1 {
         return format!("upstream {} ms{bg}", p.normal_ms);
     }
@@ -179,6 +186,7 @@ fn phase_upstream(p: &Params, i: usize) -> String {
             100.0 * p.error_ratio
         ),
         Scenario::Outage => "upstream answers 503 at once to every request".into(),
+        Scenario::CapacityShift => unreachable!("answered above"),
     }
 }
 
@@ -197,7 +205,7 @@ pub fn tables(p: &Params, all: &[VariantSummary], markdown: bool) -> String {
     if ran.is_empty() {
         return out;
     }
-    for i in 0..3 {
+    for i in 0..ran[0].phases.len() {
         let ph = &ran[0].phases[i];
         let title = format!(
             "{} ({:.0}–{:.0} s, {})",
@@ -208,7 +216,7 @@ pub fn tables(p: &Params, all: &[VariantSummary], markdown: bool) -> String {
         );
         let table: Vec<Vec<(String, String)>> = ran
             .iter()
-            .map(|v| rows(p, &v.phases[i], i == 2, v))
+            .map(|v| rows(p, &v.phases[i], i == 2 && v.phases.len() == 3, v))
             .collect();
         let names: Vec<&str> = table[0].iter().map(|r| r.0.as_str()).collect();
         if markdown {
@@ -553,7 +561,7 @@ fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> Strin
             }
         }
         Scenario::Outage => {}
-        Scenario::Slowdown => {}
+        Scenario::Slowdown | Scenario::CapacityShift => {}
     }
     out
 }

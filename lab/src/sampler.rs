@@ -2,7 +2,7 @@
 //! (from the pool's status page, served by its own listener so it answers even when every worker
 //! is busy), the upstream's in-service/queued levels, and for the resilient variants the
 //! extension's own state read straight from their shared-memory segment (the breaker of
-//! `shipping`, its attempt counter): no PHP worker is needed to read it, so a busy pool does
+//! `shipping`, its attempt counter, its funnel's learned limit): no PHP worker is needed to read it, so a busy pool does
 //! not hide it.
 
 use std::path::PathBuf;
@@ -30,6 +30,8 @@ pub struct Sample {
     pub breaker: Option<&'static str>,
     /// The extension's attempt counter for `shipping` (since its reset after the warm-up).
     pub ext_attempts: Option<u64>,
+    /// The funnel's learned limit (`'limit' => 'auto'`, `Funnel::stats()`), when it has one.
+    pub learned_limit: Option<f64>,
 }
 
 /// The upstream name the lab app's clients use.
@@ -42,7 +44,8 @@ struct ExtensionState {
 }
 
 impl ExtensionState {
-    fn read(&mut self) -> (Option<&'static str>, Option<u64>) {
+    /// The breaker's state, the attempt counter and the funnel's learned limit.
+    fn read(&mut self) -> (Option<&'static str>, Option<u64>, Option<f64>) {
         if self.segment.is_none() {
             // An existing file keeps its own slot count: 1 is never used to create one here.
             self.segment = self
@@ -52,13 +55,17 @@ impl ExtensionState {
                 .and_then(|p| resilient_core::Segment::open(p, 1).ok());
         }
         let Some(seg) = &self.segment else {
-            return (None, None);
+            return (None, None, None);
         };
         resilient_core::metrics::snapshot_all(seg)
             .into_iter()
             .find(|(name, _)| name == UPSTREAM)
-            .map_or((None, None), |(_, m)| {
-                (Some(m.breaker().as_str()), Some(m.attempts))
+            .map_or((None, None, None), |(_, m)| {
+                (
+                    Some(m.breaker().as_str()),
+                    Some(m.attempts),
+                    m.learned.map(|l| l.limit()),
+                )
             })
     }
 }
@@ -114,7 +121,7 @@ pub async fn run(
         tick.tick().await;
         let t_s = (Instant::now() - t0).as_secs_f64();
         let (fpm, up) = tokio::join!(fpm_status(&http, &sut_base), upstream.level(&http));
-        let (breaker, ext_attempts) = ext.read();
+        let (breaker, ext_attempts, learned) = ext.read();
         let s = Sample {
             breaker,
             ext_attempts,
@@ -124,6 +131,7 @@ pub async fn run(
             fpm_listen_queue: fpm.as_ref().map(|f| f.listen_queue),
             upstream_in_service: up.map(|u| u.0),
             upstream_queued: up.map(|u| u.1),
+            learned_limit: learned,
         };
         *latest.lock().unwrap_or_else(|e| e.into_inner()) = s.clone();
         out.push(s);

@@ -7,6 +7,9 @@
 //! - `outage`: every request is answered 503 at once, then the upstream is healthy again.
 //! - `mixed`: seed 000's semaphore with reserved slots: the upstream slows down as in
 //!   `slowdown` while background CLI workers call the same upstream in closed loops.
+//! - `capacity-shift` (issue 13, not in `--all`): five phases in which the upstream's slots and
+//!   service time change under the same load (4 at 20 ms → 4 at 120 → 8 at 120 → 2 at 120 → 4
+//!   at 20), run by the fixed funnels 4 and 16 and the learned one.
 
 /// One scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,7 +18,19 @@ pub enum Scenario {
     Errors,
     Outage,
     Mixed,
+    CapacityShift,
 }
+
+/// One phase of a scenario: its name, the upstream's slots and what it does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhasePlan {
+    pub name: String,
+    pub slots: u32,
+    pub upstream: UpstreamPhase,
+}
+
+/// `capacity-shift`'s phases: (slots, service ms).
+pub const CAPACITY_SHIFT: [(u32, u64); 5] = [(4, 20), (4, 120), (8, 120), (2, 120), (4, 20)];
 
 /// What the upstream does in one phase (sent to `POST /__control/sim`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,16 +54,63 @@ impl Scenario {
             Scenario::Errors => "errors",
             Scenario::Outage => "outage",
             Scenario::Mixed => "mixed",
+            Scenario::CapacityShift => "capacity-shift",
         }
     }
 
     pub fn parse(s: &str) -> Result<Scenario, String> {
-        ALL.iter().copied().find(|x| x.name() == s).ok_or_else(|| {
-            format!(
-                "unknown scenario '{s}' (known: {})",
-                ALL.map(|x| x.name()).join(", ")
-            )
+        let known = [&ALL[..], &[Scenario::CapacityShift]].concat();
+        known
+            .iter()
+            .copied()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown scenario '{s}' (known: {})",
+                    known
+                        .iter()
+                        .map(|x| x.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+    }
+
+    /// The phases in order: normal → bad → normal-again, or `capacity-shift`'s five.
+    pub fn plan(
+        self,
+        capacity: u32,
+        normal_ms: u64,
+        slow_ms: u64,
+        error_ratio: f64,
+    ) -> Vec<PhasePlan> {
+        if self == Scenario::CapacityShift {
+            return CAPACITY_SHIFT
+                .iter()
+                .map(|&(slots, service_ms)| PhasePlan {
+                    name: format!("{slots}@{service_ms}ms"),
+                    slots,
+                    upstream: UpstreamPhase {
+                        service_ms,
+                        fail_ratio: 0.0,
+                        outage: false,
+                    },
+                })
+                .collect();
+        }
+        let [normal, bad] = self.upstream(normal_ms, slow_ms, error_ratio);
+        [
+            ("normal", normal),
+            (self.bad_phase(), bad),
+            ("normal-again", normal),
+        ]
+        .into_iter()
+        .map(|(name, upstream)| PhasePlan {
+            name: name.to_string(),
+            slots: capacity,
+            upstream,
         })
+        .collect()
     }
 
     /// The middle phase's name in tables and plots.
@@ -58,6 +120,7 @@ impl Scenario {
             Scenario::Errors => "errors",
             Scenario::Outage => "outage",
             Scenario::Mixed => "slow+flood",
+            Scenario::CapacityShift => "shift",
         }
     }
 
@@ -79,6 +142,7 @@ impl Scenario {
             (Scenario::Errors, true) => &["naive", "resilient"],
             (Scenario::Outage, true) => &["naive", "resilient"],
             (Scenario::Mixed, true) => &["laravel", "resilient"],
+            (Scenario::CapacityShift, _) => &["resilient", "resilient-16", "resilient-adaptive"],
         }
     }
 
@@ -99,6 +163,7 @@ impl Scenario {
                 service_ms: slow_ms,
                 ..normal
             },
+            Scenario::CapacityShift => normal,
             Scenario::Errors => UpstreamPhase {
                 fail_ratio: error_ratio,
                 ..normal
@@ -117,6 +182,7 @@ impl Scenario {
             Scenario::Slowdown => "seed 000's experiment: the upstream's service time goes from normal to slow and back; it never fails.",
             Scenario::Errors => "the upstream keeps its normal speed but answers 503 (after its normal service time) to a share of the requests in the middle phase.",
             Scenario::Outage => "in the middle phase the upstream answers every request 503 at once (a load balancer with no healthy backend), then it is healthy again.",
+            Scenario::CapacityShift => "the upstream's capacity changes under the same offered load: 4 slots at 20 ms → 4 at 120 ms → 8 at 120 ms → 2 at 120 ms → 4 at 20 ms; the fixed funnels 4 (tuned for the first phase) and 16 (too high) against the learned one (`'limit' => 'auto'`, told nothing about the slots).",
             Scenario::Mixed => "seed 000's semaphore with reserved slots: the upstream slows down as in `slowdown` while background CLI workers (PHP CLI processes, console context) call the same upstream in closed loops through the variant's own client and funnel; the resilient variants keep `reserve` of the funnel's slots for web requests, Laravel's `Redis::funnel` has no reserve.",
         }
     }

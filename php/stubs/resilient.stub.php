@@ -281,6 +281,18 @@ namespace Resilient {
         public function isDegraded(): bool {}
 
         /**
+         * @internal For benchmarks: teaches the learned limit of `$name` (bounds 1..64) `$attempts`
+         * answers of `$seconds` each, as the client's funnel guard does after every attempt (the
+         * clock read, the in-flight load and the update). Returns the learned limit.
+         *
+         * @param string $name
+         * @param int $attempts
+         * @param float|null $seconds
+         * @return float
+         */
+        public static function learnSynthetic(string $name, int $attempts, ?float $seconds = null): float {}
+
+        /**
          * Lease length in seconds.
          *
          * @return float
@@ -312,6 +324,17 @@ namespace Resilient {
          * @return mixed
          */
         public function run(callable $fn, ?callable $fallback = null): mixed {}
+
+        /**
+         * `in_flight`, `limit`, `reserve`, `degraded`, and `learned`: what the name's
+         * learned limit (`'limit' => 'auto'` on a client of this name) has learned, shared by
+         * every process: `limit` (fractional; the cap is its whole slots), `no_load_rtt_ms` (the
+         * slowly tracked latency without queueing), `rtt_ms` (the last interval's mean latency)
+         * and `intervals` (closed so far); null before a client of the name learned anything.
+         *
+         * @return array
+         */
+        public function stats(): array {}
 
         /**
          * A lease, or null when full. `$background` null = from the context
@@ -403,7 +426,9 @@ namespace Resilient {
          * refusals), 'failures' => ['4xx' => int, '5xx' => int, 'timeout' => int, 'connection' =>
          * int, 'other' => int] (upstream failures per attempt), 'latency' => ['success' => h,
          * 'failure' => h], 'breaker' => ['state' => 'closed'|'open'|'half_open', 'transitions' =>
-         * ['closed' => int, 'open' => int, 'half_open' => int]]]]`, where `h` = `['buckets' =>
+         * ['closed' => int, 'open' => int, 'half_open' => int]], 'learned' => null|['limit' =>
+         * float, 'no_load_rtt_ms' => float, 'rtt_ms' => float, 'intervals' => int] (a funnel
+         * `'limit' => 'auto'`, as `Funnel::stats()`)]]`, where `h` = `['buckets' =>
          * [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
          * in ms), 'sum' => float (s), 'count' => int]`.
          *

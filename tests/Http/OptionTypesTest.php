@@ -101,7 +101,7 @@ final class OptionTypesTest extends HttpTestCase
     {
         $e = self::thrown(fn () => new Client('ot-c', ['funnel' => ['limit' => 4, 'limt' => 5]]));
         $this->assertInstanceOf(\ValueError::class, $e);
-        $this->assertStringStartsWith("option 'funnel.limt': unknown option (known: limit, reserve, lease, wait)", $e->getMessage());
+        $this->assertStringStartsWith("option 'funnel.limt': unknown option (known: limit, reserve, lease, wait, min, max, initial)", $e->getMessage());
     }
 
     private static function thrown(callable $f): \Throwable

@@ -287,6 +287,7 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
         &states,
         |s, b| s.breaker_transitions[b as usize],
     );
+    learned_gauges(o, names, &labels);
     let name = "resilient_attempt_duration_seconds";
     header(o, &Family { name, kind: "histogram",
         help: "Latency of attempts answered with success apart from attempts failed at the upstream; our refusals are in neither." });
@@ -295,6 +296,48 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
         histogram(o, name, upstream, "failure", &s.failure_latency);
     }
     out
+}
+
+/// The learned funnel limits (`'limit' => 'auto'`), for the names that have one.
+fn learned_gauges(out: &mut String, names: &[(String, MetricsSnapshot)], labels: &[String]) {
+    type Value = fn(&crate::AdaptiveStats) -> f64;
+    let families: [(Family, Value); 3] = [
+        (
+            Family {
+                name: "resilient_funnel_learned_limit",
+                kind: "gauge",
+                help: "The funnel's learned concurrency limit (fractional; the cap is its whole slots).",
+            },
+            |l| l.limit(),
+        ),
+        (
+            Family {
+                name: "resilient_funnel_no_load_rtt_seconds",
+                kind: "gauge",
+                help: "The learned limit's slowly tracked latency without queueing.",
+            },
+            |l| l.no_load_rtt_ms() / 1000.0,
+        ),
+        (
+            Family {
+                name: "resilient_funnel_rtt_seconds",
+                kind: "gauge",
+                help: "The learned limit's mean attempt latency over its last interval.",
+            },
+            |l| l.rtt_ms() / 1000.0,
+        ),
+    ];
+    if names.iter().all(|(_, s)| s.learned.is_none()) {
+        return;
+    }
+    for (f, value) in families {
+        header(out, &f);
+        for ((_, s), upstream) in names.iter().zip(labels) {
+            if let Some(l) = &s.learned {
+                let _ = writeln!(out, "{}{{upstream=\"{upstream}\"}} {}", f.name, value(l));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RESILNT1");
 
 /// Bumped whenever [`Header`] or [`Entry`] change shape.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 
 /// The most slots a funnel can have: the in-flight set is one 64-bit mask.
 pub const MAX_FUNNEL_LIMIT: u32 = 64;
@@ -86,12 +86,39 @@ pub struct Entry {
     pub breaker: BreakerBlock,
     /// Host-wide counters and latency histograms of the name, see [`crate::metrics`].
     pub metrics: crate::metrics::MetricsBlock,
+    /// The name's learned concurrency limit (funnel `'limit' => 'auto'`), see
+    /// [`crate::adaptive_limit`]. All zero: nothing learned yet.
+    pub adaptive: AdaptiveBlock,
+}
+
+/// One name's adaptive limit: the limit, the latency estimates and the current interval's
+/// sums. 64 bytes. Every attempt adds to `window_counts` and `window_latency`; the process whose
+/// attempt ends an interval folds them into a new limit with one CAS on `state`.
+#[repr(C)]
+pub struct AdaptiveBlock {
+    /// `interval_start_ms:40 | limit × 256:24`. Zero: not started (the config's `initial`).
+    pub state: AtomicU64,
+    /// `drops:32 | samples:32` of the current interval.
+    pub window_counts: AtomicU64,
+    /// `inflight_sum:24 | latency_sum_us:40` of the current interval (latency of answers
+    /// that were not drops; in-flight seen when each attempt ended).
+    pub window_latency: AtomicU64,
+    /// `no_load_rtt_us:32 | rtt_us:32`: the slowly tracked no-load latency and the last
+    /// interval's mean latency.
+    pub rtt: AtomicU64,
+    /// `streak:8 | intervals:56`: latency-driven cuts since the latency last came down;
+    /// intervals closed so far.
+    pub trend: AtomicU64,
+    /// `limit × 256:32 | rtt_us:32` when that streak of cuts began.
+    pub streak_start: AtomicU64,
+    pub _reserved: [AtomicU64; 2],
 }
 
 pub const HEADER_SIZE: usize = 64;
 pub const ENTRY_SIZE: usize = std::mem::size_of::<Entry>();
 // The PHP tests compute file sizes from it (tests/harness/src/Run.php, segmentSize()).
-const _: () = assert!(ENTRY_SIZE == 1920);
+const _: () = assert!(ENTRY_SIZE == 1984);
+const _: () = assert!(std::mem::size_of::<AdaptiveBlock>() == 64);
 const _: () = assert!(std::mem::size_of::<BreakerBlock>() == 192);
 
 /// Total file size for `slots` entries.

@@ -13,6 +13,8 @@
 //!   monotonic clock and the slot of a dead process is reclaimed at once.
 //! - [`budget`] is a sliding window of epoch-tagged buckets: originals deposit, retries
 //!   withdraw.
+//! - [`adaptive_limit`] learns a funnel's limit from every attempt's latency and drops
+//!   (`'limit' => 'auto'`): one limit per name, shared, updated with two atomic adds per attempt.
 //! - [`breaker`] is the circuit breaker: a state word whose half-open ticket one CAS hands
 //!   to exactly one process, and a sliding window of counts.
 //! - [`metrics`]: per-name counters and latency histograms every process adds to.
@@ -47,6 +49,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod adaptive_limit;
 pub mod breaker;
 pub mod budget;
 pub mod clock;
@@ -63,6 +66,7 @@ pub mod segment;
 mod table;
 pub mod validate;
 
+pub use adaptive_limit::{AdaptiveConfig, AdaptiveLimit, AdaptiveStats};
 pub use breaker::{Admission, BreakerConfig, BreakerState, CircuitBreaker, Ticket, Transition};
 pub use budget::{BudgetConfig, BudgetStats, RetryBudget};
 pub use deadline::DeadlineStack;

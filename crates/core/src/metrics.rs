@@ -206,6 +206,8 @@ pub struct MetricsSnapshot {
     pub breaker_transitions: [u64; 3],
     pub success_latency: Histogram,
     pub failure_latency: Histogram,
+    /// The name's learned funnel limit (`'limit' => 'auto'`); `None` if nothing learned.
+    pub learned: Option<crate::AdaptiveStats>,
 }
 
 impl MetricsSnapshot {
@@ -272,6 +274,7 @@ impl MetricsBlock {
             breaker_transitions: read_all(&self.breaker_transitions),
             success_latency: self.success_latency.read(),
             failure_latency: self.failure_latency.read(),
+            learned: None,
         }
     }
     /// Zeroes the counters; the gauges (in flight, breaker state) describe the present and stay.
@@ -401,7 +404,11 @@ pub fn snapshot_all(seg: &Segment) -> Vec<(String, MetricsSnapshot)> {
     seg.entries()
         .iter()
         .filter(|e| e.hash.load(Acquire) != 0 && e.metrics.active.load(Relaxed) != 0)
-        .map(|e| (table::read_name(e), e.metrics.read()))
+        .map(|e| {
+            let mut s = e.metrics.read();
+            s.learned = crate::adaptive_limit::learned(&e.adaptive);
+            (table::read_name(e), s)
+        })
         .filter(|(name, _)| validate::name("name", name).is_ok())
         .collect()
 }

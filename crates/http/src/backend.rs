@@ -11,8 +11,14 @@ use resilient_core::{
     Segment,
 };
 
+use std::time::Duration;
+
+use resilient_core::adaptive_limit::Sample;
+
 use crate::breaker::BreakerStore;
+use crate::decision::Outcome;
 use crate::guard::{Guard, Permit, Refusal, RetryAllowance};
+use crate::transport::FailureKind;
 
 /// Makes a client's funnel, retry budget and circuit breaker.
 pub trait Backend: Send + Sync {
@@ -74,7 +80,7 @@ impl Backend for SharedMemory {
     ) -> Result<Arc<dyn Guard>, resilient_core::Error> {
         let funnel = Funnel::new(self.segment.clone(), name, config)?;
         Ok(Arc::new(FunnelGuard {
-            cap: funnel.cap(background),
+            background,
             lease_ms: funnel.config().lease_ms(),
             funnel,
             registry: self.registry.clone(),
@@ -109,8 +115,8 @@ impl Backend for SharedMemory {
 /// A `resilient_core::Funnel` as a guard: one slot per attempt.
 struct FunnelGuard {
     funnel: Funnel,
-    /// `funnel.cap(background)` (web callers may use the reserved slots).
-    cap: u32,
+    /// No reserved slots (CLI); the cap is read once per admission (a learned limit moves).
+    background: bool,
     lease_ms: u64,
     registry: Option<Arc<dyn LeaseRegistry>>,
 }
@@ -119,7 +125,7 @@ impl Guard for FunnelGuard {
     fn admit(&self, _attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
         let lease = self
             .funnel
-            .try_acquire_for(self.cap, now_ms, self.lease_ms)
+            .try_acquire_for(self.funnel.cap(self.background), now_ms, self.lease_ms)
             .ok_or(Refusal::Full)?;
         let registry = self.registry.clone();
         if let Some(r) = &registry {
@@ -133,4 +139,28 @@ impl Guard for FunnelGuard {
             }
         }))
     }
+
+    /// A learned limit learns from every attempt it admitted.
+    fn ended(&self, outcome: Outcome, duration: Duration, now_ms: u64) {
+        if self.funnel.config().adaptive_bounds().is_none() {
+            return;
+        }
+        let sample = Sample {
+            latency_us: duration.as_micros().min(u64::MAX as u128) as u64,
+            drop: is_drop(outcome),
+            // Its own slot was given back just before.
+            inflight: self.funnel.counted() + 1,
+        };
+        self.funnel.record(sample, now_ms);
+    }
+}
+
+/// What tells a learned limit that the upstream is over capacity: a timeout, a connection
+/// that failed or broke, 429 or 503.
+fn is_drop(outcome: Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Status(429 | 503)
+            | Outcome::Failed(FailureKind::Timeout | FailureKind::Connect | FailureKind::Closed)
+    )
 }

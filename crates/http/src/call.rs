@@ -389,7 +389,7 @@ impl Call {
         if !self.env.guards.is_empty() {
             let now_ms = self.env.clock.monotonic_ms();
             for guard in &self.env.guards {
-                guard.outcome(ended, now_ms);
+                guard.ended(ended, duration, now_ms);
             }
         }
         drop(left);

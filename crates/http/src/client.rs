@@ -120,8 +120,7 @@ impl HttpClientBuilder {
             self.guards.push(Arc::new(guard));
         }
         if let Some(f) = self.config.funnel {
-            let lease = f.lease.unwrap_or(policy.timeout.saturating_mul(2));
-            let config = resilient_core::FunnelConfig::new(f.limit, f.reserve, lease)?;
+            let config = f.config(policy.timeout.saturating_mul(2))?;
             self.guards.push(backend.funnel(name, config, background)?);
         }
         if let Some(b) = self.config.budget {

@@ -59,6 +59,11 @@ pub trait Guard: Send + Sync {
     fn admit(&self, attempt: u32, now_ms: u64) -> Result<Permit, Refusal>;
     /// Told how an attempt this guard admitted ended (after its permit was dropped).
     fn outcome(&self, _outcome: Outcome, _now_ms: u64) {}
+    /// As [`Guard::outcome`], with how long the attempt took (the funnel's learned limit
+    /// needs it); the loop calls this one.
+    fn ended(&self, outcome: Outcome, _duration: std::time::Duration, now_ms: u64) {
+        self.outcome(outcome, now_ms)
+    }
 }
 
 /// The retry budget: originals deposit, retries withdraw.

@@ -15,6 +15,21 @@ use reqwest::Url;
 use crate::config_error::ConfigError;
 use crate::transport_options::TransportOptions;
 
+impl FunnelOptions {
+    /// The core's config: a fixed or a learned limit, `lease` (the default, when `self.lease`
+    /// is `None`).
+    pub fn config(
+        &self,
+        default_lease: Duration,
+    ) -> Result<resilient_core::FunnelConfig, resilient_core::Error> {
+        let lease = self.lease.unwrap_or(default_lease);
+        match self.auto {
+            Some(bounds) => resilient_core::FunnelConfig::adaptive(bounds, self.reserve, lease),
+            None => resilient_core::FunnelConfig::new(self.limit, self.reserve, lease),
+        }
+    }
+}
+
 /// Full-jitter backoff bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackoffOptions {
@@ -25,7 +40,10 @@ pub struct BackoffOptions {
 /// The funnel (bulkhead): `limit` slots per host, `reserve` of them only for web callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FunnelOptions {
+    /// The fixed limit; with `auto`, the learned limit's `max`.
     pub limit: u32,
+    /// `'limit' => 'auto'`: the limit is learned within these bounds (`None`: fixed).
+    pub auto: Option<resilient_core::AdaptiveConfig>,
     pub reserve: u32,
     /// Lease lifetime; `None` means the default, 2 × the attempt timeout (seed 000).
     pub lease: Option<Duration>,
@@ -282,11 +300,7 @@ impl ClientConfig {
         funnel: Option<FunnelOptions>,
     ) -> Result<(), resilient_core::Error> {
         if let Some(f) = funnel {
-            resilient_core::FunnelConfig::new(
-                f.limit,
-                f.reserve,
-                f.lease.unwrap_or(self.timeout.saturating_mul(2)),
-            )?;
+            f.config(self.timeout.saturating_mul(2))?;
         }
         self.funnel = funnel;
         Ok(())
@@ -480,6 +494,7 @@ mod tests {
         c.set_deadline(Some(Duration::from_millis(850))).unwrap();
         let funnel = FunnelOptions {
             limit: 10,
+            auto: None,
             reserve: 3,
             lease: Some(Duration::from_secs(5)),
             wait: Duration::ZERO,
@@ -521,6 +536,7 @@ mod tests {
         assert!(err(c.set_retry_on(&[429, 700]).unwrap_err()).starts_with("option 'retry_on'"));
         let full = FunnelOptions {
             limit: 3,
+            auto: None,
             reserve: 3,
             lease: None,
             wait: Duration::ZERO,
@@ -596,7 +612,7 @@ mod tests {
             let _ = c.set_max_attempts(n);
             let _ = c.set_backoff(d, Duration::from_nanos(nanos / 2));
             let _ = c.set_retry_on(&statuses);
-            let _ = c.set_funnel(Some(FunnelOptions { limit: n % 100, reserve: n % 7, lease: Some(d), wait: d }));
+            let _ = c.set_funnel(Some(FunnelOptions { limit: n % 100, auto: None, reserve: n % 7, lease: Some(d), wait: d }));
             let _ = c.set_base_url(&text);
             let _ = c.set_backend(&text);
             let _ = c.add_header("headers", text.as_bytes(), &bytes);

@@ -29,6 +29,13 @@ final class Page
         return (int) (getenv('LAB_FUNNEL_RESERVE') ?: 0);
     }
 
+    /** The resilient client's funnel limit: 4 (the seed's), 16, or 'auto' (issue 13). */
+    public static function funnelLimit(): int|string
+    {
+        $limit = (string) (getenv('LAB_FUNNEL_LIMIT') ?: '4');
+        return $limit === 'auto' ? 'auto' : (int) $limit;
+    }
+
     public static function live(string $variant, mixed $quote, int $started): void
     {
         self::send(200, ['status' => 'live', 'variant' => $variant, 'quote' => $quote, 'ms' => self::ms($started)]);

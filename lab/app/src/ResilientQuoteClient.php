@@ -9,7 +9,8 @@ declare(strict_types=1);
  * resilient.web_max_attempts=3 (set by the lab's php-fpm command line), since the web default
  * allows no retry. `$funnelReserve` slots are kept for web callers (the mixed scenario's
  * background workers, console context, may use only limit - reserve); `$breaker` adds the
- * circuit option (variant resilient-breaker).
+ * circuit option (variant resilient-breaker). `$funnelLimit`: 4, 16 (resilient-16) or 'auto'
+ * (resilient-adaptive, issue 13).
  */
 final class ResilientQuoteClient
 {
@@ -19,6 +20,7 @@ final class ResilientQuoteClient
         private int $funnelWaitMs = 0,
         private int $funnelReserve = 0,
         private bool $breaker = false,
+        private int|string $funnelLimit = 4,
     ) {}
 
     public function quote(string $postcode, string $requestId = ''): array
@@ -31,7 +33,9 @@ final class ResilientQuoteClient
             'deadline' => $this->deadlineMs / 1000,
             'max_attempts' => 3,
             'backoff' => ['base' => 0.025, 'cap' => 0.2],
-            'funnel' => ['limit' => 4, 'reserve' => $this->funnelReserve, 'lease' => 5.0, 'wait' => $this->funnelWaitMs / 1000],
+            'funnel' => ['reserve' => $this->funnelReserve, 'lease' => 5.0, 'wait' => $this->funnelWaitMs / 1000]
+                // 'auto' (variant resilient-adaptive): learned, told nothing of the upstream's slots.
+                + ($this->funnelLimit === 'auto' ? ['limit' => 'auto', 'min' => 1, 'max' => 32, 'initial' => 1] : ['limit' => $this->funnelLimit]),
             'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
             'backend' => 'shm',
         ] + ($this->breaker ? [

@@ -65,7 +65,7 @@ final class Run
      */
     public static function segmentSize(int $slots): int
     {
-        $entrySize = 1920;
+        $entrySize = 1984;
         return 64 + $slots * $entrySize;
     }
 

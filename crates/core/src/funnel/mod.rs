@@ -10,12 +10,25 @@
 //! Reserved slots: interactive (web) callers may fill all `limit` slots; background (CLI)
 //! callers only `limit - reserve`, so a queue worker can never take the last slots a user
 //! is waiting for. One counter, two caps: no separate token kinds.
+//!
+//! A learned limit (`'limit' => 'auto'`, [`crate::adaptive_limit`]): the slots are those of
+//! `max`, and the cap is read once per acquire from the name's learned limit (one load).
+//! The protocol counts against whatever cap it is given, so the count stays exact; what a
+//! falling limit cannot do is revoke leases already held. The bound: **every lease was counted
+//! while fewer than the cap its acquirer read were in flight**, so in flight never exceeds the
+//! highest cap read by a current holder: the limit in force when the oldest lease still held
+//! was taken, or one read an instant before a drop by an acquire still in progress. After the
+//! limit falls from `L_old` to `L_new`, no acquire that starts later succeeds until fewer than
+//! `L_new` are in flight; in flight only drains, from at most `L_old`, as leases end.
+//! The reserve is kept in full while the limit is at least twice it; below, web callers keep
+//! half the slots: background callers may fill `L − min(reserve, ⌊L/2⌋)`.
 
 #[cfg(test)]
 mod model_check;
 mod protocol;
 mod slot_word;
 
+use crate::adaptive_limit::{AdaptiveConfig, AdaptiveLimit, AdaptiveStats, Sample};
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
 use crate::pause::run;
 use crate::{validate, Error, Segment};
@@ -45,6 +58,8 @@ pub struct FunnelConfig {
     limit: u32,
     reserve: u32,
     lease: Duration,
+    /// A learned limit within these bounds (`limit` is then its `max`).
+    adaptive: Option<AdaptiveConfig>,
 }
 
 impl FunnelConfig {
@@ -71,9 +86,23 @@ impl FunnelConfig {
             limit,
             reserve,
             lease,
+            adaptive: None,
         })
     }
 
+    /// A limit learned within `bounds` (`'limit' => 'auto'`); `reserve < bounds.max()`.
+    pub fn adaptive(bounds: AdaptiveConfig, reserve: u32, lease: Duration) -> Result<Self, Error> {
+        let mut config = FunnelConfig::new(bounds.max(), reserve, lease)?;
+        config.adaptive = Some(bounds);
+        Ok(config)
+    }
+
+    /// The learned limit's bounds, when the limit is learned.
+    pub fn adaptive_bounds(&self) -> Option<AdaptiveConfig> {
+        self.adaptive
+    }
+
+    /// The fixed limit, or the learned limit's `max`.
     pub fn limit(&self) -> u32 {
         self.limit
     }
@@ -121,26 +150,75 @@ pub struct Funnel {
     seg: Arc<Segment>,
     entry: usize,
     config: FunnelConfig,
+    adaptive: Option<AdaptiveLimit>,
 }
 
 impl Funnel {
     pub fn new(seg: Arc<Segment>, name: &str, config: FunnelConfig) -> Result<Self, Error> {
         let entry = seg.entry_index(name)?;
-        Ok(Funnel { seg, entry, config })
+        let adaptive = match config.adaptive {
+            Some(bounds) => Some(AdaptiveLimit::new(seg.clone(), name, bounds)?),
+            None => None,
+        };
+        Ok(Funnel {
+            seg,
+            entry,
+            config,
+            adaptive,
+        })
     }
 
     pub fn config(&self) -> FunnelConfig {
         self.config
     }
 
-    /// How many slots a caller may fill: all of them when interactive, `limit - reserve`
-    /// when in the background.
-    pub fn cap(&self, background: bool) -> u32 {
-        if background {
-            self.config.limit - self.config.reserve
-        } else {
-            self.config.limit
+    /// The limit now: the fixed one, or the learned one's whole slots (one load).
+    pub fn current_limit(&self) -> u32 {
+        match &self.adaptive {
+            Some(a) => a.cap(),
+            None => self.config.limit,
         }
+    }
+
+    /// How many slots a caller may fill: all of them when interactive, `limit - reserve`
+    /// when in the background (for a learned limit `L`: `L − min(reserve, ⌊L/2⌋)`). Read it
+    /// once per acquire.
+    pub fn cap(&self, background: bool) -> u32 {
+        let limit = self.current_limit();
+        if !background {
+            return limit;
+        }
+        match self.adaptive {
+            Some(_) => limit - self.config.reserve.min(limit / 2),
+            None => limit - self.config.reserve,
+        }
+    }
+
+    /// Teaches a learned limit how an attempt ended (nothing for a fixed limit).
+    pub fn record(&self, sample: Sample, now_ms: u64) {
+        if let Some(a) = &self.adaptive {
+            a.record(sample, now_ms);
+        }
+    }
+
+    /// What a learned limit has learned; `None` for a fixed limit.
+    pub fn adaptive_stats(&self) -> Option<AdaptiveStats> {
+        self.adaptive.as_ref().map(AdaptiveLimit::stats)
+    }
+
+    /// What the name's learned limit has learned, whatever this handle's config (a fixed
+    /// funnel of the same name can watch it); `None` before any attempt taught it.
+    pub fn learned(&self) -> Option<AdaptiveStats> {
+        crate::adaptive_limit::learned(&self.seg.entry(self.entry).adaptive)
+    }
+
+    /// Slots counted now, without reclaiming anything (one load).
+    pub fn counted(&self) -> u32 {
+        self.seg
+            .entry(self.entry)
+            .funnel_mask
+            .load(Ordering::Acquire)
+            .count_ones()
     }
 
     /// Takes a slot if fewer than `cap` are held; never waits. `None` means full.
@@ -476,6 +554,142 @@ mod tests {
         }
         assert!(max_seen.load(Ordering::SeqCst) <= 3);
         assert!(max_seen.load(Ordering::SeqCst) >= 1);
+        assert_eq!(f.in_flight(0), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    fn adaptive(seg: &Arc<Segment>, name: &str, reserve: u32) -> Funnel {
+        let bounds = AdaptiveConfig::new(1, 16, 8).unwrap();
+        Funnel::new(
+            seg.clone(),
+            name,
+            FunnelConfig::adaptive(bounds, reserve, Duration::from_secs(10)).unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// Sets the learned limit as an interval's close would.
+    fn learn(f: &Funnel, limit: f64) {
+        let e = f.seg.entry(f.entry);
+        e.adaptive.state.store(
+            crate::adaptive_limit::pack_state(1, limit),
+            Ordering::SeqCst,
+        );
+    }
+
+    #[test]
+    fn a_limit_that_falls_revokes_nothing_and_admits_nobody_until_below_it() {
+        let (s, p) = seg("fall");
+        let f = adaptive(&s, "fall", 0);
+        assert_eq!(f.cap(false), 8, "initial");
+        let mut held: Vec<Lease> = (0..8)
+            .map(|_| f.try_acquire(f.cap(false), 0).unwrap())
+            .collect();
+        assert!(f.try_acquire(f.cap(false), 0).is_none());
+        learn(&f, 2.7);
+        assert_eq!(f.cap(false), 2, "whole slots of 2.7");
+        assert_eq!(f.in_flight(0), 8, "leases already held stay");
+        while held.len() > 2 {
+            assert!(
+                f.try_acquire(f.cap(false), 0).is_none(),
+                "{} in flight",
+                held.len()
+            );
+            held.pop();
+        }
+        assert!(
+            f.try_acquire(f.cap(false), 0).is_none(),
+            "2 in flight, limit 2"
+        );
+        held.pop();
+        let again = f
+            .try_acquire(f.cap(false), 0)
+            .expect("1 in flight, limit 2");
+        learn(&f, 16.0);
+        assert_eq!(f.cap(false), 16);
+        drop((held, again));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn the_reserve_is_halved_when_the_learned_limit_is_small() {
+        let (s, p) = seg("areserve");
+        let f = adaptive(&s, "areserve", 3);
+        assert_eq!(
+            (f.cap(false), f.cap(true)),
+            (8, 5),
+            "8 ≥ 2 × 3: the full reserve"
+        );
+        learn(&f, 4.0);
+        assert_eq!((f.cap(false), f.cap(true)), (4, 2), "web keeps ⌊4/2⌋");
+        learn(&f, 1.0);
+        assert_eq!((f.cap(false), f.cap(true)), (1, 1), "one slot is shared");
+        assert!(FunnelConfig::adaptive(
+            AdaptiveConfig::new(1, 4, 2).unwrap(),
+            4,
+            Duration::from_secs(1)
+        )
+        .is_err());
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// Threads acquire with the cap they read while another thread moves the learned limit
+    /// between 2 and 12. An observer count of holders (raised after acquiring, lowered before
+    /// releasing) never exceeds the highest cap read by a thread that holds or is acquiring.
+    #[test]
+    fn in_flight_never_exceeds_the_highest_cap_read_by_a_holder() {
+        use std::sync::atomic::{AtomicBool, AtomicU32};
+        let (s, p) = seg("athreads");
+        let f = adaptive(&s, "athreads", 0);
+        let holders = Arc::new(AtomicU32::new(0));
+        let caps: Arc<Vec<AtomicU32>> = Arc::new((0..8).map(|_| AtomicU32::new(0)).collect());
+        let stop = Arc::new(AtomicBool::new(false));
+        let over_low = Arc::new(AtomicU32::new(0));
+        let mover = {
+            let (f, stop) = (f.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    learn(&f, if i % 2 == 0 { 2.0 } else { 12.0 });
+                    i += 1;
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let (f, holders, caps, over_low) =
+                    (f.clone(), holders.clone(), caps.clone(), over_low.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..5_000 {
+                        let cap = f.cap(false);
+                        caps[t].store(cap, Ordering::SeqCst);
+                        if let Some(l) = f.try_acquire(cap, 0) {
+                            let n = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                            let bound =
+                                caps.iter().map(|c| c.load(Ordering::SeqCst)).max().unwrap();
+                            assert!(n <= bound, "{n} held, highest cap read {bound}");
+                            if n > 2 {
+                                over_low.fetch_add(1, Ordering::Relaxed);
+                            }
+                            std::thread::yield_now();
+                            holders.fetch_sub(1, Ordering::SeqCst);
+                            assert!(l.release());
+                        }
+                        caps[t].store(0, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        stop.store(true, Ordering::SeqCst);
+        mover.join().unwrap();
+        assert!(
+            over_low.load(Ordering::Relaxed) > 0,
+            "the high limit was used"
+        );
         assert_eq!(f.in_flight(0), 0);
         std::fs::remove_file(p).unwrap();
     }

@@ -48,6 +48,7 @@ pub fn config(options: &Value) -> ClientConfig {
             "funnel" => c
                 .set_funnel(Some(FunnelOptions {
                     limit: count(&v["limit"]),
+                    auto: None,
                     reserve: v.get("reserve").map_or(0, count),
                     lease: v.get("lease").map(secs),
                     wait: v.get("wait").map_or(Duration::ZERO, secs),

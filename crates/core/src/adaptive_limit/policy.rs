@@ -1,0 +1,218 @@
+//! The rule that turns one interval's samples into the next limit. Pure: no shared memory,
+//! no clock; [`super::AdaptiveLimit`] is the mechanism that feeds it.
+//!
+//! A blend of AIMD on drops and a gradient on latency, each guarding the other's known flaw:
+//!
+//! - **Drops first** (timeouts, connection errors, 429, 503): an interval with any drop
+//!   multiplies the limit by `1 − drop ratio`, clamped to `[0.5, 0.9]`. So every drop lowers the
+//!   limit (Gradient2 ignores drops, concurrency-limits issue 137), by at least 10 %; and when
+//!   an overloaded upstream sheds the excess, `L × (1 − shed share)` lands near what it accepts.
+//!   No increase in an interval with drops.
+//! - **Latency otherwise**: `gradient = TOLERANCE × no_load / rtt`. Above 1 (no queue worth
+//!   the name) the limit grows by `√L` while no queue shows (rtt ≤ 1.1 × no_load), by 1
+//!   otherwise, and only if the callers use 80 % of it (else a quiet hour would
+//!   teach it `max`). Below 1 it becomes `L × max(gradient, 0.5) + QUEUE_ALLOWANCE`: for `L`
+//!   above the upstream's `C` slots, rtt ≈ no_load × L / C, so this lands on
+//!   `TOLERANCE × C + 0.5` in one step: every slot busy, and a queue at the upstream of
+//!   `0.25 × C + 0.5`, below `C` for every `C ≥ 1`.
+//! - **no_load** (the latency without queueing) follows a lower rtt at once. A higher one is
+//!   adopted only when it proves not to be ours (the Vegas trap: a latency step taken for a
+//!   queue drives the limit to its floor and keeps it there): when the limit sits at its floor,
+//!   or when [`REBASELINE_AFTER`] latency-driven cuts (of 5 % or more, or with the latency
+//!   over twice the tolerated) took the limit down by a quarter while the rtt stayed within
+//!   10 % (a move either way starts the count again). A queue of our own shrinks when we shrink the limit; a slower upstream does not.
+//!   Known limit: a no_load re-learnt too high (a slowdown and a queue of ours at once) is
+//!   corrected only when the rtt falls below it or the limit reaches its floor; until then
+//!   the queue at the upstream is longer than the tolerance.
+
+/// How much latency over no-load counts as "no queue": 25 %.
+pub const TOLERANCE: f64 = 1.25;
+/// The most one interval may cut on latency (halving).
+pub const MIN_GRADIENT: f64 = 0.5;
+/// Bounds of the multiplicative decrease on drops.
+pub const DROP_FACTOR_MIN: f64 = 0.5;
+pub const DROP_FACTOR_MAX: f64 = 0.9;
+/// Cuts on latency that did not lower it, in a row, before no_load is re-learnt...
+pub const REBASELINE_AFTER: u8 = 2;
+/// ...once they took the limit to this share of where they began.
+pub const REBASELINE_CUT: f64 = 0.75;
+/// A rtt within this factor of no_load shows no queue: grow by √L rather than 1.
+const NO_QUEUE: f64 = 1.1;
+/// The callers must use this share of the limit's whole slots (on average) for it to grow.
+const USED_SHARE: f64 = 0.8;
+/// Slots over `TOLERANCE × C` the latency rule leaves: a little queue, so a slot that frees
+/// never waits for the next caller.
+pub const QUEUE_ALLOWANCE: f64 = 0.5;
+
+/// One interval's sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Window {
+    /// Attempts that ended in the interval (drops included).
+    pub samples: u32,
+    /// Of them: timeouts, connection errors, 429, 503.
+    pub drops: u32,
+    /// Latency of the other attempts, summed, µs.
+    pub latency_sum_us: u64,
+    /// In flight when each attempt ended, summed.
+    pub inflight_sum: u32,
+}
+
+/// What is learned, carried from interval to interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimates {
+    pub limit: f64,
+    /// The latency without queueing, µs; 0 = not known yet.
+    pub no_load_us: u32,
+    /// The last interval's mean latency (answers only), µs; 0 = none yet.
+    pub rtt_us: u32,
+    /// Latency-driven cuts since the rtt last came down by 10 % (0: not cutting).
+    pub streak: u8,
+    /// The limit and the rtt when that streak began.
+    pub ref_limit: f64,
+    pub ref_rtt_us: u32,
+}
+
+/// The limit's bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    pub min: f64,
+    pub max: f64,
+}
+
+/// The estimates after `window`.
+pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
+    let mut e = prev;
+    if w.samples == 0 {
+        return e;
+    }
+    let answers = w.samples.saturating_sub(w.drops);
+    if answers > 0 {
+        e.rtt_us = (w.latency_sum_us / answers as u64).clamp(1, u32::MAX as u64) as u32;
+    }
+    if w.drops > 0 {
+        let ratio = w.drops as f64 / w.samples as f64;
+        let factor = (1.0 - ratio).clamp(DROP_FACTOR_MIN, DROP_FACTOR_MAX);
+        e.limit = (prev.limit * factor).clamp(bounds.min, bounds.max);
+        e.streak = 0;
+        if answers > 0 && (e.no_load_us == 0 || e.rtt_us < e.no_load_us) {
+            e.no_load_us = e.rtt_us;
+        }
+        return e;
+    }
+    let rtt = e.rtt_us;
+    let at_floor = prev.limit <= bounds.min;
+    if e.no_load_us == 0 || rtt < e.no_load_us || at_floor {
+        e.no_load_us = rtt;
+    }
+    let gradient = TOLERANCE * e.no_load_us as f64 / rtt as f64;
+    if gradient >= 1.0 {
+        e.streak = 0;
+        let used = w.inflight_sum as f64 / w.samples as f64;
+        if used >= prev.limit.floor() * USED_SHARE {
+            let step = if (rtt as f64) <= NO_QUEUE * e.no_load_us as f64 {
+                prev.limit.sqrt().max(1.0)
+            } else {
+                1.0
+            };
+            e.limit = prev.limit + step;
+        }
+    } else {
+        let cut = prev
+            .limit
+            .min(prev.limit * gradient.max(MIN_GRADIENT) + QUEUE_ALLOWANCE);
+        if cut < prev.limit * 0.95 || gradient <= MIN_GRADIENT {
+            // A real cut. A queue of our own answers cuts with a lower rtt; a slower upstream
+            // does not. The streak starts again whenever the rtt moved by 10 % either way
+            // (down: the cuts worked; up: something else changed, judge from here).
+            let moved = (rtt as f64 - prev.ref_rtt_us as f64).abs() > 0.1 * prev.ref_rtt_us as f64;
+            if prev.streak == 0 || moved {
+                e.ref_limit = prev.limit;
+                e.ref_rtt_us = rtt;
+                e.streak = 1;
+            } else {
+                e.streak = prev.streak.saturating_add(1);
+            }
+            if e.streak >= REBASELINE_AFTER && prev.limit <= REBASELINE_CUT * e.ref_limit {
+                // Cut by a quarter and more without the rtt moving: the upstream got slower,
+                // and those cuts bought nothing: undo them.
+                e.no_load_us = rtt;
+                e.limit = prev.limit.max(e.ref_limit);
+                e.streak = 0;
+            } else {
+                e.limit = cut;
+            }
+        } else {
+            // Holding at the equilibrium `TOLERANCE × C + 0.5`: neither counts nor forgets.
+            e.limit = cut;
+        }
+    }
+    e.limit = e.limit.clamp(bounds.min, bounds.max);
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const B: Bounds = Bounds {
+        min: 1.0,
+        max: 64.0,
+    };
+
+    fn est(limit: f64, no_load_us: u32, rtt_us: u32) -> Estimates {
+        Estimates {
+            limit,
+            no_load_us,
+            rtt_us,
+            streak: 0,
+            ref_limit: 0.0,
+            ref_rtt_us: 0,
+        }
+    }
+
+    fn answers(n: u32, latency_us: u64, inflight: u32) -> Window {
+        Window {
+            samples: n,
+            drops: 0,
+            latency_sum_us: latency_us * n as u64,
+            inflight_sum: inflight * n,
+        }
+    }
+
+    #[test]
+    fn any_drop_lowers_the_limit_by_at_least_ten_percent() {
+        let mut w = answers(100, 20_000, 8);
+        w.samples += 1;
+        w.drops = 1;
+        let e = next(est(8.0, 20_000, 20_000), w, B);
+        assert!((e.limit - 7.2).abs() < 1e-9, "{}", e.limit);
+        let all = Window {
+            samples: 10,
+            drops: 10,
+            ..Window::default()
+        };
+        assert_eq!(next(est(8.0, 20_000, 20_000), all, B).limit, 4.0);
+    }
+
+    #[test]
+    fn a_queue_of_our_own_lands_on_tolerance_times_capacity_plus_a_half() {
+        // 4 slots at 20 ms, 8 in flight: rtt 40 ms.
+        let e = next(est(8.0, 20_000, 40_000), answers(50, 40_000, 8), B);
+        assert!((e.limit - 5.5).abs() < 1e-9, "{}", e.limit);
+    }
+
+    #[test]
+    fn an_unused_limit_does_not_grow() {
+        let e = next(est(10.0, 20_000, 20_000), answers(50, 20_000, 2), B);
+        assert_eq!(e.limit, 10.0);
+        let e = next(est(10.0, 20_000, 20_000), answers(50, 20_000, 9), B);
+        assert!((e.limit - (10.0 + 10f64.sqrt())).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_floor_adopts_the_latency_it_sees() {
+        let e = next(est(1.0, 20_000, 120_000), answers(5, 120_000, 1), B);
+        assert_eq!(e.no_load_us, 120_000);
+        assert_eq!(e.limit, 2.0);
+    }
+}

@@ -1,0 +1,382 @@
+//! The learned limit against a simulated upstream, on paused time: a FIFO upstream of `slots`
+//! slots taking `service_ms` each, and `demand` callers that send again as soon as the
+//! funnel's cap lets them. Every attempt goes through [`AdaptiveLimit::record`] in a real
+//! segment, so the mechanism (intervals, the closing CAS, fixed point) is tested with the policy.
+
+use super::*;
+use std::collections::VecDeque;
+
+fn limit(tag: &str, min: u32, max: u32, initial: u32) -> (AdaptiveLimit, std::path::PathBuf) {
+    let p = std::env::temp_dir().join(format!(
+        "resilient-adaptive-{tag}-{}.shm",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&p);
+    let seg = Arc::new(Segment::open(&p, 16).unwrap());
+    let l = AdaptiveLimit::new(seg, "up", AdaptiveConfig::new(min, max, initial).unwrap()).unwrap();
+    (l, p)
+}
+
+/// What the upstream does in a phase.
+#[derive(Clone, Copy)]
+enum Upstream {
+    /// `slots` slots, `service_ms` each, FIFO queue; attempts waiting past `timeout_ms` drop.
+    Slots { slots: usize, service_ms: u64 },
+    /// Every attempt is refused at once (503).
+    Refusing,
+}
+
+struct Sim {
+    l: AdaptiveLimit,
+    now: u64,
+    demand: u32,
+    timeout_ms: u64,
+    /// (ends at, latency µs, drop, served from)
+    in_flight: Vec<(u64, u64, bool, u64)>,
+    /// When each upstream slot is next free.
+    slot_free: Vec<u64>,
+    /// The upstream's queue length (started but waiting for a slot) seen at each start.
+    max_queue: usize,
+    served: u64,
+}
+
+impl Sim {
+    fn new(l: AdaptiveLimit, demand: u32) -> Sim {
+        Sim {
+            l,
+            now: 1_000,
+            demand,
+            timeout_ms: 1_000,
+            in_flight: Vec::new(),
+            slot_free: Vec::new(),
+            max_queue: 0,
+            served: 0,
+        }
+    }
+
+    /// Runs `ms` milliseconds of `up`; returns the limit at the end of each interval closed.
+    fn run(&mut self, up: Upstream, ms: u64) -> Vec<f64> {
+        let mut seen = Vec::new();
+        let mut last_intervals = self.l.stats().intervals;
+        if let Upstream::Slots { slots, .. } = up {
+            self.slot_free.resize(slots, self.now);
+            self.slot_free.truncate(slots);
+        }
+        for _ in 0..ms {
+            self.now += 1;
+            let now = self.now;
+            let mut ended: VecDeque<_> = VecDeque::new();
+            self.in_flight.retain(|a| {
+                if a.0 <= now {
+                    ended.push_back(*a);
+                    false
+                } else {
+                    true
+                }
+            });
+            // In flight as each attempt ended: those still running and those ending now.
+            let inflight = (self.in_flight.len() + ended.len()) as u32;
+            for (_, latency_us, drop, _) in ended {
+                if !drop {
+                    self.served += 1;
+                }
+                self.l.record(
+                    Sample {
+                        latency_us,
+                        drop,
+                        inflight,
+                    },
+                    now,
+                );
+                let n = self.l.stats().intervals;
+                if n != last_intervals {
+                    last_intervals = n;
+                    seen.push(self.l.current());
+                    if std::env::var("SIM_TRACE").is_ok() {
+                        eprintln!(
+                            "{now} {:?} trend {:x}",
+                            self.l.stats(),
+                            self.l.block().trend.load(Relaxed)
+                        );
+                    }
+                }
+            }
+            while (self.in_flight.len() as u32) < self.l.cap().min(self.demand) {
+                self.start(up);
+            }
+        }
+        seen
+    }
+
+    fn start(&mut self, up: Upstream) {
+        let now = self.now;
+        match up {
+            Upstream::Refusing => self.in_flight.push((now + 1, 1_000, true, now)),
+            Upstream::Slots { service_ms, .. } => {
+                let (i, free) = self
+                    .slot_free
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .min_by_key(|(_, f)| *f)
+                    .unwrap();
+                let begins = free.max(now);
+                let waiting = self.in_flight.iter().filter(|a| a.3 > now).count();
+                self.max_queue = self.max_queue.max(waiting + (begins > now) as usize);
+                let ends = begins + service_ms;
+                self.slot_free[i] = ends;
+                if ends - now > self.timeout_ms {
+                    self.in_flight.push((
+                        now + self.timeout_ms,
+                        self.timeout_ms * 1000,
+                        true,
+                        begins,
+                    ));
+                } else {
+                    self.in_flight
+                        .push((ends, (ends - now) * 1000, false, begins));
+                }
+            }
+        }
+    }
+}
+
+fn settled(seen: &[f64], last: usize) -> (f64, f64) {
+    let tail = &seen[seen.len().saturating_sub(last)..];
+    let lo = tail.iter().copied().fold(f64::MAX, f64::min);
+    let hi = tail.iter().copied().fold(0.0, f64::max);
+    (lo, hi)
+}
+
+#[test]
+fn it_finds_the_capacity_without_a_queue_longer_than_the_slots() {
+    let (l, p) = limit("find", 1, 64, 4);
+    let mut sim = Sim::new(l, 32);
+    let seen = sim.run(
+        Upstream::Slots {
+            slots: 4,
+            service_ms: 20,
+        },
+        10_000,
+    );
+    let (lo, hi) = settled(&seen, 20);
+    // TOLERANCE × 4 + 1 = 6: every slot busy, a queue of about 2.
+    assert!(
+        lo >= 4.0 && hi <= 8.0,
+        "settled between {lo} and {hi}: {seen:?}"
+    );
+    sim.max_queue = 0;
+    sim.served = 0;
+    sim.run(
+        Upstream::Slots {
+            slots: 4,
+            service_ms: 20,
+        },
+        2_000,
+    );
+    assert!(sim.max_queue <= 4, "queue {}", sim.max_queue);
+    assert!(
+        sim.served >= 4 * 2_000 / 20 * 95 / 100,
+        "served {}",
+        sim.served
+    );
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn a_step_in_latency_is_relearnt_not_taken_for_a_queue() {
+    let (l, p) = limit("step", 1, 64, 4);
+    let mut sim = Sim::new(l, 32);
+    sim.run(
+        Upstream::Slots {
+            slots: 4,
+            service_ms: 20,
+        },
+        5_000,
+    );
+    let before = sim.l.stats().intervals;
+    // Same slots, six times slower: at first it looks like a queue of our own.
+    let seen = sim.run(
+        Upstream::Slots {
+            slots: 4,
+            service_ms: 120,
+        },
+        10_000,
+    );
+    let recovered = seen
+        .iter()
+        .position(|l| *l >= 4.0)
+        .expect("back to 4 slots");
+    let stats = sim.l.stats();
+    assert!(
+        recovered <= 2,
+        "back at the capacity within 3 intervals, not {}: {seen:?}",
+        recovered + 1
+    );
+    assert!(
+        (110.0..=160.0).contains(&stats.no_load_rtt_ms()),
+        "no_load relearnt: {stats:?}"
+    );
+    let (lo, hi) = settled(&seen, 10);
+    assert!(lo >= 4.0 && hi <= 8.0, "{lo}..{hi}: {seen:?}");
+    assert!(stats.intervals > before);
+    // And back down: 2 slots at 120 ms.
+    sim.max_queue = 0;
+    let seen = sim.run(
+        Upstream::Slots {
+            slots: 2,
+            service_ms: 120,
+        },
+        10_000,
+    );
+    let (lo, hi) = settled(&seen, 10);
+    assert!(lo >= 2.0 && hi <= 4.0, "{lo}..{hi}: {seen:?}");
+    // And faster again: 4 at 20 ms.
+    let seen = sim.run(
+        Upstream::Slots {
+            slots: 4,
+            service_ms: 20,
+        },
+        5_000,
+    );
+    let (lo, hi) = settled(&seen, 10);
+    assert!(lo >= 4.0 && hi <= 8.0, "{lo}..{hi}: {seen:?}");
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn a_burst_of_drops_lowers_the_limit_every_interval() {
+    let (l, p) = limit("drops", 1, 64, 16);
+    let mut sim = Sim::new(l, 32);
+    sim.run(
+        Upstream::Slots {
+            slots: 16,
+            service_ms: 20,
+        },
+        3_000,
+    );
+    let before = sim.l.current();
+    assert!(before >= 16.0, "{before}");
+    let seen = sim.run(Upstream::Refusing, 1_000);
+    let mut prev = before;
+    for l in &seen {
+        assert!(
+            *l <= (prev * DROP_FACTOR).max(1.0),
+            "{l} after {prev}: {seen:?}"
+        );
+        prev = *l;
+    }
+    assert_eq!(sim.l.current(), 1.0, "at the floor: {seen:?}");
+    std::fs::remove_file(p).unwrap();
+}
+
+const DROP_FACTOR: f64 = policy::DROP_FACTOR_MAX + 1e-9;
+
+#[test]
+fn from_the_floor_after_overload_it_recovers_within_two_sqrt_capacity_plus_one_intervals() {
+    let (l, p) = limit("floor", 1, 64, 8);
+    let mut sim = Sim::new(l, 64);
+    // Overload: 1 slot at 2 s against a 1 s timeout, every attempt times out.
+    sim.run(
+        Upstream::Slots {
+            slots: 1,
+            service_ms: 2_000,
+        },
+        20_000,
+    );
+    assert_eq!(sim.l.current(), 1.0);
+    // Healthy again with 16 slots at 20 ms.
+    let seen = sim.run(
+        Upstream::Slots {
+            slots: 16,
+            service_ms: 20,
+        },
+        5_000,
+    );
+    let bound = (2.0 * 16f64.sqrt()) as usize + 1; // 9
+    let reached = seen.iter().position(|l| *l >= 16.0).expect("reaches 16");
+    assert!(
+        reached < bound,
+        "16 after {} intervals: {seen:?}",
+        reached + 1
+    );
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn an_idle_limit_keeps_its_value_and_bounds_are_clamped() {
+    let (l, p) = limit("idle", 2, 10, 5);
+    assert_eq!(
+        (l.current(), l.cap()),
+        (5.0, 5),
+        "initial before anything is learnt"
+    );
+    let mut sim = Sim::new(l, 1);
+    let seen = sim.run(
+        Upstream::Slots {
+            slots: 8,
+            service_ms: 10,
+        },
+        5_000,
+    );
+    assert!(
+        seen.iter().all(|l| *l == 5.0),
+        "one caller never uses half: {seen:?}"
+    );
+    // Another process configured tighter bounds reads the shared value clamped.
+    let other = AdaptiveLimit::new(
+        sim.l.seg.clone(),
+        "up",
+        AdaptiveConfig::new(1, 3, 2).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(other.cap(), 3);
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn config_validation_names_the_argument() {
+    let arg = |r: Result<AdaptiveConfig, Error>| r.unwrap_err().to_string();
+    assert_eq!(
+        arg(AdaptiveConfig::new(0, 4, 2)),
+        "min: must be between 1 and 64, got 0"
+    );
+    assert_eq!(
+        arg(AdaptiveConfig::new(3, 2, 2)),
+        "max: must be between min (3) and 64, got 2"
+    );
+    assert_eq!(
+        arg(AdaptiveConfig::new(1, 8, 9)),
+        "initial: must be between min (1) and max (8), got 9"
+    );
+}
+
+#[test]
+fn processes_closing_at_once_close_each_interval_once() {
+    let (l, p) = limit("race", 1, 64, 8);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let l = l.clone();
+            std::thread::spawn(move || {
+                for i in 0..50_000u64 {
+                    let sample = Sample {
+                        latency_us: 20_000,
+                        drop: false,
+                        inflight: 8,
+                    };
+                    l.record(sample, 1_000 + i / 100);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = l.stats();
+    // 500 ms of paused time in 100 ms intervals: at most 5 closes, however many raced.
+    assert!((1..=5).contains(&stats.intervals), "{stats:?}");
+    let b = l.block();
+    let left = b.window_counts.load(Relaxed) as u32;
+    assert!(left <= 200_000, "sums are conserved: {left}");
+    std::fs::remove_file(p).unwrap();
+}

@@ -1,0 +1,232 @@
+//! Scenario `capacity-shift` (issue 13): the upstream's capacity changes under the same load,
+//! and a fixed funnel limit is right in at most some phases. Its goals (issue 13's must show 1),
+//! its per-phase table (served vs capacity, the upstream's queue) and the plot of the learned
+//! limit beside the upstream's true slot count.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::analysis::{PhaseStats, VariantSummary};
+use crate::goals::Verdict;
+use crate::params::Params;
+
+/// What can be served in the phase: the upstream's slots / service time, or the offered load
+/// when that is lower (a 20 ms phase has room for more than the load offers).
+fn servable(ps: &PhaseStats) -> f64 {
+    ps.capacity_rps.min(ps.offered_rps)
+}
+
+/// Served (goodput) / what can be served.
+fn served_share(ps: &PhaseStats) -> f64 {
+    if servable(ps) > 0.0 {
+        ps.goodput_rps / servable(ps)
+    } else {
+        0.0
+    }
+}
+
+/// The fixed limit a variant was tuned for: 4 is right where the upstream has 4 slots, 16 in
+/// no phase (it is too high everywhere).
+fn tuned_for(variant: &str, ps: &PhaseStats) -> bool {
+    match variant {
+        "resilient" => ps.slots == 4,
+        _ => false,
+    }
+}
+
+/// Issue 13's must show 1: resilient-adaptive ≥ 90 % of the capacity in every phase with the
+/// upstream's queue p99 ≤ its slots, and better than each fixed limit in the phases that limit
+/// was not tuned for (served, or the same served with a shorter queue).
+pub fn goals(all: &[VariantSummary]) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    let find = |n: &str| all.iter().find(|v| v.name == n && v.skipped.is_none());
+    let Some(adaptive) = find("resilient-adaptive") else {
+        out.push(Verdict {
+            what: "capacity-shift: resilient-adaptive ran".into(),
+            measured: "did not run".into(),
+            met: false,
+        });
+        return out;
+    };
+    for ps in &adaptive.phases {
+        let share = served_share(ps);
+        out.push(Verdict {
+            what: format!(
+                "capacity-shift {}: resilient-adaptive serves ≥ 90 % of capacity",
+                ps.phase
+            ),
+            measured: format!(
+                "{:.1}/s of {:.1}/s ({:.0} %)",
+                ps.goodput_rps,
+                servable(ps),
+                100.0 * share
+            ),
+            met: share >= 0.9,
+        });
+        let q = ps.upstream_queue_p99.unwrap_or(0);
+        out.push(Verdict {
+            what: format!(
+                "capacity-shift {}: upstream queue p99 ≤ its {} slots",
+                ps.phase, ps.slots
+            ),
+            measured: q.to_string(),
+            met: q <= ps.slots,
+        });
+    }
+    for fixed in ["resilient", "resilient-16"] {
+        let Some(f) = find(fixed) else { continue };
+        for (a, x) in adaptive.phases.iter().zip(&f.phases) {
+            if tuned_for(fixed, x) {
+                continue;
+            }
+            let (sa, sx) = (served_share(a), served_share(x));
+            let (qa, qx) = (
+                a.upstream_queue_p99.unwrap_or(0),
+                x.upstream_queue_p99.unwrap_or(0),
+            );
+            // "Beats": serves more, or as much (within 2 %) with a shorter queue at the upstream.
+            // Both serving everything without a queue (a load below every limit) is a tie,
+            // shown as one: no limit can do better there.
+            let tie = sa >= 0.98 && sx >= 0.98 && qa == 0 && qx == 0;
+            let met = tie || sa > sx + 0.02 || (sa >= sx - 0.02 && qa < qx);
+            out.push(Verdict {
+                what: format!(
+                    "capacity-shift {}: resilient-adaptive beats {fixed} (or ties)",
+                    a.phase
+                ),
+                measured: format!(
+                    "{}served {:.0} % vs {:.0} %, queue p99 {qa} vs {qx}",
+                    if tie { "tie: " } else { "" },
+                    100.0 * sa,
+                    100.0 * sx
+                ),
+                met,
+            });
+        }
+    }
+    out
+}
+
+/// The per-phase table: served vs capacity, queue, /health, the learned limit.
+pub fn table(p: &Params, all: &[VariantSummary]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "| phase | slots@service | capacity/s (servable: min with offered) | variant | served/s | served / servable | upstream queue p99 (max) | /checkout live p99 | /health p99 | learned limit (mean) |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    let plan = p.phases();
+    for (i, phase) in plan.iter().enumerate() {
+        for v in all.iter().filter(|v| v.skipped.is_none()) {
+            let Some(ps) = v.phases.get(i) else { continue };
+            let ms = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.0} ms"));
+            let _ = writeln!(
+                md,
+                "| {} | {}@{} ms | {:.1} ({:.1}) | {} | {:.1} | {:.0} % | {} ({}) | {} | {} | {} |",
+                i + 1,
+                phase.slots,
+                phase.upstream.service_ms,
+                ps.capacity_rps,
+                servable(ps),
+                v.name,
+                ps.goodput_rps,
+                100.0 * served_share(ps),
+                ps.upstream_queue_p99.map_or("–".into(), |q| q.to_string()),
+                ps.upstream_max_queue,
+                ms(ps.live_p99_ms),
+                ms(ps.health_p99_ms),
+                ps.learned_limit_mean
+                    .map_or("–".into(), |l| format!("{l:.1}")),
+            );
+        }
+    }
+    md
+}
+
+/// The learned limit over time (every sample) beside the upstream's true slot count and the
+/// fixed limits.
+pub fn plot(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), String> {
+    let Some(adaptive) = all
+        .iter()
+        .find(|v| v.name == "resilient-adaptive" && !v.learned_limit.is_empty())
+    else {
+        return Err("no learned limit sampled".into());
+    };
+    let xmax = p.total_secs();
+    let ymax = adaptive
+        .learned_limit
+        .iter()
+        .map(|x| x.1)
+        .fold(17.0f64, f64::max)
+        + 1.0;
+    let root = BitMapBackend::new(path, (1500, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "capacity-shift: the learned funnel limit vs the upstream's slots ({})",
+                p.phase_names().join(" → ")
+            ),
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the load started")
+        .y_desc("concurrent attempts")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let mut truth = Vec::new();
+    for (i, ph) in p.phases().iter().enumerate() {
+        let (a, b) = (i as f64 * p.phase_secs, (i + 1) as f64 * p.phase_secs);
+        truth.push((a, ph.slots as f64));
+        truth.push((b, ph.slots as f64));
+    }
+    let black = BLACK.stroke_width(3);
+    chart
+        .draw_series(LineSeries::new(truth, black))
+        .map_err(|e| e.to_string())?
+        .label("upstream slots (true capacity)")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], black));
+    for (label, limit, color) in [
+        ("resilient: fixed 4", 4.0, RGBColor(44, 160, 44)),
+        ("resilient-16: fixed 16", 16.0, RGBColor(255, 127, 14)),
+    ] {
+        let style = color.stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(0.0, limit), (xmax, limit)],
+                8,
+                6,
+                style,
+            ))
+            .map_err(|e| e.to_string())?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    let blue = RGBColor(31, 119, 180).stroke_width(3);
+    chart
+        .draw_series(LineSeries::new(adaptive.learned_limit.clone(), blue))
+        .map_err(|e| e.to_string())?
+        .label("resilient-adaptive: learned limit (Funnel::stats, every 250 ms)")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
+}
