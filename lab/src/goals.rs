@@ -16,6 +16,9 @@ pub struct VariantGoals {
 impl VariantGoals {
     /// "Goals for resilient (funnel wait 50 ms, slow phase)".
     pub fn title(&self, p: &Params) -> String {
+        if p.scenario == Scenario::TwoHosts {
+            return "Goals of scenario two-hosts (issue 12)".into();
+        }
         if p.scenario != Scenario::Slowdown {
             return format!("Goals of scenario {} (issue 11)", p.scenario.name());
         }
@@ -242,6 +245,7 @@ pub fn scenario_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
             variant: "mixed".into(),
             verdicts: mixed_goals(p, all),
         }],
+        Scenario::TwoHosts => crate::two_hosts::goals(p, all),
     }
 }
 
@@ -435,6 +439,7 @@ pub fn mixed_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
 pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     let mut out = match p.scenario {
         Scenario::Slowdown => return ci_check(p, all),
+        Scenario::TwoHosts => crate::two_hosts::check(p, all),
         Scenario::Errors => {
             let mut v = Vec::new();
             let naive = ran(all, "naive").map(|s| s.amplification);

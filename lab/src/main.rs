@@ -23,6 +23,7 @@ mod report;
 mod sampler;
 mod scenario;
 mod sut;
+mod two_hosts;
 mod upstream;
 
 use std::path::Path;
@@ -211,7 +212,12 @@ async fn run_scenario(
             Err(e) => eprintln!("plot {file}: {e}"),
         }
     }
-    let md = report::markdown(p, &summaries, &goals, &open_loop, &dir, stamp, &plots);
+    let mut md = report::markdown(p, &summaries, &goals, &open_loop, &dir, stamp, &plots);
+    if sc == scenario::Scenario::TwoHosts {
+        let at = md.find("## Per phase").unwrap_or(md.len());
+        md.insert_str(at, &two_hosts::section(p, &runs, &summaries, true));
+        print!("{}", two_hosts::section(p, &runs, &summaries, false));
+    }
 
     println!(
         "\n### scenario {}\n{}",

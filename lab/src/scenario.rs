@@ -15,6 +15,8 @@ pub enum Scenario {
     Errors,
     Outage,
     Mixed,
+    /// Issue 12: the slowdown on two hosts (two_hosts.rs); not part of `--all`.
+    TwoHosts,
 }
 
 /// What the upstream does in one phase (sent to `POST /__control/sim`).
@@ -32,6 +34,9 @@ pub const ALL: [Scenario; 4] = [
     Scenario::Mixed,
 ];
 
+/// Scenarios run only when named (`--scenario two-hosts`), not by `--all`.
+pub const EXTRA: [Scenario; 1] = [Scenario::TwoHosts];
+
 impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
@@ -39,22 +44,28 @@ impl Scenario {
             Scenario::Errors => "errors",
             Scenario::Outage => "outage",
             Scenario::Mixed => "mixed",
+            Scenario::TwoHosts => "two-hosts",
         }
     }
 
     pub fn parse(s: &str) -> Result<Scenario, String> {
-        ALL.iter().copied().find(|x| x.name() == s).ok_or_else(|| {
-            format!(
-                "unknown scenario '{s}' (known: {})",
-                ALL.map(|x| x.name()).join(", ")
-            )
-        })
+        let known = ALL.iter().chain(EXTRA.iter());
+        known
+            .clone()
+            .copied()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown scenario '{s}' (known: {})",
+                    known.map(|x| x.name()).collect::<Vec<_>>().join(", ")
+                )
+            })
     }
 
     /// The middle phase's name in tables and plots.
     pub fn bad_phase(self) -> &'static str {
         match self {
-            Scenario::Slowdown => "slow",
+            Scenario::Slowdown | Scenario::TwoHosts => "slow",
             Scenario::Errors => "errors",
             Scenario::Outage => "outage",
             Scenario::Mixed => "slow+flood",
@@ -79,6 +90,7 @@ impl Scenario {
             (Scenario::Errors, true) => &["naive", "resilient"],
             (Scenario::Outage, true) => &["naive", "resilient"],
             (Scenario::Mixed, true) => &["laravel", "resilient"],
+            (Scenario::TwoHosts, _) => &crate::two_hosts::VARIANTS,
         }
     }
 
@@ -95,7 +107,7 @@ impl Scenario {
             outage: false,
         };
         let bad = match self {
-            Scenario::Slowdown | Scenario::Mixed => UpstreamPhase {
+            Scenario::Slowdown | Scenario::Mixed | Scenario::TwoHosts => UpstreamPhase {
                 service_ms: slow_ms,
                 ..normal
             },
@@ -117,6 +129,7 @@ impl Scenario {
             Scenario::Slowdown => "seed 000's experiment: the upstream's service time goes from normal to slow and back; it never fails.",
             Scenario::Errors => "the upstream keeps its normal speed but answers 503 (after its normal service time) to a share of the requests in the middle phase.",
             Scenario::Outage => "in the middle phase the upstream answers every request 503 at once (a load balancer with no healthy backend), then it is healthy again.",
+            Scenario::TwoHosts => crate::two_hosts::DESCRIBE,
             Scenario::Mixed => "seed 000's semaphore with reserved slots: the upstream slows down as in `slowdown` while background CLI workers (PHP CLI processes, console context) call the same upstream in closed loops through the variant's own client and funnel; the resilient variants keep `reserve` of the funnel's slots for web requests, Laravel's `Redis::funnel` has no reserve.",
         }
     }

@@ -28,7 +28,8 @@ final class Quotes
             // resilient: the funnel waits LAB_FUNNEL_WAIT_MS for a slot; resilient-failfast: the
             // runner sets 0, the contract's default (fail fast); resilient-breaker: resilient
             // plus the circuit option. LAB_FUNNEL_RESERVE: slots kept for web (mixed only).
-            'resilient', 'resilient-failfast', 'resilient-breaker' => (function () use ($variant, $postcode, $deadlineMs, $requestId) {
+            // resilient-redis: resilient with the Redis backend (the two-hosts scenario).
+            'resilient', 'resilient-failfast', 'resilient-breaker', 'resilient-redis' => (function () use ($variant, $postcode, $deadlineMs, $requestId) {
                 require_once __DIR__.'/ResilientQuoteClient.php';
                 return (new ResilientQuoteClient(
                     Page::upstreamUrl(),
@@ -36,6 +37,7 @@ final class Quotes
                     Page::funnelWaitMs(),
                     Page::funnelReserve(),
                     $variant === 'resilient-breaker',
+                    Page::backend($variant),
                 ))->quote($postcode, $requestId);
             })(),
             default => throw new LogicException("unknown LAB_VARIANT '{$variant}'"),

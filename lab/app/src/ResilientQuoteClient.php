@@ -9,7 +9,8 @@ declare(strict_types=1);
  * resilient.web_max_attempts=3 (set by the lab's php-fpm command line), since the web default
  * allows no retry. `$funnelReserve` slots are kept for web callers (the mixed scenario's
  * background workers, console context, may use only limit - reserve); `$breaker` adds the
- * circuit option (variant resilient-breaker).
+ * circuit option (variant resilient-breaker); `$backend` a Redis URL instead of shared memory
+ * (variant resilient-redis, the two-hosts scenario).
  */
 final class ResilientQuoteClient
 {
@@ -19,6 +20,7 @@ final class ResilientQuoteClient
         private int $funnelWaitMs = 0,
         private int $funnelReserve = 0,
         private bool $breaker = false,
+        private ?string $backend = null,
     ) {}
 
     public function quote(string $postcode, string $requestId = ''): array
@@ -33,8 +35,13 @@ final class ResilientQuoteClient
             'backoff' => ['base' => 0.025, 'cap' => 0.2],
             'funnel' => ['limit' => 4, 'reserve' => $this->funnelReserve, 'lease' => 5.0, 'wait' => $this->funnelWaitMs / 1000],
             'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
-            'backend' => 'shm',
-        ] + ($this->breaker ? [
+            'backend' => $this->backend ?? 'shm',
+        ] + ($this->backend !== null ? [
+            // Variant resilient-redis: funnel, budget and breaker on Redis, shared by both hosts;
+            // should Redis fail, each host falls back to its own funnel of 4 / 2.
+            'on_backend_error' => 'local',
+            'hosts' => 2,
+        ] : []) + ($this->breaker ? [
             // Variant resilient-breaker: opens at 50 % failures over 20+ calls in 10 s, or after
             // 20 failures in a row (consecutive_failures defaults to min_calls).
             'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 20, 'window' => 10.0, 'open_for' => 5.0],
