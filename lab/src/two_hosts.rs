@@ -464,6 +464,23 @@ mod tests {
     }
 
     #[test]
+    fn two_hosts_is_named_not_part_of_all_and_runs_both_backends() {
+        let parse = |a: &[&str]| Params::from_args(a.iter().map(|s| s.to_string())).unwrap();
+        assert!(!parse(&["--all"]).scenarios.contains(&Scenario::TwoHosts));
+        // make lab-check's list.
+        let mut p = parse(&[
+            "--quick",
+            "--scenario",
+            "slowdown,errors,outage,mixed,two-hosts",
+        ]);
+        assert_eq!(p.scenarios.len(), 5);
+        p.set_scenario(Scenario::TwoHosts);
+        assert_eq!(p.variants, VARIANTS);
+        assert!(p.bad_is_slow() && is_resilient("resilient-redis"));
+        assert_eq!(p.funnel_wait_ms_of("resilient-redis"), Some(50));
+    }
+
+    #[test]
     fn metrics_of_both_hosts_add_up() {
         let mut a =
             serde_json::json!({"shipping": {"attempts": 3, "breaker": {"state": "closed"}}});
