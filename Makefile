@@ -43,7 +43,7 @@ phpunit: build
 # The lab in its short form, every scenario (slowdown, errors, outage, mixed, and two-hosts, which
 # `--all` leaves out) with short phases, asserting only robust properties (amplification, /health
 # served, the load generator open-loop, the funnel's bound across hosts on Redis, ...): the
-# end-to-end check of issues 4, 11 and 12 (≈ 3 min; two-hosts' share ≈ 45 s).
+# end-to-end check of issues 4, 11 and 12 (≈ 4 min on 2 shared cores; two-hosts ≈ 45 s of it).
 lab-check: build
 	bash lab/run.sh --quick --check --scenario slowdown,errors,outage,mixed,two-hosts
 
