@@ -121,6 +121,7 @@ async fn run_inner(
         .get(format!("{base}/lab-metrics?reset=1"))
         .send()
         .await;
+    crate::two_hosts::reset_host_b_metrics(p, &control, &base).await;
 
     let t0 = Instant::now();
     let t0_unix_ms = unix_ms_now();
@@ -209,6 +210,7 @@ async fn run_inner(
         Ok(r) => r.json::<serde_json::Value>().await.ok(),
         Err(_) => None,
     };
+    crate::two_hosts::add_host_b_metrics(p, &control, &base, &mut run.metrics).await;
     run.attempts = upstream.attempts(&control, t0_unix_ms).await?;
     drop(sut);
     Ok(())

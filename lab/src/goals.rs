@@ -19,6 +19,9 @@ impl VariantGoals {
         if p.scenario == Scenario::CapacityShift {
             return "Goals of scenario capacity-shift (issue 13)".into();
         }
+        if p.scenario == Scenario::TwoHosts {
+            return "Goals of scenario two-hosts (issue 12)".into();
+        }
         if p.scenario != Scenario::Slowdown {
             return format!("Goals of scenario {} (issue 11)", p.scenario.name());
         }
@@ -249,6 +252,7 @@ pub fn scenario_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
             variant: "capacity-shift".into(),
             verdicts: crate::capacity_shift::goals(all),
         }],
+        Scenario::TwoHosts => crate::two_hosts::goals(p, all),
     }
 }
 
@@ -443,6 +447,7 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     let mut out = match p.scenario {
         Scenario::Slowdown => return ci_check(p, all),
         Scenario::CapacityShift => crate::capacity_shift::goals(all),
+        Scenario::TwoHosts => crate::two_hosts::check(p, all),
         Scenario::Errors => {
             let mut v = Vec::new();
             let naive = ran(all, "naive").map(|s| s.amplification);

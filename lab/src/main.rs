@@ -24,6 +24,7 @@ mod report;
 mod sampler;
 mod scenario;
 mod sut;
+mod two_hosts;
 mod upstream;
 
 use std::path::Path;
@@ -232,6 +233,11 @@ async fn run_scenario(
             "\n### Per phase: served vs capacity (issue 13)\n\n{table}{plot}"
         ));
         println!("\n{table}");
+    }
+    if sc == scenario::Scenario::TwoHosts {
+        let at = md.find("## Per phase").unwrap_or(md.len());
+        md.insert_str(at, &two_hosts::section(p, &runs, &summaries, true));
+        print!("{}", two_hosts::section(p, &runs, &summaries, false));
     }
 
     println!(

@@ -72,12 +72,15 @@ impl Params {
 usage: resilient-lab [options]
   --quick                 short phases (5 s) and per scenario only the variants its checks compare, for CI
   --check                 exit non-zero unless the CI properties hold
-  --scenario a,b          slowdown (default), errors, outage, mixed, capacity-shift (not in --all)
-  --all                   every scenario, in that order
+  --scenario a,b          slowdown (default), errors, outage, mixed; capacity-shift and
+                          two-hosts (not in --all)
+  --all                   every scenario of the first four, in that order
   --variants a,b,c        naive,laravel,resilient,resilient-failfast,resilient-breaker,
-                          resilient-16 (funnel 16), resilient-adaptive (funnel 'auto')
+                          resilient-16 (funnel 16), resilient-adaptive (funnel 'auto'),
+                          resilient-redis (funnel, budget, breaker on Redis)
                           (default per scenario: slowdown and mixed the first four, errors and
-                          outage naive,laravel,resilient,resilient-breaker)
+                          outage naive,laravel,resilient,resilient-breaker; two-hosts
+                          resilient,resilient-redis)
   --error-ratio R         errors: share of 503 answers in the bad phase (default 0.3)
   --bg-workers N          mixed: background CLI workers (default 8)
   --reserve N             mixed: funnel slots reserved for web in the resilient variants (default 2)
@@ -251,7 +254,10 @@ usage: resilient-lab [options]
 
     /// The bad phase slows the upstream (slowdown, mixed): the capacity goals apply.
     pub fn bad_is_slow(&self) -> bool {
-        matches!(self.scenario, Scenario::Slowdown | Scenario::Mixed)
+        matches!(
+            self.scenario,
+            Scenario::Slowdown | Scenario::Mixed | Scenario::TwoHosts
+        )
     }
 
     /// The upstream's throughput when slow: slots / service time.
@@ -262,9 +268,8 @@ usage: resilient-lab [options]
     /// The funnel wait a variant's client uses, ms; `None` for the variants without the extension.
     pub fn funnel_wait_ms_of(&self, variant: &str) -> Option<u64> {
         match variant {
-            "resilient" | "resilient-breaker" | "resilient-16" | "resilient-adaptive" => {
-                Some(self.funnel_wait_ms)
-            }
+            "resilient" | "resilient-breaker" | "resilient-16" | "resilient-adaptive"
+            | "resilient-redis" => Some(self.funnel_wait_ms),
             "resilient-failfast" => Some(0),
             _ => None,
         }
@@ -292,7 +297,7 @@ fn num(name: &str, v: &str) -> Result<f64, String> {
 }
 
 /// Every variant, in the default order.
-pub const VARIANTS: [&str; 7] = [
+pub const VARIANTS: [&str; 8] = [
     "naive",
     "laravel",
     "resilient",
@@ -300,19 +305,22 @@ pub const VARIANTS: [&str; 7] = [
     "resilient-breaker",
     "resilient-16",
     "resilient-adaptive",
+    "resilient-redis",
 ];
 
 /// The variants that run this extension's client (they need libresilient.so, shared memory and
 /// the resilient.* ini). `resilient-breaker` is `resilient` plus the client option `circuit`
 /// (failure_ratio 0.5, min_calls 20 (and so 20 failures in a row), window 10 s, open_for 5 s).
 /// `resilient-16` and `resilient-adaptive` are `resilient` with the funnel limit 16 and
-/// `'auto'` (issue 13).
-pub const RESILIENT_VARIANTS: [&str; 5] = [
+/// `'auto'`; `resilient-redis` is `resilient` with `'backend' => 'redis://…'` (funnel,
+/// budget and breaker on the lab's redis-server; the `two-hosts` scenario).
+pub const RESILIENT_VARIANTS: [&str; 6] = [
     "resilient",
     "resilient-failfast",
     "resilient-breaker",
     "resilient-16",
     "resilient-adaptive",
+    "resilient-redis",
 ];
 
 /// The breaker's `open_for`, seconds (lab/app/src/ResilientQuoteClient.php).

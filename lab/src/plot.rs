@@ -166,6 +166,10 @@ fn header(
 ) -> Result<(), String> {
     let bad = match p.scenario {
         Scenario::Slowdown => format!("{}→{}→{} ms", p.normal_ms, p.slow_ms, p.normal_ms),
+        Scenario::TwoHosts => format!(
+            "{}→{}→{} ms, 2 hosts (php-fpm each) behind nginx",
+            p.normal_ms, p.slow_ms, p.normal_ms
+        ),
         Scenario::Errors => format!(
             "{} ms, {:.0} % 503 in the middle phase",
             p.normal_ms,

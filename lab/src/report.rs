@@ -179,7 +179,9 @@ fn phase_upstream(p: &Params, i: usize) -> String {
         return format!("upstream {} ms{bg}", p.normal_ms);
     }
     match p.scenario {
-        Scenario::Slowdown | Scenario::Mixed => format!("upstream {} ms{bg}", p.slow_ms),
+        Scenario::Slowdown | Scenario::Mixed | Scenario::TwoHosts => {
+            format!("upstream {} ms{bg}", p.slow_ms)
+        }
         Scenario::Errors => format!(
             "upstream {} ms, {:.0} % answered 503",
             p.normal_ms,
@@ -561,7 +563,7 @@ fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> Strin
             }
         }
         Scenario::Outage => {}
-        Scenario::Slowdown | Scenario::CapacityShift => {}
+        Scenario::Slowdown | Scenario::CapacityShift | Scenario::TwoHosts => {}
     }
     out
 }

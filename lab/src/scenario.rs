@@ -18,7 +18,10 @@ pub enum Scenario {
     Errors,
     Outage,
     Mixed,
+    /// Issue 13: the upstream's capacity changes (capacity_shift.rs); not part of `--all`.
     CapacityShift,
+    /// Issue 12: the slowdown on two hosts (two_hosts.rs); not part of `--all`.
+    TwoHosts,
 }
 
 /// One phase of a scenario: its name, the upstream's slots and what it does.
@@ -47,6 +50,9 @@ pub const ALL: [Scenario; 4] = [
     Scenario::Mixed,
 ];
 
+/// Scenarios run only when named (`--scenario capacity-shift`, `two-hosts`), not by `--all`.
+pub const EXTRA: [Scenario; 2] = [Scenario::CapacityShift, Scenario::TwoHosts];
+
 impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
@@ -55,23 +61,20 @@ impl Scenario {
             Scenario::Outage => "outage",
             Scenario::Mixed => "mixed",
             Scenario::CapacityShift => "capacity-shift",
+            Scenario::TwoHosts => "two-hosts",
         }
     }
 
     pub fn parse(s: &str) -> Result<Scenario, String> {
-        let known = [&ALL[..], &[Scenario::CapacityShift]].concat();
+        let known = ALL.iter().chain(EXTRA.iter());
         known
-            .iter()
+            .clone()
             .copied()
             .find(|x| x.name() == s)
             .ok_or_else(|| {
                 format!(
                     "unknown scenario '{s}' (known: {})",
-                    known
-                        .iter()
-                        .map(|x| x.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    known.map(|x| x.name()).collect::<Vec<_>>().join(", ")
                 )
             })
     }
@@ -116,7 +119,7 @@ impl Scenario {
     /// The middle phase's name in tables and plots.
     pub fn bad_phase(self) -> &'static str {
         match self {
-            Scenario::Slowdown => "slow",
+            Scenario::Slowdown | Scenario::TwoHosts => "slow",
             Scenario::Errors => "errors",
             Scenario::Outage => "outage",
             Scenario::Mixed => "slow+flood",
@@ -143,6 +146,7 @@ impl Scenario {
             (Scenario::Outage, true) => &["naive", "resilient"],
             (Scenario::Mixed, true) => &["laravel", "resilient"],
             (Scenario::CapacityShift, _) => &["resilient", "resilient-16", "resilient-adaptive"],
+            (Scenario::TwoHosts, _) => &crate::two_hosts::VARIANTS,
         }
     }
 
@@ -159,7 +163,7 @@ impl Scenario {
             outage: false,
         };
         let bad = match self {
-            Scenario::Slowdown | Scenario::Mixed => UpstreamPhase {
+            Scenario::Slowdown | Scenario::Mixed | Scenario::TwoHosts => UpstreamPhase {
                 service_ms: slow_ms,
                 ..normal
             },
@@ -183,6 +187,7 @@ impl Scenario {
             Scenario::Errors => "the upstream keeps its normal speed but answers 503 (after its normal service time) to a share of the requests in the middle phase.",
             Scenario::Outage => "in the middle phase the upstream answers every request 503 at once (a load balancer with no healthy backend), then it is healthy again.",
             Scenario::CapacityShift => "the upstream's capacity changes under the same offered load: 4 slots at 20 ms → 4 at 120 ms → 8 at 120 ms → 2 at 120 ms → 4 at 20 ms; the fixed funnels 4 (tuned for the first phase) and 16 (too high) against the learned one (`'limit' => 'auto'`, told nothing about the slots).",
+            Scenario::TwoHosts => crate::two_hosts::DESCRIBE,
             Scenario::Mixed => "seed 000's semaphore with reserved slots: the upstream slows down as in `slowdown` while background CLI workers (PHP CLI processes, console context) call the same upstream in closed loops through the variant's own client and funnel; the resilient variants keep `reserve` of the funnel's slots for web requests, Laravel's `Redis::funnel` has no reserve.",
         }
     }

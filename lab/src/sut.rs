@@ -19,6 +19,7 @@ pub struct SystemUnderTest {
     // Declared in stop order: nginx first, then fpm, then redis.
     nginx: Child,
     fpm: Child,
+    _host_b: Option<crate::two_hosts::HostB>,
     _redis: Option<Child>,
     /// The resilient variants' shared-memory segment (background workers map the same one).
     pub shm_path: Option<PathBuf>,
@@ -40,7 +41,7 @@ impl SystemUnderTest {
         let app = p.root.join("lab/app");
         let conf = p.root.join("lab/conf");
 
-        let (redis, redis_port) = if variant == "laravel" {
+        let (redis, redis_port) = if variant == "laravel" || variant == "resilient-redis" {
             let port = free_port()?;
             let mut cmd = Command::new("redis-server");
             cmd.args([
@@ -88,6 +89,8 @@ impl SystemUnderTest {
         ];
         let fpm_conf = dir.join("php-fpm.conf");
         render(&conf.join("php-fpm.conf.tmpl"), &fpm_conf, &vars)?;
+        // The two-hosts scenario: a second php-fpm with its own segment, nginx balancing both.
+        let host_b = crate::two_hosts::HostB::start(p, variant, dir, &fpm_conf, &vars)?;
 
         let mut cmd = Command::new("php-fpm8.2");
         cmd.args(["-n", "-R", "-F", "-y"]).arg(&fpm_conf);
@@ -112,8 +115,13 @@ impl SystemUnderTest {
         let port = free_port()?;
         let mut vars = vars.to_vec();
         vars.push(("PORT", port.to_string()));
+        let mut nginx_tmpl = conf.join("nginx.conf.tmpl");
+        if let Some(b) = &host_b {
+            vars.extend(b.vars());
+            nginx_tmpl = conf.join(crate::two_hosts::NGINX_TEMPLATE);
+        }
         let nginx_conf = dir.join("nginx.conf");
-        render(&conf.join("nginx.conf.tmpl"), &nginx_conf, &vars)?;
+        render(&nginx_tmpl, &nginx_conf, &vars)?;
         let mut cmd = Command::new("nginx");
         cmd.arg("-c")
             .arg(&nginx_conf)
@@ -127,6 +135,7 @@ impl SystemUnderTest {
             dir: dir.to_path_buf(),
             nginx,
             fpm,
+            _host_b: host_b,
             _redis: redis,
             shm_path,
             redis_port,
@@ -203,7 +212,7 @@ pub fn php_ini(p: &Params, shm: Option<&Path>) -> Vec<String> {
 }
 
 /// Fills `{{NAME}}` placeholders; refuses to leave one unfilled.
-fn render(tmpl: &Path, out: &Path, vars: &[(&str, String)]) -> Result<(), String> {
+pub(crate) fn render(tmpl: &Path, out: &Path, vars: &[(&str, String)]) -> Result<(), String> {
     let mut s = std::fs::read_to_string(tmpl).map_err(|e| format!("{}: {e}", tmpl.display()))?;
     for (k, v) in vars {
         s = s.replace(&format!("{{{{{k}}}}}"), v);

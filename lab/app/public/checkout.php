@@ -18,7 +18,7 @@ $postcode = (string) ($_GET['postcode'] ?? '10110');
 require __DIR__.'/../src/Quotes.php';
 
 try {
-    $quote = Quotes::quote($variant, $postcode, Page::deadlineMs(), 'w-'.bin2hex(random_bytes(6)));
+    $quote = Quotes::quote($variant, $postcode, Page::deadlineMs(), Page::requestId());
     Page::live($variant, $quote, $started);
 } catch (QuoteUnavailable $e) {
     Page::fallback($variant, $e->reason, $started);

@@ -36,6 +36,24 @@ final class Page
         return $limit === 'auto' ? 'auto' : (int) $limit;
     }
 
+    /**
+     * The Redis backend of variant resilient-redis (the lab's redis-server, keys under `lab:`);
+     * null (shared memory) for the others.
+     */
+    public static function backend(string $variant): ?string
+    {
+        return $variant === 'resilient-redis'
+            ? 'redis://127.0.0.1:'.(int) getenv('LAB_REDIS_PORT').'/0?prefix=lab:'
+            : null;
+    }
+
+    /** The call's X-Request-Id: `w-` and, in the two-hosts scenario, the host (`w-a-…`). */
+    public static function requestId(): string
+    {
+        $host = (string) getenv('LAB_HOST');
+        return 'w-'.($host !== '' ? $host.'-' : '').bin2hex(random_bytes(6));
+    }
+
     public static function live(string $variant, mixed $quote, int $started): void
     {
         self::send(200, ['status' => 'live', 'variant' => $variant, 'quote' => $quote, 'ms' => self::ms($started)]);

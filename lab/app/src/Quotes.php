@@ -29,7 +29,8 @@ final class Quotes
             // runner sets 0, the contract's default (fail fast); resilient-breaker: resilient
             // plus the circuit option. LAB_FUNNEL_RESERVE: slots kept for web (mixed only).
             // resilient-16 and resilient-adaptive: the funnel limit 16 or 'auto' (LAB_FUNNEL_LIMIT).
-            'resilient', 'resilient-failfast', 'resilient-breaker', 'resilient-16', 'resilient-adaptive' => (function () use ($variant, $postcode, $deadlineMs, $requestId) {
+            // resilient-redis: resilient with the Redis backend (the two-hosts scenario).
+            'resilient', 'resilient-failfast', 'resilient-breaker', 'resilient-16', 'resilient-adaptive', 'resilient-redis' => (function () use ($variant, $postcode, $deadlineMs, $requestId) {
                 require_once __DIR__.'/ResilientQuoteClient.php';
                 return (new ResilientQuoteClient(
                     Page::upstreamUrl(),
@@ -38,6 +39,7 @@ final class Quotes
                     Page::funnelReserve(),
                     $variant === 'resilient-breaker',
                     Page::funnelLimit(),
+                    Page::backend($variant),
                 ))->quote($postcode, $requestId);
             })(),
             default => throw new LogicException("unknown LAB_VARIANT '{$variant}'"),

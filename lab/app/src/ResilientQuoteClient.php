@@ -10,7 +10,8 @@ declare(strict_types=1);
  * allows no retry. `$funnelReserve` slots are kept for web callers (the mixed scenario's
  * background workers, console context, may use only limit - reserve); `$breaker` adds the
  * circuit option (variant resilient-breaker). `$funnelLimit`: 4, 16 (resilient-16) or 'auto'
- * (resilient-adaptive, issue 13).
+ * (resilient-adaptive); `$backend` a Redis URL instead of shared memory (variant
+ * resilient-redis, the two-hosts scenario).
  */
 final class ResilientQuoteClient
 {
@@ -21,6 +22,7 @@ final class ResilientQuoteClient
         private int $funnelReserve = 0,
         private bool $breaker = false,
         private int|string $funnelLimit = 4,
+        private ?string $backend = null,
     ) {}
 
     public function quote(string $postcode, string $requestId = ''): array
@@ -37,8 +39,13 @@ final class ResilientQuoteClient
                 // 'auto' (variant resilient-adaptive): learned, told nothing of the upstream's slots.
                 + ($this->funnelLimit === 'auto' ? ['limit' => 'auto', 'min' => 1, 'max' => 32, 'initial' => 1] : ['limit' => $this->funnelLimit]),
             'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
-            'backend' => 'shm',
-        ] + ($this->breaker ? [
+            'backend' => $this->backend ?? 'shm',
+        ] + ($this->backend !== null ? [
+            // Variant resilient-redis: funnel, budget and breaker on Redis, shared by both hosts;
+            // should Redis fail, each host falls back to its own funnel of 4 / 2.
+            'on_backend_error' => 'local',
+            'hosts' => 2,
+        ] : []) + ($this->breaker ? [
             // Variant resilient-breaker: opens at 50 % failures over 20+ calls in 10 s, or after
             // 20 failures in a row (consecutive_failures defaults to min_calls).
             'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 20, 'window' => 10.0, 'open_for' => 5.0],
