@@ -216,7 +216,7 @@ pub fn plot(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), Strin
     chart
         .draw_series(LineSeries::new(adaptive.learned_limit.clone(), blue))
         .map_err(|e| e.to_string())?
-        .label("resilient-adaptive: learned limit (Funnel::stats, every 250 ms)")
+        .label("resilient-adaptive: learned limit (read from the segment every 250 ms)")
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue));
     chart
         .configure_series_labels()

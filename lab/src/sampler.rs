@@ -30,7 +30,7 @@ pub struct Sample {
     pub breaker: Option<&'static str>,
     /// The extension's attempt counter for `shipping` (since its reset after the warm-up).
     pub ext_attempts: Option<u64>,
-    /// The funnel's learned limit (`'limit' => 'auto'`, `Funnel::stats()`), when it has one.
+    /// The funnel's learned limit (`'limit' => 'auto'`; what `Funnel::stats()` shows), when it has one.
     pub learned_limit: Option<f64>,
 }
 
