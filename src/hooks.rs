@@ -26,6 +26,8 @@ fn guarded(body: impl FnOnce() -> i32) -> i32 {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(FAILURE)
 }
 
+/// # Safety
+/// Called by the Zend engine only, once per module or request, as its hook table says.
 pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::register(module_number);
@@ -42,6 +44,8 @@ pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     })
 }
 
+/// # Safety
+/// Called by the Zend engine only, once per module or request, as its hook table says.
 pub unsafe extern "C" fn module_shutdown(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::unregister(module_number);
@@ -49,6 +53,8 @@ pub unsafe extern "C" fn module_shutdown(_ty: i32, module_number: i32) -> i32 {
     })
 }
 
+/// # Safety
+/// Called by the Zend engine only, once per module or request, as its hook table says.
 pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
     guarded(|| {
         deadline::clear();
@@ -56,6 +62,8 @@ pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
     })
 }
 
+/// # Safety
+/// Called by the Zend engine only, once per module or request, as its hook table says.
 pub unsafe extern "C" fn request_shutdown(_ty: i32, _module_number: i32) -> i32 {
     // Both steps run even if the first one panics.
     let a = guarded(|| {

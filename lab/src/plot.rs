@@ -13,6 +13,11 @@ use crate::analysis::{Bin, VariantSummary, BIN_S};
 use crate::params::Params;
 use crate::scenario::Scenario;
 
+/// A line already drawn in a panel: its variant's index, its points and its look.
+type DrawnLine = (usize, Vec<(f64, f64)>, LineLook);
+/// One series of the attempts plot: its label, colour, width and value per bin.
+type BinSeries = (&'static str, RGBColor, u32, fn(&Bin) -> f64);
+
 /// naive red, laravel blue, resilient green, resilient-failfast orange.
 const PALETTE: [RGBColor; 4] = [
     RGBColor(214, 39, 40),
@@ -361,7 +366,7 @@ fn draw_panel(
             })
             .collect();
         order.sort_by_key(|(i, look)| (std::cmp::Reverse(look.width), *i));
-        let mut drawn: Vec<(usize, Vec<(f64, f64)>, LineLook)> = Vec::new();
+        let mut drawn: Vec<DrawnLine> = Vec::new();
         for (i, look) in order {
             let pts: Vec<(f64, f64)> = ran[i]
                 .bins
@@ -515,7 +520,7 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
                 });
         }
         let grey = RGBColor(150, 150, 150);
-        let series: [(&str, RGBColor, u32, fn(&Bin) -> f64); 3] = [
+        let series: [BinSeries; 3] = [
             ("web requests offered", grey, 3, |b| b.offered_rps),
             ("web attempts", look.color, 3, |b| b.upstream_attempts_rps),
             ("background attempts", BLACK, 2, |b| b.bg_attempts_rps),

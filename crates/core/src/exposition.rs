@@ -357,8 +357,10 @@ mod tests {
 
     #[test]
     fn families_have_help_type_and_escaped_labels() {
-        let mut s = MetricsSnapshot::default();
-        s.attempts = 3;
+        let mut s = MetricsSnapshot {
+            attempts: 3,
+            ..MetricsSnapshot::default()
+        };
         s.success_latency.buckets[1] = 2;
         s.success_latency.sum_us = 3_000;
         let text = prometheus(&[("a\"b\\c".to_string(), s)]);

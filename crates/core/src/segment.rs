@@ -135,7 +135,7 @@ impl Segment {
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
             let st = check_file(path, &fd)?;
             let header = read_header(path, &fd)?;
-            if header.magic == MAGIC && !header.from_an_earlier_boot() {
+            if header.magic == MAGIC && !header.made_before_this_boot() {
                 return Self::attach(path, fd, &header, st.st_size as usize);
             }
             if header.magic != 0 && header.magic != MAGIC {
@@ -170,7 +170,7 @@ impl Segment {
             return Ok(Locked::Gone); // a failed creator removed it while we waited
         }
         let header = read_header(path, lock.fd())?;
-        if header.magic == MAGIC && !header.from_an_earlier_boot() {
+        if header.magic == MAGIC && !header.made_before_this_boot() {
             return Self::attach(path, lock.release(), &header, st.st_size as usize)
                 .map(Locked::Ready);
         }
@@ -300,7 +300,7 @@ impl Segment {
                 ),
             ));
         }
-        if h.from_another_pid_namespace() {
+        if h.made_in_another_pid_namespace() {
             return Err(Error::segment(
                 path,
                 format!(
@@ -522,11 +522,11 @@ struct RawHeader {
 }
 
 impl RawHeader {
-    fn from_an_earlier_boot(&self) -> bool {
+    fn made_before_this_boot(&self) -> bool {
         !crate::host::same(self.boot, crate::host::boot_id())
     }
 
-    fn from_another_pid_namespace(&self) -> bool {
+    fn made_in_another_pid_namespace(&self) -> bool {
         !crate::host::same(self.pid_namespace, crate::host::pid_namespace())
     }
 }
@@ -572,7 +572,7 @@ fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
 /// e.g. a misconfigured `resilient.shm_path`) is left alone.
 fn half_made(h: &RawHeader, size: usize) -> bool {
     let table = size > HEADER_SIZE
-        && (size - HEADER_SIZE) % ENTRY_SIZE == 0
+        && (size - HEADER_SIZE).is_multiple_of(ENTRY_SIZE)
         && (size - HEADER_SIZE) / ENTRY_SIZE <= MAX_SLOTS as usize;
     (size == 0 || table)
         && h.magic == 0
@@ -581,8 +581,8 @@ fn half_made(h: &RawHeader, size: usize) -> bool {
         && (h.entry_size == 0 || h.entry_size as usize == ENTRY_SIZE)
         && (h.total_size == 0 || h.total_size as usize == size)
         && (h.slots == 0 || crate::layout::segment_size(h.slots) == size)
-        && !h.from_another_pid_namespace()
-        && !h.from_an_earlier_boot()
+        && !h.made_in_another_pid_namespace()
+        && !h.made_before_this_boot()
 }
 
 /// True when `cpath` (not followed if a symlink) names the file of `st`.

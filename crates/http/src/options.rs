@@ -447,7 +447,7 @@ pub fn parse_http_url(text: &str) -> Result<Url, String> {
             truncate(url.scheme(), 16)
         ));
     }
-    if url.host_str().map_or(true, str::is_empty) {
+    if url.host_str().is_none_or(str::is_empty) {
         return Err("must have a host".into());
     }
     Ok(url)

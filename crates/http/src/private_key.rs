@@ -28,7 +28,7 @@ pub fn decrypt(pem_text: &[u8], password: &str) -> Result<Vec<u8>, String> {
         .find(END)
         .map(|i| start + i + END.len())
         .ok_or("holds an incomplete PEM block")?;
-    let (_, der) = pem::decode_vec(text[start..end].as_bytes())
+    let (_, der) = pem::decode_vec(&text.as_bytes()[start..end])
         .map_err(|e| format!("is not valid PEM ({e})"))?;
     let info = EncryptedPrivateKeyInfo::try_from(der.as_slice())
         .map_err(|e| format!("is not an encrypted PKCS#8 key ({e})"))?;

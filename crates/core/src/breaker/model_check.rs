@@ -252,7 +252,7 @@ fn run_one(b: &BreakerBlock, sc: &Scenario, path: &mut Vec<(usize, usize)>) {
     }
     b.streak.store(0, SeqCst);
     let log = Log::default();
-    let ghost = (sc.start.phase() == Phase::HalfOpen).then(|| Ticket(sc.start));
+    let ghost = (sc.start.phase() == Phase::HalfOpen).then_some(Ticket(sc.start));
     if let Some(t) = ghost {
         log.grants.borrow_mut().push(Grant {
             ticket: t,

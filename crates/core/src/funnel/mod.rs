@@ -650,7 +650,7 @@ mod tests {
             std::thread::spawn(move || {
                 let mut i = 0u64;
                 while !stop.load(Ordering::SeqCst) {
-                    learn(&f, if i % 2 == 0 { 2.0 } else { 12.0 });
+                    learn(&f, if i.is_multiple_of(2) { 2.0 } else { 12.0 });
                     i += 1;
                     std::thread::yield_now();
                 }
