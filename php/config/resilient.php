@@ -24,7 +24,10 @@ return [
         'timeout' => env('RESILIENT_TIMEOUT'),
         'deadline' => env('RESILIENT_DEADLINE'),
         'max_attempts' => env('RESILIENT_MAX_ATTEMPTS'),
+        // 'shm' (this host) or a redis:// URL (one limit for every host, docs/redis.md).
         'backend' => env('RESILIENT_BACKEND'),
+        // With Redis: what to do when it is down or slow: 'local', 'open' or 'closed'.
+        'on_backend_error' => env('RESILIENT_ON_BACKEND_ERROR'),
         // 'web' for Octane (Swoole/RoadRunner report SAPI cli): web caps and reserved slots.
         // Set it in the Octane server's .env only; queue workers keep 'auto' (unset).
         'context' => env('RESILIENT_CONTEXT'),
@@ -40,7 +43,9 @@ return [
         //     'backoff'         => ['base' => 0.025, 'cap' => 0.2],
         //     'retry_on'        => [429, 503],
         //     'funnel'          => ['limit' => (int) env('SHIPPING_FUNNEL_LIMIT', 10), 'reserve' => 3],
+        //     // or a limit learned from latency and drops: ['limit' => 'auto', 'min' => 2, 'max' => 32]
         //     'budget'          => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
+        //     'circuit'         => ['failure_ratio' => 0.5, 'min_calls' => 20, 'window' => 10.0, 'open_for' => 5.0],
         //     // 'allow_redirects' => false,   // unset: Http::resilient() follows up to 5, as Laravel does
         // ],
     ],
