@@ -211,25 +211,29 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             });
             continue;
         }
-        let (sent, ok): (u64, u64) = v
-            .phases
-            .iter()
-            .fold((0, 0), |a, s| (a.0 + s.health_sent, a.1 + s.health_ok));
-        // The storm may starve /health; it must still be served at some point. The resilient
-        // variants must serve nearly all.
-        let need = if is_resilient(&v.name) {
-            (sent as f64 * 0.9).ceil() as u64
-        } else {
-            1
-        };
-        out.push(Verdict {
-            what: format!("{}: /health served (≥ {need})", v.name),
-            measured: format!("{ok} of {sent}"),
-            met: ok >= need.max(1),
-        });
+        out.push(health_served(v));
     }
     out.extend(open_loop(p, all));
     out
+}
+
+/// `/health` served during the run: the storm may starve it, but it must still be served at
+/// some point; the resilient variants must serve nearly all (90 %).
+fn health_served(v: &VariantSummary) -> Verdict {
+    let (sent, ok): (u64, u64) = v
+        .phases
+        .iter()
+        .fold((0, 0), |a, s| (a.0 + s.health_sent, a.1 + s.health_ok));
+    let need = if is_resilient(&v.name) {
+        (sent as f64 * 0.9).ceil() as u64
+    } else {
+        1
+    };
+    Verdict {
+        what: format!("{}: /health served (≥ {need})", v.name),
+        measured: format!("{ok} of {sent}"),
+        met: ok >= need.max(1),
+    }
 }
 
 /// The goals of the current scenario: issue 4's for the slowdown, issue 11's for the others.
@@ -560,22 +564,11 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
         }
     };
     // /health served, and the open loop held, in every scenario.
-    for v in all.iter().filter(|v| v.skipped.is_none()) {
-        let (sent, ok): (u64, u64) = v
-            .phases
-            .iter()
-            .fold((0, 0), |a, s| (a.0 + s.health_sent, a.1 + s.health_ok));
-        let need = if is_resilient(&v.name) {
-            (sent as f64 * 0.9).ceil() as u64
-        } else {
-            1
-        };
-        out.push(Verdict {
-            what: format!("{}: /health served (≥ {need})", v.name),
-            measured: format!("{ok} of {sent}"),
-            met: ok >= need.max(1),
-        });
-    }
+    out.extend(
+        all.iter()
+            .filter(|v| v.skipped.is_none())
+            .map(health_served),
+    );
     out.extend(open_loop(p, all));
     out
 }
