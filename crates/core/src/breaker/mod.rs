@@ -99,15 +99,7 @@ impl BreakerConfig {
                 format!("must be greater than 0 and at most 1, got {failure_ratio}"),
             ));
         }
-        if !(1..=Self::MAX_MIN_CALLS).contains(&min_calls) {
-            return Err(Error::invalid_argument(
-                "min_calls",
-                format!(
-                    "must be an integer between 1 and {}, got {min_calls}",
-                    Self::MAX_MIN_CALLS
-                ),
-            ));
-        }
+        calls("min_calls", min_calls)?;
         let ms = |name: &str, d: Duration| -> Result<u64, Error> {
             let d = validate::positive_duration(name, d)?;
             if d < Duration::from_millis(1) {
@@ -134,16 +126,7 @@ impl BreakerConfig {
     /// all sent to an upstream that is down; a streak of `n` says the same as a ratio of 1
     /// over the last `n` calls, at once.
     pub fn with_consecutive_failures(mut self, n: u32) -> Result<Self, Error> {
-        if !(1..=Self::MAX_MIN_CALLS).contains(&n) {
-            return Err(Error::invalid_argument(
-                "consecutive_failures",
-                format!(
-                    "must be an integer between 1 and {}, got {n}",
-                    Self::MAX_MIN_CALLS
-                ),
-            ));
-        }
-        self.consecutive_failures = n;
+        self.consecutive_failures = calls("consecutive_failures", n)?;
         Ok(self)
     }
 
@@ -182,6 +165,20 @@ impl BreakerConfig {
         let open = ((self.open_ms as f64 * factor).round() as u64).max(1);
         now_ms.saturating_add(open)
     }
+}
+
+/// A count of calls, 1 to [`BreakerConfig::MAX_MIN_CALLS`] (a bucket counts up to 2^20 - 1).
+fn calls(name: &str, n: u32) -> Result<u32, Error> {
+    if !(1..=BreakerConfig::MAX_MIN_CALLS).contains(&n) {
+        return Err(Error::invalid_argument(
+            name,
+            format!(
+                "must be an integer between 1 and {}, got {n}",
+                BreakerConfig::MAX_MIN_CALLS
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 /// The probe's right to decide: the half-open word that granted it.
