@@ -81,9 +81,9 @@ final class ClientFake
         $out = [];
         foreach ($requests as $key => $item) {
             [$method, $path, $options] = array_pad(array_values((array) $item), 3, []);
-            $request = new RecordedRequest($this->name, strtoupper(trim((string) $method)), (string) $path, null, $options ?? [], $this->baseUrl);
             try {
-                $out[$key] = $this->answer($request, $request->method(), (string) $path, null, $options ?? []);
+                // No fallback here: the real pool does not call it either.
+                $out[$key] = $this->answer(strtoupper(trim((string) $method)), (string) $path, null, $options ?? []);
             } catch (Unavailable $e) {
                 $out[$key] = $e;
             }
@@ -95,19 +95,22 @@ final class ClientFake
     /** A Response, or with a `fallback` its value when the answer is an `Unavailable`. */
     private function call(string $method, string $path, ?array $data, array $options): mixed
     {
-        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl);
-        if ($this->fallback === null) {
-            return $this->answer($request, $method, $path, $data, $options);
-        }
         try {
-            return $this->answer($request, $method, $path, $data, $options);
+            return $this->answer($method, $path, $data, $options);
         } catch (Unavailable $e) {
+            if ($this->fallback === null) {
+                throw $e;
+            }
+
             return ($this->fallback)($e);
         }
     }
 
-    private function answer(RecordedRequest $request, string $method, string $path, ?array $data, array $options): Response
+    /** The scripted answer to one call (recorded), or the real client's for a stray one. */
+    private function answer(string $method, string $path, ?array $data, array $options): Response
     {
+        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl);
+
         return $this->fakes->answer($request, function () use ($method, $path, $data, $options) {
             $real = ($this->real)();
 
