@@ -45,7 +45,8 @@ struct Slot {
     timeout: Option<Duration>,
     retry_at: Option<Instant>,
     backoff: Duration,
-    /// Replies of commands sent without waiting ([`Server::send`]), read before the next one.
+    /// Replies of commands sent without waiting ([`Server::send`]), read after the next
+    /// command is written ([`Pipelined`]).
     unread: u32,
 }
 
@@ -120,7 +121,7 @@ impl Server {
     /// takes a second and third: SCRIPT LOAD, EVALSHA again).
     pub fn run<T>(
         &self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
         self.exec(f, false)
     }
@@ -130,15 +131,15 @@ impl Server {
     /// count), waiting at most [`RELEASE_WAIT`] then.
     pub fn run_after_attempt<T>(
         &self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec_with(f, false, RELEASE_WAIT)
+        self.exec_with(f, RELEASE_WAIT)
     }
 
     /// [`Server::run`]; `unanswered`: `f` sent one command whose reply it did not read.
     fn exec<T>(
         &self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
         unanswered: bool,
     ) -> Result<T, Unreachable> {
         // A command sent without waiting for its reply (a release) is tried even when the call
@@ -148,13 +149,12 @@ impl Server {
         } else {
             Duration::ZERO
         };
-        self.exec_with(f, unanswered, floor)
+        self.exec_with(f, floor)
     }
 
     fn exec_with<T>(
         &self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
-        unanswered: bool,
+        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
         floor: Duration,
     ) -> Result<T, Unreachable> {
         let wait = self.wait(floor);
@@ -166,7 +166,7 @@ impl Server {
         let left = || wait.saturating_sub(started.elapsed());
         let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = &mut *guard;
-        let pid = std::process::id();
+        let pid = resilient_core::current_pid();
         if slot.pid != pid {
             // Inherited across fork: the parent's socket, never ours to use or to close.
             if let Some(inherited) = slot.conn.take() {
@@ -201,32 +201,22 @@ impl Server {
         let Some(conn) = slot.conn.as_mut() else {
             return Err(Unreachable::Failed);
         };
-        let unread = std::mem::take(&mut slot.unread);
-        // Connected already: the whole wait (equal to the last one, most of the time: no
-        // setsockopt); after connecting, what the connect left.
+        // Connected already: the whole wait; after connecting, what the connect left.
         let first = if connecting { left() } else { wait };
-        let result = fit(conn, &mut slot.timeout, first)
-            .and_then(|()| (0..unread).try_for_each(|_| conn.recv_response().map(drop)))
-            .and_then(|()| match unread {
-                0 => Ok(()),
-                _ => fit(conn, &mut slot.timeout, left()),
+        let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
+            f(&mut Pipelined {
+                conn,
+                unread: &mut slot.unread,
             })
-            .and_then(|()| f(conn));
+        });
         match result {
             Ok(v) => {
-                slot.unread += u32::from(unanswered);
                 slot.retry_at = None;
                 slot.backoff = FIRST_BACKOFF;
                 Ok(v)
             }
             Err(e) => {
-                // A reply error from the server (a script error, BUSY, LOADING, OOM) leaves
-                // the connection in step; anything else (I/O, timeout, parse) does not.
-                if e.is_io_error()
-                    || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.kind() == redis::ErrorKind::ParseError
-                {
+                if leaves_out_of_step(&e) {
                     slot.conn = None;
                 }
                 slot.failed();
@@ -241,11 +231,85 @@ impl Server {
     /// on this connection): for a release, which is done once Redis has it, and whose answer
     /// changes nothing. Nothing is sent when Redis is unreachable.
     pub fn send(&self, cmd: &redis::Cmd) -> Result<(), Unreachable> {
-        self.exec(|c| c.send_packed_command(&cmd.get_packed_command()), true)
+        self.exec(|c| c.send(&cmd.get_packed_command()), true)
     }
 }
 
-/// Sets `conn`'s read and write timeouts to `wait` unless they are already (`current`); no time
+/// This process's connection as a command sees it: a command is written *before* the replies
+/// of the commands sent ahead of it without waiting ([`Server::send`], a release) are read, so
+/// those replies and the command's come back in the one round trip the command costs anyway.
+/// Reading them first would make every release a round trip of its own in a loop of calls
+/// (the next admission would wait for the release's reply before it is even sent).
+pub struct Pipelined<'a> {
+    conn: &'a mut redis::Connection,
+    /// Replies of commands sent without waiting, not read yet (the slot's count).
+    unread: &'a mut u32,
+}
+
+impl Pipelined<'_> {
+    /// Writes `packed`, leaving its reply to be read after the next command is written.
+    fn send(&mut self, packed: &[u8]) -> redis::RedisResult<()> {
+        self.conn.send_packed_command(packed)?;
+        *self.unread += 1;
+        Ok(())
+    }
+
+    /// Reads (and drops) the replies left unread; a reply that is an error from the server
+    /// (a release's ZREM has nothing to answer but a count) changes nothing.
+    fn drain(&mut self) -> redis::RedisResult<()> {
+        while *self.unread > 0 {
+            if let Err(e) = self.conn.recv_response() {
+                if leaves_out_of_step(&e) {
+                    return Err(e);
+                }
+            }
+            *self.unread -= 1;
+        }
+        Ok(())
+    }
+}
+
+impl redis::ConnectionLike for Pipelined<'_> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        self.conn.send_packed_command(cmd)?;
+        self.drain()?;
+        self.conn.recv_response()
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        self.drain()?;
+        self.conn.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.drain().is_ok() && self.conn.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.conn.is_open()
+    }
+}
+
+/// An error after which the connection's replies may be out of step with its commands (I/O,
+/// timeout, a reply that did not parse): the connection must be dropped. A reply error from
+/// the server (a script error, BUSY, LOADING, OOM) leaves it in step.
+fn leaves_out_of_step(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.kind() == redis::ErrorKind::ParseError
+}
+
+/// Sets `conn`'s read and write timeouts to `wait` (or keeps `current`, see below); no time
 /// left is a timeout.
 fn fit(
     conn: &mut redis::Connection,
@@ -255,7 +319,9 @@ fn fit(
     if wait < MIN_WAIT {
         return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into());
     }
-    if *current != Some(wait) {
+    // Inside a call the allowed wait shrinks a little with every command: a timeout already
+    // set that is no longer than allowed, and not much shorter, is kept (two syscalls saved).
+    if !current.is_some_and(|t| t <= wait && t >= wait - wait / 4) {
         *current = None;
         conn.set_read_timeout(Some(wait))?;
         conn.set_write_timeout(Some(wait))?;

@@ -42,8 +42,8 @@ pub struct RedisFunnel {
 }
 
 impl RedisFunnel {
-    /// ZREM by the holder's token, sent without waiting for the reply (read before this
-    /// connection's next command): the slot is free once Redis has the command. A release that
+    /// ZREM by the holder's token, sent without waiting for the reply (read with the reply of
+    /// this connection's next command): the slot is free once Redis has the command. A release that
     /// cannot be sent leaves the slot to its lease's end.
     fn release(server: &Server, key: &str, token: &str) {
         leftovers::remove(token);

@@ -23,7 +23,7 @@ pub(crate) fn add(server: &Arc<Server>, key: &str, token: &str) {
     HELD.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(Held {
-            pid: std::process::id(),
+            pid: resilient_core::current_pid(),
             server: server.clone(),
             key: key.to_owned(),
             token: token.to_owned(),
@@ -41,7 +41,7 @@ pub(crate) fn remove(token: &str) {
 /// were sent.
 pub fn release_leftovers() -> usize {
     let taken = std::mem::take(&mut *HELD.lock().unwrap_or_else(PoisonError::into_inner));
-    let pid = std::process::id();
+    let pid = resilient_core::current_pid();
     taken
         .into_iter()
         .filter(|h| h.pid == pid)

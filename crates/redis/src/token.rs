@@ -8,7 +8,7 @@ use std::sync::Mutex;
 pub fn next() -> String {
     static PROCESS: Mutex<(u32, u64)> = Mutex::new((0, 0));
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let pid = std::process::id();
+    let pid = resilient_core::current_pid();
     let mut p = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     if p.0 != pid {
         *p = (pid, random_u64());

@@ -1,0 +1,95 @@
+//! A release (sent without waiting for its reply) costs no round trip of its own: the next
+//! command is written before the release's reply is read. Replayed against a server that
+//! answers a ZREM only once the command after it has arrived: a client that read the
+//! release's reply first would wait for it until its timeout, and the command would fail.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use resilient_redis::{Server, Target};
+
+/// Reads one command (a RESP array of bulk strings); None at the end of the stream.
+fn read_command(r: &mut BufReader<TcpStream>) -> Option<Vec<String>> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let n: usize = line.trim_end().strip_prefix('*')?.parse().ok()?;
+    let mut args = Vec::with_capacity(n);
+    for _ in 0..n {
+        line.clear();
+        r.read_line(&mut line).ok()?;
+        let len: usize = line.trim_end().strip_prefix('$')?.parse().ok()?;
+        let mut buf = vec![0; len + 2];
+        r.read_exact(&mut buf).ok()?;
+        buf.truncate(len);
+        args.push(String::from_utf8(buf).ok()?);
+    }
+    Some(args)
+}
+
+/// Serves one connection: `+OK` to everything (the client's hello included), `+PONG` to
+/// PING, and a ZREM's `:1` only after the next command has arrived. Returns the commands seen.
+fn withholding_server(listener: TcpListener) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut w = stream.try_clone().unwrap();
+        let mut r = BufReader::new(stream);
+        let mut seen = Vec::new();
+        let mut withheld = 0;
+        while let Some(cmd) = read_command(&mut r) {
+            let name = cmd[0].to_ascii_uppercase();
+            seen.push(name.clone());
+            if name == "ZREM" {
+                withheld += 1;
+                continue;
+            }
+            for _ in 0..std::mem::take(&mut withheld) {
+                w.write_all(b":1\r\n").unwrap();
+            }
+            let reply: &[u8] = if name == "PING" {
+                b"+PONG\r\n"
+            } else {
+                b"+OK\r\n"
+            };
+            w.write_all(reply).unwrap();
+        }
+        seen
+    })
+}
+
+#[test]
+fn a_release_is_answered_with_the_next_command_not_before_it() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = withholding_server(listener);
+    let server =
+        Server::new(Target::parse(&format!("redis://127.0.0.1:{port}/0?timeout=2")).unwrap())
+            .unwrap();
+
+    server.send(redis::cmd("ZREM").arg("k").arg("a")).unwrap();
+    server.send(redis::cmd("ZREM").arg("k").arg("b")).unwrap();
+    let started = Instant::now();
+    let pong: String = server
+        .run(|c| redis::cmd("PING").query(c))
+        .expect("PING answered after the two releases' replies");
+    assert_eq!(pong, "PONG");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "waited {:?}: the releases' replies were awaited before PING was sent",
+        started.elapsed()
+    );
+    // In step afterwards: the next command gets its own reply.
+    let again: String = server.run(|c| redis::cmd("PING").query(c)).unwrap();
+    assert_eq!(again, "PONG");
+
+    drop(server);
+    let seen = served.join().unwrap();
+    let ours: Vec<&str> = seen
+        .iter()
+        .map(String::as_str)
+        .filter(|c| *c != "CLIENT")
+        .collect();
+    assert_eq!(ours, ["ZREM", "ZREM", "PING", "PING"]);
+}
