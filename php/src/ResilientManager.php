@@ -50,7 +50,10 @@ final class ResilientManager
             $base = $this->config['clients'][$name]['base_url'] ?? $this->config['defaults']['base_url'] ?? null;
             $fallback = $this->config['clients'][$name]['fallback'] ?? $this->config['defaults']['fallback'] ?? null;
 
-            return $this->fake->client($name, fn () => $this->realClient($name), $base, $fallback);
+            // A stray call goes through the real client without its fallback: its Unavailable
+            // comes back to the fake, which records it and applies the fallback itself, as it
+            // does for a scripted one.
+            return $this->fake->client($name, fn () => $this->realClient($name, withFallback: false), $base, $fallback);
         }
 
         return $this->realClient($name);
@@ -151,13 +154,17 @@ final class ResilientManager
         return $this->fake ?? throw new \LogicException('resilient: call Resilient::fake() before asserting on sent requests');
     }
 
-    private function realClient(string $name): Client
+    private function realClient(string $name, bool $withFallback = true): Client
     {
-        if (isset($this->clients[$name])) {
-            return $this->clients[$name];
+        $key = $withFallback ? $name : $name . "\0without fallback";
+        if (isset($this->clients[$key])) {
+            return $this->clients[$key];
         }
         $this->assertExtension();
         $options = $this->clientConfig($name);
+        if (! $withFallback) {
+            unset($options['fallback']);
+        }
         if (isset($options['on_attempt']) && ! is_callable($options['on_attempt'])) {
             throw new InvalidArgumentException(sprintf(
                 'resilient: clients.%s.on_attempt must be a callable config:cache can write ([Class::class, \'method\'] or a function name); '
@@ -175,7 +182,7 @@ final class ResilientManager
             $options['on_attempt'] = $reporter;
         }
 
-        return $this->clients[$name] = new Client($name, $options);
+        return $this->clients[$key] = new Client($name, $options);
     }
 
     /** @return (Closure(): \Psr\Log\LoggerInterface)|null */

@@ -15,6 +15,7 @@ use Resilient\Laravel\Testing\RecordedRequest;
 use Resilient\Laravel\Testing\StrayRequest;
 use Resilient\Response;
 use Resilient\Unavailable;
+use Resilient\UpstreamFailed;
 
 /**
  * `Resilient::fake()`: named clients answer from a script, every call is recorded for the
@@ -103,6 +104,27 @@ final class FakeTest extends PackageTestCase
         $this->assertSame('real', Resilient::client($name)->get('/live')->body());
         Resilient::assertSent(fn (RecordedRequest $r, $outcome) => $r->path() === '/live' && $outcome->body() === 'real');
         $this->assertCount(1, $this->up->attempts($key, 1));
+    }
+
+    public function testAStrayCallThatTheRealClientCannotServeGetsTheClientsFallback(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-stray-fallback');
+        $this->up->script($key, array_fill(0, 10, ['status' => 503]));
+        $seen = [];
+        $client['fallback'] = function (Unavailable $e) use (&$seen) {
+            $seen[] = $e;
+
+            return ['qty' => 0, 'is_live' => false];
+        };
+        $this->boot(['clients' => [$name => $client]]);
+        Resilient::fake(['someone-else' => Response::fake(200)]);
+
+        $this->assertSame(['qty' => 0, 'is_live' => false], Resilient::client($name)->get('/stock/2'));
+        $this->assertCount(1, $seen, 'the fallback ran once, with the real call\'s Unavailable');
+        $this->assertInstanceOf(UpstreamFailed::class, $seen[0]);
+        $this->assertSame(503, $seen[0]->getCode());
+        Resilient::assertSent(fn (RecordedRequest $r, $outcome) => $r->path() === '/stock/2' && $outcome === $seen[0]);
+        $this->assertNotEmpty($this->up->attempts($key, 1), 'the stray call reached the upstream');
     }
 
     public function testScriptsMayRepeatOneAnswerOrComputeIt(): void
