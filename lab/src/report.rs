@@ -665,7 +665,7 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
     let mut att =
         String::from("variant,arrival_s,start_s,end_s,client_gone,status,outage,background,call\n");
     let mut smp = String::from(
-        "variant,t_s,fpm_active,fpm_idle,fpm_listen_queue,upstream_in_service,upstream_queued\n",
+        "variant,t_s,fpm_active,fpm_idle,fpm_listen_queue,upstream_in_service,upstream_queued,breaker,ext_attempts,learned_limit\n",
     );
     let o = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
     for r in runs {
@@ -707,14 +707,19 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
         for s in &r.samples {
             let _ = writeln!(
                 smp,
-                "{},{:.3},{},{},{},{},{}",
+                "{},{:.3},{},{},{},{},{},{},{},{}",
                 r.name,
                 s.t_s,
                 o(s.fpm_active),
                 o(s.fpm_idle),
                 o(s.fpm_listen_queue),
                 o(s.upstream_in_service),
-                o(s.upstream_queued)
+                o(s.upstream_queued),
+                s.breaker.unwrap_or_default(),
+                s.ext_attempts.map(|n| n.to_string()).unwrap_or_default(),
+                s.learned_limit
+                    .map(|l| format!("{l:.2}"))
+                    .unwrap_or_default()
             );
         }
     }
