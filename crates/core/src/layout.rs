@@ -111,7 +111,10 @@ pub struct AdaptiveBlock {
     pub trend: AtomicU64,
     /// `limit × 256:32 | rtt_us:32` when that streak of cuts began.
     pub streak_start: AtomicU64,
-    pub _reserved: [AtomicU64; 2],
+    /// When the limit was last cut (ms, the segment's clock); 0: never. Attempts started
+    /// before it are not counted: they were admitted under the higher limit.
+    pub cut_ms: AtomicU64,
+    pub _reserved: [AtomicU64; 1],
 }
 
 pub const HEADER_SIZE: usize = 64;

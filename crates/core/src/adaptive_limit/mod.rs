@@ -12,6 +12,12 @@
 //! A process stopped or killed between the CAS and those stores leaves the estimates one
 //! interval old: they are estimates, the limit itself is always one consistent word.
 //!
+//! A limit is judged only by the attempts it admitted: after a cut, an attempt that started
+//! before it is not counted (`cut_ms`). Those attempts were let in by the higher limit and
+//! still carry its queue (or its timeouts); counting them would cut again for the same queue,
+//! interval after interval, down to the floor (TCP reacts once per round trip for the same
+//! reason).
+//!
 //! Different processes may configure different bounds for one name: each clamps what it
 //! reads to its own `[min, max]`.
 
@@ -29,6 +35,9 @@ pub const MIN_INTERVAL_MS: u64 = 100;
 pub const MAX_INTERVAL_MS: u64 = 2_000;
 /// Attempts an interval needs before it closes (unless 10 intervals passed).
 pub const MIN_SAMPLES: u32 = 3;
+/// A new limit below this share of the last one is a cut: attempts started before it no
+/// longer count (the small moves around the equilibrium are not cuts).
+pub const CUT: f64 = 0.95;
 /// Fixed point of the stored limit: 1/256 of a slot.
 const LIMIT_ONE: f64 = 256.0;
 const LIMIT_BITS: u32 = 24;
@@ -188,6 +197,10 @@ impl AdaptiveLimit {
     /// attempt that ends an interval also computes and installs the next limit.
     pub fn record(&self, sample: Sample, now_ms: u64) {
         let b = self.block();
+        let started_ms = now_ms.saturating_sub(sample.latency_us / 1000);
+        if started_ms < b.cut_ms.load(Relaxed) {
+            return; // admitted under the limit before the last cut
+        }
         let latency = if sample.drop {
             0
         } else {
@@ -260,6 +273,9 @@ impl AdaptiveLimit {
         let ref_fp = (next.ref_limit * LIMIT_ONE) as u64;
         b.streak_start
             .store(ref_fp << 32 | next.ref_rtt_us as u64, Relaxed);
+        if next.limit < prev.limit * CUT {
+            b.cut_ms.store(now_ms, Relaxed);
+        }
         let intervals = (trend & ((1 << 56) - 1)) + 1;
         b.trend
             .store((next.streak as u64) << 56 | intervals, Release);

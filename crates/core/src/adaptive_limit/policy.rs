@@ -11,7 +11,8 @@
 //! - **Latency otherwise**: `gradient = TOLERANCE × no_load / rtt`. Above 1 (no queue worth
 //!   the name) the limit grows by `√L` while no queue shows (rtt ≤ 1.1 × no_load), by 1
 //!   otherwise, and only if the callers use 80 % of it (else a quiet hour would
-//!   teach it `max`). Below 1 it becomes `L × max(gradient, 0.5) + QUEUE_ALLOWANCE`: for `L`
+//!   teach it `max`); a limit they use less comes down toward `use / 0.8 + 1` by 10 % an
+//!   interval (an untested limit would let in a queue of its size when the capacity falls). Below 1 it becomes `L × max(gradient, 0.5) + QUEUE_ALLOWANCE`: for `L`
 //!   above the upstream's `C` slots, rtt ≈ no_load × L / C, so this lands on
 //!   `TOLERANCE × C + 0.5` in one step: every slot busy, and a queue at the upstream of
 //!   `0.25 × C + 0.5`, below `C` for every `C ≥ 1`.
@@ -40,6 +41,8 @@ pub const REBASELINE_CUT: f64 = 0.75;
 const NO_QUEUE: f64 = 1.1;
 /// The callers must use this share of the limit's whole slots (on average) for it to grow.
 const USED_SHARE: f64 = 0.8;
+/// How fast a limit the callers leave unused comes down toward their use, per interval.
+const UNUSED_DECAY: f64 = 0.9;
 /// Slots over `TOLERANCE × C` the latency rule leaves: a little queue, so a slot that frees
 /// never waits for the next caller.
 pub const QUEUE_ALLOWANCE: f64 = 0.5;
@@ -115,6 +118,14 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
                 1.0
             };
             e.limit = prev.limit + step;
+        } else {
+            // A limit far above what the callers use was never tested, and when the upstream's
+            // capacity falls it lets in a queue of that size before any interval can see it:
+            // come down toward the use, 10 % an interval, keeping room for 25 % more and a slot.
+            let room = used / USED_SHARE + 1.0;
+            if prev.limit > room {
+                e.limit = (prev.limit * UNUSED_DECAY).max(room);
+            }
         }
     } else {
         let cut = prev
@@ -202,9 +213,13 @@ mod tests {
     }
 
     #[test]
-    fn an_unused_limit_does_not_grow() {
+    fn an_unused_limit_does_not_grow_and_comes_down_toward_the_use() {
         let e = next(est(10.0, 20_000, 20_000), answers(50, 20_000, 2), B);
-        assert_eq!(e.limit, 10.0);
+        assert_eq!(e.limit, 9.0, "10 % down");
+        let e = next(est(3.6, 20_000, 20_000), answers(50, 20_000, 2), B);
+        assert_eq!(e.limit, 3.5, "not under use / 0.8 + 1");
+        let e = next(est(9.0, 20_000, 20_000), answers(50, 20_000, 7), B);
+        assert_eq!(e.limit, 9.0, "7 of 9 used: within the room, held");
         let e = next(est(10.0, 20_000, 20_000), answers(50, 20_000, 9), B);
         assert!((e.limit - (10.0 + 10f64.sqrt())).abs() < 1e-9);
     }

@@ -273,6 +273,83 @@ fn a_burst_of_drops_lowers_the_limit_every_interval() {
 const DROP_FACTOR: f64 = policy::DROP_FACTOR_MAX + 1e-9;
 
 #[test]
+fn a_capacity_drop_settles_on_the_new_slots_without_falling_under_them() {
+    let (l, p) = limit("drop-capacity", 1, 64, 8);
+    let mut sim = Sim::new(l, 12);
+    sim.run(
+        Upstream::Slots {
+            slots: 8,
+            service_ms: 120,
+        },
+        10_000,
+    );
+    let before = sim.l.current();
+    assert!(before >= 8.0, "{before}");
+    // Four times fewer slots: the queue the old limit let in drains for a while.
+    let seen = sim.run(
+        Upstream::Slots {
+            slots: 2,
+            service_ms: 120,
+        },
+        10_000,
+    );
+    let lowest = seen.iter().copied().fold(f64::MAX, f64::min);
+    assert!(
+        lowest >= 2.0,
+        "fell to {lowest}, under the 2 slots: {seen:?}"
+    );
+    let (lo, hi) = settled(&seen, 10);
+    assert!(lo >= 2.0 && hi <= 4.0, "{lo}..{hi}: {seen:?}");
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn attempts_started_before_a_cut_do_not_cut_again() {
+    let (l, p) = limit("stale", 1, 64, 16);
+    let t0 = 10_000;
+    let timeout = |inflight| Sample {
+        latency_us: 1_000_000,
+        drop: true,
+        inflight,
+    };
+    l.record(
+        Sample {
+            latency_us: 20_000,
+            drop: false,
+            inflight: 16,
+        },
+        t0,
+    );
+    for i in 0..10 {
+        l.record(timeout(16), t0 + 200 + i);
+    }
+    let cut = l.current();
+    assert_eq!(cut, 8.0, "two timeouts of three: halved");
+    // More timeouts of attempts sent before that cut (under 16): the same queue, no news.
+    for i in 0..10 {
+        l.record(timeout(16), t0 + 600 + i);
+    }
+    assert_eq!(
+        l.current(),
+        cut,
+        "not cut again for attempts the old limit let in"
+    );
+    // Drops of attempts sent after it do cut.
+    for i in 0..10 {
+        l.record(
+            Sample {
+                latency_us: 1_000,
+                drop: true,
+                inflight: 8,
+            },
+            t0 + 1_300 + i,
+        );
+    }
+    assert_eq!(l.current(), 4.0);
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
 fn from_the_floor_after_overload_it_recovers_within_two_sqrt_capacity_plus_one_intervals() {
     let (l, p) = limit("floor", 1, 64, 8);
     let mut sim = Sim::new(l, 64);
@@ -304,7 +381,7 @@ fn from_the_floor_after_overload_it_recovers_within_two_sqrt_capacity_plus_one_i
 }
 
 #[test]
-fn an_idle_limit_keeps_its_value_and_bounds_are_clamped() {
+fn a_lightly_used_limit_comes_down_to_its_use_and_bounds_are_clamped() {
     let (l, p) = limit("idle", 2, 10, 5);
     assert_eq!(
         (l.current(), l.cap()),
@@ -320,17 +397,22 @@ fn an_idle_limit_keeps_its_value_and_bounds_are_clamped() {
         5_000,
     );
     assert!(
-        seen.iter().all(|l| *l == 5.0),
-        "one caller never uses half: {seen:?}"
+        seen.windows(2).all(|w| w[1] <= w[0]),
+        "one caller: never grows: {seen:?}"
     );
-    // Another process configured tighter bounds reads the shared value clamped.
+    assert_eq!(
+        seen.last().copied(),
+        Some(2.25),
+        "its use / 0.8 + 1 slot of room: {seen:?}"
+    );
+    // Another process configured other bounds reads the shared value clamped to its own.
     let other = AdaptiveLimit::new(
         sim.l.seg.clone(),
         "up",
-        AdaptiveConfig::new(1, 3, 2).unwrap(),
+        AdaptiveConfig::new(3, 8, 3).unwrap(),
     )
     .unwrap();
-    assert_eq!(other.cap(), 3);
+    assert_eq!((other.current(), other.cap()), (3.0, 3));
     std::fs::remove_file(p).unwrap();
 }
 
