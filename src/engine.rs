@@ -66,6 +66,17 @@ engine_fn!(
     zend_timeout: fn()
 );
 
+engine_fn!(
+    /// `void zend_hash_real_init_mixed(HashTable *ht)`: a new array laid out for keys (not as a
+    /// list), so integer keys that are not 0, 1, 2... do not convert it half-way.
+    zend_hash_real_init_mixed: fn(ht: *mut ext_php_rs::ffi::HashTable)
+);
+engine_fn!(
+    /// `zval *zend_hash_index_add_new(HashTable *ht, zend_ulong h, zval *pData)`: inserts an
+    /// integer key the array does not hold yet, without looking it up first.
+    zend_hash_index_add_new: fn(ht: *mut ext_php_rs::ffi::HashTable, h: u64, data: *mut zval) -> *mut zval
+);
+
 /// The engine's `zend_interrupt_function` (set by pcntl for async signals), if any.
 pub fn interrupt_function() -> Option<crate::interrupt::InterruptFunction> {
     static CACHE: OnceLock<usize> = OnceLock::new();

@@ -1,6 +1,6 @@
 //! Module and request hooks.
 //!
-//! - MINIT: ini entries and exception classes. Nothing process-bound: the FPM
+//! - MINIT: ini entries, exception classes and the metrics' array keys. Nothing process-bound: the FPM
 //!   master runs MINIT and then forks, so the shared-memory segment (and, in
 //!   the client, runtimes and connections) are created lazily per process.
 //! - RINIT: an empty deadline stack.
@@ -31,6 +31,12 @@ fn guarded(body: impl FnOnce() -> i32) -> i32 {
 pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::register(module_number);
+        // Interned now, a string is permanent only while PHP is starting up; loaded later (an
+        // FPM pool's `php_admin_value[extension]`), it would be freed at the request's end.
+        let late = crate::engine::php_get_module_initialized().is_none_or(|f| unsafe { f() });
+        if !late {
+            crate::metrics::make_permanent_keys();
+        }
         match exceptions::register() {
             Ok(()) => SUCCESS,
             Err(e) => {

@@ -6,6 +6,7 @@
 //! - `ini`: php.ini settings (`resilient.*`), registered at MINIT.
 //! - `hooks`: MINIT/MSHUTDOWN/RINIT/RSHUTDOWN, each under `catch_unwind`.
 //! - `exceptions`: `Resilient\Unavailable` & co, registered at MINIT.
+//! - `array_keys`: fixed array keys made once (the metrics' snapshot).
 //! - `errors`: core error → PHP exception; `engine`: dlsym'd engine symbols.
 //! - `segment`: the per-process, lazily opened shared-memory segment.
 //! - `held`: leases to release at request end.
@@ -18,6 +19,7 @@
 
 use ext_php_rs::prelude::*;
 
+pub mod array_keys;
 pub mod budget;
 pub mod client;
 pub mod coerce;

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::ZendHashTable;
-use resilient_core::metrics::{self, Histogram, LATENCY_BOUNDS_MS};
+use ext_php_rs::types::{ZendHashTable, Zval};
+use resilient_core::metrics::{self, Histogram, LATENCY_BOUNDS_MS, LATENCY_BUCKETS};
 use resilient_core::{
     CircuitState, FailureClass, Metrics as CoreMetrics, MetricsSnapshot, RefusalReason,
 };
 use resilient_http::{CallEnd, CallEvents, MetricsEvents, Outcome};
 
+use crate::array_keys::{key_set, ArrayBuilder, Key, Keys};
 use crate::{errors, segment};
 
 /// Host-wide metrics per upstream name (static; not instantiable).
@@ -24,62 +25,216 @@ use crate::{errors, segment};
 #[php(flags = ext_php_rs::flags::ClassFlags::Final)]
 pub struct Metrics;
 
-fn int(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
+key_set!(KEYS: K {
+    Originals = "originals",
+    Attempts = "attempts",
+    Retries = "retries",
+    RetriesSucceeded = "retries_succeeded",
+    RetriesDenied = "retries_denied",
+    Successes = "successes",
+    InFlight = "in_flight",
+    Fallbacks = "fallbacks",
+    BackendFallbacks = "backend_fallbacks",
+    Shed = "shed",
+    Failures = "failures",
+    Latency = "latency",
+    Breaker = "breaker",
+    Learned = "learned",
+    Funnel = "funnel",
+    Budget = "budget",
+    Deadline = "deadline",
+    Circuit = "circuit",
+    Status4xx = "4xx",
+    Status5xx = "5xx",
+    Timeout = "timeout",
+    Connection = "connection",
+    Other = "other",
+    Success = "success",
+    Failure = "failure",
+    Buckets = "buckets",
+    Sum = "sum",
+    Count = "count",
+    Inf = "+Inf",
+    State = "state",
+    Transitions = "transitions",
+    Closed = "closed",
+    Open = "open",
+    HalfOpen = "half_open",
+    Limit = "limit",
+    NoLoadRttMs = "no_load_rtt_ms",
+    RttMs = "rtt_ms",
+    Intervals = "intervals",
+});
+
+/// Makes the snapshot's keys permanent (MINIT, before PHP's startup is over).
+pub fn make_permanent_keys() {
+    KEYS.make_permanent();
 }
 
-fn histogram(h: &Histogram) -> PhpResult<ZBox<ZendHashTable>> {
-    let mut buckets = ZendHashTable::with_capacity(LATENCY_BOUNDS_MS.len() as u32 + 1);
-    let cumulative = h.cumulative();
-    for (ms, count) in LATENCY_BOUNDS_MS.iter().zip(cumulative) {
-        buckets.insert_at_index(*ms as i64, int(count))?;
+fn reason_key(r: RefusalReason) -> K {
+    match r {
+        RefusalReason::Funnel => K::Funnel,
+        RefusalReason::Budget => K::Budget,
+        RefusalReason::Deadline => K::Deadline,
+        RefusalReason::Circuit => K::Circuit,
     }
-    buckets.insert("+Inf", int(h.count()))?;
-    let mut out = ZendHashTable::with_capacity(3);
-    out.insert("buckets", buckets)?;
-    out.insert("sum", h.sum_us as f64 / 1e6)?;
-    out.insert("count", int(h.count()))?;
-    Ok(out)
 }
 
-fn entry(s: &MetricsSnapshot) -> PhpResult<ZBox<ZendHashTable>> {
-    let mut out = ZendHashTable::with_capacity(13);
-    out.insert("originals", int(s.originals))?;
-    out.insert("attempts", int(s.attempts))?;
-    out.insert("retries", int(s.retries))?;
-    out.insert("retries_succeeded", int(s.retries_succeeded))?;
-    out.insert("retries_denied", int(s.retries_denied()))?;
-    out.insert("successes", int(s.successes))?;
-    out.insert("in_flight", int(s.in_flight))?;
-    out.insert("fallbacks", int(s.fallbacks))?;
-    out.insert("backend_fallbacks", int(s.backend_fallbacks))?;
-    let mut shed = ZendHashTable::with_capacity(4);
+fn class_key(c: FailureClass) -> K {
+    match c {
+        FailureClass::Status4xx => K::Status4xx,
+        FailureClass::Status5xx => K::Status5xx,
+        FailureClass::Timeout => K::Timeout,
+        FailureClass::Connection => K::Connection,
+        FailureClass::Other => K::Other,
+    }
+}
+
+fn state_key(b: CircuitState) -> K {
+    match b {
+        CircuitState::Closed => K::Closed,
+        CircuitState::Open => K::Open,
+        CircuitState::HalfOpen => K::HalfOpen,
+    }
+}
+
+/// One snapshot's arrays, built with the fixed keys.
+struct Builder<'k> {
+    keys: Keys<'k>,
+    calm: Calm,
+}
+
+/// The arrays every calm upstream has alike (no refusal, no failure, no latency observed, a
+/// closed breaker that never moved: the usual state, and the breaker is off by default), built
+/// once per snapshot and shared by the names that have them. PHP copies an array when it is
+/// written to, so the sharing is invisible to the caller.
+#[derive(Default)]
+struct Calm {
+    shed: Option<Zval>,
+    failures: Option<Zval>,
+    histogram: Option<Zval>,
+    breaker: Option<Zval>,
+}
+
+/// `slot`'s array (built by `build` the first time), one more reference to it.
+fn shared(slot: &mut Option<Zval>, build: impl FnOnce() -> ArrayBuilder) -> Zval {
+    slot.get_or_insert_with(|| build().into_zval())
+        .shallow_clone()
+}
+
+fn key<'a>(keys: &'a Keys<'_>, k: K) -> Key<'a> {
+    keys.get(k as usize)
+}
+
+fn shed(keys: &Keys<'_>, s: &MetricsSnapshot) -> ArrayBuilder {
+    let mut shed = ArrayBuilder::with_capacity(RefusalReason::ALL.len() as u32);
     for r in RefusalReason::ALL {
-        shed.insert(r.as_str(), int(s.refused(r)))?;
+        shed.add_long(key(keys, reason_key(r)), s.refused(r));
     }
-    out.insert("shed", shed)?;
-    let mut failures = ZendHashTable::with_capacity(5);
+    shed
+}
+
+fn failures(keys: &Keys<'_>, s: &MetricsSnapshot) -> ArrayBuilder {
+    let mut failures = ArrayBuilder::with_capacity(FailureClass::ALL.len() as u32);
     for c in FailureClass::ALL {
-        failures.insert(c.as_str(), int(s.failed(c)))?;
+        failures.add_long(key(keys, class_key(c)), s.failed(c));
     }
-    out.insert("failures", failures)?;
-    let mut latency = ZendHashTable::with_capacity(2);
-    latency.insert("success", histogram(&s.success_latency)?)?;
-    latency.insert("failure", histogram(&s.failure_latency)?)?;
-    out.insert("latency", latency)?;
-    let mut breaker = ZendHashTable::with_capacity(2);
-    breaker.insert("state", s.breaker().as_str())?;
-    let mut transitions = ZendHashTable::with_capacity(3);
+    failures
+}
+
+fn histogram(keys: &Keys<'_>, h: &Histogram) -> ArrayBuilder {
+    let cumulative = h.cumulative();
+    let count = cumulative[LATENCY_BUCKETS - 1];
+    let mut buckets = ArrayBuilder::with_capacity_keyed(LATENCY_BUCKETS as u32);
+    for (ms, n) in LATENCY_BOUNDS_MS.iter().zip(cumulative) {
+        buckets.add_index_long(*ms, n);
+    }
+    buckets.add_long(key(keys, K::Inf), count);
+    let mut out = ArrayBuilder::with_capacity(3);
+    out.add_array(key(keys, K::Buckets), buckets);
+    out.add_double(key(keys, K::Sum), h.sum_us as f64 / 1e6);
+    out.add_long(key(keys, K::Count), count);
+    out
+}
+
+fn breaker(keys: &Keys<'_>, s: &MetricsSnapshot) -> ArrayBuilder {
+    let mut breaker = ArrayBuilder::with_capacity(2);
+    breaker.add(
+        key(keys, K::State),
+        key(keys, state_key(s.breaker())).to_zval(),
+    );
+    let mut transitions = ArrayBuilder::with_capacity(CircuitState::ALL.len() as u32);
     for b in CircuitState::ALL {
-        transitions.insert(b.as_str(), int(s.breaker_transitions[b as usize]))?;
+        transitions.add_long(key(keys, state_key(b)), s.breaker_transitions[b as usize]);
     }
-    breaker.insert("transitions", transitions)?;
-    out.insert("breaker", breaker)?;
-    match &s.learned {
-        Some(l) => out.insert("learned", crate::funnel::learned_array(l)?)?,
-        None => out.insert("learned", ())?,
+    breaker.add_array(key(keys, K::Transitions), transitions);
+    breaker
+}
+
+/// A histogram's array; the calm one (nothing observed) shared.
+fn latency(keys: &Keys<'_>, calm: &mut Option<Zval>, h: &Histogram) -> Zval {
+    if *h == Histogram::default() {
+        shared(calm, || histogram(keys, h))
+    } else {
+        histogram(keys, h).into_zval()
     }
-    Ok(out)
+}
+
+impl Builder<'_> {
+    fn entry(&mut self, s: &MetricsSnapshot) -> ArrayBuilder {
+        let keys = &self.keys;
+        let calm = &mut self.calm;
+        let mut out = ArrayBuilder::with_capacity(14);
+        out.add_long(key(keys, K::Originals), s.originals);
+        out.add_long(key(keys, K::Attempts), s.attempts);
+        out.add_long(key(keys, K::Retries), s.retries);
+        out.add_long(key(keys, K::RetriesSucceeded), s.retries_succeeded);
+        out.add_long(key(keys, K::RetriesDenied), s.retries_denied());
+        out.add_long(key(keys, K::Successes), s.successes);
+        out.add_long(key(keys, K::InFlight), s.in_flight);
+        out.add_long(key(keys, K::Fallbacks), s.fallbacks);
+        out.add_long(key(keys, K::BackendFallbacks), s.backend_fallbacks);
+        let shed = if s.refusals.iter().all(|&n| n == 0) {
+            shared(&mut calm.shed, || shed(keys, s))
+        } else {
+            shed(keys, s).into_zval()
+        };
+        out.add(key(keys, K::Shed), shed);
+        let failures = if s.failures.iter().all(|&n| n == 0) {
+            shared(&mut calm.failures, || failures(keys, s))
+        } else {
+            failures(keys, s).into_zval()
+        };
+        out.add(key(keys, K::Failures), failures);
+        let breaker = if s.breaker() == CircuitState::Closed
+            && s.breaker_transitions.iter().all(|&n| n == 0)
+        {
+            shared(&mut calm.breaker, || breaker(keys, s))
+        } else {
+            breaker(keys, s).into_zval()
+        };
+        let learned = match &s.learned {
+            Some(l) => {
+                // As `Funnel::stats()`'s `learned` (crate::funnel::learned_array).
+                let mut learned = ArrayBuilder::with_capacity(4);
+                learned.add_double(key(keys, K::Limit), (l.limit() * 1000.0).round() / 1000.0);
+                learned.add_double(key(keys, K::NoLoadRttMs), l.no_load_rtt_ms());
+                learned.add_double(key(keys, K::RttMs), l.rtt_ms());
+                learned.add_long(key(keys, K::Intervals), l.intervals);
+                learned.into_zval()
+            }
+            None => Zval::new(),
+        };
+        let mut latency_by = ArrayBuilder::with_capacity(2);
+        let success = latency(keys, &mut calm.histogram, &s.success_latency);
+        latency_by.add(key(keys, K::Success), success);
+        let failure = latency(keys, &mut calm.histogram, &s.failure_latency);
+        latency_by.add(key(keys, K::Failure), failure);
+        out.add_array(key(keys, K::Latency), latency_by);
+        out.add(key(keys, K::Breaker), breaker);
+        out.add(key(keys, K::Learned), learned);
+        out
+    }
 }
 
 #[php_impl]
@@ -98,11 +253,18 @@ impl Metrics {
     /// in ms), 'sum' => float (s), 'count' => int]`.
     pub fn snapshot() -> PhpResult<ZBox<ZendHashTable>> {
         let seg = segment::shared()?;
-        let all = metrics::snapshot_all(&seg);
-        let mut out = ZendHashTable::with_capacity(all.len() as u32);
-        for (name, s) in &all {
-            out.insert(name.as_str(), entry(s)?)?;
-        }
+        let mut builder = Builder {
+            keys: KEYS.keys(),
+            calm: Calm::default(),
+        };
+        let mut out = ZendHashTable::new();
+        let mut result = Ok(());
+        metrics::for_each_snapshot(&seg, |name, s| {
+            if result.is_ok() {
+                result = out.insert(name, builder.entry(s).into_zval());
+            }
+        });
+        result?;
         Ok(out)
     }
 

@@ -67,13 +67,23 @@ fn write_name(e: &Entry, name: &str) {
 
 /// The stored name of an entry (empty while a claimer is still writing it).
 pub(crate) fn read_name(e: &Entry) -> String {
+    let mut buf = [0u8; NAME_WORDS * 8];
+    String::from_utf8_lossy(name_bytes(e, &mut buf)).into_owned()
+}
+
+/// The stored name's bytes, copied into `buf` (no allocation: metrics read every name on
+/// each snapshot). Only the words the length covers are read.
+pub(crate) fn name_bytes<'b>(e: &Entry, buf: &'b mut [u8; NAME_WORDS * 8]) -> &'b [u8] {
     let len = (e.name_len.load(Ordering::Acquire) as usize).min(NAME_WORDS * 8);
-    let mut bytes = Vec::with_capacity(NAME_WORDS * 8);
-    for w in &e.name {
-        bytes.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+    for (word, chunk) in e
+        .name
+        .iter()
+        .zip(buf.chunks_exact_mut(8))
+        .take(len.div_ceil(8))
+    {
+        chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
     }
-    bytes.truncate(len);
-    String::from_utf8_lossy(&bytes).into_owned()
+    &buf[..len]
 }
 
 #[cfg(test)]

@@ -1,0 +1,219 @@
+//! Fixed array keys made once, and arrays filled with them without a lookup per element.
+//!
+//! `Metrics::snapshot()` builds about seventy keyed elements per upstream name. Inserting with a
+//! Rust `&str` makes a new zend_string for every key of every name, hashes it and looks it up
+//! first: that was most of the call's cost. The keys never change, so they are made once, as
+//! PHP makes its own known strings:
+//! - at MINIT, permanent interned strings: never refcounted, their hash computed, valid until the
+//!   process ends (every request, every FPM child forked after MINIT);
+//! - when the extension was loaded after PHP's startup (an FPM pool's
+//!   `php_admin_value[extension]`), a string interned now would be freed at the end of the
+//!   request, so each use makes ordinary strings instead, released when the use ends. Slower,
+//!   never dangling.
+
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+use ext_php_rs::boxed::ZBox;
+use ext_php_rs::ffi::{
+    zend_hash_add_new, zend_hash_index_update, zend_string, zend_string_init_interned,
+    GC_IMMUTABLE, IS_DOUBLE, IS_LONG,
+};
+use ext_php_rs::types::{ZendHashTable, ZendStr, Zval};
+
+/// A set of distinct, non-numeric key texts (`'4xx'` is fine, `'1'` is not: PHP turns the key
+/// `'1'` into the integer 1, and a string key `'1'` could never be looked up).
+pub struct KeySet {
+    texts: &'static [&'static str],
+    permanent: OnceLock<PermanentKeys>,
+}
+
+/// Pointers to permanent interned strings: immutable, never freed before the process ends.
+struct PermanentKeys(Box<[NonNull<zend_string>]>);
+
+// SAFETY: permanent interned strings are immutable (no refcount, hash already computed) and live
+// until the process ends, so sharing the pointers between threads is sound.
+unsafe impl Send for PermanentKeys {}
+unsafe impl Sync for PermanentKeys {}
+
+impl KeySet {
+    pub const fn new(texts: &'static [&'static str]) -> Self {
+        KeySet {
+            texts,
+            permanent: OnceLock::new(),
+        }
+    }
+
+    /// Makes the keys permanent interned strings. Call at MINIT only, and only when PHP's startup
+    /// is not over (`php_get_module_initialized()` false): then `zend_string_init_interned` is
+    /// the permanent variant.
+    pub fn make_permanent(&self) {
+        let Some(init) = (unsafe { zend_string_init_interned }) else {
+            return;
+        };
+        let mut keys = Vec::with_capacity(self.texts.len());
+        for text in self.texts {
+            // SAFETY: during MINIT the engine's interned-string function is the permanent one;
+            // it copies the bytes and computes the hash.
+            match NonNull::new(unsafe { init(text.as_ptr().cast(), text.len(), true) }) {
+                Some(k) => keys.push(k),
+                None => return,
+            }
+        }
+        let _ = self.permanent.set(PermanentKeys(keys.into_boxed_slice()));
+    }
+
+    /// The keys for one use: the permanent ones, or strings made now and released when the
+    /// returned [`Keys`] is dropped (the arrays built with them hold their own references).
+    pub fn keys(&self) -> Keys<'_> {
+        match self.permanent.get() {
+            Some(p) => Keys::Permanent(&p.0),
+            None => Keys::Owned(
+                self.texts
+                    .iter()
+                    // SAFETY: a ZBox is never null.
+                    .map(|t| unsafe { NonNull::new_unchecked(ZendStr::new(t, false).into_raw()) })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The keys of one [`KeySet`] for one use.
+pub enum Keys<'a> {
+    Permanent(&'a [NonNull<zend_string>]),
+    /// One reference each, released on drop.
+    Owned(Vec<NonNull<zend_string>>),
+}
+
+impl Keys<'_> {
+    /// The key of the set's text at `index`.
+    pub fn get(&self, index: usize) -> Key<'_> {
+        let ptr = match self {
+            Keys::Permanent(p) => p[index],
+            Keys::Owned(o) => o[index],
+        };
+        Key(ptr, PhantomData)
+    }
+}
+
+impl Drop for Keys<'_> {
+    fn drop(&mut self) {
+        if let Keys::Owned(owned) = self {
+            for k in owned.drain(..) {
+                // SAFETY: the reference `keys()` made and kept is given back once.
+                drop(unsafe { ZBox::from_raw(k.as_ptr()) });
+            }
+        }
+    }
+}
+
+/// One key of a [`Keys`], valid while it is.
+#[derive(Clone, Copy)]
+pub struct Key<'a>(NonNull<zend_string>, PhantomData<&'a ()>);
+
+impl Key<'_> {
+    /// The key as a string value (`'state' => 'open'`).
+    pub fn to_zval(self) -> Zval {
+        let ptr = self.0.as_ptr();
+        // SAFETY: the string is live (see `Key`). An interned one is not refcounted; any other
+        // gets one more reference, owned by the new zval.
+        unsafe {
+            if (*ptr).gc.u.type_info & GC_IMMUTABLE == 0 {
+                (*ptr).gc.refcount += 1;
+            }
+            let mut z = Zval::new();
+            z.set_zend_string(ZBox::from_raw(ptr));
+            z
+        }
+    }
+}
+
+/// An integer zval (saturated: a counter past `i64::MAX` reads as `PHP_INT_MAX`). Written field
+/// by field: ext-php-rs's setter is a call per value, and this runs for every counter.
+fn long(value: u64) -> Zval {
+    let mut z = Zval::new();
+    z.value.lval = i64::try_from(value).unwrap_or(i64::MAX);
+    z.u1.type_info = IS_LONG;
+    z
+}
+
+/// A new array filled with distinct keys (each key added once: no lookup before inserting).
+pub struct ArrayBuilder(ZBox<ZendHashTable>);
+
+impl ArrayBuilder {
+    /// Sized for `len` elements, so filling it never resizes.
+    pub fn with_capacity(len: u32) -> Self {
+        ArrayBuilder(ZendHashTable::with_capacity(len))
+    }
+
+    /// Adds `value` under `key`, which this array must not hold yet.
+    pub fn add(&mut self, key: Key<'_>, value: Zval) {
+        let mut value = value;
+        // SAFETY: the table is ours alone (refcount 1) and `key` is live; add_new takes its own
+        // reference to a non-interned key and moves the zval in, so the zval is forgotten, not
+        // dropped.
+        unsafe { zend_hash_add_new(&mut *self.0, key.0.as_ptr(), &mut value) };
+        std::mem::forget(value);
+    }
+
+    pub fn add_long(&mut self, key: Key<'_>, value: u64) {
+        self.add(key, long(value));
+    }
+
+    pub fn add_double(&mut self, key: Key<'_>, value: f64) {
+        let mut z = Zval::new();
+        z.value.dval = value;
+        z.u1.type_info = IS_DOUBLE;
+        self.add(key, z);
+    }
+
+    /// Sized for `len` elements with keys that are not positions (integers out of 0, 1, 2...
+    /// order): laid out as a hash from the start instead of converted at the first such key.
+    pub fn with_capacity_keyed(len: u32) -> Self {
+        let mut array = Self::with_capacity(len);
+        if let Some(init) = crate::engine::zend_hash_real_init_mixed() {
+            // SAFETY: a new, empty, uninitialised array of ours.
+            unsafe { init(&mut *array.0) };
+        }
+        array
+    }
+
+    /// Adds `value` under the integer key `index`, which this array must not hold yet.
+    pub fn add_index_long(&mut self, index: u64, value: u64) {
+        let mut z = long(value);
+        // SAFETY: as in `add`.
+        unsafe {
+            match crate::engine::zend_hash_index_add_new() {
+                Some(add_new) => add_new(&mut *self.0, index, &mut z),
+                None => zend_hash_index_update(&mut *self.0, index, &mut z),
+            }
+        };
+        std::mem::forget(z);
+    }
+
+    pub fn add_array(&mut self, key: Key<'_>, value: ArrayBuilder) {
+        self.add(key, value.into_zval());
+    }
+
+    pub fn into_zval(self) -> Zval {
+        let mut z = Zval::new();
+        z.set_hashtable(self.0);
+        z
+    }
+}
+
+/// `key_set!(STATIC: Enum { Variant = "text", ... })`: an enum naming each key and the
+/// [`KeySet`] of their texts, in the same order (`keys.get(Enum::Variant as usize)`).
+macro_rules! key_set {
+    ($set:ident: $enum:ident { $($variant:ident = $text:literal,)* }) => {
+        #[derive(Clone, Copy)]
+        enum $enum {
+            $($variant),*
+        }
+        static $set: $crate::array_keys::KeySet =
+            $crate::array_keys::KeySet::new(&[$($text),*]);
+    };
+}
+pub(crate) use key_set;

@@ -1,0 +1,121 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Metrics;
+
+use Resilient\Client;
+use Resilient\Funnel;
+use Resilient\FunnelFull;
+use Resilient\Metrics;
+use Resilient\Tests\Harness\Fcgi;
+use Resilient\Tests\Harness\FpmMaster;
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * `Metrics::snapshot()` builds its arrays with keys made once (permanent interned strings made at
+ * MINIT; strings made per call when the extension starts after PHP's startup) and shares the
+ * arrays every calm name has alike (no refusal, no failure, no latency, a breaker that never
+ * moved). Neither may show: each name reads its own counters, a change to one name's array
+ * leaves the others alone, and the array is the same under FPM with a late start, under opcache
+ * and in the CLI.
+ */
+final class SnapshotArrayTest extends TestCase
+{
+    /** The entry of a name that recorded 3 calls of one 3 ms attempt each. */
+    private static function threeCallsOf3ms(): array
+    {
+        $zero = ['1' => 0, '2' => 0, '5' => 0, '10' => 0, '25' => 0, '50' => 0, '100' => 0, '250' => 0, '500' => 0,
+            '1000' => 0, '2500' => 0, '5000' => 0, '10000' => 0, '+Inf' => 0];
+        $success = ['1' => 0, '2' => 0] + array_fill_keys([5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, '+Inf'], 3);
+        return [
+            'originals' => 3, 'attempts' => 3, 'retries' => 0, 'retries_succeeded' => 0, 'retries_denied' => 0,
+            'successes' => 3, 'in_flight' => 0, 'fallbacks' => 0, 'backend_fallbacks' => 0,
+            'shed' => ['funnel' => 0, 'budget' => 0, 'deadline' => 0, 'circuit' => 0],
+            'failures' => ['4xx' => 0, '5xx' => 0, 'timeout' => 0, 'connection' => 0, 'other' => 0],
+            'latency' => [
+                'success' => ['buckets' => $success, 'sum' => 0.009, 'count' => 3],
+                'failure' => ['buckets' => $zero, 'sum' => 0.0, 'count' => 0],
+            ],
+            'breaker' => ['state' => 'closed', 'transitions' => ['closed' => 0, 'open' => 0, 'half_open' => 0]],
+            'learned' => null,
+        ];
+    }
+
+    public function testEachNameReadsItsOwnCountersAndAChangeToOneLeavesTheOthersAlone(): void
+    {
+        [$a, $b, $busy] = [Run::name('snap-a'), Run::name('snap-b'), Run::name('snap-busy')];
+        Metrics::recordSynthetic($a, 3, 0.003);
+        Metrics::recordSynthetic($b, 3, 0.003);
+        // One refusal by the funnel (nothing sent: the one slot is held here).
+        $lease = (new Funnel($busy, 1))->tryAcquire();
+        $this->assertNotNull($lease);
+        $client = new Client($busy, ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 1]]);
+        try {
+            $client->get('/');
+            $this->fail('the funnel is full');
+        } catch (FunnelFull) {
+        }
+        $lease->release();
+        $numeric = (string) random_int(100000, 999999);
+        Metrics::recordSynthetic($numeric, 1, 0.0005);
+
+        $s = Metrics::snapshot();
+        $this->assertSame(self::threeCallsOf3ms(), $s[$a]);
+        $this->assertSame(self::threeCallsOf3ms(), $s[$b]);
+        $this->assertSame(['funnel' => 1, 'budget' => 0, 'deadline' => 0, 'circuit' => 0], $s[$busy]['shed']);
+        $this->assertSame(1, $s[$busy]['originals']);
+        $this->assertSame(0, $s[$busy]['attempts']);
+        $this->assertSame(0, $s[$busy]['latency']['success']['count']);
+        $this->assertSame(1, $s[(int) $numeric]['latency']['success']['buckets'][1], 'a numeric name is an integer key, as PHP makes it');
+
+        $s[$a]['shed']['budget'] = 7;
+        $s[$a]['latency']['failure']['buckets']['+Inf'] = 7;
+        $s[$a]['breaker']['transitions']['open'] = 7;
+        $this->assertSame(self::threeCallsOf3ms(), $s[$b], 'the arrays calm names share are copied on write');
+        $this->assertSame(0, $s[$busy]['latency']['failure']['buckets']['+Inf']);
+        $this->assertSame(self::threeCallsOf3ms(), Metrics::snapshot()[$a]);
+    }
+
+    public function testRepeatedSnapshotsKeepNoMemory(): void
+    {
+        for ($i = 0; $i < 20; $i++) {
+            Metrics::recordSynthetic(Run::name('snap-mem'), 2, 0.02);
+        }
+        $x = Metrics::snapshot();
+        $before = memory_get_usage();
+        for ($i = 0; $i < 2000; $i++) {
+            $x = Metrics::snapshot();
+        }
+        $this->assertSame($before, memory_get_usage());
+    }
+
+    public function testTheArrayIsTheSameUnderOpcacheAndWhenAnFpmPoolStartsTheExtensionItself(): void
+    {
+        $name = Run::name('snap-modes');
+        Metrics::recordSynthetic($name, 3, 0.003);
+        $fixture = __DIR__ . '/fixtures/snapshot_entry.php';
+        $shm = (string) ini_get('resilient.shm_path');
+
+        $p = PhpProcess::script($fixture, [$name], ['zend_extension' => 'opcache', 'opcache.enable_cli' => '1'])->wait(10.0);
+        $this->assertSame(0, $p->exitCode, $p->describe());
+        $this->assertSame(json_encode(self::threeCallsOf3ms()), $p->stdout, 'CLI with opcache');
+
+        $dir = Run::tempDir('snap-late');
+        $fpm = FpmMaster::start($dir, [
+            'late' => ['workers' => 1, 'ini' => ['resilient.shm_path' => $shm, 'extension' => Run::extension()]],
+        ], Run::shmPath('snap-late-master'), extensionInMaster: false);
+        try {
+            $this->waitFor(fn () => file_exists("$dir/late.sock") ?: null, 15.0, 'the pool socket');
+            // Two requests: keys made for one call must not outlive it, nor be missed by the next.
+            for ($i = 0; $i < 2; $i++) {
+                $body = Fcgi::get("$dir/late.sock", $fixture, ['name' => $name]);
+                $this->assertSame(json_encode(self::threeCallsOf3ms()), $body, "FPM, late start, request $i");
+            }
+        } finally {
+            $fpm->stop();
+        }
+    }
+}
