@@ -8,7 +8,8 @@ declare(strict_types=1);
  *   Client::benchBackend(), vs Laravel 8's Redis::funnel()->block(0)->then() (phpredis);
  * - budget: recordOriginal() + tryConsume() on Redis (two EVALSHA), vs seed 000's cache
  *   RetryBudget (Laravel Cache, redis store).
- * Target: ours at most 0.5× Laravel's time (≥ 2× as fast).
+ * Target: ours at most 0.5× Laravel's time (≥ 2× as fast). Beside them, the floor of any
+ * admission on Redis: one round trip of a script that does nothing (phpredis, same server).
  */
 
 use Illuminate\Support\Facades\Redis;
@@ -51,6 +52,21 @@ return [
                             fn () => null,
                             fn () => throw new RuntimeException('funnel full'),
                         );
+                    }
+                };
+            },
+        ],
+        'roundtrip' => [
+            'label' => 'the floor: one round trip, a no-op script (phpredis EVALSHA of "return 1")',
+            'ops' => 5_000,
+            'requires' => $needsRedis,
+            'make' => function (): Closure {
+                $redis = new \Redis();
+                $redis->connect('127.0.0.1', (int) getenv('RESILIENT_BENCH_REDIS_PORT'));
+                $sha = $redis->script('load', 'return 1');
+                return function (int $n) use ($redis, $sha): void {
+                    for ($i = 0; $i < $n; $i++) {
+                        $redis->evalSha($sha);
                     }
                 };
             },
