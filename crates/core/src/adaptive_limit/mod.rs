@@ -36,7 +36,8 @@ pub const MAX_INTERVAL_MS: u64 = 2_000;
 /// Attempts an interval needs before it closes (unless 10 intervals passed).
 pub const MIN_SAMPLES: u32 = 3;
 /// A new limit below this share of the last one is a cut: attempts started before it no
-/// longer count (the small moves around the equilibrium are not cuts).
+/// longer count (the small moves around the equilibrium are not cuts; an unused limit's 10 %
+/// step down is, which only makes the next interval wait for attempts sent after it).
 pub const CUT: f64 = 0.95;
 /// Fixed point of the stored limit: 1/256 of a slot.
 const LIMIT_ONE: f64 = 256.0;

@@ -12,7 +12,8 @@
 //!   the name) the limit grows by `√L` while no queue shows (rtt ≤ 1.1 × no_load), by 1
 //!   otherwise, and only if the callers use 80 % of it (else a quiet hour would
 //!   teach it `max`); a limit they use less comes down toward `use / 0.8 + 1` by 10 % an
-//!   interval (an untested limit would let in a queue of its size when the capacity falls). Below 1 it becomes `L × max(gradient, 0.5) + QUEUE_ALLOWANCE`: for `L`
+//!   interval (an untested limit would let in a queue of its size when the capacity falls).
+//!   Below 1 it becomes `L × max(gradient, 0.5) + QUEUE_ALLOWANCE`: for `L`
 //!   above the upstream's `C` slots, rtt ≈ no_load × L / C, so this lands on
 //!   `TOLERANCE × C + 0.5` in one step: every slot busy, and a queue at the upstream of
 //!   `0.25 × C + 0.5`, below `C` for every `C ≥ 1`.
