@@ -60,10 +60,6 @@ key_set!(KEYS: K {
     Closed = "closed",
     Open = "open",
     HalfOpen = "half_open",
-    Limit = "limit",
-    NoLoadRttMs = "no_load_rtt_ms",
-    RttMs = "rtt_ms",
-    Intervals = "intervals",
 });
 
 /// Makes the snapshot's keys permanent (MINIT, before PHP's startup is over).
@@ -181,7 +177,7 @@ fn latency(keys: &Keys<'_>, calm: &mut Option<Zval>, h: &Histogram) -> Zval {
 }
 
 impl Builder<'_> {
-    fn entry(&mut self, s: &MetricsSnapshot) -> ArrayBuilder {
+    fn entry(&mut self, s: &MetricsSnapshot) -> PhpResult<ArrayBuilder> {
         let keys = &self.keys;
         let calm = &mut self.calm;
         let mut out = ArrayBuilder::with_capacity(14);
@@ -213,18 +209,12 @@ impl Builder<'_> {
         } else {
             breaker(keys, s).into_zval()
         };
-        let learned = match &s.learned {
-            Some(l) => {
-                // As `Funnel::stats()`'s `learned` (crate::funnel::learned_array).
-                let mut learned = ArrayBuilder::with_capacity(4);
-                learned.add_double(key(keys, K::Limit), (l.limit() * 1000.0).round() / 1000.0);
-                learned.add_double(key(keys, K::NoLoadRttMs), l.no_load_rtt_ms());
-                learned.add_double(key(keys, K::RttMs), l.rtt_ms());
-                learned.add_long(key(keys, K::Intervals), l.intervals);
-                learned.into_zval()
-            }
-            None => Zval::new(),
-        };
+        // As `Funnel::stats()`'s (only names with a learned limit have one: rare enough for
+        // the plain array).
+        let mut learned = Zval::new();
+        if let Some(l) = &s.learned {
+            learned.set_hashtable(crate::funnel::learned_array(l)?);
+        }
         let mut latency_by = ArrayBuilder::with_capacity(2);
         let success = latency(keys, &mut calm.histogram, &s.success_latency);
         latency_by.add(key(keys, K::Success), success);
@@ -233,7 +223,7 @@ impl Builder<'_> {
         out.add_array(key(keys, K::Latency), latency_by);
         out.add(key(keys, K::Breaker), breaker);
         out.add(key(keys, K::Learned), learned);
-        out
+        Ok(out)
     }
 }
 
@@ -261,7 +251,9 @@ impl Metrics {
         let mut result = Ok(());
         metrics::for_each_snapshot(&seg, |name, s| {
             if result.is_ok() {
-                result = out.insert(name, builder.entry(s).into_zval());
+                result = builder
+                    .entry(s)
+                    .and_then(|e| Ok(out.insert(name, e.into_zval())?));
             }
         });
         result?;
