@@ -166,8 +166,8 @@ const BYTES_PER_UPSTREAM: usize = 4096;
 /// The exposition of `names` (from [`crate::metrics::snapshot_all`]).
 pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
     let labels: Vec<String> = names.iter().map(|(n, _)| upstream_label(n)).collect();
-    // About 5 KB per upstream besides its label on each of its ~60 lines: sized once, so the
-    // text is never copied to grow.
+    // BYTES_PER_UPSTREAM per upstream, plus its label on each of its lines (~60, 64
+    // counted): sized once, so the text is never copied to grow.
     let size: usize = labels
         .iter()
         .map(|l| BYTES_PER_UPSTREAM + 64 * l.len())
