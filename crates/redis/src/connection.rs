@@ -123,7 +123,7 @@ impl Server {
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, false)
+        self.exec(f, Duration::ZERO)
     }
 
     /// [`Server::run`] for what follows an attempt (recording its outcome): tried even when the
@@ -133,26 +133,11 @@ impl Server {
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec_with(f, RELEASE_WAIT)
+        self.exec(f, RELEASE_WAIT)
     }
 
-    /// [`Server::run`]; `unanswered`: `f` sent one command whose reply it did not read.
+    /// Runs `f` with every wait bounded as [`Server::wait`] says, never under `floor`.
     fn exec<T>(
-        &self,
-        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
-        unanswered: bool,
-    ) -> Result<T, Unreachable> {
-        // A command sent without waiting for its reply (a release) is tried even when the call
-        // has no time left (it ended at its deadline): one write, bounded by RELEASE_WAIT.
-        let floor = if unanswered {
-            RELEASE_WAIT
-        } else {
-            Duration::ZERO
-        };
-        self.exec_with(f, floor)
-    }
-
-    fn exec_with<T>(
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
         floor: Duration,
@@ -231,7 +216,9 @@ impl Server {
     /// on this connection): for a release, which is done once Redis has it, and whose answer
     /// changes nothing. Nothing is sent when Redis is unreachable.
     pub fn send(&self, cmd: &redis::Cmd) -> Result<(), Unreachable> {
-        self.exec(|c| c.send(&cmd.get_packed_command()), true)
+        // Tried even when the call has no time left (it ended at its deadline): one write,
+        // bounded by RELEASE_WAIT.
+        self.exec(|c| c.send(&cmd.get_packed_command()), RELEASE_WAIT)
     }
 }
 
