@@ -19,6 +19,8 @@ pub struct Params {
     pub variants_override: Option<Vec<String>>,
     /// Share of 503 answers in the `errors` scenario's bad phase.
     pub error_ratio: f64,
+    /// How the `errors` scenario's upstream comes to that share (`--error-model`).
+    pub error_model: scenario::ErrorModel,
     /// Background CLI workers in the `mixed` scenario.
     pub bg_workers: u32,
     /// Funnel slots reserved for web callers in the `mixed` scenario (resilient variants).
@@ -82,6 +84,9 @@ usage: resilient-lab [options]
                           outage naive,laravel,resilient,resilient-breaker; two-hosts
                           resilient,resilient-redis)
   --error-ratio R         errors: share of 503 answers in the bad phase (default 0.3)
+  --error-model M         errors: shed (default: the upstream admits (1 - R) x the offered rate
+                          and answers the rest 503 at once) or random (each request fails with
+                          probability R after its service time)
   --bg-workers N          mixed: background CLI workers (default 8)
   --reserve N             mixed: funnel slots reserved for web in the resilient variants (default 2)
   --bg-deadline-ms MS     mixed: a background call's deadline (default 2000)
@@ -113,6 +118,7 @@ usage: resilient-lab [options]
             variants: Vec::new(),
             variants_override: None,
             error_ratio: 0.3,
+            error_model: scenario::ErrorModel::Shed,
             bg_workers: 8,
             reserve: 2,
             bg_deadline_ms: 2000,
@@ -151,6 +157,17 @@ usage: resilient-lab [options]
                         .collect::<Result<_, _>>()?;
                 }
                 "--error-ratio" => p.error_ratio = num(&a, &val(&a)?)?.min(1.0),
+                "--error-model" => {
+                    p.error_model = match val(&a)?.as_str() {
+                        "shed" => scenario::ErrorModel::Shed,
+                        "random" => scenario::ErrorModel::Random,
+                        other => {
+                            return Err(format!(
+                                "--error-model: '{other}' is not one of shed, random"
+                            ))
+                        }
+                    }
+                }
                 "--bg-workers" => p.bg_workers = num(&a, &val(&a)?)? as u32,
                 "--reserve" => p.reserve = num(&a, &val(&a)?)? as u32,
                 "--bg-deadline-ms" => p.bg_deadline_ms = num(&a, &val(&a)?)? as u64,
@@ -243,7 +260,7 @@ usage: resilient-lab [options]
             self.capacity,
             self.normal_ms,
             self.slow_ms,
-            self.error_ratio,
+            (self.error_ratio, self.error_model, self.rate),
         )
     }
 

@@ -9,7 +9,7 @@ use crate::experiment::VariantRun;
 use crate::goals::{VariantGoals, Verdict};
 use crate::loadgen::Outcome;
 use crate::params::Params;
-use crate::scenario::Scenario;
+use crate::scenario::{ErrorModel, Scenario};
 
 fn f1(v: Option<f64>) -> String {
     match v {
@@ -183,9 +183,13 @@ fn phase_upstream(p: &Params, i: usize) -> String {
             format!("upstream {} ms{bg}", p.slow_ms)
         }
         Scenario::Errors => format!(
-            "upstream {} ms, {:.0} % answered 503",
+            "upstream {} ms, {:.0} % answered 503 ({})",
             p.normal_ms,
-            100.0 * p.error_ratio
+            100.0 * p.error_ratio,
+            match p.error_model {
+                ErrorModel::Shed => "shed over its rate",
+                ErrorModel::Random => "drawn per request",
+            }
         ),
         Scenario::Outage => "upstream answers 503 at once to every request".into(),
         Scenario::CapacityShift => unreachable!("answered above"),
@@ -332,11 +336,24 @@ pub fn markdown(
     );
     match p.scenario {
         Scenario::Errors => {
-            let _ = writeln!(
-                md,
-                "Bad phase: {:.0} % of the upstream's answers are 503 (`--error-ratio`).\n",
-                100.0 * p.error_ratio
-            );
+            let _ = match p.error_model {
+                ErrorModel::Shed => writeln!(
+                    md,
+                    "Bad phase: the upstream admits {:.0} requests a second ((1 − {:.2}) × the offered {:.0}/s) and answers \
+                     the rest 503 at once (`--error-model shed`, `--error-ratio`): {:.0} % of the requests at the offered \
+                     load, and every extra attempt a client sends is one more 503.\n",
+                    (1.0 - p.error_ratio) * p.rate,
+                    p.error_ratio,
+                    p.rate,
+                    100.0 * p.error_ratio
+                ),
+                ErrorModel::Random => writeln!(
+                    md,
+                    "Bad phase: {:.0} % of the upstream's answers are 503, drawn independently per request \
+                     (`--error-model random`, `--error-ratio`).\n",
+                    100.0 * p.error_ratio
+                ),
+            };
         }
         Scenario::Mixed => {
             let _ = writeln!(
@@ -533,7 +550,7 @@ fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> Strin
                     );
                 }
             }
-            if missed("naive: amplification") {
+            if missed("naive: amplification") && p.error_model == ErrorModel::Random {
                 let pr = p.error_ratio;
                 let _ = writeln!(
                     out,

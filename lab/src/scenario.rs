@@ -41,6 +41,21 @@ pub struct UpstreamPhase {
     pub service_ms: u64,
     pub fail_ratio: f64,
     pub outage: bool,
+    /// Requests admitted per second, the rest answered 503 at once (0: off).
+    pub shed_rps: f64,
+}
+
+/// The `errors` scenario's bad phase: how the upstream comes to answer 503 to `ratio` of the
+/// requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ErrorModel {
+    /// Overload (the default): it admits `(1 − ratio) × the offered rate` a second and answers
+    /// the rest 503 at once, so at the offered load `ratio` of the requests fail, and every extra
+    /// attempt a client sends is one more 503 (seed 000: "503 means the system cannot take it
+    /// now").
+    Shed,
+    /// Each request fails with probability `ratio`, independently, after its service time.
+    Random,
 }
 
 pub const ALL: [Scenario; 4] = [
@@ -85,7 +100,7 @@ impl Scenario {
         capacity: u32,
         normal_ms: u64,
         slow_ms: u64,
-        error_ratio: f64,
+        errors: (f64, ErrorModel, f64),
     ) -> Vec<PhasePlan> {
         if self == Scenario::CapacityShift {
             return CAPACITY_SHIFT
@@ -97,11 +112,12 @@ impl Scenario {
                         service_ms,
                         fail_ratio: 0.0,
                         outage: false,
+                        shed_rps: 0.0,
                     },
                 })
                 .collect();
         }
-        let [normal, bad] = self.upstream(normal_ms, slow_ms, error_ratio);
+        let [normal, bad] = self.upstream(normal_ms, slow_ms, errors);
         [
             ("normal", normal),
             (self.bad_phase(), bad),
@@ -155,22 +171,37 @@ impl Scenario {
         self == Scenario::Mixed
     }
 
-    /// The upstream in the normal phases and in the bad one.
-    pub fn upstream(self, normal_ms: u64, slow_ms: u64, error_ratio: f64) -> [UpstreamPhase; 2] {
+    /// The upstream in the normal phases and in the bad one. `errors`: the `errors` scenario's
+    /// share of 503 answers, its model, and the offered rate (requests a second).
+    pub fn upstream(
+        self,
+        normal_ms: u64,
+        slow_ms: u64,
+        errors: (f64, ErrorModel, f64),
+    ) -> [UpstreamPhase; 2] {
         let normal = UpstreamPhase {
             service_ms: normal_ms,
             fail_ratio: 0.0,
             outage: false,
+            shed_rps: 0.0,
         };
+        let (error_ratio, model, offered_rps) = errors;
         let bad = match self {
             Scenario::Slowdown | Scenario::Mixed | Scenario::TwoHosts => UpstreamPhase {
                 service_ms: slow_ms,
                 ..normal
             },
             Scenario::CapacityShift => normal,
-            Scenario::Errors => UpstreamPhase {
-                fail_ratio: error_ratio,
-                ..normal
+            Scenario::Errors => match model {
+                ErrorModel::Random => UpstreamPhase {
+                    fail_ratio: error_ratio,
+                    ..normal
+                },
+                ErrorModel::Shed => UpstreamPhase {
+                    // Never 0, which means "off".
+                    shed_rps: ((1.0 - error_ratio) * offered_rps).max(1e-3),
+                    ..normal
+                },
             },
             Scenario::Outage => UpstreamPhase {
                 outage: true,
@@ -184,7 +215,7 @@ impl Scenario {
     pub fn describe(self) -> &'static str {
         match self {
             Scenario::Slowdown => "seed 000's experiment: the upstream's service time goes from normal to slow and back; it never fails.",
-            Scenario::Errors => "the upstream keeps its normal speed but answers 503 (after its normal service time) to a share of the requests in the middle phase.",
+            Scenario::Errors => "the upstream keeps its normal speed but answers 503 to a share of the requests in the middle phase: by default an overloaded upstream that admits only (1 − share) × the offered rate and answers the rest 503 at once (`--error-model shed`: every extra attempt is one more 503), or failures drawn independently per request after the service time (`--error-model random`).",
             Scenario::Outage => "in the middle phase the upstream answers every request 503 at once (a load balancer with no healthy backend), then it is healthy again.",
             Scenario::CapacityShift => "the upstream's capacity changes under the same offered load: 4 slots at 20 ms → 4 at 120 ms → 8 at 120 ms → 2 at 120 ms → 4 at 20 ms; the fixed funnels 4 (tuned for the first phase) and 16 (too high) against the learned one (`'limit' => 'auto'`, told nothing about the slots).",
             Scenario::TwoHosts => crate::two_hosts::DESCRIBE,
@@ -201,22 +232,31 @@ mod tests {
     fn names_parse_back_and_only_the_bad_phase_differs() {
         for s in ALL {
             assert_eq!(Scenario::parse(s.name()), Ok(s));
-            let [normal, _] = s.upstream(20, 120, 0.3);
+            let [normal, _] = s.upstream(20, 120, (0.3, ErrorModel::Shed, 50.0));
             assert_eq!(
                 normal,
                 UpstreamPhase {
                     service_ms: 20,
                     fail_ratio: 0.0,
-                    outage: false
+                    outage: false,
+                    shed_rps: 0.0,
                 }
             );
         }
         assert!(Scenario::parse("storm")
             .unwrap_err()
             .contains("known: slowdown"));
-        assert_eq!(Scenario::Errors.upstream(20, 120, 0.3)[1].fail_ratio, 0.3);
-        assert!(Scenario::Outage.upstream(20, 120, 0.3)[1].outage);
-        assert_eq!(Scenario::Mixed.upstream(20, 120, 0.3)[1].service_ms, 120);
+        let random = (0.3, ErrorModel::Random, 50.0);
+        let shed = (0.3, ErrorModel::Shed, 50.0);
+        assert_eq!(
+            Scenario::Errors.upstream(20, 120, random)[1].fail_ratio,
+            0.3
+        );
+        let bad = Scenario::Errors.upstream(20, 120, shed)[1];
+        assert_eq!(bad.fail_ratio, 0.0);
+        assert!((bad.shed_rps - 35.0).abs() < 1e-9, "{bad:?}");
+        assert!(Scenario::Outage.upstream(20, 120, shed)[1].outage);
+        assert_eq!(Scenario::Mixed.upstream(20, 120, shed)[1].service_ms, 120);
         assert!(Scenario::Mixed.has_background() && !Scenario::Slowdown.has_background());
     }
 }

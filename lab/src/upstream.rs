@@ -94,7 +94,8 @@ impl Upstream {
             .post(format!("{}/__control/sim", self.base_url()))
             .json(
                 &serde_json::json!({ "capacity": capacity, "service_ms": phase.service_ms,
-                "fail_ratio": phase.fail_ratio, "outage": phase.outage }),
+                "fail_ratio": phase.fail_ratio, "outage": phase.outage,
+                "shed_rps": phase.shed_rps }),
             )
             .send()
             .await

@@ -6,10 +6,13 @@
 //! connection's handler merely awaits it. When hyper drops the handler (the client went away),
 //! only the row's `gone_ms` is stamped; the slot stays busy until the service time is over.
 //!
-//! Three kinds of bad phase, all switched at run time: slow (`service_ms`), a share of errors
-//! (`fail_ratio`: answered `fail_status` after the service time, so failures cost the upstream
-//! as much as successes) and an outage (`outage`: every request is answered `fail_status` at
-//! once, without a slot or a service time, as a load balancer does when no backend is healthy).
+//! Four kinds of bad phase, all switched at run time: slow (`service_ms`), a share of errors
+//! drawn per request (`fail_ratio`: answered `fail_status` after the service time, so failures
+//! cost the upstream as much as successes), shedding (`shed_rps`: at most that many requests a
+//! second are admitted, the rest answered `fail_status` at once, as a server or gateway under
+//! overload does: "503, I cannot take it now"; whoever sends more gets more 503s) and an outage
+//! (`outage`: every request is answered `fail_status` at once, without a slot or a service time,
+//! as a load balancer does when no backend is healthy).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -41,6 +44,9 @@ pub struct SimConfig {
     pub fail_status: u16,
     /// Outage: every arrival is answered `fail_status` at once, without taking a slot.
     pub outage: bool,
+    /// Admits at most this many requests a second (a token bucket holding 100 ms of them, at
+    /// least one); the others are answered `fail_status` at once, without a slot. 0: off.
+    pub shed_rps: f64,
 }
 
 impl Default for SimConfig {
@@ -51,6 +57,7 @@ impl Default for SimConfig {
             fail_ratio: 0.0,
             fail_status: 503,
             outage: false,
+            shed_rps: 0.0,
         }
     }
 }
@@ -64,6 +71,7 @@ pub struct SimUpdate {
     pub fail_ratio: Option<f64>,
     pub fail_status: Option<u16>,
     pub outage: Option<bool>,
+    pub shed_rps: Option<f64>,
 }
 
 /// One request as the simulator saw it (times: monotonic ms since server start).
@@ -93,8 +101,8 @@ pub struct SimRow {
 }
 
 impl SimRow {
-    /// Answered at once during an outage: a status, but never queued and never served (no
-    /// start or end).
+    /// Answered at once during an outage, or shed: a status, but never queued and never served
+    /// (no start or end).
     pub fn outage(&self) -> bool {
         self.status.is_some() && self.start_ms.is_none() && !self.queued
     }
@@ -115,6 +123,8 @@ pub struct SimStats {
     pub completed_after_gone: u64,
     /// Answered at once during an outage (also counted in `arrivals`, not in `completed`).
     pub outage_answered: u64,
+    /// Answered at once because over `shed_rps` (also counted in `arrivals`, not in `completed`).
+    pub shed_answered: u64,
     pub in_service: u32,
     pub queued: u32,
     pub max_in_service: u32,
@@ -145,6 +155,10 @@ struct State {
     client_gone: u64,
     completed_after_gone: u64,
     outage_answered: u64,
+    shed_answered: u64,
+    /// `shed_rps`'s bucket: tokens, and when it was last filled (ms).
+    shed_tokens: f64,
+    shed_filled_ms: f64,
     max_in_service: u32,
     max_queue: u32,
     rows_dropped: u64,
@@ -180,6 +194,24 @@ impl State {
         self.max_in_service = self.max_in_service.max(self.in_service);
     }
 
+    /// Whether `shed_rps` admits an arrival at `now_ms` (takes a token if so).
+    fn admits(&mut self, now_ms: f64) -> bool {
+        let rate = self.config.shed_rps;
+        if rate <= 0.0 {
+            return true;
+        }
+        let size = (rate / 10.0).max(1.0);
+        let elapsed_s = (now_ms - self.shed_filled_ms).max(0.0) / 1000.0;
+        self.shed_tokens = (self.shed_tokens + elapsed_s * rate).min(size);
+        self.shed_filled_ms = now_ms;
+        if self.shed_tokens >= 1.0 {
+            self.shed_tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
     /// splitmix64: deterministic failures for a given sequence of arrivals.
     fn next_unit(&mut self) -> f64 {
         self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -210,6 +242,9 @@ impl Sim {
                 client_gone: 0,
                 completed_after_gone: 0,
                 outage_answered: 0,
+                shed_answered: 0,
+                shed_tokens: 0.0,
+                shed_filled_ms: 0.0,
                 max_in_service: 0,
                 max_queue: 0,
                 rows_dropped: 0,
@@ -237,6 +272,9 @@ impl Sim {
         if u.fail_ratio.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
             return Err("fail_ratio must be within 0..=1".into());
         }
+        if u.shed_rps.is_some_and(|r| !(r.is_finite() && r >= 0.0)) {
+            return Err("shed_rps must be a finite number ≥ 0".into());
+        }
         if u.fail_status
             .is_some_and(|s| StatusCode::from_u16(s).map_or(true, |s| s.as_u16() < 200))
         {
@@ -258,6 +296,15 @@ impl Sim {
         if let Some(o) = u.outage {
             s.config.outage = o;
         }
+        if let Some(r) = u.shed_rps {
+            let now = self.clock.t_ms();
+            if s.config.shed_rps <= 0.0 {
+                // Switched on: a full bucket, as if it had been on all along.
+                s.shed_tokens = (r / 10.0).max(1.0);
+                s.shed_filled_ms = now;
+            }
+            s.config.shed_rps = r;
+        }
         s.grant(self.clock.t_ms());
         Ok(s.config.clone())
     }
@@ -275,6 +322,7 @@ impl Sim {
         s.client_gone = 0;
         s.completed_after_gone = 0;
         s.outage_answered = 0;
+        s.shed_answered = 0;
         s.rows_dropped = 0;
         s.max_in_service = s.in_service;
         s.max_queue = s.queue.len() as u32;
@@ -291,6 +339,7 @@ impl Sim {
             client_gone: s.client_gone,
             completed_after_gone: s.completed_after_gone,
             outage_answered: s.outage_answered,
+            shed_answered: s.shed_answered,
             in_service: s.in_service,
             queued: s.queue.len() as u32,
             max_in_service: s.max_in_service,
@@ -313,9 +362,9 @@ impl Sim {
         lock(&self.state).since_ms
     }
 
-    /// Records an arrival. Returns its seq and what happens to it: during an outage it is
-    /// answered at once (no slot); otherwise, when every slot is busy, the ticket it must wait
-    /// for; without a ticket it already holds a slot.
+    /// Records an arrival. Returns its seq and what happens to it: during an outage, or over
+    /// `shed_rps`, it is answered at once (no slot); otherwise, when every slot is busy, the
+    /// ticket it must wait for; without a ticket it already holds a slot.
     fn arrive(&self, request_id: Option<String>, attempt: Option<String>) -> (u64, Admission) {
         let t_ms = self.clock.t_ms();
         let unix_ms = self.clock.unix_ms();
@@ -323,9 +372,14 @@ impl Sim {
         let seq = s.next_seq;
         s.next_seq += 1;
         s.arrivals += 1;
-        if s.config.outage {
+        let outage = s.config.outage;
+        if outage || !s.admits(t_ms) {
             let status = s.config.fail_status;
-            s.outage_answered += 1;
+            if outage {
+                s.outage_answered += 1;
+            } else {
+                s.shed_answered += 1;
+            }
             let row = SimRow {
                 seq,
                 t_ms,
@@ -345,7 +399,17 @@ impl Sim {
             } else {
                 s.rows_dropped += 1;
             }
-            return (seq, Admission::Outage(status));
+            return (
+                seq,
+                Admission::AtOnce(
+                    status,
+                    if outage {
+                        "simulated outage"
+                    } else {
+                        "shed: over the admitted rate"
+                    },
+                ),
+            );
         }
         let queued = !(s.in_service < s.config.capacity && s.queue.is_empty());
         let row = SimRow {
@@ -438,8 +502,8 @@ impl Sim {
 enum Admission {
     /// Served: at once (`None`, it holds a slot) or when the ticket says a slot is its turn.
     Serve(Option<oneshot::Receiver<()>>),
-    /// The upstream is out: answered this status at once.
-    Outage(u16),
+    /// The upstream is out, or sheds this one: answered this status (and error) at once.
+    AtOnce(u16, &'static str),
 }
 
 /// Stamps `gone_ms` if the handler is dropped while still waiting for its work.
@@ -468,11 +532,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> HandlerResult {
     let (seq, admission) = app.sim.arrive(clean("x-request-id"), clean("x-attempt"));
     let ticket = match admission {
         Admission::Serve(ticket) => ticket,
-        Admission::Outage(status) => {
+        Admission::AtOnce(status, error) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
             return Ok(body::json(
                 status,
-                &serde_json::json!({ "error": "simulated outage", "seq": seq }),
+                &serde_json::json!({ "error": error, "seq": seq }),
             ));
         }
     };

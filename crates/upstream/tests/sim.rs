@@ -197,7 +197,7 @@ fn settings_change_at_run_time() {
     let a = up.addr();
     assert_eq!(
         get(a, "/__control/sim").json(),
-        json!({"capacity": 4, "service_ms": 20, "fail_ratio": 0.0, "fail_status": 503, "outage": false})
+        json!({"capacity": 4, "service_ms": 20, "fail_ratio": 0.0, "fail_status": 503, "outage": false, "shed_rps": 0.0})
     );
     let r = post_json(a, "/__control/sim", json!({"service_ms": 120}));
     assert_eq!(r.json()["service_ms"], 120);
@@ -219,6 +219,10 @@ fn settings_change_at_run_time() {
     assert!(rows[0]["status"] == 200 && rows[1]["status"] == 500);
     assert_eq!(
         post_json(a, "/__control/sim", json!({"capacity": 0})).status,
+        400
+    );
+    assert_eq!(
+        post_json(a, "/__control/sim", json!({"shed_rps": -1.0})).status,
         400
     );
     assert_eq!(
@@ -364,4 +368,49 @@ fn an_outage_answers_at_once_without_a_slot_then_service_resumes() {
     assert!(buckets
         .iter()
         .all(|b| b["max_in_service"].as_u64() <= Some(1) && b["max_queue"] == 0));
+}
+
+/// Shedding: at most `shed_rps` requests a second are admitted (a bucket of 100 ms of them, at
+/// least one, full when shedding starts); the others are answered `fail_status` at once, without
+/// a slot, so whoever sends more gets more of them.
+#[test]
+fn over_the_shed_rate_requests_are_answered_at_once_without_a_slot() {
+    let up = Upstream::start_with(SimConfig {
+        capacity: 4,
+        service_ms: 1,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let a = up.addr();
+    post_json(a, "/__control/sim", json!({"shed_rps": 5.0}));
+    let t = Instant::now();
+    let statuses: Vec<u16> = (0..10).map(|_| get(a, "/sim/q").status).collect();
+    let elapsed = t.elapsed();
+    let admitted = statuses.iter().filter(|&&s| s == 200).count();
+    let shed = statuses.iter().filter(|&&s| s == 503).count();
+    assert_eq!(admitted + shed, 10, "{statuses:?}");
+    // One token in the bucket, then one every 200 ms.
+    let most = 1 + (elapsed.as_secs_f64() * 5.0) as usize;
+    assert!(
+        (1..=most).contains(&admitted),
+        "{admitted} admitted in {elapsed:?}: {statuses:?}"
+    );
+    assert_eq!(statuses[0], 200, "the bucket starts full");
+    let s = get(a, "/__control/stats").json();
+    assert_eq!(s["sim"]["shed_answered"].as_u64(), Some(shed as u64));
+    assert_eq!(s["sim"]["outage_answered"].as_u64(), Some(0));
+    let rows = sim_rows(a);
+    let shed_rows: Vec<_> = rows.iter().filter(|r| r["status"] == 503).collect();
+    assert_eq!(shed_rows.len(), shed);
+    assert!(shed_rows
+        .iter()
+        .all(|r| r["start_ms"].is_null() && r["queued"] == false));
+    let r = get(a, "/sim/q");
+    if r.status == 503 {
+        assert_eq!(r.json()["error"], "shed: over the admitted rate");
+    }
+    thread::sleep(Duration::from_millis(250));
+    assert_eq!(get(a, "/sim/q").status, 200, "a token every 200 ms");
+    post_json(a, "/__control/sim", json!({"shed_rps": 0.0}));
+    assert!((0..10).all(|_| get(a, "/sim/q").status == 200), "off again");
 }
