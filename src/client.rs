@@ -82,6 +82,7 @@ impl Client {
         if options.is_none_or(|o| o.get("backend").is_none()) {
             config.backend = backend_from_ini()?;
         }
+        config.check_backend().map_err(options::config_error)?;
         let (backend_kind, on_backend_error, hosts) = (
             config.backend.clone(),
             config.on_backend_error,

@@ -30,13 +30,15 @@ pub fn config(
     limit: i64,
     reserve: i64,
     lease_seconds: f64,
+    share: bool,
 ) -> Result<FunnelConfig, resilient_core::Error> {
     use resilient_core::validate;
     FunnelConfig::new(
         validate::unsigned("limit", limit)?,
         validate::unsigned("reserve", reserve)?,
         validate::duration("lease", lease_seconds)?,
-    )
+    )?
+    .with_share(share)
 }
 
 /// Default lease length: 2 × the default web timeout cap (`resilient.web_timeout` = 10 s).
@@ -45,9 +47,12 @@ pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
 /// A named concurrency limit shared by every PHP process of the user on the
 /// host (FPM workers and CLI): at most `limit` leases held at once; web
 /// callers may use all slots, background (CLI) callers only `limit - reserve`.
-/// Fails fast when full (no queueing). Throws `\ValueError` on a bad
-/// argument (the message names it). When the segment cannot be used the
-/// funnel counts this process only (degraded mode, see `degradedReason()`),
+/// With `$share`, under contention each side keeps its part: while a background
+/// caller was refused within the last 100 ms, web callers keep to the `reserve`
+/// slots and background callers get the other `limit - reserve`. Fails fast
+/// when full (no queueing). Throws `\ValueError` on a bad argument (the
+/// message names it). When the segment cannot be used the funnel counts this
+/// process only (degraded mode, see `degradedReason()`),
 /// or throws `Resilient\SharedMemoryError` with `resilient.shm_required=1`.
 #[php_class]
 #[php(name = "Resilient\\Funnel")]
@@ -61,8 +66,9 @@ impl Funnel {
     /// Takes a slot for the caller's context (or the explicit `background`).
     fn acquire(&self, background: Option<bool>) -> Option<CoreLease> {
         let background = background.unwrap_or_else(|| !context::is_web());
+        let lease_ms = self.inner.config().lease_ms();
         self.inner
-            .try_acquire(self.inner.cap(background), clock::monotonic_ms())
+            .admit(background, clock::monotonic_ms(), lease_ms)
     }
 
     fn full_message(&self) -> String {
@@ -88,15 +94,17 @@ impl Funnel {
 
 #[php_impl]
 impl Funnel {
-    /// `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null)`.
-    /// `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease` seconds, finite and
-    /// > 0, default 20.0 (2 × the web timeout cap). Numbers may be given as
-    /// numeric strings or integral floats, as PHP's coercive mode allows.
+    /// `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null,
+    /// bool $share = false)`. `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease`
+    /// seconds, finite and > 0, default 20.0 (2 × the web timeout cap); `$share`
+    /// needs `$reserve >= 1`. Numbers may be given as numeric strings or integral
+    /// floats, as PHP's coercive mode allows.
     pub fn __construct(
         name: String,
         limit: &Zval,
         reserve: Option<&Zval>,
         lease: Option<&Zval>,
+        share: Option<bool>,
     ) -> PhpResult<Self> {
         const CTOR: &str = "Resilient\\Funnel::__construct";
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
@@ -109,7 +117,7 @@ impl Funnel {
             Some(z) => coerce::float_arg(z, CTOR, 4, "lease")?,
             None => DEFAULT_LEASE_SECONDS,
         };
-        let config = config(limit, reserve, lease).map_err(errors::php)?;
+        let config = config(limit, reserve, lease, share.unwrap_or(false)).map_err(errors::php)?;
         let segment = segment::shared()?;
         let inner = CoreFunnel::new(segment.clone(), &name, config).map_err(errors::php)?;
         Ok(Funnel {
@@ -205,6 +213,12 @@ impl Funnel {
 
     pub fn reserve(&self) -> i64 {
         i64::from(self.inner.config().reserve())
+    }
+
+    /// Whether the reserve is shared (`$share`): under contention web callers keep the
+    /// reserved slots and background callers the others.
+    pub fn share(&self) -> bool {
+        self.inner.config().share()
     }
 
     /// Lease length in seconds.

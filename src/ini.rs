@@ -306,7 +306,7 @@ pub fn check_all() -> Result<(), String> {
 fn requirement(key: &CStr) -> String {
     match key.to_bytes() {
         b"resilient.shm_path" => "must be an absolute path, or empty for the default \
-                                  /dev/shm/resilient-<uid>.v5.shm"
+                                  /dev/shm/resilient-<uid>.v6.shm"
             .to_owned(),
         b"resilient.shm_slots" => format!("must be an integer between 1 and {MAX_SHM_SLOTS}"),
         b"resilient.shm_required" => {

@@ -201,7 +201,7 @@ fn callable(value: &Zval, key: &str) -> PhpResult<Option<Zval>> {
 
 fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
     let (mut limit, mut reserve, mut lease, mut wait) = (None, 0, None, Duration::ZERO);
-    let mut auto = false;
+    let (mut auto, mut share) = (false, false);
     let (mut min, mut max, mut initial) = (None, None, None);
     for (key, v) in entries(table, "funnel")? {
         let path = format!("funnel.{key}");
@@ -216,13 +216,16 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
                 }
             }
             "wait" => wait = seconds(v, &path)?,
+            "share" => share = flag(v, &path)?,
             "min" => min = Some((unsigned(v, &path)?, path)),
             "max" => max = Some((unsigned(v, &path)?, path)),
             "initial" => initial = Some((unsigned(v, &path)?, path)),
             _ => {
                 return Err(unknown(
                     &path,
-                    &["limit", "reserve", "lease", "wait", "min", "max", "initial"],
+                    &[
+                        "limit", "reserve", "lease", "wait", "share", "min", "max", "initial",
+                    ],
                 ))
             }
         }
@@ -241,6 +244,7 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
             reserve,
             lease,
             wait,
+            share,
         });
     }
     use resilient_core::AdaptiveConfig as Bounds;
@@ -254,6 +258,7 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
         reserve,
         lease,
         wait,
+        share,
     })
 }
 
@@ -310,6 +315,14 @@ fn int(value: &Zval, path: &str) -> PhpResult<i64> {
 
 fn float(value: &Zval, path: &str) -> PhpResult<f64> {
     coerce::float(value).map_err(|e| e.for_option(path))
+}
+
+/// A `bool` (no coercion: `'share' => 'no'` must not turn it on).
+fn flag(value: &Zval, path: &str) -> PhpResult<bool> {
+    value
+        .dereference()
+        .bool()
+        .ok_or_else(|| mismatch("bool", value, path))
 }
 
 /// A count: an int that is not negative (the owner checks its range).

@@ -3,7 +3,7 @@
 // so `cargo php stubs` does not see them; this part is written by hand.
 //
 // php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
-//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v5.shm
+//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v6.shm
 //   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
 //   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
 //   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI

@@ -67,6 +67,10 @@ impl Workers {
                     p.funnel_wait_ms_of(variant).unwrap_or(0).to_string(),
                 )
                 .env("LAB_FUNNEL_RESERVE", p.reserve_of(variant).to_string())
+                .env(
+                    "LAB_FUNNEL_SHARE",
+                    if p.share_of(variant) { "1" } else { "0" },
+                )
                 .env("LAB_BG_DEADLINE_MS", p.bg_deadline_ms.to_string())
                 .env("LAB_BG_UNTIL_UNIX_MS", format!("{until_unix_ms:.0}"))
                 .env("LAB_BG_ID", i.to_string())

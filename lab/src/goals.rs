@@ -549,9 +549,10 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
                         measured: format!("{:.1}/s of {:.1}/s", s.goodput_rps, p.reserved_capacity_rps()),
                         met: s.goodput_rps >= 0.5 * p.reserved_capacity_rps(),
                     });
-                    // The reserve is a floor for web, not a quota for the background: when the
-                    // web alone fills the slow upstream the workers get nothing, by design. They
-                    // must be served when the web leaves room (the normal phases).
+                    // Without `--share` the reserve is a floor for web, not a quota for the
+                    // background: when the web alone fills the slow upstream the workers get
+                    // nothing, by design (with it they keep the unreserved slots). Either way
+                    // they must be served when the web leaves room (the normal phases).
                     let x = find(all, "resilient").map(|x| &x.phases);
                     let (live, calls) = x
                         .map(|ph| {

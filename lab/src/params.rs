@@ -25,6 +25,9 @@ pub struct Params {
     pub bg_workers: u32,
     /// Funnel slots reserved for web callers in the `mixed` scenario (resilient variants).
     pub reserve: u32,
+    /// `mixed`: the resilient variants' funnel `share` option (web keeps the reserve, the
+    /// background the other slots, under contention).
+    pub share: bool,
     /// A background call's deadline, ms (console: longer than the page's).
     pub bg_deadline_ms: u64,
     /// How long the `resilient` variant's funnel waits for a free slot, ms (counted in the
@@ -89,6 +92,9 @@ usage: resilient-lab [options]
                           probability R after its service time)
   --bg-workers N          mixed: background CLI workers (default 8)
   --reserve N             mixed: funnel slots reserved for web in the resilient variants (default 2)
+  --share true|false      mixed: the resilient variants' funnel 'share' option: under contention
+                          web keeps the reserve and the background the other slots (default true;
+                          false: the seed's interactive first; never with resilient-redis)
   --bg-deadline-ms MS     mixed: a background call's deadline (default 2000)
   --funnel-wait-ms MS     how long the resilient variant's funnel waits for a slot (default 50;
                           resilient-failfast always 0)
@@ -121,6 +127,7 @@ usage: resilient-lab [options]
             error_model: scenario::ErrorModel::Shed,
             bg_workers: 8,
             reserve: 2,
+            share: true,
             bg_deadline_ms: 2000,
             funnel_wait_ms: 50,
             phase_secs: if quick { 5.0 } else { 20.0 },
@@ -170,6 +177,13 @@ usage: resilient-lab [options]
                 }
                 "--bg-workers" => p.bg_workers = num(&a, &val(&a)?)? as u32,
                 "--reserve" => p.reserve = num(&a, &val(&a)?)? as u32,
+                "--share" => {
+                    p.share = match val(&a)?.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => return Err(format!("--share: true or false, got '{other}'")),
+                    }
+                }
                 "--bg-deadline-ms" => p.bg_deadline_ms = num(&a, &val(&a)?)? as u64,
                 "--variants" => {
                     let list: Vec<String> = val(&a)?
@@ -247,6 +261,12 @@ usage: resilient-lab [options]
         } else {
             0
         }
+    }
+
+    /// Whether a variant's funnel shares its slots (`'share' => true`): the resilient variants
+    /// with a reserve, in `mixed`, on shared memory (the Redis backend refuses it).
+    pub fn share_of(&self, variant: &str) -> bool {
+        self.share && self.reserve_of(variant) > 0 && variant != "resilient-redis"
     }
 
     /// Web throughput the reserved slots can serve when the upstream is slow.
@@ -407,5 +427,20 @@ mod tests {
         o.set_scenario(Scenario::Mixed);
         assert_eq!(o.variants, ["naive"], "--variants overrides every scenario");
         assert!(parse(&["--reserve", "4"]).is_err());
+    }
+
+    #[test]
+    fn share_is_on_for_the_resilient_variants_of_mixed_unless_told_otherwise() {
+        let mut p = parse(&["--scenario", "mixed"]).unwrap();
+        assert!(p.share_of("resilient") && p.share_of("resilient-failfast"));
+        assert!(!p.share_of("laravel") && !p.share_of("resilient-redis"));
+        p.set_scenario(Scenario::Slowdown);
+        assert!(!p.share_of("resilient"), "no reserve outside mixed");
+        let q = parse(&["--scenario", "mixed", "--share", "false"]).unwrap();
+        assert!(!q.share_of("resilient"));
+        assert!(!parse(&["--scenario", "mixed", "--reserve", "0"])
+            .unwrap()
+            .share_of("resilient"));
+        assert!(parse(&["--share", "yes"]).is_err());
     }
 }

@@ -84,6 +84,7 @@ impl SystemUnderTest {
                 p.funnel_wait_ms_of(variant).unwrap_or(0).to_string(),
             ),
             ("FUNNEL_RESERVE", p.reserve_of(variant).to_string()),
+            ("FUNNEL_SHARE", u8::from(p.share_of(variant)).to_string()),
             ("FUNNEL_LIMIT", p.funnel_limit_of(variant).to_string()),
             ("FPM_PORT", free_port()?.to_string()),
         ];

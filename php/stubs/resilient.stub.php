@@ -233,24 +233,29 @@ namespace Resilient {
      * A named concurrency limit shared by every PHP process of the user on the
      * host (FPM workers and CLI): at most `limit` leases held at once; web
      * callers may use all slots, background (CLI) callers only `limit - reserve`.
-     * Fails fast when full (no queueing). Throws `\ValueError` on a bad
-     * argument (the message names it). When the segment cannot be used the
-     * funnel counts this process only (degraded mode, see `degradedReason()`),
+     * With `$share`, under contention each side keeps its part: while a background
+     * caller was refused within the last 100 ms, web callers keep to the `reserve`
+     * slots and background callers get the other `limit - reserve`. Fails fast
+     * when full (no queueing). Throws `\ValueError` on a bad argument (the
+     * message names it). When the segment cannot be used the funnel counts this
+     * process only (degraded mode, see `degradedReason()`),
      * or throws `Resilient\SharedMemoryError` with `resilient.shm_required=1`.
      */
     class Funnel {
         /**
-         * `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null)`.
-         * `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease` seconds, finite and
-         * > 0, default 20.0 (2 × the web timeout cap). Numbers may be given as
-         * numeric strings or integral floats, as PHP's coercive mode allows.
+         * `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null,
+         * bool $share = false)`. `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease`
+         * seconds, finite and > 0, default 20.0 (2 × the web timeout cap); `$share`
+         * needs `$reserve >= 1`. Numbers may be given as numeric strings or integral
+         * floats, as PHP's coercive mode allows.
          *
          * @param string $name
          * @param mixed $limit
          * @param mixed $reserve
          * @param mixed $lease
+         * @param bool|null $share
          */
-        public function __construct(string $name, mixed $limit, mixed $reserve = null, mixed $lease = null) {}
+        public function __construct(string $name, mixed $limit, mixed $reserve = null, mixed $lease = null, ?bool $share = null) {}
 
         /**
          * Why this process's funnels, budgets and clients use process-local
@@ -324,6 +329,14 @@ namespace Resilient {
          * @return mixed
          */
         public function run(callable $fn, ?callable $fallback = null): mixed {}
+
+        /**
+         * Whether the reserve is shared (`$share`): under contention web callers keep the
+         * reserved slots and background callers the others.
+         *
+         * @return bool
+         */
+        public function share(): bool {}
 
         /**
          * `in_flight`, `limit`, `reserve`, `degraded`, and `learned`: what the name's
@@ -576,7 +589,7 @@ namespace Resilient {
 // so `cargo php stubs` does not see them; this part is written by hand.
 //
 // php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
-//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v5.shm
+//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v6.shm
 //   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
 //   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
 //   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI

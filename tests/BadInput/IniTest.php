@@ -62,7 +62,7 @@ final class IniTest extends TestCase
         $out = PhpProcess::runScript('expect_throw.php', ['return [ini_get("resilient.shm_slots"), (new Resilient\Funnel("g", limit: 1))->isDegraded()];'], ['resilient.shm_path' => $path, 'resilient.shm_slots' => '7', 'resilient.shm_required' => 'on'], 20)->json();
         $this->assertSame(['7', false], $out['returned'], json_encode($out));
         $this->assertSame(Run::segmentSize(7), filesize($path));
-        // Empty = the documented default (/dev/shm/resilient-<uid>.v5.shm), no error.
+        // Empty = the documented default (/dev/shm/resilient-<uid>.v6.shm), no error.
         $out = PhpProcess::runScript('expect_throw.php', ['return ini_set("resilient.shm_path", "");'], ['resilient.shm_path' => $path], 20)->json();
         $this->assertSame($path, $out['returned'], json_encode($out));
     }

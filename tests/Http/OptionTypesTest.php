@@ -27,6 +27,7 @@ final class OptionTypesTest extends HttpTestCase
             'reserve = limit' => [fn () => new Funnel('ot-f', 4, 4), 'funnel', ['limit' => 4, 'reserve' => 4]],
             'negative lease' => [fn () => new Funnel('ot-f', 4, 0, -1.0), 'funnel', ['limit' => 4, 'lease' => -1.0]],
             'NAN lease' => [fn () => new Funnel('ot-f', 4, 0, NAN), 'funnel', ['limit' => 4, 'lease' => NAN]],
+            'share without reserve' => [fn () => new Funnel('ot-f', 4, 0, null, true), 'funnel', ['limit' => 4, 'share' => true]],
             'negative ratio' => [fn () => new RetryBudget('ot-b', -0.5), 'budget', ['ratio' => -0.5]],
             'negative floor' => [fn () => new RetryBudget('ot-b', 0.1, -1), 'budget', ['floor' => -1]],
             'zero window' => [fn () => new RetryBudget('ot-b', 0.1, 5, 0.0), 'budget', ['window' => 0]],
@@ -101,7 +102,7 @@ final class OptionTypesTest extends HttpTestCase
     {
         $e = self::thrown(fn () => new Client('ot-c', ['funnel' => ['limit' => 4, 'limt' => 5]]));
         $this->assertInstanceOf(\ValueError::class, $e);
-        $this->assertStringStartsWith("option 'funnel.limt': unknown option (known: limit, reserve, lease, wait, min, max, initial)", $e->getMessage());
+        $this->assertStringStartsWith("option 'funnel.limt': unknown option (known: limit, reserve, lease, wait, share, min, max, initial)", $e->getMessage());
     }
 
     private static function thrown(callable $f): \Throwable

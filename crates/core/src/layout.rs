@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RESILNT1");
 
 /// Bumped whenever [`Header`] or [`Entry`] change shape.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 
 /// The most slots a funnel can have: the in-flight set is one 64-bit mask.
 pub const MAX_FUNNEL_LIMIT: u32 = 64;
@@ -79,6 +79,10 @@ pub struct Entry {
     /// Bit `i` set = funnel slot `i` is counted as in flight. The in-flight count is its
     /// popcount; only the owner of slot `i`'s word changes bit `i`.
     pub funnel_mask: AtomicU64,
+    /// Funnels with `share`: until when (ms, the segment's clock) a background caller was
+    /// recently refused, so web callers keep to the reserved slots; `fetch_max` by each such
+    /// refusal, 0: never. Time-based, so a dead worker's demand lapses by itself.
+    pub funnel_background_wanted_until_ms: AtomicU64,
     pub funnel_slots: [LeaseSlot; MAX_FUNNEL_LIMIT as usize],
     /// Each bucket: `tag:24 | originals:20 | retries:20`, see [`crate::budget`].
     pub budget_buckets: [AtomicU64; BUDGET_BUCKETS],
@@ -119,7 +123,8 @@ pub struct AdaptiveBlock {
 
 pub const HEADER_SIZE: usize = 64;
 pub const ENTRY_SIZE: usize = std::mem::size_of::<Entry>();
-// The PHP tests compute file sizes from it (tests/harness/src/Run.php, segmentSize()).
+// The PHP tests compute file sizes from it (tests/harness/src/Run.php, segmentSize()). Version 6's
+// `funnel_background_wanted_until_ms` took 8 bytes of what was padding: the size stayed.
 const _: () = assert!(ENTRY_SIZE == 1984);
 const _: () = assert!(std::mem::size_of::<AdaptiveBlock>() == 64);
 const _: () = assert!(std::mem::size_of::<BreakerBlock>() == 192);

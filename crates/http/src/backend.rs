@@ -115,7 +115,8 @@ impl Backend for SharedMemory {
 /// A `resilient_core::Funnel` as a guard: one slot per attempt.
 struct FunnelGuard {
     funnel: Funnel,
-    /// No reserved slots (CLI); the cap is read once per admission (a learned limit moves).
+    /// No reserved slots (CLI); what it may take is read once per admission (a learned limit
+    /// moves, and with `share` so does the background's demand).
     background: bool,
     lease_ms: u64,
     registry: Option<Arc<dyn LeaseRegistry>>,
@@ -125,7 +126,7 @@ impl Guard for FunnelGuard {
     fn admit(&self, _attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
         let lease = self
             .funnel
-            .try_acquire_for(self.funnel.cap(self.background), now_ms, self.lease_ms)
+            .admit(self.background, now_ms, self.lease_ms)
             .ok_or(Refusal::Full)?;
         let registry = self.registry.clone();
         if let Some(r) = &registry {

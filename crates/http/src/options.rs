@@ -26,7 +26,8 @@ impl FunnelOptions {
         match self.auto {
             Some(bounds) => resilient_core::FunnelConfig::adaptive(bounds, self.reserve, lease),
             None => resilient_core::FunnelConfig::new(self.limit, self.reserve, lease),
-        }
+        }?
+        .with_share(self.share)
     }
 }
 
@@ -50,6 +51,10 @@ pub struct FunnelOptions {
     /// How long an attempt may wait for a free slot (counted in the deadline); zero, the
     /// default, fails fast.
     pub wait: Duration,
+    /// Under contention web callers keep the `reserve` slots and background callers the
+    /// others (`FunnelConfig::with_share`); off by default (web callers first). Shared
+    /// memory only.
+    pub share: bool,
 }
 
 /// The shared retry budget: each original adds `ratio`, each retry spends 1, `floor` retries
@@ -324,6 +329,18 @@ impl ClientConfig {
             window: b.window(),
         });
     }
+    /// Options that the chosen backend cannot honour: `funnel.share` needs the shared-memory
+    /// backend. Call it once the backend is known (an option or `resilient.backend`).
+    pub fn check_backend(&self) -> Result<(), ConfigError> {
+        let share = self.funnel.is_some_and(|f| f.share);
+        if share && matches!(self.backend, BackendKind::Redis(_)) {
+            return Err(ConfigError::new(
+                "funnel.share",
+                "is not available with the redis backend",
+            ));
+        }
+        Ok(())
+    }
     /// `shm`, or a `redis://`, `rediss://` or `unix://` URL (never echoed: it may hold a
     /// password).
     pub fn set_backend(&mut self, backend: &str) -> Result<(), ConfigError> {
@@ -498,6 +515,7 @@ mod tests {
             reserve: 3,
             lease: Some(Duration::from_secs(5)),
             wait: Duration::ZERO,
+            share: false,
         };
         c.set_funnel(Some(funnel)).unwrap();
         c.add_header("headers", b"Accept", b"a").unwrap();
@@ -540,6 +558,7 @@ mod tests {
             reserve: 3,
             lease: None,
             wait: Duration::ZERO,
+            share: false,
         };
         assert_eq!(
             c.set_funnel(Some(full)).unwrap_err().argument(),
@@ -557,6 +576,47 @@ mod tests {
         assert!(err(c.set_base_url("ftp://x").unwrap_err()).starts_with("option 'base_url'"));
         assert!(err(c.add_header("headers", b"bad name", b"x").unwrap_err())
             .starts_with("option 'headers'"));
+    }
+
+    #[test]
+    fn share_needs_a_reserve_and_the_shared_memory_backend() {
+        let mut c = ClientConfig::default();
+        let shared = FunnelOptions {
+            limit: 4,
+            auto: None,
+            reserve: 0,
+            lease: None,
+            wait: Duration::ZERO,
+            share: true,
+        };
+        assert_eq!(
+            c.set_funnel(Some(shared)).unwrap_err().argument(),
+            Some("share")
+        );
+        c.set_funnel(Some(FunnelOptions {
+            reserve: 2,
+            ..shared
+        }))
+        .unwrap();
+        assert!(c
+            .funnel
+            .unwrap()
+            .config(Duration::from_secs(1))
+            .unwrap()
+            .share());
+        assert_eq!(c.check_backend(), Ok(()));
+        c.set_backend("redis://127.0.0.1:6379").unwrap();
+        assert_eq!(
+            err(c.check_backend().unwrap_err()),
+            "option 'funnel.share': is not available with the redis backend"
+        );
+        c.set_funnel(Some(FunnelOptions {
+            reserve: 2,
+            share: false,
+            ..shared
+        }))
+        .unwrap();
+        assert_eq!(c.check_backend(), Ok(()), "without share, Redis is fine");
     }
 
     #[test]
@@ -612,7 +672,7 @@ mod tests {
             let _ = c.set_max_attempts(n);
             let _ = c.set_backoff(d, Duration::from_nanos(nanos / 2));
             let _ = c.set_retry_on(&statuses);
-            let _ = c.set_funnel(Some(FunnelOptions { limit: n % 100, auto: None, reserve: n % 7, lease: Some(d), wait: d }));
+            let _ = c.set_funnel(Some(FunnelOptions { limit: n % 100, auto: None, reserve: n % 7, lease: Some(d), wait: d, share: n % 2 == 0 }));
             let _ = c.set_base_url(&text);
             let _ = c.set_backend(&text);
             let _ = c.add_header("headers", text.as_bytes(), &bytes);

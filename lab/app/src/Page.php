@@ -29,6 +29,12 @@ final class Page
         return (int) (getenv('LAB_FUNNEL_RESERVE') ?: 0);
     }
 
+    /** Whether that funnel shares its slots under contention ('share' => true, the mixed scenario). */
+    public static function funnelShare(): bool
+    {
+        return getenv('LAB_FUNNEL_SHARE') === '1';
+    }
+
     /** The resilient client's funnel limit: 4 (the seed's), 16, or 'auto' (issue 13). */
     public static function funnelLimit(): int|string
     {

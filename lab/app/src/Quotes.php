@@ -27,7 +27,8 @@ final class Quotes
             })(),
             // resilient: the funnel waits LAB_FUNNEL_WAIT_MS for a slot; resilient-failfast: the
             // runner sets 0, the contract's default (fail fast); resilient-breaker: resilient
-            // plus the circuit option. LAB_FUNNEL_RESERVE: slots kept for web (mixed only).
+            // plus the circuit option. LAB_FUNNEL_RESERVE: slots kept for web (mixed only);
+            // LAB_FUNNEL_SHARE=1: the funnel's share option (mixed only).
             // resilient-16 and resilient-adaptive: the funnel limit 16 or 'auto' (LAB_FUNNEL_LIMIT).
             // resilient-redis: resilient with the Redis backend (the two-hosts scenario).
             'resilient', 'resilient-failfast', 'resilient-breaker', 'resilient-16', 'resilient-adaptive', 'resilient-redis' => (function () use ($variant, $postcode, $deadlineMs, $requestId) {
@@ -40,6 +41,7 @@ final class Quotes
                     $variant === 'resilient-breaker',
                     Page::funnelLimit(),
                     Page::backend($variant),
+                    Page::funnelShare(),
                 ))->quote($postcode, $requestId);
             })(),
             default => throw new LogicException("unknown LAB_VARIANT '{$variant}'"),

@@ -11,7 +11,8 @@ declare(strict_types=1);
  * background workers, console context, may use only limit - reserve); `$breaker` adds the
  * circuit option (variant resilient-breaker). `$funnelLimit`: 4, 16 (resilient-16) or 'auto'
  * (resilient-adaptive); `$backend` a Redis URL instead of shared memory (variant
- * resilient-redis, the two-hosts scenario).
+ * resilient-redis, the two-hosts scenario). `$funnelShare`: the funnel's `share` option (the
+ * mixed scenario): under contention web keeps the reserve and the workers get the other slots.
  */
 final class ResilientQuoteClient
 {
@@ -23,6 +24,7 @@ final class ResilientQuoteClient
         private bool $breaker = false,
         private int|string $funnelLimit = 4,
         private ?string $backend = null,
+        private bool $funnelShare = false,
     ) {}
 
     public function quote(string $postcode, string $requestId = ''): array
@@ -36,6 +38,8 @@ final class ResilientQuoteClient
             'max_attempts' => 3,
             'backoff' => ['base' => 0.025, 'cap' => 0.2],
             'funnel' => ['reserve' => $this->funnelReserve, 'lease' => 5.0, 'wait' => $this->funnelWaitMs / 1000]
+                // The mixed scenario: under contention web keeps the reserve, the workers the rest.
+                + ($this->funnelShare ? ['share' => true] : [])
                 // 'auto' (variant resilient-adaptive): learned, told nothing of the upstream's slots.
                 + ($this->funnelLimit === 'auto' ? ['limit' => 'auto', 'min' => 1, 'max' => 32, 'initial' => 1] : ['limit' => $this->funnelLimit]),
             'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],

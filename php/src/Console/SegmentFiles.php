@@ -4,7 +4,7 @@ namespace Resilient\Laravel\Console;
 
 /**
  * The shared-memory segment files on this host: ours (from `resilient.shm_path`, else the
- * default `/dev/shm/resilient-<uid>.v5.shm`) and any other `resilient-*.shm` beside it or in
+ * default `/dev/shm/resilient-<uid>.v6.shm`) and any other `resilient-*.shm` beside it or in
  * /dev/shm. A file owned by another user means processes of that user (typically FPM as
  * www-data while queue workers run as a deploy user) keep their own funnels and budgets: the
  * limits are per user, not per host.

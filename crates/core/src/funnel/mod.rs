@@ -9,7 +9,21 @@
 //!
 //! Reserved slots: interactive (web) callers may fill all `limit` slots; background (CLI)
 //! callers only `limit - reserve`, so a queue worker can never take the last slots a user
-//! is waiting for. One counter, two caps: no separate token kinds.
+//! is waiting for. One counter, two caps: no separate token kinds. This is the default
+//! ("interactive first"): when web demand exceeds the limit, web callers hold every slot and
+//! background callers get none.
+//!
+//! `share` (opt-in, needs a reserve): under contention each side keeps its part, web callers
+//! the `reserve` slots and background callers the other `limit − reserve`; without it either
+//! side may use what the other leaves. Background callers claim only slots `reserve..`, at
+//! most `limit − reserve` of them. A background caller refused stores "until now + 100 ms"
+//! ([`BACKGROUND_DEMAND_MS`]) in the entry; while that lies ahead, web callers claim only
+//! slots `0..reserve`, at most `reserve` of them, and otherwise any slot (lowest first, so
+//! they fill the reserve first). Web slots taken above the reserve before the demand came are
+//! not revoked: they come back to the background as they are released. The demand is a time,
+//! not a count of waiters, so a killed worker's lapses by itself. Each acquire checks its
+//! [`protocol::Allowance`] (the total cap, and at most `within` among its slots) on the very
+//! mask value its counting CAS replaces, so both bounds are as exact as the total.
 //!
 //! A learned limit (`'limit' => 'auto'`, [`crate::adaptive_limit`]): the slots are those of
 //! `max`, and the cap is read once per acquire from the name's learned limit (one load).
@@ -21,7 +35,8 @@
 //! limit falls from `L_old` to `L_new`, no acquire that starts later succeeds until fewer than
 //! `L_new` are in flight; in flight only drains, from at most `L_old`, as leases end.
 //! The reserve is kept in full while the limit is at least twice it; below, web callers keep
-//! half the slots: background callers may fill `L − min(reserve, ⌊L/2⌋)`.
+//! half the slots: background callers may fill `L − min(reserve, ⌊L/2⌋)`, and with `share`
+//! the split is at `R' = min(reserve, ⌊L/2⌋)` (background: slots `R'..max`, at most `L − R'`).
 
 #[cfg(test)]
 mod model_check;
@@ -38,13 +53,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a background caller's refusal keeps web callers of a `share` funnel to the
+/// reserved slots.
+pub const BACKGROUND_DEMAND_MS: u64 = 100;
+
 /// A funnel's settings. The fields are private and [`FunnelConfig::new`] is the only way to
 /// make one, so a limit of 0 or above [`MAX_FUNNEL_LIMIT`], a reserve that leaves background
 /// callers no slot, or a zero lease cannot exist.
 ///
 /// ```compile_fail
 /// // No struct literal outside the crate: a reserve >= limit cannot be written down.
-/// let c = resilient_core::FunnelConfig { limit: 2, reserve: 2, lease: std::time::Duration::ZERO };
+/// let c = resilient_core::FunnelConfig { limit: 2, reserve: 2, lease: std::time::Duration::ZERO, adaptive: None, share: false };
 /// ```
 /// ```
 /// # use std::time::Duration;
@@ -60,6 +79,8 @@ pub struct FunnelConfig {
     lease: Duration,
     /// A learned limit within these bounds (`limit` is then its `max`).
     adaptive: Option<AdaptiveConfig>,
+    /// Under contention each side keeps its part (see the module doc); needs a reserve.
+    share: bool,
 }
 
 impl FunnelConfig {
@@ -87,7 +108,25 @@ impl FunnelConfig {
             reserve,
             lease,
             adaptive: None,
+            share: false,
         })
+    }
+
+    /// `share`: while background callers are refused, web callers keep to the `reserve`
+    /// slots and background callers get the others (see the module doc). Needs `reserve ≥ 1`.
+    pub fn with_share(mut self, share: bool) -> Result<Self, Error> {
+        if share && self.reserve == 0 {
+            return Err(Error::invalid_argument(
+                "share",
+                "needs a reserve ≥ 1: the slots web callers keep",
+            ));
+        }
+        self.share = share;
+        Ok(self)
+    }
+
+    pub fn share(&self) -> bool {
+        self.share
     }
 
     /// A limit learned within `bounds` (`'limit' => 'auto'`); `reserve < bounds.max()`.
@@ -188,10 +227,65 @@ impl Funnel {
         if !background {
             return limit;
         }
+        limit - self.reserve_for(limit)
+    }
+
+    /// The reserve in force under `limit`: the configured one, or for a learned limit at most
+    /// half of it.
+    fn reserve_for(&self, limit: u32) -> u32 {
         match self.adaptive {
-            Some(_) => limit - self.config.reserve.min(limit / 2),
-            None => limit - self.config.reserve,
+            Some(_) => self.config.reserve.min(limit / 2),
+            None => self.config.reserve,
         }
+    }
+
+    /// What a caller may take now. Without `share`: web callers any slot up to the limit `L`,
+    /// background callers up to `L − R'` (one counter, two caps). With `share`: background
+    /// callers the slots `R'..` (at most `L − R'` of them), web callers every slot, or only
+    /// `0..R'` while a background caller was refused within the last
+    /// [`BACKGROUND_DEMAND_MS`] (one load).
+    fn allowance(&self, background: bool, now_ms: u64) -> protocol::Allowance {
+        let limit = self.current_limit();
+        let reserve = self.reserve_for(limit);
+        let all = protocol::slots_below(self.config.limit);
+        let within = |slots: u64, within: u32| protocol::Allowance {
+            cap: limit,
+            slots,
+            within,
+        };
+        match (self.config.share, background) {
+            (false, false) => protocol::Allowance::any(limit),
+            (false, true) => protocol::Allowance::any(limit - reserve),
+            (true, true) => within(all & !protocol::slots_below(reserve), limit - reserve),
+            (true, false) if self.background_wanted(now_ms) => {
+                within(protocol::slots_below(reserve), reserve)
+            }
+            (true, false) => within(all, limit),
+        }
+    }
+
+    /// Whether a background caller of this `share` funnel was refused recently.
+    fn background_wanted(&self, now_ms: u64) -> bool {
+        let e = self.seg.entry(self.entry);
+        now_ms < e.funnel_background_wanted_until_ms.load(Ordering::Acquire)
+    }
+
+    /// Takes a slot for a web (`background` false) or background caller, as the config says
+    /// (reserve, `share`, a learned limit); never waits. `None` means full for that caller; a
+    /// background caller refused with `share` makes web callers keep to the reserved slots
+    /// for the next [`BACKGROUND_DEMAND_MS`].
+    pub fn admit(&self, background: bool, now_ms: u64, lease_ms: u64) -> Option<Lease> {
+        let got = self.acquire_within(self.allowance(background, now_ms), now_ms, lease_ms);
+        if got.is_none() && background && self.config.share {
+            self.seg
+                .entry(self.entry)
+                .funnel_background_wanted_until_ms
+                .fetch_max(
+                    now_ms.saturating_add(BACKGROUND_DEMAND_MS),
+                    Ordering::AcqRel,
+                );
+        }
+        got
     }
 
     /// Teaches a learned limit how an attempt ended (nothing for a fixed limit).
@@ -229,12 +323,22 @@ impl Funnel {
     /// As [`Funnel::try_acquire`] with a lease length chosen by the caller (e.g. 2 × the
     /// attempt's timeout).
     pub fn try_acquire_for(&self, cap: u32, now_ms: u64, lease_ms: u64) -> Option<Lease> {
+        let allow = protocol::Allowance::any(cap.min(self.config.limit));
+        self.acquire_within(allow, now_ms, lease_ms)
+    }
+
+    fn acquire_within(
+        &self,
+        allow: protocol::Allowance,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Option<Lease> {
         // Clamped to the longest lease a config allows: expiries stay far from overflow.
         let lease_ms = lease_ms.clamp(1, (validate::MAX_SECONDS * 1000.0) as u64);
         let got = run(protocol::acquire(
             self.seg.entry(self.entry),
             &ThisProcess,
-            cap.min(self.config.limit),
+            allow,
             self.config.limit,
             now_ms,
             lease_ms,
@@ -361,6 +465,170 @@ mod tests {
         let _c = f.try_acquire(f.cap(false), 0).unwrap();
         assert!(f.try_acquire(f.cap(false), 0).is_none());
         std::fs::remove_file(p).unwrap();
+    }
+
+    fn shared(seg: &Arc<Segment>, name: &str, limit: u32, reserve: u32) -> Funnel {
+        let config = FunnelConfig::new(limit, reserve, Duration::from_secs(10))
+            .unwrap()
+            .with_share(true)
+            .unwrap();
+        Funnel::new(seg.clone(), name, config).unwrap()
+    }
+
+    const LEASE: u64 = 10_000;
+
+    #[test]
+    fn without_share_the_web_may_take_every_slot_and_the_background_gets_none() {
+        let (s, p) = seg("noshare");
+        let f = funnel(&s, 4, 2);
+        let t = 1000;
+        let mut web: Vec<Lease> = (0..4).map(|_| f.admit(false, t, LEASE).unwrap()).collect();
+        assert!(f.admit(false, t, LEASE).is_none());
+        assert!(f.admit(true, t, LEASE).is_none());
+        web.truncate(2);
+        let e = s.entry(f.entry);
+        assert_eq!(
+            e.funnel_background_wanted_until_ms.load(Ordering::SeqCst),
+            0
+        );
+        let again: Vec<Lease> = (0..2).map(|_| f.admit(false, t, LEASE).unwrap()).collect();
+        assert_eq!(
+            f.in_flight(t),
+            4,
+            "web refills the slots at once: interactive first"
+        );
+        drop((web, again));
+        let bg: Vec<Lease> = (0..2).map(|_| f.admit(true, t, LEASE).unwrap()).collect();
+        assert!(
+            f.admit(true, t, LEASE).is_none(),
+            "background: limit − reserve"
+        );
+        let w: Vec<Lease> = (0..2).map(|_| f.admit(false, t, LEASE).unwrap()).collect();
+        assert!(f.admit(false, t, LEASE).is_none());
+        drop((bg, w));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn with_share_each_side_keeps_its_part_under_contention() {
+        let (s, p) = seg("share");
+        let f = shared(&s, "share", 4, 2);
+        let e = s.entry(f.entry);
+        let t = 1000;
+        let mut web: Vec<Lease> = (0..4).map(|_| f.admit(false, t, LEASE).unwrap()).collect();
+        assert!(f.admit(false, t, LEASE).is_none(), "4 of 4");
+        assert!(f.admit(true, t, LEASE).is_none(), "background refused…");
+        assert_eq!(
+            e.funnel_background_wanted_until_ms.load(Ordering::SeqCst),
+            t + BACKGROUND_DEMAND_MS,
+            "…and its demand recorded"
+        );
+        // The web gives back its two unreserved slots (2 and 3).
+        let high = web.split_off(2);
+        assert_eq!(
+            high.iter().map(|l| l.id().slot()).collect::<Vec<_>>(),
+            [2, 3]
+        );
+        drop(high);
+        assert!(
+            f.admit(false, t + 10, LEASE).is_none(),
+            "web keeps to slots 0..2 while the background wants the others"
+        );
+        let bg: Vec<Lease> = (0..2)
+            .map(|_| f.admit(true, t + 10, LEASE).unwrap())
+            .collect();
+        assert_eq!(bg.iter().map(|l| l.id().slot()).collect::<Vec<_>>(), [2, 3]);
+        drop(web.pop());
+        assert!(
+            f.admit(true, t + 20, LEASE).is_none(),
+            "a third background caller: at most limit − reserve, even with a reserved slot free"
+        );
+        let until = t + 20 + BACKGROUND_DEMAND_MS;
+        assert_eq!(
+            e.funnel_background_wanted_until_ms.load(Ordering::SeqCst),
+            until
+        );
+        let w = f
+            .admit(false, t + 20, LEASE)
+            .expect("web takes its reserved slot back");
+        assert_eq!(w.id().slot(), 1);
+        drop((w, bg));
+        assert!(
+            f.admit(false, until - 1, LEASE)
+                .is_some_and(|a| f.admit(false, until - 1, LEASE).is_none() && a.release()),
+            "one reserved slot free, the unreserved ones idle but kept for the background"
+        );
+        // No background refusal for 100 ms: the web may use any free slot again.
+        let all: Vec<Lease> = (0..3)
+            .map(|_| f.admit(false, until, LEASE).unwrap())
+            .collect();
+        assert_eq!(f.in_flight(until), 4);
+        drop((web, all));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn with_share_and_no_contention_either_side_uses_what_the_other_leaves() {
+        let (s, p) = seg("idle");
+        let f = shared(&s, "idle", 4, 2);
+        let bg: Vec<Lease> = (0..2).map(|_| f.admit(true, 5, LEASE).unwrap()).collect();
+        assert!(
+            f.admit(true, 5, LEASE).is_none(),
+            "background: at most limit − reserve"
+        );
+        drop(bg);
+        let web: Vec<Lease> = (0..4)
+            .map(|_| f.admit(false, 500, LEASE).unwrap())
+            .collect();
+        assert_eq!(
+            f.in_flight(500),
+            4,
+            "the demand lapsed: web may fill every slot"
+        );
+        drop(web);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn with_share_a_learned_limit_splits_at_the_reserve_it_keeps() {
+        let (s, p) = seg("ashare");
+        let bounds = AdaptiveConfig::new(1, 16, 8).unwrap();
+        let config = FunnelConfig::adaptive(bounds, 3, Duration::from_secs(10))
+            .unwrap()
+            .with_share(true)
+            .unwrap();
+        let f = Funnel::new(s.clone(), "ashare", config).unwrap();
+        learn(&f, 4.0);
+        let t = 1000;
+        // L = 4, R' = min(3, 2) = 2: the web fills 4, the background is refused.
+        let mut web: Vec<Lease> = (0..4).map(|_| f.admit(false, t, LEASE).unwrap()).collect();
+        assert!(
+            f.admit(false, t, LEASE).is_none(),
+            "the learned limit, not max"
+        );
+        assert!(f.admit(true, t, LEASE).is_none());
+        web.truncate(2);
+        assert!(f.admit(false, t, LEASE).is_none(), "web keeps to 0..2");
+        let bg: Vec<Lease> = (0..2).map(|_| f.admit(true, t, LEASE).unwrap()).collect();
+        assert!(f.admit(true, t, LEASE).is_none(), "B = L − R' = 2");
+        assert_eq!(f.in_flight(t), 4);
+        drop((web, bg));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn share_needs_a_reserve() {
+        let config = FunnelConfig::new(4, 0, Duration::from_secs(1)).unwrap();
+        let err = config.with_share(true).unwrap_err();
+        assert_eq!(err.argument(), Some("share"));
+        assert_eq!(
+            err.to_string(),
+            "share: needs a reserve ≥ 1: the slots web callers keep"
+        );
+        assert!(!config.with_share(false).unwrap().share());
+        let ok = FunnelConfig::new(4, 1, Duration::from_secs(1)).unwrap();
+        assert!(ok.with_share(true).unwrap().share());
+        assert!(!ok.share(), "off by default");
     }
 
     #[test]

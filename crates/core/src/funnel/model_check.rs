@@ -7,7 +7,7 @@
 //! it checks the invariants; at the end of each schedule a janitor reclaims what dead actors
 //! left and the funnel must be empty.
 
-use super::protocol::{self, Acquired, Actor, At};
+use super::protocol::{self, Acquired, Actor, Allowance, At};
 use super::slot_word::{Phase, SlotWord};
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
 use crate::pause::PendingOnce;
@@ -56,9 +56,15 @@ impl Actor for ModelActor<'_> {
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    Acquire { cap: u32, now: u64, lease: u64 },
+    Acquire {
+        allow: Allowance,
+        now: u64,
+        lease: u64,
+    },
     Release,
-    Reclaim { now: u64 },
+    Reclaim {
+        now: u64,
+    },
 }
 
 struct Script {
@@ -66,6 +72,10 @@ struct Script {
     mortal: bool,
     /// Runs as a thread of that actor's process (same pid) instead of its own process.
     thread_of: Option<usize>,
+    /// Actors of one class (same number) acquire with one allowance: the slots they hold
+    /// (claimed or held, the bits counted) always lie among its `slots` and never number more
+    /// than its `within`.
+    class: Option<u8>,
 }
 
 fn actor(ops: &'static [Op]) -> Script {
@@ -73,6 +83,14 @@ fn actor(ops: &'static [Op]) -> Script {
         ops,
         mortal: false,
         thread_of: None,
+        class: None,
+    }
+}
+
+fn of_class(class: u8, script: Script) -> Script {
+    Script {
+        class: Some(class),
+        ..script
     }
 }
 
@@ -145,8 +163,8 @@ async fn perform(
     for op in ops {
         st.busy.set(true);
         match *op {
-            Op::Acquire { cap, now, lease } => {
-                let got = protocol::acquire(e, me, cap, limit, now, lease).await;
+            Op::Acquire { allow, now, lease } => {
+                let got = protocol::acquire(e, me, allow, limit, now, lease).await;
                 st.holding.set(got);
             }
             Op::Release => {
@@ -392,6 +410,7 @@ fn check(e: &Entry, sc: &Scenario, horizon: u64, states: &[ActorState], trace: &
             );
         }
     }
+    check_classes(e, sc, mask, trace);
     let counted = mask.count_ones();
     assert!(
         counted <= sc.limit,
@@ -428,9 +447,50 @@ fn check(e: &Entry, sc: &Scenario, horizon: u64, states: &[ActorState], trace: &
     );
 }
 
+/// Per class of actors: every counted bit whose word one of them owns as `Claiming` or `Held`
+/// is among the class's slots, and there are at most its `within` of them.
+fn check_classes(e: &Entry, sc: &Scenario, mask: u64, trace: &[Choice]) {
+    let classes = sc.actors.iter().filter_map(|a| a.class);
+    for class in classes.collect::<std::collections::BTreeSet<_>>() {
+        let members: Vec<usize> = (0..sc.actors.len())
+            .filter(|&i| sc.actors[i].class == Some(class))
+            .collect();
+        let allow = sc.actors[members[0]]
+            .ops
+            .iter()
+            .find_map(|op| match *op {
+                Op::Acquire { allow, .. } => Some(allow),
+                _ => None,
+            })
+            .expect("a class acquires");
+        let pids: Vec<u32> = members.iter().map(|&i| 100 + i as u32).collect();
+        let mut owned = 0u64;
+        for slot in 0..MAX_FUNNEL_LIMIT {
+            if mask & (1 << slot) == 0 {
+                continue;
+            }
+            let w = SlotWord(e.funnel_slots[slot as usize].word.load(SeqCst));
+            if matches!(w.phase(), Phase::Claiming | Phase::Held) && pids.contains(&w.pid()) {
+                owned |= 1 << slot;
+            }
+        }
+        assert_eq!(
+            owned & !allow.slots,
+            0,
+            "class {class} counted outside its slots after {trace:?}"
+        );
+        assert!(
+            owned.count_ones() <= allow.within,
+            "class {class} holds {} of at most {} after {trace:?}",
+            owned.count_ones(),
+            allow.within
+        );
+    }
+}
+
 const HOLD: &[Op] = &[
     Op::Acquire {
-        cap: 1,
+        allow: Allowance::any(1),
         now: 0,
         lease: 1000,
     },
@@ -438,7 +498,7 @@ const HOLD: &[Op] = &[
 ];
 const HOLD2: &[Op] = &[
     Op::Acquire {
-        cap: 2,
+        allow: Allowance::any(2),
         now: 0,
         lease: 1000,
     },
@@ -465,7 +525,7 @@ fn an_expired_holder_a_reclaimer_and_a_new_holder() {
     let name = "an expired holder, a reclaimer and a new holder";
     const SHORT: &[Op] = &[
         Op::Acquire {
-            cap: 1,
+            allow: Allowance::any(1),
             now: 0,
             lease: 10,
         },
@@ -474,7 +534,7 @@ fn an_expired_holder_a_reclaimer_and_a_new_holder() {
     const LATE_RECLAIM: &[Op] = &[Op::Reclaim { now: 20 }];
     const LATE_HOLD: &[Op] = &[
         Op::Acquire {
-            cap: 1,
+            allow: Allowance::any(1),
             now: 20,
             lease: 1000,
         },
@@ -509,7 +569,7 @@ fn a_reclaimer_killed_anywhere() {
     let name = "a reclaimer killed anywhere";
     const SHORT: &[Op] = &[
         Op::Acquire {
-            cap: 1,
+            allow: Allowance::any(1),
             now: 0,
             lease: 10,
         },
@@ -532,7 +592,7 @@ fn web_and_background_callers() {
     let name = "web and background callers";
     const BACKGROUND: &[Op] = &[
         Op::Acquire {
-            cap: 1,
+            allow: Allowance::any(1),
             now: 0,
             lease: 1000,
         },
@@ -543,6 +603,93 @@ fn web_and_background_callers() {
         &Scenario {
             limit: 2,
             actors: vec![actor(HOLD2), actor(BACKGROUND), actor(RECLAIM)],
+        },
+    );
+    assert!(n > 1000);
+}
+
+/// `share`'s split on three slots: a web caller kept to slot 0 (the reserve, while background
+/// demand is recent) and two background callers that may use slots 1 and 2 but at most one of
+/// them (`within` 1), one of them killed at any step. Both background callers can find a free
+/// word, so only the `within` check in the counting CAS keeps the second out.
+#[test]
+fn a_split_between_web_and_background_slots() {
+    const WEB: &[Op] = &[
+        Op::Acquire {
+            allow: Allowance {
+                cap: 3,
+                slots: 0b001,
+                within: 1,
+            },
+            now: 0,
+            lease: 1000,
+        },
+        Op::Release,
+    ];
+    const BACKGROUND: &[Op] = &[
+        Op::Acquire {
+            allow: Allowance {
+                cap: 3,
+                slots: 0b110,
+                within: 1,
+            },
+            now: 0,
+            lease: 1000,
+        },
+        Op::Release,
+    ];
+    let n = explore(
+        "a split between web and background slots",
+        &Scenario {
+            limit: 3,
+            actors: vec![
+                of_class(1, actor(WEB)),
+                of_class(2, actor(BACKGROUND)),
+                of_class(2, actor(BACKGROUND)),
+            ],
+        },
+    );
+    assert!(n > 1000);
+}
+
+/// The same split on two slots as the design draws it (web kept to slot 0, background to slot
+/// 1, each at most one), with the web caller killed at any step and a background caller that
+/// reclaims what it left.
+#[test]
+fn a_split_with_a_web_caller_killed_anywhere() {
+    const WEB: &[Op] = &[
+        Op::Acquire {
+            allow: Allowance {
+                cap: 2,
+                slots: 0b01,
+                within: 1,
+            },
+            now: 0,
+            lease: 1000,
+        },
+        Op::Release,
+    ];
+    const BACKGROUND: &[Op] = &[
+        Op::Acquire {
+            allow: Allowance {
+                cap: 2,
+                slots: 0b10,
+                within: 1,
+            },
+            now: 0,
+            lease: 1000,
+        },
+        Op::Release,
+    ];
+    const BACKGROUND_RECLAIM: &[Op] = &[BACKGROUND[0], BACKGROUND[1], Op::Reclaim { now: 0 }];
+    let n = explore(
+        "a split with a web caller killed anywhere",
+        &Scenario {
+            limit: 2,
+            actors: vec![
+                of_class(1, mortal(WEB)),
+                of_class(2, actor(BACKGROUND_RECLAIM)),
+            ],
         },
     );
     assert!(n > 1000);
@@ -569,7 +716,7 @@ fn a_dead_holder_reclaimed_by_the_next_acquire() {
 fn two_mortal_actors() {
     const SHORT: &[Op] = &[
         Op::Acquire {
-            cap: 1,
+            allow: Allowance::any(1),
             now: 0,
             lease: 10,
         },
@@ -578,7 +725,7 @@ fn two_mortal_actors() {
     const LATE_RECLAIM: &[Op] = &[Op::Reclaim { now: 20 }];
     const LATE_HOLD: &[Op] = &[
         Op::Acquire {
-            cap: 1,
+            allow: Allowance::any(1),
             now: 20,
             lease: 1000,
         },
@@ -660,7 +807,7 @@ fn the_reported_interleaving_keeps_the_count_exact() {
     let actor = |pid| ModelActor::new(pid, &graveyard);
     let (a, b, c, d) = (actor(1), actor(2), actor(3), actor(4));
     let Acquired { slot, held, .. } =
-        complete(protocol::acquire(&e, &a, 1, 1, 100, 1000)).expect("A acquires");
+        complete(protocol::acquire(&e, &a, Allowance::any(1), 1, 100, 1000)).expect("A acquires");
 
     let mut a_release = Stepped::new(async {
         assert!(protocol::release(&e, &a, slot, held).await);
@@ -677,12 +824,12 @@ fn the_reported_interleaving_keeps_the_count_exact() {
         "C frees nothing"
     );
     assert!(
-        complete(protocol::acquire(&e, &d, 1, 1, 100, 1000)).is_none(),
+        complete(protocol::acquire(&e, &d, Allowance::any(1), 1, 100, 1000)).is_none(),
         "D finds the slot still counted while A releases it"
     );
     a_release.finish();
     assert_eq!(e.funnel_mask.load(SeqCst).count_ones(), 0);
-    let got = complete(protocol::acquire(&e, &d, 1, 1, 100, 1000));
+    let got = complete(protocol::acquire(&e, &d, Allowance::any(1), 1, 100, 1000));
     assert!(got.is_some(), "D acquires once A is done");
     assert_eq!(
         e.funnel_mask.load(SeqCst).count_ones(),
@@ -699,7 +846,8 @@ fn a_release_paused_past_its_lease_cannot_erase_the_next_holder() {
     let graveyard = Graveyard::default();
     let actor = |pid| ModelActor::new(pid, &graveyard);
     let (a, b, d) = (actor(1), actor(2), actor(4));
-    let Acquired { slot, held, .. } = complete(protocol::acquire(&e, &a, 1, 1, 0, 10)).unwrap();
+    let Acquired { slot, held, .. } =
+        complete(protocol::acquire(&e, &a, Allowance::any(1), 1, 0, 10)).unwrap();
     let mut a_release = Stepped::new(async {
         protocol::release(&e, &a, slot, held).await;
     });
@@ -709,7 +857,7 @@ fn a_release_paused_past_its_lease_cannot_erase_the_next_holder() {
         1,
         "B reclaims the expired lease"
     );
-    let next = complete(protocol::acquire(&e, &d, 1, 1, 20, 1000));
+    let next = complete(protocol::acquire(&e, &d, Allowance::any(1), 1, 20, 1000));
     assert!(next.is_some());
     a_release.finish();
     assert_eq!(

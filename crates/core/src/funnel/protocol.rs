@@ -12,8 +12,10 @@
 //! so whoever reads a `Held` word (acquire) and then the expiry sees that lease's expiry or,
 //! if the slot has moved on, fails its compare-and-swap on the old word.
 //!
-//! - acquire: `Free → Claiming(me)`; set the bit with a CAS that also checks the caller's cap
-//!   against the popcount; `Claiming → Held(me)`. At the cap: `Claiming → Free`, report full.
+//! - acquire: `Free → Claiming(me)` on a slot of the caller's [`Allowance`]; set the bit with
+//!   a CAS that also checks, on the same mask value, the caller's `cap` against the popcount
+//!   and its `within` against the popcount of its slots; `Claiming → Held(me)`. At either
+//!   bound: `Claiming → Free`, report full.
 //! - release: `Held(me) → Clearing(me)` (fails if the lease was reclaimed); clear the bit;
 //!   `Clearing → Free`.
 //! - reclaim: a `Held` word whose lease expired or whose process is dead, or a `Claiming` /
@@ -81,6 +83,32 @@ pub(crate) fn slots_below(limit: u32) -> u64 {
     }
 }
 
+/// What one acquire may take: a slot among `slots`, only while fewer than `cap` are counted
+/// in all and fewer than `within` among `slots`. Both bounds are checked on the mask value the
+/// counting CAS replaces, so both are exact. Any slot, one bound: `Allowance::any(cap)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Allowance {
+    pub cap: u32,
+    pub slots: u64,
+    pub within: u32,
+}
+
+impl Allowance {
+    /// Any slot while fewer than `cap` are counted (the seed's one counter).
+    pub const fn any(cap: u32) -> Self {
+        Allowance {
+            cap,
+            slots: u64::MAX,
+            within: cap,
+        }
+    }
+
+    /// Whether a slot may still be counted over `mask`.
+    fn room(&self, mask: u64) -> bool {
+        mask.count_ones() < self.cap && (mask & self.slots).count_ones() < self.within
+    }
+}
+
 /// A lease just taken: its slot, its `Held` word (the lease's identity) and its expiry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Acquired {
@@ -89,11 +117,11 @@ pub(crate) struct Acquired {
     pub expires_ms: u64,
 }
 
-/// Takes a slot of `0..limit` if fewer than `cap` are counted; never waits.
+/// Takes a slot of `0..limit` within `allow`; never waits.
 pub(crate) async fn acquire(
     e: &Entry,
     me: &impl Actor,
-    cap: u32,
+    allow: Allowance,
     limit: u32,
     now_ms: u64,
     lease_ms: u64,
@@ -103,10 +131,11 @@ pub(crate) async fn acquire(
     for _ in 0..MAX_ROUNDS {
         me.step(At::Mask).await;
         let mask = e.funnel_mask.load(Acquire);
-        if mask.count_ones() < cap {
-            let free = !mask & slots_below(limit);
+        if allow.room(mask) {
+            let free = !mask & allow.slots & slots_below(limit);
             match claim(e, me, free, expires_ms).await {
-                Claim::Got(slot, claiming) => match count(e, me, slot, claiming, cap, mask).await {
+                Claim::Got(slot, claiming) => match count(e, me, slot, claiming, allow, mask).await
+                {
                     Counted::Held(held) => {
                         return Some(Acquired {
                             slot,
@@ -175,20 +204,20 @@ enum Counted {
 }
 
 /// With the slot's word claimed (so its bit is clear and nobody else will set it), sets the
-/// bit unless `cap` slots are counted, then marks the word `Held`. At the cap the word is
-/// given back. `mask` is the caller's latest view of the mask.
+/// bit unless `allow` has no room left in the mask it replaces, then marks the word `Held`.
+/// Without room the word is given back. `mask` is the caller's latest view of the mask.
 async fn count(
     e: &Entry,
     me: &impl Actor,
     slot: u32,
     claiming: SlotWord,
-    cap: u32,
+    allow: Allowance,
     mut mask: u64,
 ) -> Counted {
     let cell = &e.funnel_slots[slot as usize].word;
     let bit = 1u64 << slot;
     for _ in 0..MAX_ROUNDS {
-        if mask.count_ones() >= cap {
+        if !allow.room(mask) {
             break;
         }
         me.step(At::Mask).await;

@@ -52,6 +52,7 @@ pub fn config(options: &Value) -> ClientConfig {
                     reserve: v.get("reserve").map_or(0, count),
                     lease: v.get("lease").map(secs),
                     wait: v.get("wait").map_or(Duration::ZERO, secs),
+                    share: v.get("share").is_some_and(|s| s == &Value::Bool(true)),
                 }))
                 .unwrap(),
             "budget" if v == &Value::Bool(false) => c.set_budget(None),
