@@ -69,7 +69,7 @@ return [
     // Funnels and budgets used directly (Resilient::funnel('sap')), by name. A client's own
     // funnel and budget are reachable by the client's name too (Resilient::budget('shipping')).
     'funnels' => [
-        // 'sap' => ['limit' => 15, 'reserve' => 3, 'lease' => 20.0],
+        // 'sap' => ['limit' => 15, 'reserve' => 3, 'lease' => 20.0],  // 'share' => true: see README
     ],
     'budgets' => [
         // 'sap' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],

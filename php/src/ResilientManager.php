@@ -62,7 +62,7 @@ final class ResilientManager
     public function funnel(string $name): Funnel
     {
         $this->assertExtension();
-        $o = $this->config['funnels'][$name] ?? $this->fromClient($name, 'funnel', ['limit', 'reserve', 'lease'], 'funnels');
+        $o = $this->config['funnels'][$name] ?? $this->fromClient($name, 'funnel', ['limit', 'reserve', 'lease', 'share'], 'funnels');
 
         return new Funnel($name, ...$o);
     }

@@ -37,7 +37,7 @@ final class BadInputTest extends HttpTestCase
             'share not a bool' => [['funnel' => ['limit' => 4, 'reserve' => 2, 'share' => 'yes']], $type, "option 'funnel.share' must be of type bool, string given"],
             'share as an int' => [['funnel' => ['limit' => 4, 'reserve' => 2, 'share' => 1]], $type, "option 'funnel.share' must be of type bool, int given"],
             'share without reserve' => [['funnel' => ['limit' => 4, 'share' => true]], $value, "option 'funnel.share': needs a reserve ≥ 1: the slots web callers keep"],
-            'share with redis' => [['funnel' => ['limit' => 4, 'reserve' => 2, 'share' => true], 'backend' => 'redis://:pw@127.0.0.1:6379'], $value, "option 'funnel.share': is not available with the redis backend"],
+            'learned limit with redis' => [['funnel' => ['limit' => 'auto'], 'backend' => 'redis://:pw@127.0.0.1:6379'], $value, "option 'funnel.limit': 'auto' is not available with the redis backend (a learned limit lives in each host's shared memory); give a number"],
             'budget ratio' => [['budget' => ['ratio' => -0.5]], $value, "option 'budget.ratio': "],
             'circuit ratio' => [['circuit' => ['failure_ratio' => 2]], $value, "option 'circuit.failure_ratio'"],
             'circuit streak' => [['circuit' => ['consecutive_failures' => 0]], $value, "option 'circuit.consecutive_failures': must be an integer between 1 and 1000000, got 0"],

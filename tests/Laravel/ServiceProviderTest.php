@@ -32,7 +32,10 @@ final class ServiceProviderTest extends TestCase
         $this->app = new Application(Run::dir() . '/laravel');
         $this->app->instance('config', new Repository([
             'resilient' => [
-                'funnels' => ['lv-sap' => ['limit' => 2, 'reserve' => 1, 'lease' => 5.0]],
+                'funnels' => [
+                    'lv-sap' => ['limit' => 2, 'reserve' => 1, 'lease' => 5.0],
+                    'lv-shared' => ['limit' => 4, 'reserve' => 2, 'share' => true],
+                ],
                 'budgets' => ['lv-sap' => ['ratio' => 0.5, 'floor' => 1, 'window' => 60.0]],
                 'clients' => ['lv-shipping' => ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 2]],
             ],
@@ -68,6 +71,15 @@ final class ServiceProviderTest extends TestCase
         $this->assertFalse($budget->tryConsume());
     }
 
+    public function testAFunnelsShareComesFromConfig(): void
+    {
+        $this->assertTrue(Resilient::funnel('lv-shared')->share());
+        $this->assertFalse(Resilient::funnel('lv-sap')->share());
+        $job = new \Resilient\Laravel\Queue\Funnel('lv-queue-shared', limit: 4, reserve: 2, share: true);
+        $funnel = (fn () => $this->funnel())->call($job);
+        $this->assertTrue($funnel->share());
+    }
+
     public function testClientsAreBuiltOncePerName(): void
     {
         $client = Resilient::client('lv-shipping');
@@ -78,7 +90,7 @@ final class ServiceProviderTest extends TestCase
     public function testAnUnknownNameSaysWhatIsConfigured(): void
     {
         $this->expectException(\InvalidArgumentException::class);
-        $this->expectExceptionMessage('no funnel named "nope" in config/resilient.php (known: lv-sap)');
+        $this->expectExceptionMessage('no funnel named "nope" in config/resilient.php (known: lv-sap, lv-shared)');
         Resilient::funnel('nope');
     }
 

@@ -329,14 +329,17 @@ impl ClientConfig {
             window: b.window(),
         });
     }
-    /// Options that the chosen backend cannot honour: `funnel.share` needs the shared-memory
-    /// backend. Call it once the backend is known (an option or `resilient.backend`).
+    /// Options that the chosen backend cannot honour: a learned funnel limit
+    /// (`'limit' => 'auto'`) lives in each host's shared memory, so it needs the shared-memory
+    /// backend (on Redis the funnel would silently be its `max`). Call it once the backend is
+    /// known (an option or `resilient.backend`).
     pub fn check_backend(&self) -> Result<(), ConfigError> {
-        let share = self.funnel.is_some_and(|f| f.share);
-        if share && matches!(self.backend, BackendKind::Redis(_)) {
+        let auto = self.funnel.is_some_and(|f| f.auto.is_some());
+        if auto && matches!(self.backend, BackendKind::Redis(_)) {
             return Err(ConfigError::new(
-                "funnel.share",
-                "is not available with the redis backend",
+                "funnel.limit",
+                "'auto' is not available with the redis backend (a learned limit lives in each \
+                 host's shared memory); give a number",
             ));
         }
         Ok(())
@@ -579,7 +582,7 @@ mod tests {
     }
 
     #[test]
-    fn share_needs_a_reserve_and_the_shared_memory_backend() {
+    fn share_needs_a_reserve_and_a_learned_limit_the_shared_memory_backend() {
         let mut c = ClientConfig::default();
         let shared = FunnelOptions {
             limit: 4,
@@ -604,19 +607,26 @@ mod tests {
             .config(Duration::from_secs(1))
             .unwrap()
             .share());
-        assert_eq!(c.check_backend(), Ok(()));
         c.set_backend("redis://127.0.0.1:6379").unwrap();
-        assert_eq!(
-            err(c.check_backend().unwrap_err()),
-            "option 'funnel.share': is not available with the redis backend"
-        );
+        assert_eq!(c.check_backend(), Ok(()), "share works on Redis too");
         c.set_funnel(Some(FunnelOptions {
+            auto: Some(resilient_core::AdaptiveConfig::new(1, 16, 4).unwrap()),
+            limit: 16,
             reserve: 2,
-            share: false,
             ..shared
         }))
         .unwrap();
-        assert_eq!(c.check_backend(), Ok(()), "without share, Redis is fine");
+        assert_eq!(
+            err(c.check_backend().unwrap_err()),
+            "option 'funnel.limit': 'auto' is not available with the redis backend (a learned \
+             limit lives in each host's shared memory); give a number"
+        );
+        c.set_backend("shm").unwrap();
+        assert_eq!(
+            c.check_backend(),
+            Ok(()),
+            "a learned limit in shared memory"
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@ use resilient_http::{Backend, BreakerStore, CallEvents, Guard, OnBackendError, R
 use crate::breaker::RedisBreaker;
 use crate::budget::RedisBudget;
 use crate::connection::Server;
-use crate::funnel::RedisFunnel;
+use crate::funnel::{RedisFunnel, Share};
+use resilient_core::funnel::BACKGROUND_DEMAND_MS;
 
 /// What a guard does when Redis gave no answer: one of the three `on_backend_error` behaviours,
 /// each use told to the name's metrics.
@@ -117,14 +118,27 @@ impl Backend for Redis {
             let reserve = share(config.reserve(), self.hosts, 0).min(limit - 1);
             local.funnel(
                 name,
-                FunnelConfig::new(limit, reserve, config.lease())?,
+                FunnelConfig::new(limit, reserve, config.lease())?
+                    .with_share(config.share() && reserve > 0)?,
                 background,
             )
         })?;
+        let target = self.server.target();
+        let share = config.share().then(|| Share {
+            background_key: target.key(name, "funnel:background"),
+            demand_key: target.key(name, "funnel:background-wanted"),
+            background,
+            part: if background {
+                config.limit() - config.reserve()
+            } else {
+                config.reserve()
+            },
+            demand_ms: BACKGROUND_DEMAND_MS,
+        });
         Ok(Arc::new(RedisFunnel {
             server: self.server.clone(),
-            key: self.server.target().key(name, "funnel"),
-            cap: if background {
+            key: target.key(name, "funnel"),
+            cap: if background && share.is_none() {
                 config.limit() - config.reserve()
             } else {
                 config.limit()
@@ -133,6 +147,7 @@ impl Backend for Redis {
             fallback,
             quiet_until_ms: 0.into(),
             quiet_ms: crate::funnel::FIRST_QUIET_MS.into(),
+            share,
         }))
     }
 

@@ -218,7 +218,29 @@ impl Server {
     pub fn send(&self, cmd: &redis::Cmd) -> Result<(), Unreachable> {
         // Tried even when the call has no time left (it ended at its deadline): one write,
         // bounded by RELEASE_WAIT.
-        self.exec(|c| c.send(&cmd.get_packed_command()), RELEASE_WAIT)
+        self.exec(|c| c.send(&cmd.get_packed_command(), 1), RELEASE_WAIT)
+    }
+
+    /// A funnel slot's release as [`Server::send`]: ZREM of `token` from `key`, and from
+    /// `background_key` too (a background holder of a funnel with `share`), in one write.
+    pub fn send_zrem(
+        &self,
+        key: &str,
+        background_key: Option<&str>,
+        token: &str,
+    ) -> Result<(), Unreachable> {
+        let mut packed = redis::cmd("ZREM").arg(key).arg(token).get_packed_command();
+        let mut replies = 1;
+        if let Some(other) = background_key {
+            packed.extend(
+                redis::cmd("ZREM")
+                    .arg(other)
+                    .arg(token)
+                    .get_packed_command(),
+            );
+            replies += 1;
+        }
+        self.exec(|c| c.send(&packed, replies), RELEASE_WAIT)
     }
 }
 
@@ -234,10 +256,11 @@ pub struct Pipelined<'a> {
 }
 
 impl Pipelined<'_> {
-    /// Writes `packed`, leaving its reply to be read after the next command is written.
-    fn send(&mut self, packed: &[u8]) -> redis::RedisResult<()> {
+    /// Writes `packed` (`replies` commands), leaving their replies to be read after the next
+    /// command is written.
+    fn send(&mut self, packed: &[u8], replies: u32) -> redis::RedisResult<()> {
         self.conn.send_packed_command(packed)?;
-        *self.unread += 1;
+        *self.unread += replies;
         Ok(())
     }
 

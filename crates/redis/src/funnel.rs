@@ -12,6 +12,11 @@
 //! admission). A waiting process so sends at most one round trip per 2–20 ms, and learns of a
 //! freed slot at most 20 ms late.
 //!
+//! `share` (web and background each keep their part under contention): the background holders'
+//! tokens are also in a second sorted set, and a background caller refused sets a key that lives
+//! `demand_ms` (`scripts::FUNNEL_ACQUIRE_SHARED`): the shared memory's rule, counted by set
+//! instead of by slot range.
+//!
 //! When Redis does not answer in time, the client's `on_backend_error` decides (backend.rs).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +26,7 @@ use resilient_http::{Guard, Outcome, Permit, Refusal};
 
 use crate::backend::Fallback;
 use crate::connection::Server;
-use crate::scripts::FUNNEL_ACQUIRE;
+use crate::scripts::{FUNNEL_ACQUIRE, FUNNEL_ACQUIRE_SHARED};
 use crate::{leftovers, token};
 
 /// The first quiet time after Redis said full.
@@ -32,22 +37,36 @@ pub const MAX_QUIET_MS: u64 = 20;
 pub struct RedisFunnel {
     pub(crate) server: Arc<Server>,
     pub(crate) key: String,
-    /// `limit` for web callers, `limit - reserve` in the background.
+    /// `limit` for web callers, `limit - reserve` in the background (with `share`: `limit` for
+    /// both, the background's bound being its part).
     pub(crate) cap: u32,
     pub(crate) lease_ms: u64,
     pub(crate) fallback: Fallback<Arc<dyn Guard>>,
     /// Redis said full: answer full without asking until then (`now_ms` of the loop's clock).
     pub(crate) quiet_until_ms: AtomicU64,
     pub(crate) quiet_ms: AtomicU64,
+    pub(crate) share: Option<Share>,
+}
+
+/// A funnel with `share`: where the background's holders and demand are kept, and this
+/// caller's side.
+pub(crate) struct Share {
+    pub(crate) background_key: String,
+    pub(crate) demand_key: String,
+    pub(crate) background: bool,
+    /// What this side keeps under contention: background `limit − reserve`, web `reserve`.
+    pub(crate) part: u32,
+    /// How long a refused background caller's demand holds web callers to their part.
+    pub(crate) demand_ms: u64,
 }
 
 impl RedisFunnel {
     /// ZREM by the holder's token, sent without waiting for the reply (read with the reply of
     /// this connection's next command): the slot is free once Redis has the command. A release that
     /// cannot be sent leaves the slot to its lease's end.
-    fn release(server: &Server, key: &str, token: &str) {
+    fn release(server: &Server, key: &str, background_key: Option<&str>, token: &str) {
         leftovers::remove(token);
-        let _ = server.send(redis::cmd("ZREM").arg(key).arg(token));
+        let _ = server.send_zrem(key, background_key, token);
     }
 }
 
@@ -57,21 +76,36 @@ impl Guard for RedisFunnel {
             return Err(Refusal::Full);
         }
         let token = token::next();
-        let taken = self.server.run(|c| {
-            FUNNEL_ACQUIRE
+        let taken = self.server.run(|c| match &self.share {
+            None => FUNNEL_ACQUIRE
                 .key(&self.key)
                 .arg(self.cap)
                 .arg(self.lease_ms)
                 .arg(&token)
-                .invoke::<i64>(c)
+                .invoke::<i64>(c),
+            Some(share) => FUNNEL_ACQUIRE_SHARED
+                .key(&self.key)
+                .key(&share.background_key)
+                .key(&share.demand_key)
+                .arg(self.cap)
+                .arg(self.lease_ms)
+                .arg(&token)
+                .arg(if share.background { "b" } else { "w" })
+                .arg(share.part)
+                .arg(share.demand_ms)
+                .invoke::<i64>(c),
         });
         match taken {
             Ok(1) => {
                 self.quiet_ms.store(FIRST_QUIET_MS, Ordering::Relaxed);
-                leftovers::add(&self.server, &self.key, &token);
+                let background_key = match &self.share {
+                    Some(share) if share.background => Some(share.background_key.clone()),
+                    _ => None,
+                };
+                leftovers::add(&self.server, &self.key, background_key.as_deref(), &token);
                 let (server, key) = (self.server.clone(), self.key.clone());
                 Ok(Permit::holding(move || {
-                    RedisFunnel::release(&server, &key, &token)
+                    RedisFunnel::release(&server, &key, background_key.as_deref(), &token)
                 }))
             }
             Ok(_) => {

@@ -14,18 +14,21 @@ struct Held {
     pid: u32,
     server: Arc<Server>,
     key: String,
+    /// The background holders' set of a funnel with `share`.
+    background_key: Option<String>,
     token: String,
 }
 
 static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
 
-pub(crate) fn add(server: &Arc<Server>, key: &str, token: &str) {
+pub(crate) fn add(server: &Arc<Server>, key: &str, background_key: Option<&str>, token: &str) {
     HELD.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(Held {
             pid: resilient_core::current_pid(),
             server: server.clone(),
             key: key.to_owned(),
+            background_key: background_key.map(str::to_owned),
             token: token.to_owned(),
         });
 }
@@ -47,7 +50,7 @@ pub fn release_leftovers() -> usize {
         .filter(|h| h.pid == pid)
         .filter(|h| {
             h.server
-                .send(redis::cmd("ZREM").arg(&h.key).arg(&h.token))
+                .send_zrem(&h.key, h.background_key.as_deref(), &h.token)
                 .is_ok()
         })
         .count()

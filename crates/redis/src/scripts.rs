@@ -36,6 +36,59 @@ return 1
     )
 });
 
+/// `FUNNEL_ACQUIRE` for a funnel with `share` (web and background each keep their part under
+/// contention, as `resilient_core::Funnel`'s slot ranges do in shared memory). KEYS[1]: every
+/// holder, as in `FUNNEL_ACQUIRE`; KEYS[2]: the background holders (the same tokens and
+/// scores); KEYS[3]: set for ARGV[6] ms by a background caller refused (its demand). ARGV: limit,
+/// lease ms, token, `b` (background) or `w` (web), the caller's part (background: limit −
+/// reserve; web: reserve), demand ms. A background caller is admitted while fewer than the
+/// limit are held in all and fewer than its part in the background; a web caller while fewer
+/// than the limit are held, and, while the background's demand is recent, fewer than its part
+/// by web callers. Returns 1 or 0 as `FUNNEL_ACQUIRE`.
+pub static FUNNEL_ACQUIRE_SHARED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit = tonumber(ARGV[1])
+local part = tonumber(ARGV[5])
+local bg = ARGV[4] == 'b'
+local n, nb
+local function full()
+  n = redis.call('ZCARD', KEYS[1])
+  nb = redis.call('ZCARD', KEYS[2])
+  if n >= limit then return true end
+  if bg then return nb >= part end
+  return n - nb >= part and redis.call('EXISTS', KEYS[3]) == 1
+end
+if full() then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if full() then
+    if bg then
+      redis.call('SET', KEYS[3], 1, 'PX', ARGV[6])
+    end
+    return 0
+  end
+end
+local expiry = now + tonumber(ARGV[2])
+local function add(key, count)
+  redis.call('ZADD', key, expiry, ARGV[3])
+  if count == 0 then
+    redis.call('PEXPIRE', key, ARGV[2])
+  else
+    redis.call('PEXPIRE', key, ARGV[2], 'GT')
+  end
+end
+add(KEYS[1], n)
+if bg then
+  add(KEYS[2], nb)
+end
+return 1
+",
+    )
+});
+
 /// KEYS[1]: the budget's hash, 20 buckets of `window / 20` ms on the server's clock, as the
 /// shared memory's ring: fields `e<i>` (the bucket's epoch), `o<i>` (originals), `r<i>`
 /// (retries). ARGV: op (`o`: record an original; `r`: try to spend a retry), bucket ms,

@@ -313,3 +313,57 @@ fn a_streak_of_failures_across_hosts_opens_the_breaker_though_the_window_is_heal
     );
     assert!(matches!(a.admit(now_ms()), Admission::Refused { .. }));
 }
+
+#[test]
+fn with_share_web_and_background_each_keep_their_part_under_contention() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url("t9:"), OnBackendError::Closed, 1, "sh");
+    let config = FunnelConfig::new(4, 2, Duration::from_secs(10))
+        .unwrap()
+        .with_share(true)
+        .unwrap();
+    // A guard remembers "full" for a few ms; each step asks with a later clock.
+    let mut now = now_ms();
+    let mut tick = || {
+        now += 1000;
+        now
+    };
+    let web = b.funnel("sap", config, false).unwrap();
+    let bg = b.funnel("sap", config, true).unwrap();
+    let mut web_held: Vec<_> = (0..4).map(|_| web.admit(1, tick()).unwrap()).collect();
+    assert_eq!(bg.admit(1, tick()).err(), Some(Refusal::Full), "all 4 held");
+    assert_eq!(
+        redis.cli(&["EXISTS", "t9:{sap}:funnel:background-wanted"]),
+        "1",
+        "the background's demand is recorded"
+    );
+    web_held.truncate(2);
+    assert_eq!(
+        web.admit(1, tick()).err(),
+        Some(Refusal::Full),
+        "web keeps to its part (2) while the background wants slots"
+    );
+    let bg_held: Vec<_> = (0..2).map(|_| bg.admit(1, tick()).unwrap()).collect();
+    assert_eq!(redis.cli(&["ZCARD", "t9:{sap}:funnel:background"]), "2");
+    assert_eq!(redis.cli(&["ZCARD", "t9:{sap}:funnel"]), "4");
+    drop(bg_held);
+    assert_eq!(
+        redis.cli(&["ZCARD", "t9:{sap}:funnel:background"]),
+        "0",
+        "a background release leaves both sets"
+    );
+    assert_eq!(redis.cli(&["ZCARD", "t9:{sap}:funnel"]), "2");
+    let bg_held: Vec<_> = (0..2).map(|_| bg.admit(1, tick()).unwrap()).collect();
+    assert_eq!(
+        bg.admit(1, tick()).err(),
+        Some(Refusal::Full),
+        "the background never holds more than limit - reserve"
+    );
+    // The demand lives 100 ms on the server's clock; then web may use what is free again.
+    drop(bg_held);
+    std::thread::sleep(Duration::from_millis(150));
+    let more: Vec<_> = (0..2).map(|_| web.admit(1, tick()).unwrap()).collect();
+    assert_eq!(redis.cli(&["ZCARD", "t9:{sap}:funnel"]), "4");
+    drop((more, web_held));
+    assert_eq!(redis.cli(&["ZCARD", "t9:{sap}:funnel"]), "0");
+}

@@ -20,7 +20,8 @@ use Resilient\Laravel\ResilientManager;
  * job throws; if the worker is killed, the lease expires (`lease` seconds) and the slot returns.
  *
  * Workers are background callers: they may use `limit - reserve` slots, the rest stay for web
- * requests.
+ * requests. With `share: true` (or `'share' => true` in the config) they also keep those slots
+ * while web requests want more (README, "Sharing the slots under contention").
  */
 final class Funnel
 {
@@ -33,6 +34,7 @@ final class Funnel
         private ?float $lease = null,
         ?int $minDelay = null,
         ?int $maxDelay = null,
+        private bool $share = false,
     ) {
         $this->delay = $minDelay === null && $maxDelay === null
             ? ReleaseDelay::configured()
@@ -58,7 +60,7 @@ final class Funnel
     private function funnel(): SharedFunnel
     {
         if ($this->limit !== null) {
-            return new SharedFunnel($this->name, $this->limit, $this->reserve, $this->lease);
+            return new SharedFunnel($this->name, $this->limit, $this->reserve, $this->lease, $this->share);
         }
 
         return Container::getInstance()->make(ResilientManager::class)->funnel($this->name);

@@ -36,7 +36,8 @@
 //! `L_new` are in flight; in flight only drains, from at most `L_old`, as leases end.
 //! The reserve is kept in full while the limit is at least twice it; below, web callers keep
 //! half the slots: background callers may fill `L − min(reserve, ⌊L/2⌋)`, and with `share`
-//! the split is at `R' = min(reserve, ⌊L/2⌋)` (background: slots `R'..max`, at most `L − R'`).
+//! the split is at `R' = min(reserve, ⌊L/2⌋)`, at least 1 (background: slots `R'..max`, at most
+//! `L − R'`; at `L = 1` the one slot stays with the web).
 
 #[cfg(test)]
 mod model_check;
@@ -246,7 +247,12 @@ impl Funnel {
     /// [`BACKGROUND_DEMAND_MS`] (one load).
     fn allowance(&self, background: bool, now_ms: u64) -> protocol::Allowance {
         let limit = self.current_limit();
-        let reserve = self.reserve_for(limit);
+        let mut reserve = self.reserve_for(limit);
+        if self.config.share {
+            // A learned limit of 1 leaves `R' = 0`: web callers still keep that one slot, or
+            // background demand would shut them out entirely.
+            reserve = reserve.max(1).min(limit);
+        }
         let all = protocol::slots_below(self.config.limit);
         let within = |slots: u64, within: u32| protocol::Allowance {
             cap: limit,
@@ -613,6 +619,30 @@ mod tests {
         assert!(f.admit(true, t, LEASE).is_none(), "B = L − R' = 2");
         assert_eq!(f.in_flight(t), 4);
         drop((web, bg));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn with_share_a_learned_limit_of_one_stays_with_the_web() {
+        let (s, p) = seg("ashare1");
+        let bounds = AdaptiveConfig::new(1, 16, 8).unwrap();
+        let config = FunnelConfig::adaptive(bounds, 2, Duration::from_secs(10))
+            .unwrap()
+            .with_share(true)
+            .unwrap();
+        let f = Funnel::new(s.clone(), "ashare1", config).unwrap();
+        learn(&f, 1.0);
+        let t = 1000;
+        // L = 1: R' = min(2, 0) = 0, kept at 1 with share, so the background has no part.
+        assert!(
+            f.admit(true, t, LEASE).is_none(),
+            "no background part at L = 1"
+        );
+        let web = f
+            .admit(false, t, LEASE)
+            .expect("background demand never shuts the web out of its one slot");
+        assert!(f.admit(false, t, LEASE).is_none(), "L = 1");
+        drop(web);
         std::fs::remove_file(p).unwrap();
     }
 
