@@ -565,6 +565,17 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
                         measured: format!("{live} live of {calls} calls (slow phase: {} of {})", s.bg_live, s.bg_calls),
                         met: live > 0,
                     });
+                    if p.share_of("resilient") {
+                        // With `share` the workers keep the unreserved slots while the web wants
+                        // them too (half their capacity: a bound that only catches breakage).
+                        let unreserved =
+                            (p.capacity - p.reserve) as f64 * 1000.0 / p.slow_ms as f64;
+                        v.push(Verdict {
+                            what: "mixed: with share, resilient's background workers keep the unreserved slots in the slow phase (≥ 50 % of their capacity)".into(),
+                            measured: format!("{:.1}/s of {unreserved:.1}/s", s.bg_live_rps),
+                            met: s.bg_live_rps >= 0.5 * unreserved,
+                        });
+                    }
                 }
                 None => v.push(missing("resilient", all)),
             }

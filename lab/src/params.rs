@@ -94,7 +94,7 @@ usage: resilient-lab [options]
   --reserve N             mixed: funnel slots reserved for web in the resilient variants (default 2)
   --share true|false      mixed: the resilient variants' funnel 'share' option: under contention
                           web keeps the reserve and the background the other slots (default true;
-                          false: the seed's interactive first; never with resilient-redis)
+                          false: the seed's interactive first)
   --bg-deadline-ms MS     mixed: a background call's deadline (default 2000)
   --funnel-wait-ms MS     how long the resilient variant's funnel waits for a slot (default 50;
                           resilient-failfast always 0)
@@ -264,9 +264,9 @@ usage: resilient-lab [options]
     }
 
     /// Whether a variant's funnel shares its slots (`'share' => true`): the resilient variants
-    /// with a reserve, in `mixed`, on shared memory (the Redis backend refuses it).
+    /// with a reserve, in `mixed`.
     pub fn share_of(&self, variant: &str) -> bool {
-        self.share && self.reserve_of(variant) > 0 && variant != "resilient-redis"
+        self.share && self.reserve_of(variant) > 0
     }
 
     /// Web throughput the reserved slots can serve when the upstream is slow.
@@ -433,7 +433,7 @@ mod tests {
     fn share_is_on_for_the_resilient_variants_of_mixed_unless_told_otherwise() {
         let mut p = parse(&["--scenario", "mixed"]).unwrap();
         assert!(p.share_of("resilient") && p.share_of("resilient-failfast"));
-        assert!(!p.share_of("laravel") && !p.share_of("resilient-redis"));
+        assert!(!p.share_of("laravel") && !p.share_of("naive"));
         p.set_scenario(Scenario::Slowdown);
         assert!(!p.share_of("resilient"), "no reserve outside mixed");
         let q = parse(&["--scenario", "mixed", "--share", "false"]).unwrap();
