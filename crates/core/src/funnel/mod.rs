@@ -156,6 +156,7 @@ impl FunnelConfig {
     }
 
     /// The lease in whole milliseconds, at least 1.
+    #[inline]
     pub fn lease_ms(&self) -> u64 {
         (self.lease.as_millis() as u64).max(1)
     }
@@ -213,6 +214,7 @@ impl Funnel {
     }
 
     /// The limit now: the fixed one, or the learned one's whole slots (one load).
+    #[inline]
     pub fn current_limit(&self) -> u32 {
         match &self.adaptive {
             Some(a) => a.cap(),
@@ -245,6 +247,7 @@ impl Funnel {
     /// callers the slots `R'..` (at most `L − R'` of them), web callers every slot, or only
     /// `0..R'` while a background caller was refused within the last
     /// [`BACKGROUND_DEMAND_MS`] (one load).
+    #[inline]
     fn allowance(&self, background: bool, now_ms: u64) -> protocol::Allowance {
         let limit = self.current_limit();
         let mut reserve = self.reserve_for(limit);
@@ -280,6 +283,7 @@ impl Funnel {
     /// (reserve, `share`, a learned limit); never waits. `None` means full for that caller; a
     /// background caller refused with `share` makes web callers keep to the reserved slots
     /// for the next [`BACKGROUND_DEMAND_MS`].
+    #[inline]
     pub fn admit(&self, background: bool, now_ms: u64, lease_ms: u64) -> Option<Lease> {
         let got = self.acquire_within(self.allowance(background, now_ms), now_ms, lease_ms);
         if got.is_none() && background && self.config.share {
@@ -380,6 +384,7 @@ pub struct Lease {
 }
 
 impl Lease {
+    #[inline]
     pub fn id(&self) -> LeaseId {
         self.id.expect("a live Lease always has an id")
     }
