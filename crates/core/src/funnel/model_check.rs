@@ -610,8 +610,9 @@ fn web_and_background_callers() {
 
 /// `share`'s split on three slots: a web caller kept to slot 0 (the reserve, while background
 /// demand is recent) and two background callers that may use slots 1 and 2 but at most one of
-/// them (`within` 1), one of them killed at any step. Both background callers can find a free
-/// word, so only the `within` check in the counting CAS keeps the second out.
+/// them (`within` 1). Both background callers can find a free word, so only the `within` check
+/// in the counting CAS keeps the second out. (Nobody is killed here: with a mortal background
+/// caller the schedules take minutes; the next test kills on two slots.)
 #[test]
 fn a_split_between_web_and_background_slots() {
     const WEB: &[Op] = &[
