@@ -158,7 +158,7 @@ impl Funnel {
         i64::from(self.inner.in_flight(clock::monotonic_ms()))
     }
 
-    /// `in_flight`, `limit`, `reserve`, `degraded`, and `learned`: what the name's
+    /// `in_flight`, `limit`, `reserve`, `share`, `degraded`, and `learned`: what the name's
     /// learned limit (`'limit' => 'auto'` on a client of this name) has learned, shared by
     /// every process: `limit` (fractional; the cap is its whole slots), `no_load_rtt_ms` (the
     /// slowly tracked latency without queueing), `rtt_ms` (the last interval's mean latency)
@@ -169,6 +169,7 @@ impl Funnel {
         ht.insert("in_flight", self.in_flight())?;
         ht.insert("limit", i64::from(cfg.limit()))?;
         ht.insert("reserve", i64::from(cfg.reserve()))?;
+        ht.insert("share", cfg.share())?;
         ht.insert("degraded", self.segment.is_local())?;
         match self.inner.learned() {
             Some(l) => ht.insert("learned", learned_array(&l)?)?,

@@ -339,7 +339,7 @@ namespace Resilient {
         public function share(): bool {}
 
         /**
-         * `in_flight`, `limit`, `reserve`, `degraded`, and `learned`: what the name's
+         * `in_flight`, `limit`, `reserve`, `share`, `degraded`, and `learned`: what the name's
          * learned limit (`'limit' => 'auto'` on a client of this name) has learned, shared by
          * every process: `limit` (fractional; the cap is its whole slots), `no_load_rtt_ms` (the
          * slowly tracked latency without queueing), `rtt_ms` (the last interval's mean latency)

@@ -22,6 +22,7 @@ final class FunnelShareTest extends TestCase
     {
         $f = new Funnel(Run::name('share'), 4, 2, 30.0, true);
         $this->assertTrue($f->share());
+        $this->assertTrue($f->stats()['share']);
         $web = [];
         for ($i = 0; $i < 4; $i++) {
             $web[] = $f->tryAcquire(background: false);
@@ -50,6 +51,7 @@ final class FunnelShareTest extends TestCase
     {
         $f = new Funnel(Run::name('noshare'), 4, 2);
         $this->assertFalse($f->share());
+        $this->assertFalse($f->stats()['share']);
         $web = [];
         for ($i = 0; $i < 4; $i++) {
             $web[] = $f->tryAcquire(background: false);
