@@ -33,10 +33,10 @@
 //!
 //! // At most 2 in flight; background (CLI) callers may use 1, web callers both.
 //! let funnel = Funnel::new(segment.clone(), "sap", FunnelConfig::new(2, 1, Duration::from_secs(20))?)?;
-//! let now = 1_000;
-//! let background = funnel.try_acquire(funnel.cap(true), now).expect("one slot for the background");
-//! assert!(funnel.try_acquire(funnel.cap(true), now).is_none(), "the other is reserved");
-//! let web = funnel.try_acquire(funnel.cap(false), now).expect("the reserved slot");
+//! let (now, lease_ms) = (1_000, 20_000);
+//! let background = funnel.admit(true, now, lease_ms).expect("one slot for the background");
+//! assert!(funnel.admit(true, now, lease_ms).is_none(), "the other is reserved");
+//! let web = funnel.admit(false, now, lease_ms).expect("the reserved slot");
 //! assert_eq!(funnel.in_flight(now), 2);
 //! drop((background, web)); // leases are RAII
 //!

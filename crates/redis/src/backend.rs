@@ -11,7 +11,6 @@ use crate::breaker::RedisBreaker;
 use crate::budget::RedisBudget;
 use crate::connection::Server;
 use crate::funnel::{RedisFunnel, Share};
-use resilient_core::funnel::BACKGROUND_DEMAND_MS;
 
 /// What a guard does when Redis gave no answer: one of the three `on_backend_error` behaviours,
 /// each use told to the name's metrics.
@@ -133,7 +132,6 @@ impl Backend for Redis {
             } else {
                 config.reserve()
             },
-            demand_ms: BACKGROUND_DEMAND_MS,
         });
         Ok(Arc::new(RedisFunnel {
             server: self.server.clone(),

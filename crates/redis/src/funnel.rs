@@ -14,7 +14,7 @@
 //!
 //! `share` (web and background each keep their part under contention): the background holders'
 //! tokens are also in a second sorted set, and a background caller refused sets a key that lives
-//! `demand_ms` (`scripts::FUNNEL_ACQUIRE_SHARED`): the shared memory's rule, counted by set
+//! `BACKGROUND_DEMAND_MS` (`scripts::FUNNEL_ACQUIRE_SHARED`): the shared memory's rule, counted by set
 //! instead of by slot range.
 //!
 //! When Redis does not answer in time, the client's `on_backend_error` decides (backend.rs).
@@ -28,6 +28,7 @@ use crate::backend::Fallback;
 use crate::connection::Server;
 use crate::scripts::{FUNNEL_ACQUIRE, FUNNEL_ACQUIRE_SHARED};
 use crate::{leftovers, token};
+use resilient_core::funnel::BACKGROUND_DEMAND_MS;
 
 /// The first quiet time after Redis said full.
 pub const FIRST_QUIET_MS: u64 = 2;
@@ -56,8 +57,6 @@ pub(crate) struct Share {
     pub(crate) background: bool,
     /// What this side keeps under contention: background `limit − reserve`, web `reserve`.
     pub(crate) part: u32,
-    /// How long a refused background caller's demand holds web callers to their part.
-    pub(crate) demand_ms: u64,
 }
 
 impl RedisFunnel {
@@ -92,7 +91,8 @@ impl Guard for RedisFunnel {
                 .arg(&token)
                 .arg(if share.background { "b" } else { "w" })
                 .arg(share.part)
-                .arg(share.demand_ms)
+                // How long a refused background caller's demand holds web callers to their part.
+                .arg(BACKGROUND_DEMAND_MS)
                 .invoke::<i64>(c),
         });
         match taken {

@@ -222,9 +222,10 @@ impl Funnel {
         }
     }
 
-    /// How many slots a caller may fill: all of them when interactive, `limit - reserve`
+    /// How many slots a caller may fill in all: all of them when interactive, `limit - reserve`
     /// when in the background (for a learned limit `L`: `L − min(reserve, ⌊L/2⌋)`). Read it
-    /// once per acquire.
+    /// once per acquire. (With `share` the background's bound is on its own slots, which only
+    /// [`Funnel::admit`] applies.)
     pub fn cap(&self, background: bool) -> u32 {
         let limit = self.current_limit();
         if !background {
@@ -325,7 +326,9 @@ impl Funnel {
             .count_ones()
     }
 
-    /// Takes a slot if fewer than `cap` are held; never waits. `None` means full.
+    /// Takes a slot if fewer than `cap` are held; never waits. `None` means full. The bare
+    /// counter, for a caller that chose its own cap: [`Funnel::admit`] applies the config
+    /// (reserve, `share`, a learned limit).
     pub fn try_acquire(&self, cap: u32, now_ms: u64) -> Option<Lease> {
         self.try_acquire_for(cap, now_ms, self.config.lease_ms())
     }
