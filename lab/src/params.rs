@@ -280,7 +280,11 @@ usage: resilient-lab [options]
             self.capacity,
             self.normal_ms,
             self.slow_ms,
-            (self.error_ratio, self.error_model, self.rate),
+            scenario::Errors {
+                ratio: self.error_ratio,
+                model: self.error_model,
+                offered_rps: self.rate,
+            },
         )
     }
 

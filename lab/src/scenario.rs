@@ -45,8 +45,16 @@ pub struct UpstreamPhase {
     pub shed_rps: f64,
 }
 
-/// The `errors` scenario's bad phase: how the upstream comes to answer 503 to `ratio` of the
-/// requests.
+/// The `errors` scenario's bad phase: 503 answers to `ratio` of the requests offered at
+/// `offered_rps` a second, in the way `model` says.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Errors {
+    pub ratio: f64,
+    pub model: ErrorModel,
+    pub offered_rps: f64,
+}
+
+/// How the upstream comes to answer 503 to `ratio` of the requests.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ErrorModel {
     /// Overload (the default): it admits `(1 − ratio) × the offered rate` a second and answers
@@ -100,7 +108,7 @@ impl Scenario {
         capacity: u32,
         normal_ms: u64,
         slow_ms: u64,
-        errors: (f64, ErrorModel, f64),
+        errors: Errors,
     ) -> Vec<PhasePlan> {
         if self == Scenario::CapacityShift {
             return CAPACITY_SHIFT
@@ -171,35 +179,28 @@ impl Scenario {
         self == Scenario::Mixed
     }
 
-    /// The upstream in the normal phases and in the bad one. `errors`: the `errors` scenario's
-    /// share of 503 answers, its model, and the offered rate (requests a second).
-    pub fn upstream(
-        self,
-        normal_ms: u64,
-        slow_ms: u64,
-        errors: (f64, ErrorModel, f64),
-    ) -> [UpstreamPhase; 2] {
+    /// The upstream in the normal phases and in the bad one.
+    pub fn upstream(self, normal_ms: u64, slow_ms: u64, errors: Errors) -> [UpstreamPhase; 2] {
         let normal = UpstreamPhase {
             service_ms: normal_ms,
             fail_ratio: 0.0,
             outage: false,
             shed_rps: 0.0,
         };
-        let (error_ratio, model, offered_rps) = errors;
         let bad = match self {
             Scenario::Slowdown | Scenario::Mixed | Scenario::TwoHosts => UpstreamPhase {
                 service_ms: slow_ms,
                 ..normal
             },
             Scenario::CapacityShift => normal,
-            Scenario::Errors => match model {
+            Scenario::Errors => match errors.model {
                 ErrorModel::Random => UpstreamPhase {
-                    fail_ratio: error_ratio,
+                    fail_ratio: errors.ratio,
                     ..normal
                 },
                 ErrorModel::Shed => UpstreamPhase {
                     // Never 0, which means "off".
-                    shed_rps: ((1.0 - error_ratio) * offered_rps).max(1e-3),
+                    shed_rps: ((1.0 - errors.ratio) * errors.offered_rps).max(1e-3),
                     ..normal
                 },
             },
@@ -228,11 +229,19 @@ impl Scenario {
 mod tests {
     use super::*;
 
+    fn errors(model: ErrorModel) -> Errors {
+        Errors {
+            ratio: 0.3,
+            model,
+            offered_rps: 50.0,
+        }
+    }
+
     #[test]
     fn names_parse_back_and_only_the_bad_phase_differs() {
         for s in ALL {
             assert_eq!(Scenario::parse(s.name()), Ok(s));
-            let [normal, _] = s.upstream(20, 120, (0.3, ErrorModel::Shed, 50.0));
+            let [normal, _] = s.upstream(20, 120, errors(ErrorModel::Shed));
             assert_eq!(
                 normal,
                 UpstreamPhase {
@@ -246,8 +255,7 @@ mod tests {
         assert!(Scenario::parse("storm")
             .unwrap_err()
             .contains("known: slowdown"));
-        let random = (0.3, ErrorModel::Random, 50.0);
-        let shed = (0.3, ErrorModel::Shed, 50.0);
+        let (random, shed) = (errors(ErrorModel::Random), errors(ErrorModel::Shed));
         assert_eq!(
             Scenario::Errors.upstream(20, 120, random)[1].fail_ratio,
             0.3
