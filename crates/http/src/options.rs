@@ -52,8 +52,8 @@ pub struct FunnelOptions {
     /// default, fails fast.
     pub wait: Duration,
     /// Under contention web callers keep the `reserve` slots and background callers the
-    /// others (`FunnelConfig::with_share`); off by default (web callers first). Shared
-    /// memory only.
+    /// others (`FunnelConfig::with_share`); off by default (web callers first). On shared
+    /// memory and on Redis.
     pub share: bool,
 }
 
