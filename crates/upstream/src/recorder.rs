@@ -177,9 +177,10 @@ impl KeyState {
         clock: Clock,
         req: RequestInfo,
     ) -> (AttemptGuard, Option<(usize, Step)>) {
+        let mut guard = lock(&self.inner);
+        // Under the lock: seq order is then also time order.
         let t_ms = clock.t_ms();
         let unix_ms = clock.unix_ms();
-        let mut guard = lock(&self.inner);
         let inner = &mut *guard;
         inner.seq += 1;
         inner.in_flight += 1;

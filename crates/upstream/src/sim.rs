@@ -366,9 +366,11 @@ impl Sim {
     /// `shed_rps`, it is answered at once (no slot); otherwise, when every slot is busy, the
     /// ticket it must wait for; without a ticket it already holds a slot.
     fn arrive(&self, request_id: Option<String>, attempt: Option<String>) -> (u64, Admission) {
+        let mut s = lock(&self.state);
+        // Read under the lock, so that seq order is also time order (two arrivals racing
+        // for the lock would otherwise record times that run backwards by a few ns).
         let t_ms = self.clock.t_ms();
         let unix_ms = self.clock.unix_ms();
-        let mut s = lock(&self.state);
         let seq = s.next_seq;
         s.next_seq += 1;
         s.arrivals += 1;
