@@ -79,6 +79,46 @@ final class SnapshotArrayTest extends TestCase
         $this->assertSame(self::threeCallsOf3ms(), Metrics::snapshot()[$a]);
     }
 
+    /**
+     * The arrays are filled by writing each bucket in place and linking it into its hash chain;
+     * `===` walks both arrays in order and would not notice a broken chain, so every key of every
+     * level is looked up here, as user code does.
+     */
+    public function testEveryKeyOfEveryLevelIsFoundByLookup(): void
+    {
+        $name = Run::name('snap-lookup');
+        Metrics::recordSynthetic($name, 3, 0.003);
+        $entry = Metrics::snapshot()[$name];
+        $this->assertLookups(self::threeCallsOf3ms(), $entry, $name);
+        $this->assertFalse(isset($entry['latency']['success']['buckets'][3]), 'no bound of 3 ms');
+        $this->assertArrayNotHasKey('nope', $entry);
+
+        $buckets = $entry['latency']['success']['buckets'];
+        $buckets[] = 99;
+        $this->assertSame(99, $buckets[10001], 'the next integer key follows the largest bound');
+        unset($buckets[1000]);
+        $this->assertArrayNotHasKey(1000, $buckets);
+        $this->assertSame(3, $buckets[2500]);
+        $entry['originals'] = 4;
+        $entry['added'] = true;
+        $this->assertSame(4, $entry['originals']);
+        $this->assertTrue($entry['added']);
+    }
+
+    private function assertLookups(array $expected, array $actual, string $path): void
+    {
+        $this->assertCount(count($expected), $actual, $path);
+        foreach ($expected as $key => $value) {
+            $this->assertArrayHasKey($key, $actual, "$path.$key");
+            $this->assertTrue(isset($actual[$key]) || $value === null, "$path.$key");
+            if (is_array($value)) {
+                $this->assertLookups($value, $actual[$key], "$path.$key");
+            } else {
+                $this->assertSame($value, $actual[$key], "$path.$key");
+            }
+        }
+    }
+
     public function testRepeatedSnapshotsKeepNoMemory(): void
     {
         for ($i = 0; $i < 20; $i++) {
