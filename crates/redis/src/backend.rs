@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use resilient_core::funnel::BACKGROUND_DEMAND_MS;
 use resilient_core::{BreakerConfig, BudgetConfig, Error, FunnelConfig};
 use resilient_http::{Backend, BreakerStore, CallEvents, Guard, OnBackendError, RetryAllowance};
 
@@ -123,7 +124,11 @@ impl Backend for Redis {
             )
         })?;
         let target = self.server.target();
-        let share = config.share().then(|| Share {
+        // Background callers of a funnel with a reserve are kept in the background set even
+        // without `share`: a funnel of the same name with `share` (configured apart, e.g. a
+        // queue middleware and a client) must count them as background, not as web holders.
+        let plain_background = background && !config.share() && config.reserve() > 0;
+        let share = (config.share() || plain_background).then(|| Share {
             background_key: target.key(name, "funnel:background"),
             demand_key: target.key(name, "funnel:background-wanted"),
             background,
@@ -132,11 +137,16 @@ impl Backend for Redis {
             } else {
                 config.reserve()
             },
+            demand_ms: if config.share() {
+                BACKGROUND_DEMAND_MS
+            } else {
+                0
+            },
         });
         Ok(Arc::new(RedisFunnel {
             server: self.server.clone(),
             key: target.key(name, "funnel"),
-            cap: if background && share.is_none() {
+            cap: if background && !config.share() {
                 config.limit() - config.reserve()
             } else {
                 config.limit()

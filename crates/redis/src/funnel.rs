@@ -15,7 +15,9 @@
 //! `share` (web and background each keep their part under contention): the background holders'
 //! tokens are also in a second sorted set, and a background caller refused sets a key that lives
 //! `BACKGROUND_DEMAND_MS` (`scripts::FUNNEL_ACQUIRE_SHARED`): the shared memory's rule, counted by set
-//! instead of by slot range.
+//! instead of by slot range. The background callers of a funnel with a reserve but without
+//! `share` go through the same script (their cap as the limit, no demand), so that a funnel of
+//! the same name with `share` counts them as background.
 //!
 //! When Redis does not answer in time, the client's `on_backend_error` decides (backend.rs).
 
@@ -28,7 +30,6 @@ use crate::backend::Fallback;
 use crate::connection::Server;
 use crate::scripts::{FUNNEL_ACQUIRE, FUNNEL_ACQUIRE_SHARED};
 use crate::{leftovers, token};
-use resilient_core::funnel::BACKGROUND_DEMAND_MS;
 
 /// The first quiet time after Redis said full.
 pub const FIRST_QUIET_MS: u64 = 2;
@@ -57,6 +58,10 @@ pub(crate) struct Share {
     pub(crate) background: bool,
     /// What this side keeps under contention: background `limit − reserve`, web `reserve`.
     pub(crate) part: u32,
+    /// How long a refused background caller's demand holds web callers to their part
+    /// ([`BACKGROUND_DEMAND_MS`](resilient_core::funnel::BACKGROUND_DEMAND_MS)); 0 for the background callers of a funnel without `share`,
+    /// which are only counted in the background set.
+    pub(crate) demand_ms: u64,
 }
 
 impl RedisFunnel {
@@ -91,8 +96,7 @@ impl Guard for RedisFunnel {
                 .arg(&token)
                 .arg(if share.background { "b" } else { "w" })
                 .arg(share.part)
-                // How long a refused background caller's demand holds web callers to their part.
-                .arg(BACKGROUND_DEMAND_MS)
+                .arg(share.demand_ms)
                 .invoke::<i64>(c),
         });
         match taken {

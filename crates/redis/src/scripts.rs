@@ -39,7 +39,9 @@ return 1
 /// `FUNNEL_ACQUIRE` for a funnel with `share` (web and background each keep their part under
 /// contention, as `resilient_core::Funnel`'s slot ranges do in shared memory). KEYS[1]: every
 /// holder, as in `FUNNEL_ACQUIRE`; KEYS[2]: the background holders (the same tokens and
-/// scores); KEYS[3]: set for ARGV[6] ms by a background caller refused (its demand). ARGV: limit,
+/// scores); KEYS[3]: set for ARGV[6] ms by a background caller refused (its demand; 0: none,
+/// for the background callers of a funnel without `share`, kept in KEYS[2] only so that a
+/// funnel with `share` of the same name counts them as background). ARGV: limit,
 /// lease ms, token, `b` (background) or `w` (web), the caller's part (background: limit −
 /// reserve; web: reserve), demand ms. A background caller is admitted while fewer than the
 /// limit are held in all and fewer than its part in the background; a web caller while fewer
@@ -65,7 +67,7 @@ if full() then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   if full() then
-    if bg then
+    if bg and tonumber(ARGV[6]) > 0 then
       redis.call('SET', KEYS[3], 1, 'PX', ARGV[6])
     end
     return 0

@@ -367,3 +367,45 @@ fn with_share_web_and_background_each_keep_their_part_under_contention() {
     drop((more, web_held));
     assert_eq!(redis.cli(&["ZCARD", "t9:{sap}:funnel"]), "0");
 }
+
+#[test]
+fn background_callers_without_share_count_as_background_for_a_funnel_shared_with_share() {
+    // One name, two configurations (a queue middleware without `share`, a client with it): the
+    // plain one's background holders must count as background, or the shared funnel takes
+    // them for web holders and keeps the web out of its own reserve.
+    let redis = RedisServer::start();
+    let b = backend(&redis.url("t10:"), OnBackendError::Closed, 1, "mix");
+    let plain = FunnelConfig::new(4, 2, Duration::from_secs(10)).unwrap();
+    let shared = plain.with_share(true).unwrap();
+    let mut now = now_ms();
+    let mut tick = || {
+        now += 1000;
+        now
+    };
+    let plain_bg = b.funnel("sap", plain, true).unwrap();
+    let web = b.funnel("sap", shared, false).unwrap();
+    let bg = b.funnel("sap", shared, true).unwrap();
+    let plain_held: Vec<_> = (0..2).map(|_| plain_bg.admit(1, tick()).unwrap()).collect();
+    assert_eq!(
+        plain_bg.admit(1, tick()).err(),
+        Some(Refusal::Full),
+        "limit - reserve"
+    );
+    assert_eq!(redis.cli(&["ZCARD", "t10:{sap}:funnel:background"]), "2");
+    let web_held: Vec<_> = (0..2).map(|_| web.admit(1, tick()).unwrap()).collect();
+    assert_eq!(
+        bg.admit(1, tick()).err(),
+        Some(Refusal::Full),
+        "marks demand"
+    );
+    drop(web_held);
+    assert_eq!(
+        bg.admit(1, tick()).err(),
+        Some(Refusal::Full),
+        "the background's part is held by the plain background callers"
+    );
+    let w = web.admit(1, tick()).expect("the web keeps its reserve");
+    drop((w, plain_held));
+    assert_eq!(redis.cli(&["ZCARD", "t10:{sap}:funnel"]), "0");
+    assert_eq!(redis.cli(&["ZCARD", "t10:{sap}:funnel:background"]), "0");
+}

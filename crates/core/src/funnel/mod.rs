@@ -248,6 +248,11 @@ impl Funnel {
     /// callers the slots `R'..` (at most `L − R'` of them), web callers every slot, or only
     /// `0..R'` while a background caller was refused within the last
     /// [`BACKGROUND_DEMAND_MS`] (one load).
+    ///
+    /// Background callers take slots `R'..` without `share` too. It admits exactly the same
+    /// callers (fewer than `L − R'` held leaves a free slot at `R'` or above), and when one
+    /// name is used both with and without `share` (a queue middleware and a client configured
+    /// apart), they never sit in the slots the web keeps under demand.
     #[inline]
     fn allowance(&self, background: bool, now_ms: u64) -> protocol::Allowance {
         let limit = self.current_limit();
@@ -265,13 +270,26 @@ impl Funnel {
         };
         match (self.config.share, background) {
             (false, false) => protocol::Allowance::any(limit),
-            (false, true) => protocol::Allowance::any(limit - reserve),
+            (false, true) => protocol::Allowance {
+                cap: limit - reserve,
+                slots: all & !protocol::slots_below(reserve),
+                within: limit - reserve,
+            },
             (true, true) => within(all & !protocol::slots_below(reserve), limit - reserve),
             (true, false) if self.background_wanted(now_ms) => {
                 within(protocol::slots_below(reserve), reserve)
             }
             (true, false) => within(all, limit),
         }
+    }
+
+    /// What [`Funnel::admit`] lets such a caller hold now, and whether a web caller is kept to
+    /// the reserve by background demand (`share`): for messages that say why a caller was
+    /// refused.
+    pub fn allowed(&self, background: bool, now_ms: u64) -> (u32, bool) {
+        let a = self.allowance(background, now_ms);
+        let kept = self.config.share && !background && self.background_wanted(now_ms);
+        (a.cap.min(a.within), kept)
     }
 
     /// Whether a background caller of this `share` funnel was refused recently.
@@ -651,6 +669,42 @@ mod tests {
             .expect("background demand never shuts the web out of its one slot");
         assert!(f.admit(false, t, LEASE).is_none(), "L = 1");
         drop(web);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_user_of_the_name_without_share_keeps_its_background_callers_out_of_the_reserve() {
+        // One name, two configurations (a queue middleware without `share`, a client with it):
+        // the plain one's background callers must not sit in the slots the web keeps under
+        // demand, or the web ends up with none.
+        let (s, p) = seg("mixshare");
+        let plain = Funnel::new(
+            s.clone(),
+            "mixshare",
+            FunnelConfig::new(4, 2, Duration::from_secs(10)).unwrap(),
+        )
+        .unwrap();
+        let f = shared(&s, "mixshare", 4, 2);
+        let t = 1000;
+        let plain_bg: Vec<Lease> = (0..2)
+            .map(|_| plain.admit(true, t, LEASE).unwrap())
+            .collect();
+        assert!(plain.admit(true, t, LEASE).is_none(), "limit − reserve");
+        let web: Vec<Lease> = (0..2).map(|_| f.admit(false, t, LEASE).unwrap()).collect();
+        assert!(f.admit(true, t, LEASE).is_none(), "full: marks demand");
+        drop(web);
+        assert!(
+            f.admit(true, t, LEASE).is_none(),
+            "the background's part is held by the plain user's background callers"
+        );
+        let w = f
+            .admit(false, t, LEASE)
+            .expect("the web keeps its reserved slots");
+        assert!(
+            plain_bg.iter().all(|l| l.id().slot() >= 2),
+            "background callers without share take slots above the reserve too"
+        );
+        drop((w, plain_bg));
         std::fs::remove_file(p).unwrap();
     }
 
