@@ -71,14 +71,25 @@ impl Funnel {
             .admit(background, clock::monotonic_ms(), lease_ms)
     }
 
+    /// Why the caller of this context was refused, in numbers.
     fn full_message(&self) -> String {
-        let cfg = self.inner.config();
+        let background = !context::is_web();
+        let now = clock::monotonic_ms();
+        let (may_hold, kept_to_reserve) = self.inner.allowed(background, now);
+        let held = self.inner.in_flight(now);
+        let limit = self.inner.current_limit();
+        let why = if background {
+            format!("background callers may hold {may_hold}, the rest is kept for web callers")
+        } else if kept_to_reserve {
+            format!(
+                "background callers were refused just now, so web callers keep to their {may_hold} reserved"
+            )
+        } else {
+            format!("web callers may hold {may_hold}")
+        };
         format!(
-            "funnel '{}' is full ({} of {} slots in flight, {} reserved for web callers)",
-            self.name,
-            self.inner.in_flight(clock::monotonic_ms()),
-            cfg.limit(),
-            cfg.reserve()
+            "funnel '{}' is full ({held} of {limit} slots in flight; {why})",
+            self.name
         )
     }
 

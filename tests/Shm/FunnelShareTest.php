@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Resilient\Tests\Shm;
 
 use Resilient\Funnel;
+use Resilient\FunnelFull;
 use Resilient\Tests\Harness\PhpProcess;
 use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
@@ -67,6 +68,49 @@ final class FunnelShareTest extends TestCase
         } catch (\ValueError $e) {
             $this->assertSame('share: needs a reserve ≥ 1: the slots web callers keep', $e->getMessage());
         }
+    }
+
+    /** A refusal says which part the caller was kept to, and why. */
+    public function testTheRefusalSaysWhichPartTheCallerWasKeptTo(): void
+    {
+        $name = Run::name('share-why');
+        $f = new Funnel($name, 4, 2, 30.0, true);
+        $held = [];
+        for ($i = 0; $i < 4; $i++) {
+            $held[] = $f->tryAcquire(background: false);
+        }
+        try {
+            $f->run(fn () => 1); // this CLI process is a background caller
+            $this->fail('the funnel is full');
+        } catch (FunnelFull $e) {
+            $this->assertSame("funnel '$name' is full (4 of 4 slots in flight; background callers may hold 2, the rest is kept for web callers)", $e->getMessage());
+        }
+        foreach ($held as $l) {
+            $l->release();
+        }
+
+        // A web process, in the 100 ms a background refusal keeps web callers to the reserve
+        // (another name: the refusal above keeps this one's web callers to it for 100 ms).
+        $name = Run::name('share-why-web');
+        $code = sprintf(<<<'PHP'
+            $f = new Resilient\Funnel(%s, 4, 2, 30.0, true);
+            $held = [];
+            for ($i = 0; $i < 4; $i++) {
+                $held[] = $f->tryAcquire(background: false);
+            }
+            $f->tryAcquire(background: true);
+            array_pop($held)->release();
+            array_pop($held)->release();
+            try {
+                $f->run(fn () => 1);
+                echo 'admitted';
+            } catch (Resilient\FunnelFull $e) {
+                echo $e->getMessage();
+            }
+            PHP, var_export($name, true));
+        $p = PhpProcess::code($code, ['resilient.context' => 'web'])->wait(10.0);
+        $this->assertSame(0, $p->exitCode, $p->describe());
+        $this->assertSame("funnel '$name' is full (2 of 4 slots in flight; background callers were refused just now, so web callers keep to their 2 reserved)", $p->stdout);
     }
 
     /**

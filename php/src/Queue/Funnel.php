@@ -21,7 +21,9 @@ use Resilient\Laravel\ResilientManager;
  *
  * Workers are background callers: they may use `limit - reserve` slots, the rest stay for web
  * requests. With `share: true` (or `'share' => true` in the config) they also keep those slots
- * while web requests want more (README, "Sharing the slots under contention").
+ * while web requests want more, as long as refusals keep coming: each one holds web callers to
+ * the reserve for 100 ms, which a backlog of jobs renews and a lone released job does not
+ * (README, "Sharing the slots under contention").
  */
 final class Funnel
 {
