@@ -133,6 +133,7 @@ impl Client {
         n: i64,
     ) -> PhpResult<i64> {
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
+        let n = resilient_core::validate::count("n", n, 0, 1_000_000_000).map_err(errors::php)?;
         let (mut config, _) = options::client(Some(options))?;
         if options.get("backend").is_none() {
             config.backend = backend_from_ini()?;

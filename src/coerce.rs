@@ -76,7 +76,11 @@ pub fn float_arg(
 }
 
 pub fn type_error(message: String) -> PhpException {
-    PhpException::new(message, 0, ext_php_rs::zend::ce::type_error())
+    PhpException::new(
+        crate::exceptions::printable(message),
+        0,
+        ext_php_rs::zend::ce::type_error(),
+    )
 }
 
 /// PHP's name for a value's type, as in its `TypeError` messages.

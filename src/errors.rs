@@ -17,7 +17,11 @@ pub fn to_php(err: &Error) -> PhpException {
     if err.is_invalid_argument() {
         exceptions::value_error(err.to_string())
     } else if err.is_too_deep() {
-        PhpException::new(err.to_string(), 0, ext_php_rs::zend::ce::error())
+        PhpException::new(
+            exceptions::printable(err.to_string()),
+            0,
+            ext_php_rs::zend::ce::error(),
+        )
     } else {
         // is_segment() / is_table_full(), and anything a later core adds.
         exceptions::error(Kind::SharedMemoryError, err.to_string(), 0)

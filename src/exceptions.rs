@@ -219,8 +219,8 @@ extern "C" fn unavailable_response(ex: &mut ExecuteData, retval: &mut Zval) {
 /// (`UpstreamFailed`: last HTTP status, 0 for a connection error).
 pub fn error(kind: Kind, message: impl Into<String>, code: i32) -> PhpException {
     match class_entry(kind) {
-        Some(ce) => PhpException::new(message.into(), code, ce),
-        None => PhpException::new(message.into(), code, runtime_exception()),
+        Some(ce) => PhpException::new(printable(message.into()), code, ce),
+        None => PhpException::new(printable(message.into()), code, runtime_exception()),
     }
 }
 
@@ -278,10 +278,21 @@ pub fn throw_with_response(kind: Kind, message: &str, code: i32, response: Optio
 
 /// `\ValueError` naming the argument, for out-of-range / NaN / INF / empty values.
 pub fn value_error(message: impl Into<String>) -> PhpException {
-    PhpException::new(message.into(), 0, ce::value_error())
+    PhpException::new(printable(message.into()), 0, ce::value_error())
 }
 
 /// `\InvalidArgumentException` naming the option (e.g. an unknown option key).
 pub fn invalid_argument(message: impl Into<String>) -> PhpException {
-    PhpException::new(message.into(), 0, invalid_argument_exception())
+    PhpException::new(printable(message.into()), 0, invalid_argument_exception())
+}
+
+/// `message` with each NUL byte written `\0`: an exception message is a C string, and one with
+/// a NUL (a path or key given with one, an anonymous class's name) would otherwise turn the
+/// intended exception into a generic `\Error` about the NUL.
+pub fn printable(message: String) -> String {
+    if message.contains('\0') {
+        message.replace('\0', "\\0")
+    } else {
+        message
+    }
 }

@@ -210,6 +210,17 @@ final class RedirectTest extends ClientTestCase
         $this->assertSame(['/start'], $this->paths($key, 1));
     }
 
+    /** A `Location` longer than any URL may be (65,534 bytes) is the upstream's failure, not a crash. */
+    public function testALocationTooLongForAUrlIsTheUpstreamsFailure(): void
+    {
+        $key = $this->up->key('redir-long');
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => "/k/$key/" . str_repeat('a', 70000)]]], 'repeat_last', '/start');
+        $e = self::thrown(fn () => $this->client($this->up->base($key), ['allow_redirects' => true])->get('/start'));
+        $this->assertInstanceOf(UpstreamFailed::class, $e, self::describe($e));
+        $this->assertSame(0, $e->getCode());
+        $this->assertStringNotContainsString(str_repeat('a', 100), $e->getMessage(), 'the URL is not repeated in full');
+    }
+
     public function testRefererIsSentWhenAsked(): void
     {
         $key = $this->up->key('redir-referer');

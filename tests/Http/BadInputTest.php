@@ -7,6 +7,7 @@ namespace Resilient\Tests\Http;
 require_once __DIR__ . '/support/HttpTestCase.php';
 
 use Resilient\Client;
+use Resilient\Tests\Harness\Run;
 
 /**
  * Must show 11 (options and URLs): malformed URLs and bad option types are clear errors naming
@@ -115,6 +116,50 @@ final class BadInputTest extends HttpTestCase
         }
         $this->expectException(\ValueError::class);
         $client->pool([['GET', '/x']], 0);
+    }
+
+    /**
+     * A URL longer than any HTTP client or server takes (65,534 bytes) is refused before
+     * anything is sent, also in a pool (where the other request must not keep its funnel slot).
+     */
+    public function testAnOverlongUrlIsRefusedBeforeAnythingIsSent(): void
+    {
+        $key = $this->up->key('longurl');
+        $name = Run::name('longurl');
+        $client = new Client($name, ['base_url' => $this->up->base($key), 'funnel' => ['limit' => 2]]);
+        $long = ['ids' => implode(',', range(1, 12000))];
+        foreach ([
+            fn () => $client->get('/items', $long),
+            fn () => $client->get('/' . str_repeat('p', 70000)),
+            fn () => $client->pool(['big' => ['GET', '/?q=' . str_repeat('a', 70000)], 'ok' => ['GET', '/']]),
+        ] as $i => $call) {
+            try {
+                $call();
+                $this->fail("case $i: expected ValueError");
+            } catch (\ValueError $e) {
+                $this->assertMatchesRegularExpression("/option 'url': is \\d+ bytes long with its query; HTTP clients and servers take at most 65534/", $e->getMessage(), "case $i");
+            }
+        }
+        $this->assertSame(0, (new \Resilient\Funnel($name, 2))->inFlight(), 'no slot kept');
+        $this->assertCount(0, $this->up->attempts($key, 0), 'nothing was sent');
+    }
+
+    /** A NUL byte in a string option is named in a ValueError (written \0), not a generic \Error. */
+    public function testANulByteInAnOptionIsAClearError(): void
+    {
+        foreach ([
+            fn () => new Client('nul', ['verify' => "/tmp/a\0b"]),
+            fn () => new Client('nul', ["time\0out" => 1]),
+            fn () => $this->client($this->up->key('nul'))->get('/x', [], ['sink' => "/tmp/a\0b"]),
+        ] as $i => $call) {
+            try {
+                $call();
+                $this->fail("case $i: expected ValueError");
+            } catch (\ValueError $e) {
+                $this->assertTrue(str_contains($e->getMessage(), '\0') || str_contains($e->getMessage(), 'NUL byte'), "case $i: " . $e->getMessage());
+                $this->assertStringStartsWith('option ', $e->getMessage(), "case $i");
+            }
+        }
     }
 
     public function testSecretsNeverReachMessages(): void

@@ -120,7 +120,11 @@ impl Transport for Http1Transport {
         let mut builder = hyper::Request::builder()
             .method(request.method.clone())
             .uri(target);
-        let headers = builder.headers_mut().expect("a fresh builder has headers");
+        // None when the builder already failed: a target the `http` crate refuses (longer than
+        // 65,534 bytes, from a redirect's `Location`); reqwest says so as a transport error.
+        let Some(headers) = builder.headers_mut() else {
+            return self.fallback.send(request, limits);
+        };
         *headers = request.headers.clone();
         if !headers.contains_key(hyper::header::HOST) {
             match hyper::header::HeaderValue::from_str(&authority) {

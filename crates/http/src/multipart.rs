@@ -161,12 +161,18 @@ fn escape(s: &str) -> String {
         .replace('"', "\\\"")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
+        .replace('\0', "%00")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use futures_util::StreamExt;
+
+    #[test]
+    fn header_parameters_never_carry_a_line_break_or_a_nul() {
+        assert_eq!(escape("a\0b\r\nc\"d"), "a%00b%0D%0Ac\\\"d");
+    }
 
     #[test]
     fn the_stream_is_as_long_as_announced_and_holds_every_part() {

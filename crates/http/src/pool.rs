@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 
 use crate::call::{Call, CallEnv, Progress};
 use crate::error::Unavailable;
@@ -40,6 +40,23 @@ pub struct BatchSummary {
     pub first_failed: usize,
     /// Whether the retry round was skipped.
     pub retry_round_skipped: bool,
+}
+
+/// A finished task's value. Tasks do not panic, but if one did (a bug), the others are aborted
+/// and awaited before the panic goes on: the binding runs the pool with `block_on` and does not
+/// drive the runtime again, so an aborted task left alone would keep its funnel slot and other
+/// permits until some later call ran the runtime.
+async fn result_of<T: 'static>(running: &mut JoinSet<T>, joined: Result<T, JoinError>) -> T {
+    match joined {
+        Ok(value) => value,
+        Err(e) => {
+            running.shutdown().await;
+            match e.try_into_panic() {
+                Ok(payload) => std::panic::resume_unwind(payload),
+                Err(e) => panic!("a pool task ended without a result: {e}"),
+            }
+        }
+    }
 }
 
 /// Runs `items` with at most `concurrency` in flight. Must run inside a tokio runtime (tasks
@@ -101,7 +118,7 @@ pub async fn run_pool(
         let Some(joined) = running.join_next().await else {
             break;
         };
-        let (index, call, progress) = joined.expect("pool tasks do not panic");
+        let (index, call, progress) = result_of(&mut running, joined).await;
         if opener == Some(index) {
             opener = None;
             opened = true;
@@ -141,7 +158,7 @@ pub async fn run_pool(
             let Some(joined) = running.join_next().await else {
                 break;
             };
-            let (index, _call, progress) = joined.expect("pool tasks do not panic");
+            let (index, _call, progress) = result_of(&mut running, joined).await;
             match progress {
                 Progress::Done(result) => results[index] = Some(result),
                 Progress::RetryPending => unreachable!("advance(false) runs to the end"),

@@ -158,6 +158,9 @@ impl RequestOptions {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
+        if std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).contains(&0) {
+            return Err(ConfigError::new("sink", "contains a NUL byte"));
+        }
         if path.as_os_str().is_empty() || path.is_dir() || !dir.is_dir() {
             return Err(ConfigError::new(
                 "sink",
@@ -182,6 +185,10 @@ impl RequestOptions {
     }
 }
 
+/// The longest URL a request may have: what the `http` crate's `Uri` takes (and about what
+/// servers accept in a request line).
+pub const MAX_URL_LEN: usize = 65_534;
+
 /// Prepares `method url` with per-request `options` against the client's configuration (the
 /// URL already joined: callers may cache joined URLs per path).
 pub fn prepare_at(
@@ -201,6 +208,15 @@ pub fn prepare_at(
         for (k, v) in &options.query {
             serializer.append_pair(k, v);
         }
+    }
+    if url.as_str().len() > MAX_URL_LEN {
+        return Err(ConfigError::new(
+            "url",
+            format!(
+                "is {} bytes long with its query; HTTP clients and servers take at most {MAX_URL_LEN}",
+                url.as_str().len()
+            ),
+        ));
     }
     let mut multipart = None;
     let payload = match options.body {

@@ -241,3 +241,73 @@ async fn a_cold_origin_is_opened_by_one_request_before_the_pool_fans_out() {
     // One opener (10 ms), then 31 at concurrency 16: two more rounds.
     assert_eq!(started.elapsed(), 30 * MS);
 }
+
+/// Hangs on every path but `/boom`, where it panics (a bug in a transport); records when the
+/// hanging requests' futures are dropped.
+struct PanicsOnBoom(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+/// Counts its drop: a hanging request given up.
+struct DropCount(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl resilient_http::Transport for PanicsOnBoom {
+    fn send(
+        &self,
+        request: &resilient_http::PreparedRequest,
+        _: resilient_http::AttemptLimits,
+    ) -> resilient_http::BoxFuture<
+        'static,
+        Result<resilient_http::RawResponse, resilient_http::TransportError>,
+    > {
+        let boom = request.url.path() == "/boom";
+        let dropped = DropCount(self.0.clone());
+        Box::pin(async move {
+            let _held = dropped;
+            tokio::time::sleep(if boom { MS } else { 3600 * 1000 * MS }).await;
+            if boom {
+                panic!("a transport bug");
+            }
+            Ok(resilient_http::RawResponse {
+                status: 200,
+                headers: vec![],
+                body: vec![],
+            })
+        })
+    }
+}
+
+/// The binding runs a pool with `block_on` and never drives the runtime again after a panic:
+/// the other requests (and the funnel slots they hold) must be given up before the panic goes
+/// on, not left for the runtime's next run.
+#[test]
+fn a_request_that_panics_gives_the_others_up_before_the_panic_goes_on() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let rig = Rig::new(vec![], Step::Hang);
+    let c = rig.client(json!({"timeout": 5, "max_attempts": 1}));
+    let env = rig
+        .env
+        .clone()
+        .transport(std::sync::Arc::new(PanicsOnBoom(dropped.clone())));
+    let requests = ["/boom", "/a", "/b"]
+        .iter()
+        .map(|p| c.prepare("GET", p, RequestOptions::new()).unwrap())
+        .collect();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(c.pool(env, requests, 3, None))
+    }));
+    assert!(outcome.is_err(), "the panic goes on to the caller");
+    assert_eq!(
+        dropped.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "every request's future is dropped by then (the panicking one and the two hanging)"
+    );
+}
