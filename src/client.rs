@@ -39,7 +39,7 @@ use resilient_http::{
 use crate::exceptions::{self, Kind};
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
-use crate::{context, deadline, engine, errors, held, interrupt, options, segment};
+use crate::{coerce, context, deadline, engine, errors, held, interrupt, options, segment};
 
 #[php_class]
 #[php(name = "Resilient\\Client")]
@@ -272,12 +272,15 @@ impl Client {
     /// `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
     /// options?]`; at most `$concurrency` in flight (a sliding window); returns `key =>
     /// Response|Unavailable` (failures are values, not thrown).
-    #[php(defaults(concurrency = 5))]
     pub fn pool(
         &self,
         requests: &ZendHashTable,
-        concurrency: i64,
+        concurrency: Option<&Zval>,
     ) -> PhpResult<ZBox<ZendHashTable>> {
+        let concurrency = match coerce::given(concurrency) {
+            Some(z) => coerce::int_arg(z, "Resilient\\Client::pool", 2, "concurrency")?,
+            None => 5,
+        };
         if !(1..=1024).contains(&concurrency) {
             return Err(exceptions::value_error(format!("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got {concurrency}")));
         }

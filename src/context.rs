@@ -14,8 +14,9 @@
 use ext_php_rs::prelude::*;
 use resilient_core::validate;
 
-use crate::errors;
 use crate::ini;
+use crate::{coerce, errors};
+use ext_php_rs::types::Zval;
 
 /// SAPIs that are not serving an HTTP request: console, debugger, embedded,
 /// static-php-cli's self-contained binary.
@@ -155,21 +156,25 @@ impl Context {
     }
 
     /// `$seconds`, capped to `resilient.web_timeout` when web.
-    pub fn timeout(seconds: f64) -> PhpResult<f64> {
+    pub fn timeout(seconds: &Zval) -> PhpResult<f64> {
+        let seconds = coerce::float_arg(seconds, "Resilient\\Context::timeout", 1, "seconds")?;
         let seconds = validate::positive_seconds("seconds", seconds).map_err(errors::php)?;
         check_web_caps()?;
         Ok(timeout(seconds))
     }
 
     /// `$seconds`, capped to `resilient.web_connect_timeout` when web.
-    pub fn connect_timeout(seconds: f64) -> PhpResult<f64> {
+    pub fn connect_timeout(seconds: &Zval) -> PhpResult<f64> {
+        let seconds =
+            coerce::float_arg(seconds, "Resilient\\Context::connectTimeout", 1, "seconds")?;
         let seconds = validate::positive_seconds("seconds", seconds).map_err(errors::php)?;
         check_web_caps()?;
         Ok(connect_timeout(seconds))
     }
 
     /// `$attempts` (>= 1), capped to `resilient.web_max_attempts` when web.
-    pub fn max_attempts(attempts: i64) -> PhpResult<i64> {
+    pub fn max_attempts(attempts: &Zval) -> PhpResult<i64> {
+        let attempts = coerce::int_arg(attempts, "Resilient\\Context::maxAttempts", 1, "attempts")?;
         let attempts = validate::count("attempts", attempts, 1, 100).map_err(errors::php)?;
         check_web_caps()?;
         Ok(i64::from(max_attempts(attempts)))

@@ -19,7 +19,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::Zval;
 use resilient_core::{clock, validate, DeadlineStack};
 
-use crate::errors;
+use crate::{coerce, errors};
 
 static STACK: Mutex<DeadlineStack> = Mutex::new(DeadlineStack::new());
 
@@ -135,7 +135,8 @@ impl Deadline {
     /// Nesting deeper than 1,000 scopes, or with less than 256 KB of C stack
     /// left, throws `\Error` (runaway recursion would otherwise overflow the C
     /// stack).
-    pub fn within(seconds: f64, r#fn: ZendCallable) -> PhpResult<Zval> {
+    pub fn within(seconds: &Zval, r#fn: ZendCallable) -> PhpResult<Zval> {
+        let seconds = coerce::float_arg(seconds, "Resilient\\Deadline::within", 1, "seconds")?;
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;
         let scope = BailoutGuard::new(Scope(push(seconds).map_err(errors::php)?));
         let result = r#fn.try_call(vec![]);
@@ -152,7 +153,8 @@ impl Deadline {
 
     /// `min($seconds, remaining())`, never below 0.001; `$seconds` when no
     /// deadline is set.
-    pub fn cap(seconds: f64) -> PhpResult<f64> {
+    pub fn cap(seconds: &Zval) -> PhpResult<f64> {
+        let seconds = coerce::float_arg(seconds, "Resilient\\Deadline::cap", 1, "seconds")?;
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;
         Ok(cap(seconds))
     }

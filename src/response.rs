@@ -38,12 +38,15 @@ impl Response {
     /// `Response::fake(int $status = 200, string $body = '', array $headers = [])`: a response
     /// built in PHP for tests (`attempts()` 0, `elapsedMs()` 0); headers are `name => value` or
     /// `name => [values]`.
-    #[php(defaults(status = 200))]
     pub fn fake(
-        status: i64,
+        status: Option<&Zval>,
         body: Option<&Zval>,
         headers: Option<&ZendHashTable>,
     ) -> PhpResult<Self> {
+        let status = match coerce::given(status) {
+            Some(z) => coerce::int_arg(z, "Resilient\\Response::fake", 1, "status")?,
+            None => 200,
+        };
         let status = u16::try_from(status)
             .ok()
             .filter(|s| (100..=599).contains(s))

@@ -95,10 +95,10 @@ namespace Resilient {
          * Response|Unavailable` (failures are values, not thrown).
          *
          * @param array $requests
-         * @param int $concurrency
+         * @param mixed $concurrency
          * @return array
          */
-        public function pool(array $requests, int $concurrency = 5): array {}
+        public function pool(array $requests, mixed $concurrency = null): array {}
 
         /**
          * `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
@@ -151,10 +151,10 @@ namespace Resilient {
         /**
          * `$seconds`, capped to `resilient.web_connect_timeout` when web.
          *
-         * @param float $seconds
+         * @param mixed $seconds
          * @return float
          */
-        public static function connectTimeout(float $seconds): float {}
+        public static function connectTimeout(mixed $seconds): float {}
 
         /**
          * True under a web SAPI (fpm-fcgi, cgi-fcgi, apache2handler, cli-server,
@@ -168,10 +168,10 @@ namespace Resilient {
         /**
          * `$attempts` (>= 1), capped to `resilient.web_max_attempts` when web.
          *
-         * @param int $attempts
+         * @param mixed $attempts
          * @return int
          */
-        public static function maxAttempts(int $attempts): int {}
+        public static function maxAttempts(mixed $attempts): int {}
 
         /**
          * The SAPI name, as `PHP_SAPI`.
@@ -183,10 +183,10 @@ namespace Resilient {
         /**
          * `$seconds`, capped to `resilient.web_timeout` when web.
          *
-         * @param float $seconds
+         * @param mixed $seconds
          * @return float
          */
-        public static function timeout(float $seconds): float {}
+        public static function timeout(mixed $seconds): float {}
     }
 
     /**
@@ -201,10 +201,10 @@ namespace Resilient {
          * `min($seconds, remaining())`, never below 0.001; `$seconds` when no
          * deadline is set.
          *
-         * @param float $seconds
+         * @param mixed $seconds
          * @return float
          */
-        public static function cap(float $seconds): float {}
+        public static function cap(mixed $seconds): float {}
 
         /**
          * Seconds left in the current deadline scope, or null outside any.
@@ -222,11 +222,11 @@ namespace Resilient {
          * left, throws `\Error` (runaway recursion would otherwise overflow the C
          * stack).
          *
-         * @param float $seconds
+         * @param mixed $seconds
          * @param callable $fn
          * @return mixed
          */
-        public static function within(float $seconds, callable $fn): mixed {}
+        public static function within(mixed $seconds, callable $fn): mixed {}
     }
 
     /**
@@ -480,12 +480,12 @@ namespace Resilient {
          * built in PHP for tests (`attempts()` 0, `elapsedMs()` 0); headers are `name => value` or
          * `name => [values]`.
          *
-         * @param int $status
+         * @param mixed $status
          * @param mixed $body
          * @param array|null $headers
          * @return \Resilient\Response
          */
-        public static function fake(int $status = 200, mixed $body = null, ?array $headers = null): \Resilient\Response {}
+        public static function fake(mixed $status = null, mixed $body = null, ?array $headers = null): \Resilient\Response {}
 
         /**
          * A header's values joined with ", " (case-insensitive name), or null when absent. Bytes

@@ -67,6 +67,39 @@ final class ArgumentsTest extends TestCase
         $this->assertSame(0, $f->inFlight());
     }
 
+    /**
+     * Numbers arrive as PHP's own functions take them (docs/errors.md): numeric strings and
+     * integral floats are accepted; anything else is a \TypeError in PHP's own words, naming the
+     * function, the argument and the type given.
+     */
+    public function testNumericArgumentsFollowPhpsCoerciveRule(): void
+    {
+        $this->assertSame(0.5, \Resilient\Deadline::cap('0.5'));
+        $this->assertTrue(\Resilient\Deadline::within('0.5', fn () => \Resilient\Deadline::remaining() > 0.4));
+        $this->assertSame(2.0, \Resilient\Context::timeout('2'));
+        $this->assertSame(1.5, \Resilient\Context::connectTimeout(' 1.5'));
+        $this->assertSame(3, \Resilient\Context::maxAttempts('3'));
+        $this->assertSame(3, \Resilient\Context::maxAttempts(3.0));
+        $this->assertSame(201, \Resilient\Response::fake('201')->status());
+        $this->assertSame(200, \Resilient\Response::fake()->status());
+        $this->assertSame([], (new \Resilient\Client('coerce'))->pool([], '2'));
+        foreach ([
+            'Resilient\Deadline::cap(): Argument #1 ($seconds) must be of type float, string given' => fn () => \Resilient\Deadline::cap('abc'),
+            'Resilient\Deadline::within(): Argument #1 ($seconds) must be of type float, array given' => fn () => \Resilient\Deadline::within([], fn () => 1),
+            'Resilient\Context::connectTimeout(): Argument #1 ($seconds) must be of type float, bool given' => fn () => \Resilient\Context::connectTimeout(true),
+            'Resilient\Context::maxAttempts(): Argument #1 ($attempts) must be of type int, float given' => fn () => \Resilient\Context::maxAttempts(2.5),
+            'Resilient\Response::fake(): Argument #1 ($status) must be of type int, string given' => fn () => \Resilient\Response::fake('ok'),
+            'Resilient\Client::pool(): Argument #2 ($concurrency) must be of type int, stdClass given' => fn () => (new \Resilient\Client('coerce'))->pool([], new \stdClass()),
+        ] as $expected => $call) {
+            try {
+                $call();
+                $this->fail("accepted: $expected");
+            } catch (\TypeError $e) {
+                $this->assertSame($expected, $e->getMessage());
+            }
+        }
+    }
+
     public function testTheProcessGoesOnAfterABadArgument(): void
     {
         $code = 'try { new Resilient\Funnel("a", limit: -1); } catch (Throwable) {} '
