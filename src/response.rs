@@ -70,6 +70,13 @@ impl Response {
         let mut list = Vec::new();
         if let Some(headers) = headers {
             for (name, value) in options::entries(headers, "headers")? {
+                // What a real response could carry: a token for the name, no line break or NUL
+                // in a value (code under test may copy them into a response of its own).
+                if resilient_http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    return Err(exceptions::value_error(format!(
+                        "Resilient\\Response::fake(): header name {name:?} is not a valid header name"
+                    )));
+                }
                 let values: Vec<&Zval> = match value.dereference().array() {
                     Some(many) => many.values().collect(),
                     None => vec![value],
@@ -79,6 +86,11 @@ impl Response {
                         Some(s) => s.as_bytes().to_vec(),
                         None => options::header_value(v, &format!("headers.{name}"))?.into_bytes(),
                     };
+                    if resilient_http::HeaderValue::from_bytes(&bytes).is_err() {
+                        return Err(exceptions::value_error(format!(
+                            "Resilient\\Response::fake(): header {name:?} has a value with a line break or another control character"
+                        )));
+                    }
                     list.push((name.to_ascii_lowercase(), bytes));
                 }
             }

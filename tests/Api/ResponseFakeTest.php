@@ -36,6 +36,20 @@ final class ResponseFakeTest extends TestCase
                 $this->assertStringContainsString("argument 'status' must be an HTTP status 100..599", $e->getMessage());
             }
         }
+        // Headers a real response could not carry (code under test may copy them on).
+        foreach ([
+            'header name "X\\r\\nY" is not a valid header name' => ["X\r\nY" => 'v'],
+            'header name "" is not a valid header name' => ['' => 'v'],
+            'header name "a\\0" is not a valid header name' => ["a\0" => 'v'],
+            'header "X-A" has a value with a line break or another control character' => ['X-A' => ['ok', "a\r\nInjected: 1"]],
+        ] as $expected => $headers) {
+            try {
+                Response::fake(200, '', $headers);
+                $this->fail("accepted: $expected");
+            } catch (\ValueError $e) {
+                $this->assertSame("Resilient\\Response::fake(): $expected", $e->getMessage());
+            }
+        }
         $this->expectException(\TypeError::class);
         $this->expectExceptionMessage('($body) must be of type string, array given');
         Response::fake(200, []);

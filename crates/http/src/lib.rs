@@ -138,6 +138,7 @@ pub use options::{
 pub use policy::{Caps, Policy};
 pub use pool::BatchSummary;
 pub use request::{Body, PreparedRequest, RequestOptions};
+pub use reqwest::header::{HeaderName, HeaderValue};
 pub use reqwest::Url;
 pub use reqwest_transport::ReqwestTransport;
 pub use response::Response;
