@@ -11,9 +11,16 @@
 //! with less than `STACK_RESERVE` of C stack left, since each scope is a PHP
 //! call through the extension and a small stack (`ulimit -s`, a thread) runs
 //! out before 1,000 of them. Both are a clear `\Error` instead of SIGSEGV.
+//!
+//! Each Fiber has its own scopes: a scope entered in a Fiber that suspends does
+//! not bound the code that goes on outside it. A Fiber starts with the scopes in
+//! force where it was started, and keeps its own while it is suspended (parked
+//! by fiber context, swapped in and out by the engine's fiber-switch observer).
 
 use std::cell::Cell;
-use std::sync::{Mutex, PoisonError};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::Zval;
@@ -27,9 +34,61 @@ fn with_stack<R>(f: impl FnOnce(&mut DeadlineStack) -> R) -> R {
     f(&mut STACK.lock().unwrap_or_else(PoisonError::into_inner))
 }
 
-/// Empties the stack (RINIT, RSHUTDOWN).
+/// The scopes of the fiber contexts that are not running, by context address.
+static PARKED: LazyLock<Mutex<HashMap<usize, DeadlineStack>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// `zend_observer_fiber_switch_handler`.
+pub type FiberSwitch = unsafe extern "C" fn(from: *mut c_void, to: *mut c_void);
+/// `zend_observer_fiber_destroy_handler`.
+pub type FiberDestroy = unsafe extern "C" fn(destroying: *mut c_void);
+
+/// Parks the running context's scopes and brings back those of `to`; a context never seen
+/// (a Fiber starting) begins with a copy of the scopes in force where it starts.
+unsafe extern "C" fn on_fiber_switch(from: *mut c_void, to: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
+        let incoming = parked.remove(&(to as usize));
+        let outgoing = with_stack(|s| {
+            let next = incoming.unwrap_or_else(|| s.clone());
+            std::mem::replace(s, next)
+        });
+        parked.insert(from as usize, outgoing);
+    });
+}
+
+/// Forgets a destroyed fiber context's scopes.
+unsafe extern "C" fn on_fiber_destroy(destroying: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        PARKED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(destroying as usize));
+    });
+}
+
+/// Gives each Fiber its own scopes (MINIT). Without the engine's fiber observers (not
+/// exported), scopes stay per process, as before PHP 8.1.
+pub fn observe_fibers() {
+    if let (Some(switch), Some(destroy)) = (
+        crate::engine::zend_observer_fiber_switch_register(),
+        crate::engine::zend_observer_fiber_destroy_register(),
+    ) {
+        // SAFETY: the engine keeps the handlers in its observer lists for the process's life.
+        unsafe {
+            switch(on_fiber_switch);
+            destroy(on_fiber_destroy);
+        }
+    }
+}
+
+/// Empties the stack and forgets parked Fibers' scopes (RINIT, RSHUTDOWN).
 pub fn clear() {
     with_stack(DeadlineStack::clear);
+    PARKED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
 }
 
 /// Seconds left in the innermost scope (0 when passed), `None` outside any.
@@ -119,7 +178,8 @@ impl Drop for Scope {
 }
 
 /// One deadline shared by every call inside a scope (static; not
-/// instantiable). Per process, cleared at request start and end: nothing
+/// instantiable). Per process, each Fiber with its own scopes (starting with
+/// those in force where it starts); cleared at request start and end: nothing
 /// survives into the next FPM request.
 #[php_class]
 #[php(name = "Resilient\\Deadline")]

@@ -58,6 +58,16 @@ engine_fn!(
 );
 
 engine_fn!(
+    /// `void zend_observer_fiber_switch_register(zend_observer_fiber_switch_handler)`: calls
+    /// the handler on every switch between fiber contexts (the main one included).
+    zend_observer_fiber_switch_register: fn(handler: crate::deadline::FiberSwitch)
+);
+engine_fn!(
+    /// `void zend_observer_fiber_destroy_register(zend_observer_fiber_destroy_handler)`: calls
+    /// the handler when a fiber context is destroyed.
+    zend_observer_fiber_destroy_register: fn(handler: crate::deadline::FiberDestroy)
+);
+engine_fn!(
     /// `bool zend_is_unwind_exit(const zend_object *ex)`: the object `exit()` unwinds with.
     zend_is_unwind_exit: fn(ex: *mut zend_object) -> bool
 );

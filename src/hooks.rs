@@ -31,6 +31,7 @@ fn guarded(body: impl FnOnce() -> i32) -> i32 {
 pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::register(module_number);
+        deadline::observe_fibers();
         // Interned now, a string is permanent only while PHP is starting up; loaded later (an
         // FPM pool's `php_admin_value[extension]`), it would be freed at the request's end.
         let late = crate::engine::php_get_module_initialized().is_none_or(|f| unsafe { f() });

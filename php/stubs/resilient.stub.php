@@ -191,7 +191,8 @@ namespace Resilient {
 
     /**
      * One deadline shared by every call inside a scope (static; not
-     * instantiable). Per process, cleared at request start and end: nothing
+     * instantiable). Per process, each Fiber with its own scopes (starting with
+     * those in force where it starts); cleared at request start and end: nothing
      * survives into the next FPM request.
      */
     class Deadline {

@@ -82,6 +82,42 @@ final class DeadlineTest extends TestCase
         $this->assertNull(Deadline::remaining());
     }
 
+    /** A scope entered in a Fiber that suspends does not bound the code outside it. */
+    public function testAFibersScopeStaysWithTheFiber(): void
+    {
+        $fiber = new \Fiber(fn () => Deadline::within(0.001, fn () => \Fiber::suspend()));
+        $fiber->start();
+        $this->assertNull(Deadline::remaining(), 'outside the suspended Fiber');
+        $this->assertSame(0.3, Deadline::cap(0.3));
+        $fiber->resume();
+        $this->assertTrue($fiber->isTerminated());
+        $this->assertNull(Deadline::remaining());
+    }
+
+    /** A Fiber starts with the scopes in force where it starts, and keeps its own while suspended. */
+    public function testAFiberStartsWithTheEnclosingScopesAndKeepsItsOwn(): void
+    {
+        [$outside, [$atStart, $inner, $afterInner]] = Deadline::within(5.0, function () {
+            $fiber = new \Fiber(function () {
+                $atStart = Deadline::remaining();
+                $inner = Deadline::within(0.2, function () {
+                    \Fiber::suspend();
+                    return Deadline::remaining();
+                });
+                return [$atStart, $inner, Deadline::remaining()];
+            });
+            $fiber->start();
+            $outside = Deadline::remaining();
+            $fiber->resume();
+            return [$outside, $fiber->getReturn()];
+        });
+        $this->assertGreaterThan(4.0, $outside, "the Fiber's 0.2 s scope stays in the Fiber");
+        $this->assertGreaterThan(4.0, $atStart, 'inherited from where it started');
+        $this->assertLessThanOrEqual(0.2, $inner, 'its own scope, back after the resume');
+        $this->assertGreaterThan(4.0, $afterInner);
+        $this->assertNull(Deadline::remaining());
+    }
+
     public function testCap(): void
     {
         $this->assertSame(30.0, Deadline::cap(30.0), 'without a deadline cap() returns its argument');
