@@ -270,6 +270,13 @@ impl Metrics {
         ))
     }
 
+    /// The shared-memory segment file this process uses: `resilient.shm_path`, or the default
+    /// `/dev/shm/resilient-<uid>.v<layout>.shm` (the layout version in the name). Does not open
+    /// it. Throws `Resilient\SharedMemoryError` for a bad `resilient.shm_path`.
+    pub fn segment_path() -> PhpResult<String> {
+        Ok(segment::path()?.to_string_lossy().into_owned())
+    }
+
     /// Zeroes the counters and histograms of `$name` (not the attempts in flight now, nor the
     /// breaker's state). Returns false when the name has no entry on this host. Throws
     /// `\ValueError` for an invalid name.

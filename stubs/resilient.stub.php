@@ -433,6 +433,15 @@ namespace Resilient {
         public static function reset(string $name): bool {}
 
         /**
+         * The shared-memory segment file this process uses: `resilient.shm_path`, or the default
+         * `/dev/shm/resilient-<uid>.v<layout>.shm` (the layout version in the name). Does not open
+         * it. Throws `Resilient\SharedMemoryError` for a bad `resilient.shm_path`.
+         *
+         * @return string
+         */
+        public static function segmentPath(): string {}
+
+        /**
          * Every upstream name with metrics on this host: `['shipping' => ['originals' => int,
          * 'attempts' => int, 'retries' => int (sent), 'retries_succeeded' => int,
          * 'retries_denied' => int, 'successes' => int, 'in_flight' => int, 'fallbacks' => int, 'backend_fallbacks' => int,

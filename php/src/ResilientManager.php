@@ -59,10 +59,31 @@ final class ResilientManager
         return $this->realClient($name);
     }
 
+    /**
+     * The named client without its `fallback` (or its fake, which then throws instead of
+     * calling it): for `Http::resilient()`, whose callers expect an HTTP response or an
+     * exception, never the fallback's value.
+     */
+    public function clientWithoutFallback(string $name): Client|ClientFake
+    {
+        if ($this->fake !== null) {
+            return $this->client($name)->withoutFallback();
+        }
+
+        return $this->realClient($name, withFallback: false);
+    }
+
     public function funnel(string $name): Funnel
     {
         $this->assertExtension();
         $o = $this->config['funnels'][$name] ?? $this->fromClient($name, 'funnel', ['limit', 'reserve', 'lease', 'share'], 'funnels');
+        if (($o['limit'] ?? null) === 'auto') {
+            throw new InvalidArgumentException(sprintf(
+                "resilient: the funnel of client \"%s\" has a learned limit ('auto'), which only the client applies; "
+                . 'a Funnel object (Resilient::funnel(), the queue middleware) needs a fixed one: add funnels.%s with a limit',
+                $name, $name,
+            ));
+        }
 
         return new Funnel($name, ...$o);
     }

@@ -6,6 +6,7 @@ namespace Resilient\Tests\Laravel;
 
 require_once __DIR__ . '/support/FixtureApp.php';
 
+use Resilient\Tests\Harness\PhpProcess;
 use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 
@@ -96,6 +97,34 @@ final class ArtisanTest extends TestCase
         $text = $app->artisan(['resilient:check']);
         $this->assertSame(1, $text->exitCode);
         $this->assertStringContainsString('5 job(s) checked, 5 violation(s).', $text->stdout);
+    }
+
+    /** The published config says `'paths' => null`: the default, app/Jobs, not nothing. */
+    public function testCheckReadsAppJobsWhenThePathsAreNull(): void
+    {
+        $r = (new FixtureApp(['FIXTURE_PROFILE' => 'published']))->artisan(['resilient:check', '--json']);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame(['App\\Jobs\\CallShipping', 'App\\Jobs\\HangingCall', 'App\\Jobs\\JitteredReport', 'App\\Jobs\\SyncSap'], $r->json()['jobs']);
+    }
+
+    /** A client's settings in `defaults` count as the client runs them. */
+    public function testCheckReadsEachClientOverTheDefaults(): void
+    {
+        $r = (new FixtureApp(['FIXTURE_PROFILE' => 'violations', 'FIXTURE_ERP_DEADLINE' => 'defaults']))->artisan(['resilient:check', '--json']);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $messages = array_map(fn (array $f) => $f['message'], $r->json()['findings']);
+        $this->assertNotEmpty(array_filter($messages, fn (string $m) => str_starts_with($m, 'HTTP may take 90s (erp: deadline 90s) >= $timeout 60s')), implode("\n", $messages));
+    }
+
+    /** Without `resilient.shm_path`, doctor looks at the file the extension uses. */
+    public function testDoctorNamesTheSegmentTheExtensionUses(): void
+    {
+        $code = sprintf('require %s; echo Resilient\Laravel\Console\SegmentFiles::path(), "|", Resilient\Metrics::segmentPath();', var_export(Run::root() . '/php/autoload.php', true));
+        $r = PhpProcess::code($code, ['resilient.shm_path' => ''])->wait(20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        [$doctor, $extension] = explode('|', $r->stdout);
+        $this->assertSame($extension, $doctor);
+        $this->assertSame(sprintf('/dev/shm/resilient-%d.v6.shm', posix_getuid()), $extension);
     }
 
     public function testDoctorWarnsAboutASegmentOfAnotherUser(): void

@@ -15,6 +15,9 @@ use Illuminate\Support\Facades\Event;
 use Illuminate\Support\Facades\Http;
 use Resilient\FunnelFull;
 use Resilient\Laravel\Facades\Resilient;
+use Resilient\Laravel\Http\GuzzleOptions;
+use Resilient\Laravel\Http\ResilientPendingRequest;
+use Resilient\Laravel\ResilientManager;
 use Resilient\Response;
 use Resilient\Tests\Harness\Run;
 use Resilient\UpstreamFailed;
@@ -281,6 +284,96 @@ final class HttpBridgeTest extends PackageTestCase
         $attempts = $this->up->attempts($key, 1);
         $this->assertCount(1, $attempts, 'only the basic-auth request was sent');
         $this->assertSame('Basic ' . base64_encode('user:pw'), $attempts[0]['headers']['authorization']);
+    }
+
+    /** Laravel 8 joins even an absolute URL to baseUrl, which the bridge fills from base_url. */
+    public function testAnAbsoluteUrlIsSentAsGiven(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-abs');
+        $this->up->script($key, [['status' => 200]]);
+        $this->bootWith($name, $client);
+
+        $this->assertSame(200, Http::resilient($name)->get($this->up->base($key) . '/abs', ['q' => '1'])->status());
+        $this->assertSame(200, Http::resilient($name)->get('/rel')->status());
+        [$abs, $rel] = $this->up->attempts($key, 2);
+        $this->assertSame(['/abs', 'q=1'], [$abs['path'], $abs['query']]);
+        $this->assertSame('/rel', $rel['path']);
+    }
+
+    /**
+     * A client's `fallback` is for callers of the client; Laravel's Http expects a response or
+     * an exception, so the bridge uses the client without it.
+     */
+    public function testAClientsFallbackIsNotWhatLaravelReceives(): void
+    {
+        $name = Run::name('bridge-fallback');
+        $this->bootWith($name, ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 1, 'fallback' => fn () => ['stale' => true]]);
+        $this->assertSame(['stale' => true], Resilient::client($name)->get('/x'), 'the client itself falls back');
+        try {
+            Http::resilient($name)->get('/x');
+            $this->fail('expected ConnectionException');
+        } catch (ConnectionException $e) {
+            $this->assertInstanceOf(UpstreamFailed::class, $e->getPrevious()?->getPrevious());
+        }
+
+        Resilient::fake([$name => new FunnelFull('full')]);
+        $this->assertSame(['stale' => true], Resilient::client($name)->get('/x'), 'the fake falls back too');
+        $this->expectException(FunnelFull::class);
+        Http::resilient($name)->get('/x');
+    }
+
+    /** Guzzle's own User-Agent gives way to a `user_agent` the client's config sets. */
+    public function testTheClientsConfiguredUserAgentIsSent(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-ua', ['user_agent' => 'shop/1.0']);
+        $this->up->script($key, [['status' => 200]]);
+        $this->bootWith($name, $client);
+
+        Http::resilient($name)->get('/a');
+        Http::resilient($name)->withUserAgent('mine/2')->get('/b');
+        [$a, $b] = $this->up->attempts($key, 2);
+        $this->assertSame('shop/1.0', $a['headers']['user-agent'] ?? null);
+        $this->assertSame('mine/2', $b['headers']['user-agent'] ?? null, 'what the request sets wins');
+    }
+
+    /**
+     * Laravel 9+ starts every request with `timeout` 30 and `connect_timeout` 10, 11+ with
+     * `crypto_method`: defaults the request did not set, so neither the client's config is
+     * overridden nor the request refused. (Debian ships Laravel 8: checked on the options
+     * such a request hands to the handler.)
+     */
+    public function testLaravelsOwnDefaultOptionsDoNotOverrideTheClient(): void
+    {
+        $defaults = ['http_errors' => false, 'connect_timeout' => 10, 'timeout' => 30, 'crypto_method' => 33];
+        $this->assertSame([], GuzzleOptions::toClient($defaults, [], [], 'x', $defaults));
+        $this->assertSame(['timeout' => 0.5], GuzzleOptions::toClient(['timeout' => 0.5] + $defaults, ['timeout'], [], 'x', $defaults));
+        $this->expectExceptionMessage("option 'crypto_method' is not supported");
+        GuzzleOptions::toClient(['crypto_method' => 65] + $defaults, ['crypto_method'], [], 'x', $defaults);
+    }
+
+    /** Laravel 10+'s `retry([100, 200])` (an array of waits) is a retry loop too. */
+    public function testARetryGivenAsAListOfWaitsIsRefused(): void
+    {
+        $this->bootWith('x', ['base_url' => 'http://127.0.0.1:9']);
+        $request = Http::withOptions([]);
+        (fn () => $this->tries = [100, 200])->call($request);
+        $this->expectException(\LogicException::class);
+        $this->expectExceptionMessage('->retry() is refused');
+        ResilientPendingRequest::from($request, 'x', $this->app->make(ResilientManager::class));
+    }
+
+    /** `assertSent` sees what the code asked for: the query and the JSON, as with Resilient::client(). */
+    public function testUnderResilientFakeTheRecordedRequestHasTheQueryAndTheJson(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-recorded');
+        $this->bootWith($name, $client);
+        Resilient::fake();
+
+        Http::resilient($name)->get('/quote', ['postcode' => '10110']);
+        Http::resilient($name)->post('/orders', ['sku' => 3]);
+
+        Resilient::assertSent(fn ($r) => $r->method() === 'GET' && $r->query() === ['postcode' => '10110'] && $r->url() === $this->up->base($key) . '/quote');
+        Resilient::assertSent(fn ($r) => $r->method() === 'POST' && $r->json() === ['sku' => 3]);
     }
 
     public function testUnderResilientFakeTheBridgeGetsTheScriptedAnswers(): void

@@ -37,7 +37,10 @@ final class ServiceProviderTest extends TestCase
                     'lv-shared' => ['limit' => 4, 'reserve' => 2, 'share' => true],
                 ],
                 'budgets' => ['lv-sap' => ['ratio' => 0.5, 'floor' => 1, 'window' => 60.0]],
-                'clients' => ['lv-shipping' => ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 2]],
+                'clients' => [
+                    'lv-shipping' => ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 2],
+                    'lv-learned' => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 'auto', 'max' => 16]],
+                ],
             ],
         ]));
         Facade::setFacadeApplication($this->app);
@@ -85,6 +88,14 @@ final class ServiceProviderTest extends TestCase
         $client = Resilient::client('lv-shipping');
         $this->assertInstanceOf(\Resilient\Client::class, $client);
         $this->assertSame($client, Resilient::client('lv-shipping'));
+    }
+
+    /** A learned limit lives in the client; a Funnel object needs a fixed one, and says so. */
+    public function testAFunnelFromAClientWithALearnedLimitIsAClearError(): void
+    {
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage('the funnel of client "lv-learned" has a learned limit (\'auto\'), which only the client applies');
+        Resilient::funnel('lv-learned');
     }
 
     public function testAnUnknownNameSaysWhatIsConfigured(): void

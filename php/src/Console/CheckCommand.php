@@ -7,6 +7,7 @@ use Resilient\Laravel\Console\Check\Finding;
 use Resilient\Laravel\Console\Check\JobClasses;
 use Resilient\Laravel\Console\Check\JobFacts;
 use Resilient\Laravel\Console\Check\Rules;
+use Resilient\Laravel\ResilientManager;
 
 /**
  * `php artisan resilient:check`: reads the queue connections, the app's job classes
@@ -23,9 +24,16 @@ final class CheckCommand extends Command
     public function handle(): int
     {
         $config = $this->laravel['config'];
-        $paths = (array) $config->get('resilient.check.paths', [$this->laravel->path('Jobs')]);
+        // The published config has `'paths' => null`: null means the default, as documented.
+        $paths = (array) ($config->get('resilient.check.paths') ?? [$this->laravel->path('Jobs')]);
+        // Each client as it runs: its entry over `defaults`.
+        $manager = $this->laravel->make(ResilientManager::class);
+        $clients = [];
+        foreach (array_keys((array) $config->get('resilient.clients', [])) as $name) {
+            $clients[$name] = $manager->clientConfig((string) $name);
+        }
         $rules = new Rules(
-            (array) $config->get('resilient.clients', []),
+            $clients,
             (array) $config->get('queue', []),
             (float) $config->get('resilient.queue.worker_timeout', 60),
             is_numeric($m = $config->get('resilient.queue.deadline_margin')) ? (float) $m : null,

@@ -11,11 +11,15 @@ namespace Resilient\Laravel\Console;
  */
 final class SegmentFiles
 {
-    public const LAYOUT = 3;
+    /** The layout version in the default file name, for an extension without `Metrics::segmentPath()`. */
+    public const LAYOUT = 6;
 
     /** The segment path this process uses. */
     public static function path(): string
     {
+        if (method_exists(\Resilient\Metrics::class, 'segmentPath')) {
+            return \Resilient\Metrics::segmentPath();
+        }
         $ini = ini_get('resilient.shm_path');
         if (is_string($ini) && $ini !== '') {
             return $ini;

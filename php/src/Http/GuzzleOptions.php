@@ -50,9 +50,10 @@ final class GuzzleOptions
      * @param array $options the options the handler received
      * @param list<string> $explicit option names the request itself set (PendingRequest::getOptions())
      * @param list<string> $configured option names the client's config sets
+     * @param array $laravelDefaults the options a fresh PendingRequest holds (skipped when unchanged)
      * @return array options for Resilient\Client::request() (no body, headers or sink: the handler adds those)
      */
-    public static function toClient(array $options, array $explicit, array $configured, string $name): array
+    public static function toClient(array $options, array $explicit, array $configured, string $name, array $laravelDefaults = []): array
     {
         $out = [];
         foreach ($options as $key => $value) {
@@ -67,6 +68,12 @@ final class GuzzleOptions
                     // A string decode_content is already the request's Accept-Encoding header.
                     $out[$key] = $key === 'decode_content' && is_string($value) ? true : $value;
                 }
+                continue;
+            }
+            // Laravel's own defaults (9+: timeout 30, connect_timeout 10; 11+: crypto_method)
+            // reach the handler on every request: the request did not ask for them, so the
+            // client's config stays in force and nothing is refused.
+            if (array_key_exists($key, $laravelDefaults) && $laravelDefaults[$key] === $value) {
                 continue;
             }
             switch ($key) {

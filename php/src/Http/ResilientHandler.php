@@ -37,11 +37,13 @@ final class ResilientHandler
 
     /**
      * @param list<string> $explicit option names the request itself set
+     * @param array $laravelDefaults the options a fresh PendingRequest holds
      */
     public function __construct(
         private ResilientManager $manager,
         private string $name,
         private array $explicit = [],
+        private array $laravelDefaults = [],
     ) {
     }
 
@@ -49,7 +51,7 @@ final class ResilientHandler
     {
         $started = hrtime(true);
         try {
-            $clientOptions = GuzzleOptions::toClient($options, $this->explicit, $this->configured(), $this->name);
+            $clientOptions = GuzzleOptions::toClient($options, $this->explicit, $this->configured(), $this->name, $this->laravelDefaults);
             $sink = $options['sink'] ?? null;
             if (is_string($sink) || (is_resource($sink) && (stream_get_meta_data($sink)['wrapper_type'] ?? '') === 'plainfile')) {
                 // Written by the client as the body arrives (a path or a plain-file stream).
@@ -64,7 +66,7 @@ final class ResilientHandler
                 $clientOptions['body'] = $body;
             }
             $uri = $request->getUri()->withFragment('');
-            $answer = $this->manager->client($this->name)->request($request->getMethod(), (string) $uri, $clientOptions);
+            $answer = $this->manager->clientWithoutFallback($this->name)->request($request->getMethod(), (string) $uri, $clientOptions);
         } catch (UpstreamFailed $e) {
             $answer = $e->response();
             if ($answer === null) {
@@ -99,6 +101,7 @@ final class ResilientHandler
     {
         $out = [];
         $authority = $request->getUri()->getAuthority();
+        $userAgentConfigured = in_array('user_agent', $this->configured(), true);
         foreach ($request->getHeaders() as $name => $values) {
             $lower = strtolower((string) $name);
             if (in_array($lower, self::DROPPED_HEADERS, true)) {
@@ -106,6 +109,11 @@ final class ResilientHandler
             }
             // Guzzle adds Host from the URI; the client does too.
             if ($lower === 'host' && strcasecmp(implode(', ', $values), $authority) === 0) {
+                continue;
+            }
+            // Guzzle's own User-Agent, which nobody asked for, gives way to the client's
+            // configured `user_agent` (without one, Laravel's behaviour stays).
+            if ($lower === 'user-agent' && $userAgentConfigured && implode(', ', $values) === \GuzzleHttp\Utils::defaultUserAgent()) {
                 continue;
             }
             $out[(string) $name] = $values;

@@ -28,7 +28,8 @@ class ResilientPendingRequest extends PendingRequest
     /** A copy of $request (its options, headers, callbacks, stubs) sending through client $name. */
     public static function from(PendingRequest $request, string $name, ResilientManager $manager): static
     {
-        if ((int) ($request->tries ?? 1) > 1) {
+        $tries = $request->tries ?? 1;
+        if (is_array($tries) ? $tries !== [] : (int) $tries > 1) {
             throw static::retryRefused($name);
         }
         if ($request->async ?? false) {
@@ -67,13 +68,59 @@ class ResilientPendingRequest extends PendingRequest
         throw static::retryRefused($this->resilientName);
     }
 
+    /**
+     * An absolute URL is sent as given: Laravel 8 joins even those to `baseUrl`, which this
+     * class fills in from the client's `base_url` (https://host/https://host/quote).
+     */
+    public function send(string $method, string $url, array $options = [])
+    {
+        if (preg_match('#^https?://#i', $url) !== 1 || (string) ($this->baseUrl ?? '') === '') {
+            return parent::send($method, $url, $options);
+        }
+        $base = $this->baseUrl;
+        $this->baseUrl = '';
+        try {
+            return parent::send($method, $url, $options);
+        } finally {
+            $this->baseUrl = $base;
+        }
+    }
+
+    /**
+     * The options this request set: those that differ from what a fresh PendingRequest holds
+     * (Laravel 9+ starts every request with `timeout` 30 and `connect_timeout` 10, 11+ with
+     * `crypto_method`: defaults, not the caller's wishes, which must not override the client's
+     * config).
+     *
+     * @return list<string>
+     */
+    protected function explicitOptions(): array
+    {
+        $defaults = self::laravelDefaults();
+        $explicit = [];
+        foreach ($this->getOptions() as $key => $value) {
+            if (! array_key_exists($key, $defaults) || $defaults[$key] !== $value) {
+                $explicit[] = (string) $key;
+            }
+        }
+
+        return $explicit;
+    }
+
+    /** The options a fresh PendingRequest holds (Laravel 8: `http_errors` only). */
+    protected static function laravelDefaults(): array
+    {
+        return (new PendingRequest())->getOptions();
+    }
+
     /** Guzzle's stack without its redirect middleware, the Resilient handler at the bottom. */
     public function buildClient()
     {
         $stack = new HandlerStack(new ResilientHandler(
             $this->resilientManager,
             $this->resilientName,
-            array_keys($this->getOptions()),
+            $this->explicitOptions(),
+            self::laravelDefaults(),
         ));
         $stack->push(Middleware::httpErrors(), 'http_errors');
         $stack->push(Middleware::cookies(), 'cookies');

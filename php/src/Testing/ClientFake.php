@@ -32,6 +32,15 @@ final class ClientFake
         return $this->name;
     }
 
+    /** The same fake (same script and records) that throws an `Unavailable` instead of calling the fallback. */
+    public function withoutFallback(): self
+    {
+        $copy = clone $this;
+        $copy->fallback = null;
+
+        return $copy;
+    }
+
     public function get(string $path, ?array $query = null, ?array $options = null): mixed
     {
         return $this->call('GET', $path, $query, $options ?? []);

@@ -43,11 +43,12 @@ final class RecordedRequest
     /** The URL the real client would call: the path joined to `base_url` (Laravel's join), without the query. */
     public function url(): string
     {
-        if ($this->baseUrl === null || preg_match('#^https?://#i', $this->path)) {
-            return $this->path;
+        $path = strtok($this->path, '?') ?: '';
+        if ($this->baseUrl === null || preg_match('#^https?://#i', $path)) {
+            return $path;
         }
 
-        return rtrim($this->baseUrl, '/') . '/' . ltrim($this->path, '/');
+        return rtrim($this->baseUrl, '/') . '/' . ltrim($path, '/');
     }
 
     /** The verb's data, else the options' `json`, `form` or `query`. */
@@ -56,22 +57,40 @@ final class RecordedRequest
         return $this->data ?? $this->options['json'] ?? $this->options['form'] ?? $this->options['query'] ?? [];
     }
 
-    /** The query: get()/head()'s data merged with the options' `query` (its keys win). */
+    /**
+     * The query: the path's own query string (`/quote?postcode=10110`, as `Http::resilient()`
+     * passes it), then get()/head()'s data, then the options' `query` (later keys win).
+     */
     public function query(): array
     {
+        $fromPath = [];
+        $q = strpos($this->path, '?');
+        if ($q !== false) {
+            parse_str(substr($this->path, $q + 1), $fromPath);
+        }
         $verb = in_array($this->method, ['GET', 'HEAD'], true) ? ($this->data ?? []) : [];
 
-        return array_replace($verb, $this->options['query'] ?? []);
+        return array_replace($fromPath, $verb, $this->options['query'] ?? []);
     }
 
-    /** The JSON body: post()/put()/patch()/delete()'s data, or the options' `json`. */
+    /**
+     * The JSON body: post()/put()/patch()/delete()'s data, or the options' `json`, or a raw
+     * `body` sent as JSON (`Content-Type: application/json`, as `Http::resilient()` sends it).
+     */
     public function json(): mixed
     {
         if ($this->data !== null && ! in_array($this->method, ['GET', 'HEAD'], true)) {
             return $this->data;
         }
+        if (array_key_exists('json', $this->options)) {
+            return $this->options['json'];
+        }
+        $body = $this->options['body'] ?? null;
+        if (is_string($body) && $body !== '' && str_contains(strtolower((string) $this->header('content-type')), 'json')) {
+            return json_decode($body, true);
+        }
 
-        return $this->options['json'] ?? null;
+        return null;
     }
 
     public function options(): array
