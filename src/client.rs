@@ -662,7 +662,7 @@ pub fn register(module: ModuleBuilder) -> ModuleBuilder {
 /// `resilient.backend` (`shm` or a Redis URL) for a client without a `backend` option. A bad
 /// value set where it could not be refused throws here, naming the setting (never the URL).
 fn backend_from_ini() -> PhpResult<BackendKind> {
-    crate::ini::check(crate::ini::BACKEND).map_err(|e| PhpException::from(e.as_str()))?;
+    crate::ini::check(crate::ini::BACKEND).map_err(exceptions::value_error)?;
     let value = crate::ini::raw(crate::ini::BACKEND).unwrap_or_default();
     let mut config = resilient_http::ClientConfig::default();
     match value.trim() {
@@ -670,10 +670,17 @@ fn backend_from_ini() -> PhpResult<BackendKind> {
         v => {
             config.set_backend(v).map_err(|_| {
                 exceptions::value_error(
-                    "ini 'resilient.backend': must be 'shm' or a redis://, rediss:// or unix:// URL"
+                    "resilient.backend: must be 'shm' or a redis://, rediss:// or unix:// URL"
                         .to_owned(),
                 )
             })?;
+            // The whole URL checked here, so that its problem is named after the ini setting
+            // (the client's option would say `option 'backend'`).
+            if matches!(config.backend, BackendKind::Redis(_)) {
+                resilient_redis::Target::parse(v).map_err(|e| {
+                    exceptions::value_error(format!("resilient.backend: {}", e.problem()))
+                })?;
+            }
             Ok(config.backend)
         }
     }

@@ -78,6 +78,68 @@ const fn entry(
     def
 }
 
+/// `resilient.backend`, shown by phpinfo() and `php -i` with its password masked.
+const fn backend_entry() -> IniEntryDef {
+    let mut def = entry(BACKEND, c"shm", Some(on_modify_backend));
+    def.displayer = Some(display_backend);
+    def
+}
+
+/// `ZEND_INI_DISPLAY_ORIG`: the displayer is asked for the value php.ini gave.
+const ZEND_INI_DISPLAY_ORIG: c_int = 1;
+
+/// Prints `resilient.backend` for phpinfo() with the password (and a unix socket's `pass`)
+/// replaced by `***`.
+unsafe extern "C" fn display_backend(entry: *mut zend_ini_entry, kind: c_int) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the engine passes its live entry; its value strings outlive this call.
+        let value = unsafe {
+            let e = &*entry;
+            let v = if kind == ZEND_INI_DISPLAY_ORIG && e.modified != 0 {
+                e.orig_value
+            } else {
+                e.value
+            };
+            v.as_ref()
+                .map(|s| String::from_utf8_lossy(ZendStr::as_bytes(s)).into_owned())
+                .unwrap_or_default()
+        };
+        let shown = masked(&value);
+        // SAFETY: a valid buffer of that length.
+        unsafe { ext_php_rs::ffi::php_output_write(shown.as_ptr().cast(), shown.len()) };
+    }));
+}
+
+/// A backend URL with its secrets replaced by `***`; text that is not a URL but has an `@` or
+/// `pass` is not shown at all.
+fn masked(value: &str) -> String {
+    let Ok(mut url) = resilient_http::Url::parse(value.trim()) else {
+        return if value.contains('@') || value.contains("pass") {
+            "(not shown: it may hold a password)".to_owned()
+        } else {
+            value.to_owned()
+        };
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some("***"));
+    }
+    if url.query_pairs().any(|(k, _)| k == "pass") {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k == "pass" {
+                    "***".to_owned()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
+}
+
 /// The table handed to the engine. Settings are `PHP_INI_ALL` so a test (or
 /// an app) can point `resilient.shm_path` somewhere else with `ini_set()`
 /// before its first use; the segment cache is keyed by path.
@@ -88,7 +150,7 @@ static ENTRIES: IniEntryDefs<9> = IniEntryDefs::new([
     entry(WEB_TIMEOUT, c"10", Some(on_modify_seconds_timeout)),
     entry(WEB_CONNECT_TIMEOUT, c"3", Some(on_modify_seconds_connect)),
     entry(WEB_MAX_ATTEMPTS, c"1", Some(on_modify_attempts)),
-    entry(BACKEND, c"shm", Some(on_modify_backend)),
+    backend_entry(),
     entry(CONTEXT, c"auto", Some(on_modify_context)),
     IniEntryDef::end(),
 ]);

@@ -320,7 +320,7 @@ final class RedisBackendTest extends HttpTestCase
 
     public function testABadRedisUrlOrBehaviourIsAClearErrorWithoutThePassword(): void
     {
-        foreach (['redis://:s3cret@[::1', 'redis://:s3cret@127.0.0.1:6379/x', 'mysql://:s3cret@h'] as $url) {
+        foreach (['redis://:s3cret@[::1', 'redis://:s3cret@127.0.0.1:6379/x', 'mysql://:s3cret@h', 'redis://:s3cret@127.0.0.1:6379/0?prefx=a:', 'redis://:s3cret@127.0.0.1:6379/-1'] as $url) {
             try {
                 new Client('bad', ['backend' => $url, 'funnel' => ['limit' => 2]]);
                 $this->fail('accepted a bad URL');
@@ -335,8 +335,24 @@ final class RedisBackendTest extends HttpTestCase
         } catch (\ValueError $e) {
             $this->assertStringContainsString("option 'on_backend_error': must be 'local', 'open' or 'closed'", $e->getMessage());
         }
-        $r = PhpProcess::runCode('try { new Resilient\Client("x", ["funnel" => ["limit" => 2]]); } catch (Throwable $e) { echo get_class($e), ": ", $e->getMessage(); }', ['resilient.backend' => 'redis://:s3cret@[::1']);
-        $this->assertStringContainsString('resilient.backend', $r->stdout, $r->describe());
-        $this->assertStringNotContainsString('s3cret', $r->stdout . $r->stderr);
+        // From the ini: a \ValueError named after the setting, not after a client option.
+        foreach ([
+            'redis://:s3cret@[::1' => "ValueError: resilient.backend: must be 'shm' or a redis://",
+            'redis://:s3cret@127.0.0.1:99999/0' => "ValueError: resilient.backend: must be 'shm' or a redis://",
+            'redis://:s3cret@127.0.0.1:6379/-1' => 'ValueError: resilient.backend: names database -1; a database index is 0 or more',
+        ] as $url => $expected) {
+            $r = PhpProcess::runCode('try { new Resilient\Client("x", ["funnel" => ["limit" => 2]]); } catch (Throwable $e) { echo get_class($e), ": ", $e->getMessage(); }', ['resilient.backend' => $url]);
+            $this->assertStringStartsWith($expected, $r->stdout, $r->describe());
+            $this->assertStringNotContainsString('s3cret', $r->stdout . $r->stderr);
+        }
+    }
+
+    /** phpinfo() and `php -i` show the backend with its password masked. */
+    public function testPhpinfoMasksThePassword(): void
+    {
+        $r = PhpProcess::args(['-i'], ['resilient.backend' => 'redis://user:s3cret@127.0.0.1:6379/2'])->wait(20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertStringContainsString('resilient.backend => redis://user:***@127.0.0.1:6379/2 => redis://user:***@127.0.0.1:6379/2', $r->stdout);
+        $this->assertStringNotContainsString('s3cret', $r->stdout);
     }
 }

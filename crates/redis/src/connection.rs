@@ -7,6 +7,14 @@
 //! Redis never takes more than half of a request's remaining time. A command that timed out
 //! leaves the connection out of step (its reply may still come), so it is dropped.
 //!
+//! The socket's timeouts bound each read, and one operation may read several replies (the
+//! handshake's AUTH and SELECT, a release's reply read before a command's, SCRIPT LOAD and
+//! EVALSHA again after NOSCRIPT). So the connect gets its share of the wait divided by the
+//! handshake's replies (redis-rs reads each with what the connect left), and once an operation
+//! has used a quarter of its wait, each further read gets only what is left of it: a slow
+//! Redis answering reply by reply cannot stretch an operation past its wait (about 1.25 × it
+//! at most).
+//!
 //! Back-off: after a failure no command is tried for 50 ms, doubling to at most 1 s while
 //! failures go on; the first success resets it. A Redis that comes back is used again within
 //! a second, without restarting anything.
@@ -171,7 +179,10 @@ impl Server {
             if slot.retry_at.is_some_and(|at| Instant::now() < at) {
                 return Err(Unreachable::BackingOff);
             }
-            match self.client.get_connection_with_timeout(wait) {
+            match self
+                .client
+                .get_connection_with_timeout(wait / (1 + self.handshake_replies()))
+            {
                 Ok(conn) => {
                     slot.conn = Some(conn);
                     slot.timeout = None;
@@ -192,6 +203,9 @@ impl Server {
             f(&mut Pipelined {
                 conn,
                 unread: &mut slot.unread,
+                timeout: &mut slot.timeout,
+                started,
+                wait,
             })
         });
         match result {
@@ -212,6 +226,14 @@ impl Server {
 }
 
 impl Server {
+    /// Replies the connection handshake reads after connecting: AUTH (or HELLO for RESP3)
+    /// and SELECT for a database other than 0.
+    fn handshake_replies(&self) -> u32 {
+        let redis = &self.target.info.redis;
+        let auth = redis.password.is_some() || redis.protocol != redis::ProtocolVersion::RESP2;
+        u32::from(auth) + u32::from(redis.db != 0)
+    }
+
     /// Sends `cmd` without waiting for its reply (read, and dropped, before the next command
     /// on this connection): for a release, which is done once Redis has it, and whose answer
     /// changes nothing. Nothing is sent when Redis is unreachable.
@@ -253,12 +275,28 @@ pub struct Pipelined<'a> {
     conn: &'a mut redis::Connection,
     /// Replies of commands sent without waiting, not read yet (the slot's count).
     unread: &'a mut u32,
+    /// The read/write timeout set on `conn` now (the slot's).
+    timeout: &'a mut Option<Duration>,
+    /// When the operation began, and the wait it has in all.
+    started: Instant,
+    wait: Duration,
 }
 
 impl Pipelined<'_> {
+    /// Before each read or write: once a quarter of the wait is used, what is left of it
+    /// (none left: a timeout). Free while the operation is quick (no syscall).
+    fn bound(&mut self) -> redis::RedisResult<()> {
+        let used = self.started.elapsed();
+        if used > self.wait / 4 {
+            fit(self.conn, self.timeout, self.wait.saturating_sub(used))?;
+        }
+        Ok(())
+    }
+
     /// Writes `packed` (`replies` commands), leaving their replies to be read after the next
     /// command is written.
     fn send(&mut self, packed: &[u8], replies: u32) -> redis::RedisResult<()> {
+        self.bound()?;
         self.conn.send_packed_command(packed)?;
         *self.unread += replies;
         Ok(())
@@ -268,6 +306,7 @@ impl Pipelined<'_> {
     /// (a release's ZREM has nothing to answer but a count) changes nothing.
     fn drain(&mut self) -> redis::RedisResult<()> {
         while *self.unread > 0 {
+            self.bound()?;
             if let Err(e) = self.conn.recv_response() {
                 if leaves_out_of_step(&e) {
                     return Err(e);
@@ -281,8 +320,10 @@ impl Pipelined<'_> {
 
 impl redis::ConnectionLike for Pipelined<'_> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        self.bound()?;
         self.conn.send_packed_command(cmd)?;
         self.drain()?;
+        self.bound()?;
         self.conn.recv_response()
     }
 
@@ -293,6 +334,7 @@ impl redis::ConnectionLike for Pipelined<'_> {
         count: usize,
     ) -> redis::RedisResult<Vec<redis::Value>> {
         self.drain()?;
+        self.bound()?;
         self.conn.req_packed_commands(cmd, offset, count)
     }
 

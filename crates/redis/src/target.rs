@@ -73,13 +73,44 @@ impl Target {
                     })?;
                     ca = Some(pem);
                 }
-                _ => rest.push((k.into_owned(), v.into_owned())),
+                // What redis-rs reads itself: the protocol, and for a unix socket the
+                // database and credentials. Anything else is a typo (`prefx`, `tiemout`,
+                // `db=` on a redis:// URL, where the database is the path) that would
+                // otherwise be dropped without a word.
+                "protocol" => rest.push((k.into_owned(), v.into_owned())),
+                "db" | "user" | "pass" if url.scheme() == "unix" => {
+                    rest.push((k.into_owned(), v.into_owned()))
+                }
+                other => {
+                    return Err(bad(format!(
+                    "query parameter '{}' is not known (known: prefix, timeout, ca, protocol{})",
+                    other.escape_debug(),
+                    if url.scheme() == "unix" {
+                        ", db, user, pass"
+                    } else {
+                        ""
+                    }
+                )))
+                }
             }
         }
         if rest.is_empty() {
             url.set_query(None);
         } else {
             url.query_pairs_mut().clear().extend_pairs(rest);
+        }
+        if url.fragment().is_some() {
+            return Err(bad(
+                "must not have a fragment ('#…'): the server's certificate is always verified"
+                    .into(),
+            ));
+        }
+        if ca.as_ref().is_some_and(|pem: &Vec<u8>| {
+            !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----")
+        }) {
+            return Err(bad(
+                "query parameter 'ca': the file holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+            ));
         }
         if ca.is_some() && url.scheme() != "rediss" {
             return Err(bad("query parameter 'ca' is for rediss:// URLs only".into()));
@@ -94,6 +125,18 @@ impl Target {
             .as_str()
             .into_connection_info()
             .map_err(|e| bad(format!("is not a valid Redis URL ({})", e.kind_name())))?;
+        if info.redis.db < 0 {
+            return Err(bad(format!(
+                "names database {}; a database index is 0 or more",
+                info.redis.db
+            )));
+        }
+        if matches!(
+            &info.addr,
+            redis::ConnectionAddr::Tcp(_, 0) | redis::ConnectionAddr::TcpTls { port: 0, .. }
+        ) {
+            return Err(bad("names port 0".into()));
+        }
         Ok(Target {
             info,
             prefix,
@@ -153,5 +196,48 @@ mod tests {
             "TLS is built in"
         );
         assert!(Target::parse("unix:///run/redis.sock").is_ok());
+    }
+
+    #[test]
+    fn a_typo_or_an_impossible_value_is_named_not_dropped() {
+        let ca = std::env::temp_dir().join(format!("resilient-target-ca-{}", std::process::id()));
+        std::fs::write(&ca, "not a certificate").unwrap();
+        let bad_ca = format!("rediss://127.0.0.1:6390/0?ca={}", ca.display());
+        for (url, expected) in [
+            (
+                "redis://:s3cret@127.0.0.1:6390/0?prefx=app1:",
+                "query parameter 'prefx' is not known (known: prefix, timeout, ca, protocol)",
+            ),
+            (
+                "redis://127.0.0.1:6390/?db=5",
+                "query parameter 'db' is not known",
+            ),
+            (
+                "redis://127.0.0.1:6390/0?tiemout=0.01",
+                "query parameter 'tiemout' is not known",
+            ),
+            (
+                "redis://:s3cret@127.0.0.1:6390/-1",
+                "names database -1; a database index is 0 or more",
+            ),
+            ("redis://127.0.0.1:0/0", "names port 0"),
+            (
+                "rediss://127.0.0.1:6390/0#insecure",
+                "must not have a fragment",
+            ),
+            (
+                bad_ca.as_str(),
+                "query parameter 'ca': the file holds no PEM certificate",
+            ),
+        ] {
+            let e = Target::parse(url).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("option 'backend': {expected}")) && !e.contains("s3cret"),
+                "{url}: {e}"
+            );
+        }
+        std::fs::remove_file(ca).unwrap();
+        assert!(Target::parse("redis://127.0.0.1:6390/0?protocol=resp3").is_ok());
+        assert!(Target::parse("unix:///run/redis.sock?db=2&pass=x").is_ok());
     }
 }

@@ -1,0 +1,91 @@
+//! A Redis that answers reply by reply, slowly (a delaying proxy in front of a real
+//! redis-server): an operation that reads several replies must still end near its wait, not
+//! after one full socket timeout per reply.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use resilient_core::FunnelConfig;
+use resilient_http::{Backend, OnBackendError, Refusal};
+
+mod common;
+use common::*;
+
+/// A proxy to `port` that holds each line Redis sends back (`…\r\n`) for `delay`.
+fn line_by_line_proxy(port: u16, delay: Duration) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { break };
+            let server = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let (mut up_in, mut up_out) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap());
+            thread::spawn(move || {
+                let _ = std::io::copy(&mut up_in, &mut up_out);
+            });
+            let (mut down_in, mut down_out) = (server, client);
+            thread::spawn(move || {
+                let mut buf = [0u8; 16 * 1024];
+                let mut pending: Vec<u8> = Vec::new();
+                loop {
+                    match down_in.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    }
+                    while let Some(end) = pending.windows(2).position(|w| w == b"\r\n") {
+                        let line: Vec<u8> = pending.drain(..end + 2).collect();
+                        thread::sleep(delay);
+                        if down_out.write_all(&line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    proxy
+}
+
+#[test]
+fn a_script_reloaded_reply_by_reply_ends_near_its_wait() {
+    let redis = RedisServer::start();
+    let port: u16 = redis
+        .url("")
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = line_by_line_proxy(port, Duration::from_millis(900));
+    // A 2 s wait (no call deadline here); every reply line takes 0.9 s to come back.
+    let url = format!("redis://127.0.0.1:{proxy}/0?prefix=slow:&timeout=2");
+    let b = backend(&url, OnBackendError::Closed, 1, "slow");
+    let funnel = b
+        .funnel(
+            "sap",
+            FunnelConfig::new(4, 0, Duration::from_secs(10)).unwrap(),
+            false,
+        )
+        .unwrap();
+    redis.cli(&["SCRIPT", "FLUSH"]);
+    let started = Instant::now();
+    // EVALSHA (NOSCRIPT, 0.9 s), SCRIPT LOAD (two lines, 1.8 s), EVALSHA again: 3.6 s if each
+    // read got the whole wait; bounded, the operation gives up after about 2.7 s.
+    let outcome = funnel.admit(1, now_ms());
+    let took = started.elapsed();
+    assert_eq!(
+        outcome.err(),
+        Some(Refusal::Full),
+        "closed: Redis too slow is full"
+    );
+    assert!(
+        took <= Duration::from_millis(3000),
+        "took {took:?}, more than 1.5 × the 2 s wait"
+    );
+}
