@@ -32,6 +32,7 @@ pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::register(module_number);
         deadline::observe_fibers();
+        resilient_redis::report_to(crate::errors::log_warning);
         // Interned now, a string is permanent only while PHP is starting up; loaded later (an
         // FPM pool's `php_admin_value[extension]`), it would be freed at the request's end.
         let late = crate::engine::php_get_module_initialized().is_none_or(|f| unsafe { f() });

@@ -188,7 +188,8 @@ impl Server {
                     slot.timeout = None;
                     slot.unread = 0;
                 }
-                Err(_) => {
+                Err(e) => {
+                    crate::report::failure(&e);
                     slot.failed();
                     return Err(Unreachable::Failed);
                 }
@@ -215,6 +216,7 @@ impl Server {
                 Ok(v)
             }
             Err(e) => {
+                crate::report::failure(&e);
                 if leaves_out_of_step(&e) {
                     slot.conn = None;
                 }

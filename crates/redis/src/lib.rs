@@ -10,7 +10,8 @@
 //! - `funnel`, `budget`, `breaker`: the guard, the retry allowance and the breaker store;
 //! - `backend`: [`Redis`] and the `on_backend_error` behaviours;
 //! - `token`: lease tokens unique across hosts; `leftovers`: the slots held now, given back at
-//!   request end after a bailout.
+//!   request end after a bailout;
+//! - `report`: the first error of each kind Redis answers (a wrong password...), reported.
 
 mod backend;
 mod breaker;
@@ -18,6 +19,7 @@ mod budget;
 mod connection;
 mod funnel;
 mod leftovers;
+mod report;
 mod scripts;
 mod target;
 mod token;
@@ -26,4 +28,5 @@ pub use backend::Redis;
 pub use connection::{Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};
 pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
 pub use leftovers::release_leftovers;
+pub use report::report_to;
 pub use target::{Target, DEFAULT_PREFIX, DEFAULT_TIMEOUT};

@@ -1,0 +1,45 @@
+//! An error Redis answers (here NOAUTH: a server that wants a password the URL does not give)
+//! is reported once per process and kind, without the URL; the guard falls back as configured.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use resilient_core::FunnelConfig;
+use resilient_http::{Backend, OnBackendError, Refusal};
+
+mod common;
+use common::*;
+
+static REPORTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn collect(message: &str) {
+    REPORTS.lock().unwrap().push(message.to_owned());
+}
+
+#[test]
+fn a_server_error_is_reported_once_per_kind() {
+    resilient_redis::report_to(collect);
+    let redis = RedisServer::start();
+    redis.cli(&["CONFIG", "SET", "requirepass", "s3cret"]);
+    let b = backend(&redis.url("rep:"), OnBackendError::Closed, 1, "rep");
+    let funnel = b
+        .funnel(
+            "sap",
+            FunnelConfig::new(4, 0, Duration::from_secs(10)).unwrap(),
+            false,
+        )
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(funnel.admit(1, now_ms()).err(), Some(Refusal::Full));
+        // Past the back-off, so that each turn asks Redis again.
+        std::thread::sleep(resilient_redis::MAX_BACKOFF + Duration::from_millis(50));
+    }
+    let reports = REPORTS.lock().unwrap().clone();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].starts_with("resilient: Redis answered NOAUTH"),
+        "{}",
+        reports[0]
+    );
+    assert!(!reports[0].contains("127.0.0.1") && !reports[0].contains("s3cret"));
+}
