@@ -57,6 +57,9 @@ impl RedisServer {
             let _ = c.wait();
         }
     }
+    pub fn port(&self) -> u16 {
+        self.port
+    }
     pub fn url(&self, prefix: &str) -> String {
         format!("redis://127.0.0.1:{}/0?prefix={prefix}", self.port)
     }
