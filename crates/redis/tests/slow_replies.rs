@@ -52,17 +52,7 @@ fn line_by_line_proxy(port: u16, delay: Duration) -> u16 {
 #[test]
 fn a_script_reloaded_reply_by_reply_ends_near_its_wait() {
     let redis = RedisServer::start();
-    let port: u16 = redis
-        .url("")
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let proxy = line_by_line_proxy(port, Duration::from_millis(900));
+    let proxy = line_by_line_proxy(redis.port(), Duration::from_millis(900));
     // A 2 s wait (no call deadline here); every reply line takes 0.9 s to come back.
     let url = format!("redis://127.0.0.1:{proxy}/0?prefix=slow:&timeout=2");
     let b = backend(&url, OnBackendError::Closed, 1, "slow");
