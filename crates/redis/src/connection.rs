@@ -12,8 +12,10 @@
 //! EVALSHA again after NOSCRIPT). So the connect gets its share of the wait divided by the
 //! handshake's replies (redis-rs reads each with what the connect left), and once an operation
 //! has used a quarter of its wait, each further read gets only what is left of it: a slow
-//! Redis answering reply by reply cannot stretch an operation past its wait (about 1.25 × it
-//! at most).
+//! Redis answering reply by reply cannot stretch an operation much past its wait: the read
+//! under way keeps the timeout it started with, so a reply that arrives in pieces may take
+//! that long once more (about 1.35 × the wait measured in tests/slow_replies.rs; the wait is
+//! at most half of what the call has left).
 //!
 //! Back-off: after a failure no command is tried for 50 ms, doubling to at most 1 s while
 //! failures go on; the first success resets it. A Redis that comes back is used again within
@@ -357,10 +359,12 @@ impl redis::ConnectionLike for Pipelined<'_> {
 /// timeout, a reply that did not parse): the connection must be dropped. A reply error from
 /// the server (a script error, BUSY, LOADING, OOM) leaves it in step.
 fn leaves_out_of_step(e: &redis::RedisError) -> bool {
-    e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.kind() == redis::ErrorKind::ParseError
+    lost(e) || e.kind() == redis::ErrorKind::ParseError
+}
+
+/// The connection failed, was refused or timed out: nothing Redis answered.
+pub(crate) fn lost(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
 }
 
 /// Sets `conn`'s read and write timeouts to `wait` (or keeps `current`, see below); no time

@@ -17,7 +17,7 @@ pub fn report_to(reporter: fn(&str)) {
 
 /// Reports `e` once per process and kind, unless a timeout or a lost connection explains it.
 pub(crate) fn failure(e: &redis::RedisError) {
-    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+    if crate::connection::lost(e) {
         return;
     }
     let Some(report) = REPORTER.get() else {
