@@ -36,7 +36,7 @@ pub fn log_warning(message: &str) {
     const LOG_WARNING: i32 = 4;
     let (Some(log), Ok(message)) = (
         crate::engine::php_log_err_with_severity(),
-        std::ffi::CString::new(message.replace('\0', "\\0")),
+        std::ffi::CString::new(exceptions::printable(message.to_owned())),
     ) else {
         return;
     };

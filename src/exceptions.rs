@@ -244,7 +244,7 @@ pub fn throw_with_response(kind: Kind, message: &str, code: i32, response: Optio
         throw(kind, message, code);
         return;
     };
-    let Ok(c_message) = std::ffi::CString::new(message.replace('\0', "\\0")) else {
+    let Ok(c_message) = std::ffi::CString::new(printable(message.to_owned())) else {
         return;
     };
     // SAFETY: valid class entry and C string; the engine returns the thrown object.
