@@ -86,41 +86,17 @@ class ResilientPendingRequest extends PendingRequest
         }
     }
 
-    /**
-     * The options this request set: those that differ from what a fresh PendingRequest holds
-     * (Laravel 9+ starts every request with `timeout` 30 and `connect_timeout` 10, 11+ with
-     * `crypto_method`: defaults, not the caller's wishes, which must not override the client's
-     * config).
-     *
-     * @return list<string>
-     */
-    protected function explicitOptions(): array
-    {
-        $defaults = self::laravelDefaults();
-        $explicit = [];
-        foreach ($this->getOptions() as $key => $value) {
-            if (! array_key_exists($key, $defaults) || $defaults[$key] !== $value) {
-                $explicit[] = (string) $key;
-            }
-        }
-
-        return $explicit;
-    }
-
-    /** The options a fresh PendingRequest holds (Laravel 8: `http_errors` only). */
-    protected static function laravelDefaults(): array
-    {
-        return (new PendingRequest())->getOptions();
-    }
-
     /** Guzzle's stack without its redirect middleware, the Resilient handler at the bottom. */
     public function buildClient()
     {
         $stack = new HandlerStack(new ResilientHandler(
             $this->resilientManager,
             $this->resilientName,
-            $this->explicitOptions(),
-            self::laravelDefaults(),
+            array_keys($this->getOptions()),
+            // What a fresh PendingRequest holds (Laravel 8: `http_errors`; 9+ adds `timeout` 30
+            // and `connect_timeout` 10, 11+ `crypto_method`): Laravel's defaults, not the
+            // caller's wishes, so they never override the client's config (GuzzleOptions).
+            (new PendingRequest())->getOptions(),
         ));
         $stack->push(Middleware::httpErrors(), 'http_errors');
         $stack->push(Middleware::cookies(), 'cookies');
