@@ -169,7 +169,7 @@ fn breaker(keys: &Keys<'_>, s: &MetricsSnapshot) -> ArrayBuilder {
 
 /// A histogram's array; the calm one (nothing observed) shared.
 fn latency(keys: &Keys<'_>, calm: &mut Option<Zval>, h: &Histogram) -> Zval {
-    if h.sum_us == 0 && h.buckets.iter().all(|&n| n == 0) {
+    if *h == Histogram::default() {
         shared(calm, || histogram(keys, h))
     } else {
         histogram(keys, h).into_zval()
