@@ -6,20 +6,13 @@ use common::*;
 
 use std::time::Duration;
 
-use resilient_core::FunnelConfig;
-use resilient_http::{Backend, OnBackendError};
+use resilient_http::OnBackendError;
 
 #[test]
 fn slots_left_by_a_bailout_are_given_back_by_release_leftovers() {
     let redis = RedisServer::start();
     let b = backend(&redis.url("t7:"), OnBackendError::Closed, 1, "l");
-    let f = b
-        .funnel(
-            "sap",
-            FunnelConfig::new(3, 0, Duration::from_secs(60)).unwrap(),
-            false,
-        )
-        .unwrap();
+    let f = web_funnel(&b, "sap", 3, Duration::from_secs(60));
     let kept = f.admit(1, now_ms()).unwrap();
     std::mem::forget(f.admit(1, now_ms()).unwrap()); // never dropped: a long-jump
     std::mem::forget(f.admit(1, now_ms()).unwrap());

@@ -233,13 +233,7 @@ fn redis_down_uses_the_configured_behaviour_at_once_and_recovers() {
 fn timing() {
     let redis = RedisServer::start();
     let b = backend(&redis.url("tt:"), OnBackendError::Closed, 1, "tt");
-    let f = b
-        .funnel(
-            "sap",
-            FunnelConfig::new(10, 0, Duration::from_secs(5)).unwrap(),
-            false,
-        )
-        .unwrap();
+    let f = web_funnel(&b, "sap", 10, Duration::from_secs(5));
     let budget = b
         .budget(
             "sap",

@@ -4,8 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use resilient_core::FunnelConfig;
-use resilient_http::{Backend, OnBackendError, Refusal};
+use resilient_http::{OnBackendError, Refusal};
 
 mod common;
 use common::*;
@@ -22,13 +21,7 @@ fn a_server_error_is_reported_once_per_kind() {
     let redis = RedisServer::start();
     redis.cli(&["CONFIG", "SET", "requirepass", "s3cret"]);
     let b = backend(&redis.url("rep:"), OnBackendError::Closed, 1, "rep");
-    let funnel = b
-        .funnel(
-            "sap",
-            FunnelConfig::new(4, 0, Duration::from_secs(10)).unwrap(),
-            false,
-        )
-        .unwrap();
+    let funnel = web_funnel(&b, "sap", 4, Duration::from_secs(10));
     for _ in 0..3 {
         assert_eq!(funnel.admit(1, now_ms()).err(), Some(Refusal::Full));
         // Past the back-off, so that each turn asks Redis again.

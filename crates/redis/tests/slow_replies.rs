@@ -7,8 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use resilient_core::FunnelConfig;
-use resilient_http::{Backend, OnBackendError, Refusal};
+use resilient_http::{OnBackendError, Refusal};
 
 mod common;
 use common::*;
@@ -56,13 +55,7 @@ fn a_script_reloaded_reply_by_reply_ends_near_its_wait() {
     // A 2 s wait (no call deadline here); every reply line takes 0.9 s to come back.
     let url = format!("redis://127.0.0.1:{proxy}/0?prefix=slow:&timeout=2");
     let b = backend(&url, OnBackendError::Closed, 1, "slow");
-    let funnel = b
-        .funnel(
-            "sap",
-            FunnelConfig::new(4, 0, Duration::from_secs(10)).unwrap(),
-            false,
-        )
-        .unwrap();
+    let funnel = web_funnel(&b, "sap", 4, Duration::from_secs(10));
     redis.cli(&["SCRIPT", "FLUSH"]);
     let started = Instant::now();
     // EVALSHA (NOSCRIPT, 0.9 s), SCRIPT LOAD (two lines, 1.8 s), EVALSHA again: 3.6 s if each

@@ -6,8 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use resilient_core::Segment;
-use resilient_http::{Backend, OnBackendError, SharedMemory};
+use resilient_core::{FunnelConfig, Segment};
+use resilient_http::{Backend, Guard, OnBackendError, SharedMemory};
 use resilient_redis::{Redis, Server, Target};
 
 pub struct RedisServer {
@@ -97,6 +97,12 @@ pub fn backend(url: &str, mode: OnBackendError, hosts: u32, seg: &str) -> Redis 
         hosts,
         Some(local),
     )
+}
+
+/// `name`'s funnel of `limit` slots (no reserve) for a web caller of `b`.
+pub fn web_funnel(b: &Redis, name: &str, limit: u32, lease: Duration) -> Arc<dyn Guard> {
+    b.funnel(name, FunnelConfig::new(limit, 0, lease).unwrap(), false)
+        .unwrap()
 }
 
 pub fn now_ms() -> u64 {
