@@ -17,8 +17,8 @@ use std::sync::OnceLock;
 
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::ffi::{
-    zend_hash_add_new, zend_hash_index_update, zend_string, zend_string_init_interned,
-    GC_IMMUTABLE, IS_DOUBLE, IS_LONG,
+    zend_array_dup, zend_hash_add_new, zend_hash_index_update, zend_string,
+    zend_string_init_interned, GC_IMMUTABLE, IS_DOUBLE, IS_LONG,
 };
 use ext_php_rs::types::{ZendHashTable, ZendStr, Zval};
 
@@ -139,6 +139,14 @@ fn long(value: u64) -> Zval {
     z
 }
 
+/// A float zval.
+fn double(value: f64) -> Zval {
+    let mut z = Zval::new();
+    z.value.dval = value;
+    z.u1.type_info = IS_DOUBLE;
+    z
+}
+
 /// A new array filled with distinct keys (each key added once: no lookup before inserting).
 pub struct ArrayBuilder(ZBox<ZendHashTable>);
 
@@ -163,10 +171,7 @@ impl ArrayBuilder {
     }
 
     pub fn add_double(&mut self, key: Key<'_>, value: f64) {
-        let mut z = Zval::new();
-        z.value.dval = value;
-        z.u1.type_info = IS_DOUBLE;
-        self.add(key, z);
+        self.add(key, double(value));
     }
 
     /// Sized for `len` elements with keys that are not positions (integers out of 0, 1, 2...
@@ -195,6 +200,94 @@ impl ArrayBuilder {
 
     pub fn add_array(&mut self, key: Key<'_>, value: ArrayBuilder) {
         self.add(key, value.into_zval());
+    }
+
+    pub fn into_zval(self) -> Zval {
+        let mut z = Zval::new();
+        z.set_hashtable(self.0);
+        z
+    }
+}
+
+/// The keys of an array shape, laid out once per use: each array of that shape is a copy whose
+/// values are then written by position (`Metrics::snapshot()` makes ~40 arrays per name).
+///
+/// A shape whose keys are integers or interned strings and whose values are scalars holds
+/// nothing counted by reference, so it is marked immutable, as opcache marks its arrays: the
+/// engine then copies it with one `memcpy` instead of adding the keys one by one.
+pub struct Shape(ZBox<ZendHashTable>);
+
+impl Shape {
+    /// The shape of `array`, whose values are placeholders (integers, floats or null: nothing a
+    /// later write by position must release).
+    pub fn new(array: ArrayBuilder) -> Self {
+        let mut table = array.0;
+        // SAFETY: the array is ours alone and was filled by adds only, so its first `nNumUsed`
+        // slots are its elements. It is marked only when no slot holds a key or value counted
+        // by reference (interned strings carry GC_IMMUTABLE), and unmarked before it is freed.
+        unsafe {
+            let data = table.__bindgen_anon_1.arData;
+            let fixed = (0..table.nNumUsed as usize).all(|i| {
+                let slot = &*data.add(i);
+                let key = slot.key;
+                (key.is_null() || (*key).gc.u.type_info & GC_IMMUTABLE != 0)
+                    && u32::from(slot.val.u1.v.type_) <= IS_DOUBLE
+            });
+            if fixed {
+                table.gc.u.type_info |= GC_IMMUTABLE;
+            }
+        }
+        Shape(table)
+    }
+
+    /// A new array of this shape, its values the placeholders until written.
+    pub fn copy(&self) -> Shaped {
+        // SAFETY: `zend_array_dup` copies a live array into a new one of refcount 1, ours.
+        // (The binding takes a mutable pointer; the source is only read.)
+        let source = (&*self.0 as *const ZendHashTable).cast_mut();
+        let copy = unsafe { ZBox::from_raw(zend_array_dup(source)) };
+        Shaped(copy)
+    }
+}
+
+impl Drop for Shape {
+    fn drop(&mut self) {
+        // An immutable array is never freed (ext-php-rs takes it for PHP's shared empty one).
+        // SAFETY: `type_info` is the header's one integer view; the array is ours alone.
+        unsafe { self.0.gc.u.type_info &= !GC_IMMUTABLE };
+    }
+}
+
+/// A copy of a [`Shape`], filled by position (the order its keys were added in).
+pub struct Shaped(ZBox<ZendHashTable>);
+
+impl Shaped {
+    /// Writes `value` at `position`, replacing the placeholder there.
+    ///
+    /// Panics if the shape has no such position.
+    pub fn set(&mut self, position: usize, value: Zval) {
+        let table: &mut ZendHashTable = &mut self.0;
+        assert!(
+            position < table.nNumUsed as usize,
+            "no position {position} in this shape"
+        );
+        // SAFETY: the copy is ours alone and was filled by adds only, so its first `nNumUsed`
+        // slots are its elements in order; the placeholder there needs no release. `u2` holds
+        // the slot's link in the hash chain and is kept: only the value and its type change.
+        unsafe {
+            let slot = &mut (*table.__bindgen_anon_1.arData.add(position)).val;
+            slot.value = value.value;
+            slot.u1 = value.u1;
+        }
+        std::mem::forget(value);
+    }
+
+    pub fn set_long(&mut self, position: usize, value: u64) {
+        self.set(position, long(value));
+    }
+
+    pub fn set_double(&mut self, position: usize, value: f64) {
+        self.set(position, double(value));
     }
 
     pub fn into_zval(self) -> Zval {

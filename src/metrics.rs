@@ -16,7 +16,7 @@ use resilient_core::{
 };
 use resilient_http::{CallEnd, CallEvents, MetricsEvents, Outcome};
 
-use crate::array_keys::{key_set, ArrayBuilder, Key, Keys};
+use crate::array_keys::{key_set, ArrayBuilder, Key, Keys, Shape};
 use crate::{errors, segment};
 
 /// Host-wide metrics per upstream name (static; not instantiable).
@@ -94,10 +94,58 @@ fn state_key(b: CircuitState) -> K {
     }
 }
 
-/// One snapshot's arrays, built with the fixed keys.
+/// One snapshot's arrays, built with the fixed keys: each kind of array is a copy of its
+/// [`Shape`], filled by position.
 struct Builder<'k> {
     keys: Keys<'k>,
+    shapes: Shapes,
     calm: Calm,
+}
+
+/// The shapes of a snapshot's arrays (their keys in the order `Builder` fills them).
+struct Shapes {
+    entry: Shape,
+    latency: Shape,
+    histogram: Shape,
+    buckets: Shape,
+}
+
+/// The keys of a name's array, in order; after them come `shed`, `failures`, `latency`,
+/// `breaker` and `learned`.
+const COUNTERS: [K; 9] = [
+    K::Originals,
+    K::Attempts,
+    K::Retries,
+    K::RetriesSucceeded,
+    K::RetriesDenied,
+    K::Successes,
+    K::InFlight,
+    K::Fallbacks,
+    K::BackendFallbacks,
+];
+const AFTER_COUNTERS: [K; 5] = [K::Shed, K::Failures, K::Latency, K::Breaker, K::Learned];
+
+impl Shapes {
+    fn new(keys: &Keys<'_>) -> Self {
+        let shape = |ks: &[K]| {
+            let mut a = ArrayBuilder::with_capacity(ks.len() as u32);
+            for &k in ks {
+                a.add(key(keys, k), Zval::new());
+            }
+            Shape::new(a)
+        };
+        let mut buckets = ArrayBuilder::with_capacity_keyed(LATENCY_BUCKETS as u32);
+        for ms in LATENCY_BOUNDS_MS {
+            buckets.add_index_long(ms, 0);
+        }
+        buckets.add_long(key(keys, K::Inf), 0);
+        Shapes {
+            entry: shape(&[COUNTERS.as_slice(), AFTER_COUNTERS.as_slice()].concat()),
+            latency: shape(&[K::Success, K::Failure]),
+            histogram: shape(&[K::Buckets, K::Sum, K::Count]),
+            buckets: Shape::new(buckets),
+        }
+    }
 }
 
 /// The arrays every calm upstream has alike (no refusal, no failure, no latency observed, a
@@ -113,47 +161,46 @@ struct Calm {
 }
 
 /// `slot`'s array (built by `build` the first time), one more reference to it.
-fn shared(slot: &mut Option<Zval>, build: impl FnOnce() -> ArrayBuilder) -> Zval {
-    slot.get_or_insert_with(|| build().into_zval())
-        .shallow_clone()
+fn shared(slot: &mut Option<Zval>, build: impl FnOnce() -> Zval) -> Zval {
+    slot.get_or_insert_with(build).shallow_clone()
 }
 
 fn key<'a>(keys: &'a Keys<'_>, k: K) -> Key<'a> {
     keys.get(k as usize)
 }
 
-fn shed(keys: &Keys<'_>, s: &MetricsSnapshot) -> ArrayBuilder {
+fn shed(keys: &Keys<'_>, s: &MetricsSnapshot) -> Zval {
     let mut shed = ArrayBuilder::with_capacity(RefusalReason::ALL.len() as u32);
     for r in RefusalReason::ALL {
         shed.add_long(key(keys, reason_key(r)), s.refused(r));
     }
-    shed
+    shed.into_zval()
 }
 
-fn failures(keys: &Keys<'_>, s: &MetricsSnapshot) -> ArrayBuilder {
+fn failures(keys: &Keys<'_>, s: &MetricsSnapshot) -> Zval {
     let mut failures = ArrayBuilder::with_capacity(FailureClass::ALL.len() as u32);
     for c in FailureClass::ALL {
         failures.add_long(key(keys, class_key(c)), s.failed(c));
     }
-    failures
+    failures.into_zval()
 }
 
-fn histogram(keys: &Keys<'_>, h: &Histogram) -> ArrayBuilder {
+fn histogram(shapes: &Shapes, h: &Histogram) -> Zval {
     let cumulative = h.cumulative();
     let count = cumulative[LATENCY_BUCKETS - 1];
-    let mut buckets = ArrayBuilder::with_capacity_keyed(LATENCY_BUCKETS as u32);
-    for (ms, n) in LATENCY_BOUNDS_MS.iter().zip(cumulative) {
-        buckets.add_index_long(*ms, n);
+    // The finite bounds' counts, then '+Inf' (the last bucket's, i.e. every observation).
+    let mut buckets = shapes.buckets.copy();
+    for (i, n) in cumulative.into_iter().enumerate() {
+        buckets.set_long(i, n);
     }
-    buckets.add_long(key(keys, K::Inf), count);
-    let mut out = ArrayBuilder::with_capacity(3);
-    out.add_array(key(keys, K::Buckets), buckets);
-    out.add_double(key(keys, K::Sum), h.sum_us as f64 / 1e6);
-    out.add_long(key(keys, K::Count), count);
-    out
+    let mut out = shapes.histogram.copy();
+    out.set(0, buckets.into_zval());
+    out.set_double(1, h.sum_us as f64 / 1e6);
+    out.set_long(2, count);
+    out.into_zval()
 }
 
-fn breaker(keys: &Keys<'_>, s: &MetricsSnapshot) -> ArrayBuilder {
+fn breaker(keys: &Keys<'_>, s: &MetricsSnapshot) -> Zval {
     let mut breaker = ArrayBuilder::with_capacity(2);
     breaker.add(
         key(keys, K::State),
@@ -164,50 +211,55 @@ fn breaker(keys: &Keys<'_>, s: &MetricsSnapshot) -> ArrayBuilder {
         transitions.add_long(key(keys, state_key(b)), s.breaker_transitions[b as usize]);
     }
     breaker.add_array(key(keys, K::Transitions), transitions);
-    breaker
+    breaker.into_zval()
 }
 
 /// A histogram's array; the calm one (nothing observed) shared.
-fn latency(keys: &Keys<'_>, calm: &mut Option<Zval>, h: &Histogram) -> Zval {
+fn latency(shapes: &Shapes, calm: &mut Option<Zval>, h: &Histogram) -> Zval {
     if *h == Histogram::default() {
-        shared(calm, || histogram(keys, h))
+        shared(calm, || histogram(shapes, h))
     } else {
-        histogram(keys, h).into_zval()
+        histogram(shapes, h)
     }
 }
 
 impl Builder<'_> {
-    fn entry(&mut self, s: &MetricsSnapshot) -> PhpResult<ArrayBuilder> {
-        let keys = &self.keys;
-        let calm = &mut self.calm;
-        let mut out = ArrayBuilder::with_capacity(14);
-        out.add_long(key(keys, K::Originals), s.originals);
-        out.add_long(key(keys, K::Attempts), s.attempts);
-        out.add_long(key(keys, K::Retries), s.retries);
-        out.add_long(key(keys, K::RetriesSucceeded), s.retries_succeeded);
-        out.add_long(key(keys, K::RetriesDenied), s.retries_denied());
-        out.add_long(key(keys, K::Successes), s.successes);
-        out.add_long(key(keys, K::InFlight), s.in_flight);
-        out.add_long(key(keys, K::Fallbacks), s.fallbacks);
-        out.add_long(key(keys, K::BackendFallbacks), s.backend_fallbacks);
+    fn entry(&mut self, s: &MetricsSnapshot) -> PhpResult<Zval> {
+        let (keys, shapes, calm) = (&self.keys, &self.shapes, &mut self.calm);
+        let mut out = shapes.entry.copy();
+        let counters = [
+            s.originals,
+            s.attempts,
+            s.retries,
+            s.retries_succeeded,
+            s.retries_denied(),
+            s.successes,
+            s.in_flight,
+            s.fallbacks,
+            s.backend_fallbacks,
+        ];
+        for (i, n) in counters.into_iter().enumerate() {
+            out.set_long(i, n);
+        }
         let shed = if s.refusals.iter().all(|&n| n == 0) {
             shared(&mut calm.shed, || shed(keys, s))
         } else {
-            shed(keys, s).into_zval()
+            shed(keys, s)
         };
-        out.add(key(keys, K::Shed), shed);
         let failures = if s.failures.iter().all(|&n| n == 0) {
             shared(&mut calm.failures, || failures(keys, s))
         } else {
-            failures(keys, s).into_zval()
+            failures(keys, s)
         };
-        out.add(key(keys, K::Failures), failures);
+        let mut latency_by = shapes.latency.copy();
+        latency_by.set(0, latency(shapes, &mut calm.histogram, &s.success_latency));
+        latency_by.set(1, latency(shapes, &mut calm.histogram, &s.failure_latency));
         let breaker = if s.breaker() == CircuitState::Closed
             && s.breaker_transitions.iter().all(|&n| n == 0)
         {
             shared(&mut calm.breaker, || breaker(keys, s))
         } else {
-            breaker(keys, s).into_zval()
+            breaker(keys, s)
         };
         // As `Funnel::stats()`'s (only names with a learned limit have one: rare enough for
         // the plain array).
@@ -215,15 +267,13 @@ impl Builder<'_> {
         if let Some(l) = &s.learned {
             learned.set_hashtable(crate::funnel::learned_array(l)?);
         }
-        let mut latency_by = ArrayBuilder::with_capacity(2);
-        let success = latency(keys, &mut calm.histogram, &s.success_latency);
-        latency_by.add(key(keys, K::Success), success);
-        let failure = latency(keys, &mut calm.histogram, &s.failure_latency);
-        latency_by.add(key(keys, K::Failure), failure);
-        out.add_array(key(keys, K::Latency), latency_by);
-        out.add(key(keys, K::Breaker), breaker);
-        out.add(key(keys, K::Learned), learned);
-        Ok(out)
+        let n = COUNTERS.len();
+        out.set(n, shed);
+        out.set(n + 1, failures);
+        out.set(n + 2, latency_by.into_zval());
+        out.set(n + 3, breaker);
+        out.set(n + 4, learned);
+        Ok(out.into_zval())
     }
 }
 
@@ -243,17 +293,17 @@ impl Metrics {
     /// in ms), 'sum' => float (s), 'count' => int]`.
     pub fn snapshot() -> PhpResult<ZBox<ZendHashTable>> {
         let seg = segment::shared()?;
+        let keys = KEYS.keys();
         let mut builder = Builder {
-            keys: KEYS.keys(),
+            shapes: Shapes::new(&keys),
+            keys,
             calm: Calm::default(),
         };
         let mut out = ZendHashTable::new();
         let mut result = Ok(());
         metrics::for_each_snapshot(&seg, |name, s| {
             if result.is_ok() {
-                result = builder
-                    .entry(s)
-                    .and_then(|e| Ok(out.insert(name, e.into_zval())?));
+                result = builder.entry(s).and_then(|e| Ok(out.insert(name, e)?));
             }
         });
         result?;

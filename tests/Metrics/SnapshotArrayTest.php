@@ -16,8 +16,9 @@ use Resilient\Tests\Harness\TestCase;
 
 /**
  * `Metrics::snapshot()` builds its arrays with keys made once (permanent interned strings made at
- * MINIT; strings made per call when the extension starts after PHP's startup) and shares the
- * arrays every calm name has alike (no refusal, no failure, no latency, a breaker that never
+ * MINIT; strings made per call when the extension starts after PHP's startup), makes each array
+ * as a copy of one laid out per shape (copied by `memcpy` when its keys are permanent) with its
+ * values written in place, and shares the arrays every calm name has alike (no refusal, no failure, no latency, a breaker that never
  * moved). Neither may show: each name reads its own counters, a change to one name's array
  * leaves the others alone, and the array is the same under FPM with a late start, under opcache
  * and in the CLI.
@@ -80,8 +81,8 @@ final class SnapshotArrayTest extends TestCase
     }
 
     /**
-     * The arrays are filled by writing each bucket in place and linking it into its hash chain;
-     * `===` walks both arrays in order and would not notice a broken chain, so every key of every
+     * The arrays are copies of a shape whose values are written in place, keeping each slot's
+     * link in its hash chain; `===` walks both arrays in order and would not notice a broken chain, so every key of every
      * level is looked up here, as user code does.
      */
     public function testEveryKeyOfEveryLevelIsFoundByLookup(): void
