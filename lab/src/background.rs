@@ -67,6 +67,9 @@ impl Workers {
                     p.funnel_wait_ms_of(variant).unwrap_or(0).to_string(),
                 )
                 .env("LAB_FUNNEL_RESERVE", p.reserve_of(variant).to_string())
+                .env("LAB_BUDGET_RATIO", p.budget.ratio.to_string())
+                .env("LAB_BUDGET_FLOOR", p.budget.floor.to_string())
+                .env("LAB_BUDGET_WINDOW", p.budget.window_s.to_string())
                 .env(
                     "LAB_FUNNEL_SHARE",
                     if p.share_of(variant) { "1" } else { "0" },

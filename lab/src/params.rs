@@ -33,6 +33,8 @@ pub struct Params {
     /// How long the `resilient` variant's funnel waits for a free slot, ms (counted in the
     /// deadline). `resilient-failfast` always uses 0, the contract's default.
     pub funnel_wait_ms: u64,
+    /// The resilient variants' retry budget (`--budget`).
+    pub budget: Budget,
     /// Length of each of the three phases (normal, slow, normal), seconds.
     pub phase_secs: f64,
     /// Offered load on /checkout, requests per second (open loop).
@@ -72,6 +74,59 @@ pub struct Params {
     pub upstream_bin: PathBuf,
 }
 
+/// The resilient variants' retry budget: `'budget' => ['ratio' => .., 'floor' => .., 'window' => ..]`.
+///
+/// Under sustained failure it holds the attempts per request to about
+/// `1 + ratio + floor / (rate × window)`, once the window holds only the failure's requests.
+/// Before that, the credit a healthy spell left in the window can be spent at once: so the window
+/// is 10 s (Finagle's and tower's), not seed 000's minute, and the ratio 8 %: with the floor, a
+/// ceiling of 1.09 at the lab's 50 req/s (`--budget 0.1,5,60` replays the seed's figures).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub ratio: f64,
+    pub floor: u32,
+    pub window_s: f64,
+}
+
+impl Budget {
+    pub const DEFAULT: Budget = Budget {
+        ratio: 0.08,
+        floor: 5,
+        window_s: 10.0,
+    };
+
+    /// `RATIO,FLOOR,WINDOW`.
+    fn parse(text: &str) -> Result<Budget, String> {
+        let bad = || format!("--budget: RATIO,FLOOR,WINDOW (e.g. 0.08,5,10), got '{text}'");
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        let [ratio, floor, window] = parts[..] else {
+            return Err(bad());
+        };
+        let b = Budget {
+            ratio: ratio.parse().map_err(|_| bad())?,
+            floor: floor.parse().map_err(|_| bad())?,
+            window_s: window.parse().map_err(|_| bad())?,
+        };
+        if !((0.0..=1000.0).contains(&b.ratio) && b.window_s >= 0.02 && b.window_s.is_finite()) {
+            return Err(bad());
+        }
+        Ok(b)
+    }
+
+    /// Attempts per request the budget allows under sustained failure at `rate` requests/s.
+    pub fn ceiling(&self, rate: f64) -> f64 {
+        1.0 + self.ratio + self.floor as f64 / (rate * self.window_s).max(1.0)
+    }
+
+    /// As the client option reads: `ratio 0.08, floor 5, window 10 s`.
+    pub fn describe(&self) -> String {
+        format!(
+            "ratio {}, floor {}, window {} s",
+            self.ratio, self.floor, self.window_s
+        )
+    }
+}
+
 impl Params {
     pub const USAGE: &'static str = "\
 usage: resilient-lab [options]
@@ -98,6 +153,8 @@ usage: resilient-lab [options]
   --bg-deadline-ms MS     mixed: a background call's deadline (default 2000)
   --funnel-wait-ms MS     how long the resilient variant's funnel waits for a slot (default 50;
                           resilient-failfast always 0)
+  --budget R,F,W          the resilient variants' retry budget: ratio, floor, window in
+                          seconds (default 0.08,5,10)
   --phase-secs S          seconds per phase (default 20; --quick 5)
   --rate R                /checkout requests per second (default 50)
   --health-rate R         /health requests per second (default 5)
@@ -130,6 +187,7 @@ usage: resilient-lab [options]
             share: true,
             bg_deadline_ms: 2000,
             funnel_wait_ms: 50,
+            budget: Budget::DEFAULT,
             phase_secs: if quick { 5.0 } else { 20.0 },
             rate: 50.0,
             health_rate: 5.0,
@@ -202,6 +260,7 @@ usage: resilient-lab [options]
                     p.variants_override = Some(list);
                 }
                 "--funnel-wait-ms" => p.funnel_wait_ms = num(&a, &val(&a)?)? as u64,
+                "--budget" => p.budget = Budget::parse(&val(&a)?)?,
                 "--phase-secs" => p.phase_secs = num(&a, &val(&a)?)?,
                 "--rate" => p.rate = num(&a, &val(&a)?)?,
                 "--health-rate" => p.health_rate = num(&a, &val(&a)?)?,
@@ -446,5 +505,36 @@ mod tests {
             .unwrap()
             .share_of("resilient"));
         assert!(parse(&["--share", "yes"]).is_err());
+    }
+
+    #[test]
+    fn the_budget_is_parsed_and_its_ceiling_is_ratio_plus_floor_per_window() {
+        let p = parse(&[]).unwrap();
+        assert_eq!(p.budget, Budget::DEFAULT);
+        // 1 + 8 % + 5 retries per 10 s of 50 req/s.
+        assert!((p.budget.ceiling(50.0) - 1.09).abs() < 1e-12);
+        let q = parse(&["--budget", "0.1, 5, 60"]).unwrap();
+        assert_eq!(
+            q.budget,
+            Budget {
+                ratio: 0.1,
+                floor: 5,
+                window_s: 60.0
+            }
+        );
+        for bad in [
+            "0.1,5",
+            "0.1,5,60,1",
+            "x,5,60",
+            "0.1,-1,60",
+            "0.1,5,0",
+            "-0.1,5,60",
+            "0.1,5,inf",
+        ] {
+            assert!(
+                parse(&["--budget", bad]).unwrap_err().contains("--budget"),
+                "{bad}"
+            );
+        }
     }
 }

@@ -432,7 +432,7 @@ pub fn markdown(
            deadline (`lab/app/src/Laravel/`).\n\
          - **resilient**: `Resilient\\Client` with deadline, 0.3 s per attempt, 3 attempts, full jitter 25–200 ms, funnel 4 \
            that waits up to {} ms for a free slot (`funnel.wait`, counted in the deadline; `--funnel-wait-ms`), \
-           budget 10 % + floor 5, shared-memory backend; ini `resilient.web_max_attempts=3` (the web default allows no retry) \
+           budget {} (`--budget`), shared-memory backend; ini `resilient.web_max_attempts=3` (the web default allows no retry) \
            (`lab/app/src/ResilientQuoteClient.php`).\n\
          - **resilient-failfast**: the same client and ini with `funnel.wait` 0, the contract's default: the funnel refuses \
            at once when its slots are busy. Its own php-fpm and shared-memory segment.\n\
@@ -441,7 +441,9 @@ pub fn markdown(
            failures in a row (`consecutive_failures`, default `min_calls`); open 5 s ± 20 %, then one probe for the host.\n\
          - Every attempt carries the call's `X-Request-Id` (`w-…` from the page, `b-…` from a background worker), so the \
            upstream's own rows tell web from background attempts and attempts from calls.\n",
-        p.deadline_ms, p.funnel_wait_ms
+        p.deadline_ms,
+        p.funnel_wait_ms,
+        p.budget.describe()
     );
     for v in all {
         let _ = writeln!(
@@ -534,19 +536,19 @@ fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> Strin
                     phase("resilient"),
                     all.iter().find(|v| v.name == "resilient"),
                 ) {
-                    let originals: u64 = n.phases[..2].iter().map(|x| x.sent).sum();
+                    let b = p.budget;
                     let _ = writeln!(
                         out,
-                        "**Why resilient's amplification in the errors phase is above 1.1.** The budget allows `floor` + `ratio` × \
-                         the originals in its 60 s window (`'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0]`), and \
-                         the window still holds the healthy phase's originals, which needed no retry: by the end of the errors \
-                         phase it allowed 5 + 10 % × {originals} = {:.0} retries for {} requests, i.e. up to {:.2}. Over the \
-                         window (the whole run) the attempts per request are {:.3}. A run whose bad phase outlasts the window \
-                         tends to 1.1 plus the floor.\n",
-                        5.0 + 0.1 * originals as f64,
+                        "**Why resilient's amplification in the errors phase is above 1.1.** The budget allows `floor` + \
+                         `ratio` × the originals in its {} s window ({}): under sustained failure at most {:.3} attempts per \
+                         request. A window longer than the errors phase still holds healthy originals, which needed no \
+                         retry, when the errors start: their credit is spent at once. Over the whole run the attempts per \
+                         request are {:.3} ({} requests in the errors phase).\n",
+                        b.window_s,
+                        b.describe(),
+                        b.ceiling(p.rate),
+                        n.amplification_whole_run,
                         s.sent,
-                        1.0 + (5.0 + 0.1 * originals as f64) / s.sent.max(1) as f64,
-                        n.amplification_whole_run
                     );
                 }
             }

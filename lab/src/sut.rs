@@ -86,6 +86,9 @@ impl SystemUnderTest {
             ("FUNNEL_RESERVE", p.reserve_of(variant).to_string()),
             ("FUNNEL_SHARE", u8::from(p.share_of(variant)).to_string()),
             ("FUNNEL_LIMIT", p.funnel_limit_of(variant).to_string()),
+            ("BUDGET_RATIO", p.budget.ratio.to_string()),
+            ("BUDGET_FLOOR", p.budget.floor.to_string()),
+            ("BUDGET_WINDOW", p.budget.window_s.to_string()),
             ("FPM_PORT", free_port()?.to_string()),
         ];
         let fpm_conf = dir.join("php-fpm.conf");

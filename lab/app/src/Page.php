@@ -35,6 +35,16 @@ final class Page
         return getenv('LAB_FUNNEL_SHARE') === '1';
     }
 
+    /** The resilient client's retry budget (the runner's --budget; its default if unset). */
+    public static function budget(): array
+    {
+        return [
+            'ratio' => (float) (getenv('LAB_BUDGET_RATIO') ?: 0.08),
+            'floor' => (int) (getenv('LAB_BUDGET_FLOOR') ?: 5),
+            'window' => (float) (getenv('LAB_BUDGET_WINDOW') ?: 10.0),
+        ];
+    }
+
     /** The resilient client's funnel limit: 4 (the seed's), 16, or 'auto' (issue 13). */
     public static function funnelLimit(): int|string
     {

@@ -42,6 +42,7 @@ final class Quotes
                     Page::funnelLimit(),
                     Page::backend($variant),
                     Page::funnelShare(),
+                    Page::budget(),
                 ))->quote($postcode, $requestId);
             })(),
             default => throw new LogicException("unknown LAB_VARIANT '{$variant}'"),

@@ -3,8 +3,8 @@ declare(strict_types=1);
 
 /**
  * The extension's client with the seed's policy: deadline 0.85 s, 0.3 s per attempt, 3 attempts,
- * full jitter 25..200 ms, a host-wide funnel of 4 and a retry budget (10 %, floor 5), both in
- * shared memory. The funnel waits up to $funnelWaitMs for a free slot (seed 000: the wait counts
+ * full jitter 25..200 ms, a host-wide funnel of 4 and a retry budget, both in shared memory.
+ * `$budget`: the runner's --budget (by default 8 % + 5 per 10 s window: see lab/README.md). The funnel waits up to $funnelWaitMs for a free slot (seed 000: the wait counts
  * in the deadline); 0 fails fast, the contract's default (variant resilient-failfast). Needs ini
  * resilient.web_max_attempts=3 (set by the lab's php-fpm command line), since the web default
  * allows no retry. `$funnelReserve` slots are kept for web callers (the mixed scenario's
@@ -25,6 +25,7 @@ final class ResilientQuoteClient
         private int|string $funnelLimit = 4,
         private ?string $backend = null,
         private bool $funnelShare = false,
+        private array $budget = ['ratio' => 0.08, 'floor' => 5, 'window' => 10.0],
     ) {}
 
     public function quote(string $postcode, string $requestId = ''): array
@@ -42,7 +43,7 @@ final class ResilientQuoteClient
                 + ($this->funnelShare ? ['share' => true] : [])
                 // 'auto' (variant resilient-adaptive): learned, told nothing of the upstream's slots.
                 + ($this->funnelLimit === 'auto' ? ['limit' => 'auto', 'min' => 1, 'max' => 32, 'initial' => 1] : ['limit' => $this->funnelLimit]),
-            'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
+            'budget' => $this->budget,
             'backend' => $this->backend ?? 'shm',
         ] + ($this->backend !== null ? [
             // Variant resilient-redis: funnel, budget and breaker on Redis, shared by both hosts;
