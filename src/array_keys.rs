@@ -276,6 +276,10 @@ impl Shaped {
         // the slot's link in the hash chain and is kept: only the value and its type change.
         unsafe {
             let slot = &mut (*table.__bindgen_anon_1.arData.add(position)).val;
+            debug_assert!(
+                u32::from(slot.u1.v.type_) <= IS_DOUBLE,
+                "position {position} already holds a counted value, which would leak"
+            );
             slot.value = value.value;
             slot.u1 = value.u1;
         }
