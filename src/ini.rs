@@ -299,7 +299,7 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
                 .to_owned(),
         );
     }
-    if !ANY_REJECTED.load(Ordering::Acquire) {
+    if !ANY_REJECTED.load(Ordering::Acquire) || set_at_runtime(key) {
         return Ok(());
     }
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
@@ -317,6 +317,29 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
             requirement(key),
             value.escape_debug()
         )),
+    }
+}
+
+/// `ini_set()` gave `key` another value in this request (the engine refuses a bad one, so it
+/// is good): a refused configured value does not apply until the request ends or
+/// `ini_restore()` (both clear `modified`). A failed `ini_set()` marks the entry modified but
+/// keeps its value, hence the comparison with the original.
+fn set_at_runtime(key: &CStr) -> bool {
+    let globals = ext_php_rs::zend::ExecutorGlobals::get();
+    // SAFETY: the engine's table of ini entries, live for the request; entries are found by
+    // name and only read here.
+    unsafe {
+        let Some(table) = globals.ini_directives.as_mut() else {
+            return false;
+        };
+        let found = ext_php_rs::ffi::zend_hash_str_find(table, key.as_ptr(), key.count_bytes());
+        let Some(entry) = found
+            .as_ref()
+            .and_then(|z| z.value.ptr.cast::<zend_ini_entry>().as_ref())
+        else {
+            return false;
+        };
+        entry.modified != 0 && entry.value != entry.orig_value
     }
 }
 
@@ -451,7 +474,8 @@ const STAGE_HTACCESS: c_int = 1 << 5;
 /// A bad value is refused; unless it comes from `ini_set()` it is also
 /// remembered for [`check`]. A good value from an FPM pool or `.user.ini`
 /// forgets an earlier bad one (not at startup: the engine validates the
-/// default right after refusing the configured value).
+/// default right after refusing the configured value); one from `ini_set()`
+/// sets it aside for the request (see [`set_at_runtime`]).
 fn validate(
     key: &'static CStr,
     new_value: *mut zend_string,

@@ -347,6 +347,23 @@ final class RedisBackendTest extends HttpTestCase
         }
     }
 
+    /**
+     * A refused configured backend throws in every client that reads it, until `ini_set()` gives
+     * another, good value for the request (a bad one is refused and changes nothing);
+     * `ini_restore()` brings the refusal back.
+     */
+    public function testAGoodIniSetOverridesARefusedConfiguredBackendUntilRestored(): void
+    {
+        $code = 'function make() { try { new Resilient\Client("x", ["funnel" => ["limit" => 2]]); return "ok"; } catch (ValueError $e) { return "refused"; } }
+            echo make();
+            echo " ", var_export(ini_set("resilient.backend", "mysql://y"), true), " ", make();
+            echo " ", var_export(ini_set("resilient.backend", " shm ") !== false, true), " ", make();
+            ini_restore("resilient.backend");
+            echo " ", make();';
+        $r = PhpProcess::runCode($code, ['resilient.backend' => 'mysql://:s3cret@h']);
+        $this->assertSame('refused false refused true ok refused', trim($r->stdout), $r->describe());
+    }
+
     /** phpinfo() and `php -i` show the backend with its password masked. */
     public function testPhpinfoMasksThePassword(): void
     {
