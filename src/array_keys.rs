@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::ffi::{
     zend_array_dup, zend_hash_add_new, zend_hash_index_update, zend_string,
-    zend_string_init_interned, GC_IMMUTABLE, IS_DOUBLE, IS_LONG,
+    zend_string_init_interned, GC_IMMUTABLE, IS_ARRAY_EX, IS_DOUBLE, IS_LONG,
 };
 use ext_php_rs::types::{ZendHashTable, ZendStr, Zval};
 
@@ -139,6 +139,15 @@ fn long(value: u64) -> Zval {
     z
 }
 
+/// An array zval owning `table` (never an immutable one here). Written field by field, as
+/// `long`: ext-php-rs's setter is an out-of-line call whose result the caller reads back.
+fn array(table: ZBox<ZendHashTable>) -> Zval {
+    let mut z = Zval::new();
+    z.value.arr = table.into_raw();
+    z.u1.type_info = IS_ARRAY_EX;
+    z
+}
+
 /// A float zval.
 fn double(value: f64) -> Zval {
     let mut z = Zval::new();
@@ -203,9 +212,7 @@ impl ArrayBuilder {
     }
 
     pub fn into_zval(self) -> Zval {
-        let mut z = Zval::new();
-        z.set_hashtable(self.0);
-        z
+        array(self.0)
     }
 }
 
@@ -295,9 +302,7 @@ impl Shaped {
     }
 
     pub fn into_zval(self) -> Zval {
-        let mut z = Zval::new();
-        z.set_hashtable(self.0);
-        z
+        array(self.0)
     }
 }
 
