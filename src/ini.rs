@@ -10,8 +10,9 @@
 //!   first use of the setting throws, naming the key and the rejected value
 //!   ([`check`]). A valid value set later by an FPM pool or `.user.ini`
 //!   replaces the remembered one (a pool may fix a global mistake); a valid
-//!   `ini_set()` does not (the engine restores the configured value at request
-//!   end, and that value is the bad one).
+//!   `ini_set()` of another value sets it aside for the rest of its request
+//!   only (the engine restores the configured value at request end, and that
+//!   value is the bad one).
 //!
 //! FPM pools that load the extension themselves (`php_admin_value[extension]`):
 //! php-fpm applies a pool's `php_value`/`php_admin_value` lines in reverse
@@ -282,6 +283,8 @@ pub fn web_max_attempts() -> u32 {
 static REJECTED: Mutex<Vec<(&'static CStr, String)>> = Mutex::new(Vec::new());
 /// Some value was ever refused (the common case, none, skips the lock in [`check`]).
 static ANY_REJECTED: AtomicBool = AtomicBool::new(false);
+/// The value `ini_set()` last accepted per key (see [`set_at_runtime`]).
+static ACCEPTED_AT_RUNTIME: Mutex<Vec<(&'static CStr, Vec<u8>)>> = Mutex::new(Vec::new());
 
 /// `Err(message)` when the configured value of `key` was refused: the message
 /// names the key, what it must be and the value given.
@@ -320,15 +323,16 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
     }
 }
 
-/// `ini_set()` gave `key` another value in this request (the engine refuses a bad one, so it
-/// is good): a refused configured value does not apply until the request ends or
-/// `ini_restore()` (both clear `modified`). A failed `ini_set()` marks the entry modified but
-/// keeps its value, hence the comparison with the original.
-fn set_at_runtime(key: &CStr) -> bool {
+/// `ini_set()` gave `key` another, good value in this request: a refused configured value
+/// does not apply until the request ends or `ini_restore()` (both clear the entry's
+/// `modified`). The entry's value must be the one `ini_set()` accepted (a `[PATH=]` section or
+/// `.user.ini` also marks it modified) and differ from the original (a failed `ini_set()`
+/// marks it modified too, keeping its value).
+fn set_at_runtime(key: &'static CStr) -> bool {
     let globals = ext_php_rs::zend::ExecutorGlobals::get();
     // SAFETY: the engine's table of ini entries, live for the request; entries are found by
-    // name and only read here.
-    unsafe {
+    // name and only read here, their strings live while they are the entry's.
+    let (value, original) = unsafe {
         let Some(table) = globals.ini_directives.as_mut() else {
             return false;
         };
@@ -339,8 +343,22 @@ fn set_at_runtime(key: &CStr) -> bool {
         else {
             return false;
         };
-        entry.modified != 0 && entry.value != entry.orig_value
-    }
+        if entry.modified == 0 {
+            return false;
+        }
+        let text =
+            |s: *mut zend_string| s.cast::<ZendStr>().as_ref().map(|s| s.as_bytes().to_vec());
+        (text(entry.value), text(entry.orig_value))
+    };
+    let Some(value) = value else {
+        return false;
+    };
+    original.as_ref() != Some(&value)
+        && ACCEPTED_AT_RUNTIME
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|(k, v)| *k == key && *v == value)
 }
 
 /// Keys whose rejection this process already logged (with its pid: a forked
@@ -475,7 +493,7 @@ const STAGE_HTACCESS: c_int = 1 << 5;
 /// remembered for [`check`]. A good value from an FPM pool or `.user.ini`
 /// forgets an earlier bad one (not at startup: the engine validates the
 /// default right after refusing the configured value); one from `ini_set()`
-/// sets it aside for the request (see [`set_at_runtime`]).
+/// is remembered and sets it aside for the request (see [`set_at_runtime`]).
 fn validate(
     key: &'static CStr,
     new_value: *mut zend_string,
@@ -489,6 +507,13 @@ fn validate(
         };
         let bytes = s.as_bytes();
         let good = std::str::from_utf8(bytes).is_ok_and(ok);
+        if good && stage & STAGE_RUNTIME != 0 {
+            let mut accepted = ACCEPTED_AT_RUNTIME
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            accepted.retain(|(k, _)| *k != key);
+            accepted.push((key, bytes.to_vec()));
+        }
         let mut rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
         if good {
             if key == SHM_PATH && stage & STAGE_ACTIVATE != 0 {

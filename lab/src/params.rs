@@ -107,7 +107,11 @@ impl Budget {
             floor: floor.parse().map_err(|_| bad())?,
             window_s: window.parse().map_err(|_| bad())?,
         };
-        if !((0.0..=1000.0).contains(&b.ratio) && b.window_s >= 0.02 && b.window_s.is_finite()) {
+        if !((0.0..=1000.0).contains(&b.ratio)
+            && b.floor <= resilient_core::BudgetConfig::MAX_FLOOR
+            && b.window_s >= 0.02
+            && b.window_s.is_finite())
+        {
             return Err(bad());
         }
         Ok(b)

@@ -38,10 +38,12 @@ final class Page
     /** The resilient client's retry budget (the runner's --budget; its default if unset). */
     public static function budget(): array
     {
+        // Not `?:`: a ratio or floor of 0 arrives as "0", which is falsy.
+        $env = fn (string $name, float $default): float => ($v = getenv($name)) !== false && $v !== '' ? (float) $v : $default;
         return [
-            'ratio' => (float) (getenv('LAB_BUDGET_RATIO') ?: 0.08),
-            'floor' => (int) (getenv('LAB_BUDGET_FLOOR') ?: 5),
-            'window' => (float) (getenv('LAB_BUDGET_WINDOW') ?: 10.0),
+            'ratio' => $env('LAB_BUDGET_RATIO', 0.08),
+            'floor' => (int) $env('LAB_BUDGET_FLOOR', 5),
+            'window' => $env('LAB_BUDGET_WINDOW', 10.0),
         ];
     }
 
