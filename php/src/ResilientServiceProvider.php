@@ -32,6 +32,7 @@ final class ResilientServiceProvider extends ServiceProvider
     public function boot(): void
     {
         $this->checkExtension();
+        $this->declareContext();
 
         if (method_exists($this->app, 'configPath')) {
             $this->publishes([
@@ -63,6 +64,19 @@ final class ResilientServiceProvider extends ServiceProvider
             /** @var PendingRequest $this */
             return ResilientPendingRequest::from($this, $name, $app->make(ResilientManager::class));
         });
+    }
+
+    /**
+     * `defaults.context` (RESILIENT_CONTEXT) for the whole process, Funnel objects included:
+     * clients take it as an option, but `Resilient::funnel()` and the queue middleware decide
+     * from the `resilient.context` setting or the SAPI, and Octane's workers report `cli`.
+     */
+    private function declareContext(): void
+    {
+        $context = $this->app['config']->get('resilient.defaults.context');
+        if (is_string($context) && $context !== '' && extension_loaded('resilient')) {
+            ini_set('resilient.context', $context);
+        }
     }
 
     /**

@@ -148,6 +148,20 @@ final class ArtisanTest extends TestCase
         $this->assertStringContainsString('client slow: timeout 30s in config, but resilient.web_timeout = 10: under php-fpm it gets 10s', $out);
     }
 
+    /**
+     * RESILIENT_CONTEXT=web (an Octane worker, SAPI cli) reaches Funnel objects too, not only
+     * clients: the funnel's reserve is then this process's to use.
+     */
+    public function testTheDeclaredContextReachesFunnelObjects(): void
+    {
+        $app = new FixtureApp();
+        $name = Run::name('lv-ctx');
+        $r = $app->artisan(['fixture:funnel-context', $name]);
+        $this->assertSame('auto 1', trim($r->stdout), 'unset: the SAPI (cli) makes it a background caller ' . $r->describe());
+        $r = $app->artisan(['fixture:funnel-context', $name . '-web'], ['RESILIENT_CONTEXT' => 'web']);
+        $this->assertSame('web 2', trim($r->stdout), $r->describe());
+    }
+
     public function testConfigCacheWorksWithThePackagesConfig(): void
     {
         $app = new FixtureApp();

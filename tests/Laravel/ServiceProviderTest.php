@@ -79,8 +79,29 @@ final class ServiceProviderTest extends TestCase
         $this->assertTrue(Resilient::funnel('lv-shared')->share());
         $this->assertFalse(Resilient::funnel('lv-sap')->share());
         $job = new \Resilient\Laravel\Queue\Funnel('lv-queue-shared', limit: 4, reserve: 2, share: true);
-        $funnel = (fn () => $this->funnel())->call($job);
+        $funnel = (fn () => $this->funnel(new \stdClass()))->call($job);
         $this->assertTrue($funnel->share());
+    }
+
+    /**
+     * The queue middleware holds its slot for the whole job: a lease shorter than the job's
+     * timeout (here 0.5 s against 3 s) would expire while the job runs and let a second job in.
+     */
+    public function testTheQueueFunnelsLeaseOutlastsTheJobsTimeout(): void
+    {
+        $name = Run::name('lv-queue-lease');
+        $middleware = new \Resilient\Laravel\Queue\Funnel($name, limit: 1, lease: 0.5);
+        $job = new class () {
+            public $timeout = 3;
+        };
+        $seen = $middleware->handle($job, function () use ($name): string {
+            usleep(700_000);   // past the funnel's own 0.5 s lease
+            $other = (new \Resilient\Funnel($name, 1))->tryAcquire();
+
+            return $other === null ? 'still held' : 'slot taken by another job';
+        });
+        $this->assertSame('still held', $seen);
+        $this->assertSame(0, (new \Resilient\Funnel($name, 1))->inFlight(), 'given back after the job');
     }
 
     public function testClientsAreBuiltOncePerName(): void

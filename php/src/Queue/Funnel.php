@@ -17,7 +17,10 @@ use Resilient\Laravel\ResilientManager;
  * job recipe, without Redis and without polling: when the funnel is full the job is released
  * with a delay from the configured range (see ReleaseDelay) and the worker moves on at once;
  * it never blocks. The lease is held while the job runs and given back after it, also when the
- * job throws; if the worker is killed, the lease expires (`lease` seconds) and the slot returns.
+ * job throws. It lasts at least the job's timeout plus a tenth (at least 1 s), whatever the
+ * funnel's `lease`: a lease that ended first would let another worker in while the job still
+ * runs. A worker killed at its timeout gives the slot back at once (its process is gone); the
+ * lease only bounds a worker that is stuck.
  *
  * Workers are background callers: they may use `limit - reserve` slots, the rest stay for web
  * requests. With `share: true` (or `'share' => true` in the config) they also keep those slots
@@ -46,7 +49,7 @@ final class Funnel
     /** @param object $job a queued job using InteractsWithQueue */
     public function handle($job, Closure $next)
     {
-        $lease = $this->funnel()->tryAcquire();
+        $lease = $this->funnel($job)->tryAcquire();
         if ($lease === null) {
             Released::job($job, $this->delay->draw());
 
@@ -59,12 +62,17 @@ final class Funnel
         }
     }
 
-    private function funnel(): SharedFunnel
+    /** The funnel, with a lease that outlasts `$job`'s timeout (see the class doc). */
+    private function funnel(object $job): SharedFunnel
     {
-        if ($this->limit !== null) {
-            return new SharedFunnel($this->name, $this->limit, $this->reserve, $this->lease, $this->share);
-        }
+        $funnel = $this->limit !== null
+            ? new SharedFunnel($this->name, $this->limit, $this->reserve, $this->lease, $this->share)
+            : Container::getInstance()->make(ResilientManager::class)->funnel($this->name);
+        $timeout = WithinDeadline::timeoutOf($job);
+        $lease = $timeout + max(1.0, $timeout / 10);
 
-        return Container::getInstance()->make(ResilientManager::class)->funnel($this->name);
+        return $funnel->lease() >= $lease
+            ? $funnel
+            : new SharedFunnel($this->name, $funnel->limit(), $funnel->reserve(), $lease, $funnel->share());
     }
 }
