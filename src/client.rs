@@ -21,6 +21,7 @@
 //! Funnel leases taken by the loop are listed in `held` while in flight, so a bailout (fatal
 //! error, `max_execution_time`) in the middle of a call still gives them back at request end.
 
+use std::cell::RefCell;
 use std::ptr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,13 +46,81 @@ use crate::{coerce, context, deadline, engine, errors, held, interrupt, options,
 #[php(name = "Resilient\\Client")]
 pub struct Client {
     name: String,
-    http: HttpClient,
+    /// What the HTTP client is built from (the validated options, web or console).
+    recipe: Recipe,
+    /// The HTTP client with its guards, on the segment it was built on; see [`Client::built`].
+    built: RefCell<Built>,
     /// The `on_attempt` callable (a counted reference), if any.
     on_attempt: Option<Zval>,
     /// The `fallback` callable (a counted reference), if any.
     fallback: Option<Zval>,
+}
+
+/// The constructor's inputs to [`build`], kept to build the client again on another segment.
+struct Recipe {
+    config: resilient_http::ClientConfig,
+    web: bool,
+}
+
+/// An HTTP client bound to one segment.
+#[derive(Clone)]
+struct Built {
+    http: Arc<HttpClient>,
     /// The name's host-wide metrics, when the segment is usable (fallback uses are counted).
     events: Option<Arc<dyn CallEvents>>,
+    /// The segment its guards and metrics use (`None`: none was usable).
+    segment: Option<Arc<Segment>>,
+}
+
+fn prepare(
+    b: &Built,
+    method: &str,
+    path: &str,
+    options: RequestOptions,
+) -> PhpResult<Arc<PreparedRequest>> {
+    b.http
+        .prepare(method, path, options)
+        .map_err(options::config_error)
+}
+
+/// Builds the HTTP client of `name`: web caps, this process's transport, and the funnel,
+/// budget, breaker and metrics on the process's segment (or Redis).
+fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
+    let config = recipe.config.clone();
+    let (backend_kind, on_backend_error, hosts) = (
+        config.backend.clone(),
+        config.on_backend_error,
+        config.hosts,
+    );
+    let caps = context::caps(recipe.web);
+    let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
+    let mut builder = HttpClient::builder(config)
+        .caps(caps)
+        .transport(io.transport());
+    // Metrics are best effort: a client without a funnel or a budget works as before when
+    // the segment is unusable (`shm_required`) or its table is full; it records nothing.
+    let segment = segment::shared().ok();
+    let events: Option<Arc<dyn CallEvents>> = segment
+        .clone()
+        .and_then(|seg| resilient_core::Metrics::new(seg, name).ok())
+        .map(|metrics| Arc::new(MetricsEvents::new(metrics)) as Arc<dyn CallEvents>);
+    if let Some(events) = &events {
+        builder = builder.events(events.clone());
+    }
+    if builder.wants_backend() {
+        let backend = choose_backend(backend_kind, on_backend_error, hosts, events.clone())?;
+        builder = builder
+            .backend(backend.as_ref(), name, !recipe.web)
+            .map_err(errors::php)?;
+    }
+    let http = builder
+        .build()
+        .map_err(|e| PhpException::from(e.as_str()))?;
+    Ok(Built {
+        http: Arc::new(http),
+        events,
+        segment,
+    })
 }
 
 /// Lists the loop's leases in `held` while they are in flight.
@@ -83,42 +152,16 @@ impl Client {
             config.backend = backend_from_ini()?;
         }
         config.check_backend().map_err(options::config_error)?;
-        let (backend_kind, on_backend_error, hosts) = (
-            config.backend.clone(),
-            config.on_backend_error,
-            config.hosts,
-        );
         let web = binding.context.unwrap_or_else(context::is_web);
         context::check_caps_for(web)?;
-        let caps = context::caps(web);
-        let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
-        let mut builder = HttpClient::builder(config)
-            .caps(caps)
-            .transport(io.transport());
-        // Metrics are best effort: a client without a funnel or a budget works as before when
-        // the segment is unusable (`shm_required`) or its table is full; it records nothing.
-        let events: Option<Arc<dyn CallEvents>> = segment::shared()
-            .ok()
-            .and_then(|seg| resilient_core::Metrics::new(seg, &name).ok())
-            .map(|metrics| Arc::new(MetricsEvents::new(metrics)) as Arc<dyn CallEvents>);
-        if let Some(events) = &events {
-            builder = builder.events(events.clone());
-        }
-        if builder.wants_backend() {
-            let backend = choose_backend(backend_kind, on_backend_error, hosts, events.clone())?;
-            builder = builder
-                .backend(backend.as_ref(), &name, !web)
-                .map_err(errors::php)?;
-        }
-        let http = builder
-            .build()
-            .map_err(|e| PhpException::from(e.as_str()))?;
+        let recipe = Recipe { config, web };
+        let built = build(&name, &recipe)?;
         Ok(Client {
             name,
-            http,
+            recipe,
+            built: RefCell::new(built),
             on_attempt: binding.on_attempt,
             fallback: binding.fallback,
-            events,
         })
     }
 
@@ -261,12 +304,14 @@ impl Client {
         path: String,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
-        let request = self.prepare(
+        let b = self.built()?;
+        let request = prepare(
+            &b,
             &method,
             &path,
-            options::request(options, None, &self.http.config().transport)?,
+            options::request(options, None, &b.http.config().transport)?,
         )?;
-        self.run(request)
+        self.run(&b, request)
     }
 
     /// `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
@@ -284,15 +329,16 @@ impl Client {
         if !(1..=1024).contains(&concurrency) {
             return Err(exceptions::value_error(format!("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got {concurrency}")));
         }
+        let b = self.built()?;
         let mut keys = Vec::with_capacity(requests.len());
         let mut prepared = Vec::with_capacity(requests.len());
         for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
-            let request = self.http.prepare(
+            let request = b.http.prepare(
                 &method,
                 &path,
-                options::request(options, None, &self.http.config().transport)?,
+                options::request(options, None, &b.http.config().transport)?,
             );
             prepared
                 .push(request.map_err(|e| {
@@ -302,8 +348,8 @@ impl Client {
         }
         check_stack()?;
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
-        let (env, events) = self.call_env(io);
-        let future = self
+        let (env, events) = self.call_env(&b.http, io);
+        let future = b
             .http
             .pool(env, prepared, concurrency as usize, enclosing_remaining());
         let mut failure = None;
@@ -353,36 +399,47 @@ impl Client {
             true => Data::Json(d),
             false => Data::Query(d),
         });
-        let request = self.prepare(
+        let b = self.built()?;
+        let request = prepare(
+            &b,
             method,
             path,
-            options::request(options, data, &self.http.config().transport)?,
+            options::request(options, data, &b.http.config().transport)?,
         )?;
-        self.run(request)
+        self.run(&b, request)
     }
 
-    fn prepare(
-        &self,
-        method: &str,
-        path: &str,
-        options: RequestOptions,
-    ) -> PhpResult<Arc<PreparedRequest>> {
-        self.http
-            .prepare(method, path, options)
-            .map_err(options::config_error)
+    /// The HTTP client for a call. A long-running process (a queue worker, Octane) may keep a
+    /// client while its segment file is removed or replaced; `segment::shared()` notices that
+    /// within a second and opens the new file, and the client is then built again on it, as a
+    /// new one would be, instead of counting into the old mapping.
+    fn built(&self) -> PhpResult<Built> {
+        let segment = segment::shared().ok();
+        let current = self.built.borrow().clone();
+        let same = match (&current.segment, &segment) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return Ok(current);
+        }
+        let fresh = build(&self.name, &self.recipe)?;
+        *self.built.borrow_mut() = fresh.clone();
+        Ok(fresh)
     }
 
     /// This process's transport, and the observer channel when `on_attempt` is set.
     /// `max_body` is lowered to what `memory_limit` leaves now.
     fn call_env(
         &self,
+        http: &HttpClient,
         io: &ProcessIo,
     ) -> (
         CallEnv,
         Option<tokio::sync::mpsc::UnboundedReceiver<AttemptRecord>>,
     ) {
-        let env = self
-            .http
+        let env = http
             .env()
             .clone()
             .transport(io.transport())
@@ -396,11 +453,11 @@ impl Client {
 
     /// One call to its end: a Response, or the Unavailable subclass thrown (or given to the
     /// `fallback`, whose value is returned instead).
-    fn run(&self, request: Arc<PreparedRequest>) -> PhpResult<Zval> {
+    fn run(&self, b: &Built, request: Arc<PreparedRequest>) -> PhpResult<Zval> {
         check_stack()?;
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
-        let (env, events) = self.call_env(io);
-        let future = self.http.call(env, request, enclosing_remaining());
+        let (env, events) = self.call_env(&b.http, io);
+        let future = b.http.call(env, request, enclosing_remaining());
         let mut failure = None;
         let driven = io.drive(future, events, Some(&interrupt::pending), |wake| {
             self.wake(wake, &mut failure)
@@ -410,7 +467,7 @@ impl Client {
                 .ok_or_else(|| PhpException::from("Resilient\\Response could not be created")),
             Driven::Done(Err(unavailable)) => match &self.fallback {
                 None => Err(throw_unavailable(unavailable)),
-                Some(fallback) => self.fall_back(fallback, unavailable),
+                Some(fallback) => self.fall_back(b, fallback, unavailable),
             },
             Driven::Forked => Err(forked()),
             Driven::Cancelled => {
@@ -421,10 +478,10 @@ impl Client {
 
     /// Calls `fallback` with the `Unavailable` the call ended with; its value is the call's.
     /// An exception it throws stays pending and propagates.
-    fn fall_back(&self, fallback: &Zval, unavailable: Unavailable) -> PhpResult<Zval> {
+    fn fall_back(&self, b: &Built, fallback: &Zval, unavailable: Unavailable) -> PhpResult<Zval> {
         let callable = ZendCallable::new(fallback).map_err(PhpException::from)?;
         let exception = unavailable_object(unavailable)?;
-        if let Some(events) = &self.events {
+        if let Some(events) = &b.events {
             events.fallback_used();
         }
         callable

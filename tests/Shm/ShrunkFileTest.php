@@ -79,4 +79,28 @@ final class ShrunkFileTest extends TestCase
             $w->wait(10);
         }
     }
+
+    /**
+     * A client kept by a long-running worker (Laravel's manager keeps one per name for the
+     * process) follows the file too. After `rm` it counts in the new file, where the only slot
+     * is held by another object, so it refuses instead of sending. After `truncate` it does not
+     * fault.
+     */
+    public function testAClientKeptAcrossTheChangeUsesTheNewFile(): void
+    {
+        foreach (['removed', 'truncated'] as $change) {
+            $path = Run::shmPath("client-$change-" . bin2hex(random_bytes(3)));
+            $code = sprintf('
+                $c = new Resilient\Client("kept", ["base_url" => "http://127.0.0.1:9", "max_attempts" => 1, "budget" => false, "funnel" => ["limit" => 1]]);
+                $call = function () use ($c) { try { $c->get("/"); return "sent"; } catch (Resilient\Unavailable $e) { return (new ReflectionClass($e))->getShortName(); } };
+                echo $call(), " ";
+                if (%1$s === "removed") { unlink(%2$s); } else { $fh = fopen(%2$s, "r+"); ftruncate($fh, 100); fclose($fh); }
+                usleep(1100000); // past the revalidation interval
+                $lease = (new Resilient\Funnel("kept", 1))->tryAcquire();
+                echo $lease !== null ? "held" : "not held", " ", $call();', var_export($change, true), var_export($path, true));
+            $r = PhpProcess::runCode($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8']);
+            $this->assertNotSame(SIGBUS, $r->signal, "$change: " . $r->describe());
+            $this->assertSame('UpstreamFailed held FunnelFull', trim($r->stdout), "$change: " . $r->describe());
+        }
+    }
 }
