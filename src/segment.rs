@@ -21,8 +21,11 @@
 //! `pcntl_fork` opens its own handle instead of using the parent's, and a
 //! test that points `resilient.shm_path` elsewhere with `ini_set()` gets the
 //! other file. A cached shared segment whose file shrank, was removed or was
-//! replaced is reopened (a mapping of a shrunk file would fault); that check
-//! (two syscalls) runs at most every `REVALIDATE_MS`.
+//! replaced is reopened (a mapping of a shrunk file would fault); a degraded
+//! process tries the file again, without waiting for a lock, and leaves the
+//! degraded mode when it has become usable (a long-running queue worker is not
+//! restarted when the file is fixed). Either check runs at most every
+//! `REVALIDATE_MS`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -100,9 +103,29 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
             if now.saturating_sub(c.checked_ms) < REVALIDATE_MS {
                 return Ok((c.segment.clone(), c.degraded.clone()));
             }
-            if c.segment.still_valid() {
-                c.checked_ms = now;
-                return Ok((c.segment.clone(), c.degraded.clone()));
+            c.checked_ms = now;
+            match &c.degraded {
+                None if c.segment.still_valid() => return Ok((c.segment.clone(), None)),
+                None => {}
+                // Degraded: has the file become usable (removed, fixed, space freed)? Asked
+                // without waiting for anyone's lock; until then the process-local segment
+                // stays, with its counts.
+                Some(reason) => match Segment::try_open(&path, slots) {
+                    Ok(shared) => {
+                        errors::log_warning(&format!(
+                            "resilient: shared memory segment {} usable again; funnels and retry \
+                             budgets count host-wide again",
+                            path.display()
+                        ));
+                        let shared = Arc::new(shared);
+                        c.segment = shared.clone();
+                        c.degraded = None;
+                        // Should it degrade again, that is said again.
+                        LOGGED_PID.store(0, Ordering::Relaxed);
+                        return Ok((shared, None));
+                    }
+                    Err(_) => return Ok((c.segment.clone(), Some(reason.clone()))),
+                },
             }
         }
     }

@@ -103,4 +103,42 @@ final class ShrunkFileTest extends TestCase
             $this->assertSame('UpstreamFailed held FunnelFull', trim($r->stdout), "$change: " . $r->describe());
         }
     }
+
+    /**
+     * A process degraded by an unusable file (here one that is not a segment) leaves the
+     * degraded mode by itself once the file is removed: a queue worker is not restarted when
+     * an operator fixes the file. Its next use after the revalidation interval creates the file
+     * and counts host-wide, which another process sees.
+     */
+    public function testADegradedWorkerRecoversWhenTheFileBecomesUsable(): void
+    {
+        $path = Run::shmPath('recover-' . bin2hex(random_bytes(3)));
+        file_put_contents($path, str_repeat('junk', 1024));
+        chmod($path, 0600);
+        $go = Run::tempDir('recover') . '/go';
+        $code = sprintf('
+            $a = new Resilient\Funnel("recover", limit: 2);
+            echo $a->isDegraded() ? "degraded\n" : "shared\n";
+            while (!file_exists(%s)) { usleep(5000); }
+            usleep(1100000); // past the revalidation interval
+            $b = new Resilient\Funnel("recover", limit: 2); $l = $b->tryAcquire();
+            echo json_encode(["degraded" => $b->isDegraded(), "held" => $l !== null]), "\n";
+            sleep(5);', var_export($go, true));
+        $w = PhpProcess::code($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8']);
+        try {
+            $this->assertTrue($w->waitForOutput(fn ($o) => str_contains($o, "\n"), 10.0), 'worker did not start');
+            $this->assertSame("degraded\n", $w->stdoutSoFar(), 'a file that is not a segment is refused');
+            unlink($path);
+            touch($go);
+            $this->assertTrue($w->waitForOutput(fn ($o) => substr_count($o, "\n") >= 2, 10.0), 'no answer');
+            $v = json_decode(explode("\n", $w->stdoutSoFar())[1], true);
+            $this->assertSame(['degraded' => false, 'held' => true], $v);
+            $probe = PhpProcess::runScript('probe.php', ['in_flight', 'recover', 2], ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8'], 10);
+            $this->assertSame(['in_flight' => 1], $probe->json(), 'the lease is in the shared file');
+        } finally {
+            $w->signal(SIGTERM);
+            $r = $w->wait(10);
+        }
+        $this->assertStringContainsString('usable again', $r->stderr, $r->describe());
+    }
 }

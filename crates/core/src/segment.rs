@@ -81,6 +81,17 @@ impl Segment {
     /// (or re-initialising it if its creator died before writing the header). An existing
     /// file keeps its own slot count.
     pub fn open(path: &Path, slots: u32) -> Result<Segment, Error> {
+        Self::open_waiting(path, slots, LOCK_WAIT)
+    }
+
+    /// As [`Segment::open`], but fails at once instead of waiting for a concurrent
+    /// initialiser's lock: for a process that already has a fallback and only checks, now and
+    /// then, whether the file has become usable (a call must never wait for that).
+    pub fn try_open(path: &Path, slots: u32) -> Result<Segment, Error> {
+        Self::open_waiting(path, slots, Duration::ZERO)
+    }
+
+    fn open_waiting(path: &Path, slots: u32, lock_wait: Duration) -> Result<Segment, Error> {
         check_slots(slots)?;
         let cpath = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| Error::segment(path, "the path contains a NUL byte"))?;
@@ -102,7 +113,7 @@ impl Segment {
                 let fd = unsafe { OwnedFd::from_raw_fd(fd) };
                 // SAFETY: our own new file; the umask may only have narrowed 0600.
                 unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) };
-                match Self::lock_and_init(path, &cpath, fd, slots)? {
+                match Self::lock_and_init(path, &cpath, fd, slots, lock_wait)? {
                     Locked::Ready(seg) => return Ok(seg),
                     Locked::Gone => continue,
                 }
@@ -145,7 +156,7 @@ impl Segment {
                 ));
             }
             // No header yet (or one from an earlier boot): its creator is still at work (it holds the lock) or died.
-            match Self::lock_and_init(path, &cpath, fd, slots)? {
+            match Self::lock_and_init(path, &cpath, fd, slots, lock_wait)? {
                 Locked::Ready(seg) => return Ok(seg),
                 Locked::Gone => continue,
             }
@@ -163,8 +174,9 @@ impl Segment {
         cpath: &CString,
         fd: OwnedFd,
         slots: u32,
+        lock_wait: Duration,
     ) -> Result<Locked, Error> {
-        let lock = FileLock::take(path, fd)?;
+        let lock = FileLock::take(path, fd, lock_wait)?;
         let st = check_file(path, lock.fd())?;
         if st.st_nlink == 0 {
             return Ok(Locked::Gone); // a failed creator removed it while we waited
@@ -598,8 +610,8 @@ fn same_file(cpath: &CString, st: &libc::stat) -> bool {
 struct FileLock(OwnedFd);
 
 impl FileLock {
-    fn take(path: &Path, fd: OwnedFd) -> Result<FileLock, Error> {
-        let deadline = Instant::now() + LOCK_WAIT;
+    fn take(path: &Path, fd: OwnedFd, wait: Duration) -> Result<FileLock, Error> {
+        let deadline = Instant::now() + wait;
         loop {
             // SAFETY: flock on our descriptor.
             if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
@@ -615,7 +627,9 @@ impl FileLock {
             if Instant::now() >= deadline {
                 return Err(Error::segment(
                     path,
-                    "is still being initialised by another process after 2 s (is it stopped?)",
+                    format!(
+                        "is still being initialised by another process after {wait:?} (is it stopped?)"
+                    ),
                 ));
             }
             std::thread::sleep(Duration::from_millis(2));
