@@ -179,10 +179,6 @@ impl ArrayBuilder {
         self.add(key, long(value));
     }
 
-    pub fn add_double(&mut self, key: Key<'_>, value: f64) {
-        self.add(key, double(value));
-    }
-
     /// Sized for `len` elements with keys that are not positions (integers out of 0, 1, 2...
     /// order): laid out as a hash from the start instead of converted at the first such key.
     pub fn with_capacity_keyed(len: u32) -> Self {

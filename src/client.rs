@@ -72,15 +72,17 @@ struct Built {
     segment: Option<Arc<Segment>>,
 }
 
-fn prepare(
-    b: &Built,
-    method: &str,
-    path: &str,
-    options: RequestOptions,
-) -> PhpResult<Arc<PreparedRequest>> {
-    b.http
-        .prepare(method, path, options)
-        .map_err(options::config_error)
+impl Built {
+    fn prepare(
+        &self,
+        method: &str,
+        path: &str,
+        options: RequestOptions,
+    ) -> PhpResult<Arc<PreparedRequest>> {
+        self.http
+            .prepare(method, path, options)
+            .map_err(options::config_error)
+    }
 }
 
 /// Builds the HTTP client of `name`: web caps, this process's transport, and the funnel,
@@ -305,8 +307,7 @@ impl Client {
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
         let b = self.built()?;
-        let request = prepare(
-            &b,
+        let request = b.prepare(
             &method,
             &path,
             options::request(options, None, &b.http.config().transport)?,
@@ -400,8 +401,7 @@ impl Client {
             false => Data::Query(d),
         });
         let b = self.built()?;
-        let request = prepare(
-            &b,
+        let request = b.prepare(
             method,
             path,
             options::request(options, data, &b.http.config().transport)?,

@@ -239,11 +239,11 @@ impl HistogramBlock {
         self.buckets[bucket_of(us)].fetch_add(1, Relaxed);
         self.sum_us.fetch_add(us, Relaxed);
     }
-    fn read_into(&self, h: &mut Histogram) {
-        for (to, from) in h.buckets.iter_mut().zip(&self.buckets) {
-            *to = from.load(Relaxed);
+    fn read(&self) -> Histogram {
+        Histogram {
+            buckets: std::array::from_fn(|i| self.buckets[i].load(Relaxed)),
+            sum_us: self.sum_us.load(Relaxed),
         }
-        h.sum_us = self.sum_us.load(Relaxed);
     }
     fn reset(&self) {
         for b in &self.buckets {
@@ -253,35 +253,29 @@ impl HistogramBlock {
     }
 }
 
-fn read_all<const N: usize>(to: &mut [u64; N], words: &[AtomicU64; N]) {
-    for (to, from) in to.iter_mut().zip(words) {
-        *to = from.load(Relaxed);
-    }
+fn read_all<const N: usize>(words: &[AtomicU64; N]) -> [u64; N] {
+    std::array::from_fn(|i| words[i].load(Relaxed))
 }
 
 impl MetricsBlock {
     fn read(&self) -> MetricsSnapshot {
-        let mut s = MetricsSnapshot::default();
-        self.read_into(&mut s);
-        s
-    }
-    /// Fills `s` field by field (a snapshot of every name reuses one, so nothing is moved).
-    fn read_into(&self, s: &mut MetricsSnapshot) {
-        s.originals = self.originals.load(Relaxed);
-        s.attempts = self.attempts.load(Relaxed);
-        s.retries = self.retries.load(Relaxed);
-        s.retries_succeeded = self.retries_succeeded.load(Relaxed);
-        s.successes = self.successes.load(Relaxed);
-        s.in_flight = self.in_flight.load(Relaxed);
-        s.fallbacks = self.fallbacks.load(Relaxed);
-        s.backend_fallbacks = self.backend_fallbacks.load(Relaxed);
-        read_all(&mut s.refusals, &self.refusals);
-        read_all(&mut s.failures, &self.failures);
-        s.breaker_state = self.breaker_state.load(Relaxed);
-        read_all(&mut s.breaker_transitions, &self.breaker_transitions);
-        self.success_latency.read_into(&mut s.success_latency);
-        self.failure_latency.read_into(&mut s.failure_latency);
-        s.learned = None;
+        MetricsSnapshot {
+            originals: self.originals.load(Relaxed),
+            attempts: self.attempts.load(Relaxed),
+            retries: self.retries.load(Relaxed),
+            retries_succeeded: self.retries_succeeded.load(Relaxed),
+            successes: self.successes.load(Relaxed),
+            in_flight: self.in_flight.load(Relaxed),
+            fallbacks: self.fallbacks.load(Relaxed),
+            backend_fallbacks: self.backend_fallbacks.load(Relaxed),
+            refusals: read_all(&self.refusals),
+            failures: read_all(&self.failures),
+            breaker_state: self.breaker_state.load(Relaxed),
+            breaker_transitions: read_all(&self.breaker_transitions),
+            success_latency: self.success_latency.read(),
+            failure_latency: self.failure_latency.read(),
+            learned: None,
+        }
     }
     /// Zeroes the counters; the gauges (in flight, breaker state) describe the present and stay.
     fn reset(&self) {
@@ -417,7 +411,6 @@ pub fn snapshot_all(seg: &Segment) -> Vec<(String, MetricsSnapshot)> {
 /// exception), so `Metrics::snapshot()` pays only for the PHP array it builds.
 pub fn for_each_snapshot(seg: &Segment, mut visit: impl FnMut(&str, &MetricsSnapshot)) {
     let mut buf = [0u8; crate::layout::NAME_WORDS * 8];
-    let mut s = MetricsSnapshot::default();
     for e in seg.entries() {
         if e.hash.load(Acquire) == 0 || e.metrics.active.load(Relaxed) == 0 {
             continue;
@@ -436,7 +429,7 @@ pub fn for_each_snapshot(seg: &Segment, mut visit: impl FnMut(&str, &MetricsSnap
                 name
             }
         };
-        e.metrics.read_into(&mut s);
+        let mut s = e.metrics.read();
         s.learned = crate::adaptive_limit::learned(&e.adaptive);
         visit(&name, &s);
     }
