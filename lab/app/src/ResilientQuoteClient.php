@@ -4,7 +4,8 @@ declare(strict_types=1);
 /**
  * The extension's client with the seed's policy: deadline 0.85 s, 0.3 s per attempt, 3 attempts,
  * full jitter 25..200 ms, a host-wide funnel of 4 and a retry budget, both in shared memory.
- * `$budget`: the runner's --budget (by default 8 % + 5 per 10 s window: see lab/README.md). The funnel waits up to $funnelWaitMs for a free slot (seed 000: the wait counts
+ * `$budget`: the runner's --budget (by default 8 % + 5 per 10 s window: see lab/README.md).
+ * The funnel waits up to $funnelWaitMs for a free slot (seed 000: the wait counts
  * in the deadline); 0 fails fast, the contract's default (variant resilient-failfast). Needs ini
  * resilient.web_max_attempts=3 (set by the lab's php-fpm command line), since the web default
  * allows no retry. `$funnelReserve` slots are kept for web callers (the mixed scenario's

@@ -69,7 +69,7 @@ final class Funnel
             ? new SharedFunnel($this->name, $this->limit, $this->reserve, $this->lease, $this->share)
             : Container::getInstance()->make(ResilientManager::class)->funnel($this->name);
         $timeout = WithinDeadline::timeoutOf($job);
-        $lease = $timeout + max(1.0, $timeout / 10);
+        $lease = $timeout + WithinDeadline::defaultMargin($timeout);
 
         return $funnel->lease() >= $lease
             ? $funnel

@@ -38,11 +38,17 @@ final class WithinDeadline
             return $this->seconds;
         }
         $timeout = self::timeoutOf($job);
-        $margin = $this->margin ?? self::config('resilient.queue.deadline_margin') ?? max(1.0, $timeout / 10);
+        $margin = $this->margin ?? self::config('resilient.queue.deadline_margin') ?? self::defaultMargin($timeout);
         $seconds = $timeout - (float) $margin;
 
         // A margin as long as the timeout would leave nothing: keep half rather than zero.
         return $seconds > 0 ? $seconds : $timeout / 2;
+    }
+
+    /** The default margin between a job's timeout and what happens before or after it: a tenth, at least 1 s. */
+    public static function defaultMargin(float $timeout): float
+    {
+        return max(1.0, $timeout / 10);
     }
 
     /** The timeout the worker applies to this job (Worker::timeoutForJob: the job's first). */
