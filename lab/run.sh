@@ -41,7 +41,10 @@ cleanup() {
     trap - EXIT INT TERM
     if [ -n "$lab_pid" ] && kill -0 "$lab_pid" 2>/dev/null; then
         kill -TERM -- "-$lab_pid" 2>/dev/null || true
-        for _ in $(seq 1 50); do
+        # The lab stops its children one by one, each within 3 s (lab/src/procs.rs): give it
+        # time for all of them, since the group kill below cannot reach php-fpm (a session of
+        # its own).
+        for _ in $(seq 1 300); do
             kill -0 "$lab_pid" 2>/dev/null || break
             sleep 0.1
         done

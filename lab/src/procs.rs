@@ -4,6 +4,8 @@
 //! So an error, a panic or Ctrl-C (main turns SIGINT/SIGTERM into an orderly return) stops them.
 //! Children stay in the lab's process group, so `lab/run.sh`, which starts the lab in its own
 //! group, can kill the whole group as a last resort (e.g. if the lab itself is SIGKILLed).
+//! php-fpm is the exception: it makes itself a session leader (`setsid`), and its workers
+//! outlive a master killed alone. So a child that leads its own group is signalled as a group.
 
 use std::fs::File;
 use std::path::Path;
@@ -45,7 +47,8 @@ impl Child {
         Ok(())
     }
 
-    /// SIGTERM, wait up to 3 s, then SIGKILL; always reaps.
+    /// SIGTERM, wait up to 3 s, then SIGKILL; always reaps. A child leading its own process
+    /// group (php-fpm) gets both signals as a group, so no worker of it is left behind.
     pub fn stop(&mut self) {
         let Some(mut c) = self.inner.take() else {
             return;
@@ -53,8 +56,14 @@ impl Child {
         if let Ok(Some(_)) = c.try_wait() {
             return;
         }
-        // SAFETY: plain kill(2) on our own child's pid, which we have not reaped yet.
-        unsafe { libc_kill(c.id() as i32, 15) };
+        let pid = c.id() as i32;
+        // SAFETY: getpgid(2) and kill(2) on our own child's pid, which we have not reaped yet.
+        let target = if unsafe { getpgid(pid) } == pid {
+            -pid
+        } else {
+            pid
+        };
+        unsafe { libc_kill(target, 15) };
         let until = Instant::now() + Duration::from_secs(3);
         while Instant::now() < until {
             if let Ok(Some(_)) = c.try_wait() {
@@ -62,7 +71,8 @@ impl Child {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = c.kill();
+        // SAFETY: as above (the child is not reaped, so its group id is still its own).
+        unsafe { libc_kill(target, 9) };
         let _ = c.wait();
     }
 }
@@ -76,6 +86,7 @@ impl Drop for Child {
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+    fn getpgid(pid: i32) -> i32;
 }
 
 /// A loopback port that was free a moment ago (bind to :0, read, release).
