@@ -216,7 +216,7 @@ fn breaker(keys: &Keys<'_>, s: &MetricsSnapshot) -> Zval {
 
 /// A histogram's array; the calm one (nothing observed) shared.
 fn latency(shapes: &Shapes, calm: &mut Option<Zval>, h: &Histogram) -> Zval {
-    if *h == Histogram::default() {
+    if h.is_empty() {
         shared(calm, || histogram(shapes, h))
     } else {
         histogram(shapes, h)

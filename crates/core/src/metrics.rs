@@ -172,6 +172,10 @@ pub struct Histogram {
 }
 
 impl Histogram {
+    /// Nothing observed (as `== Histogram::default()`, without a byte comparison).
+    pub fn is_empty(&self) -> bool {
+        self.buckets.iter().fold(self.sum_us, |acc, &b| acc | b) == 0
+    }
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
@@ -462,6 +466,19 @@ mod tests {
         let seg = Arc::new(Segment::open(&path, 16).unwrap());
         let _ = std::fs::remove_file(&path);
         seg
+    }
+
+    #[test]
+    fn a_histogram_is_empty_until_something_is_observed() {
+        assert!(Histogram::default().is_empty());
+        let mut h = Histogram::default();
+        h.buckets[LATENCY_BUCKETS - 1] = 1;
+        assert!(!h.is_empty());
+        let h = Histogram {
+            sum_us: 1,
+            ..Histogram::default()
+        };
+        assert!(!h.is_empty());
     }
 
     #[test]
