@@ -7,6 +7,9 @@ final class Page
     /** Shown when there is no live quote: clearly an estimate, never 0 (seed 000). */
     private const ESTIMATE = ['price_thb' => 60, 'is_estimate' => true];
 
+    /** The resilient client's retry budget when the pool's env names none (the runner always does: lab/src/params.rs). */
+    public const DEFAULT_BUDGET = ['ratio' => 0.08, 'floor' => 5, 'window' => 10.0];
+
     public static function upstreamUrl(): string
     {
         return (string) getenv('LAB_UPSTREAM_URL');
@@ -41,9 +44,9 @@ final class Page
         // Not `?:`: a ratio or floor of 0 arrives as "0", which is falsy.
         $env = fn (string $name, float $default): float => ($v = getenv($name)) !== false && $v !== '' ? (float) $v : $default;
         return [
-            'ratio' => $env('LAB_BUDGET_RATIO', 0.08),
-            'floor' => (int) $env('LAB_BUDGET_FLOOR', 5),
-            'window' => $env('LAB_BUDGET_WINDOW', 10.0),
+            'ratio' => $env('LAB_BUDGET_RATIO', self::DEFAULT_BUDGET['ratio']),
+            'floor' => (int) $env('LAB_BUDGET_FLOOR', self::DEFAULT_BUDGET['floor']),
+            'window' => $env('LAB_BUDGET_WINDOW', self::DEFAULT_BUDGET['window']),
         ];
     }
 

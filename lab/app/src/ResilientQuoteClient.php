@@ -26,7 +26,7 @@ final class ResilientQuoteClient
         private int|string $funnelLimit = 4,
         private ?string $backend = null,
         private bool $funnelShare = false,
-        private array $budget = ['ratio' => 0.08, 'floor' => 5, 'window' => 10.0],
+        private array $budget = Page::DEFAULT_BUDGET,
     ) {}
 
     public function quote(string $postcode, string $requestId = ''): array
