@@ -128,7 +128,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                 for (name, v) in entries(table(value, key)?, key)? {
                     let path = format!("headers.{name}");
                     let values = match v.dereference().array() {
-                        Some(list) => list.values().collect(),
+                        Some(list) => values(list),
                         None => vec![v],
                     };
                     for v in values {
@@ -398,6 +398,18 @@ fn core_error(prefix: &str, e: resilient_core::Error) -> PhpException {
 }
 
 /// The entries of an array, keys as UTF-8 text (a non-UTF-8 key is a `\ValueError`).
+/// The values of a list whose keys mean nothing (a header's values, a `[path, password]`
+/// pair). Unlike ext-php-rs's `values()`, which panics on a key that is not valid UTF-8, it
+/// never reads the keys.
+pub fn values(table: &ZendHashTable) -> Vec<&Zval> {
+    let mut iter = table.iter();
+    let mut out = Vec::with_capacity(table.len());
+    while let Some((_, value)) = iter.next_zval() {
+        out.push(value);
+    }
+    out
+}
+
 pub fn entries<'a>(table: &'a ZendHashTable, path: &str) -> PhpResult<Vec<(String, &'a Zval)>> {
     let mut iter = table.iter();
     let mut out = Vec::with_capacity(table.len());
@@ -530,7 +542,7 @@ pub fn request(
                     for (name, v) in entries(table(value, "headers")?, "headers")? {
                         let path = format!("headers.{name}");
                         let values = match v.dereference().array() {
-                            Some(list) => list.values().collect(),
+                            Some(list) => values(list),
                             None => vec![v],
                         };
                         for v in values {

@@ -78,7 +78,7 @@ impl Response {
                     )));
                 }
                 let values: Vec<&Zval> = match value.dereference().array() {
-                    Some(many) => many.values().collect(),
+                    Some(many) => crate::options::values(many),
                     None => vec![value],
                 };
                 for v in values {

@@ -11,7 +11,9 @@ use ext_php_rs::types::{ZendCallable, Zval};
 use resilient_http::{Bytes, Part, PartContents, Proxy, Redirects, TransportOptions, Url};
 
 use crate::exceptions;
-use crate::options::{config_error, entries, header_value, mismatch, off, table, text, unknown};
+use crate::options::{
+    config_error, entries, header_value, mismatch, off, table, text, unknown, values,
+};
 
 /// Transport options being read: `cert` and `ssl_key` are applied together at the end.
 pub struct Reader<'a> {
@@ -137,7 +139,7 @@ fn path_and_password(value: &Zval, key: &str) -> PhpResult<(PathBuf, Option<Stri
         return Ok((PathBuf::from(text(v, key)?), None));
     }
     let list = table(value, key)?;
-    let items: Vec<&Zval> = list.values().collect();
+    let items = values(list);
     match items.as_slice() {
         [path, password] => Ok((
             PathBuf::from(text(path, key)?),
@@ -168,8 +170,8 @@ fn proxy(value: &Zval) -> PhpResult<Proxy> {
             "https" => proxy.https = off_or(v, |v| proxy_url(v, &path))?,
             "no" => {
                 proxy.no = match v.dereference().array() {
-                    Some(list) => list
-                        .values()
+                    Some(list) => values(list)
+                        .into_iter()
                         .map(|h| text(h, &path))
                         .collect::<PhpResult<_>>()?,
                     None => text(v, &path)?

@@ -100,6 +100,37 @@ final class ArgumentsTest extends TestCase
         }
     }
 
+    /**
+     * Lists inside the options whose keys mean nothing (a header's values, `proxy.no`, a
+     * `[path, password]` pair): a key that is not valid UTF-8 is no reason to fail, and must
+     * never reach PHP as "Rust panic".
+     *
+     * @return iterable<string,array{string}>
+     */
+    public static function listsWithNonUtf8Keys(): iterable
+    {
+        $client = 'new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"] + ';
+        yield 'proxy.no' => [$client . '["proxy" => ["no" => ["h\\xff" => "internal.example"]]]);'];
+        yield 'header values (client)' => [$client . '["headers" => ["X-A" => ["k\\xff" => "v"]]]);'];
+        yield 'cert pair (client)' => [$client . '["cert" => ["k\\xff" => "/nonexistent/cert.pem", "x" => "pw"]]);'];
+        yield 'ssl_key pair (client)' => [$client . '["ssl_key" => ["k\\xff" => "/nonexistent/key.pem", "x" => "pw"]]);'];
+        yield 'header values (Response::fake)' => ['Resilient\\Response::fake(200, "", ["X-A" => ["k\\xff" => "v"]]);'];
+    }
+
+    /** @dataProvider listsWithNonUtf8Keys */
+    public function testAListsKeysAreIgnoredNeverAPanic(string $code): void
+    {
+        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
+        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
+        $this->assertStringNotContainsStringIgnoringCase('panic', $r->stdout . $r->stderr, $r->describe());
+        $result = $r->json();
+        if ($result['threw']) {
+            // Only a file that does not exist may refuse these, by a message naming the option.
+            $this->assertSame(\ValueError::class, $result['class'], json_encode($result));
+            $this->assertMatchesRegularExpression("/option '(cert|ssl_key)'/", $result['message']);
+        }
+    }
+
     public function testTheProcessGoesOnAfterABadArgument(): void
     {
         $code = 'try { new Resilient\Funnel("a", limit: -1); } catch (Throwable) {} '
