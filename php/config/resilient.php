@@ -57,6 +57,7 @@ return [
         'release_delay' => [5, 30],
         // WithinDeadline() without an argument: the job's $timeout (else worker_timeout, as
         // `queue:work --timeout`) minus this margin; null = a tenth of it, at least 1 s.
+        // A timeout of 0 is none (as for the worker): no deadline from it.
         'deadline_margin' => env('RESILIENT_DEADLINE_MARGIN'),
         'worker_timeout' => (int) env('RESILIENT_WORKER_TIMEOUT', 60),
     ],

@@ -81,6 +81,8 @@ final class FakeTest extends PackageTestCase
         foreach ([
             [fn () => Resilient::client($name)->post('/orders?token=s3cret', ['sku' => 2]), '"' . $name . '" (POST ' . $this->up->base($key) . '/orders): its script in Resilient::fake() has 1 answer(s) and all were used'],
             [fn () => Resilient::client('other')->get('/x'), '"other" (GET ' . $this->up->base($key) . '/x): no script for this name'],
+            // An absolute URL with user-info: the password is never shown.
+            [fn () => Resilient::client('other')->get('https://apiuser:s3cret@billing.example/p'), '"other" (GET https://billing.example/p): no script for this name'],
         ] as [$call, $message]) {
             try {
                 $call();

@@ -106,6 +106,18 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame(0, $this->events[RequestSending::class] ?? 0, 'refused before sending');
     }
 
+    /** `retry(1)` is Laravel's one try, no retry: accepted in either order, and nothing is retried by Laravel. */
+    public function testRetryOneIsOneTryInEitherOrder(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-retry1', ['max_attempts' => 1]);
+        $this->up->script($key, [['status' => 503]], 'repeat_last');
+        $this->bootWith($name, $client);
+
+        $this->assertSame(503, Http::resilient($name)->retry(1)->get('/x')->status());
+        $this->assertSame(503, Http::retry(1)->resilient($name)->get('/x')->status());
+        $this->assertCount(2, $this->up->attempts($key, 2, 300), 'one attempt each');
+    }
+
     public function testExhaustedRetryableStatusesComeBackAsTheLastResponse(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-503', [
@@ -250,6 +262,45 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame('into the file', $response->body());
     }
 
+    /** Under Resilient::fake() a sink gets the scripted body, as the real client writes it (and Http::fake() does). */
+    public function testUnderResilientFakeASinkGetsTheScriptedBody(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-fsink');
+        $this->bootWith($name, $client);
+        Resilient::fake([$name => Response::fake(200, 'FAKE BODY', ['X-From' => 'fake'])]);
+        $path = Run::tempDir('bridge') . '/sink.txt';
+
+        $response = Http::resilient($name)->sink($path)->get('/f');
+        $this->assertSame(['FAKE BODY', 'FAKE BODY', 'fake'], [$response->body(), file_get_contents($path), $response->header('X-From')]);
+
+        $file = fopen($path . '.2', 'w+');
+        $this->assertSame('FAKE BODY', Http::resilient($name)->sink($file)->get('/f')->body());
+        $this->assertSame('FAKE BODY', file_get_contents($path . '.2'));
+
+        $memory = fopen('php://temp', 'w+');
+        $response = Http::resilient($name)->sink($memory)->get('/f');   // the body owns the stream
+        $this->assertSame('FAKE BODY', $response->body());
+        $this->assertSame('FAKE BODY', stream_get_contents($memory, -1, 0));
+
+        // A scripted UpstreamFailed's last response goes to the sink too, as the real client writes it.
+        $exhausted = new class ('503 × 3') extends UpstreamFailed {
+            public function __construct(string $message)
+            {
+                parent::__construct($message, 503);
+                $this->response = Response::fake(503, 'DOWN');
+            }
+        };
+        Resilient::fake([$name => $exhausted]);
+        $response = Http::resilient($name)->sink($path)->get('/f');
+        $this->assertSame([503, 'DOWN', 'DOWN'], [$response->status(), $response->body(), file_get_contents($path)]);
+
+        // The fake client itself, as the real one: the body in the sink, body() ''.
+        Resilient::fake([$name => Response::fake(200, 'FAKE BODY')]);
+        $direct = Resilient::client($name)->get('/f', null, ['sink' => $path . '.3']);
+        $this->assertSame(['', 'FAKE BODY'], [$direct->body(), file_get_contents($path . '.3')]);
+        $this->assertSame([], $this->up->attempts($key, 0, 200));
+    }
+
     public function testInsideHttpPoolTheBridgeRefersToTheClientsOwnPool(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-pool');
@@ -284,6 +335,35 @@ final class HttpBridgeTest extends PackageTestCase
         $attempts = $this->up->attempts($key, 1);
         $this->assertCount(1, $attempts, 'only the basic-auth request was sent');
         $this->assertSame('Basic ' . base64_encode('user:pw'), $attempts[0]['headers']['authorization']);
+    }
+
+    /** Options given to send() are the request's own, as withOptions() ones: used, or refused by name. */
+    public function testSendsOptionsCountAsTheRequestsOwn(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-send', ['max_attempts' => 1]);
+        $this->up->script($key, [['status' => 200, 'body' => 'direct']], 'repeat_last');
+        $this->bootWith($name, $client);
+        $deadProxy = 'http://127.0.0.1:' . Run::freePort();
+
+        foreach ([
+            'send()' => fn () => Http::resilient($name)->send('GET', '/x', ['proxy' => $deadProxy]),
+            'withOptions()' => fn () => Http::resilient($name)->withOptions(['proxy' => $deadProxy])->get('/x'),
+        ] as $how => $call) {
+            try {
+                $call();
+                $this->fail("$how: the proxy was not used, the request went direct");
+            } catch (ConnectionException $e) {
+                $this->assertInstanceOf(UpstreamFailed::class, $e->getPrevious()?->getPrevious(), $how);
+            }
+        }
+        try {
+            Http::resilient($name)->send('GET', '/x', ['delay' => 100]);
+            $this->fail('delay given to send() was accepted');
+        } catch (\InvalidArgumentException $e) {
+            $this->assertStringContainsString("option 'delay' is not supported", $e->getMessage());
+        }
+        $this->assertSame([], $this->up->attempts($key, 0, 200), 'nothing went direct');
+        $this->assertSame('direct', Http::resilient($name)->send('GET', '/x')->body(), 'the next request has no proxy');
     }
 
     /** Laravel 8 joins even an absolute URL to baseUrl, which the bridge fills from base_url. */
@@ -374,6 +454,25 @@ final class HttpBridgeTest extends PackageTestCase
 
         Resilient::assertSent(fn ($r) => $r->method() === 'GET' && $r->query() === ['postcode' => '10110'] && $r->url() === $this->up->base($key) . '/quote');
         Resilient::assertSent(fn ($r) => $r->method() === 'POST' && $r->json() === ['sku' => 3]);
+    }
+
+    /** `data()` is what Laravel's Request::data() gives: the JSON, the form, else the query; as for Resilient::client(). */
+    public function testUnderResilientFakeTheRecordedDataIsWhatLaravelsRequestGives(): void
+    {
+        [$name, , $client] = $this->upstreamClient('bridge-data');
+        $this->bootWith($name, $client);
+        Resilient::fake();
+
+        Http::resilient($name)->post('/orders', ['sku' => 3]);
+        Http::resilient($name)->asForm()->post('/form', ['a' => 'b', 'c' => ['d' => 'e']]);
+        Http::resilient($name)->get('/quote', ['postcode' => '10110']);
+        Resilient::client($name)->post('/orders', ['sku' => 3]);
+        Resilient::client($name)->get('/quote', ['postcode' => '10110']);
+
+        $this->assertSame(
+            [['sku' => 3], ['a' => 'b', 'c' => ['d' => 'e']], ['postcode' => '10110'], ['sku' => 3], ['postcode' => '10110']],
+            array_map(fn ($pair) => $pair[0]->data(), Resilient::recorded()),
+        );
     }
 
     public function testUnderResilientFakeTheBridgeGetsTheScriptedAnswers(): void

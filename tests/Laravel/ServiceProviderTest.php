@@ -104,6 +104,25 @@ final class ServiceProviderTest extends TestCase
         $this->assertSame(0, (new \Resilient\Funnel($name, 1))->inFlight(), 'given back after the job');
     }
 
+    /**
+     * `$timeout = 0` is Laravel's "no timeout" (the worker never kills the job): no deadline is
+     * derived from it, and the queue funnel's lease must not lapse under the running job.
+     */
+    public function testAJobWithoutATimeoutGetsNoDerivedDeadlineAndALongLease(): void
+    {
+        $job = new class () {
+            public $timeout = 0;
+        };
+        $this->assertNull((new \Resilient\Laravel\Queue\WithinDeadline())->secondsFor($job));
+        $this->assertNull((new \Resilient\Laravel\Queue\WithinDeadline())->handle($job, fn () => Deadline::remaining()), 'no deadline scope');
+        $this->assertSame(45.0, (new \Resilient\Laravel\Queue\WithinDeadline(45))->secondsFor($job), 'given seconds still apply');
+        $this->app['config']->set('resilient.queue.worker_timeout', 0);   // queue:work --timeout=0
+        $this->assertNull((new \Resilient\Laravel\Queue\WithinDeadline())->secondsFor(new \stdClass()));
+
+        $middleware = new \Resilient\Laravel\Queue\Funnel(Run::name('lv-queue-no-timeout'), limit: 1, lease: 5.0);
+        $this->assertSame(86400.0, (fn () => $this->funnel($job))->call($middleware)->lease(), 'a day');
+    }
+
     public function testClientsAreBuiltOncePerName(): void
     {
         $client = Resilient::client('lv-shipping');

@@ -8,12 +8,14 @@ use Resilient\Laravel\Console\Check\JobClasses;
 use Resilient\Laravel\Console\Check\JobFacts;
 use Resilient\Laravel\Console\Check\Rules;
 use Resilient\Laravel\ResilientManager;
+use Symfony\Component\Console\Output\OutputInterface;
 
 /**
  * `php artisan resilient:check`: reads the queue connections, the app's job classes
  * (`resilient.check.paths`, default app/Jobs) and config/resilient.php, and reports seed 000's
  * mistakes before they reach production: timeouts that do not nest, retries in two layers (with
  * the multiplication), fixed backoff where jitter belongs. Exits 1 on any violation, for CI.
+ * `--json` is written raw: a name in a finding is data, never console markup.
  */
 final class CheckCommand extends Command
 {
@@ -46,11 +48,11 @@ final class CheckCommand extends Command
         }
 
         if ($this->option('json')) {
-            $this->line(json_encode([
+            $this->output->writeln(json_encode([
                 'ok' => $findings === [],
                 'jobs' => $jobs,
                 'findings' => array_map(fn (Finding $f) => $f->toArray(), $findings),
-            ], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
+            ], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW);
 
             return $findings === [] ? 0 : 1;
         }

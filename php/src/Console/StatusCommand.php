@@ -3,12 +3,14 @@
 namespace Resilient\Laravel\Console;
 
 use Illuminate\Console\Command;
+use Symfony\Component\Console\Output\OutputInterface;
 
 /**
  * `php artisan resilient:status [--json] [--prometheus]`: per configured name, the funnel's limit and reserve,
  * the leases held now by every process of the host, and the retry budget's window. Exits 1 when
  * a funnel is full or a budget is spent, so a health check or a deploy script can act on it
- * (as `horizon:status` does).
+ * (as `horizon:status` does). `--json` and `--prometheus` are written raw: a name is data, never
+ * console markup (`pay<info>v2</info>` stays as it is).
  */
 final class StatusCommand extends Command
 {
@@ -26,7 +28,7 @@ final class StatusCommand extends Command
 
                 return 2;
             }
-            $this->output->write(\Resilient\Metrics::prometheus());
+            $this->output->write(\Resilient\Metrics::prometheus(), false, OutputInterface::OUTPUT_RAW);
 
             return 0;
         }
@@ -35,7 +37,7 @@ final class StatusCommand extends Command
         $trouble = array_filter($status, fn ($s) => $s['trouble'] !== []);
 
         if ($this->option('json')) {
-            $this->line(json_encode(['ok' => $trouble === [], 'names' => (object) $status], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
+            $this->output->writeln(json_encode(['ok' => $trouble === [], 'names' => (object) $status], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW);
 
             return $trouble === [] ? 0 : 1;
         }

@@ -63,8 +63,11 @@ final class AttemptMade
         ];
     }
 
-    /** Drops the query, the fragment and any user:password the URL may carry. */
-    private static function safeUrl(string $url): string
+    /**
+     * The URL as it may be shown (logs, events, test failures): without the query, the
+     * fragment and any user:password it may carry.
+     */
+    public static function safeUrl(string $url): string
     {
         $url = preg_replace('/[?#].*$/s', '', $url);
 

@@ -48,7 +48,7 @@ final class GuzzleOptions
 
     /**
      * @param array $options the options the handler received
-     * @param list<string> $explicit option names the request itself set (PendingRequest::getOptions())
+     * @param list<string> $explicit option names the request itself set (withOptions() and the like, send()'s $options)
      * @param list<string> $configured option names the client's config sets
      * @param array $laravelDefaults the options a fresh PendingRequest holds (skipped when unchanged)
      * @return array options for Resilient\Client::request() (no body, headers or sink: the handler adds those)

@@ -14,7 +14,8 @@ use Resilient\Laravel\ResilientManager;
  *
  * Two differences from Laravel's own:
  * - `->retry()` is refused: the client owns the retries (one retry owner), and Laravel's
- *   loop around it would multiply attempts (3 × 3 = 9 against a failing upstream);
+ *   loop around it would multiply attempts (3 × 3 = 9 against a failing upstream); only
+ *   `retry(1)` (Laravel's one try, no retry) is accepted, before or after `resilient()`;
  * - Guzzle's redirect middleware is left out: redirects are followed by the client inside
  *   one attempt (`allow_redirects`), so a redirect is never a second call with its own
  *   funnel slot and budget deposit.
@@ -25,11 +26,13 @@ class ResilientPendingRequest extends PendingRequest
 
     protected ?ResilientManager $resilientManager = null;
 
+    /** @var list<string> option names given to the send() in progress: the request's own too */
+    protected array $resilientSendOptions = [];
+
     /** A copy of $request (its options, headers, callbacks, stubs) sending through client $name. */
     public static function from(PendingRequest $request, string $name, ResilientManager $manager): static
     {
-        $tries = $request->tries ?? 1;
-        if (is_array($tries) ? $tries !== [] : (int) $tries > 1) {
+        if (static::retries($request->tries ?? 1)) {
             throw static::retryRefused($name);
         }
         if ($request->async ?? false) {
@@ -59,30 +62,36 @@ class ResilientPendingRequest extends PendingRequest
     }
 
     /**
-     * Refused: the named client retries (max_attempts, backoff, retry_on in config/resilient.php).
-     *
-     * @return never
+     * Refused unless it asks for one try: the named client retries (max_attempts, backoff,
+     * retry_on in config/resilient.php).
      */
     public function retry($times, $sleep = 0, ?callable $when = null, $throw = true)
     {
-        throw static::retryRefused($this->resilientName);
+        if (static::retries($times)) {
+            throw static::retryRefused($this->resilientName);
+        }
+
+        return parent::retry(...func_get_args());
     }
 
     /**
      * An absolute URL is sent as given: Laravel 8 joins even those to `baseUrl`, which this
      * class fills in from the client's `base_url` (https://host/https://host/quote).
+     * `$options` count as the request's own, as withOptions() ones do (GuzzleOptions: what
+     * the request set wins over the client's config).
      */
     public function send(string $method, string $url, array $options = [])
     {
-        if (preg_match('#^https?://#i', $url) !== 1 || (string) ($this->baseUrl ?? '') === '') {
-            return parent::send($method, $url, $options);
-        }
         $base = $this->baseUrl;
-        $this->baseUrl = '';
+        if (preg_match('#^https?://#i', $url) === 1) {
+            $this->baseUrl = '';
+        }
+        $this->resilientSendOptions = array_keys($options);
         try {
             return parent::send($method, $url, $options);
         } finally {
             $this->baseUrl = $base;
+            $this->resilientSendOptions = [];
         }
     }
 
@@ -92,7 +101,7 @@ class ResilientPendingRequest extends PendingRequest
         $stack = new HandlerStack(new ResilientHandler(
             $this->resilientManager,
             $this->resilientName,
-            array_keys($this->getOptions()),
+            [...array_keys($this->getOptions()), ...$this->resilientSendOptions],
             // What a fresh PendingRequest holds (Laravel 8: `http_errors`; 9+ adds `timeout` 30
             // and `connect_timeout` 10, 11+ `crypto_method`): Laravel's defaults, not the
             // caller's wishes, so they never override the client's config (GuzzleOptions).
@@ -103,6 +112,12 @@ class ResilientPendingRequest extends PendingRequest
         $stack->push(Middleware::prepareBody(), 'prepare_body');
 
         return $this->createClient($this->pushHandlers($stack));
+    }
+
+    /** True when Laravel's `tries` asks for retries: more than one try, or (10+) a list of waits. */
+    protected static function retries(mixed $tries): bool
+    {
+        return is_array($tries) ? $tries !== [] : (int) $tries > 1;
     }
 
     protected static function retryRefused(string $name): LogicException

@@ -19,8 +19,9 @@ use Resilient\Laravel\ResilientManager;
  * it never blocks. The lease is held while the job runs and given back after it, also when the
  * job throws. It lasts at least the job's timeout plus a tenth (at least 1 s), whatever the
  * funnel's `lease`: a lease that ended first would let another worker in while the job still
- * runs. A worker killed at its timeout gives the slot back at once (its process is gone); the
- * lease only bounds a worker that is stuck.
+ * runs. A job without a timeout (`$timeout = 0`: the worker never kills it) holds its slot for up
+ * to a day, or the funnel's `lease` when longer (at most a year). A worker killed at its timeout
+ * gives the slot back at once (its process is gone); the lease only bounds a worker that is stuck.
  *
  * Workers are background callers: they may use `limit - reserve` slots, the rest stay for web
  * requests. With `share: true` (or `'share' => true` in the config) they also keep those slots
@@ -30,6 +31,9 @@ use Resilient\Laravel\ResilientManager;
  */
 final class Funnel
 {
+    /** The lease of a job without a timeout (see the class doc): a day. */
+    private const NO_TIMEOUT_LEASE = 86400.0;
+
     private ReleaseDelay $delay;
 
     public function __construct(
@@ -69,7 +73,7 @@ final class Funnel
             ? new SharedFunnel($this->name, $this->limit, $this->reserve, $this->lease, $this->share)
             : Container::getInstance()->make(ResilientManager::class)->funnel($this->name);
         $timeout = WithinDeadline::timeoutOf($job);
-        $lease = $timeout + WithinDeadline::defaultMargin($timeout);
+        $lease = $timeout === null ? self::NO_TIMEOUT_LEASE : $timeout + WithinDeadline::defaultMargin($timeout);
 
         return $funnel->lease() >= $lease
             ? $funnel

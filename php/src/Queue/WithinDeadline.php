@@ -19,6 +19,10 @@ use Resilient\Deadline;
  * (`resilient.queue.deadline_margin` seconds, else a tenth of the timeout, at least 1 s), so the
  * client throws DeadlineExceeded while the job can still record the outcome, instead of the
  * worker killing the process mid-write.
+ *
+ * A job without a timeout (`$timeout = 0`, or a worker timeout of 0: the worker never kills it)
+ * gets no deadline from it: without an argument its calls run under their clients' own
+ * deadlines only; give the seconds (`new WithinDeadline(600)`) to bound the job's calls.
  */
 final class WithinDeadline
 {
@@ -29,15 +33,21 @@ final class WithinDeadline
     /** @param object $job */
     public function handle($job, Closure $next)
     {
-        return Deadline::within($this->secondsFor($job), fn () => $next($job));
+        $seconds = $this->secondsFor($job);
+
+        return $seconds === null ? $next($job) : Deadline::within($seconds, fn () => $next($job));
     }
 
-    public function secondsFor(object $job): float
+    /** The job's deadline in seconds, or null for none (no seconds given, a job without a timeout). */
+    public function secondsFor(object $job): ?float
     {
         if ($this->seconds !== null) {
             return $this->seconds;
         }
         $timeout = self::timeoutOf($job);
+        if ($timeout === null) {
+            return null;
+        }
         $margin = $this->margin ?? self::config('resilient.queue.deadline_margin') ?? self::defaultMargin($timeout);
         $seconds = $timeout - (float) $margin;
 
@@ -51,18 +61,24 @@ final class WithinDeadline
         return max(1.0, $timeout / 10);
     }
 
-    /** The timeout the worker applies to this job (Worker::timeoutForJob: the job's first). */
-    public static function timeoutOf(object $job): float
+    /**
+     * The timeout the worker applies to this job (Worker::timeoutForJob: the job's own when set,
+     * else the worker's), or null when it has none: 0 means no timeout, as for `pcntl_alarm()`.
+     */
+    public static function timeoutOf(object $job): ?float
     {
-        if (isset($job->timeout) && is_numeric($job->timeout) && $job->timeout > 0) {
-            return (float) $job->timeout;
-        }
         $queued = $job->job ?? null;
-        if (is_object($queued) && method_exists($queued, 'timeout') && is_numeric($queued->timeout()) && $queued->timeout() > 0) {
-            return (float) $queued->timeout();
+        foreach ([
+            $job->timeout ?? null,
+            is_object($queued) && method_exists($queued, 'timeout') ? $queued->timeout() : null,
+            self::config('resilient.queue.worker_timeout'),
+        ] as $timeout) {
+            if (is_numeric($timeout)) {
+                return $timeout > 0 ? (float) $timeout : null;
+            }
         }
 
-        return (float) (self::config('resilient.queue.worker_timeout') ?? 60);
+        return 60.0;   // queue:work's default
     }
 
     private static function config(string $key): mixed

@@ -4,7 +4,9 @@ namespace Resilient\Laravel\Testing;
 
 use Closure;
 use PHPUnit\Framework\Assert as PHPUnit;
+use Resilient\Laravel\Events\AttemptMade;
 use Resilient\Response;
+use Resilient\Unavailable;
 
 /**
  * The state of `Resilient::fake()`: each name's script, every call recorded with its outcome,
@@ -84,6 +86,8 @@ final class FakeClients
             } catch (\Throwable $e) {
                 $answer = $e;
             }
+        } elseif (isset($request->options()['sink'])) {
+            $answer = self::intoSink($answer, $request->options()['sink']);
         }
         $this->recorded[] = [$request, $answer];
         if ($answer instanceof \Throwable) {
@@ -146,6 +150,27 @@ final class FakeClients
         return $this->answerAll ? Response::fake(200) : null;
     }
 
+    /**
+     * A scripted answer to a call with a `sink`, delivered as the real client delivers it: the
+     * body written to the sink (a path or a stream), `body()` then ''. A refusal's last response
+     * (retryable statuses exhausted) is written there too, as the real client wrote it.
+     */
+    private static function intoSink(Response|\Throwable $answer, mixed $sink): Response|\Throwable
+    {
+        $response = $answer instanceof Unavailable ? $answer->response() : $answer;
+        if (! $response instanceof Response) {
+            return $answer;
+        }
+        $body = (string) $response->body();
+        if (is_resource($sink)) {
+            fwrite($sink, $body);
+        } else {
+            file_put_contents((string) $sink, $body);
+        }
+
+        return $answer instanceof Response ? Response::fake($answer->status(), '', $answer->headers()) : $answer;
+    }
+
     private function checked(mixed $answer, string $name): Response|\Throwable
     {
         if ($answer instanceof Response || $answer instanceof \Throwable) {
@@ -161,7 +186,7 @@ final class FakeClients
 
     private function strayMessage(RecordedRequest $request): string
     {
-        $what = sprintf('%s %s', $request->method(), preg_replace('/[?#].*$/s', '', $request->url()));
+        $what = sprintf('%s %s', $request->method(), AttemptMade::safeUrl($request->url()));
         $name = $request->client();
         if (! array_key_exists($name, $this->scripts)) {
             return sprintf('resilient: stray call to "%s" (%s): no script for this name in Resilient::fake() and stray requests are prevented', $name, $what);

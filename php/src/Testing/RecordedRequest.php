@@ -51,10 +51,31 @@ final class RecordedRequest
         return rtrim($this->baseUrl, '/') . '/' . ltrim($path, '/');
     }
 
-    /** The verb's data, else the options' `json`, `form` or `query`. */
+    /**
+     * As Laravel's `Request::data()`: the verb's data, else the options' `json` or `form`, else
+     * a raw `body` read by its Content-Type (form: parsed, JSON: decoded; `Http::resilient()`
+     * sends its bodies so), else the query.
+     */
     public function data(): array
     {
-        return $this->data ?? $this->options['json'] ?? $this->options['form'] ?? $this->options['query'] ?? [];
+        $given = $this->data ?? $this->options['json'] ?? $this->options['form'] ?? null;
+        if (is_array($given)) {
+            return $given;
+        }
+        $body = $this->options['body'] ?? null;
+        $type = strtolower((string) $this->header('content-type'));
+        if (is_string($body) && str_contains($type, 'application/x-www-form-urlencoded')) {
+            parse_str($body, $form);
+
+            return $form;
+        }
+        if (is_string($body) && str_contains($type, 'json')) {
+            $json = json_decode($body, true);
+
+            return is_array($json) ? $json : [];
+        }
+
+        return $this->query();
     }
 
     /**
