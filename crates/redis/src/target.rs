@@ -81,6 +81,15 @@ impl Target {
                 "db" | "user" | "pass" if url.scheme() == "unix" => {
                     rest.push((k.into_owned(), v.into_owned()))
                 }
+                // `redis://:pa?ss@host`: the URL ends its password at the '?', and the rest,
+                // host included, reads as a query. Quoting it would show the password.
+                other if other.contains('@') => {
+                    return Err(bad(
+                        "has a '?' in its user or password: percent-encode it as %3F (the rest \
+                         is not shown: it may hold a password)"
+                            .into(),
+                    ))
+                }
                 other => {
                     return Err(bad(format!(
                     "query parameter '{}' is not known (known: prefix, timeout, ca, protocol{})",
@@ -211,6 +220,15 @@ mod tests {
             (
                 "redis://127.0.0.1:6390/?db=5",
                 "query parameter 'db' is not known",
+            ),
+            // A '?' in the password: what follows it reads as a query. Nothing of it is shown.
+            (
+                "redis://:p@ss?s3cret@127.0.0.1:6390/0",
+                "has a '?' in its user or password",
+            ),
+            (
+                "redis://default:1234?s3cret@127.0.0.1:6390",
+                "has a '?' in its user or password",
             ),
             (
                 "redis://127.0.0.1:6390/0?tiemout=0.01",
