@@ -37,6 +37,19 @@ final class Rules
         $found = [];
         $timeout = (float) ($job->timeout ?? $this->workerTimeout);
         $timeoutText = $job->timeout !== null ? sprintf('$timeout %gs', $timeout) : sprintf('no $timeout (the worker\'s %gs)', $timeout);
+        $connection = $job->connection ?? (string) ($this->queue['default'] ?? 'sync');
+        $retryAfter = $this->retryAfter($connection);
+        if ($timeout <= 0) {
+            // 0 is no timeout (pcntl_alarm(0)): nothing bounds HTTP time but the clients' own
+            // deadlines, and nothing stops a run before retry_after.
+            return $retryAfter === null ? [] : [new Finding(Finding::NESTING, $job->class, sprintf(
+                '%s 0 (none: the worker never stops the job) and retry_after %gs of queue connection "%s": '
+                . 'a run longer than retry_after is taken again by another worker while it still runs; '
+                . 'give the job a $timeout several seconds below retry_after',
+                $job->timeout !== null ? '$timeout' : 'no $timeout and the worker\'s',
+                $retryAfter, $connection,
+            ))];
+        }
 
         $limits = [];
         foreach ($job->clients as $name) {
@@ -62,20 +75,27 @@ final class Rules
             }
         }
 
-        $connection = $job->connection ?? (string) ($this->queue['default'] ?? 'sync');
-        $conn = $this->queue['connections'][$connection] ?? null;
-        if (is_array($conn)) {
-            $retryAfter = $conn['retry_after'] ?? (in_array($conn['driver'] ?? '', self::RETRY_AFTER_DRIVERS, true) ? 60 : null);
-            if ($retryAfter !== null && $timeout >= (float) $retryAfter) {
-                $found[] = new Finding(Finding::NESTING, $job->class, sprintf(
-                    '%s >= retry_after %gs of queue connection "%s": another worker takes the job again while it still runs; '
-                    . 'keep $timeout several seconds below retry_after',
-                    $timeoutText, $retryAfter, $connection,
-                ));
-            }
+        if ($retryAfter !== null && $timeout >= $retryAfter) {
+            $found[] = new Finding(Finding::NESTING, $job->class, sprintf(
+                '%s >= retry_after %gs of queue connection "%s": another worker takes the job again while it still runs; '
+                . 'keep $timeout several seconds below retry_after',
+                $timeoutText, $retryAfter, $connection,
+            ));
         }
 
         return $found;
+    }
+
+    /** The connection's `retry_after` (Laravel's 60 s for the drivers that have one), or null. */
+    private function retryAfter(string $connection): ?float
+    {
+        $conn = $this->queue['connections'][$connection] ?? null;
+        if (! is_array($conn)) {
+            return null;
+        }
+        $retryAfter = $conn['retry_after'] ?? (in_array($conn['driver'] ?? '', self::RETRY_AFTER_DRIVERS, true) ? 60 : null);
+
+        return $retryAfter === null ? null : (float) $retryAfter;
     }
 
     /** @return list<Finding> */
