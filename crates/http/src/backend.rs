@@ -132,9 +132,19 @@ impl Guard for FunnelGuard {
         if let Some(r) = &registry {
             r.held(lease.id());
         }
-        Ok(Permit::holding(move || {
-            let id = lease.id();
-            lease.release();
+        let learned = self.funnel.config().adaptive_bounds().is_some();
+        Ok(Permit::ending(move |ended| {
+            let id = match ended {
+                // A learned limit keeps an abandoned attempt's slot a while: see `abandoned`.
+                Some(end) if learned && abandoned(end.outcome) => {
+                    lease.hold_until(end.now_ms.saturating_add(end.duration.as_millis() as u64))
+                }
+                _ => {
+                    let id = lease.id();
+                    lease.release();
+                    id
+                }
+            };
             if let Some(r) = registry {
                 r.released(id);
             }
@@ -149,11 +159,19 @@ impl Guard for FunnelGuard {
         let sample = Sample {
             latency_us: duration.as_micros().min(u64::MAX as u128) as u64,
             drop: is_drop(outcome),
-            // Its own slot was given back just before.
-            inflight: self.funnel.counted() + 1,
+            // Its own slot was given back just before, unless it is kept (abandoned).
+            inflight: self.funnel.counted() + u32::from(!abandoned(outcome)),
         };
         self.funnel.record(sample, now_ms);
     }
+}
+
+/// An attempt we gave up on while the upstream may still be working on it (a timeout): a
+/// server does not notice that its client left, so the request keeps its place in the
+/// upstream's queue. With a learned limit its slot stays counted for as long again as the
+/// attempt took, so the funnel does not send a new attempt in its place into that queue.
+fn abandoned(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::Failed(FailureKind::Timeout))
 }
 
 /// What tells a learned limit that the upstream is over capacity: a timeout, a connection

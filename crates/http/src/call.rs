@@ -10,8 +10,8 @@
 //!    attempt; ask every [`Guard`] in order for a permit or fail fast on a refusal (funnel full,
 //!    circuit open; our refusal, nothing sent).
 //! 3. The attempt runs with `min(timeout, remaining)` and its own connect timeout; the permits
-//!    are dropped as soon as it ends, before anything else, so no slot is ever held in a sleep;
-//!    then each guard is told the attempt's [`Outcome`].
+//!    are ended as soon as it ends, before anything else, so this process never holds a slot in
+//!    a sleep; then each guard is told the attempt's [`Outcome`].
 //! 4. The classifier and the policy decide: return the answer, give up, or retry after a wait
 //!    (`Retry-After` obeyed and never shortened, else full jitter).
 //! 5. A retry asks the budget first (denied: budget exhausted, without sleeping), then the
@@ -32,6 +32,7 @@ use crate::clock::{Clock, Sleeper};
 use crate::decision::Outcome;
 use crate::decision::{fmt_duration, Decision, GiveUpReason, RetryReason};
 use crate::error::{Unavailable, UnavailableKind};
+use crate::guard::Ended;
 use crate::guard::{Guard, Permit, Refusal, RetryAllowance};
 use crate::policy::{AttemptFacts, Next, Policy, FUNNEL_POLL};
 use crate::redirect;
@@ -377,12 +378,19 @@ impl Call {
         };
         // Release before anything else: no path from here holds the slot into a sleep.
         let left = time_left::scope(self.remaining());
-        drop(permits);
         let duration = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(began));
         let ended = match &outcome {
             Ok(response) => Outcome::Status(response.status),
             Err(e) => Outcome::Failed(e.kind),
         };
+        let end = Ended {
+            outcome: ended,
+            duration,
+            now_ms: self.env.clock.monotonic_ms(),
+        };
+        for permit in permits {
+            permit.end(&end);
+        }
         if let Some(events) = &self.env.events {
             events.attempt_ended(number, ended, duration);
         }

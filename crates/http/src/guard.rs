@@ -5,8 +5,9 @@
 //! type implementing [`Guard`], put in the list when the client is built, with no edit to the
 //! loop. Before an attempt the loop asks each guard in order for a [`Permit`]; the first
 //! [`Refusal`] stops admission (permits already given are dropped, so released). After the
-//! attempt the permits are dropped first (a slot is never held into a sleep), then each guard
-//! that admitted it is told the [`Outcome`].
+//! attempt the permits are ended first, told how it ended (a slot is never held into a sleep;
+//! a learned limit keeps an abandoned attempt's slot counted a while, without this process),
+//! then each guard that admitted it is told the [`Outcome`].
 //!
 //! The retry budget is not a guard: it decides whether a *retry* may go out, not whether an
 //! attempt is admitted. It sits behind [`RetryAllowance`], chosen once when the client is built.
@@ -14,11 +15,25 @@
 use crate::decision::Outcome;
 
 /// Permission for one attempt. Whatever it holds (a funnel slot) is given back exactly once:
-/// when the permit is dropped.
+/// when the loop ends it with the attempt's outcome ([`Permit::end`]), or when it is dropped
+/// (an attempt never sent, or a call abandoned mid-way).
 #[must_use = "dropping a permit releases what it holds"]
 #[derive(Default)]
 pub struct Permit {
-    release: Option<Box<dyn FnOnce() + Send>>,
+    release: Option<Release>,
+}
+
+/// What a permit runs when it ends (told how) or is dropped (`None`).
+type Release = Box<dyn FnOnce(Option<&Ended>) + Send>;
+
+/// How the attempt a permit admitted ended, for a guard whose release depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    pub outcome: Outcome,
+    /// How long the attempt took.
+    pub duration: std::time::Duration,
+    /// The loop's clock when it ended (monotonic ms).
+    pub now_ms: u64,
 }
 
 impl Permit {
@@ -26,10 +41,20 @@ impl Permit {
     pub fn free() -> Self {
         Self { release: None }
     }
-    /// A permit that runs `release` when dropped.
+    /// A permit that runs `release` when it ends or is dropped.
     pub fn holding(release: impl FnOnce() + Send + 'static) -> Self {
+        Self::ending(move |_| release())
+    }
+    /// A permit that runs `release` with how its attempt ended (`None`: dropped without one).
+    pub fn ending(release: impl FnOnce(Option<&Ended>) + Send + 'static) -> Self {
         Self {
             release: Some(Box::new(release)),
+        }
+    }
+    /// Gives back what the permit holds, told how its attempt ended.
+    pub fn end(mut self, ended: &Ended) {
+        if let Some(f) = self.release.take() {
+            f(Some(ended));
         }
     }
 }
@@ -37,7 +62,7 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(f) = self.release.take() {
-            f();
+            f(None);
         }
     }
 }

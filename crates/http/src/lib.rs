@@ -127,7 +127,7 @@ pub use clock::{BoxFuture, Clock, Sleeper, SystemClock, TokioSleeper};
 pub use config_error::ConfigError;
 pub use decision::{Decision, GiveUpReason, Outcome, RetryReason};
 pub use error::{Unavailable, UnavailableKind};
-pub use guard::{Guard, Permit, Refusal, RetryAllowance};
+pub use guard::{Ended, Guard, Permit, Refusal, RetryAllowance};
 pub use http1_transport::Http1Transport;
 pub use metrics_events::{attempt_class, refusal_of, MetricsEvents};
 pub use multipart::{Multipart, Part, PartContents};

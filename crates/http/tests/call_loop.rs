@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use resilient_http::Clock;
 use resilient_http::FullJitter;
 use resilient_http::RequestOptions;
 use resilient_http::{Caps, FailureKind, HttpClient, Response, Unavailable};
@@ -457,6 +458,71 @@ async fn the_real_shared_budget_bounds_attempts_too() {
     let attempts = rig.sends();
     assert!((105..=115).contains(&attempts), "{attempts} attempts");
     let _ = std::fs::remove_file(&path);
+}
+
+/// A client of `funnel` options on a real shared-memory segment, and a handle on its funnel
+/// that reads what is held.
+fn shared_funnel_rig(
+    tag: &str,
+    funnel: Value,
+    fallback: Step,
+) -> (Rig, HttpClient, resilient_core::Funnel) {
+    let path =
+        std::env::temp_dir().join(format!("resilient-http-{tag}-{}.shm", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let segment = Arc::new(resilient_core::Segment::open(&path, 8).unwrap());
+    let _ = std::fs::remove_file(&path);
+    let mut rig = Rig::new(vec![], fallback);
+    let config = json::config(&json!({
+        "base_url": "http://h", "funnel": funnel, "timeout": 0.2, "max_attempts": 1,
+    }));
+    let backend = resilient_http::SharedMemory::new(segment.clone());
+    let c = HttpClient::builder(config)
+        .transport(rig.transport.clone())
+        .clock(rig.clock.clone(), rig.sleeper.clone())
+        .backend(&backend, "test", false)
+        .unwrap()
+        .build()
+        .unwrap();
+    rig.env = c.env().clone();
+    let handle = resilient_core::Funnel::new(
+        segment,
+        "test",
+        resilient_core::FunnelConfig::new(64, 0, Duration::from_secs(60)).unwrap(),
+    )
+    .unwrap();
+    (rig, c, handle)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_learned_limit_keeps_a_timed_out_attempts_slot_for_as_long_again() {
+    let (rig, c, funnel) = shared_funnel_rig("abandoned", json!({"limit": "auto"}), Step::Hang);
+    let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(e.is_upstream_failed(), "{e}");
+    let now = rig.clock.monotonic_ms();
+    // The upstream still works on the request we left: its slot stays counted 200 ms more.
+    assert_eq!(funnel.in_flight(now), 1);
+    assert_eq!(funnel.in_flight(now + 199), 1);
+    assert_eq!(funnel.in_flight(now + 200), 0, "then it lapses");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slot_is_given_back_at_once_after_an_answer_or_with_a_fixed_limit() {
+    let (rig, c, funnel) = shared_funnel_rig("answered", json!({"limit": "auto"}), status(503));
+    assert!(call(&rig, &c, "GET", "/", json!({})).await.is_err());
+    assert_eq!(
+        funnel.in_flight(rig.clock.monotonic_ms()),
+        0,
+        "a 503 was an answer"
+    );
+
+    let (rig, c, funnel) = shared_funnel_rig("fixed", json!({"limit": 4}), Step::Hang);
+    assert!(call(&rig, &c, "GET", "/", json!({})).await.is_err());
+    assert_eq!(
+        funnel.in_flight(rig.clock.monotonic_ms()),
+        0,
+        "a fixed limit keeps nothing"
+    );
 }
 
 #[tokio::test(start_paused = true)]

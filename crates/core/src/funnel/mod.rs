@@ -416,6 +416,18 @@ impl Lease {
         self.take_and_release()
     }
 
+    /// Keeps the slot counted until `until_ms` (monotonic ms; never later than the lease's
+    /// own expiry), then lets it lapse: the next acquire that finds the funnel full reclaims
+    /// it. For an attempt abandoned while the upstream may still be working on it. Returns the
+    /// lease's id; releasing it later (request-end cleanup) still frees the slot at once.
+    pub fn hold_until(mut self, until_ms: u64) -> LeaseId {
+        let id = self.id.take().expect("a live Lease always has an id");
+        if !self.seg.expire_at(id, until_ms) {
+            self.seg.release(id);
+        }
+        id
+    }
+
     /// Forgets the slot without releasing it (the binding's registry releases it later).
     pub fn into_id(mut self) -> LeaseId {
         self.id.take().expect("a live Lease always has an id")
@@ -433,6 +445,19 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.take_and_release();
     }
+}
+
+/// Moves the expiry of lease `id` to `until_ms` if that is sooner and the lease is still
+/// the slot's. Only a holder writes its slot's expiry, and a later lease of the same slot
+/// expires strictly later than this one did (it was taken at or after that expiry, for a
+/// lease of at least 1 ms), so the compare-and-swap from this lease's own expiry cannot
+/// touch another lease's. False when the lease is no longer the slot's.
+pub(crate) fn expire_slot_at(e: &Entry, id: LeaseId, until_ms: u64) -> bool {
+    let expires = &e.funnel_slots[id.slot as usize].expires_ms;
+    let until = until_ms.min(id.expires_ms);
+    expires
+        .compare_exchange(id.expires_ms, until, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
 }
 
 /// Releases `id` if this process still owns it (see [`Segment::release`]).
@@ -739,6 +764,59 @@ mod tests {
             "and does not free the new holder's slot"
         );
         drop(b);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_held_lease_stays_counted_until_its_time_then_lapses() {
+        let (s, p) = seg("hold");
+        let f = funnel(&s, 1, 0);
+        let id = f.try_acquire_for(1, 1000, 10_000).unwrap().hold_until(1300);
+        assert_eq!(f.in_flight(1299), 1);
+        assert!(f.try_acquire(1, 1299).is_none(), "still counted at 1299");
+        let b = f
+            .try_acquire(1, 1300)
+            .expect("lapsed at 1300: the next acquire reclaims it");
+        assert!(!s.release(id), "the held lease is gone");
+        assert_eq!(f.in_flight(1300), 1, "and its id does not free the new one");
+        drop(b);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn holding_never_lengthens_a_lease_and_a_release_ends_it_at_once() {
+        let (s, p) = seg("hold-bounds");
+        let f = funnel(&s, 1, 0);
+        f.try_acquire_for(1, 1000, 500).unwrap().hold_until(9000);
+        assert!(f.try_acquire(1, 1500).is_some(), "lapsed at its own expiry");
+        let (s2, p2) = seg("hold-release");
+        let f2 = funnel(&s2, 1, 0);
+        let id = f2
+            .try_acquire_for(1, 1000, 10_000)
+            .unwrap()
+            .hold_until(5000);
+        assert!(s2.release(id), "request-end cleanup may still release it");
+        assert_eq!(f2.in_flight(1001), 0);
+        std::fs::remove_file(p).unwrap();
+        std::fs::remove_file(p2).unwrap();
+    }
+
+    #[test]
+    fn a_stale_lease_cannot_move_the_next_leases_expiry() {
+        let (s, p) = seg("hold-stale");
+        let f = funnel(&s, 1, 0);
+        let stale = f.try_acquire_for(1, 1000, 500).unwrap().into_id();
+        let next = f.try_acquire_for(1, 1500, 500).expect("reclaimed at 1500");
+        assert!(
+            !s.expire_at(stale, 1600),
+            "not the stale lease's slot any more"
+        );
+        assert!(
+            f.try_acquire(1, 1999).is_none(),
+            "the new lease still ends at 2000"
+        );
+        assert!(f.try_acquire(1, 2000).is_some());
+        drop(next);
         std::fs::remove_file(p).unwrap();
     }
 

@@ -23,7 +23,7 @@ fn entries(v: &Value) -> Vec<(&String, &Value)> {
 }
 
 /// `{"base_url", "timeout", "connect_timeout", "deadline", "max_attempts", "backoff",
-/// "retry_on", "max_retry_after", "max_body", "funnel", "budget", "headers"}`.
+/// "retry_on", "max_retry_after", "max_body", "funnel" (its "limit" a count or "auto"), "budget", "headers"}`.
 pub fn config(options: &Value) -> ClientConfig {
     let mut c = ClientConfig::default();
     for (key, v) in entries(options) {
@@ -47,8 +47,14 @@ pub fn config(options: &Value) -> ClientConfig {
             "max_body" => c.set_max_body(v.as_u64().unwrap()).unwrap(),
             "funnel" => c
                 .set_funnel(Some(FunnelOptions {
-                    limit: count(&v["limit"]),
-                    auto: None,
+                    // `"auto"`: learned within the defaults (1..64, from 4).
+                    limit: if v["limit"] == "auto" {
+                        64
+                    } else {
+                        count(&v["limit"])
+                    },
+                    auto: (v["limit"] == "auto")
+                        .then(|| resilient_core::AdaptiveConfig::new(1, 64, 4).unwrap()),
                     reserve: v.get("reserve").map_or(0, count),
                     lease: v.get("lease").map(secs),
                     wait: v.get("wait").map_or(Duration::ZERO, secs),
