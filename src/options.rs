@@ -126,7 +126,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
             "hosts" => config.set_hosts(int(value, key)?).map_err(config_error)?,
             "headers" => {
                 for (name, v) in entries(table(value, key)?, key)? {
-                    let path = format!("headers.{name}");
+                    let path = format!("headers.{}", resilient_http::shown_name(&name));
                     let values = match v.dereference().array() {
                         Some(list) => values(list),
                         None => vec![v],
@@ -373,7 +373,7 @@ pub(crate) fn mismatch(expected: &'static str, value: &Zval, path: &str) -> PhpE
 pub(crate) fn unknown(path: &str, known: &[&str]) -> PhpException {
     exceptions::value_error(format!(
         "option '{}': unknown option (known: {})",
-        truncate(path, 64),
+        resilient_http::shown_name(path),
         known.join(", ")
     ))
 }
@@ -435,13 +435,6 @@ pub fn utf8(bytes: &[u8], path: &str) -> Result<String, String> {
             "option '{path}': is not valid UTF-8 (invalid byte at offset {}); header, query and form values and array keys must be UTF-8 text: encode binary data (e.g. base64_encode) or send it as 'body', which is sent byte for byte",
             e.valid_up_to()
         )),
-    }
-}
-
-fn truncate(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
     }
 }
 
@@ -540,7 +533,7 @@ pub fn request(
                 }
                 "headers" => {
                     for (name, v) in entries(table(value, "headers")?, "headers")? {
-                        let path = format!("headers.{name}");
+                        let path = format!("headers.{}", resilient_http::shown_name(&name));
                         let values = match v.dereference().array() {
                             Some(list) => values(list),
                             None => vec![v],

@@ -72,9 +72,10 @@ impl Response {
             for (name, value) in options::entries(headers, "headers")? {
                 // What a real response could carry: a token for the name, no line break or NUL
                 // in a value (code under test may copy them into a response of its own).
+                let shown = resilient_http::shown_name(&name);
                 if resilient_http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                     return Err(exceptions::value_error(format!(
-                        "Resilient\\Response::fake(): header name {name:?} is not a valid header name"
+                        "Resilient\\Response::fake(): header name {shown:?} is not a valid header name"
                     )));
                 }
                 let values: Vec<&Zval> = match value.dereference().array() {
@@ -84,7 +85,7 @@ impl Response {
                 for v in values {
                     let bytes = match v.dereference().zend_str() {
                         Some(s) => s.as_bytes().to_vec(),
-                        None => options::header_value(v, &format!("headers.{name}"))?.into_bytes(),
+                        None => options::header_value(v, &format!("headers.{shown}"))?.into_bytes(),
                     };
                     if resilient_http::HeaderValue::from_bytes(&bytes).is_err() {
                         return Err(exceptions::value_error(format!(

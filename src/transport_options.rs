@@ -141,10 +141,17 @@ fn path_and_password(value: &Zval, key: &str) -> PhpResult<(PathBuf, Option<Stri
     let list = table(value, key)?;
     let items = values(list);
     match items.as_slice() {
-        [path, password] => Ok((
-            PathBuf::from(text(path, key)?),
-            Some(text(password, &format!("{key}.1"))?),
-        )),
+        [path, password] => {
+            let (path, password) = (text(path, key)?, text(password, &format!("{key}.1"))?);
+            // Given the other way round, the error about the "path" would show the password.
+            if !Path::new(&path).exists() && Path::new(&password).is_file() {
+                return Err(exceptions::value_error(format!(
+                    "option '{key}': must be [path, password]: the first element is no file and \
+                     the second is (neither is shown: one may be a password)"
+                )));
+            }
+            Ok((PathBuf::from(path), Some(password)))
+        }
         _ => Err(exceptions::value_error(format!(
             "option '{key}': must be a path or [path, password]"
         ))),

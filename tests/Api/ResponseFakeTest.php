@@ -38,7 +38,7 @@ final class ResponseFakeTest extends TestCase
         }
         // Headers a real response could not carry (code under test may copy them on).
         foreach ([
-            'header name "X\\r\\nY" is not a valid header name' => ["X\r\nY" => 'v'],
+            'header name "X\\r…" is not a valid header name' => ["X\r\nY" => 'v'],
             'header name "" is not a valid header name' => ['' => 'v'],
             'header name "a\\0" is not a valid header name' => ["a\0" => 'v'],
             'header "X-A" has a value with a line break or another control character' => ['X-A' => ['ok', "a\r\nInjected: 1"]],

@@ -45,6 +45,7 @@ final class ArgumentsTest extends TestCase
         yield 'context timeout NaN' => ['Resilient\\Context::timeout(NAN);', 'seconds'];
         yield 'context timeout negative' => ['Resilient\\Context::timeout(-1.0);', 'seconds'];
         yield 'context connect INF' => ['Resilient\\Context::connectTimeout(INF);', 'seconds'];
+        yield 'method of 33 characters' => ['(new Resilient\\Client("m", ["base_url" => "http://127.0.0.1:9"]))->request(str_repeat("G", 33), "/");', 'method'];
     }
 
     /** @dataProvider badArguments */
@@ -129,6 +130,37 @@ final class ArgumentsTest extends TestCase
             $this->assertSame(\ValueError::class, $result['class'], json_encode($result));
             $this->assertMatchesRegularExpression("/option '(cert|ssl_key)'/", $result['message']);
         }
+    }
+
+    /**
+     * A secret put where it does not belong: a whole header line where a name goes (curl's
+     * style), a [path, password] pair given the other way round. The error names the header
+     * or the option, and never shows the secret.
+     *
+     * @return iterable<string,array{string,string}> code, what the message must name
+     */
+    public static function secretsInTheWrongPlace(): iterable
+    {
+        $client = 'new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"] + ';
+        yield 'header name (client)' => [$client . '["headers" => ["Authorization: Bearer s3cr3tT0k" => "x"]]);', 'Authorization'];
+        yield 'header value of a wrong type' => [$client . '["headers" => ["Authorization: Bearer s3cr3tT0k" => 1.5]]);', 'Authorization'];
+        yield 'header name (request)' => ['(new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"]))->get("/", [], ["headers" => ["Authorization: Bearer s3cr3tT0k" => "x"]]);', 'Authorization'];
+        yield 'option key' => [$client . '["Bearer s3cr3tT0k" => 1]);', 'Bearer'];
+        yield 'header name (Response::fake)' => ['Resilient\\Response::fake(200, "", ["Authorization: Bearer s3cr3tT0k" => "x"]);', 'Authorization'];
+        yield 'header value (Response::fake)' => ['Resilient\\Response::fake(200, "", ["Authorization: Bearer s3cr3tT0k" => [1.5]]);', 'Authorization'];
+        yield 'cert pair swapped' => [$client . '["cert" => ["s3cr3tPw", PHP_BINARY]]);', "'cert'"];
+        yield 'ssl_key pair swapped' => [$client . '["cert" => PHP_BINARY, "ssl_key" => ["s3cr3tPw", PHP_BINARY]]);', "'ssl_key'"];
+    }
+
+    /** @dataProvider secretsInTheWrongPlace */
+    public function testASecretInTheWrongPlaceIsNeverShown(string $code, string $named): void
+    {
+        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
+        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
+        $result = $r->json();
+        $this->assertTrue($result['threw'], "accepted: $code");
+        $this->assertStringContainsString($named, $result['message']);
+        $this->assertStringNotContainsString('s3cr3t', $result['message']);
     }
 
     public function testTheProcessGoesOnAfterABadArgument(): void

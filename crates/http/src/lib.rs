@@ -132,8 +132,8 @@ pub use http1_transport::Http1Transport;
 pub use metrics_events::{attempt_class, refusal_of, MetricsEvents};
 pub use multipart::{Multipart, Part, PartContents};
 pub use options::{
-    BackendKind, BackoffOptions, BudgetOptions, CircuitOptions, ClientConfig, FunnelOptions,
-    OnBackendError, RedisUrl,
+    shown_name, BackendKind, BackoffOptions, BudgetOptions, CircuitOptions, ClientConfig,
+    FunnelOptions, OnBackendError, RedisUrl,
 };
 pub use policy::{Caps, Policy};
 pub use pool::BatchSummary;

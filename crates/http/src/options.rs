@@ -386,15 +386,10 @@ impl ClientConfig {
         name: &[u8],
         value: &[u8],
     ) -> Result<(), ConfigError> {
-        let path = format!("{option}.{}", String::from_utf8_lossy(name));
+        let shown = shown_name(&String::from_utf8_lossy(name));
+        let path = format!("{option}.{shown}");
         let name = HeaderName::from_bytes(name).map_err(|_| {
-            ConfigError::new(
-                option,
-                format!(
-                    "{:?} is not a valid header name",
-                    truncate(&String::from_utf8_lossy(name), 64)
-                ),
-            )
+            ConfigError::new(option, format!("{shown:?} is not a valid header name"))
         })?;
         let value = header_bytes(value, &path)?;
         self.headers.push((name, value));
@@ -497,6 +492,34 @@ pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
     s.chars().take(max_chars).collect()
 }
 
+/// A name a caller gave (a header's, an option's key) as an error may show it: up to its first
+/// character that no such name has, then "…", and 64 characters at most. A whole
+/// `Authorization: Bearer …` line put where a name belongs never shows its token. A control
+/// character there (a NUL, a line break: often why the name is refused) is kept, for the
+/// message's escaping to show.
+pub fn shown_name(name: &str) -> String {
+    // RFC 9110 token characters; '.' also separates an option's path.
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    let end = name.find(|c: char| !tchar(c)).unwrap_or(name.len());
+    let mut shown = truncate(&name[..end], 64);
+    if shown.len() < end {
+        shown.push('…');
+        return shown;
+    }
+    let mut rest = name[end..].chars();
+    match rest.next() {
+        Some(c) if c.is_control() => {
+            shown.push(c);
+            if rest.next().is_some() {
+                shown.push('…');
+            }
+        }
+        Some(_) => shown.push('…'),
+        None => {}
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,6 +527,20 @@ mod tests {
 
     fn err(e: ConfigError) -> String {
         e.to_string()
+    }
+
+    #[test]
+    fn a_shown_name_stops_where_no_name_goes_on() {
+        assert_eq!(shown_name("X-Request-Id"), "X-Request-Id");
+        assert_eq!(shown_name("funnel.limit"), "funnel.limit");
+        assert_eq!(shown_name("Authorization: Bearer t0k"), "Authorization…");
+        assert_eq!(shown_name("Bearer t0k"), "Bearer…");
+        assert_eq!(shown_name(" t0k"), "…");
+        assert_eq!(shown_name(&"a".repeat(70)), format!("{}…", "a".repeat(64)));
+        assert_eq!(shown_name("é"), "…");
+        assert_eq!(shown_name("time\0out"), "time\0…");
+        assert_eq!(shown_name("X\r\nY"), "X\r…");
+        assert_eq!(shown_name("a\0"), "a\0");
     }
 
     #[test]

@@ -117,7 +117,7 @@ impl RequestOptions {
                 "headers",
                 format!(
                     "{:?} is not a valid header name",
-                    crate::options::truncate(name, 64)
+                    crate::options::shown_name(name)
                 ),
             )
         })?;
@@ -292,9 +292,19 @@ fn parse_method(method: &str) -> Result<Method, ConfigError> {
             "must be an HTTP method such as GET or POST",
         ));
     }
+    // The longest registered method has 17 characters (UPDATEREDIRECTREF); a method is
+    // repeated in every error, so a runaway one is refused here.
+    if upper.len() > MAX_METHOD_LEN {
+        return Err(ConfigError::new(
+            "method",
+            format!("is longer than {MAX_METHOD_LEN} characters"),
+        ));
+    }
     Method::from_bytes(upper.as_bytes())
         .map_err(|_| ConfigError::new("method", "is not a valid HTTP method"))
 }
+
+const MAX_METHOD_LEN: usize = 32;
 
 /// Joins a path with the base URL, or parses an absolute URL.
 pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
