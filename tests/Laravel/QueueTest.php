@@ -222,6 +222,42 @@ final class QueueTest extends TestCase
         $this->assertCount(4, $job->released);
     }
 
+    /**
+     * Through `Http::resilient()` a 503 that outlasted the client's attempts comes back as a
+     * Laravel response, and `->throw()` makes it a RequestException: its Retry-After is obeyed
+     * as the client's UpstreamFailed's is. Only for 429 and 503 (a 500's is not a wait).
+     */
+    public function testARequestExceptionWithRetryAfterIsReleasedNoSoonerThanIt(): void
+    {
+        require_once '/usr/share/php/Illuminate/autoload.php';
+        require_once '/usr/share/php/GuzzleHttp/autoload.php';
+        require_once __DIR__ . '/../../php/autoload.php';
+        $failed = fn (int $status, array $headers) => new \Illuminate\Http\Client\RequestException(
+            new \Illuminate\Http\Client\Response(new \GuzzleHttp\Psr7\Response($status, $headers)),
+        );
+        $job = new class {
+            public array $released = [];
+            public function release(int $delay): void
+            {
+                $this->released[] = $delay;
+            }
+        };
+        $middleware = new ReleaseWhenUnavailable(3, 5);
+        foreach ([503, 429] as $status) {
+            $middleware->handle($job, fn () => throw $failed($status, ['Retry-After' => '40']));
+            $this->assertGreaterThanOrEqual(40, end($job->released), "$status");
+            $this->assertLessThanOrEqual(40 + 1 + 4, end($job->released));
+        }
+        foreach ([[500, ['Retry-After' => '40']], [503, []], [503, ['Retry-After' => 'soon']]] as [$status, $headers]) {
+            try {
+                $middleware->handle($job, fn () => throw $failed($status, $headers));
+                $this->fail("released: $status " . json_encode($headers));
+            } catch (\Illuminate\Http\Client\RequestException) {
+            }
+        }
+        $this->assertCount(2, $job->released);
+    }
+
     public function testJitteredBackoffReleaseDelayFollowsTheAttempt(): void
     {
         require_once __DIR__ . '/../../php/autoload.php';

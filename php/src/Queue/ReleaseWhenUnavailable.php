@@ -3,6 +3,7 @@
 namespace Resilient\Laravel\Queue;
 
 use Closure;
+use Illuminate\Http\Client\RequestException;
 use Resilient\BudgetExhausted;
 use Resilient\FunnelFull;
 use Resilient\Unavailable;
@@ -16,7 +17,9 @@ use Resilient\UpstreamFailed;
  * - FunnelFull, BudgetExhausted, CircuitOpen: nothing was wrong with the job, the host is
  *   protecting the upstream; release with a delay drawn from the range (constructor, else
  *   `resilient.queue.release_delay`, else [5, 30] s), so the refused jobs come back spread out.
- * - UpstreamFailed whose last response carries Retry-After: release no sooner than it.
+ * - UpstreamFailed whose last response carries Retry-After: release no sooner than it; so
+ *   also Laravel's RequestException (`Http::resilient()->...->throw()`, where such an answer
+ *   comes back as a Laravel response) of a 429 or 503 with Retry-After.
  * - Anything else (DeadlineExceeded, UpstreamFailed without Retry-After, other exceptions) is
  *   rethrown: the job's own `$tries` and `backoff()` decide, as without this middleware.
  *
@@ -44,13 +47,27 @@ final class ReleaseWhenUnavailable
             return $next($job);
         } catch (Unavailable $e) {
             $seconds = $this->delayFor($e);
-            if ($seconds === null) {
-                throw $e;
-            }
-            Released::job($job, $seconds);
+        } catch (RequestException $e) {
+            $seconds = self::delayForAnswer($e);
+        }
+        if ($seconds === null) {
+            throw $e;
+        }
+        Released::job($job, $seconds);
 
+        return null;
+    }
+
+    /** A Laravel RequestException's 429 or 503 with Retry-After: no sooner than it; else null. */
+    public static function delayForAnswer(RequestException $e): ?int
+    {
+        $response = $e->response;
+        if (! in_array($response->status(), [429, 503], true)) {
             return null;
         }
+        $after = RetryAfter::parse($response->header('Retry-After'), microtime(true));
+
+        return $after === null ? null : ReleaseDelay::afterRetryAfter($after);
     }
 
     /** Seconds to wait before the job runs again, or null when this exception is not ours to absorb. */
