@@ -434,57 +434,53 @@ async fn the_budget_bounds_total_attempts_under_a_failing_upstream() {
     assert_eq!(rig.sleeps().len() as u32, attempts - 100);
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_real_shared_budget_bounds_attempts_too() {
-    let path = std::env::temp_dir().join(format!("resilient-http-test-{}.shm", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let segment = Arc::new(resilient_core::Segment::open(&path, 64).unwrap());
-    let mut rig = Rig::new(vec![], status(503));
-    let config = json::config(
-        &json!({"base_url": "http://h", "budget": {"ratio": 0.1, "floor": 5, "window": 60}}),
-    );
-    let backend = resilient_http::SharedMemory::new(segment);
-    let c = HttpClient::builder(config)
-        .transport(rig.transport.clone())
-        .clock(rig.clock.clone(), rig.sleeper.clone())
-        .backend(&backend, "test", true)
-        .unwrap()
-        .build()
-        .unwrap();
-    rig.env = c.env().clone();
-    for _ in 0..100 {
-        assert!(call(&rig, &c, "GET", "/", json!({})).await.is_err());
-    }
-    let attempts = rig.sends();
-    assert!((105..=115).contains(&attempts), "{attempts} attempts");
-    let _ = std::fs::remove_file(&path);
-}
-
-/// A client of `funnel` options on a real shared-memory segment, and a handle on its funnel
-/// that reads what is held.
-fn shared_funnel_rig(
+/// A client of `options` (a web caller when `web`) on a real shared-memory segment of its own.
+fn shared_rig(
     tag: &str,
-    funnel: Value,
+    options: Value,
+    web: bool,
     fallback: Step,
-) -> (Rig, HttpClient, resilient_core::Funnel) {
+) -> (Rig, HttpClient, Arc<resilient_core::Segment>) {
     let path =
         std::env::temp_dir().join(format!("resilient-http-{tag}-{}.shm", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let segment = Arc::new(resilient_core::Segment::open(&path, 8).unwrap());
     let _ = std::fs::remove_file(&path);
     let mut rig = Rig::new(vec![], fallback);
-    let config = json::config(&json!({
-        "base_url": "http://h", "funnel": funnel, "timeout": 0.2, "max_attempts": 1,
-    }));
+    let mut options = options;
+    options["base_url"] = json!("http://h");
     let backend = resilient_http::SharedMemory::new(segment.clone());
-    let c = HttpClient::builder(config)
+    let c = HttpClient::builder(json::config(&options))
         .transport(rig.transport.clone())
         .clock(rig.clock.clone(), rig.sleeper.clone())
-        .backend(&backend, "test", false)
+        .backend(&backend, "test", web)
         .unwrap()
         .build()
         .unwrap();
     rig.env = c.env().clone();
+    (rig, c, segment)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_real_shared_budget_bounds_attempts_too() {
+    let budget = json!({"budget": {"ratio": 0.1, "floor": 5, "window": 60}});
+    let (rig, c, _) = shared_rig("budget", budget, true, status(503));
+    for _ in 0..100 {
+        assert!(call(&rig, &c, "GET", "/", json!({})).await.is_err());
+    }
+    let attempts = rig.sends();
+    assert!((105..=115).contains(&attempts), "{attempts} attempts");
+}
+
+/// A client of `funnel` options, one attempt of 200 ms at most, and a handle on its funnel
+/// that reads what is held.
+fn shared_funnel_rig(
+    tag: &str,
+    funnel: Value,
+    fallback: Step,
+) -> (Rig, HttpClient, resilient_core::Funnel) {
+    let options = json!({"funnel": funnel, "timeout": 0.2, "max_attempts": 1});
+    let (rig, c, segment) = shared_rig(tag, options, false, fallback);
     let handle = resilient_core::Funnel::new(
         segment,
         "test",
