@@ -205,12 +205,13 @@ impl Funnel {
         let funnel = CoreFunnel::new(segment::shared()?, &name, config).map_err(errors::php)?;
         let latency_us = latency.as_micros() as u64;
         for _ in 0..attempts {
+            let now_ms = clock::monotonic_ms();
             let sample = Sample {
                 latency_us,
                 drop: false,
-                inflight: funnel.counted() + 1,
+                inflight: funnel.counted(now_ms) + 1,
             };
-            funnel.record(sample, clock::monotonic_ms());
+            funnel.record(sample, now_ms);
         }
         Ok(funnel.adaptive_stats().map_or(0.0, |s| s.limit()))
     }

@@ -445,9 +445,6 @@ impl Segment {
         self.slots
     }
 
-    /// Releases a lease by id. Idempotent: false when it was already released or reclaimed,
-    /// and when it belongs to another process (a `pcntl_fork` child must never free its
-    /// parent's slot, whatever object or guard it inherited).
     /// Lets lease `id` (held by this process) lapse at `until_ms` instead of its own expiry,
     /// if sooner. False when it is no longer held by this process.
     pub(crate) fn expire_at(&self, id: crate::LeaseId, until_ms: u64) -> bool {
@@ -455,6 +452,9 @@ impl Segment {
             && crate::funnel::expire_slot_at(self.entry(id.entry), id, until_ms)
     }
 
+    /// Releases a lease by id. Idempotent: false when it was already released or reclaimed,
+    /// and when it belongs to another process (a `pcntl_fork` child must never free its
+    /// parent's slot, whatever object or guard it inherited).
     pub fn release(&self, id: crate::LeaseId) -> bool {
         if id.holder_pid() != crate::liveness::current_pid() {
             return false;

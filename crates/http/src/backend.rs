@@ -160,7 +160,7 @@ impl Guard for FunnelGuard {
             latency_us: duration.as_micros().min(u64::MAX as u128) as u64,
             drop: is_drop(outcome),
             // Its own slot was given back just before, unless it is kept (abandoned).
-            inflight: self.funnel.counted() + u32::from(!abandoned(outcome)),
+            inflight: self.funnel.counted(now_ms) + u32::from(!abandoned(outcome)),
         };
         self.funnel.record(sample, now_ms);
     }

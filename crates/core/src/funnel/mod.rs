@@ -335,13 +335,24 @@ impl Funnel {
         crate::adaptive_limit::learned(&self.seg.entry(self.entry).adaptive)
     }
 
-    /// Slots counted now, without reclaiming anything (one load).
-    pub fn counted(&self) -> u32 {
-        self.seg
-            .entry(self.entry)
-            .funnel_mask
-            .load(Ordering::Acquire)
-            .count_ones()
+    /// Slots counted now whose lease has not run out at `now_ms`, without reclaiming anything
+    /// (read-only: a load of the mask, and of each counted slot's word and expiry). A slot
+    /// left to lapse ([`Lease::hold_until`]) stops counting at its time, although its bit stays
+    /// set until an acquire at the cap reclaims it: a learned limit's samples must not see it.
+    pub fn counted(&self, now_ms: u64) -> u32 {
+        let e = self.seg.entry(self.entry);
+        let mut mask = e.funnel_mask.load(Ordering::Acquire);
+        let mut n = 0;
+        while mask != 0 {
+            let slot = &e.funnel_slots[mask.trailing_zeros() as usize];
+            mask &= mask - 1;
+            let held =
+                SlotWord(slot.word.load(Ordering::Acquire)).phase() == slot_word::Phase::Held;
+            if !held || slot.expires_ms.load(Ordering::Acquire) > now_ms {
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Takes a slot if fewer than `cap` are held; never waits. `None` means full. The bare
@@ -419,7 +430,7 @@ impl Lease {
     /// Keeps the slot counted until `until_ms` (monotonic ms; never later than the lease's
     /// own expiry), then lets it lapse: the next acquire that finds the funnel full reclaims
     /// it. For an attempt abandoned while the upstream may still be working on it. Returns the
-    /// lease's id; releasing it later (request-end cleanup) still frees the slot at once.
+    /// lease's id: [`Segment::release`] of it still frees the slot at once.
     pub fn hold_until(mut self, until_ms: u64) -> LeaseId {
         let id = self.id.take().expect("a live Lease always has an id");
         if !self.seg.expire_at(id, until_ms) {
@@ -453,9 +464,14 @@ impl Drop for Lease {
 /// lease of at least 1 ms), so the compare-and-swap from this lease's own expiry cannot
 /// touch another lease's. False when the lease is no longer the slot's.
 pub(crate) fn expire_slot_at(e: &Entry, id: LeaseId, until_ms: u64) -> bool {
-    let expires = &e.funnel_slots[id.slot as usize].expires_ms;
+    let slot = &e.funnel_slots[id.slot as usize];
+    // A lease released early (request-end cleanup) and the slot taken again with the same
+    // expiry is the one case the expiry alone cannot tell apart: the word can.
+    if slot.word.load(Ordering::Acquire) != id.word {
+        return false;
+    }
     let until = until_ms.min(id.expires_ms);
-    expires
+    slot.expires_ms
         .compare_exchange(id.expires_ms, until, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
 }
@@ -784,6 +800,25 @@ mod tests {
     }
 
     #[test]
+    fn a_lapsed_lease_is_no_longer_counted_before_it_is_reclaimed() {
+        let (s, p) = seg("hold-counted");
+        let f = funnel(&s, 4, 0);
+        let _live = f.try_acquire_for(4, 1000, 10_000).unwrap();
+        f.try_acquire_for(4, 1000, 10_000).unwrap().hold_until(1300);
+        assert_eq!(f.counted(1299), 2);
+        assert_eq!(f.counted(1300), 1, "lapsed at 1300");
+        assert_eq!(
+            s.entry(f.entry)
+                .funnel_mask
+                .load(Ordering::Acquire)
+                .count_ones(),
+            2,
+            "its bit stays until an acquire at the cap reclaims it"
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
     fn holding_never_lengthens_a_lease_and_a_release_ends_it_at_once() {
         let (s, p) = seg("hold-bounds");
         let f = funnel(&s, 1, 0);
@@ -816,6 +851,26 @@ mod tests {
             "the new lease still ends at 2000"
         );
         assert!(f.try_acquire(1, 2000).is_some());
+        drop(next);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_lease_released_early_cannot_move_a_next_lease_of_the_same_expiry() {
+        let (s, p) = seg("hold-same-expiry");
+        let f = funnel(&s, 1, 0);
+        let early = f.try_acquire_for(1, 1000, 500).unwrap().into_id();
+        assert!(s.release(early), "request-end cleanup, say");
+        let next = f.try_acquire_for(1, 1000, 500).unwrap();
+        assert_eq!(next.id().expires_at_ms(), early.expires_at_ms());
+        assert!(
+            !s.expire_at(early, 1100),
+            "the slot's word is the next lease's"
+        );
+        assert!(
+            f.try_acquire(1, 1499).is_none(),
+            "the next lease still ends at 1500"
+        );
         drop(next);
         std::fs::remove_file(p).unwrap();
     }
