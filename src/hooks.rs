@@ -77,6 +77,8 @@ pub unsafe extern "C" fn request_shutdown(_ty: i32, _module_number: i32) -> i32 
     let a = guarded(|| {
         held::release_all();
         resilient_redis::release_leftovers();
+        // Attempts a fatal error cut mid-way: no longer in flight (the metrics' gauge).
+        resilient_http::end_open_attempts();
         SUCCESS
     });
     let b = guarded(|| {

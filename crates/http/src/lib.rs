@@ -129,7 +129,7 @@ pub use decision::{Decision, GiveUpReason, Outcome, RetryReason};
 pub use error::{Unavailable, UnavailableKind};
 pub use guard::{Ended, Guard, Permit, Refusal, RetryAllowance};
 pub use http1_transport::Http1Transport;
-pub use metrics_events::{attempt_class, refusal_of, MetricsEvents};
+pub use metrics_events::{attempt_class, end_open_attempts, refusal_of, MetricsEvents};
 pub use multipart::{Multipart, Part, PartContents};
 pub use options::{
     shown_name, BackendKind, BackoffOptions, BudgetOptions, CircuitOptions, ClientConfig,

@@ -7,6 +7,7 @@
 //! circuit is our refusal, counted apart (an upstream-failed call was already counted by its
 //! attempts).
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,91 @@ impl MetricsEvents {
     pub fn new(metrics: Metrics) -> Self {
         Self(Arc::new(metrics))
     }
+}
+
+/// The attempts this thread counts in flight, per metrics handle, so that the request's end can
+/// end those a fatal error cut mid-way (PHP's bailout long-jumps past the Rust frames whose
+/// permits would end them). Ending them starts a new generation: a permit of an older one that
+/// still runs later (a pool task left on the runtime) does not end its attempt twice.
+struct Open {
+    generation: u64,
+    counts: Vec<(Arc<Metrics>, u64)>,
+}
+
+thread_local! {
+    /// The binding drives its calls on this thread's runtime, so their permits end here.
+    static OPEN: RefCell<Open> = const {
+        RefCell::new(Open {
+            generation: 0,
+            counts: Vec::new(),
+        })
+    };
+}
+
+/// A generation no request end ever reaches: the attempt was not tracked (no thread-local left).
+const UNTRACKED: u64 = u64::MAX;
+
+/// Counts one more attempt of `metrics` in flight on this thread; returns the generation.
+fn opened(metrics: &Arc<Metrics>) -> u64 {
+    OPEN.try_with(|open| {
+        let mut open = open.borrow_mut();
+        match open
+            .counts
+            .iter_mut()
+            .find(|(m, _)| Arc::ptr_eq(m, metrics))
+        {
+            Some((_, n)) => *n += 1,
+            None => open.counts.push((metrics.clone(), 1)),
+        }
+        open.generation
+    })
+    .unwrap_or(UNTRACKED)
+}
+
+/// Counts one attempt of `metrics` opened in `generation` as ended; false when the request's
+/// end already ended it.
+fn closed(metrics: &Arc<Metrics>, generation: u64) -> bool {
+    if generation == UNTRACKED {
+        return true;
+    }
+    OPEN.try_with(|open| {
+        let mut open = open.borrow_mut();
+        if open.generation != generation {
+            return false;
+        }
+        if let Some(i) = open
+            .counts
+            .iter()
+            .position(|(m, _)| Arc::ptr_eq(m, metrics))
+        {
+            open.counts[i].1 -= 1;
+            if open.counts[i].1 == 0 {
+                open.counts.swap_remove(i);
+            }
+        }
+        true
+    })
+    .unwrap_or(true)
+}
+
+/// Ends every attempt this thread still counts in flight; the binding calls it at the end of a
+/// request, when none of its calls can still be running. Returns how many it ended.
+pub fn end_open_attempts() -> u64 {
+    let counts = OPEN
+        .try_with(|open| {
+            let mut open = open.borrow_mut();
+            open.generation += 1;
+            std::mem::take(&mut open.counts)
+        })
+        .unwrap_or_default();
+    let mut ended = 0;
+    for (metrics, n) in counts {
+        for _ in 0..n {
+            metrics.attempt_released();
+        }
+        ended += n;
+    }
+    ended
 }
 
 /// How metrics class an attempt's outcome.
@@ -73,8 +159,13 @@ impl CallEvents for MetricsEvents {
 
     fn attempt_sent(&self, attempt: u32) -> Permit {
         self.0.attempt_sent(attempt);
+        let generation = opened(&self.0);
         let metrics = self.0.clone();
-        Permit::holding(move || metrics.attempt_released())
+        Permit::holding(move || {
+            if closed(&metrics, generation) {
+                metrics.attempt_released();
+            }
+        })
     }
 
     fn attempt_ended(&self, _attempt: u32, outcome: Outcome, duration: Duration) {

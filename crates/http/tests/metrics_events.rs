@@ -143,3 +143,27 @@ async fn an_attempt_abandoned_mid_flight_is_not_left_in_flight() {
     assert_eq!((s.originals, s.attempts, s.in_flight), (1, 1, 0));
     assert_eq!(s.failure_latency.count() + s.success_latency.count(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_whose_call_is_never_dropped_is_ended_at_request_end_once() {
+    let seg = segment("leaked");
+    let metrics = Metrics::new(seg.clone(), "leaked").unwrap();
+    let mut rig = Rig::new(vec![Step::Hang], Step::Hang);
+    rig.env = rig
+        .env
+        .clone()
+        .events(Arc::new(MetricsEvents::new(metrics.clone())));
+    let c = rig.client(json!({"timeout": 10.0}));
+    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
+    let mut call = Box::pin(c.call(rig.env.clone(), req, None));
+    let poll = tokio::time::timeout(Duration::from_millis(50), &mut call).await;
+    assert!(poll.is_err(), "still hanging");
+    assert_eq!(metrics.snapshot().in_flight, 1);
+    // What PHP's bailout does: the call is neither finished nor dropped; the request ends.
+    assert_eq!(resilient_http::end_open_attempts(), 1);
+    assert_eq!(metrics.snapshot().in_flight, 0);
+    // A call that runs on after all (a pool task left on the runtime) ends it no second time.
+    drop(call);
+    assert_eq!(metrics.snapshot().in_flight, 0);
+    assert_eq!(resilient_http::end_open_attempts(), 0);
+}

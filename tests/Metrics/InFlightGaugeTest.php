@@ -1,0 +1,48 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Metrics;
+
+require_once __DIR__ . '/../Http/support/MockUpstream.php';
+
+use Resilient\Funnel;
+use Resilient\Metrics;
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+use Resilient\Tests\Http\MockUpstream;
+
+/**
+ * The `in_flight` gauge counts attempts sent and not yet ended. A fatal error while an attempt
+ * is in flight (a signal handler's, max_execution_time's) long-jumps past the Rust frames that
+ * would end it: the request's end ends it instead, as it releases the funnel slot. (A process
+ * killed with SIGKILL runs no request end: that one stays counted, see the README.)
+ */
+final class InFlightGaugeTest extends TestCase
+{
+    public function testAFatalErrorMidAttemptLeavesNoAttemptCountedInFlight(): void
+    {
+        $up = MockUpstream::shared();
+        $key = $up->key('inflight-fatal');
+        $up->script($key, [['delay_ms' => 5000]]);
+        $name = Run::name('inflight-fatal');
+        $code = sprintf(
+            'pcntl_async_signals(true);'
+            . 'pcntl_signal(SIGALRM, function () { trigger_error("fatal while the attempt is in flight", E_USER_ERROR); });'
+            . 'pcntl_alarm(1);'
+            . '$c = new Resilient\Client(%s, ["base_url" => %s, "timeout" => 10, "max_attempts" => 1, "funnel" => ["limit" => 4]]);'
+            . '$c->get("/slow");',
+            var_export($name, true),
+            var_export($up->base($key), true),
+        );
+        $r = PhpProcess::runCode($code, [], 20);
+        $this->assertStringContainsString('fatal while the attempt is in flight', $r->stdout . $r->stderr, $r->describe());
+        $this->assertCount(1, $up->attempts($key, 1, 5000, false), 'the attempt reached the upstream');
+
+        $entry = Metrics::snapshot()[$name];
+        $this->assertSame(1, $entry['attempts']);
+        $this->assertSame(0, $entry['in_flight'], 'the attempt cut by the fatal error is no longer counted in flight');
+        $this->assertSame(0, (new Funnel($name, 4))->inFlight(), 'nor its funnel slot');
+    }
+}
