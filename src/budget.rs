@@ -6,6 +6,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendHashTable, Zval};
 use resilient_core::{clock, BudgetConfig, RetryBudget as CoreBudget};
 
+use crate::coerce::{Param, StringArg};
 use crate::{coerce, errors, segment};
 
 pub const DEFAULT_RATIO: f64 = 0.1;
@@ -54,12 +55,17 @@ impl RetryBudget {
     /// Numbers may be given as numeric strings (or an integral float for the floor), as PHP's
     /// coercive mode allows.
     pub fn __construct(
-        name: String,
+        name: StringArg,
         ratio: Option<&Zval>,
         floor: Option<&Zval>,
         window: Option<&Zval>,
     ) -> PhpResult<Self> {
         const CTOR: &str = "Resilient\\RetryBudget::__construct";
+        let name = name.utf8(Param {
+            function: CTOR,
+            position: 1,
+            name: "name",
+        })?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let ratio = match coerce::given(ratio) {
             Some(z) => coerce::float_arg(z, CTOR, 2, "ratio")?,

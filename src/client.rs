@@ -37,10 +37,20 @@ use resilient_http::{
     MetricsEvents, PreparedRequest, RequestOptions, SharedMemory, Unavailable,
 };
 
+use crate::coerce::{Param, StringArg};
 use crate::exceptions::{self, Kind};
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
 use crate::{coerce, context, deadline, engine, errors, held, interrupt, options, segment};
+
+/// The `$path` argument (#1) of a verb method.
+fn path_param(function: &str) -> Param<'_> {
+    Param {
+        function,
+        position: 1,
+        name: "path",
+    }
+}
 
 #[php_class]
 #[php(name = "Resilient\\Client")]
@@ -147,7 +157,12 @@ impl Client {
     /// `new Funnel(...)`), a wrong type `\TypeError` (`option 'timeout' must be of type
     /// float, array given`). Numeric strings (`'0.5'`, `'4'`) are accepted as PHP accepts
     /// them. See docs/errors.md.
-    pub fn __construct(name: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+    pub fn __construct(name: StringArg, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+        let name = name.utf8(Param {
+            function: "Resilient\\Client::__construct",
+            position: 1,
+            name: "name",
+        })?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let (mut config, binding) = options::client(options)?;
         if options.is_none_or(|o| o.get("backend").is_none()) {
@@ -225,10 +240,11 @@ impl Client {
     /// the call is unavailable.
     pub fn get(
         &self,
-        path: String,
+        path: StringArg,
         query: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
+        let path = path.utf8(path_param("Resilient\\Client::get"))?;
         self.verb("GET", &path, query, options, false)
     }
 
@@ -237,10 +253,11 @@ impl Client {
     /// the call is unavailable.
     pub fn head(
         &self,
-        path: String,
+        path: StringArg,
         query: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
+        let path = path.utf8(path_param("Resilient\\Client::head"))?;
         self.verb("HEAD", &path, query, options, false)
     }
 
@@ -250,10 +267,11 @@ impl Client {
     /// the call is unavailable.
     pub fn post(
         &self,
-        path: String,
+        path: StringArg,
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
+        let path = path.utf8(path_param("Resilient\\Client::post"))?;
         self.verb("POST", &path, json, options, true)
     }
 
@@ -262,10 +280,11 @@ impl Client {
     /// the call is unavailable.
     pub fn put(
         &self,
-        path: String,
+        path: StringArg,
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
+        let path = path.utf8(path_param("Resilient\\Client::put"))?;
         self.verb("PUT", &path, json, options, true)
     }
 
@@ -275,10 +294,11 @@ impl Client {
     /// the call is unavailable.
     pub fn patch(
         &self,
-        path: String,
+        path: StringArg,
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
+        let path = path.utf8(path_param("Resilient\\Client::patch"))?;
         self.verb("PATCH", &path, json, options, true)
     }
 
@@ -287,10 +307,11 @@ impl Client {
     /// the call is unavailable.
     pub fn delete(
         &self,
-        path: String,
+        path: StringArg,
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
+        let path = path.utf8(path_param("Resilient\\Client::delete"))?;
         self.verb("DELETE", &path, json, options, true)
     }
 
@@ -302,10 +323,21 @@ impl Client {
     /// the call is unavailable.
     pub fn request(
         &self,
-        method: String,
-        path: String,
+        method: StringArg,
+        path: StringArg,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
+        const REQUEST: &str = "Resilient\\Client::request";
+        let method = method.utf8(Param {
+            function: REQUEST,
+            position: 1,
+            name: "method",
+        })?;
+        let path = path.utf8(Param {
+            function: REQUEST,
+            position: 2,
+            name: "path",
+        })?;
         let b = self.built()?;
         let request = b.prepare(
             &method,

@@ -238,3 +238,110 @@ mod tests {
         assert_eq!(m.to_string(), "must be of type int, string given");
     }
 }
+
+/// Parameters declared `string`, `callable` or `bool` to PHP (reflection, stubs) but taken as
+/// given, null included, so that a wrong value gets PHP's own wording, naming the method
+/// (`Resilient\Client::get(): Argument #1 ($path) must be of type string, int given`), where
+/// ext-php-rs's conversion would say only `Invalid value given for argument`. An optional one
+/// is an `Option<…>` (`None` when omitted) read with its `optional` method (null: `None`).
+macro_rules! declared_arg {
+    ($(#[$doc:meta])* $name:ident, $type:ident) => {
+        $(#[$doc])*
+        pub struct $name<'a>(&'a Zval);
+
+        impl<'a> ext_php_rs::convert::FromZval<'a> for $name<'a> {
+            const TYPE: ext_php_rs::flags::DataType = ext_php_rs::flags::DataType::$type;
+
+            fn from_zval(zval: &'a Zval) -> Option<Self> {
+                Some($name(zval))
+            }
+        }
+    };
+}
+
+declared_arg!(
+    /// A `string` parameter: [`StringArg::utf8`].
+    StringArg,
+    String
+);
+declared_arg!(
+    /// A `callable` parameter: [`CallableArg::callable`], or [`CallableArg::optional`].
+    CallableArg,
+    Callable
+);
+declared_arg!(
+    /// A `?bool` parameter: [`BoolArg::optional`].
+    BoolArg,
+    Bool
+);
+
+/// Where an argument sits, for its messages: `Resilient\Client::get`, 1, `path`.
+#[derive(Clone, Copy)]
+pub struct Param<'a> {
+    pub function: &'a str,
+    pub position: u32,
+    pub name: &'a str,
+}
+
+impl Param<'_> {
+    fn mismatch(&self, expected: &'static str, value: &Zval) -> PhpException {
+        TypeMismatch::new(expected, value).for_argument(self.function, self.position, self.name)
+    }
+}
+
+impl StringArg<'_> {
+    /// The string, which must be UTF-8 text (`\ValueError` otherwise).
+    pub fn utf8(&self, at: Param<'_>) -> Result<String, PhpException> {
+        let value = self.0.dereference();
+        let Some(text) = value.zend_str() else {
+            return Err(at.mismatch("string", value));
+        };
+        String::from_utf8(text.as_bytes().to_vec()).map_err(|_| {
+            crate::exceptions::value_error(format!(
+                "{}(): Argument #{} (${}) is not valid UTF-8",
+                at.function, at.position, at.name
+            ))
+        })
+    }
+}
+
+impl<'a> CallableArg<'a> {
+    pub fn callable(
+        &self,
+        at: Param<'_>,
+    ) -> Result<ext_php_rs::types::ZendCallable<'a>, PhpException> {
+        self.checked(at, "callable")
+    }
+
+    /// A `?callable` parameter given (null: `None`).
+    pub fn optional(
+        arg: Option<&Self>,
+        at: Param<'_>,
+    ) -> Result<Option<ext_php_rs::types::ZendCallable<'a>>, PhpException> {
+        match arg {
+            Some(arg) if !arg.0.dereference().is_null() => arg.checked(at, "?callable").map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn checked(
+        &self,
+        at: Param<'_>,
+        expected: &'static str,
+    ) -> Result<ext_php_rs::types::ZendCallable<'a>, PhpException> {
+        ext_php_rs::types::ZendCallable::new(self.0).map_err(|_| at.mismatch(expected, self.0))
+    }
+}
+
+impl BoolArg<'_> {
+    /// A `?bool` parameter given (null: `None`).
+    pub fn optional(arg: Option<&Self>, at: Param<'_>) -> Result<Option<bool>, PhpException> {
+        match arg {
+            Some(arg) if !arg.0.dereference().is_null() => match arg.0.dereference().bool() {
+                Some(b) => Ok(Some(b)),
+                None => Err(at.mismatch("?bool", arg.0)),
+            },
+            _ => Ok(None),
+        }
+    }
+}

@@ -195,8 +195,14 @@ impl Deadline {
     /// Nesting deeper than 1,000 scopes, or with less than 256 KB of C stack
     /// left, throws `\Error` (runaway recursion would otherwise overflow the C
     /// stack).
-    pub fn within(seconds: &Zval, r#fn: ZendCallable) -> PhpResult<Zval> {
-        let seconds = coerce::float_arg(seconds, "Resilient\\Deadline::within", 1, "seconds")?;
+    pub fn within(seconds: &Zval, r#fn: coerce::CallableArg) -> PhpResult<Zval> {
+        const WITHIN: &str = "Resilient\\Deadline::within";
+        let seconds = coerce::float_arg(seconds, WITHIN, 1, "seconds")?;
+        let r#fn = r#fn.callable(coerce::Param {
+            function: WITHIN,
+            position: 2,
+            name: "fn",
+        })?;
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;
         let scope = BailoutGuard::new(Scope(push(seconds).map_err(errors::php)?));
         let result = r#fn.try_call(vec![]);

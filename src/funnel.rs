@@ -21,6 +21,7 @@ use resilient_core::{
     clock, AdaptiveStats, Funnel as CoreFunnel, FunnelConfig, Lease as CoreLease, Segment,
 };
 
+use crate::coerce::{BoolArg, CallableArg, Param, StringArg};
 use crate::exceptions::{self, Kind};
 use crate::{coerce, context, errors, held, segment};
 
@@ -111,13 +112,20 @@ impl Funnel {
     /// needs `$reserve >= 1`. Numbers may be given as numeric strings or integral
     /// floats, as PHP's coercive mode allows.
     pub fn __construct(
-        name: String,
+        name: StringArg,
         limit: &Zval,
         reserve: Option<&Zval>,
         lease: Option<&Zval>,
-        share: Option<bool>,
+        share: Option<BoolArg>,
     ) -> PhpResult<Self> {
         const CTOR: &str = "Resilient\\Funnel::__construct";
+        let at = |position, name| Param {
+            function: CTOR,
+            position,
+            name,
+        };
+        let name = name.utf8(at(1, "name"))?;
+        let share = BoolArg::optional(share.as_ref(), at(5, "share"))?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let limit = coerce::int_arg(limit, CTOR, 2, "limit")?;
         let reserve = match coerce::given(reserve) {
@@ -140,14 +148,36 @@ impl Funnel {
 
     /// A lease, or null when full. `$background` null = from the context
     /// (CLI is background and may only use `limit - reserve` slots).
-    pub fn try_acquire(&self, background: Option<bool>) -> Option<Lease> {
-        self.acquire(background).map(|l| self.lease_object(l))
+    pub fn try_acquire(&self, background: Option<BoolArg>) -> PhpResult<Option<Lease>> {
+        let background = BoolArg::optional(
+            background.as_ref(),
+            Param {
+                function: "Resilient\\Funnel::tryAcquire",
+                position: 1,
+                name: "background",
+            },
+        )?;
+        Ok(self.acquire(background).map(|l| self.lease_object(l)))
     }
 
     /// Acquires a slot, calls `$fn`, releases the slot (also when `$fn` throws,
     /// exits or hits a fatal error) and returns `$fn`'s result. When full:
     /// returns `$fallback()` if given, else throws `Resilient\FunnelFull`.
-    pub fn run(&self, r#fn: ZendCallable, fallback: Option<ZendCallable>) -> PhpResult<Zval> {
+    pub fn run(&self, r#fn: CallableArg, fallback: Option<CallableArg>) -> PhpResult<Zval> {
+        const RUN: &str = "Resilient\\Funnel::run";
+        let r#fn = r#fn.callable(Param {
+            function: RUN,
+            position: 1,
+            name: "fn",
+        })?;
+        let fallback = CallableArg::optional(
+            fallback.as_ref(),
+            Param {
+                function: RUN,
+                position: 2,
+                name: "fallback",
+            },
+        )?;
         let Some(lease) = self.acquire(None) else {
             return match fallback {
                 Some(fallback) => fallback.try_call(vec![]).map_err(PhpException::from),

@@ -330,7 +330,12 @@ impl Metrics {
     /// Zeroes the counters and histograms of `$name` (not the attempts in flight now, nor the
     /// breaker's state). Returns false when the name has no entry on this host. Throws
     /// `\ValueError` for an invalid name.
-    pub fn reset(name: String) -> PhpResult<bool> {
+    pub fn reset(name: crate::coerce::StringArg) -> PhpResult<bool> {
+        let name = name.utf8(crate::coerce::Param {
+            function: "Resilient\\Metrics::reset",
+            position: 1,
+            name: "name",
+        })?;
         let seg = segment::shared()?;
         metrics::reset(&seg, &name).map_err(errors::php)
     }

@@ -163,6 +163,41 @@ final class ArgumentsTest extends TestCase
         $this->assertStringNotContainsString('s3cr3t', $result['message']);
     }
 
+    /**
+     * A `string`, `callable` or `bool` parameter given another type: a `\TypeError` in PHP's
+     * own words, naming the method, the argument and both types; a string that is not UTF-8, a
+     * `\ValueError` saying so.
+     *
+     * @return iterable<string,array{string,string,string}> code, class, message
+     */
+    public static function wronglyTypedArguments(): iterable
+    {
+        $client = '(new Resilient\\Client("typed", ["base_url" => "http://127.0.0.1:9"]))';
+        yield 'client name' => ['new Resilient\\Client(123);', \TypeError::class, 'Resilient\\Client::__construct(): Argument #1 ($name) must be of type string, int given'];
+        yield 'client name not UTF-8' => ['new Resilient\\Client("caf\\xE9");', \ValueError::class, 'Resilient\\Client::__construct(): Argument #1 ($name) is not valid UTF-8'];
+        yield 'path' => [$client . '->get(["x"]);', \TypeError::class, 'Resilient\\Client::get(): Argument #1 ($path) must be of type string, array given'];
+        yield 'path not UTF-8' => [$client . '->get("/\\xff");', \ValueError::class, 'Resilient\\Client::get(): Argument #1 ($path) is not valid UTF-8'];
+        yield 'method' => [$client . '->request(1, "/");', \TypeError::class, 'Resilient\\Client::request(): Argument #1 ($method) must be of type string, int given'];
+        yield 'post path' => [$client . '->post(null);', \TypeError::class, 'Resilient\\Client::post(): Argument #1 ($path) must be of type string, null given'];
+        yield 'within fn' => ['Resilient\\Deadline::within(1, "nope");', \TypeError::class, 'Resilient\\Deadline::within(): Argument #2 ($fn) must be of type callable, string given'];
+        yield 'run fallback' => ['(new Resilient\\Funnel("typed", 4))->run(fn () => 1, "nope");', \TypeError::class, 'Resilient\\Funnel::run(): Argument #2 ($fallback) must be of type ?callable, string given'];
+        yield 'funnel share' => ['new Resilient\\Funnel("typed", 4, 1, null, "yes");', \TypeError::class, 'Resilient\\Funnel::__construct(): Argument #5 ($share) must be of type ?bool, string given'];
+        yield 'tryAcquire' => ['(new Resilient\\Funnel("typed", 4))->tryAcquire("abc");', \TypeError::class, 'Resilient\\Funnel::tryAcquire(): Argument #1 ($background) must be of type ?bool, string given'];
+        yield 'budget name' => ['new Resilient\\RetryBudget(1.5);', \TypeError::class, 'Resilient\\RetryBudget::__construct(): Argument #1 ($name) must be of type string, float given'];
+        yield 'metrics reset' => ['Resilient\\Metrics::reset([]);', \TypeError::class, 'Resilient\\Metrics::reset(): Argument #1 ($name) must be of type string, array given'];
+        yield 'response header' => ['Resilient\\Response::fake(200)->header(5);', \TypeError::class, 'Resilient\\Response::header(): Argument #1 ($name) must be of type string, int given'];
+    }
+
+    /** @dataProvider wronglyTypedArguments */
+    public function testAWronglyTypedArgumentGetsPhpsOwnWording(string $code, string $class, string $message): void
+    {
+        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
+        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
+        $result = $r->json();
+        $this->assertTrue($result['threw'], "accepted: $code");
+        $this->assertSame([$class, $message], [$result['class'], $result['message']]);
+    }
+
     public function testTheProcessGoesOnAfterABadArgument(): void
     {
         $code = 'try { new Resilient\Funnel("a", limit: -1); } catch (Throwable) {} '
