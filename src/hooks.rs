@@ -75,6 +75,8 @@ pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
 pub unsafe extern "C" fn request_shutdown(_ty: i32, _module_number: i32) -> i32 {
     // Both steps run even if the first one panics.
     let a = guarded(|| {
+        // A pool a fatal error cut short: its tasks must not run on in a later request.
+        resilient_http::end_abandoned_tasks();
         held::release_all();
         resilient_redis::release_leftovers();
         // Attempts a fatal error cut mid-way: no longer in flight (the metrics' gauge).

@@ -60,6 +60,35 @@ final class RequestEndTest extends TestCase
         $this->assertSame(0, $ok['in_flight']);
     }
 
+    /**
+     * A pool cut short by a fatal error leaves tasks on the worker's runtime; they must not run
+     * on during the worker's next request (which drives the same runtime). Seen in the name's
+     * metrics: an orphan that finished its attempt there would record it.
+     */
+    public function testAPoolCutShortByAFatalErrorDoesNotRunOnInTheNextRequest(): void
+    {
+        require_once __DIR__ . '/../Http/support/MockUpstream.php';
+        $up = \Resilient\Tests\Http\MockUpstream::shared();
+        $key = $up->key('pool-fatal');
+        $up->script($key, [['status' => 200], ['delay_ms' => 2000], ['delay_ms' => 2000]]);
+        $slowKey = $up->key('pool-fatal-next');
+        $up->script($slowKey, [['delay_ms' => 3000]]);
+        $name = Run::name('pool-fatal');
+        $workerBefore = $this->fpm->getJson('/solo/?do=pid')['pid'];
+
+        $first = Http::get($this->fpm->url('/solo/?' . http_build_query(['do' => 'pool_then_fatal', 'name' => $name, 'base' => $up->base($key)])), 30);
+        $this->assertSame(500, $first->status, $first->body);
+        $this->assertCount(3, $up->attempts($key, 3, 5000, false), 'the three requests reached the upstream');
+        // The next request of the same worker drives its runtime past the 2 s the orphans wait.
+        $second = $this->fpm->getJson('/solo/?' . http_build_query(['do' => 'slow_call', 'name' => $name . '-next', 'base' => $up->base($slowKey)]));
+        $this->assertSame([200, $workerBefore], [$second['status'], $second['pid']]);
+
+        $metrics = \Resilient\Metrics::snapshot()[$name];
+        $this->assertSame(3, $metrics['attempts']);
+        $this->assertSame(1, $metrics['latency']['success']['count'], 'only the answer before the fatal error was recorded: the others never ran on');
+        $this->assertSame(0, $metrics['in_flight']);
+    }
+
     /** @return iterable<string,array{string}> */
     public static function deadlineEndings(): iterable
     {

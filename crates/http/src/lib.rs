@@ -136,13 +136,15 @@ pub use options::{
     FunnelOptions, OnBackendError, RedisUrl,
 };
 pub use policy::{Caps, Policy};
-pub use pool::BatchSummary;
+pub use pool::{abort_abandoned_pools, BatchSummary};
 pub use request::{Body, PreparedRequest, RequestOptions};
 pub use reqwest::header::{HeaderName, HeaderValue};
 pub use reqwest::Url;
 pub use reqwest_transport::ReqwestTransport;
 pub use response::Response;
-pub use runtime::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE, INTERRUPT_POLL};
+pub use runtime::{
+    end_abandoned_tasks, process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE, INTERRUPT_POLL,
+};
 pub use time_left::remaining as call_time_left;
 pub use transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 pub use transport_options::{BodyTarget, Identity, Proxy, Redirects, TransportOptions, Verify};

@@ -13,10 +13,11 @@
 //! The deadline (the client's `deadline` option and any enclosing one) bounds the *whole batch*,
 //! from the pool's start: calls still queued when it runs out fail at once as deadline exceeded.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::{JoinError, JoinSet};
+use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
 
 use crate::call::{Call, CallEnv, Progress};
 use crate::error::Unavailable;
@@ -40,6 +41,45 @@ pub struct BatchSummary {
     pub first_failed: usize,
     /// Whether the retry round was skipped.
     pub retry_round_skipped: bool,
+}
+
+thread_local! {
+    /// The tasks of the pools running on this thread. A pool whose caller never comes back
+    /// (PHP's fatal errors long-jump past the Rust frames that would drop it, and its
+    /// `JoinSet` with it) leaves its tasks on the runtime, where the next call would run them
+    /// on: [`abort_abandoned_pools`] ends them at the request's end.
+    static TASKS: RefCell<Vec<AbortHandle>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers a pool's tasks in [`TASKS`] and, when the pool ends or is dropped, takes them out.
+#[derive(Default)]
+struct Registered(Vec<Id>);
+
+impl Registered {
+    fn add(&mut self, task: AbortHandle) {
+        self.0.push(task.id());
+        let _ = TASKS.try_with(|t| t.borrow_mut().push(task));
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let _ = TASKS.try_with(|t| t.borrow_mut().retain(|task| !self.0.contains(&task.id())));
+    }
+}
+
+/// Aborts the tasks of every pool of this thread that neither ended nor was dropped; the
+/// binding calls it at a request's end, when no pool can still be running. An aborted task is
+/// dropped (its funnel slot and other permits given back) the next time the runtime runs.
+/// Returns how many it aborted.
+pub fn abort_abandoned_pools() -> usize {
+    let tasks = TASKS
+        .try_with(|t| std::mem::take(&mut *t.borrow_mut()))
+        .unwrap_or_default();
+    for task in &tasks {
+        task.abort();
+    }
+    tasks.len()
 }
 
 /// A finished task's value. Tasks do not panic, but if one did (a bug), the others are aborted
@@ -80,6 +120,7 @@ pub async fn run_pool(
     let mut paused: Vec<(usize, Call)> = Vec::new();
     let mut queue = items.into_iter().enumerate().peekable();
     let mut running = JoinSet::new();
+    let mut registered = Registered::default();
     let mut opener: Option<usize> = None;
     let mut opened = false;
     loop {
@@ -109,11 +150,11 @@ pub async fn run_pool(
                     env.clock().monotonic_ns().saturating_sub(pool_start),
                 ))
             });
-            running.spawn(async move {
+            registered.add(running.spawn(async move {
                 let mut call = Call::start(env, item.policy, item.request, enclosing);
                 let progress = call.advance(true).await;
                 (index, call, progress)
-            });
+            }));
         }
         let Some(joined) = running.join_next().await else {
             break;
@@ -150,10 +191,10 @@ pub async fn run_pool(
                 let Some((index, mut call)) = queue.next() else {
                     break;
                 };
-                running.spawn(async move {
+                registered.add(running.spawn(async move {
                     let progress = call.advance(false).await;
                     (index, call, progress)
-                });
+                }));
             }
             let Some(joined) = running.join_next().await else {
                 break;

@@ -55,6 +55,23 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
     Ok(io)
 }
 
+/// Ends what a call cut short by a fatal error left on this process's runtime: aborts the
+/// tasks of its pools ([`crate::pool::abort_abandoned_pools`]) and runs the runtime briefly so
+/// they are dropped now, giving back their funnel slots and other permits. Creates nothing:
+/// a process without a runtime has nothing to end. Returns how many tasks it aborted.
+pub fn end_abandoned_tasks() -> usize {
+    let aborted = crate::pool::abort_abandoned_pools();
+    if aborted > 0 {
+        let current = *CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(io) = current.filter(|io| io.pid == resilient_core::current_pid()) {
+            for _ in 0..3 {
+                io.runtime.block_on(tokio::task::yield_now());
+            }
+        }
+    }
+    aborted
+}
+
 /// One step of [`ProcessIo::drive`].
 enum Step<T> {
     Event(AttemptRecord),

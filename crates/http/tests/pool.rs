@@ -311,3 +311,51 @@ fn a_request_that_panics_gives_the_others_up_before_the_panic_goes_on() {
         "every request's future is dropped by then (the panicking one and the two hanging)"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pool_whose_caller_never_came_back_is_aborted_at_request_end() {
+    let path = std::env::temp_dir().join(format!(
+        "resilient-pool-abandoned-{}.shm",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let seg = std::sync::Arc::new(resilient_core::Segment::open(&path, 8).unwrap());
+    let _ = std::fs::remove_file(&path);
+    let metrics = resilient_core::Metrics::new(seg, "abandoned").unwrap();
+    let mut rig = Rig::new(vec![], Step::Hang);
+    rig.env = rig
+        .env
+        .clone()
+        .events(std::sync::Arc::new(resilient_http::MetricsEvents::new(
+            metrics.clone(),
+        )));
+    let c = rig.client(json!({"timeout": 5, "max_attempts": 1}));
+    let requests = (0..3)
+        .map(|i| {
+            c.prepare("GET", &format!("/{i}"), RequestOptions::new())
+                .unwrap()
+        })
+        .collect();
+    let mut pool = Box::pin(c.pool(rig.env.clone(), requests, 3, None));
+    assert!(
+        tokio::time::timeout(50 * MS, &mut pool).await.is_err(),
+        "hanging"
+    );
+    assert_eq!((rig.sends(), metrics.snapshot().in_flight), (3, 3));
+    // What PHP's bailout does: the pool is neither finished nor dropped; the request ends.
+    std::mem::forget(pool);
+    assert_eq!(resilient_http::abort_abandoned_pools(), 3);
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        metrics.snapshot().in_flight,
+        0,
+        "the tasks were dropped, not left to run on"
+    );
+    assert_eq!(resilient_http::abort_abandoned_pools(), 0);
+    // A pool that ends leaves nothing behind.
+    let (results, _) = c.pool(rig.env.clone(), vec![], 3, None).await;
+    assert!(results.is_empty());
+    assert_eq!(resilient_http::abort_abandoned_pools(), 0);
+}
