@@ -33,16 +33,34 @@ impl MetricsEvents {
 /// The attempts this thread counts in flight, per metrics handle, so that the request's end can
 /// end those a fatal error cut mid-way (PHP's bailout long-jumps past the Rust frames whose
 /// permits would end them). Ending them starts a new generation: a permit of an older one that
-/// still runs later (a pool task left on the runtime) does not end its attempt twice.
+/// still runs later (a pool task left on the runtime) does not end its attempt twice. The
+/// counts belong to the process that made them: a child of `pcntl_fork` inherits the parent's
+/// and must neither end them (the parent will) nor end its own twice.
 struct Open {
+    pid: u32,
     generation: u64,
     counts: Vec<(Arc<Metrics>, u64)>,
+}
+
+impl Open {
+    /// These counts, made this process's own first: a forked child forgets the parent's, and
+    /// their generation with them.
+    fn here(&mut self) -> &mut Self {
+        let pid = resilient_core::current_pid();
+        if self.pid != pid {
+            self.pid = pid;
+            self.generation += 1;
+            std::mem::forget(std::mem::take(&mut self.counts));
+        }
+        self
+    }
 }
 
 thread_local! {
     /// The binding drives its calls on this thread's runtime, so their permits end here.
     static OPEN: RefCell<Open> = const {
         RefCell::new(Open {
+            pid: 0,
             generation: 0,
             counts: Vec::new(),
         })
@@ -56,6 +74,7 @@ const UNTRACKED: u64 = u64::MAX;
 fn opened(metrics: &Arc<Metrics>) -> u64 {
     OPEN.try_with(|open| {
         let mut open = open.borrow_mut();
+        let open = open.here();
         match open
             .counts
             .iter_mut()
@@ -70,13 +89,14 @@ fn opened(metrics: &Arc<Metrics>) -> u64 {
 }
 
 /// Counts one attempt of `metrics` opened in `generation` as ended; false when the request's
-/// end already ended it.
+/// end already ended it (or it was another process's).
 fn closed(metrics: &Arc<Metrics>, generation: u64) -> bool {
     if generation == UNTRACKED {
         return true;
     }
     OPEN.try_with(|open| {
         let mut open = open.borrow_mut();
+        let open = open.here();
         if open.generation != generation {
             return false;
         }
@@ -101,6 +121,7 @@ pub fn end_open_attempts() -> u64 {
     let counts = OPEN
         .try_with(|open| {
             let mut open = open.borrow_mut();
+            let open = open.here();
             open.generation += 1;
             std::mem::take(&mut open.counts)
         })

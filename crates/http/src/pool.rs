@@ -43,12 +43,37 @@ pub struct BatchSummary {
     pub retry_round_skipped: bool,
 }
 
+/// The tasks of the pools running on this thread, and the process they belong to.
+struct Tasks {
+    pid: u32,
+    handles: Vec<AbortHandle>,
+}
+
+impl Tasks {
+    /// The handles, made this process's own first: a child of `pcntl_fork` forgets the
+    /// parent's (aborting or dropping one would touch the parent's runtime, whose epoll
+    /// instance the child shares).
+    fn here(&mut self) -> &mut Vec<AbortHandle> {
+        let pid = resilient_core::current_pid();
+        if self.pid != pid {
+            self.pid = pid;
+            std::mem::forget(std::mem::take(&mut self.handles));
+        }
+        &mut self.handles
+    }
+}
+
 thread_local! {
-    /// The tasks of the pools running on this thread. A pool whose caller never comes back
-    /// (PHP's fatal errors long-jump past the Rust frames that would drop it, and its
-    /// `JoinSet` with it) leaves its tasks on the runtime, where the next call would run them
-    /// on: [`abort_abandoned_pools`] ends them at the request's end.
-    static TASKS: RefCell<Vec<AbortHandle>> = const { RefCell::new(Vec::new()) };
+    /// A pool whose caller never comes back (PHP's fatal errors long-jump past the Rust frames
+    /// that would drop it, and its `JoinSet` with it) leaves its tasks on the runtime, where
+    /// the next call would run them on: [`abort_abandoned_pools`] ends them at the request's
+    /// end.
+    static TASKS: RefCell<Tasks> = const {
+        RefCell::new(Tasks {
+            pid: 0,
+            handles: Vec::new(),
+        })
+    };
 }
 
 /// Registers a pool's tasks in [`TASKS`] and, when the pool ends or is dropped, takes them out.
@@ -58,13 +83,17 @@ struct Registered(Vec<Id>);
 impl Registered {
     fn add(&mut self, task: AbortHandle) {
         self.0.push(task.id());
-        let _ = TASKS.try_with(|t| t.borrow_mut().push(task));
+        let _ = TASKS.try_with(|t| t.borrow_mut().here().push(task));
     }
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        let _ = TASKS.try_with(|t| t.borrow_mut().retain(|task| !self.0.contains(&task.id())));
+        let _ = TASKS.try_with(|t| {
+            t.borrow_mut()
+                .here()
+                .retain(|task| !self.0.contains(&task.id()))
+        });
     }
 }
 
@@ -74,7 +103,7 @@ impl Drop for Registered {
 /// Returns how many it aborted.
 pub fn abort_abandoned_pools() -> usize {
     let tasks = TASKS
-        .try_with(|t| std::mem::take(&mut *t.borrow_mut()))
+        .try_with(|t| std::mem::take(t.borrow_mut().here()))
         .unwrap_or_default();
     for task in &tasks {
         task.abort();

@@ -68,3 +68,51 @@ fn a_forked_child_gets_its_own_runtime_and_both_keep_working() {
     assert_eq!(process_io().unwrap().pid(), parent_pid);
     assert_eq!(get(&base), Ok(200));
 }
+
+/// The request-end ledger of attempts in flight belongs to the process that sent them: a child
+/// of `pcntl_fork` neither ends the parent's attempts (the shared gauge would count them out
+/// twice) nor loses its own.
+#[test]
+fn a_forked_child_never_ends_the_parents_attempts() {
+    use resilient_http::{end_open_attempts, CallEvents, MetricsEvents};
+    let path =
+        std::env::temp_dir().join(format!("resilient-fork-ledger-{}.shm", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let seg = Arc::new(resilient_core::Segment::open(&path, 8).unwrap());
+    let _ = std::fs::remove_file(&path);
+    let metrics = resilient_core::Metrics::new(seg, "ledger").unwrap();
+    let events = MetricsEvents::new(metrics.clone());
+    let permit = events.attempt_sent(1);
+    assert_eq!(metrics.snapshot().in_flight, 1);
+
+    // SAFETY: the child only reads and writes the shared segment and leaves with _exit.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0);
+    if child == 0 {
+        let parents_left_alone = end_open_attempts() == 0 && metrics.snapshot().in_flight == 1;
+        let own = events.attempt_sent(1);
+        std::mem::forget(own);
+        let own_ended = end_open_attempts() == 1 && metrics.snapshot().in_flight == 1;
+        unsafe {
+            libc::_exit(if parents_left_alone && own_ended {
+                0
+            } else {
+                1
+            })
+        };
+    }
+    let mut status = 0;
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child failed: {status}"
+    );
+    assert_eq!(
+        metrics.snapshot().in_flight,
+        1,
+        "the parent's attempt is still in flight"
+    );
+    drop(permit);
+    assert_eq!(metrics.snapshot().in_flight, 0);
+    assert_eq!(end_open_attempts(), 0);
+}
