@@ -143,11 +143,12 @@ fn path_and_password(value: &Zval, key: &str) -> PhpResult<(PathBuf, Option<Stri
     match items.as_slice() {
         [path, password] => {
             let (path, password) = (text(path, key)?, text(password, &format!("{key}.1"))?);
-            // Given the other way round, the error about the "path" would show the password.
-            if !Path::new(&path).exists() && Path::new(&password).is_file() {
+            // The error about a "path" that is no file would show it, and it may be the
+            // password (the pair given the other way round).
+            if !Path::new(&path).is_file() {
                 return Err(exceptions::value_error(format!(
-                    "option '{key}': must be [path, password]: the first element is no file and \
-                     the second is (neither is shown: one may be a password)"
+                    "option '{key}': must be [path, password]: the first element is no readable \
+                     file (not shown: the pair may be given the other way round)"
                 )));
             }
             Ok((PathBuf::from(path), Some(password)))

@@ -150,6 +150,7 @@ final class ArgumentsTest extends TestCase
         yield 'header value (Response::fake)' => ['Resilient\\Response::fake(200, "", ["Authorization: Bearer s3cr3tT0k" => [1.5]]);', 'Authorization'];
         yield 'cert pair swapped' => [$client . '["cert" => ["s3cr3tPw", PHP_BINARY]]);', "'cert'"];
         yield 'ssl_key pair swapped' => [$client . '["cert" => PHP_BINARY, "ssl_key" => ["s3cr3tPw", PHP_BINARY]]);', "'ssl_key'"];
+        yield 'cert pair swapped, neither a file' => [$client . '["cert" => ["s3cr3tPw", "/nonexistent/cert.pem"]]);', "'cert'"];
     }
 
     /** @dataProvider secretsInTheWrongPlace */

@@ -298,6 +298,9 @@ final class HttpBridgeTest extends PackageTestCase
         Resilient::fake([$name => Response::fake(200, 'FAKE BODY')]);
         $direct = Resilient::client($name)->get('/f', null, ['sink' => $path . '.3']);
         $this->assertSame(['', 'FAKE BODY'], [$direct->body(), file_get_contents($path . '.3')]);
+        // 'sink' => false (or null) is no sink, as for the real client.
+        Resilient::fake([$name => Response::fake(200, 'FAKE BODY')]);
+        $this->assertSame('FAKE BODY', Resilient::client($name)->get('/f', null, ['sink' => false])->body());
         $this->assertSame([], $this->up->attempts($key, 0, 200));
     }
 

@@ -54,6 +54,16 @@ impl Target {
         let mut timeout = DEFAULT_TIMEOUT;
         let mut ca = None;
         let mut rest = Vec::new();
+        // `redis://:pa?ss@host`: the URL ends the password at the '?', and the rest, host
+        // included, reads as a query (whatever its '=' and '&'). Quoting any of it would show
+        // the password.
+        if url.query().is_some_and(|q| q.contains('@')) {
+            return Err(bad(
+                "has a '?' in its user or password, or an '@' in a query value: percent-encode \
+                 them as %3F and %40 (the rest is not shown: it may hold a password)"
+                    .into(),
+            ));
+        }
         for (k, v) in url.query_pairs() {
             match k.as_ref() {
                 "prefix" => prefix = v.into_owned(),
@@ -80,15 +90,6 @@ impl Target {
                 "protocol" => rest.push((k.into_owned(), v.into_owned())),
                 "db" | "user" | "pass" if url.scheme() == "unix" => {
                     rest.push((k.into_owned(), v.into_owned()))
-                }
-                // `redis://:pa?ss@host`: the URL ends its password at the '?', and the rest,
-                // host included, reads as a query. Quoting it would show the password.
-                other if other.contains('@') => {
-                    return Err(bad(
-                        "has a '?' in its user or password: percent-encode it as %3F (the rest \
-                         is not shown: it may hold a password)"
-                            .into(),
-                    ))
                 }
                 other => {
                     return Err(bad(format!(
@@ -228,6 +229,14 @@ mod tests {
             ),
             (
                 "redis://default:1234?s3cret@127.0.0.1:6390",
+                "has a '?' in its user or password",
+            ),
+            (
+                "redis://default:1234?s3cret=tail@127.0.0.1:6390/0",
+                "has a '?' in its user or password",
+            ),
+            (
+                "redis://default:1234?s3cret&x@127.0.0.1:6390/0",
                 "has a '?' in its user or password",
             ),
             (

@@ -86,7 +86,7 @@ final class FakeClients
             } catch (\Throwable $e) {
                 $answer = $e;
             }
-        } elseif (isset($request->options()['sink'])) {
+        } elseif (! in_array($request->options()['sink'] ?? null, [null, false], true)) {   // null, false: no sink
             $answer = self::intoSink($answer, $request->options()['sink']);
         }
         $this->recorded[] = [$request, $answer];
