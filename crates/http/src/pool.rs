@@ -99,16 +99,16 @@ impl Drop for Registered {
 
 /// Aborts the tasks of every pool of this thread that neither ended nor was dropped; the
 /// binding calls it at a request's end, when no pool can still be running. An aborted task is
-/// dropped (its funnel slot and other permits given back) the next time the runtime runs.
-/// Returns how many it aborted.
-pub fn abort_abandoned_pools() -> usize {
+/// dropped (its funnel slot and other permits given back) the next time the runtime runs it;
+/// the handles returned tell when that happened.
+pub fn abort_abandoned_pools() -> Vec<AbortHandle> {
     let tasks = TASKS
         .try_with(|t| std::mem::take(t.borrow_mut().here()))
         .unwrap_or_default();
     for task in &tasks {
         task.abort();
     }
-    tasks.len()
+    tasks
 }
 
 /// A finished task's value. Tasks do not panic, but if one did (a bug), the others are aborted

@@ -61,15 +61,19 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
 /// a process without a runtime has nothing to end. Returns how many tasks it aborted.
 pub fn end_abandoned_tasks() -> usize {
     let aborted = crate::pool::abort_abandoned_pools();
-    if aborted > 0 {
+    if !aborted.is_empty() {
         let current = *CURRENT.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(io) = current.filter(|io| io.pid == resilient_core::current_pid()) {
-            for _ in 0..3 {
+            // Each pass runs a bounded batch of tasks; a large pool needs a few.
+            for _ in 0..64 {
+                if aborted.iter().all(|task| task.is_finished()) {
+                    break;
+                }
                 io.runtime.block_on(tokio::task::yield_now());
             }
         }
     }
-    aborted
+    aborted.len()
 }
 
 /// One step of [`ProcessIo::drive`].

@@ -344,7 +344,7 @@ async fn a_pool_whose_caller_never_came_back_is_aborted_at_request_end() {
     assert_eq!((rig.sends(), metrics.snapshot().in_flight), (3, 3));
     // What PHP's bailout does: the pool is neither finished nor dropped; the request ends.
     std::mem::forget(pool);
-    assert_eq!(resilient_http::abort_abandoned_pools(), 3);
+    assert_eq!(resilient_http::abort_abandoned_pools().len(), 3);
     for _ in 0..3 {
         tokio::task::yield_now().await;
     }
@@ -353,9 +353,9 @@ async fn a_pool_whose_caller_never_came_back_is_aborted_at_request_end() {
         0,
         "the tasks were dropped, not left to run on"
     );
-    assert_eq!(resilient_http::abort_abandoned_pools(), 0);
+    assert!(resilient_http::abort_abandoned_pools().is_empty());
     // A pool that ends leaves nothing behind.
     let (results, _) = c.pool(rig.env.clone(), vec![], 3, None).await;
     assert!(results.is_empty());
-    assert_eq!(resilient_http::abort_abandoned_pools(), 0);
+    assert!(resilient_http::abort_abandoned_pools().is_empty());
 }
