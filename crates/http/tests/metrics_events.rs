@@ -122,19 +122,23 @@ async fn counts_equal_what_the_upstream_saw_and_refusals_stay_apart() {
     assert_eq!(s.failure_latency.sum_us, 37_000);
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_attempt_abandoned_mid_flight_is_not_left_in_flight() {
-    let seg = segment("abandon");
-    let metrics = Metrics::new(seg.clone(), "slow").unwrap();
+/// A client on a hanging upstream whose calls record into `metrics` of name `tag`.
+fn hanging(tag: &str) -> (Rig, HttpClient, Metrics) {
+    let metrics = Metrics::new(segment(tag), tag).unwrap();
     let mut rig = Rig::new(vec![Step::Hang], Step::Hang);
     rig.env = rig
         .env
         .clone()
         .events(Arc::new(MetricsEvents::new(metrics.clone())));
     let c = rig.client(json!({"timeout": 10.0}));
+    (rig, c, metrics)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_abandoned_mid_flight_is_not_left_in_flight() {
+    let (rig, c, metrics) = hanging("abandon");
     let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
-    let call = c.call(rig.env.clone(), req, None);
-    let mut call = Box::pin(call);
+    let mut call = Box::pin(c.call(rig.env.clone(), req, None));
     let poll = tokio::time::timeout(Duration::from_millis(50), &mut call).await;
     assert!(poll.is_err(), "still hanging");
     assert_eq!(metrics.snapshot().in_flight, 1);
@@ -146,14 +150,7 @@ async fn an_attempt_abandoned_mid_flight_is_not_left_in_flight() {
 
 #[tokio::test(start_paused = true)]
 async fn an_attempt_whose_call_is_never_dropped_is_ended_at_request_end_once() {
-    let seg = segment("leaked");
-    let metrics = Metrics::new(seg.clone(), "leaked").unwrap();
-    let mut rig = Rig::new(vec![Step::Hang], Step::Hang);
-    rig.env = rig
-        .env
-        .clone()
-        .events(Arc::new(MetricsEvents::new(metrics.clone())));
-    let c = rig.client(json!({"timeout": 10.0}));
+    let (rig, c, metrics) = hanging("leaked");
     let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
     let mut call = Box::pin(c.call(rig.env.clone(), req, None));
     let poll = tokio::time::timeout(Duration::from_millis(50), &mut call).await;
