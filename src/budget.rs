@@ -6,7 +6,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendHashTable, Zval};
 use resilient_core::{clock, BudgetConfig, RetryBudget as CoreBudget};
 
-use crate::coerce::{Param, StringArg};
+use crate::coerce::StringArg;
 use crate::{coerce, errors, segment};
 
 pub const DEFAULT_RATIO: f64 = 0.1;
@@ -61,11 +61,7 @@ impl RetryBudget {
         window: Option<&Zval>,
     ) -> PhpResult<Self> {
         const CTOR: &str = "Resilient\\RetryBudget::__construct";
-        let name = name.utf8(Param {
-            function: CTOR,
-            position: 1,
-            name: "name",
-        })?;
+        let name = name.utf8(CTOR, 1, "name")?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let ratio = match coerce::given(ratio) {
             Some(z) => coerce::float_arg(z, CTOR, 2, "ratio")?,

@@ -37,20 +37,11 @@ use resilient_http::{
     MetricsEvents, PreparedRequest, RequestOptions, SharedMemory, Unavailable,
 };
 
-use crate::coerce::{Param, StringArg};
+use crate::coerce::StringArg;
 use crate::exceptions::{self, Kind};
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
 use crate::{coerce, context, deadline, engine, errors, held, interrupt, options, segment};
-
-/// The `$path` argument (#1) of a verb method.
-fn path_param(function: &str) -> Param<'_> {
-    Param {
-        function,
-        position: 1,
-        name: "path",
-    }
-}
 
 #[php_class]
 #[php(name = "Resilient\\Client")]
@@ -158,11 +149,7 @@ impl Client {
     /// float, array given`). Numeric strings (`'0.5'`, `'4'`) are accepted as PHP accepts
     /// them. See docs/errors.md.
     pub fn __construct(name: StringArg, options: Option<&ZendHashTable>) -> PhpResult<Self> {
-        let name = name.utf8(Param {
-            function: "Resilient\\Client::__construct",
-            position: 1,
-            name: "name",
-        })?;
+        let name = name.utf8("Resilient\\Client::__construct", 1, "name")?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let (mut config, binding) = options::client(options)?;
         if options.is_none_or(|o| o.get("backend").is_none()) {
@@ -244,7 +231,7 @@ impl Client {
         query: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8(path_param("Resilient\\Client::get"))?;
+        let path = path.utf8("Resilient\\Client::get", 1, "path")?;
         self.verb("GET", &path, query, options, false)
     }
 
@@ -257,7 +244,7 @@ impl Client {
         query: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8(path_param("Resilient\\Client::head"))?;
+        let path = path.utf8("Resilient\\Client::head", 1, "path")?;
         self.verb("HEAD", &path, query, options, false)
     }
 
@@ -271,7 +258,7 @@ impl Client {
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8(path_param("Resilient\\Client::post"))?;
+        let path = path.utf8("Resilient\\Client::post", 1, "path")?;
         self.verb("POST", &path, json, options, true)
     }
 
@@ -284,7 +271,7 @@ impl Client {
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8(path_param("Resilient\\Client::put"))?;
+        let path = path.utf8("Resilient\\Client::put", 1, "path")?;
         self.verb("PUT", &path, json, options, true)
     }
 
@@ -298,7 +285,7 @@ impl Client {
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8(path_param("Resilient\\Client::patch"))?;
+        let path = path.utf8("Resilient\\Client::patch", 1, "path")?;
         self.verb("PATCH", &path, json, options, true)
     }
 
@@ -311,7 +298,7 @@ impl Client {
         json: Option<&ZendHashTable>,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8(path_param("Resilient\\Client::delete"))?;
+        let path = path.utf8("Resilient\\Client::delete", 1, "path")?;
         self.verb("DELETE", &path, json, options, true)
     }
 
@@ -328,16 +315,8 @@ impl Client {
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Zval> {
         const REQUEST: &str = "Resilient\\Client::request";
-        let method = method.utf8(Param {
-            function: REQUEST,
-            position: 1,
-            name: "method",
-        })?;
-        let path = path.utf8(Param {
-            function: REQUEST,
-            position: 2,
-            name: "path",
-        })?;
+        let method = method.utf8(REQUEST, 1, "method")?;
+        let path = path.utf8(REQUEST, 2, "path")?;
         let b = self.built()?;
         let request = b.prepare(
             &method,
@@ -448,12 +427,7 @@ impl Client {
     fn built(&self) -> PhpResult<Built> {
         let segment = segment::shared().ok();
         let current = self.built.borrow().clone();
-        let same = match (&current.segment, &segment) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        if same {
+        if current.segment.as_ref().map(Arc::as_ptr) == segment.as_ref().map(Arc::as_ptr) {
             return Ok(current);
         }
         let fresh = build(&self.name, &self.recipe)?;

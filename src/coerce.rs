@@ -275,71 +275,74 @@ declared_arg!(
     Bool
 );
 
-/// Where an argument sits, for its messages: `Resilient\Client::get`, 1, `path`.
-#[derive(Clone, Copy)]
-pub struct Param<'a> {
-    pub function: &'a str,
-    pub position: u32,
-    pub name: &'a str,
-}
-
-impl Param<'_> {
-    fn mismatch(&self, expected: &'static str, value: &Zval) -> PhpException {
-        TypeMismatch::new(expected, value).for_argument(self.function, self.position, self.name)
-    }
-}
-
 impl StringArg<'_> {
-    /// The string, which must be UTF-8 text (`\ValueError` otherwise).
-    pub fn utf8(&self, at: Param<'_>) -> Result<String, PhpException> {
+    /// Argument `position` (`name`) of `function`, which must be UTF-8 text (`\ValueError`
+    /// otherwise).
+    pub fn utf8(&self, function: &str, position: u32, name: &str) -> Result<String, PhpException> {
         let value = self.0.dereference();
         let Some(text) = value.zend_str() else {
-            return Err(at.mismatch("string", value));
+            return Err(TypeMismatch::new("string", value).for_argument(function, position, name));
         };
         String::from_utf8(text.as_bytes().to_vec()).map_err(|_| {
             crate::exceptions::value_error(format!(
-                "{}(): Argument #{} (${}) is not valid UTF-8",
-                at.function, at.position, at.name
+                "{function}(): Argument #{position} (${name}) is not valid UTF-8"
             ))
         })
     }
 }
 
 impl<'a> CallableArg<'a> {
+    /// Argument `position` (`name`) of `function`.
     pub fn callable(
         &self,
-        at: Param<'_>,
+        function: &str,
+        position: u32,
+        name: &str,
     ) -> Result<ext_php_rs::types::ZendCallable<'a>, PhpException> {
-        self.checked(at, "callable")
+        self.checked("callable", function, position, name)
     }
 
-    /// A `?callable` parameter given (null: `None`).
+    /// An optional `?callable` argument (null: `None`).
     pub fn optional(
         arg: Option<&Self>,
-        at: Param<'_>,
+        function: &str,
+        position: u32,
+        name: &str,
     ) -> Result<Option<ext_php_rs::types::ZendCallable<'a>>, PhpException> {
         match arg {
-            Some(arg) if !arg.0.dereference().is_null() => arg.checked(at, "?callable").map(Some),
+            Some(arg) if !arg.0.dereference().is_null() => {
+                arg.checked("?callable", function, position, name).map(Some)
+            }
             _ => Ok(None),
         }
     }
 
     fn checked(
         &self,
-        at: Param<'_>,
         expected: &'static str,
+        function: &str,
+        position: u32,
+        name: &str,
     ) -> Result<ext_php_rs::types::ZendCallable<'a>, PhpException> {
-        ext_php_rs::types::ZendCallable::new(self.0).map_err(|_| at.mismatch(expected, self.0))
+        ext_php_rs::types::ZendCallable::new(self.0)
+            .map_err(|_| TypeMismatch::new(expected, self.0).for_argument(function, position, name))
     }
 }
 
 impl BoolArg<'_> {
-    /// A `?bool` parameter given (null: `None`).
-    pub fn optional(arg: Option<&Self>, at: Param<'_>) -> Result<Option<bool>, PhpException> {
+    /// An optional `?bool` argument (null: `None`).
+    pub fn optional(
+        arg: Option<&Self>,
+        function: &str,
+        position: u32,
+        name: &str,
+    ) -> Result<Option<bool>, PhpException> {
         match arg {
             Some(arg) if !arg.0.dereference().is_null() => match arg.0.dereference().bool() {
                 Some(b) => Ok(Some(b)),
-                None => Err(at.mismatch("?bool", arg.0)),
+                None => {
+                    Err(TypeMismatch::new("?bool", arg.0).for_argument(function, position, name))
+                }
             },
             _ => Ok(None),
         }

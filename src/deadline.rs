@@ -198,11 +198,7 @@ impl Deadline {
     pub fn within(seconds: &Zval, r#fn: coerce::CallableArg) -> PhpResult<Zval> {
         const WITHIN: &str = "Resilient\\Deadline::within";
         let seconds = coerce::float_arg(seconds, WITHIN, 1, "seconds")?;
-        let r#fn = r#fn.callable(coerce::Param {
-            function: WITHIN,
-            position: 2,
-            name: "fn",
-        })?;
+        let r#fn = r#fn.callable(WITHIN, 2, "fn")?;
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;
         let scope = BailoutGuard::new(Scope(push(seconds).map_err(errors::php)?));
         let result = r#fn.try_call(vec![]);

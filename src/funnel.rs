@@ -21,7 +21,7 @@ use resilient_core::{
     clock, AdaptiveStats, Funnel as CoreFunnel, FunnelConfig, Lease as CoreLease, Segment,
 };
 
-use crate::coerce::{BoolArg, CallableArg, Param, StringArg};
+use crate::coerce::{BoolArg, CallableArg, StringArg};
 use crate::exceptions::{self, Kind};
 use crate::{coerce, context, errors, held, segment};
 
@@ -119,13 +119,8 @@ impl Funnel {
         share: Option<BoolArg>,
     ) -> PhpResult<Self> {
         const CTOR: &str = "Resilient\\Funnel::__construct";
-        let at = |position, name| Param {
-            function: CTOR,
-            position,
-            name,
-        };
-        let name = name.utf8(at(1, "name"))?;
-        let share = BoolArg::optional(share.as_ref(), at(5, "share"))?;
+        let name = name.utf8(CTOR, 1, "name")?;
+        let share = BoolArg::optional(share.as_ref(), CTOR, 5, "share")?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let limit = coerce::int_arg(limit, CTOR, 2, "limit")?;
         let reserve = match coerce::given(reserve) {
@@ -151,11 +146,9 @@ impl Funnel {
     pub fn try_acquire(&self, background: Option<BoolArg>) -> PhpResult<Option<Lease>> {
         let background = BoolArg::optional(
             background.as_ref(),
-            Param {
-                function: "Resilient\\Funnel::tryAcquire",
-                position: 1,
-                name: "background",
-            },
+            "Resilient\\Funnel::tryAcquire",
+            1,
+            "background",
         )?;
         Ok(self.acquire(background).map(|l| self.lease_object(l)))
     }
@@ -165,19 +158,8 @@ impl Funnel {
     /// returns `$fallback()` if given, else throws `Resilient\FunnelFull`.
     pub fn run(&self, r#fn: CallableArg, fallback: Option<CallableArg>) -> PhpResult<Zval> {
         const RUN: &str = "Resilient\\Funnel::run";
-        let r#fn = r#fn.callable(Param {
-            function: RUN,
-            position: 1,
-            name: "fn",
-        })?;
-        let fallback = CallableArg::optional(
-            fallback.as_ref(),
-            Param {
-                function: RUN,
-                position: 2,
-                name: "fallback",
-            },
-        )?;
+        let r#fn = r#fn.callable(RUN, 1, "fn")?;
+        let fallback = CallableArg::optional(fallback.as_ref(), RUN, 2, "fallback")?;
         let Some(lease) = self.acquire(None) else {
             return match fallback {
                 Some(fallback) => fallback.try_call(vec![]).map_err(PhpException::from),

@@ -331,11 +331,7 @@ impl Metrics {
     /// breaker's state). Returns false when the name has no entry on this host. Throws
     /// `\ValueError` for an invalid name.
     pub fn reset(name: crate::coerce::StringArg) -> PhpResult<bool> {
-        let name = name.utf8(crate::coerce::Param {
-            function: "Resilient\\Metrics::reset",
-            position: 1,
-            name: "name",
-        })?;
+        let name = name.utf8("Resilient\\Metrics::reset", 1, "name")?;
         let seg = segment::shared()?;
         metrics::reset(&seg, &name).map_err(errors::php)
     }

@@ -397,7 +397,6 @@ fn core_error(prefix: &str, e: resilient_core::Error) -> PhpException {
     exceptions::value_error(format!("option '{prefix}{argument}': {problem}"))
 }
 
-/// The entries of an array, keys as UTF-8 text (a non-UTF-8 key is a `\ValueError`).
 /// The values of a list whose keys mean nothing (a header's values, a `[path, password]`
 /// pair). Unlike ext-php-rs's `values()`, which panics on a key that is not valid UTF-8, it
 /// never reads the keys.
@@ -410,6 +409,7 @@ pub fn values(table: &ZendHashTable) -> Vec<&Zval> {
     out
 }
 
+/// The entries of an array, keys as UTF-8 text (a non-UTF-8 key is a `\ValueError`).
 pub fn entries<'a>(table: &'a ZendHashTable, path: &str) -> PhpResult<Vec<(String, &'a Zval)>> {
     let mut iter = table.iter();
     let mut out = Vec::with_capacity(table.len());

@@ -121,11 +121,7 @@ impl Response {
     /// A header's values joined with ", " (case-insensitive name), or null when absent. Bytes
     /// as received (a value that is not UTF-8 is not rewritten).
     pub fn header(&self, name: crate::coerce::StringArg) -> PhpResult<Option<Binary<u8>>> {
-        let name = name.utf8(crate::coerce::Param {
-            function: "Resilient\\Response::header",
-            position: 1,
-            name: "name",
-        })?;
+        let name = name.utf8("Resilient\\Response::header", 1, "name")?;
         Ok(self.inner.header(&name).map(Binary::from))
     }
 
