@@ -95,6 +95,7 @@ mod clock;
 mod config_error;
 mod decision;
 mod error;
+mod fork_local;
 mod guard;
 mod http1_transport;
 mod metrics_events;

@@ -18,6 +18,7 @@ use resilient_core::{
 use crate::call_events::{CallEnd, CallEvents};
 use crate::decision::Outcome;
 use crate::error::UnavailableKind;
+use crate::fork_local::ForkLocal;
 use crate::guard::Permit;
 use crate::transport::FailureKind;
 
@@ -33,37 +34,21 @@ impl MetricsEvents {
 /// The attempts this thread counts in flight, per metrics handle, so that the request's end can
 /// end those a fatal error cut mid-way (PHP's bailout long-jumps past the Rust frames whose
 /// permits would end them). Ending them starts a new generation: a permit of an older one that
-/// still runs later (a pool task left on the runtime) does not end its attempt twice. The
-/// counts belong to the process that made them: a child of `pcntl_fork` inherits the parent's
-/// and must neither end them (the parent will) nor end its own twice.
+/// still runs later (a pool task left on the runtime) does not end its attempt twice.
+#[derive(Default)]
 struct Open {
-    pid: u32,
     generation: u64,
     counts: Vec<(Arc<Metrics>, u64)>,
 }
 
-impl Open {
-    /// These counts, made this process's own first: a forked child forgets the parent's, and
-    /// their generation with them.
-    fn here(&mut self) -> &mut Self {
-        let pid = resilient_core::current_pid();
-        if self.pid != pid {
-            self.pid = pid;
-            self.generation += 1;
-            std::mem::forget(std::mem::take(&mut self.counts));
-        }
-        self
-    }
-}
-
 thread_local! {
-    /// The binding drives its calls on this thread's runtime, so their permits end here.
-    static OPEN: RefCell<Open> = const {
-        RefCell::new(Open {
-            pid: 0,
+    /// The binding drives its calls on this thread's runtime, so their permits end here. A
+    /// forked child does not see the parent's (the parent ends them).
+    static OPEN: RefCell<ForkLocal<Open>> = const {
+        RefCell::new(ForkLocal::new(Open {
             generation: 0,
             counts: Vec::new(),
-        })
+        }))
     };
 }
 
@@ -89,7 +74,7 @@ fn opened(metrics: &Arc<Metrics>) -> u64 {
 }
 
 /// Counts one attempt of `metrics` opened in `generation` as ended; false when the request's
-/// end already ended it (or it was another process's).
+/// end already ended it.
 fn closed(metrics: &Arc<Metrics>, generation: u64) -> bool {
     if generation == UNTRACKED {
         return true;

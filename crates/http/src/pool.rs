@@ -21,6 +21,7 @@ use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
 
 use crate::call::{Call, CallEnv, Progress};
 use crate::error::Unavailable;
+use crate::fork_local::ForkLocal;
 use crate::policy::Policy;
 use crate::request::PreparedRequest;
 use crate::response::Response;
@@ -43,36 +44,13 @@ pub struct BatchSummary {
     pub retry_round_skipped: bool,
 }
 
-/// The tasks of the pools running on this thread, and the process they belong to.
-struct Tasks {
-    pid: u32,
-    handles: Vec<AbortHandle>,
-}
-
-impl Tasks {
-    /// The handles, made this process's own first: a child of `pcntl_fork` forgets the
-    /// parent's (aborting or dropping one would touch the parent's runtime, whose epoll
-    /// instance the child shares).
-    fn here(&mut self) -> &mut Vec<AbortHandle> {
-        let pid = resilient_core::current_pid();
-        if self.pid != pid {
-            self.pid = pid;
-            std::mem::forget(std::mem::take(&mut self.handles));
-        }
-        &mut self.handles
-    }
-}
-
 thread_local! {
     /// A pool whose caller never comes back (PHP's fatal errors long-jump past the Rust frames
     /// that would drop it, and its `JoinSet` with it) leaves its tasks on the runtime, where
     /// the next call would run them on: [`abort_abandoned_pools`] ends them at the request's
-    /// end.
-    static TASKS: RefCell<Tasks> = const {
-        RefCell::new(Tasks {
-            pid: 0,
-            handles: Vec::new(),
-        })
+    /// end. A forked child does not see the parent's.
+    static TASKS: RefCell<ForkLocal<Vec<AbortHandle>>> = const {
+        RefCell::new(ForkLocal::new(Vec::new()))
     };
 }
 
