@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,8 +124,14 @@ async fn counts_equal_what_the_upstream_saw_and_refusals_stay_apart() {
     assert_eq!(s.failure_latency.sum_us, 37_000);
 }
 
-/// A client on a hanging upstream whose calls record into `metrics` of name `tag`.
-fn hanging(tag: &str) -> (Rig, HttpClient, Metrics) {
+/// A call to a hanging upstream, recording into the metrics of name `tag`, polled until its
+/// attempt is in flight.
+async fn hanging_call(
+    tag: &str,
+) -> (
+    Metrics,
+    Pin<Box<dyn Future<Output = Result<Response, Unavailable>> + Send>>,
+) {
     let metrics = Metrics::new(segment(tag), tag).unwrap();
     let mut rig = Rig::new(vec![Step::Hang], Step::Hang);
     rig.env = rig
@@ -131,17 +139,17 @@ fn hanging(tag: &str) -> (Rig, HttpClient, Metrics) {
         .clone()
         .events(Arc::new(MetricsEvents::new(metrics.clone())));
     let c = rig.client(json!({"timeout": 10.0}));
-    (rig, c, metrics)
-}
-
-#[tokio::test(start_paused = true)]
-async fn an_attempt_abandoned_mid_flight_is_not_left_in_flight() {
-    let (rig, c, metrics) = hanging("abandon");
     let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
     let mut call = Box::pin(c.call(rig.env.clone(), req, None));
     let poll = tokio::time::timeout(Duration::from_millis(50), &mut call).await;
     assert!(poll.is_err(), "still hanging");
     assert_eq!(metrics.snapshot().in_flight, 1);
+    (metrics, call)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_abandoned_mid_flight_is_not_left_in_flight() {
+    let (metrics, call) = hanging_call("abandon").await;
     drop(call);
     let s = metrics.snapshot();
     assert_eq!((s.originals, s.attempts, s.in_flight), (1, 1, 0));
@@ -150,12 +158,7 @@ async fn an_attempt_abandoned_mid_flight_is_not_left_in_flight() {
 
 #[tokio::test(start_paused = true)]
 async fn an_attempt_whose_call_is_never_dropped_is_ended_at_request_end_once() {
-    let (rig, c, metrics) = hanging("leaked");
-    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
-    let mut call = Box::pin(c.call(rig.env.clone(), req, None));
-    let poll = tokio::time::timeout(Duration::from_millis(50), &mut call).await;
-    assert!(poll.is_err(), "still hanging");
-    assert_eq!(metrics.snapshot().in_flight, 1);
+    let (metrics, call) = hanging_call("leaked").await;
     // What PHP's bailout does: the call is neither finished nor dropped; the request ends.
     assert_eq!(resilient_http::end_open_attempts(), 1);
     assert_eq!(metrics.snapshot().in_flight, 0);
