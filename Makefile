@@ -40,12 +40,14 @@ cargo-test:
 phpunit: build
 	tests/harness/phpunit.sh $(PHPUNIT_ARGS)
 
-# The lab in its short form, every scenario (slowdown, errors, outage, mixed, and two-hosts, which
-# `--all` leaves out) with short phases, asserting only robust properties (amplification, /health
-# served, the load generator open-loop, the funnel's bound across hosts on Redis, ...): the
-# end-to-end check of issues 4, 11 and 12 (≈ 4 min on 2 shared cores; two-hosts ≈ 45 s of it).
+# The lab in its short form, every scenario (slowdown, errors, outage, mixed, and capacity-shift
+# and two-hosts, which `--all` leaves out) with short phases, asserting only robust properties
+# (amplification, /health served, the load generator open-loop, the funnel's bound across hosts
+# on Redis, the learned limit following the upstream's slots, ...): the end-to-end check of
+# issues 4, 11, 12 and 13 (≈ 5 min on 2 shared cores; two-hosts ≈ 45 s of it, capacity-shift
+# ≈ 50 s).
 lab-check: build
-	bash lab/run.sh --quick --check --scenario slowdown,errors,outage,mixed,two-hosts
+	bash lab/run.sh --quick --check --scenario slowdown,errors,outage,mixed,capacity-shift,two-hosts
 
 # Every test layer runs even when an earlier one fails, so one CI run shows every failure; the
 # last line adds their results up ("tests: N passed, M failed").

@@ -490,6 +490,10 @@ mod tests {
         assert_eq!(q.variants, ["laravel", "resilient"]);
         q.set_scenario(Scenario::Errors);
         assert_eq!(q.variants, ["naive", "resilient"]);
+        q.set_scenario(Scenario::Slowdown);
+        assert_eq!(q.variants, ["naive", "resilient", "resilient-adaptive"]);
+        q.set_scenario(Scenario::CapacityShift);
+        assert_eq!(q.variants, ["resilient-adaptive"]);
         let mut o = parse(&["--scenario", "outage", "--variants", "naive"]).unwrap();
         o.set_scenario(Scenario::Mixed);
         assert_eq!(o.variants, ["naive"], "--variants overrides every scenario");

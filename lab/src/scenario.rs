@@ -165,11 +165,15 @@ impl Scenario {
             // `open_for` (5 s ± 20 %), so a breaker re-opened by a probe late in the outage
             // would still be open through most of the short recovery phase (tests/Breaker
             // covers the breaker itself).
-            (Scenario::Slowdown, true) => &["naive", "resilient"],
+            (Scenario::Slowdown, true) => &["naive", "resilient", "resilient-adaptive"],
             (Scenario::Errors, true) => &["naive", "resilient"],
             (Scenario::Outage, true) => &["naive", "resilient"],
             (Scenario::Mixed, true) => &["laravel", "resilient"],
-            (Scenario::CapacityShift, _) => &["resilient", "resilient-16", "resilient-adaptive"],
+            (Scenario::CapacityShift, false) => {
+                &["resilient", "resilient-16", "resilient-adaptive"]
+            }
+            // Its CI properties are about the learned limit only.
+            (Scenario::CapacityShift, true) => &["resilient-adaptive"],
             (Scenario::TwoHosts, _) => &crate::two_hosts::VARIANTS,
         }
     }
