@@ -164,6 +164,12 @@ impl Response {
     pub fn elapsed_ms(&self) -> f64 {
         self.inner.elapsed().as_secs_f64() * 1000.0
     }
+
+    /// The URL that gave this answer: the request's, or where its redirects led
+    /// (`allow_redirects`); without user-info or fragment. `null` for `Response::fake()`.
+    pub fn url(&self) -> Option<String> {
+        self.inner.url().map(str::to_owned)
+    }
 }
 
 /// Bytes as a PHP string, copied once.

@@ -533,6 +533,14 @@ namespace Resilient {
          * @return int
          */
         public function status(): int {}
+
+        /**
+         * The URL that gave this answer: the request's, or where its redirects led
+         * (`allow_redirects`); without user-info or fragment. `null` for `Response::fake()`.
+         *
+         * @return string|null
+         */
+        public function url(): ?string {}
     }
 
     /**

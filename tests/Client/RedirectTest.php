@@ -71,6 +71,23 @@ final class RedirectTest extends ClientTestCase
         $this->assertSame(1, $r->attempts(), 'redirects are part of the same attempt');
         $this->assertCount(1, $this->attemptLog);
         $this->assertSame(['/start', '/middle', '/final'], $this->paths($key, 3));
+        $this->assertSame($this->up->base($key) . '/final', $r->url(), 'the answer comes from where the redirects led');
+    }
+
+    public function testUrlIsTheRequestsOwnWithoutRedirectsAndNeverShowsUserInfo(): void
+    {
+        $key = $this->up->key('redir-url');
+        $this->chain($key, ['/start', '/final']);
+        $base = $this->up->base($key);
+        $r = $this->client($base)->get('/start', ['page' => 2]);
+        $this->assertSame(302, $r->status());
+        $this->assertSame("$base/start?page=2", $r->url());
+
+        $withUser = str_replace('http://', 'http://user:secret@', $base);
+        $r = $this->client($withUser, ['allow_redirects' => true])->get('/start#top');
+        $this->assertSame(200, $r->status());
+        $this->assertSame("$base/final", $r->url(), 'no user-info, no fragment');
+        $this->assertNull(\Resilient\Response::fake(200)->url(), 'a fake answered no request');
     }
 
     public function testEveryRedirectStatusAndAnAbsoluteLocationAreFollowed(): void

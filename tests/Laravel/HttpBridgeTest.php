@@ -225,8 +225,12 @@ final class HttpBridgeTest extends PackageTestCase
         $noFollow = Run::name('bridge-noredirect');
         $this->boot(['clients' => [$name => $client, $noFollow => $client + ['allow_redirects' => false]]]);
 
-        $this->assertSame('landed', Http::resilient($name)->get('/from')->body(), 'Laravel follows by default');
-        $this->assertSame(302, Http::resilient($name)->withoutRedirecting()->get('/from')->status());
+        $landed = Http::resilient($name)->get('/from');
+        $this->assertSame('landed', $landed->body(), 'Laravel follows by default');
+        $this->assertSame($this->up->base($key) . '/to', (string) $landed->effectiveUri(), 'as Guzzle: where the redirects led');
+        $stayed = Http::resilient($name)->withoutRedirecting()->get('/from');
+        $this->assertSame(302, $stayed->status());
+        $this->assertSame($this->up->base($key) . '/from', (string) $stayed->effectiveUri());
         $this->assertSame(302, Http::resilient($noFollow)->get('/from')->status(), 'the client config decides when it says');
         $this->assertSame(['/from', '/to', '/from', '/from'], array_column($this->up->attempts($key, 4), 'path'));
     }

@@ -166,6 +166,8 @@ pub struct Call {
     first_attempt_transient: bool,
     jitter: FullJitter,
     last: Option<Result<RawResponse, TransportError>>,
+    /// Where `last`'s answer came from when its attempt followed a redirect.
+    redirected_to: Option<reqwest::Url>,
     pending: Option<PendingRetry>,
 }
 
@@ -207,6 +209,7 @@ impl Call {
             first_attempt_transient: false,
             jitter,
             last: None,
+            redirected_to: None,
             pending: None,
         }
     }
@@ -368,11 +371,17 @@ impl Call {
                 .max_body
                 .map_or(self.policy.max_body, |m| m.min(self.policy.max_body)),
         };
+        self.redirected_to = None;
         let outcome = match self.request.transport.redirects {
             None => self.env.transport.send(&self.request, limits).await,
             Some(rules) => {
                 let (transport, clock) = (self.env.transport.as_ref(), self.env.clock.as_ref());
-                redirect::follow(transport, &self.request, limits, rules, clock).await
+                redirect::follow(transport, &self.request, limits, rules, clock)
+                    .await
+                    .map(|(raw, redirected_to)| {
+                        self.redirected_to = redirected_to;
+                        raw
+                    })
             }
         };
         // Release before anything else: no path from here holds the slot into a sleep.
@@ -448,7 +457,7 @@ impl Call {
                     _ => unreachable!("Next::Return only follows a response"),
                 };
                 self.ended(Ok(raw.status));
-                Some(Ok(Response::new(raw, self.attempts, self.elapsed())))
+                Some(Ok(self.response(raw)))
             }
             Next::GiveUp { reason: why } => {
                 let reason = self.give_up(record, why);
@@ -510,6 +519,12 @@ impl Call {
         )
     }
 
+    /// The call's answer `raw`, from the URL its attempt ended at.
+    fn response(&self, raw: RawResponse) -> Response {
+        let url = self.redirected_to.as_ref().unwrap_or(&self.request.url);
+        Response::new(raw, self.attempts, self.elapsed()).answered_from(url)
+    }
+
     /// The error, with the last response attached and a message naming method and URL.
     fn unavailable(&mut self, kind: UnavailableKind, reason: String) -> Unavailable {
         self.ended(Err(kind));
@@ -518,7 +533,7 @@ impl Call {
             _ => None,
         };
         let last_response = match self.last.take() {
-            Some(Ok(raw)) => Some(Response::new(raw, self.attempts, self.elapsed())),
+            Some(Ok(raw)) => Some(self.response(raw)),
             _ => None,
         };
         let plural = if self.attempts == 1 { "" } else { "s" };

@@ -12,21 +12,22 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, REFERER};
-use reqwest::Method;
+use reqwest::{Method, Url};
 
 use crate::clock::Clock;
 use crate::request::{display_url, PreparedRequest};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 use crate::transport_options::Redirects;
 
-/// Sends `request`, following up to `rules.max` redirects within `limits.timeout`.
+/// Sends `request`, following up to `rules.max` redirects within `limits.timeout`. The answer
+/// comes with the URL that gave it when a redirect was followed (`None`: the request's own).
 pub async fn follow(
     transport: &dyn Transport,
     request: &PreparedRequest,
     limits: AttemptLimits,
     rules: Redirects,
     clock: &dyn Clock,
-) -> Result<RawResponse, TransportError> {
+) -> Result<(RawResponse, Option<Url>), TransportError> {
     let began = clock.monotonic_ns();
     let mut current = Cow::Borrowed(request);
     let mut hops = 0;
@@ -46,7 +47,11 @@ pub async fn follow(
         };
         let response = transport.send(&current, hop_limits).await?;
         let Some(location) = location_of(&response) else {
-            return Ok(response);
+            let redirected = match current {
+                Cow::Owned(last) => Some(last.url),
+                Cow::Borrowed(_) => None,
+            };
+            return Ok((response, redirected));
         };
         if hops == rules.max {
             return Err(TransportError::new(

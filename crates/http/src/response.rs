@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use reqwest::Url;
+
 use crate::transport::RawResponse;
 
 /// A final upstream response (any status the loop does not retry), with the attempt count and
@@ -13,6 +15,9 @@ pub struct Response {
     body: Vec<u8>,
     attempts: u32,
     elapsed: Duration,
+    /// The URL that gave the answer (after redirects), without user-info or fragment; `None`
+    /// for a response made without a request (a test's fake).
+    url: Option<String>,
 }
 
 impl Response {
@@ -23,7 +28,24 @@ impl Response {
             body: raw.body,
             attempts,
             elapsed,
+            url: None,
         }
+    }
+
+    /// The response as the answer from `url` (the last redirect's target, or the request's).
+    pub fn answered_from(mut self, url: &Url) -> Self {
+        let mut shown = url.clone();
+        let _ = shown.set_username("");
+        let _ = shown.set_password(None);
+        shown.set_fragment(None);
+        self.url = Some(shown.into());
+        self
+    }
+
+    /// The URL that gave the answer: the request's, or the last redirect's target. No
+    /// user-info (the client sends it as Authorization) and no fragment.
+    pub fn url(&self) -> Option<&str> {
+        self.url.as_deref()
     }
 
     pub fn status(&self) -> u16 {

@@ -6,6 +6,7 @@ use GuzzleHttp\Exception\ConnectException;
 use GuzzleHttp\Promise\Create;
 use GuzzleHttp\Promise\PromiseInterface;
 use GuzzleHttp\Psr7\Response as PsrResponse;
+use GuzzleHttp\Psr7\Uri;
 use GuzzleHttp\Psr7\Utils;
 use GuzzleHttp\TransferStats;
 use Psr\Http\Message\RequestInterface;
@@ -170,6 +171,12 @@ final class ResilientHandler
             return;
         }
         $seconds = $answer !== null ? $answer->elapsedMs() / 1000 : (hrtime(true) - $started) / 1e9;
+        // Guzzle reports the last hop's request, so Laravel's effectiveUri() is where redirects
+        // led; the answer's url() has no user-info, which the request's URI keeps when unmoved.
+        $url = $answer?->url();
+        if ($url !== null && $url !== (string) $request->getUri()->withUserInfo('')->withFragment('')) {
+            $request = $request->withUri(new Uri($url));
+        }
         ($options['on_stats'])(new TransferStats($request, $response, $seconds, $error, [
             'resilient_client' => $this->name,
             'resilient_attempts' => $answer?->attempts(),
