@@ -5,10 +5,14 @@
 // php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
 //   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v6.shm
 //   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
+//   resilient.shm_required        = 0      ; 1: an unusable segment throws SharedMemoryError;
+//                                          ; 0: process-local guards (said once in PHP's error log)
 //   resilient.web_timeout         = 10     ; seconds, cap of Context::timeout() under a web SAPI
 //   resilient.web_connect_timeout = 3      ; seconds, cap of Context::connectTimeout() under a web SAPI
 //   resilient.web_max_attempts    = 1      ; cap of Context::maxAttempts() under a web SAPI
-//   resilient.backend             = "shm"  ; or "redis://host:port/db" (later issue)
+//   resilient.backend             = "shm"  ; or a redis://, rediss:// or unix:// URL (docs/redis.md)
+//   resilient.context             = "auto" ; auto: the SAPI decides (web unless cli, phpdbg, embed,
+//                                          ; micro); web or console says it outright
 
 namespace Resilient {
     /**
@@ -31,7 +35,7 @@ namespace Resilient {
     /** The deadline left no time for the work. */
     class DeadlineExceeded extends Unavailable {}
 
-    /** The funnel had no free slot (no queueing: fail fast). */
+    /** The funnel had no free slot (at once, or within the client's funnel 'wait'). */
     class FunnelFull extends Unavailable {}
 
     /** The retry budget is spent for this window. */
@@ -45,8 +49,9 @@ namespace Resilient {
 
     /**
      * The shared-memory segment cannot be used: corrupt, another layout
-     * version, owned by another user, writable by group/others, a symlink,
-     * or its table of names is full. The message names the file and the problem.
+     * version, owned by another user, readable or writable by group or others
+     * (the mode must be 600), a symlink, or its table of names is full.
+     * The message names the file and the problem.
      */
     class SharedMemoryError extends \RuntimeException {}
 }

@@ -105,11 +105,13 @@ final class ResilientManager
 
     /**
      * The options a client is built with, as config gives them (defaults merged, nulls
-     * dropped; without the manager's `on_attempt`).
+     * dropped; without the manager's `on_attempt`). A null, in the client's entry or in
+     * `defaults`, means "not set" (an unset `env()`): the default, or the extension's own,
+     * applies. An empty string is dropped from `defaults` only.
      */
     public function clientConfig(string $name): array
     {
-        $options = $this->section('clients', $name);
+        $options = array_filter($this->section('clients', $name), static fn ($value) => $value !== null);
         foreach ($this->config['defaults'] ?? [] as $key => $value) {
             if ($value !== null && $value !== '' && ! array_key_exists($key, $options)) {
                 $options[$key] = $value;

@@ -78,6 +78,29 @@ final class ConfigTest extends PackageTestCase
         $this->assertSame(['/one', '/two', '/two'], array_column($this->up->attempts($key, 3), 'path'));
     }
 
+    public function testANullInAClientsEntryMeansNotSetAsInDefaults(): void
+    {
+        // `'base_url' => env('SHIPPING_URL')` with the variable unset gives null: the key is
+        // left out (the default, or the extension's own, applies), not passed as null.
+        [$name, $key, $client] = $this->upstreamClient('cfg-null', ['backoff' => ['base' => 0.001, 'cap' => 0.002]]);
+        $this->up->script($key, [['status' => 503]]);
+        self::env(['RESILIENT_MAX_ATTEMPTS' => '1']);
+        $bare = Run::name('cfg-null-bare');
+        $this->boot([
+            'clients' => [
+                $name => $client + ['max_attempts' => null, 'timeout' => env('RESILIENT_TEST_UNSET_TIMEOUT')],
+                $bare => ['base_url' => env('RESILIENT_TEST_UNSET_URL'), 'deadline' => null],
+            ],
+        ] + require __DIR__ . '/../../php/config/resilient.php');
+
+        $this->assertInstanceOf(\Resilient\Client::class, Resilient::client($bare));
+        $this->assertSame(['max_attempts' => '1'], Resilient::clientConfig($bare));
+        $this->assertArrayNotHasKey('timeout', Resilient::clientConfig($name));
+        $this->assertSame('1', Resilient::clientConfig($name)['max_attempts'], 'the default fills a null');
+        $this->assertSame(503, Http::resilient($name)->get('/one')->status());
+        $this->assertCount(1, $this->up->attempts($key, 1), 'one attempt: max_attempts came from the default');
+    }
+
     public function testEveryAttemptReachesTheEventAndTheLogChannelWithoutSecrets(): void
     {
         [$name, $key, $client] = $this->upstreamClient('cfg-attempts', ['backoff' => ['base' => 0.001, 'cap' => 0.002]]);

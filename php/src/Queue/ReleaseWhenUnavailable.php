@@ -28,7 +28,10 @@ use Resilient\UpstreamFailed;
  */
 final class ReleaseWhenUnavailable
 {
-    /** Refusals by class name: CircuitOpen arrives with a later issue and may not exist yet. */
+    /**
+     * Our refusals, matched by class name with `instanceof`: a name whose class is not loaded
+     * (CircuitOpen on an extension build without the breaker) matches nothing, no error.
+     */
     private const REFUSALS = [FunnelFull::class, BudgetExhausted::class, 'Resilient\\CircuitOpen'];
 
     private ReleaseDelay $delay;
