@@ -482,17 +482,18 @@ impl Client {
         }
     }
 
-    /// Calls `fallback` with the `Unavailable` the call ended with; its value is the call's.
-    /// An exception it throws stays pending and propagates.
+    /// Calls `fallback` with the `Unavailable` the call ended with; its value is the call's
+    /// (and counted as a fallback used). An exception it throws stays pending and propagates.
     fn fall_back(&self, b: &Built, fallback: &Zval, unavailable: Unavailable) -> PhpResult<Zval> {
         let callable = ZendCallable::new(fallback).map_err(PhpException::from)?;
         let exception = unavailable_object(unavailable)?;
+        let value = callable
+            .try_call(vec![&exception])
+            .map_err(PhpException::from)?;
         if let Some(events) = &b.events {
             events.fallback_used();
         }
-        callable
-            .try_call(vec![&exception])
-            .map_err(PhpException::from)
+        Ok(value)
     }
 
     /// Handles what woke a call: a record for `on_attempt`, or a PHP interrupt (a signal's

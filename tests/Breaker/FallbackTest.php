@@ -81,7 +81,8 @@ final class FallbackTest extends HttpTestCase
     {
         $key = $this->up->key('fallback-throw');
         $this->up->script($key, [['status' => 503]]);
-        $client = new Client(Run::name('fallback'), [
+        $name = Run::name('fallback');
+        $client = new Client($name, [
             'base_url' => $this->up->base($key),
             'max_attempts' => 1,
             'fallback' => function (Unavailable $e): never {
@@ -95,6 +96,7 @@ final class FallbackTest extends HttpTestCase
             $this->assertSame('no stale copy either', $e->getMessage());
             $this->assertInstanceOf(UpstreamFailed::class, $e->getPrevious());
         }
+        $this->assertSame(0, \Resilient\Metrics::snapshot()[$name]['fallbacks'], 'no fallback value was used');
         // Rethrowing the given exception is the same as having no fallback.
         $rethrow = new Client(Run::name('fallback'), [
             'base_url' => $this->up->base($key),

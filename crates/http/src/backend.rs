@@ -133,7 +133,7 @@ impl Guard for FunnelGuard {
             r.held(lease.id());
         }
         let learned = self.funnel.config().adaptive_bounds().is_some();
-        Ok(Permit::ending(move |ended| {
+        let permit = Permit::ending(move |ended| {
             let id = match ended {
                 // A learned limit keeps an abandoned attempt's slot a while: see `abandoned`.
                 Some(end) if learned && abandoned(end.outcome) => {
@@ -148,7 +148,9 @@ impl Guard for FunnelGuard {
             if let Some(r) = registry {
                 r.released(id);
             }
-        }))
+        });
+        // The slot lapses at its lease's end: the attempt must be over by then.
+        Ok(permit.lasting(Duration::from_millis(self.lease_ms)))
     }
 
     /// A learned limit learns from every attempt it admitted.

@@ -7,21 +7,31 @@
 //! failure and carries the probe's ticket from its admission to its outcome.
 //!
 //! A failure is what the client would retry: a transient transport failure (timeout,
-//! connection refused or closed) or a status in `retry_on`. A 404 or a 500 not in `retry_on`
-//! is an answer: the upstream is up.
+//! connection refused or closed) or a 5xx status in `retry_on`. A 404 or a 500 not in
+//! `retry_on` is an answer: the upstream is up; so is a 4xx in `retry_on` (a 429 is the
+//! upstream asking for less, which the budget and `Retry-After` already obey: it must not cut
+//! every caller off for `open_for`).
 //!
-//! The ticket's way to the outcome: the loop drops an attempt's permits and then tells every
+//! An attempt sent before the breaker last closed is not counted when it ends after the close
+//! (the store gets when it was sent): it tells of the outage the probe saw end.
+//!
+//! The ticket's way to the outcome: the loop ends an attempt's permits and then tells every
 //! guard the outcome with no `await` in between (crates/http/src/call.rs), so both happen on one
-//! thread with nothing of this process running between them. The probe's permit, when dropped,
-//! leaves its ticket in a thread-local slot keyed by the guard; `outcome` takes it from there.
-//! A probe's permit dropped with no outcome after it (a later guard refused the attempt, e.g. the
-//! funnel was full; or its call was cancelled) leaves its ticket in the slot: the next `admit`
-//! on this thread finds it there and gives it back, so the next caller probes at once; if no
-//! admit comes, the breaker gives the ticket up at its bound.
+//! thread with nothing of this process running between them. The probe's permit, when ended,
+//! leaves its ticket in a thread-local slot keyed by the guard; `ended` takes it from there.
+//! A probe's permit dropped without an outcome (a later guard refused the attempt, e.g. the
+//! funnel was full; or its call was cancelled) gives its ticket back at once, so the next
+//! caller of the host probes instead of everyone waiting for the bound; the same guard asking
+//! again (a funnel wait polls) is not counted as another half-open transition.
+//!
+//! A probe's attempt lasts at most the client's `timeout` (its permit says so), also when the
+//! request asks for a longer one: the ticket is given up after that plus a margin, and a probe
+//! outliving its ticket would let a second probe out beside it.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use resilient_core::{Admission, CircuitBreaker, Ticket, Transition};
 
@@ -35,7 +45,14 @@ pub trait BreakerStore: Send + Sync {
     fn admit(&self, now_ms: u64) -> Admission;
     /// An attempt admitted while closed ended. `jitter`: a uniform random u64 (the open
     /// period's jitter, if this opens the breaker).
-    fn record(&self, failure: bool, now_ms: u64, jitter: u64) -> Option<Transition>;
+    /// `started_ms`: when the attempt was sent.
+    fn record(
+        &self,
+        failure: bool,
+        started_ms: u64,
+        now_ms: u64,
+        jitter: u64,
+    ) -> Option<Transition>;
     /// The probe holding `ticket` ended; `None` when its ticket had been given up.
     fn resolve(
         &self,
@@ -46,14 +63,23 @@ pub trait BreakerStore: Send + Sync {
     ) -> Option<Transition>;
     /// The probe holding `ticket` ended without an outcome: the next caller may probe.
     fn give_back(&self, ticket: Ticket, now_ms: u64) -> bool;
+    /// Whether `granted` is the ticket of the admission right after `returned` was given back
+    /// (the same caller asking again, not a new half-open period).
+    fn retakes(&self, returned: Ticket, granted: Ticket) -> bool;
 }
 
 impl BreakerStore for CircuitBreaker {
     fn admit(&self, now_ms: u64) -> Admission {
         CircuitBreaker::admit(self, now_ms)
     }
-    fn record(&self, failure: bool, now_ms: u64, jitter: u64) -> Option<Transition> {
-        CircuitBreaker::record(self, failure, now_ms, jitter)
+    fn record(
+        &self,
+        failure: bool,
+        started_ms: u64,
+        now_ms: u64,
+        jitter: u64,
+    ) -> Option<Transition> {
+        CircuitBreaker::record(self, failure, started_ms, now_ms, jitter)
     }
     fn resolve(
         &self,
@@ -66,6 +92,9 @@ impl BreakerStore for CircuitBreaker {
     }
     fn give_back(&self, ticket: Ticket, now_ms: u64) -> bool {
         CircuitBreaker::give_back(self, ticket, now_ms)
+    }
+    fn retakes(&self, returned: Ticket, granted: Ticket) -> bool {
+        granted.retakes(returned)
     }
 }
 
@@ -83,16 +112,23 @@ pub struct BreakerGuard {
     /// Told each transition (host-wide metrics), if any.
     events: Option<Arc<dyn CallEvents>>,
     retry_on: Vec<u16>,
+    /// The longest a probe's attempt may last (the client's `timeout`).
+    probe_attempt: Duration,
+    /// The ticket this guard last gave back (its word; 0: none since its last probe went out).
+    returned: Arc<AtomicU64>,
     id: usize,
 }
 
 impl BreakerGuard {
-    /// `retry_on`: the statuses the client retries, which count as failures.
-    pub fn new(store: Arc<dyn BreakerStore>, retry_on: &[u16]) -> Self {
+    /// `retry_on`: the statuses the client retries, whose 5xx count as failures.
+    /// `probe_attempt`: the longest a probe's attempt may last, within the store's probe bound.
+    pub fn new(store: Arc<dyn BreakerStore>, retry_on: &[u16], probe_attempt: Duration) -> Self {
         Self {
             store,
             events: None,
             retry_on: retry_on.to_vec(),
+            probe_attempt,
+            returned: Arc::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -105,7 +141,7 @@ impl BreakerGuard {
 
     fn is_failure(&self, outcome: Outcome) -> bool {
         match outcome {
-            Outcome::Status(s) => self.retry_on.contains(&s),
+            Outcome::Status(s) => s >= 500 && self.retry_on.contains(&s),
             Outcome::Failed(kind) => kind.is_transient(),
         }
     }
@@ -130,34 +166,46 @@ impl BreakerGuard {
 
 impl Guard for BreakerGuard {
     fn admit(&self, _attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
-        if let Some(ticket) = self.take_ended_probe() {
-            // Its attempt was never sent, or its call was dropped: nothing to decide on.
-            self.store.give_back(ticket, now_ms);
-        }
         match self.store.admit(now_ms) {
             Admission::Closed => Ok(Permit::free()),
             Admission::Refused { .. } => Err(Refusal::CircuitOpen),
             Admission::Probe { ticket, took_over } => {
-                self.transition(Some(match took_over {
-                    true => Transition::ProbeGivenUp,
-                    false => Transition::HalfOpened,
-                }));
-                let id = self.id;
-                Ok(Permit::holding(move || {
-                    PROBE_ENDED.with(|p| p.set(Some((id, ticket))))
-                }))
+                let returned = self.returned.load(Ordering::Relaxed);
+                let asked_again =
+                    returned != 0 && self.store.retakes(Ticket::from_word(returned), ticket);
+                if took_over {
+                    self.transition(Some(Transition::ProbeGivenUp));
+                } else if !asked_again {
+                    self.transition(Some(Transition::HalfOpened));
+                }
+                let (id, store, returned) = (self.id, self.store.clone(), self.returned.clone());
+                let permit = Permit::ending(move |ended| match ended {
+                    Some(_) => {
+                        returned.store(0, Ordering::Relaxed);
+                        PROBE_ENDED.with(|p| p.set(Some((id, ticket))));
+                    }
+                    // Never sent, or its call dropped: nothing to decide on. Given back as
+                    // of its admission, so the next admission finds the period over.
+                    None => {
+                        if store.give_back(ticket, now_ms) {
+                            returned.store(ticket.to_word(), Ordering::Relaxed);
+                        }
+                    }
+                });
+                Ok(permit.lasting(self.probe_attempt))
             }
         }
     }
 
-    fn outcome(&self, outcome: Outcome, now_ms: u64) {
+    fn ended(&self, outcome: Outcome, duration: Duration, now_ms: u64) {
         let failure = self.is_failure(outcome);
         if let Some(ticket) = self.take_ended_probe() {
             if let Some(t) = self.store.resolve(ticket, !failure, now_ms, jitter()) {
                 return self.transition(Some(t));
             }
         }
-        self.transition(self.store.record(failure, now_ms, jitter()));
+        let started_ms = now_ms.saturating_sub(duration.as_millis() as u64);
+        self.transition(self.store.record(failure, started_ms, now_ms, jitter()));
     }
 }
 
@@ -192,8 +240,11 @@ mod tests {
         fn admit(&self, _: u64) -> Admission {
             *self.admission.lock().unwrap()
         }
-        fn record(&self, failure: bool, _: u64, _: u64) -> Option<Transition> {
-            self.told.lock().unwrap().push(format!("record {failure}"));
+        fn record(&self, failure: bool, started: u64, _: u64, _: u64) -> Option<Transition> {
+            self.told
+                .lock()
+                .unwrap()
+                .push(format!("record {failure} sent at {started}"));
             None
         }
         fn resolve(&self, _: Ticket, success: bool, _: u64, _: u64) -> Option<Transition> {
@@ -204,6 +255,41 @@ mod tests {
             self.told.lock().unwrap().push("give back".into());
             true
         }
+        fn retakes(&self, _: Ticket, _: Ticket) -> bool {
+            false
+        }
+    }
+
+    /// The transitions a guard reports (what the host-wide metrics count).
+    #[derive(Default)]
+    struct Transitions(Mutex<Vec<Transition>>);
+
+    impl CallEvents for Transitions {
+        fn breaker_transition(&self, t: Transition) {
+            self.0.lock().unwrap().push(t);
+        }
+    }
+
+    fn segment(tag: &str) -> (Arc<resilient_core::Segment>, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!(
+            "resilient-breaker-guard-{tag}-{}.shm",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        (
+            Arc::new(resilient_core::Segment::open(&path, 4).unwrap()),
+            path,
+        )
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn ended(status: u16, now_ms: u64) -> crate::guard::Ended {
+        crate::guard::Ended {
+            outcome: Outcome::Status(status),
+            duration: Duration::ZERO,
+            now_ms,
+        }
     }
 
     #[test]
@@ -212,67 +298,109 @@ mod tests {
             admission: Mutex::new(Admission::Closed),
             told: Mutex::default(),
         });
-        let g = BreakerGuard::new(store.clone(), &[429, 503]);
+        let g = BreakerGuard::new(store.clone(), &[429, 503], SECOND);
         for o in [
             Outcome::Status(503),
             Outcome::Status(404),
             Outcome::Status(500),
+            Outcome::Status(429),
             Outcome::Failed(FailureKind::Timeout),
             Outcome::Failed(FailureKind::TooLarge),
         ] {
-            let p = g.admit(1, 0).unwrap();
+            let p = g.admit(1, 10_000).unwrap();
             drop(p);
-            g.outcome(o, 0);
+            g.ended(o, Duration::from_millis(300), 10_000);
         }
         assert_eq!(
             *store.told.lock().unwrap(),
             [
-                "record true",
-                "record false",
-                "record false",
-                "record true",
-                "record false"
+                "record true sent at 9700",
+                "record false sent at 9700",
+                "record false sent at 9700",
+                "record false sent at 9700", // a 4xx never, even one the client retries
+                "record true sent at 9700",
+                "record false sent at 9700"
             ]
         );
     }
 
     #[test]
     fn the_probes_outcome_resolves_its_ticket_and_nothing_else_does() {
-        let seg_path = std::env::temp_dir().join(format!(
-            "resilient-breaker-guard-{}.shm",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&seg_path);
-        let seg = Arc::new(resilient_core::Segment::open(&seg_path, 4).unwrap());
+        let (seg, seg_path) = segment("resolve");
         let s = std::time::Duration::from_secs;
         let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
         let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
-        let a = BreakerGuard::new(store.clone(), &[503]);
-        let b = BreakerGuard::new(store.clone(), &[503]);
+        let a = BreakerGuard::new(store.clone(), &[503], SECOND);
+        let b = BreakerGuard::new(store.clone(), &[503], SECOND);
         drop(a.admit(1, 0).unwrap());
-        a.outcome(Outcome::Status(503), 0);
+        a.ended(Outcome::Status(503), Duration::ZERO, 0);
         assert_eq!(a.admit(1, 1).err(), Some(Refusal::CircuitOpen));
         let probe = b.admit(1, 7_000).expect("the probe");
         assert_eq!(a.admit(1, 7_000).err(), Some(Refusal::CircuitOpen));
-        drop(probe);
+        probe.end(&ended(200, 7_005));
         // Another guard's outcome on this thread does not take b's ticket.
-        a.outcome(Outcome::Status(200), 7_010);
+        a.ended(Outcome::Status(200), Duration::ZERO, 7_010);
         assert_eq!(a.admit(1, 7_010).err(), Some(Refusal::CircuitOpen));
-        b.outcome(Outcome::Status(200), 7_020);
+        b.ended(Outcome::Status(200), Duration::ZERO, 7_020);
         assert!(a.admit(1, 7_020).is_ok(), "closed by the probe's success");
 
-        // A probe refused by a later guard (its permit dropped, no outcome): the next admit on
-        // this thread gives its ticket back and probes at once, instead of waiting for the bound.
+        // A probe refused by a later guard (its permit dropped, no outcome) gives its ticket
+        // back: the next admission probes at once, instead of waiting for the bound.
         drop(a.admit(1, 7_030).unwrap());
-        a.outcome(Outcome::Status(503), 7_030);
+        a.ended(Outcome::Status(503), Duration::ZERO, 7_030);
         let probe = b.admit(1, 20_000).expect("the probe");
         drop(probe); // the funnel refused the attempt
         let again = b
             .admit(1, 20_001)
             .expect("given back, probing again at once");
-        drop(again);
-        b.outcome(Outcome::Status(200), 20_002);
-        assert!(a.admit(1, 20_002).is_ok());
+        again.end(&ended(200, 20_002));
+        b.ended(Outcome::Status(200), Duration::ZERO, 20_002);
+        assert_eq!(
+            store.state(20_002).phase,
+            resilient_core::breaker::Phase::Closed
+        );
+        std::fs::remove_file(seg_path).unwrap();
+    }
+
+    #[test]
+    fn a_probe_never_sent_is_given_back_at_once_and_asking_again_is_not_a_new_period() {
+        let (seg, seg_path) = segment("given-back");
+        let s = std::time::Duration::from_secs;
+        let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
+        let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
+        let seen = Arc::new(Transitions::default());
+        let a = BreakerGuard::new(store.clone(), &[503], SECOND).with_events(seen.clone());
+        drop(a.admit(1, 0).unwrap());
+        a.ended(Outcome::Status(503), Duration::ZERO, 0);
+        // The probe's moment; a funnel wait polls: each poll takes the probe and a full funnel
+        // drops it. One half-open period, counted once.
+        for ms in 7_000..7_005 {
+            drop(
+                a.admit(1, ms)
+                    .expect("the probe, given back and taken again"),
+            );
+        }
+        // Another request's client (a fresh guard, as in the next FPM request) probes at once:
+        // the ticket did not wait for its bound in this thread.
+        let b = BreakerGuard::new(store.clone(), &[503], SECOND).with_events(seen.clone());
+        let probe = b.admit(1, 7_010).expect("given back, so b probes");
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            [
+                Transition::Opened,
+                Transition::HalfOpened,
+                Transition::HalfOpened
+            ],
+            "a's period once, b's once"
+        );
+        assert_eq!(
+            probe.lasts(),
+            Some(SECOND),
+            "a probe's attempt lasts the client's timeout"
+        );
+        probe.end(&ended(200, 7_015));
+        b.ended(Outcome::Status(200), Duration::from_millis(5), 7_015);
+        assert!(a.admit(1, 7_016).is_ok(), "closed by b's probe");
         std::fs::remove_file(seg_path).unwrap();
     }
 }

@@ -360,7 +360,10 @@ impl Call {
         if let Some(events) = &self.env.events {
             permits.push(events.attempt_sent(number));
         }
-        let (timeout, connect_timeout) = self.policy.attempt_limits(self.remaining());
+        // An attempt never outlives what admitted it (a funnel slot's lease, a probe's ticket).
+        let lasts = permits.iter().filter_map(Permit::lasts).min();
+        let room = lasts.map_or(self.remaining(), |l| l.min(self.remaining()));
+        let (timeout, connect_timeout) = self.policy.attempt_limits(room);
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
         let limits = AttemptLimits {

@@ -113,7 +113,7 @@ impl HttpClientBuilder {
             let probe = policy.timeout.saturating_add(PROBE_MARGIN);
             let config = c.breaker_config(probe)?;
             let store = backend.breaker(name, config)?;
-            let mut guard = BreakerGuard::new(store, &policy.retry_on);
+            let mut guard = BreakerGuard::new(store, &policy.retry_on, policy.timeout);
             if let Some(events) = &self.events {
                 guard = guard.with_events(events.clone());
             }

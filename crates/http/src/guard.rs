@@ -21,6 +21,8 @@ use crate::decision::Outcome;
 #[derive(Default)]
 pub struct Permit {
     release: Option<Release>,
+    /// The longest its attempt may last (what it holds lapses then), if bounded.
+    lasts: Option<std::time::Duration>,
 }
 
 /// What a permit runs when it ends (told how) or is dropped (`None`).
@@ -39,7 +41,7 @@ pub struct Ended {
 impl Permit {
     /// A permit that holds nothing (a guard that only observes or only refuses).
     pub fn free() -> Self {
-        Self { release: None }
+        Self::default()
     }
     /// A permit that runs `release` when it ends or is dropped.
     pub fn holding(release: impl FnOnce() + Send + 'static) -> Self {
@@ -49,7 +51,18 @@ impl Permit {
     pub fn ending(release: impl FnOnce(Option<&Ended>) + Send + 'static) -> Self {
         Self {
             release: Some(Box::new(release)),
+            lasts: None,
         }
+    }
+    /// The permit, for an attempt of at most `d`: the loop cuts the attempt's timeout to it, so
+    /// an attempt never outlives what admitted it (a funnel slot's lease, a probe's ticket).
+    pub fn lasting(mut self, d: std::time::Duration) -> Self {
+        self.lasts = Some(self.lasts.map_or(d, |l| l.min(d)));
+        self
+    }
+    /// The longest its attempt may last, if bounded.
+    pub fn lasts(&self) -> Option<std::time::Duration> {
+        self.lasts
     }
     /// Gives back what the permit holds, told how its attempt ended.
     pub fn end(mut self, ended: &Ended) {

@@ -34,10 +34,11 @@ async fn opens_refuses_without_sending_probes_once_and_closes() {
         vec![status(503), status(404), status(503), status(503)],
         status(200),
     );
-    rig.env = rig
-        .env
-        .clone()
-        .guard(Arc::new(BreakerGuard::new(Arc::new(breaker), &[503])));
+    rig.env = rig.env.clone().guard(Arc::new(BreakerGuard::new(
+        Arc::new(breaker),
+        &[503],
+        Duration::from_secs(1),
+    )));
     let c = rig.client(json!({"max_attempts": 1, "budget": false}));
 
     assert!(get(&rig, &c).await.unwrap_err().is_upstream_failed());

@@ -632,3 +632,62 @@ async fn web_caps_lower_timeouts_and_attempts() {
         (Duration::from_secs(10), Duration::from_secs(3))
     );
 }
+
+/// A funnel slot lapses at its lease's end, when another process may take it: a request's own
+/// `timeout` longer than the lease is cut to the lease, so no attempt outlives its slot.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_never_outlives_its_funnel_slot() {
+    let funnel = json!({"funnel": {"limit": 1, "lease": 0.4}, "timeout": 0.2, "max_attempts": 1});
+    let (rig, c, _) = shared_rig("lease-cut", funnel, true, Step::Hang);
+    assert!(call(&rig, &c, "GET", "/", json!({"timeout": 2.0}))
+        .await
+        .is_err());
+    assert!(call(&rig, &c, "GET", "/", json!({"timeout": 0.3}))
+        .await
+        .is_err());
+    let timeouts: Vec<_> = rig
+        .transport
+        .seen()
+        .iter()
+        .map(|s| s.limits.timeout)
+        .collect();
+    assert_eq!(
+        timeouts,
+        [Duration::from_millis(400), Duration::from_millis(300)]
+    );
+}
+
+/// A probe's ticket is given up after the client's timeout (plus a margin), and then another
+/// caller probes: a request asking for a longer timeout would have two probes out at once.
+#[tokio::test(start_paused = true)]
+async fn a_probe_never_outlives_its_ticket() {
+    let circuit = json!({
+        "circuit": {"failure_ratio": 0.5, "min_calls": 2, "window": 10, "open_for": 1},
+        "timeout": 0.5,
+        "max_attempts": 1,
+        "budget": false
+    });
+    let (rig, c, _) = shared_rig("probe-cut", circuit, true, Step::Hang);
+    for _ in 0..2 {
+        assert!(call(&rig, &c, "GET", "/", json!({}))
+            .await
+            .unwrap_err()
+            .is_upstream_failed());
+    }
+    let e = call(&rig, &c, "GET", "/", json!({"timeout": 3.0}))
+        .await
+        .unwrap_err();
+    assert!(e.is_circuit_open(), "{e}");
+    tokio::time::advance(Duration::from_secs(2)).await; // past open_for + 20 %
+    let e = call(&rig, &c, "GET", "/", json!({"timeout": 3.0}))
+        .await
+        .unwrap_err();
+    assert!(e.is_upstream_failed(), "the probe ran: {e}");
+    let seen = rig.transport.seen();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(
+        seen[2].limits.timeout,
+        Duration::from_millis(500),
+        "the client's, not 3 s"
+    );
+}

@@ -80,6 +80,11 @@ impl RedisBreaker {
         ((self.config.open_for().as_millis() as f64 * factor).round() as u64).max(1)
     }
 
+    /// The width of one of the window's 20 buckets, ms.
+    fn bucket_ms(&self) -> u64 {
+        (self.config.window().as_millis() as u64 / 20).max(1)
+    }
+
     fn local(&self) -> Option<&Arc<dyn BreakerStore>> {
         match &self.fallback {
             Fallback::Local { store, .. } => Some(store),
@@ -110,6 +115,7 @@ impl BreakerStore for RedisBreaker {
             BREAKER
                 .key(&self.key)
                 .arg("admit")
+                .arg(self.bucket_ms())
                 .arg(probe_ms.max(1))
                 .invoke::<Vec<i64>>(c)
         });
@@ -139,18 +145,26 @@ impl BreakerStore for RedisBreaker {
         }
     }
 
-    fn record(&self, failure: bool, now_ms: u64, jitter: u64) -> Option<Transition> {
-        let bucket_ms = (self.config.window().as_millis() as u64 / 20).max(1);
+    fn record(
+        &self,
+        failure: bool,
+        started_ms: u64,
+        now_ms: u64,
+        jitter: u64,
+    ) -> Option<Transition> {
+        // The server's clock is not ours: it gets how long ago the attempt was sent.
+        let duration_ms = now_ms.saturating_sub(started_ms);
         let answer = self.server.run_after_attempt(|c| {
             BREAKER
                 .key(&self.key)
                 .arg("record")
+                .arg(self.bucket_ms())
                 .arg(u8::from(failure))
-                .arg(bucket_ms)
                 .arg(self.config.min_calls())
                 .arg(self.config.failure_ratio())
                 .arg(self.open_ms(jitter))
                 .arg(self.config.consecutive_failures())
+                .arg(duration_ms)
                 .invoke::<i64>(c)
         });
         match answer {
@@ -161,7 +175,7 @@ impl BreakerStore for RedisBreaker {
             Ok(_) => None,
             Err(_) => self
                 .local()
-                .and_then(|local| local.record(failure, now_ms, jitter)),
+                .and_then(|local| local.record(failure, started_ms, now_ms, jitter)),
         }
     }
 
@@ -182,6 +196,7 @@ impl BreakerStore for RedisBreaker {
             BREAKER
                 .key(&self.key)
                 .arg("resolve")
+                .arg(self.bucket_ms())
                 .arg(generation)
                 .arg(u8::from(success))
                 .arg(self.open_ms(jitter))
@@ -208,9 +223,21 @@ impl BreakerStore for RedisBreaker {
                 BREAKER
                     .key(&self.key)
                     .arg("give_back")
+                    .arg(self.bucket_ms())
                     .arg(generation)
                     .invoke::<i64>(c)
             })
             .is_ok_and(|n| n == 1)
+    }
+
+    fn retakes(&self, returned: Ticket, granted: Ticket) -> bool {
+        if !is_ours(returned) || !is_ours(granted) {
+            return self
+                .local()
+                .is_some_and(|local| local.retakes(returned, granted));
+        }
+        // give back, then admit: two transitions, each one generation.
+        let generation = |t: Ticket| t.to_word() & !REDIS_TICKET;
+        generation(granted) == generation(returned) + 2
     }
 }

@@ -139,14 +139,21 @@ return 1
 /// KEYS[1]: the breaker's hash: `p` (phase: 0 closed, 1 open, 2 half-open), `g` (generation,
 /// +1 on every transition), `at` (closed: since when; open: until when; half-open: the probe's
 /// bound; ms on the server's clock) and 20 counting buckets `e<i>`/`c<i>`/`f<i>` of
-/// `window / 20` ms, as `resilient_core::CircuitBreaker`'s. ARGV[1] is the operation:
-/// - `admit`, probe ms → {0} closed, {1, until} refused, {2, generation, took_over} probe;
-/// - `record`, failure (0/1), bucket ms, min calls, failure ratio, open ms, consecutive failures
-///   → 1 opened, else 0. `s`/`se`: the streak of failures in a row and the epoch of its first
-///   (a streak whose first failure left the window starts again); a success ends it, and so
-///   does a close. Opens on the streak, or else on the window's ratio;
-/// - `resolve`, generation, success (0/1), open ms → 1 closed, 2 reopened, 0 given up;
-/// - `give_back`, generation → 1, or 0 when it had been given up.
+/// `window / 20` ms, as `resilient_core::CircuitBreaker`'s. ARGV[1] is the operation, ARGV[2]
+/// the bucket ms:
+/// - `admit`, bucket ms, probe ms → {0} closed, {1, until} refused, {2, generation, took_over}
+///   probe;
+/// - `record`, bucket ms, failure (0/1), min calls, failure ratio, open ms, consecutive
+///   failures, the attempt's duration ms → 1 opened, else 0. An attempt sent before the close
+///   (now − duration < `at`) is not counted. `s`/`se`: the streak of failures in a row and the
+///   epoch of its first (a streak whose first failure left the window starts again); a success
+///   ends it, and so does a close. Opens on the streak, or else on the window's ratio;
+/// - `resolve`, bucket ms, generation, success (0/1), open ms → 1 closed, 2 reopened, 0 given
+///   up. A close empties the bucket it falls in (the window starts afresh);
+/// - `give_back`, bucket ms, generation → 1, or 0 when it had been given up.
+///
+/// Every write keeps the key for one window past its state's moment (the open period's end,
+/// the probe's bound, or now), so an idle breaker's key goes away, never an open one's.
 pub static BREAKER: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -157,24 +164,29 @@ local s = redis.call('HMGET', k, 'p', 'g', 'at', 's', 'se')
 local p, g, at = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0
 local streak, streak_epoch = tonumber(s[4]) or 0, tonumber(s[5]) or 0
 local op = ARGV[1]
+local bucket_ms = tonumber(ARGV[2])
+local function keep(until_ms)
+  redis.call('PEXPIRE', k, math.max(until_ms, now) - now + bucket_ms * 21)
+end
 local function set(phase, until_ms)
   redis.call('HSET', k, 'p', phase, 'g', g + 1, 'at', until_ms)
+  keep(until_ms)
 end
 if op == 'admit' then
   if p == 0 then return {0} end
   if now < at then return {1, at} end
-  set(2, now + tonumber(ARGV[2]))
+  set(2, now + tonumber(ARGV[3]))
   return {2, g + 1, p == 2 and 1 or 0}
 elseif op == 'record' then
-  local bucket_ms = tonumber(ARGV[3])
+  if p == 0 and now - tonumber(ARGV[8]) < at then return 0 end
   local epoch = math.floor(now / bucket_ms)
   local i = epoch % 20
   if tonumber(redis.call('HGET', k, 'e' .. i)) ~= epoch then
     redis.call('HSET', k, 'e' .. i, epoch, 'c' .. i, 0, 'f' .. i, 0)
   end
   redis.call('HINCRBY', k, 'c' .. i, 1)
-  redis.call('PEXPIRE', k, math.max(bucket_ms * 21, tonumber(ARGV[6]) * 2))
-  if ARGV[2] ~= '1' then
+  keep(at)
+  if ARGV[3] ~= '1' then
     redis.call('HSET', k, 's', 0)
     return 0
   end
@@ -206,16 +218,18 @@ elseif op == 'record' then
   set(1, now + tonumber(ARGV[6]))
   return 1
 elseif op == 'resolve' then
-  if p ~= 2 or g ~= tonumber(ARGV[2]) then return 0 end
-  if ARGV[3] == '1' then
+  if p ~= 2 or g ~= tonumber(ARGV[3]) then return 0 end
+  if ARGV[4] == '1' then
     set(0, now)
+    local i = math.floor(now / bucket_ms) % 20
+    redis.call('HDEL', k, 'e' .. i, 'c' .. i, 'f' .. i)
     redis.call('HSET', k, 's', 0)
     return 1
   end
-  set(1, now + tonumber(ARGV[4]))
+  set(1, now + tonumber(ARGV[5]))
   return 2
 elseif op == 'give_back' then
-  if p ~= 2 or g ~= tonumber(ARGV[2]) then return 0 end
+  if p ~= 2 or g ~= tonumber(ARGV[3]) then return 0 end
   set(1, now)
   return 1
 end

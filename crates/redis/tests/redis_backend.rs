@@ -150,7 +150,7 @@ fn one_probe_across_hosts_when_the_breaker_half_opens() {
     let mut opened = false;
     for i in 0..4 {
         let host = if i % 2 == 0 { &a } else { &b };
-        opened |= host.record(true, 0, 0).is_some();
+        opened |= host.record(true, 0, 0, 0).is_some();
     }
     assert!(opened, "4 calls, 4 failures");
     assert!(
@@ -286,22 +286,22 @@ fn a_streak_of_failures_across_hosts_opens_the_breaker_though_the_window_is_heal
         .breaker("sap", config)
         .unwrap();
     for _ in 0..100 {
-        assert_eq!(a.record(false, 0, 0), None);
+        assert_eq!(a.record(false, 0, 0, 0), None);
     }
     for i in 0..4 {
         let host = if i % 2 == 0 { &a } else { &b };
         assert_eq!(
-            host.record(true, 0, 0),
+            host.record(true, 0, 0, 0),
             None,
             "failure {i}: 4 in a row, a healthy window"
         );
     }
-    assert_eq!(b.record(false, 0, 0), None, "a success ends the streak");
+    assert_eq!(b.record(false, 0, 0, 0), None, "a success ends the streak");
     for i in 0..4 {
-        assert_eq!(a.record(true, 0, 0), None, "failure {i} of a new streak");
+        assert_eq!(a.record(true, 0, 0, 0), None, "failure {i} of a new streak");
     }
     assert_eq!(
-        b.record(true, 0, 0),
+        b.record(true, 0, 0, 0),
         Some(resilient_core::Transition::Opened),
         "5 in a row, across hosts"
     );
@@ -402,4 +402,66 @@ fn background_callers_without_share_count_as_background_for_a_funnel_shared_with
     drop((w, plain_held));
     assert_eq!(redis.cli(&["ZCARD", "t10:{sap}:funnel"]), "0");
     assert_eq!(redis.cli(&["ZCARD", "t10:{sap}:funnel:background"]), "0");
+}
+
+/// The breaker's key lives for a window past its state's moment, set by every write: an open
+/// breaker whose probes keep failing, or one whose probe is still out, never expires into
+/// "closed" (the key's absence) while the window is short.
+#[test]
+fn an_open_or_half_open_breaker_outlives_a_short_window_on_redis() {
+    let redis = RedisServer::start();
+    let ms = Duration::from_millis;
+    // Window 1 s, open 100 ms, probe bound 5 s.
+    let config = BreakerConfig::new(0.5, 4, ms(1_000), ms(100), ms(5_000)).unwrap();
+    let b = backend(&redis.url("t12:"), OnBackendError::Closed, 1, "ttl")
+        .breaker("up", config)
+        .unwrap();
+    let pttl = || redis.cli(&["PTTL", "t12:{up}:breaker"]).parse::<i64>().unwrap();
+    for _ in 0..4 {
+        b.record(true, 0, 0, 0);
+    }
+    std::thread::sleep(ms(150));
+    let Admission::Probe { ticket, .. } = b.admit(now_ms()) else {
+        panic!("a probe after open_for")
+    };
+    assert!(pttl() > 5_000, "kept past the probe's bound: {} ms", pttl());
+    assert_eq!(
+        b.resolve(ticket, false, now_ms(), 0),
+        Some(resilient_core::Transition::Reopened)
+    );
+    assert!(pttl() > 1_000, "kept past the open period: {} ms", pttl());
+}
+
+/// As in shared memory: a close empties the bucket it falls in (the failures that opened the
+/// breaker), and an attempt sent before the close does not count after it.
+#[test]
+fn a_close_on_redis_starts_the_window_afresh() {
+    let redis = RedisServer::start();
+    let ms = Duration::from_millis;
+    // Buckets of 3 min: the failures, the probe and the close fall in one bucket.
+    let config = BreakerConfig::new(0.5, 4, ms(3_600_000), ms(100), ms(1_000)).unwrap();
+    let b = backend(&redis.url("t13:"), OnBackendError::Closed, 1, "fresh")
+        .breaker("up", config)
+        .unwrap();
+    for _ in 0..4 {
+        b.record(true, 0, 0, 0);
+    }
+    std::thread::sleep(ms(150));
+    let Admission::Probe { ticket, .. } = b.admit(now_ms()) else {
+        panic!("a probe after open_for")
+    };
+    assert_eq!(
+        b.resolve(ticket, true, now_ms(), 0),
+        Some(resilient_core::Transition::Closed)
+    );
+    // Three attempts sent 10 s ago (before the close) time out now: not counted.
+    let now = now_ms();
+    for _ in 0..3 {
+        assert_eq!(b.record(true, now - 10_000, now, 0), None);
+    }
+    // One new failure: 1 call since the close, under min_calls (with the old failures it
+    // would be 5 of 5).
+    assert_eq!(b.record(true, now, now, 0), None);
+    std::thread::sleep(ms(10)); // past the 5 ms an admission answer is kept
+    assert_eq!(b.admit(now_ms()), Admission::Closed);
 }

@@ -34,8 +34,8 @@
 //! let config = BreakerConfig::new(0.5, 2, s(10), s(5), s(1))?;
 //! let breaker = CircuitBreaker::new(seg, "sap", config)?;
 //! assert_eq!(breaker.admit(0), Admission::Closed);
-//! breaker.record(true, 0, 0);
-//! breaker.record(true, 0, 0); // 2 calls, 2 failures: open for 5 s ± 20 %
+//! breaker.record(true, 0, 0, 0);
+//! breaker.record(true, 0, 0, 0); // 2 calls, 2 failures: open for 5 s ± 20 %
 //! assert!(matches!(breaker.admit(1), Admission::Refused { .. }));
 //! let Admission::Probe { ticket, .. } = breaker.admit(6_000) else { panic!() };
 //! assert!(matches!(breaker.admit(6_000), Admission::Refused { .. }), "one probe");
@@ -198,6 +198,12 @@ impl Ticket {
     pub fn from_word(word: u64) -> Ticket {
         Ticket(StateWord(word))
     }
+    /// Whether this ticket was granted by the admission right after `returned` was given back
+    /// (two transitions later): the caller that gave it back asking again, not a new period.
+    pub fn retakes(self, returned: Ticket) -> bool {
+        let next = returned.0.next(Phase::Open, 0).next(Phase::HalfOpen, 0);
+        self.0.generation() == next.generation()
+    }
 }
 
 /// What [`CircuitBreaker::admit`] decided.
@@ -281,15 +287,22 @@ impl CircuitBreaker {
         ))
     }
 
-    /// An attempt admitted while closed ended; `failure`: the client would retry it.
-    /// `jitter`: a uniform random u64, used if this opens the breaker.
-    pub fn record(&self, failure: bool, now_ms: u64, jitter: u64) -> Option<Transition> {
+    /// An attempt admitted while closed, sent at `started_ms`, ended; `failure`: the client
+    /// would retry it. One sent before the breaker last closed is not counted: it tells of the
+    /// outage the probe has seen end. `jitter`: a uniform random u64, used if this opens it.
+    pub fn record(
+        &self,
+        failure: bool,
+        started_ms: u64,
+        now_ms: u64,
+        jitter: u64,
+    ) -> Option<Transition> {
         run(protocol::record(
             self.block(),
             &ThisProcess,
             &self.config,
             failure,
-            now_ms,
+            (started_ms, now_ms),
             jitter,
         ))
     }
@@ -383,11 +396,11 @@ mod tests {
         let t = 1_000_000;
         // 19 failures: not enough calls yet.
         for _ in 0..19 {
-            assert_eq!(b.record(true, t, MID), None);
+            assert_eq!(b.record(true, t, t, MID), None);
         }
         assert_eq!(b.admit(t), Admission::Closed);
         // The 20th call, a failure: 20 of 20.
-        assert_eq!(b.record(true, t, MID), Some(Transition::Opened));
+        assert_eq!(b.record(true, t, t, MID), Some(Transition::Opened));
         assert!(refused(b.admit(t)));
         assert_eq!(phase_at(&b.seg, b.entry), Some((Phase::Open, t + 5_000)));
         std::fs::remove_file(p).unwrap();
@@ -402,18 +415,18 @@ mod tests {
         };
         let t = 50_000;
         for _ in 0..50 {
-            b.record(false, t, MID);
+            b.record(false, t, t, MID);
         }
         for _ in 0..49 {
             assert_eq!(
-                b.record(true, t, MID),
+                b.record(true, t, t, MID),
                 None,
                 "under half of the calls failed"
             );
         }
         assert_eq!(b.admit(t), Admission::Closed);
         assert_eq!(
-            b.record(true, t, MID),
+            b.record(true, t, t, MID),
             Some(Transition::Opened),
             "50 of 100"
         );
@@ -425,18 +438,18 @@ mod tests {
         let (b, p) = breaker("streak", 0.5, 20);
         let t = 200_000;
         for _ in 0..500 {
-            b.record(false, t, MID);
+            b.record(false, t, t, MID);
         }
         // A sudden outage: 19 failures in a row, 19 of 519 in the window.
         for _ in 0..19 {
-            assert_eq!(b.record(true, t + 1, MID), None);
+            assert_eq!(b.record(true, t + 1, t + 1, MID), None);
         }
         // A success breaks the streak; 19 more are not 20 in a row.
-        b.record(false, t + 1, MID);
+        b.record(false, t + 1, t + 1, MID);
         for _ in 0..19 {
-            assert_eq!(b.record(true, t + 2, MID), None);
+            assert_eq!(b.record(true, t + 2, t + 2, MID), None);
         }
-        assert_eq!(b.record(true, t + 2, MID), Some(Transition::Opened));
+        assert_eq!(b.record(true, t + 2, t + 2, MID), Some(Transition::Opened));
         // The probe's success closes it and starts the streak afresh.
         let Admission::Probe { ticket, .. } = b.admit(t + 5_002) else {
             panic!("a probe after open_for")
@@ -446,7 +459,7 @@ mod tests {
             Some(Transition::Closed)
         );
         for _ in 0..19 {
-            assert_eq!(b.record(true, t + 5_004, MID), None);
+            assert_eq!(b.record(true, t + 5_004, t + 5_004, MID), None);
         }
         std::fs::remove_file(p).unwrap();
     }
@@ -468,16 +481,87 @@ mod tests {
         }
     }
 
+    /// A breaker as [`breaker`], open for only 100 ms (a close within a bucket of its opening).
+    fn quick_to_close(tag: &str) -> (CircuitBreaker, std::path::PathBuf) {
+        let (b, p) = breaker(tag, 0.5, 5);
+        let ms = Duration::from_millis;
+        let config = BreakerConfig::new(0.5, 5, ms(10_000), ms(100), ms(1_000)).unwrap();
+        (CircuitBreaker { config, ..b }, p)
+    }
+
+    #[test]
+    fn a_close_starts_the_window_afresh_within_the_bucket_it_opened_in() {
+        // Buckets of 500 ms: the failures that opened it, the probe and the close all fall in
+        // one bucket.
+        let (b, p) = quick_to_close("same-bucket");
+        let t = 1_000_000;
+        for _ in 0..4 {
+            assert_eq!(b.record(true, t, t, MID), None);
+        }
+        assert_eq!(b.record(true, t, t, MID), Some(Transition::Opened));
+        let Admission::Probe { ticket, .. } = b.admit(t + 150) else {
+            panic!("a probe after open_for")
+        };
+        assert_eq!(
+            b.resolve(ticket, true, t + 160, MID),
+            Some(Transition::Closed)
+        );
+        let s = b.state(t + 160);
+        assert_eq!(
+            (s.calls, s.failures),
+            (0, 0),
+            "nothing counted since the close"
+        );
+        assert_eq!(
+            b.record(true, t + 200, t + 200, MID),
+            None,
+            "1 call is under min_calls"
+        );
+        assert_eq!(b.admit(t + 200), Admission::Closed);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn an_attempt_sent_before_the_close_is_not_counted_after_it() {
+        let (b, p) = quick_to_close("stale");
+        let t = 2_000_000;
+        for _ in 0..5 {
+            b.record(true, t, t, MID);
+        }
+        let Admission::Probe { ticket, .. } = b.admit(t + 150) else {
+            panic!("a probe after open_for")
+        };
+        assert_eq!(
+            b.resolve(ticket, true, t + 160, MID),
+            Some(Transition::Closed)
+        );
+        // Five attempts sent at t (before the outage was seen) time out after the close.
+        for _ in 0..5 {
+            assert_eq!(
+                b.record(true, t, t + 2_000, MID),
+                None,
+                "from an earlier closed period"
+            );
+        }
+        assert_eq!(b.admit(t + 2_000), Admission::Closed);
+        let s = b.state(t + 2_000);
+        assert_eq!((s.calls, s.failures), (0, 0));
+        // One sent after the close counts.
+        b.record(false, t + 1_000, t + 2_000, MID);
+        assert_eq!(b.state(t + 2_000).calls, 1);
+        std::fs::remove_file(p).unwrap();
+    }
+
     #[test]
     fn old_failures_leave_the_window() {
         let (b, p) = breaker("slide", 0.5, 4);
         let t = 100_000;
         for _ in 0..3 {
-            b.record(true, t, MID);
+            b.record(true, t, t, MID);
         }
         // 10 s later those three are gone: one more failure is 1 call, under min_calls, and
         // a streak of 1 (its first failure left the window).
-        assert_eq!(b.record(true, t + 10_000, MID), None);
+        assert_eq!(b.record(true, t + 10_000, t + 10_000, MID), None);
         assert_eq!(b.state(t + 10_000).calls, 1);
         std::fs::remove_file(p).unwrap();
     }
@@ -486,7 +570,7 @@ mod tests {
     fn stays_open_for_open_for_then_one_probe() {
         let (b, p) = breaker("open", 1.0, 1);
         let t = 10_000;
-        assert_eq!(b.record(true, t, MID), Some(Transition::Opened));
+        assert_eq!(b.record(true, t, t, MID), Some(Transition::Opened));
         assert_eq!(
             b.admit(t + 4_999),
             Admission::Refused {
@@ -522,7 +606,7 @@ mod tests {
         assert_eq!(c.open_until(0, MID), 5_000);
         assert_eq!(c.open_until(0, u64::MAX), 6_000, "+20 % (just under)");
         // Opened with the lowest jitter, the breaker half-opens after 4 s, not 5.
-        b.record(true, 0, 0);
+        b.record(true, 0, 0, 0);
         assert!(refused(b.admit(3_999)));
         assert!(matches!(b.admit(4_000), Admission::Probe { .. }));
         // Spread: 1000 draws cover the range evenly.
@@ -544,7 +628,7 @@ mod tests {
     #[test]
     fn a_failed_probe_reopens() {
         let (b, p) = breaker("reopen", 1.0, 1);
-        b.record(true, 0, MID);
+        b.record(true, 0, 0, MID);
         let Admission::Probe { ticket, .. } = b.admit(5_000) else {
             panic!()
         };
@@ -559,7 +643,7 @@ mod tests {
     #[test]
     fn a_lost_probe_is_given_up_after_its_bound() {
         let (b, p) = breaker("lost", 1.0, 1);
-        b.record(true, 0, MID);
+        b.record(true, 0, 0, MID);
         let Admission::Probe { ticket: lost, .. } = b.admit(5_000) else {
             panic!()
         };
@@ -584,7 +668,7 @@ mod tests {
     #[test]
     fn a_ticket_given_back_lets_the_next_caller_probe_at_once() {
         let (b, p) = breaker("give-back", 1.0, 1);
-        b.record(true, 0, MID);
+        b.record(true, 0, 0, MID);
         let Admission::Probe { ticket, .. } = b.admit(5_000) else {
             panic!()
         };
@@ -606,7 +690,7 @@ mod tests {
     #[test]
     fn threads_at_the_half_open_moment_get_one_probe() {
         let (b, p) = breaker("threads", 1.0, 1);
-        b.record(true, 0, MID);
+        b.record(true, 0, 0, MID);
         let probes = std::sync::atomic::AtomicU32::new(0);
         std::thread::scope(|s| {
             for _ in 0..8 {

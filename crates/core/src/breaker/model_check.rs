@@ -183,7 +183,7 @@ async fn perform(b: &BreakerBlock, sc: &Scenario, ops: &[Op], st: &ActorState, l
                 }
             }
             Op::Record { failure, now } => {
-                if protocol::record(b, &me, &sc.config, failure, now, MID).await
+                if protocol::record(b, &me, &sc.config, failure, (now, now), MID).await
                     == Some(Transition::Opened)
                 {
                     log.opened();

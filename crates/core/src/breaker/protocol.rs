@@ -101,16 +101,23 @@ pub(crate) async fn admit(
     }
 }
 
-/// Counts an attempt admitted while closed; on a failure, opens the breaker when the window
-/// says so. `jitter`: a uniform random u64 (the open period's jitter).
+/// Counts an attempt admitted while closed, sent at `started_ms` and ended at `now_ms`; on a
+/// failure, opens the breaker when the window says so. An attempt sent before the breaker
+/// last closed is not counted (the window starts afresh at the close). `jitter`: a uniform
+/// random u64 (the open period's jitter).
 pub(crate) async fn record(
     b: &BreakerBlock,
     me: &impl Pause,
     config: &BreakerConfig,
     failure: bool,
-    now_ms: u64,
+    (started_ms, now_ms): (u64, u64),
     jitter: u64,
 ) -> Option<Transition> {
+    me.step(At::State).await;
+    let seen = StateWord(b.state.load(Acquire));
+    if seen.phase() == Phase::Closed && started_ms < seen.at_ms() {
+        return None;
+    }
     let epoch = config.epoch(now_ms);
     let tag = epoch & TAG_MASK;
     let idx = (epoch % BREAKER_BUCKETS as u64) as usize;
@@ -227,7 +234,13 @@ pub(crate) async fn resolve(
         .compare_exchange(ticket.0 .0, next.0, AcqRel, Acquire)
         .is_ok();
     if changed && success {
-        // The window starts afresh at the close (`since`); so does the streak.
+        // The window starts afresh at the close: buckets before it are not counted (`since`),
+        // and the one it falls in is emptied of what came before (the failures that opened
+        // the breaker, when it closes within a bucket of opening). A call counted between the
+        // close and this store is lost with them: a few µs of calls. The streak restarts too.
+        let idx = (config.epoch(now_ms) % BREAKER_BUCKETS as u64) as usize;
+        me.step(At::Bucket(idx)).await;
+        b.buckets[idx].store(0, Release);
         me.step(At::Streak).await;
         b.streak.store(0, Release);
     }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use resilient_http::{Body, ClientConfig, FunnelOptions, RequestOptions};
+use resilient_http::{Body, CircuitOptions, ClientConfig, FunnelOptions, RequestOptions};
 use serde_json::Value;
 
 fn secs(v: &Value) -> Duration {
@@ -23,7 +23,8 @@ fn entries(v: &Value) -> Vec<(&String, &Value)> {
 }
 
 /// `{"base_url", "timeout", "connect_timeout", "deadline", "max_attempts", "backoff",
-/// "retry_on", "max_retry_after", "max_body", "funnel" (its "limit" a count or "auto"), "budget", "headers"}`.
+/// "retry_on", "max_retry_after", "max_body", "funnel" (its "limit" a count or "auto"),
+/// "circuit" (failure_ratio, min_calls, window, open_for), "budget", "headers"}`.
 pub fn config(options: &Value) -> ClientConfig {
     let mut c = ClientConfig::default();
     for (key, v) in entries(options) {
@@ -61,6 +62,15 @@ pub fn config(options: &Value) -> ClientConfig {
                     share: v.get("share").is_some_and(|s| s == &Value::Bool(true)),
                 }))
                 .unwrap(),
+            "circuit" => c
+                .set_circuit(Some(CircuitOptions {
+                    failure_ratio: v["failure_ratio"].as_f64().unwrap(),
+                    min_calls: count(&v["min_calls"]),
+                    window: secs(&v["window"]),
+                    open_for: secs(&v["open_for"]),
+                    consecutive_failures: None,
+                }))
+                .unwrap(),
             "budget" if v == &Value::Bool(false) => c.set_budget(None),
             "budget" => c.set_budget(Some(
                 resilient_core::BudgetConfig::new(
@@ -87,7 +97,7 @@ pub fn config(options: &Value) -> ClientConfig {
 }
 
 /// `{"query": {name: scalar}, "json": any, "body": "text", "headers": {name: "v"},
-/// "idempotency_key": "k"}`.
+/// "idempotency_key": "k", "timeout": seconds}`.
 pub fn request(options: &Value) -> RequestOptions {
     let mut r = RequestOptions::new();
     for (key, v) in entries(options) {
@@ -104,6 +114,7 @@ pub fn request(options: &Value) -> RequestOptions {
                 r.header(k, v.as_str().unwrap().as_bytes()).unwrap()
             }),
             "idempotency_key" => r.idempotency_key(v.as_str().unwrap()).unwrap(),
+            "timeout" => r.timeout(secs(v)).unwrap(),
             other => panic!("test request: unknown key {other}"),
         };
     }
