@@ -163,9 +163,25 @@ impl Target {
     }
 
     /// The key of `name`'s `what` (`funnel`, `budget:60000ms`, `breaker`): one hash tag per
-    /// name, so a name's keys share a Redis Cluster slot.
+    /// name, so a name's keys share a Redis Cluster slot (every script touches one slot).
+    ///
+    /// The tag is the name with `%` and `}` written `%25` and `%7D`: a cluster's tag ends at
+    /// the first `}`, so a name starting with one gave an empty tag (each key hashed whole,
+    /// a shared funnel's script refused as CROSSSLOT). Other names keep their keys.
     pub fn key(&self, name: &str, what: &str) -> String {
-        format!("{}{{{name}}}:{what}", self.prefix)
+        let mut key = String::with_capacity(self.prefix.len() + name.len() + what.len() + 3);
+        key.push_str(&self.prefix);
+        key.push('{');
+        for c in name.chars() {
+            match c {
+                '%' => key.push_str("%25"),
+                '}' => key.push_str("%7D"),
+                c => key.push(c),
+            }
+        }
+        key.push_str("}:");
+        key.push_str(what);
+        key
     }
 }
 
@@ -194,6 +210,7 @@ mod tests {
         assert_eq!(t.prefix, "app1:");
         assert_eq!(t.timeout, Duration::from_millis(50));
         assert_eq!(t.key("sap", "funnel"), "app1:{sap}:funnel");
+        assert_eq!(t.key("}a{%", "funnel"), "app1:{%7Da{%25}:funnel");
         assert!(!format!("{t:?}").contains("s3cret"));
         for bad in [
             "redis://:s3cret@127.0.0.1:6390/x",
