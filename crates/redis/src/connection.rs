@@ -203,15 +203,21 @@ impl Server {
         // Connected already: the whole wait; after connecting, what the connect left.
         let first = if connecting { left() } else { wait };
         let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
-            f(&mut Pipelined {
+            let mut c = Pipelined {
                 conn,
                 unread: &mut slot.unread,
                 timeout: &mut slot.timeout,
                 started,
                 wait,
-            })
+            };
+            // Slots to give back first (releases not sent yet, admissions never answered):
+            // one more write, read with this operation's replies.
+            if let Some((packed, replies)) = crate::leftovers::take_to_send(self) {
+                c.send(&packed, replies)?;
+            }
+            f(&mut c)
         });
-        match result {
+        let outcome = match result {
             Ok(v) => {
                 slot.retry_at = None;
                 slot.backoff = FIRST_BACKOFF;
@@ -225,7 +231,13 @@ impl Server {
                 slot.failed();
                 Err(Unreachable::Failed)
             }
+        };
+        if slot.conn.is_none() {
+            crate::leftovers::unsent(self);
+        } else if slot.unread == 0 {
+            crate::leftovers::answered(self);
         }
+        outcome
     }
 }
 
@@ -247,26 +259,11 @@ impl Server {
         self.exec(|c| c.send(&cmd.get_packed_command(), 1), RELEASE_WAIT)
     }
 
-    /// A funnel slot's release as [`Server::send`]: ZREM of `token` from `key`, and from
-    /// `background_key` too (a background holder of a funnel with `share`), in one write.
-    pub fn send_zrem(
-        &self,
-        key: &str,
-        background_key: Option<&str>,
-        token: &str,
-    ) -> Result<(), Unreachable> {
-        let mut packed = redis::cmd("ZREM").arg(key).arg(token).get_packed_command();
-        let mut replies = 1;
-        if let Some(other) = background_key {
-            packed.extend(
-                redis::cmd("ZREM")
-                    .arg(other)
-                    .arg(token)
-                    .get_packed_command(),
-            );
-            replies += 1;
-        }
-        self.exec(|c| c.send(&packed, replies), RELEASE_WAIT)
+    /// Writes the ZREMs of the funnel slots to give back (`leftovers.rs`) without waiting for
+    /// their replies, as [`Server::send`]; they stay to be sent with a later command when
+    /// Redis is unreachable now.
+    pub(crate) fn send_releases(&self) -> Result<(), Unreachable> {
+        self.exec(|_| Ok(()), RELEASE_WAIT)
     }
 }
 
