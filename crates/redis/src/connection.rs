@@ -20,6 +20,10 @@
 //! Back-off: after a failure no command is tried for 50 ms, doubling to at most 1 s while
 //! failures go on; the first success resets it. A Redis that comes back is used again within
 //! a second, without restarting anything.
+//!
+//! A connection dropped at the server's end while unused (idle `timeout`, a restart, a proxy)
+//! is opened again rather than counted as a failure: checked with a PING after [`IDLE_CHECK`]
+//! of idleness, and without a back-off when a command finds it dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -34,6 +38,13 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// The least wait a release gets, even past the call's deadline: a slot given back late is
 /// better than one held until its lease ends. Usually it takes one write (microseconds).
 pub const RELEASE_WAIT: Duration = Duration::from_millis(10);
+/// A connection unused this long is checked with a PING before a command is written to it.
+/// A server closes a connection left idle past its `timeout` (1 s at the least), and a restart
+/// or a proxy may drop one meanwhile; a command written to a dropped connection may fail
+/// after Redis ran it (it cannot be sent again safely: a budget or breaker decision would
+/// count twice), while a PING that finds it dropped costs nothing but a new connection in the
+/// same wait. Busy processes never pay the PING.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// Under this much time there is no point asking.
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
@@ -58,6 +69,8 @@ struct Slot {
     /// Replies of commands sent without waiting ([`Server::send`]), read after the next
     /// command is written ([`Pipelined`]).
     unread: u32,
+    /// The end of the last operation that succeeded on `conn` (see [`IDLE_CHECK`]).
+    used_at: Option<Instant>,
 }
 
 /// A Redis server and this process's connection to it.
@@ -110,6 +123,7 @@ impl Server {
                 retry_at: None,
                 backoff: FIRST_BACKOFF,
                 unread: 0,
+                used_at: None,
             }),
         })
     }
@@ -174,7 +188,20 @@ impl Server {
                 retry_at: None,
                 backoff: FIRST_BACKOFF,
                 unread: 0,
+                used_at: None,
             };
+        }
+        if slot.used_at.is_some_and(|at| at.elapsed() >= IDLE_CHECK) {
+            if let Err(e) = slot.check(started, wait) {
+                slot.conn = None;
+                crate::leftovers::unsent(self);
+                if !e.is_connection_dropped() {
+                    // No answer in time: as any command's failure.
+                    crate::report::failure(&e);
+                    slot.failed();
+                    return Err(Unreachable::Failed);
+                }
+            }
         }
         let connecting = slot.conn.is_none();
         if connecting {
@@ -189,6 +216,7 @@ impl Server {
                     slot.conn = Some(conn);
                     slot.timeout = None;
                     slot.unread = 0;
+                    slot.used_at = None;
                 }
                 Err(e) => {
                     crate::report::failure(&e);
@@ -221,6 +249,7 @@ impl Server {
             Ok(v) => {
                 slot.retry_at = None;
                 slot.backoff = FIRST_BACKOFF;
+                slot.used_at = Some(Instant::now());
                 Ok(v)
             }
             Err(e) => {
@@ -228,7 +257,13 @@ impl Server {
                 if leaves_out_of_step(&e) {
                     slot.conn = None;
                 }
-                slot.failed();
+                // A connection used before and found dropped (EOF, reset, broken pipe) lost
+                // its server's end while unused, the server being alive to close it: the next
+                // command connects again at once (a failed connect then starts the back-off).
+                // Not this command: Redis may have run it before the drop.
+                if connecting || !e.is_connection_dropped() {
+                    slot.failed();
+                }
                 Err(Unreachable::Failed)
             }
         };
@@ -386,6 +421,22 @@ fn fit(
 }
 
 impl Slot {
+    /// PING on the connection (and the replies left unread read before its own), within the
+    /// operation's wait.
+    fn check(&mut self, started: Instant, wait: Duration) -> redis::RedisResult<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        fit(conn, &mut self.timeout, wait)?;
+        redis::cmd("PING").query::<()>(&mut Pipelined {
+            conn,
+            unread: &mut self.unread,
+            timeout: &mut self.timeout,
+            started,
+            wait,
+        })
+    }
+
     fn failed(&mut self) {
         self.retry_at = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
