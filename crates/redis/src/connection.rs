@@ -23,7 +23,8 @@
 //!
 //! A connection dropped at the server's end while unused (idle `timeout`, a restart, a proxy)
 //! is opened again rather than counted as a failure: checked with a PING after [`IDLE_CHECK`]
-//! of idleness, and without a back-off when a command finds it dropped.
+//! of idleness; when a command finds it dropped, no back-off, and an idempotent command (a
+//! funnel admission, [`Server::run_idempotent`]) is sent again on a new connection.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -147,7 +148,19 @@ impl Server {
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, Duration::ZERO)
+        self.exec(once(f), Duration::ZERO, false)
+    }
+
+    /// [`Server::run`] for an `f` that Redis may run twice with the same effect (a funnel
+    /// admission, by its token): when a connection used before is found dropped (EOF, reset,
+    /// broken pipe: Redis may or may not have run `f`), `f` is sent again on a new connection
+    /// within the same wait instead of falling back. The replies unread on the dropped
+    /// connection (releases) are lost with it; those releases are sent again first.
+    pub fn run_idempotent<T>(
+        &self,
+        f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+    ) -> Result<T, Unreachable> {
+        self.exec(f, Duration::ZERO, true)
     }
 
     /// [`Server::run`] for what follows an attempt (recording its outcome): tried even when the
@@ -157,14 +170,16 @@ impl Server {
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, RELEASE_WAIT)
+        self.exec(once(f), RELEASE_WAIT, false)
     }
 
-    /// Runs `f` with every wait bounded as [`Server::wait`] says, never under `floor`.
+    /// Runs `f` with every wait bounded as [`Server::wait`] says, never under `floor`; with
+    /// `resend`, as [`Server::run_idempotent`] says.
     fn exec<T>(
         &self,
-        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
         floor: Duration,
+        resend: bool,
     ) -> Result<T, Unreachable> {
         let wait = self.wait(floor);
         if wait < MIN_WAIT {
@@ -203,73 +218,83 @@ impl Server {
                 }
             }
         }
-        let connecting = slot.conn.is_none();
-        if connecting {
-            if slot.retry_at.is_some_and(|at| Instant::now() < at) {
-                return Err(Unreachable::BackingOff);
+        // Sent again once at most, on a new connection (`resend`).
+        let mut resent = false;
+        let outcome = loop {
+            let connecting = slot.conn.is_none();
+            if connecting {
+                if slot.retry_at.is_some_and(|at| Instant::now() < at) {
+                    return Err(Unreachable::BackingOff);
+                }
+                match self
+                    .client
+                    .get_connection_with_timeout(left() / (1 + self.handshake_replies()))
+                {
+                    Ok(conn) => {
+                        slot.conn = Some(conn);
+                        slot.timeout = None;
+                        slot.unread = 0;
+                        slot.used_at = None;
+                    }
+                    Err(e) => {
+                        crate::report::failure(&e);
+                        slot.failed();
+                        return Err(Unreachable::Failed);
+                    }
+                }
             }
-            match self
-                .client
-                .get_connection_with_timeout(wait / (1 + self.handshake_replies()))
-            {
-                Ok(conn) => {
-                    slot.conn = Some(conn);
-                    slot.timeout = None;
-                    slot.unread = 0;
-                    slot.used_at = None;
+            let Some(conn) = slot.conn.as_mut() else {
+                return Err(Unreachable::Failed);
+            };
+            // Connected already: the whole wait; after connecting, what the connect left.
+            let first = if connecting { left() } else { wait };
+            let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
+                let mut c = Pipelined {
+                    conn,
+                    unread: &mut slot.unread,
+                    timeout: &mut slot.timeout,
+                    started,
+                    wait,
+                };
+                // Slots to give back first (releases not sent yet, admissions never
+                // answered): one more write, read with this operation's replies.
+                if let Some((packed, replies)) = crate::leftovers::take_to_send(self) {
+                    c.send(&packed, replies)?;
+                }
+                f(&mut c)
+            });
+            match result {
+                Ok(v) => {
+                    slot.retry_at = None;
+                    slot.backoff = FIRST_BACKOFF;
+                    slot.used_at = Some(Instant::now());
+                    break Ok(v);
                 }
                 Err(e) => {
                     crate::report::failure(&e);
-                    slot.failed();
-                    return Err(Unreachable::Failed);
+                    if leaves_out_of_step(&e) {
+                        slot.conn = None;
+                        // Releases written on it may never have reached Redis: sent again.
+                        crate::leftovers::unsent(self);
+                    }
+                    // A connection used before and found dropped (EOF, reset, broken pipe)
+                    // lost its server's end while unused, the server being alive to close it:
+                    // no back-off. An idempotent `f` is sent again at once on a new connection;
+                    // any other falls back (Redis may have run it before the drop), and the
+                    // next command connects again (a failed connect starts the back-off).
+                    let dropped = !connecting && e.is_connection_dropped();
+                    if dropped && resend && !resent && left() >= MIN_WAIT {
+                        resent = true;
+                        continue;
+                    }
+                    if !dropped {
+                        slot.failed();
+                    }
+                    break Err(Unreachable::Failed);
                 }
-            }
-        }
-        let Some(conn) = slot.conn.as_mut() else {
-            return Err(Unreachable::Failed);
-        };
-        // Connected already: the whole wait; after connecting, what the connect left.
-        let first = if connecting { left() } else { wait };
-        let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
-            let mut c = Pipelined {
-                conn,
-                unread: &mut slot.unread,
-                timeout: &mut slot.timeout,
-                started,
-                wait,
-            };
-            // Slots to give back first (releases not sent yet, admissions never answered):
-            // one more write, read with this operation's replies.
-            if let Some((packed, replies)) = crate::leftovers::take_to_send(self) {
-                c.send(&packed, replies)?;
-            }
-            f(&mut c)
-        });
-        let outcome = match result {
-            Ok(v) => {
-                slot.retry_at = None;
-                slot.backoff = FIRST_BACKOFF;
-                slot.used_at = Some(Instant::now());
-                Ok(v)
-            }
-            Err(e) => {
-                crate::report::failure(&e);
-                if leaves_out_of_step(&e) {
-                    slot.conn = None;
-                }
-                // A connection used before and found dropped (EOF, reset, broken pipe) lost
-                // its server's end while unused, the server being alive to close it: the next
-                // command connects again at once (a failed connect then starts the back-off).
-                // Not this command: Redis may have run it before the drop.
-                if connecting || !e.is_connection_dropped() {
-                    slot.failed();
-                }
-                Err(Unreachable::Failed)
             }
         };
-        if slot.conn.is_none() {
-            crate::leftovers::unsent(self);
-        } else if slot.unread == 0 {
+        if slot.conn.is_some() && slot.unread == 0 {
             crate::leftovers::answered(self);
         }
         outcome
@@ -291,14 +316,18 @@ impl Server {
     pub fn send(&self, cmd: &redis::Cmd) -> Result<(), Unreachable> {
         // Tried even when the call has no time left (it ended at its deadline): one write,
         // bounded by RELEASE_WAIT.
-        self.exec(|c| c.send(&cmd.get_packed_command(), 1), RELEASE_WAIT)
+        self.exec(
+            |c| c.send(&cmd.get_packed_command(), 1),
+            RELEASE_WAIT,
+            false,
+        )
     }
 
     /// Writes the ZREMs of the funnel slots to give back (`leftovers.rs`) without waiting for
     /// their replies, as [`Server::send`]; they stay to be sent with a later command when
     /// Redis is unreachable now.
     pub(crate) fn send_releases(&self) -> Result<(), Unreachable> {
-        self.exec(|_| Ok(()), RELEASE_WAIT)
+        self.exec(|_| Ok(()), RELEASE_WAIT, false)
     }
 }
 
@@ -384,6 +413,17 @@ impl redis::ConnectionLike for Pipelined<'_> {
 
     fn is_open(&self) -> bool {
         self.conn.is_open()
+    }
+}
+
+/// `f` as the `FnMut` that [`Server::exec`] takes, for an operation never sent twice.
+fn once<T>(
+    f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+) -> impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T> {
+    let mut f = Some(f);
+    move |c| match f.take() {
+        Some(f) => f(c),
+        None => Err((redis::ErrorKind::ClientError, "sent twice").into()),
     }
 }
 

@@ -88,7 +88,9 @@ impl Guard for RedisFunnel {
             return Err(Refusal::Full);
         }
         let token = token::next();
-        let taken = self.server.run(|c| match &self.share {
+        // Sent again with the same token if the connection is found dropped: the scripts
+        // are idempotent by token, so a lost reply never costs a second slot.
+        let taken = self.server.run_idempotent(|c| match &self.share {
             None => FUNNEL_ACQUIRE
                 .key(&self.key)
                 .arg(self.cap)
