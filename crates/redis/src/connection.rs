@@ -56,7 +56,10 @@ pub enum Unreachable {
     BackingOff,
     /// The request has no time left for a round trip.
     NoTime,
-    /// Connecting, or the command, failed or timed out.
+    /// Connecting (or checking an idle connection) failed or timed out: the command was not
+    /// sent.
+    NotSent,
+    /// The command failed or timed out: Redis may have run it, or may run it still.
     Failed,
 }
 
@@ -214,7 +217,7 @@ impl Server {
                     // No answer in time: as any command's failure.
                     crate::report::failure(&e);
                     slot.failed();
-                    return Err(Unreachable::Failed);
+                    return Err(Unreachable::NotSent);
                 }
             }
         }
@@ -239,7 +242,11 @@ impl Server {
                     Err(e) => {
                         crate::report::failure(&e);
                         slot.failed();
-                        return Err(Unreachable::Failed);
+                        return Err(if resent {
+                            Unreachable::Failed
+                        } else {
+                            Unreachable::NotSent
+                        });
                     }
                 }
             }

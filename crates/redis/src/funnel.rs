@@ -129,7 +129,8 @@ impl Guard for RedisFunnel {
             Err(unreachable) => {
                 if unreachable == Unreachable::Failed {
                     // The script may have been written: Redis may run it late (a stall) and
-                    // hold the token with nobody to give it back.
+                    // hold the token with nobody to give it back. (Not after a failed connect:
+                    // a long outage would pile up tokens Redis never saw.)
                     leftovers::unanswered(&self.server, &self.key, self.background_key(), &token);
                 }
                 self.fallback.decide(
