@@ -42,9 +42,9 @@ pub const RELEASE_WAIT: Duration = Duration::from_millis(10);
 /// A connection unused this long is checked with a PING before a command is written to it.
 /// A server closes a connection left idle past its `timeout` (1 s at the least), and a restart
 /// or a proxy may drop one meanwhile; a command written to a dropped connection may fail
-/// after Redis ran it (it cannot be sent again safely: a budget or breaker decision would
-/// count twice), while a PING that finds it dropped costs nothing but a new connection in the
-/// same wait. Busy processes never pay the PING.
+/// after Redis ran it (only a funnel admission, idempotent by token, may be sent again: a
+/// budget or breaker decision would count twice), while a PING that finds it dropped costs
+/// nothing but a new connection in the same wait. Busy processes never pay the PING.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// Under this much time there is no point asking.
 const MIN_WAIT: Duration = Duration::from_millis(1);
