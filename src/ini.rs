@@ -121,6 +121,14 @@ fn masked(value: &str) -> String {
             value.to_owned()
         };
     };
+    // A '?' or '#' in the password ends it early: the rest, host included, reads as the
+    // query or the fragment, where no mask reaches.
+    if [url.query(), url.fragment()]
+        .iter()
+        .any(|part| part.is_some_and(|p| p.contains('@')))
+    {
+        return "(not shown: it may hold a password)".to_owned();
+    }
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
     }
@@ -591,5 +599,19 @@ mod tests {
         assert_eq!(parse_context("Web"), Some(Some(true)));
         assert_eq!(parse_context("auto"), Some(None));
         assert_eq!(parse_context("octane"), None);
+    }
+
+    #[test]
+    fn a_password_cut_short_by_a_question_mark_or_a_hash_is_not_shown() {
+        assert_eq!(
+            masked("redis://u:s3cret@127.0.0.1:6379/0"),
+            "redis://u:***@127.0.0.1:6379/0"
+        );
+        for url in [
+            "redis://default:8734?QwE#rT@10.0.0.5:6379/0",
+            "redis://default:8734?QwE@10.0.0.5:6379/0",
+        ] {
+            assert_eq!(masked(url), "(not shown: it may hold a password)");
+        }
     }
 }

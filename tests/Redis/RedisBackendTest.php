@@ -348,6 +348,31 @@ final class RedisBackendTest extends HttpTestCase
     }
 
     /**
+     * A password with a '?' and then a '#' (`default:8734?QwE#rT`): the URL parser ends the
+     * password at the '?', the query at the '#', and the host lands in the fragment. No part
+     * of the password shows, whether given as the option, in the ini, or by phpinfo().
+     */
+    public function testAPasswordWithAQuestionMarkThenAHashIsNeverShown(): void
+    {
+        foreach (['redis://default:8734?QwE#rT@10.0.0.5:6379/0', 'redis://admin:6380?prefix=Wv#Xk@127.0.0.1:6379/0'] as $url) {
+            $parts = preg_split('/[?#:=]/', substr($url, 8, strrpos($url, '@') - 8));
+            $code = sprintf('try { new Resilient\Client("x", ["backend" => %s, "funnel" => ["limit" => 2]]); } catch (Throwable $e) { echo get_class($e), ": ", $e->getMessage(), "\n"; }
+                try { new Resilient\Client("x", ["funnel" => ["limit" => 2]]); } catch (Throwable $e) { echo get_class($e), ": ", $e->getMessage(), "\n"; }', var_export($url, true));
+            $r = PhpProcess::runCode($code, ['resilient.backend' => '"' . $url . '"']);
+            $lines = explode("\n", trim($r->stdout));
+            $this->assertCount(2, $lines, $r->describe());
+            $this->assertStringStartsWith("ValueError: option 'backend': has a '#' in its user or password", $lines[0]);
+            $this->assertStringStartsWith("ValueError: resilient.backend: has a '#' in its user or password", $lines[1]);
+            $info = PhpProcess::args(['-i'], ['resilient.backend' => '"' . $url . '"'])->wait(20);
+            $this->assertStringContainsString('resilient.backend => (not shown: it may hold a password)', $info->stdout);
+            foreach (array_filter($parts, fn (string $p) => strlen($p) > 1 && !in_array($p, ['default', 'admin', 'prefix'], true)) as $part) {
+                $this->assertStringNotContainsString($part, $r->stdout . $r->stderr, "$url: '$part' shown");
+                $this->assertStringNotContainsString($part, $info->stdout . $info->stderr, "$url: '$part' shown by phpinfo");
+            }
+        }
+    }
+
+    /**
      * A refused configured backend throws in every client that reads it, until `ini_set()` gives
      * another, good value for the request (a bad one is refused and changes nothing);
      * `ini_restore()` brings the refusal back.

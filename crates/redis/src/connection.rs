@@ -20,6 +20,11 @@
 //! Back-off: after a failure no command is tried for 50 ms, doubling to at most 1 s while
 //! failures go on; the first success resets it. A Redis that comes back is used again within
 //! a second, without restarting anything.
+//!
+//! A connection dropped at the server's end while unused (idle `timeout`, a restart, a proxy)
+//! is opened again rather than counted as a failure: checked with a PING after [`IDLE_CHECK`]
+//! of idleness; when a command finds it dropped, no back-off, and an idempotent command (a
+//! funnel admission, [`Server::run_idempotent`]) is sent again on a new connection.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -34,6 +39,13 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// The least wait a release gets, even past the call's deadline: a slot given back late is
 /// better than one held until its lease ends. Usually it takes one write (microseconds).
 pub const RELEASE_WAIT: Duration = Duration::from_millis(10);
+/// A connection unused this long is checked with a PING before a command is written to it.
+/// A server closes a connection left idle past its `timeout` (1 s at the least), and a restart
+/// or a proxy may drop one meanwhile; a command written to a dropped connection may fail
+/// after Redis ran it (only a funnel admission, idempotent by token, may be sent again: a
+/// budget or breaker decision would count twice), while a PING that finds it dropped costs
+/// nothing but a new connection in the same wait. Busy processes never pay the PING.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// Under this much time there is no point asking.
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
@@ -44,7 +56,10 @@ pub enum Unreachable {
     BackingOff,
     /// The request has no time left for a round trip.
     NoTime,
-    /// Connecting, or the command, failed or timed out.
+    /// Connecting (or checking an idle connection) failed or timed out: the command was not
+    /// sent.
+    NotSent,
+    /// The command failed or timed out: Redis may have run it, or may run it still.
     Failed,
 }
 
@@ -58,6 +73,8 @@ struct Slot {
     /// Replies of commands sent without waiting ([`Server::send`]), read after the next
     /// command is written ([`Pipelined`]).
     unread: u32,
+    /// The end of the last operation that succeeded on `conn` (see [`IDLE_CHECK`]).
+    used_at: Option<Instant>,
 }
 
 /// A Redis server and this process's connection to it.
@@ -110,6 +127,7 @@ impl Server {
                 retry_at: None,
                 backoff: FIRST_BACKOFF,
                 unread: 0,
+                used_at: None,
             }),
         })
     }
@@ -133,7 +151,19 @@ impl Server {
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, Duration::ZERO)
+        self.exec(once(f), Duration::ZERO, false)
+    }
+
+    /// [`Server::run`] for an `f` that Redis may run twice with the same effect (a funnel
+    /// admission, by its token): when a connection used before is found dropped (EOF, reset,
+    /// broken pipe: Redis may or may not have run `f`), `f` is sent again on a new connection
+    /// within the same wait instead of falling back. The replies unread on the dropped
+    /// connection (releases) are lost with it; those releases are sent again first.
+    pub fn run_idempotent<T>(
+        &self,
+        f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+    ) -> Result<T, Unreachable> {
+        self.exec(f, Duration::ZERO, true)
     }
 
     /// [`Server::run`] for what follows an attempt (recording its outcome): tried even when the
@@ -143,14 +173,16 @@ impl Server {
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, RELEASE_WAIT)
+        self.exec(once(f), RELEASE_WAIT, false)
     }
 
-    /// Runs `f` with every wait bounded as [`Server::wait`] says, never under `floor`.
+    /// Runs `f` with every wait bounded as [`Server::wait`] says, never under `floor`; with
+    /// `resend`, as [`Server::run_idempotent`] says.
     fn exec<T>(
         &self,
-        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
         floor: Duration,
+        resend: bool,
     ) -> Result<T, Unreachable> {
         let wait = self.wait(floor);
         if wait < MIN_WAIT {
@@ -174,58 +206,105 @@ impl Server {
                 retry_at: None,
                 backoff: FIRST_BACKOFF,
                 unread: 0,
+                used_at: None,
             };
         }
-        let connecting = slot.conn.is_none();
-        if connecting {
-            if slot.retry_at.is_some_and(|at| Instant::now() < at) {
-                return Err(Unreachable::BackingOff);
+        if slot.used_at.is_some_and(|at| at.elapsed() >= IDLE_CHECK) {
+            if let Err(e) = slot.check(started, wait) {
+                slot.conn = None;
+                crate::leftovers::unsent(self);
+                if !e.is_connection_dropped() {
+                    // No answer in time: as any command's failure.
+                    crate::report::failure(&e);
+                    slot.failed();
+                    return Err(Unreachable::NotSent);
+                }
             }
-            match self
-                .client
-                .get_connection_with_timeout(wait / (1 + self.handshake_replies()))
-            {
-                Ok(conn) => {
-                    slot.conn = Some(conn);
-                    slot.timeout = None;
-                    slot.unread = 0;
+        }
+        // Sent again once at most, on a new connection (`resend`).
+        let mut resent = false;
+        let outcome = loop {
+            let connecting = slot.conn.is_none();
+            if connecting {
+                if slot.retry_at.is_some_and(|at| Instant::now() < at) {
+                    return Err(Unreachable::BackingOff);
+                }
+                match self
+                    .client
+                    .get_connection_with_timeout(left() / (1 + self.handshake_replies()))
+                {
+                    Ok(conn) => {
+                        slot.conn = Some(conn);
+                        slot.timeout = None;
+                        slot.unread = 0;
+                        slot.used_at = None;
+                    }
+                    Err(e) => {
+                        crate::report::failure(&e);
+                        slot.failed();
+                        return Err(if resent {
+                            Unreachable::Failed
+                        } else {
+                            Unreachable::NotSent
+                        });
+                    }
+                }
+            }
+            let Some(conn) = slot.conn.as_mut() else {
+                return Err(Unreachable::Failed);
+            };
+            // Connected already: the whole wait; after connecting, what the connect left.
+            let first = if connecting { left() } else { wait };
+            let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
+                let mut c = Pipelined {
+                    conn,
+                    unread: &mut slot.unread,
+                    timeout: &mut slot.timeout,
+                    started,
+                    wait,
+                };
+                // Slots to give back first (releases not sent yet, admissions never
+                // answered): one more write, read with this operation's replies.
+                if let Some((packed, replies)) = crate::leftovers::take_to_send(self) {
+                    c.send(&packed, replies)?;
+                }
+                f(&mut c)
+            });
+            match result {
+                Ok(v) => {
+                    slot.retry_at = None;
+                    slot.backoff = FIRST_BACKOFF;
+                    slot.used_at = Some(Instant::now());
+                    break Ok(v);
                 }
                 Err(e) => {
                     crate::report::failure(&e);
-                    slot.failed();
-                    return Err(Unreachable::Failed);
+                    if leaves_out_of_step(&e) {
+                        slot.conn = None;
+                        // Releases written on it may never have reached Redis: sent again.
+                        crate::leftovers::unsent(self);
+                    }
+                    // A connection used before and found dropped (EOF, reset, broken pipe)
+                    // lost its server's end while unused, the server being alive to close it:
+                    // no back-off. An idempotent `f` is sent again at once on a new connection;
+                    // any other falls back (Redis may have run it before the drop), and the
+                    // next command connects again (a failed connect starts the back-off).
+                    let dropped = !connecting && e.is_connection_dropped();
+                    if dropped && resend && !resent && left() >= MIN_WAIT {
+                        resent = true;
+                        continue;
+                    }
+                    if !dropped {
+                        slot.failed();
+                    }
+                    break Err(Unreachable::Failed);
                 }
             }
-        }
-        let Some(conn) = slot.conn.as_mut() else {
-            return Err(Unreachable::Failed);
         };
-        // Connected already: the whole wait; after connecting, what the connect left.
-        let first = if connecting { left() } else { wait };
-        let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
-            f(&mut Pipelined {
-                conn,
-                unread: &mut slot.unread,
-                timeout: &mut slot.timeout,
-                started,
-                wait,
-            })
-        });
-        match result {
-            Ok(v) => {
-                slot.retry_at = None;
-                slot.backoff = FIRST_BACKOFF;
-                Ok(v)
-            }
-            Err(e) => {
-                crate::report::failure(&e);
-                if leaves_out_of_step(&e) {
-                    slot.conn = None;
-                }
-                slot.failed();
-                Err(Unreachable::Failed)
-            }
+        if slot.conn.is_some() && slot.unread == 0 {
+            crate::leftovers::answered(self);
         }
+        outcome
     }
 }
 
@@ -244,29 +323,18 @@ impl Server {
     pub fn send(&self, cmd: &redis::Cmd) -> Result<(), Unreachable> {
         // Tried even when the call has no time left (it ended at its deadline): one write,
         // bounded by RELEASE_WAIT.
-        self.exec(|c| c.send(&cmd.get_packed_command(), 1), RELEASE_WAIT)
+        self.exec(
+            |c| c.send(&cmd.get_packed_command(), 1),
+            RELEASE_WAIT,
+            false,
+        )
     }
 
-    /// A funnel slot's release as [`Server::send`]: ZREM of `token` from `key`, and from
-    /// `background_key` too (a background holder of a funnel with `share`), in one write.
-    pub fn send_zrem(
-        &self,
-        key: &str,
-        background_key: Option<&str>,
-        token: &str,
-    ) -> Result<(), Unreachable> {
-        let mut packed = redis::cmd("ZREM").arg(key).arg(token).get_packed_command();
-        let mut replies = 1;
-        if let Some(other) = background_key {
-            packed.extend(
-                redis::cmd("ZREM")
-                    .arg(other)
-                    .arg(token)
-                    .get_packed_command(),
-            );
-            replies += 1;
-        }
-        self.exec(|c| c.send(&packed, replies), RELEASE_WAIT)
+    /// Writes the ZREMs of the funnel slots to give back (`leftovers.rs`) without waiting for
+    /// their replies, as [`Server::send`]; they stay to be sent with a later command when
+    /// Redis is unreachable now.
+    pub(crate) fn send_releases(&self) -> Result<(), Unreachable> {
+        self.exec(|_| Ok(()), RELEASE_WAIT, false)
     }
 }
 
@@ -355,6 +423,17 @@ impl redis::ConnectionLike for Pipelined<'_> {
     }
 }
 
+/// `f` as the `FnMut` that [`Server::exec`] takes, for an operation never sent twice.
+fn once<T>(
+    f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+) -> impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T> {
+    let mut f = Some(f);
+    move |c| match f.take() {
+        Some(f) => f(c),
+        None => Err((redis::ErrorKind::ClientError, "sent twice").into()),
+    }
+}
+
 /// An error after which the connection's replies may be out of step with its commands (I/O,
 /// timeout, a reply that did not parse): the connection must be dropped. A reply error from
 /// the server (a script error, BUSY, LOADING, OOM) leaves it in step.
@@ -389,6 +468,22 @@ fn fit(
 }
 
 impl Slot {
+    /// PING on the connection (and the replies left unread read before its own), within the
+    /// operation's wait.
+    fn check(&mut self, started: Instant, wait: Duration) -> redis::RedisResult<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        fit(conn, &mut self.timeout, wait)?;
+        redis::cmd("PING").query::<()>(&mut Pipelined {
+            conn,
+            unread: &mut self.unread,
+            timeout: &mut self.timeout,
+            started,
+            wait,
+        })
+    }
+
     fn failed(&mut self) {
         self.retry_at = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);

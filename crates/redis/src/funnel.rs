@@ -27,7 +27,7 @@ use std::sync::Arc;
 use resilient_http::{Guard, Outcome, Permit, Refusal};
 
 use crate::backend::Fallback;
-use crate::connection::Server;
+use crate::connection::{Server, Unreachable};
 use crate::scripts::{FUNNEL_ACQUIRE, FUNNEL_ACQUIRE_SHARED};
 use crate::{leftovers, token};
 
@@ -66,11 +66,19 @@ pub(crate) struct Share {
 
 impl RedisFunnel {
     /// ZREM by the holder's token, sent without waiting for the reply (read with the reply of
-    /// this connection's next command): the slot is free once Redis has the command. A release that
-    /// cannot be sent leaves the slot to its lease's end.
-    fn release(server: &Server, key: &str, background_key: Option<&str>, token: &str) {
-        leftovers::remove(token);
-        let _ = server.send_zrem(key, background_key, token);
+    /// this connection's next command): the slot is free once Redis has the command. A release
+    /// that cannot be sent now (back-off, no time left) goes with the next command that can.
+    fn release(server: &Server, token: &str) {
+        leftovers::release(token);
+        let _ = server.send_releases();
+    }
+
+    /// The background holders' set this caller's token goes in too.
+    fn background_key(&self) -> Option<&str> {
+        match &self.share {
+            Some(share) if share.background => Some(&share.background_key),
+            _ => None,
+        }
     }
 }
 
@@ -80,7 +88,9 @@ impl Guard for RedisFunnel {
             return Err(Refusal::Full);
         }
         let token = token::next();
-        let taken = self.server.run(|c| match &self.share {
+        // Sent again with the same token if the connection is found dropped: the scripts
+        // are idempotent by token, so a lost reply never costs a second slot.
+        let taken = self.server.run_idempotent(|c| match &self.share {
             None => FUNNEL_ACQUIRE
                 .key(&self.key)
                 .arg(self.cap)
@@ -102,14 +112,10 @@ impl Guard for RedisFunnel {
         match taken {
             Ok(1) => {
                 self.quiet_ms.store(FIRST_QUIET_MS, Ordering::Relaxed);
-                let background_key = match &self.share {
-                    Some(share) if share.background => Some(share.background_key.clone()),
-                    _ => None,
-                };
-                leftovers::add(&self.server, &self.key, background_key.as_deref(), &token);
-                let (server, key) = (self.server.clone(), self.key.clone());
+                leftovers::add(&self.server, &self.key, self.background_key(), &token);
+                let server = self.server.clone();
                 Ok(Permit::holding(move || {
-                    RedisFunnel::release(&server, &key, background_key.as_deref(), &token)
+                    RedisFunnel::release(&server, &token)
                 }))
             }
             Ok(_) => {
@@ -120,11 +126,19 @@ impl Guard for RedisFunnel {
                     .store((quiet * 2).min(MAX_QUIET_MS), Ordering::Relaxed);
                 Err(Refusal::Full)
             }
-            Err(_) => self.fallback.decide(
-                |local| local.admit(attempt, now_ms),
-                || Ok(Permit::free()),
-                || Err(Refusal::Full),
-            ),
+            Err(unreachable) => {
+                if unreachable == Unreachable::Failed {
+                    // The script may have been written: Redis may run it late (a stall) and
+                    // hold the token with nobody to give it back. (Not after a failed connect:
+                    // a long outage would pile up tokens Redis never saw.)
+                    leftovers::unanswered(&self.server, &self.key, self.background_key(), &token);
+                }
+                self.fallback.decide(
+                    |local| local.admit(attempt, now_ms),
+                    || Ok(Permit::free()),
+                    || Err(Refusal::Full),
+                )
+            }
         }
     }
 

@@ -1,57 +1,190 @@
-//! Funnel slots this process holds on Redis right now, so the binding can give them back at
-//! request end when a bailout (fatal error, `max_execution_time`) long-jumped past the frames
-//! that would have dropped their permits. Without this a slot would stay held until its lease
-//! ends (twice the timeout by default).
+//! Funnel slots this process may hold on Redis, each kept here until Redis has the ZREM that
+//! gives it back. A slot is
+//! - held: a permit holds it. Given back at request end when a bailout (fatal error,
+//!   `max_execution_time`) long-jumped past the frames that would have dropped the permit;
+//!   without this it would stay held until its lease ends (twice the timeout by default);
+//! - to release: its release could not be sent (the connection was backing off, or the request
+//!   had no time left), or its admission got no answer after the script may have been written
+//!   (a timeout during a stall: Redis runs the script once it is back, and the token then holds
+//!   a slot for a whole lease with nobody to give it back);
+//! - sent: its ZREM was written on the connection, the reply not read yet. Forgotten once the
+//!   reply is read; to release again if the connection is dropped first (the write may never
+//!   have reached Redis).
+//!
+//! Every operation on a usable connection first writes the ZREMs of its server's slots to
+//! release, read with its own reply (`connection.rs`), and request end writes them for every
+//! slot still here. A ZREM of a token Redis never added, or removed already, changes nothing;
+//! tokens are never reused. A late admission's ZREM rides on a connection opened after the one
+//! that sent its script, and Redis reads the earlier connection's bytes first in practice (they
+//! were waiting when the stall ended); should the ZREM ever come first, the lease still ends.
 //!
 //! Entries of another pid (inherited across fork) are dropped, never released: the parent's
 //! slots are the parent's.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::connection::Server;
 
-struct Held {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Held,
+    ToRelease,
+    Sent,
+}
+
+struct Slot {
     pid: u32,
     server: Arc<Server>,
     key: String,
     /// The background holders' set of a funnel with `share`.
     background_key: Option<String>,
     token: String,
+    state: State,
 }
 
-static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
+static SLOTS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
 
+/// How many entries are not `Held`: every command checks for ZREMs to send, and takes the lock
+/// only when there may be some (or replies to settle).
+static UNSETTLED: AtomicUsize = AtomicUsize::new(0);
+
+fn slots() -> MutexGuard<'static, Vec<Slot>> {
+    SLOTS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn push(server: &Arc<Server>, key: &str, background_key: Option<&str>, token: &str, state: State) {
+    let mut slots = slots();
+    slots.push(Slot {
+        pid: resilient_core::current_pid(),
+        server: server.clone(),
+        key: key.to_owned(),
+        background_key: background_key.map(str::to_owned),
+        token: token.to_owned(),
+        state,
+    });
+    recount(&slots);
+}
+
+fn recount(slots: &[Slot]) {
+    UNSETTLED.store(
+        slots.iter().filter(|s| s.state != State::Held).count(),
+        Ordering::Relaxed,
+    );
+}
+
+fn of(slot: &Slot, server: &Server) -> bool {
+    std::ptr::eq(Arc::as_ptr(&slot.server), server) && slot.pid == resilient_core::current_pid()
+}
+
+/// A slot Redis granted: held until its permit's release.
 pub(crate) fn add(server: &Arc<Server>, key: &str, background_key: Option<&str>, token: &str) {
-    HELD.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(Held {
-            pid: resilient_core::current_pid(),
-            server: server.clone(),
-            key: key.to_owned(),
-            background_key: background_key.map(str::to_owned),
-            token: token.to_owned(),
-        });
+    push(server, key, background_key, token, State::Held);
 }
 
-pub(crate) fn remove(token: &str) {
-    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(i) = held.iter().position(|h| h.token == token) {
-        held.swap_remove(i);
+/// An admission whose answer never came although its script may have been written: Redis may
+/// run it late and hold `token`, so it is given back like a release.
+pub(crate) fn unanswered(
+    server: &Arc<Server>,
+    key: &str,
+    background_key: Option<&str>,
+    token: &str,
+) {
+    push(server, key, background_key, token, State::ToRelease);
+}
+
+/// The permit of `token` ended: its slot is to be given back (by the next write to its server).
+pub(crate) fn release(token: &str) {
+    let mut slots = slots();
+    if let Some(s) = slots.iter_mut().find(|s| s.token == token) {
+        s.state = State::ToRelease;
     }
+    recount(&slots);
 }
 
-/// Gives back every slot this process still holds on Redis (ZREM by token); returns how many
-/// were sent.
-pub fn release_leftovers() -> usize {
-    let taken = std::mem::take(&mut *HELD.lock().unwrap_or_else(PoisonError::into_inner));
+/// The ZREMs of `server`'s slots to release, packed in one write, with how many replies they
+/// get; marked sent. None when there are none.
+pub(crate) fn take_to_send(server: &Server) -> Option<(Vec<u8>, u32)> {
+    if UNSETTLED.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let mut slots = slots();
     let pid = resilient_core::current_pid();
-    taken
-        .into_iter()
-        .filter(|h| h.pid == pid)
-        .filter(|h| {
-            h.server
-                .send_zrem(&h.key, h.background_key.as_deref(), &h.token)
-                .is_ok()
-        })
-        .count()
+    slots.retain(|s| s.pid == pid);
+    let mut packed = Vec::new();
+    let mut replies = 0;
+    for s in slots
+        .iter_mut()
+        .filter(|s| s.state == State::ToRelease && of(s, server))
+    {
+        for key in std::iter::once(&s.key).chain(&s.background_key) {
+            packed.extend(
+                redis::cmd("ZREM")
+                    .arg(key)
+                    .arg(&s.token)
+                    .get_packed_command(),
+            );
+            replies += 1;
+        }
+        s.state = State::Sent;
+    }
+    recount(&slots);
+    (replies > 0).then_some((packed, replies))
+}
+
+/// Every reply on `server`'s connection was read: the ZREMs sent on it reached Redis.
+pub(crate) fn answered(server: &Server) {
+    settle(|slots| slots.retain(|s| !(s.state == State::Sent && of(s, server))));
+}
+
+/// `server`'s connection was dropped with replies unread: its ZREMs are sent again.
+pub(crate) fn unsent(server: &Server) {
+    settle(|slots| {
+        for s in slots
+            .iter_mut()
+            .filter(|s| s.state == State::Sent && of(s, server))
+        {
+            s.state = State::ToRelease;
+        }
+    });
+}
+
+fn settle(change: impl FnOnce(&mut Vec<Slot>)) {
+    if UNSETTLED.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let mut slots = slots();
+    change(&mut slots);
+    recount(&slots);
+}
+
+/// Gives back every slot this process still holds or has to release on Redis (ZREM by token,
+/// sent without waiting); returns how many were sent. Those that cannot be sent now (Redis in
+/// back-off) stay, and go with the next command of this process.
+pub fn release_leftovers() -> usize {
+    let servers: Vec<Arc<Server>> = {
+        let mut slots = slots();
+        let pid = resilient_core::current_pid();
+        slots.retain(|s| s.pid == pid);
+        let mut servers: Vec<Arc<Server>> = Vec::new();
+        for s in slots.iter_mut().filter(|s| s.state != State::Sent) {
+            s.state = State::ToRelease;
+            if !servers.iter().any(|known| Arc::ptr_eq(known, &s.server)) {
+                servers.push(s.server.clone());
+            }
+        }
+        recount(&slots);
+        servers
+    };
+    let to_release = || {
+        slots()
+            .iter()
+            .filter(|s| s.state == State::ToRelease)
+            .count()
+    };
+    let before = to_release();
+    for server in servers {
+        let _ = server.send_releases();
+    }
+    before.saturating_sub(to_release())
 }

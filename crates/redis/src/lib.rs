@@ -9,8 +9,9 @@
 //! - `scripts`: the Lua scripts, one EVALSHA per decision, on the server's clock;
 //! - `funnel`, `budget`, `breaker`: the guard, the retry allowance and the breaker store;
 //! - `backend`: [`Redis`] and the `on_backend_error` behaviours;
-//! - `token`: lease tokens unique across hosts; `leftovers`: the slots held now, given back at
-//!   request end after a bailout;
+//! - `token`: lease tokens unique across hosts; `leftovers`: the slots this process may hold
+//!   (held, a release not sent yet, an admission never answered), given back with the next
+//!   command or at request end;
 //! - `report`: the first error of each kind Redis answers (a wrong password...), reported.
 
 mod backend;

@@ -10,7 +10,10 @@ use redis::Script;
 /// on the server's clock). ARGV: cap, lease ms, token. Returns 1 when the slot was taken, 0 at
 /// the cap. Expired leases are dropped only when the count reaches the cap (below it, counting
 /// them too still admits rightly), then counted again. The key expires with its longest lease
-/// (`GT`: a shorter lease never shortens it).
+/// (`GT`: a shorter lease never shortens it). Idempotent by token, for an admission sent again
+/// after its reply was lost (`connection.rs`): below the cap its ZADD only renews the token's
+/// score, and at the cap a token already held is granted (checked there only: one call less
+/// on the way of every admission).
 pub static FUNNEL_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -19,6 +22,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cap = tonumber(ARGV[1])
 local n = redis.call('ZCARD', KEYS[1])
 if n >= cap then
+  if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
+    return 1
+  end
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   n = redis.call('ZCARD', KEYS[1])
   if n >= cap then
@@ -46,7 +52,7 @@ return 1
 /// reserve; web: reserve), demand ms. A background caller is admitted while fewer than the
 /// limit are held in all and fewer than its part in the background; a web caller while fewer
 /// than the limit are held, and, while the background's demand is recent, fewer than its part
-/// by web callers. Returns 1 or 0 as `FUNNEL_ACQUIRE`.
+/// by web callers. Returns 1 or 0 as `FUNNEL_ACQUIRE`, idempotent by token as it.
 pub static FUNNEL_ACQUIRE_SHARED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -64,6 +70,9 @@ local function full()
   return n - nb >= part and redis.call('EXISTS', KEYS[3]) == 1
 end
 if full() then
+  if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
+    return 1
+  end
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   if full() then

@@ -64,6 +64,19 @@ impl Target {
                     .into(),
             ));
         }
+        // Before the query is read: `redis://u:pa?ss#wo@host` ends the password at the '?',
+        // the query at the '#', and the fragment holds the rest. A query parameter's name
+        // quoted from there would be part of the password.
+        if let Some(fragment) = url.fragment() {
+            return Err(bad(if fragment.contains('@') {
+                "has a '#' in its user or password: percent-encode it as %23 (the rest is not \
+                 shown: it may hold a password)"
+                    .into()
+            } else {
+                "must not have a fragment ('#…'): the server's certificate is always verified"
+                    .into()
+            }));
+        }
         for (k, v) in url.query_pairs() {
             match k.as_ref() {
                 "prefix" => prefix = v.into_owned(),
@@ -109,12 +122,6 @@ impl Target {
         } else {
             url.query_pairs_mut().clear().extend_pairs(rest);
         }
-        if url.fragment().is_some() {
-            return Err(bad(
-                "must not have a fragment ('#…'): the server's certificate is always verified"
-                    .into(),
-            ));
-        }
         if ca.as_ref().is_some_and(|pem: &Vec<u8>| {
             !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----")
         }) {
@@ -156,9 +163,25 @@ impl Target {
     }
 
     /// The key of `name`'s `what` (`funnel`, `budget:60000ms`, `breaker`): one hash tag per
-    /// name, so a name's keys share a Redis Cluster slot.
+    /// name, so a name's keys share a Redis Cluster slot (every script touches one slot).
+    ///
+    /// The tag is the name with `%` and `}` written `%25` and `%7D`: a cluster's tag ends at
+    /// the first `}`, so a name starting with one gave an empty tag (each key hashed whole,
+    /// a shared funnel's script refused as CROSSSLOT). Other names keep their keys.
     pub fn key(&self, name: &str, what: &str) -> String {
-        format!("{}{{{name}}}:{what}", self.prefix)
+        let mut key = String::with_capacity(self.prefix.len() + name.len() + what.len() + 3);
+        key.push_str(&self.prefix);
+        key.push('{');
+        for c in name.chars() {
+            match c {
+                '%' => key.push_str("%25"),
+                '}' => key.push_str("%7D"),
+                c => key.push(c),
+            }
+        }
+        key.push_str("}:");
+        key.push_str(what);
+        key
     }
 }
 
@@ -187,6 +210,7 @@ mod tests {
         assert_eq!(t.prefix, "app1:");
         assert_eq!(t.timeout, Duration::from_millis(50));
         assert_eq!(t.key("sap", "funnel"), "app1:{sap}:funnel");
+        assert_eq!(t.key("}a{%", "funnel"), "app1:{%7Da{%25}:funnel");
         assert!(!format!("{t:?}").contains("s3cret"));
         for bad in [
             "redis://:s3cret@127.0.0.1:6390/x",
@@ -206,6 +230,29 @@ mod tests {
             "TLS is built in"
         );
         assert!(Target::parse("unix:///run/redis.sock").is_ok());
+    }
+
+    /// A password with a '?' and then a '#': the URL's query is what lies between them, and
+    /// its fragment holds the rest, host included. Neither may be quoted.
+    #[test]
+    fn a_password_split_by_a_question_mark_and_a_hash_never_shows() {
+        for url in [
+            "redis://default:8734?QwE#rT@10.0.0.5:6379/0",
+            "redis://:s3?cr#et@10.0.0.5:6379/0",
+            "redis://default:ab?prefix=x#yz@10.0.0.5:6379/0",
+            "rediss://u:p?q=1&ca=2#zz@10.0.0.5",
+        ] {
+            let e = Target::parse(url).unwrap_err().to_string();
+            assert!(e.starts_with("option 'backend': "), "{url}: {e}");
+            let shown = e.trim_start_matches("option 'backend': ");
+            let secret = &url[url.find("://").unwrap() + 3..url.rfind('@').unwrap()];
+            for part in secret
+                .split(['?', '#', ':', '&', '='])
+                .filter(|p| p.len() > 1)
+            {
+                assert!(!shown.contains(part), "{url}: '{part}' shown in: {e}");
+            }
+        }
     }
 
     #[test]
@@ -248,6 +295,10 @@ mod tests {
                 "names database -1; a database index is 0 or more",
             ),
             ("redis://127.0.0.1:0/0", "names port 0"),
+            (
+                "redis://default:1234?s3cret#tail@127.0.0.1:6390/0",
+                "has a '#' in its user or password",
+            ),
             (
                 "rediss://127.0.0.1:6390/0#insecure",
                 "must not have a fragment",

@@ -108,3 +108,48 @@ pub fn web_funnel(b: &Redis, name: &str, limit: u32, lease: Duration) -> Arc<dyn
 pub fn now_ms() -> u64 {
     resilient_core::clock::monotonic_ms()
 }
+
+/// Keeps the redis-server on `port` busy for `ms` (a Lua loop on a connection of its own: DEBUG
+/// SLEEP is disabled by default since Redis 7), and returns once Redis is seen busy (a PING
+/// left unanswered for 20 ms). Join the handle to wait for the end of the stall.
+pub fn stall(port: u16, ms: u64) -> std::thread::JoinHandle<()> {
+    use std::io::{Read, Write};
+    let lua = format!(
+        "local s=redis.call('TIME') while true do local t=redis.call('TIME') \
+         if (t[1]-s[1])*1000000+(t[2]-s[2]) > {} then break end end return 1",
+        ms * 1000
+    );
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    raw.write_all(format!("*3\r\n$4\r\nEVAL\r\n${}\r\n{lua}\r\n$1\r\n0\r\n", lua.len()).as_bytes())
+        .unwrap();
+    let busy = std::thread::spawn(move || {
+        let mut reply = [0u8; 16];
+        let _ = raw.read(&mut reply);
+    });
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut probe = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        probe.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+        let mut reply = [0u8; 16];
+        if probe.read(&mut reply).is_err() {
+            return busy;
+        }
+        assert!(Instant::now() < until, "Redis never became busy");
+    }
+}
+
+/// Asks `f` until it answers `Ok` (Redis usable again after a back-off), at most 5 s; then
+/// fails with `what` and the last answer.
+pub fn until_ok<T, E: std::fmt::Debug>(what: &str, mut f: impl FnMut() -> Result<T, E>) -> T {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) => assert!(Instant::now() < until, "{what}: {e:?} for 5 s"),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
