@@ -114,9 +114,9 @@ impl Guard for RedisFunnel {
                 self.quiet_ms.store(FIRST_QUIET_MS, Ordering::Relaxed);
                 leftovers::add(&self.server, &self.key, self.background_key(), &token);
                 let server = self.server.clone();
-                Ok(Permit::holding(move || {
-                    RedisFunnel::release(&server, &token)
-                }))
+                let permit = Permit::holding(move || RedisFunnel::release(&server, &token));
+                // The slot lapses at its lease's end: the attempt must be over by then.
+                Ok(permit.lasting(std::time::Duration::from_millis(self.lease_ms)))
             }
             Ok(_) => {
                 let quiet = self.quiet_ms.load(Ordering::Relaxed).max(FIRST_QUIET_MS);

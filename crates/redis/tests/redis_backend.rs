@@ -470,3 +470,16 @@ fn a_close_on_redis_starts_the_window_afresh() {
     std::thread::sleep(ms(10)); // past the 5 ms an admission answer is kept
     assert_eq!(b.admit(now_ms()), Admission::Closed);
 }
+
+/// A slot on Redis lapses at its lease's end, when another host may take it: the permit says
+/// so, and the attempt loop cuts the attempt's timeout to it.
+#[test]
+fn a_redis_slot_lasts_its_lease() {
+    let redis = RedisServer::start();
+    let config = FunnelConfig::new(2, 0, Duration::from_millis(1_500)).unwrap();
+    let f = backend(&redis.url("t14:"), OnBackendError::Closed, 1, "lasts")
+        .funnel("up", config, false)
+        .unwrap();
+    let permit = f.admit(1, now_ms()).unwrap();
+    assert_eq!(permit.lasts(), Some(Duration::from_millis(1_500)));
+}
