@@ -12,11 +12,12 @@
 //! upstream asking for less, which the budget and `Retry-After` already obey: it must not cut
 //! every caller off for `open_for`).
 //!
-//! A timeout counts only when the attempt had the client's whole `timeout`: one cut short by a
-//! caller's deadline (or a request's shorter timeout) is that caller's impatience, and a caller
-//! with a short deadline must not open the breaker for every caller of the host. An attempt
-//! sent before the breaker last closed is not counted when it ends after the close (the store
-//! gets when it was sent): it tells of the outage the probe saw end.
+//! A timeout counts also when the call's deadline cut the attempt short: where every caller's
+//! deadline is shorter than the client's timeout, every attempt is cut, and a hung upstream
+//! must still open the breaker.
+//!
+//! An attempt sent before the breaker last closed is not counted when it ends after the close
+//! (the store gets when it was sent): it tells of the outage the probe saw end.
 //!
 //! The ticket's way to the outcome: the loop ends an attempt's permits and then tells every
 //! guard the outcome with no `await` in between (crates/http/src/call.rs), so both happen on one
@@ -41,7 +42,6 @@ use resilient_core::{Admission, CircuitBreaker, Ticket, Transition};
 use crate::call_events::CallEvents;
 use crate::decision::Outcome;
 use crate::guard::{Guard, Permit, Refusal};
-use crate::transport::FailureKind;
 
 /// Where a breaker's state lives: asked to admit, told how attempts ended.
 pub trait BreakerStore: Send + Sync {
@@ -107,10 +107,6 @@ thread_local! {
     static PROBE_ENDED: Cell<Option<(usize, Ticket)>> = const { Cell::new(None) };
 }
 
-/// A timeout this much shorter than the client's still ran the full timeout (timer and clock
-/// granularity).
-const CLOCK_SLACK: Duration = Duration::from_millis(2);
-
 /// Tells guards apart in [`PROBE_ENDED`].
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
@@ -120,9 +116,8 @@ pub struct BreakerGuard {
     /// Told each transition (host-wide metrics), if any.
     events: Option<Arc<dyn CallEvents>>,
     retry_on: Vec<u16>,
-    /// The client's `timeout`: the longest a probe's attempt may last, and the standard a
-    /// timeout is judged by.
-    timeout: Duration,
+    /// The longest a probe's attempt may last (the client's `timeout`).
+    probe_attempt: Duration,
     /// The ticket this guard last gave back (its word; 0: none since its last probe went out).
     returned: Arc<AtomicU64>,
     id: usize,
@@ -130,13 +125,13 @@ pub struct BreakerGuard {
 
 impl BreakerGuard {
     /// `retry_on`: the statuses the client retries, whose 5xx count as failures.
-    /// `timeout`: the client's attempt timeout (a probe's bound is a little longer).
-    pub fn new(store: Arc<dyn BreakerStore>, retry_on: &[u16], timeout: Duration) -> Self {
+    /// `probe_attempt`: the longest a probe's attempt may last, within the store's probe bound.
+    pub fn new(store: Arc<dyn BreakerStore>, retry_on: &[u16], probe_attempt: Duration) -> Self {
         Self {
             store,
             events: None,
             retry_on: retry_on.to_vec(),
-            timeout,
+            probe_attempt,
             returned: Arc::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
@@ -201,22 +196,12 @@ impl Guard for BreakerGuard {
                         }
                     }
                 });
-                Ok(permit.lasting(self.timeout))
+                Ok(permit.lasting(self.probe_attempt))
             }
         }
     }
 
     fn ended(&self, outcome: Outcome, duration: Duration, now_ms: u64) {
-        if outcome == Outcome::Failed(FailureKind::Timeout) && duration + CLOCK_SLACK < self.timeout
-        {
-            // Cut short by the call's deadline (or a request's shorter timeout): slow for this
-            // caller, which does not show the upstream failing the client's own timeout.
-            // Neither a failure nor a success; a probe's ticket is given back.
-            if let Some(ticket) = self.take_ended_probe() {
-                self.store.give_back(ticket, now_ms);
-            }
-            return;
-        }
         let failure = self.is_failure(outcome);
         if let Some(ticket) = self.take_ended_probe() {
             if let Some(t) = self.store.resolve(ticket, !failure, now_ms, jitter()) {
@@ -246,6 +231,7 @@ fn jitter() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::FailureKind;
     use std::sync::Mutex;
 
     /// A store that records what it is told, with a scripted admission.
@@ -327,23 +313,17 @@ mod tests {
         ] {
             let p = g.admit(1, 10_000).unwrap();
             drop(p);
-            g.ended(o, SECOND, 10_000);
+            g.ended(o, Duration::from_millis(300), 10_000);
         }
-        // A timeout cut short by a caller's deadline says nothing of the client's timeout.
-        g.ended(
-            Outcome::Failed(FailureKind::Timeout),
-            Duration::from_millis(300),
-            10_000,
-        );
         assert_eq!(
             *store.told.lock().unwrap(),
             [
-                "record true sent at 9000",
-                "record false sent at 9000",
-                "record false sent at 9000",
-                "record false sent at 9000", // a 4xx never, even one the client retries
-                "record true sent at 9000",
-                "record false sent at 9000"
+                "record true sent at 9700",
+                "record false sent at 9700",
+                "record false sent at 9700",
+                "record false sent at 9700", // a 4xx never, even one the client retries
+                "record true sent at 9700",
+                "record false sent at 9700"
             ]
         );
     }
