@@ -199,14 +199,15 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             met: false,
         }),
     }
-    // Issue 13's must show 2, with a bound for 5 s phases (the goal, 95 %, is judged by the
-    // full run): the learned limit, told nothing, still serves most of the slow upstream.
+    // Issue 13's must show 2, with a bound for 5 s phases that only a broken limit misses (the
+    // goal, 95 %, is judged by the full run; quick runs gave 86–96 %, a limit stuck at 1 serves
+    // 25 %): the learned limit, told nothing, still serves most of the slow upstream.
     if let Some(s) = find(all, "resilient-adaptive").and_then(slow) {
         let cap = p.slow_capacity_rps();
         out.push(Verdict {
-            what: "resilient-adaptive goodput (slow) ≥ 80 % of the upstream's capacity".into(),
+            what: "resilient-adaptive goodput (slow) ≥ 70 % of the upstream's capacity".into(),
             measured: format!("{:.1}/s of {cap:.1}/s", s.goodput_rps),
-            met: s.goodput_rps >= 0.8 * cap,
+            met: s.goodput_rps >= 0.7 * cap,
         });
     }
     for v in all {
