@@ -6,84 +6,35 @@
 mod common;
 use common::*;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use resilient_core::FunnelConfig;
 use resilient_http::{Backend, OnBackendError};
 
-struct ClusterNode {
-    child: Child,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl ClusterNode {
-    fn start() -> ClusterNode {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!(
-            "resilient-redis-cluster-{}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--cluster-enabled",
-                "yes",
-            ])
-            .args(["--cluster-config-file", "nodes.conf", "--dir"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH");
-        let node = ClusterNode { child, port, dir };
-        let until = Instant::now() + Duration::from_secs(5);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < until, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "OK");
-        while !node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
-            assert!(
-                Instant::now() < until,
-                "the one-node cluster did not become ok"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        node
+/// A one-node cluster serving every slot.
+fn cluster_node() -> RedisServer {
+    let node = RedisServer::start_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ]);
+    assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "OK");
+    let until = Instant::now() + Duration::from_secs(5);
+    while !node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+        assert!(
+            Instant::now() < until,
+            "the one-node cluster did not become ok"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
-
-    fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-}
-
-impl Drop for ClusterNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    node
 }
 
 #[test]
 fn a_names_keys_share_one_cluster_slot_whatever_its_braces() {
-    let node = ClusterNode::start();
-    let url = format!("redis://127.0.0.1:{}/0?prefix=ht:", node.port);
+    let node = cluster_node();
+    let url = node.url("ht:");
     let config = FunnelConfig::new(4, 1, Duration::from_secs(10))
         .unwrap()
         .with_share(true)

@@ -416,7 +416,12 @@ fn an_open_or_half_open_breaker_outlives_a_short_window_on_redis() {
     let b = backend(&redis.url("t12:"), OnBackendError::Closed, 1, "ttl")
         .breaker("up", config)
         .unwrap();
-    let pttl = || redis.cli(&["PTTL", "t12:{up}:breaker"]).parse::<i64>().unwrap();
+    let pttl = || {
+        redis
+            .cli(&["PTTL", "t12:{up}:breaker"])
+            .parse::<i64>()
+            .unwrap()
+    };
     for _ in 0..4 {
         b.record(true, 0, 0, 0);
     }

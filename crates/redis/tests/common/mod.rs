@@ -14,10 +14,16 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: std::path::PathBuf,
+    /// redis-server arguments beyond the defaults (e.g. cluster mode).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+    /// A server started with `extra` arguments too.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -32,6 +38,7 @@ impl RedisServer {
             child: None,
             port,
             dir,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
         };
         s.restart();
         s
@@ -41,6 +48,7 @@ impl RedisServer {
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(&self.dir)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server on PATH");
