@@ -170,7 +170,14 @@ impl BreakerGuard {
 
 impl Guard for BreakerGuard {
     fn admit(&self, _attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
-        match self.store.admit(now_ms) {
+        let admission = self.store.admit(now_ms);
+        if !matches!(admission, Admission::Probe { .. })
+            && self.returned.load(Ordering::Relaxed) != 0
+        {
+            // The period of the ticket it gave back is over (or another caller probes now).
+            self.returned.store(0, Ordering::Relaxed);
+        }
+        match admission {
             Admission::Closed => Ok(Permit::free()),
             Admission::Refused { .. } => Err(Refusal::CircuitOpen),
             Admission::Probe { ticket, took_over } => {

@@ -231,10 +231,15 @@ impl BreakerStore for RedisBreaker {
     }
 
     fn retakes(&self, returned: Ticket, granted: Ticket) -> bool {
-        if !is_ours(returned) || !is_ours(granted) {
-            return self
-                .local()
-                .is_some_and(|local| local.retakes(returned, granted));
+        match (is_ours(returned), is_ours(granted)) {
+            (true, true) => {}
+            // Both from the local fallback; or one from each store: not the same period.
+            (false, false) => {
+                return self
+                    .local()
+                    .is_some_and(|local| local.retakes(returned, granted))
+            }
+            _ => return false,
         }
         // give back, then admit: two transitions, each one generation.
         let generation = |t: Ticket| t.to_word() & !REDIS_TICKET;

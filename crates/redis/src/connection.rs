@@ -226,7 +226,9 @@ impl Server {
         let outcome = loop {
             let connecting = slot.conn.is_none();
             if connecting {
-                if slot.retry_at.is_some_and(|at| Instant::now() < at) {
+                // Sending again after a drop is no back-off case; and the first sending may
+                // have run, so it must not read as "never sent".
+                if !resent && slot.retry_at.is_some_and(|at| Instant::now() < at) {
                     return Err(Unreachable::BackingOff);
                 }
                 match self

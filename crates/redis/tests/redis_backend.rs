@@ -483,3 +483,27 @@ fn a_redis_slot_lasts_its_lease() {
     let permit = f.admit(1, now_ms()).unwrap();
     assert_eq!(permit.lasts(), Some(Duration::from_millis(1_500)));
 }
+
+/// A ticket given back on Redis and one granted by the local fallback (Redis gone in between)
+/// are never the same half-open period, whatever their generations read as.
+#[test]
+fn a_redis_ticket_and_a_local_one_are_never_a_retake() {
+    let redis = RedisServer::start();
+    let config = BreakerConfig::new(
+        0.5,
+        4,
+        Duration::from_secs(10),
+        Duration::from_secs(5),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let b = backend(&redis.url("t15:"), OnBackendError::Local, 1, "retake")
+        .breaker("up", config)
+        .unwrap();
+    let redis_ticket = resilient_core::Ticket::from_word(3 << 62);
+    // A shared-memory ticket: half-open (phase 2), generation 2.
+    let local_ticket = resilient_core::Ticket::from_word(2 << 62 | 2 << 40 | 1_000);
+    assert!(!b.retakes(redis_ticket, local_ticket));
+    assert!(!b.retakes(local_ticket, resilient_core::Ticket::from_word(3 << 62 | 4)));
+    assert!(b.retakes(redis_ticket, resilient_core::Ticket::from_word(3 << 62 | 2)));
+}

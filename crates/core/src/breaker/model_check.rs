@@ -9,7 +9,8 @@
 //!   bound is `<= t` (given up);
 //! - a resolution that changed the state came from the latest ticket (a given-up probe's late
 //!   report decides nothing);
-//! - the breaker opens at most once per closed period.
+//! - the breaker opens at most once per closed period, and never on an attempt sent before the
+//!   close (a scenario's `opens`).
 //!
 //! At the end of every schedule, a caller long after every bound and open period is never
 //! refused: the breaker cannot stay half-open (or open) for ever, whoever was killed where.
@@ -46,8 +47,10 @@ enum Op {
         success: bool,
         now: u64,
     },
+    /// An attempt sent at `started` ended at `now`.
     Record {
         failure: bool,
+        started: u64,
         now: u64,
     },
     /// Gives the ticket this actor holds back (its attempt was refused by another guard).
@@ -182,8 +185,12 @@ async fn perform(b: &BreakerBlock, sc: &Scenario, ops: &[Op], st: &ActorState, l
                     log.resolved(ticket, back.then_some(Transition::Reopened));
                 }
             }
-            Op::Record { failure, now } => {
-                if protocol::record(b, &me, &sc.config, failure, (now, now), MID).await
+            Op::Record {
+                failure,
+                started,
+                now,
+            } => {
+                if protocol::record(b, &me, &sc.config, failure, (started, now), MID).await
                     == Some(Transition::Opened)
                 {
                     log.opened();
@@ -441,11 +448,13 @@ fn a_late_report_of_a_given_up_probe() {
 fn failures_counted_at_once_open_once() {
     const FAIL: &[Op] = &[Op::Record {
         failure: true,
+        started: 10,
         now: 10,
     }];
     const OK: &[Op] = &[
         Op::Record {
             failure: false,
+            started: 10,
             now: 10,
         },
         Op::Admit { now: 10 },
@@ -484,4 +493,32 @@ fn a_ticket_given_back() {
     };
     let n = explore("a ticket given back", &sc);
     assert!(n > 100);
+}
+
+/// An attempt sent long before (during the outage) fails while the probe closes the breaker:
+/// whatever the order, it is never what reopens it, though one failure would (`min_calls` 1).
+#[test]
+fn a_stale_failure_racing_the_close() {
+    const PROBE: &[Op] = &[
+        Op::Admit { now: 10_000 },
+        Op::Resolve {
+            success: true,
+            now: 10_010,
+        },
+    ];
+    const STALE: &[Op] = &[Op::Record {
+        failure: true,
+        started: 0,
+        now: 10_020,
+    }];
+    let sc = Scenario {
+        start: StateWord::new(Phase::Open, 1, 10_000),
+        ghost_report: None,
+        config: config(1),
+        actors: vec![actor(PROBE), actor(STALE)],
+        late: 20_000,
+        opens: Some(0),
+    };
+    let n = explore("a stale failure racing the close", &sc);
+    assert!(n > 10, "{n}");
 }

@@ -148,7 +148,9 @@ pub(crate) async fn record(
     let streak = lengthen_streak(b, me, tag).await;
     me.step(At::State).await;
     let seen = StateWord(b.state.load(Acquire));
-    if seen.phase() != Phase::Closed {
+    // A close between the first check and the counts: the attempt's failure may have landed in
+    // the emptied bucket and streak (one count too many for the new period, never an opening).
+    if seen.phase() != Phase::Closed || started_ms < seen.at_ms() {
         return None;
     }
     if streak < config.consecutive_failures as u64
