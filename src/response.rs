@@ -170,6 +170,12 @@ impl Response {
     pub fn url(&self) -> Option<String> {
         self.inner.url().map(str::to_owned)
     }
+
+    /// Whether redirects were followed to get this answer (`allow_redirects`); `url()` is then
+    /// where they led.
+    pub fn redirected(&self) -> bool {
+        self.inner.redirected()
+    }
 }
 
 /// Bytes as a PHP string, copied once.

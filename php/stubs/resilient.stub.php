@@ -528,6 +528,14 @@ namespace Resilient {
         public function ok(): bool {}
 
         /**
+         * Whether redirects were followed to get this answer (`allow_redirects`); `url()` is then
+         * where they led.
+         *
+         * @return bool
+         */
+        public function redirected(): bool {}
+
+        /**
          * The HTTP status.
          *
          * @return int

@@ -72,6 +72,7 @@ final class RedirectTest extends ClientTestCase
         $this->assertCount(1, $this->attemptLog);
         $this->assertSame(['/start', '/middle', '/final'], $this->paths($key, 3));
         $this->assertSame($this->up->base($key) . '/final', $r->url(), 'the answer comes from where the redirects led');
+        $this->assertTrue($r->redirected());
     }
 
     public function testUrlIsTheRequestsOwnWithoutRedirectsAndNeverShowsUserInfo(): void
@@ -82,12 +83,14 @@ final class RedirectTest extends ClientTestCase
         $r = $this->client($base)->get('/start', ['page' => 2]);
         $this->assertSame(302, $r->status());
         $this->assertSame("$base/start?page=2", $r->url());
+        $this->assertFalse($r->redirected());
 
         $withUser = str_replace('http://', 'http://user:secret@', $base);
         $r = $this->client($withUser, ['allow_redirects' => true])->get('/start#top');
         $this->assertSame(200, $r->status());
         $this->assertSame("$base/final", $r->url(), 'no user-info, no fragment');
         $this->assertNull(\Resilient\Response::fake(200)->url(), 'a fake answered no request');
+        $this->assertFalse(\Resilient\Response::fake(200)->redirected());
     }
 
     public function testEveryRedirectStatusAndAnAbsoluteLocationAreFollowed(): void

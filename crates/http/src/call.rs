@@ -525,7 +525,8 @@ impl Call {
     /// The call's answer `raw`, from the URL its attempt ended at.
     fn response(&self, raw: RawResponse) -> Response {
         let url = self.redirected_to.as_ref().unwrap_or(&self.request.url);
-        Response::new(raw, self.attempts, self.elapsed()).answered_from(url)
+        Response::new(raw, self.attempts, self.elapsed())
+            .answered_from(url, self.redirected_to.is_some())
     }
 
     /// The error, with the last response attached and a message naming method and URL.

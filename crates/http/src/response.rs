@@ -18,6 +18,8 @@ pub struct Response {
     /// The URL that gave the answer (after redirects), without user-info or fragment; `None`
     /// for a response made without a request (a test's fake).
     url: Option<String>,
+    /// The answer came after following at least one redirect.
+    redirected: bool,
 }
 
 impl Response {
@@ -29,11 +31,13 @@ impl Response {
             attempts,
             elapsed,
             url: None,
+            redirected: false,
         }
     }
 
-    /// The response as the answer from `url` (the last redirect's target, or the request's).
-    pub fn answered_from(mut self, url: &Url) -> Self {
+    /// The response as the answer from `url`, reached by following redirects or not.
+    pub fn answered_from(mut self, url: &Url, redirected: bool) -> Self {
+        self.redirected = redirected;
         let mut shown = url.clone();
         let _ = shown.set_username("");
         let _ = shown.set_password(None);
@@ -46,6 +50,12 @@ impl Response {
     /// user-info (the client sends it as Authorization) and no fragment.
     pub fn url(&self) -> Option<&str> {
         self.url.as_deref()
+    }
+
+    /// Whether redirects were followed to get this answer (then [`Response::url`] is the last
+    /// one's target).
+    pub fn redirected(&self) -> bool {
+        self.redirected
     }
 
     pub fn status(&self) -> u16 {

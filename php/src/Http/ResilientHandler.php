@@ -172,10 +172,13 @@ final class ResilientHandler
         }
         $seconds = $answer !== null ? $answer->elapsedMs() / 1000 : (hrtime(true) - $started) / 1e9;
         // Guzzle reports the last hop's request, so Laravel's effectiveUri() is where redirects
-        // led; the answer's url() has no user-info, which the request's URI keeps when unmoved.
-        $url = $answer?->url();
-        if ($url !== null && $url !== (string) $request->getUri()->withUserInfo('')->withFragment('')) {
-            $request = $request->withUri(new Uri($url));
+        // led, and that request carries no secret the redirect rules kept from another host.
+        if ($answer !== null && $answer->redirected() && $answer->url() !== null) {
+            $to = new Uri($answer->url());
+            if ($to->getHost() !== $request->getUri()->getHost() || $to->getPort() !== $request->getUri()->getPort()) {
+                $request = $request->withoutHeader('Authorization')->withoutHeader('Cookie')->withoutHeader('Proxy-Authorization');
+            }
+            $request = $request->withUri($to);
         }
         ($options['on_stats'])(new TransferStats($request, $response, $seconds, $error, [
             'resilient_client' => $this->name,
