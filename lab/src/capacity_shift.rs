@@ -110,11 +110,14 @@ pub fn goals(all: &[VariantSummary]) -> Vec<Verdict> {
 }
 
 /// The CI properties (`--quick --check`): with 5 s phases the transitions weigh too much for
-/// issue 13's goals, so only what a broken limit could not show: every phase ≥ 40 % served (a
-/// limit stuck at 1 serves 25 % at 4 slots of 120 ms, one stuck high 3 %; a working one 55–65 %
-/// in the 5 s after the fall to 2 slots, 85–100 % elsewhere), the learned limit higher where the upstream has more slots (8 @ 120 ms against
-/// 4 @ 120 ms and 2 @ 120 ms), and no queue at the upstream beyond its slots once the limit
-/// had a phase to learn them (8 @ 120 ms, the last phase).
+/// issue 13's goals, so only what a broken limit could not show:
+/// - every phase but the fall to 2 slots ≥ 50 % served (a limit stuck at 1 serves 25 % at 4
+///   slots of 120 ms, one stuck high 3 %; a working one 85–100 %). The 5 s after the fall are
+///   mostly the queue the 8-slot limit left (44–89 % served in CI runs): judged by the limit;
+/// - the learned limit higher where the upstream has more slots (8 @ 120 ms against 4 @ 120 ms
+///   and 2 @ 120 ms);
+/// - no queue at the upstream beyond its slots once the limit had a phase to learn them
+///   (8 @ 120 ms, the last phase).
 pub fn check(all: &[VariantSummary]) -> Vec<Verdict> {
     let Some(adaptive) = all
         .iter()
@@ -127,15 +130,17 @@ pub fn check(all: &[VariantSummary]) -> Vec<Verdict> {
         }];
     };
     let mut out = Vec::new();
-    for ps in &adaptive.phases {
+    // Phase 4 (`scenario::CAPACITY_SHIFT`) is the fall from 8 slots to 2.
+    let judged = adaptive.phases.iter().enumerate().filter(|&(i, _)| i != 3);
+    for (_, ps) in judged {
         let share = served_share(ps);
         out.push(Verdict {
             what: format!(
-                "capacity-shift {}: resilient-adaptive serves ≥ 40 % of capacity",
+                "capacity-shift {}: resilient-adaptive serves ≥ 50 % of capacity",
                 ps.phase
             ),
             measured: format!("{:.0} %", 100.0 * share),
-            met: share >= 0.4,
+            met: share >= 0.5,
         });
     }
     // Phases 2, 3 and 4 (`scenario::CAPACITY_SHIFT`): 4, 8 and 2 slots at 120 ms.
@@ -319,12 +324,12 @@ mod tests {
 
     #[test]
     fn the_ci_check_wants_a_limit_that_follows_the_slots() {
-        // A quick run as measured: the 2-slot phase only 65 % served, its queue over 2.
+        // A quick run in CI as measured: the 2-slot phase only 44 % served, its queue over 2.
         let good = adaptive(&[
             (4, 200.0, 50.0, 0, 3.2),
-            (4, 33.3, 29.4, 4, 5.2),
-            (8, 66.7, 49.8, 0, 9.4),
-            (2, 16.7, 10.8, 8, 5.5),
+            (4, 33.3, 28.7, 4, 5.1),
+            (8, 66.7, 49.0, 0, 9.3),
+            (2, 16.7, 7.3, 8, 6.9),
             (4, 200.0, 50.0, 0, 3.4),
         ]);
         assert_eq!(missed(&check(&good)), Vec::<&str>::new());
@@ -351,7 +356,7 @@ mod tests {
         assert_eq!(
             missed(&check(&high)),
             [
-                "capacity-shift 4slots: resilient-adaptive serves ≥ 40 % of capacity",
+                "capacity-shift 4slots: resilient-adaptive serves ≥ 50 % of capacity",
                 "capacity-shift 8slots: upstream queue p99 ≤ its 8 slots"
             ]
         );
