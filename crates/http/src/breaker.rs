@@ -118,7 +118,7 @@ pub struct BreakerGuard {
     retry_on: Vec<u16>,
     /// The longest a probe's attempt may last (the client's `timeout`).
     probe_attempt: Duration,
-    /// The ticket this guard last gave back (its word; 0: none since its last probe went out).
+    /// The ticket this guard gave back at its last admission's end (its word; 0: none).
     returned: Arc<AtomicU64>,
     id: usize,
 }
@@ -171,17 +171,15 @@ impl BreakerGuard {
 impl Guard for BreakerGuard {
     fn admit(&self, _attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
         let admission = self.store.admit(now_ms);
-        if !matches!(admission, Admission::Probe { .. })
-            && self.returned.load(Ordering::Relaxed) != 0
-        {
-            // The period of the ticket it gave back is over (or another caller probes now).
+        // A ticket given back matters to this admission only (it may be its retake).
+        let returned = self.returned.load(Ordering::Relaxed);
+        if returned != 0 {
             self.returned.store(0, Ordering::Relaxed);
         }
         match admission {
             Admission::Closed => Ok(Permit::free()),
             Admission::Refused { .. } => Err(Refusal::CircuitOpen),
             Admission::Probe { ticket, took_over } => {
-                let returned = self.returned.load(Ordering::Relaxed);
                 let asked_again =
                     returned != 0 && self.store.retakes(Ticket::from_word(returned), ticket);
                 if took_over {
@@ -191,10 +189,7 @@ impl Guard for BreakerGuard {
                 }
                 let (id, store, returned) = (self.id, self.store.clone(), self.returned.clone());
                 let permit = Permit::ending(move |ended| match ended {
-                    Some(_) => {
-                        returned.store(0, Ordering::Relaxed);
-                        PROBE_ENDED.with(|p| p.set(Some((id, ticket))));
-                    }
+                    Some(_) => PROBE_ENDED.with(|p| p.set(Some((id, ticket)))),
                     // Never sent, or its call dropped: nothing to decide on. Given back as
                     // of its admission, so the next admission finds the period over.
                     None => {

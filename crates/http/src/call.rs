@@ -361,8 +361,10 @@ impl Call {
             permits.push(events.attempt_sent(number));
         }
         // An attempt never outlives what admitted it (a funnel slot's lease, a probe's ticket).
-        let lasts = permits.iter().filter_map(Permit::lasts).min();
-        let room = lasts.map_or(self.remaining(), |l| l.min(self.remaining()));
+        let room = permits
+            .iter()
+            .filter_map(Permit::lasts)
+            .fold(self.remaining(), Duration::min);
         let (timeout, connect_timeout) = self.policy.attempt_limits(room);
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
