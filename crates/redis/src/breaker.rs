@@ -73,18 +73,6 @@ impl RedisBreaker {
         self.kept.store(NONE, Ordering::Relaxed);
     }
 
-    /// `open_for` × (1 ± 20 %), `jitter` a uniform u64; at least 1 ms.
-    fn open_ms(&self, jitter: u64) -> u64 {
-        let u = (jitter >> 11) as f64 / (1u64 << 53) as f64;
-        let factor = 1.0 + resilient_core::breaker::OPEN_JITTER * (2.0 * u - 1.0);
-        ((self.config.open_for().as_millis() as f64 * factor).round() as u64).max(1)
-    }
-
-    /// The width of one of the window's 20 buckets, ms.
-    fn bucket_ms(&self) -> u64 {
-        (self.config.window().as_millis() as u64 / 20).max(1)
-    }
-
     fn local(&self) -> Option<&Arc<dyn BreakerStore>> {
         match &self.fallback {
             Fallback::Local { store, .. } => Some(store),
@@ -115,7 +103,7 @@ impl BreakerStore for RedisBreaker {
             BREAKER
                 .key(&self.key)
                 .arg("admit")
-                .arg(self.bucket_ms())
+                .arg(self.config.bucket_ms())
                 .arg(probe_ms.max(1))
                 .invoke::<Vec<i64>>(c)
         });
@@ -158,11 +146,11 @@ impl BreakerStore for RedisBreaker {
             BREAKER
                 .key(&self.key)
                 .arg("record")
-                .arg(self.bucket_ms())
+                .arg(self.config.bucket_ms())
                 .arg(u8::from(failure))
                 .arg(self.config.min_calls())
                 .arg(self.config.failure_ratio())
-                .arg(self.open_ms(jitter))
+                .arg(self.config.open_ms(jitter))
                 .arg(self.config.consecutive_failures())
                 .arg(duration_ms)
                 .invoke::<i64>(c)
@@ -196,10 +184,10 @@ impl BreakerStore for RedisBreaker {
             BREAKER
                 .key(&self.key)
                 .arg("resolve")
-                .arg(self.bucket_ms())
+                .arg(self.config.bucket_ms())
                 .arg(generation)
                 .arg(u8::from(success))
-                .arg(self.open_ms(jitter))
+                .arg(self.config.open_ms(jitter))
                 .invoke::<i64>(c)
         });
         self.forget();
@@ -223,7 +211,7 @@ impl BreakerStore for RedisBreaker {
                 BREAKER
                     .key(&self.key)
                     .arg("give_back")
-                    .arg(self.bucket_ms())
+                    .arg(self.config.bucket_ms())
                     .arg(generation)
                     .invoke::<i64>(c)
             })

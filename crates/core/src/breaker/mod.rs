@@ -149,7 +149,8 @@ impl BreakerConfig {
         self.consecutive_failures
     }
 
-    fn bucket_ms(&self) -> u64 {
+    /// The width of one of the window's buckets, ms (at least 1).
+    pub fn bucket_ms(&self) -> u64 {
         (self.window_ms / BREAKER_BUCKETS as u64).max(1)
     }
 
@@ -157,13 +158,17 @@ impl BreakerConfig {
         now_ms / self.bucket_ms()
     }
 
-    /// The end of an open period starting at `now_ms`: `open_for` × (1 ± [`OPEN_JITTER`]),
-    /// `jitter` a uniform u64; at least 1 ms later.
-    fn open_until(&self, now_ms: u64, jitter: u64) -> u64 {
+    /// An open period's length: `open_for` × (1 ± [`OPEN_JITTER`]), `jitter` a uniform u64;
+    /// at least 1 ms.
+    pub fn open_ms(&self, jitter: u64) -> u64 {
         let u = (jitter >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
         let factor = 1.0 + OPEN_JITTER * (2.0 * u - 1.0);
-        let open = ((self.open_ms as f64 * factor).round() as u64).max(1);
-        now_ms.saturating_add(open)
+        ((self.open_ms as f64 * factor).round() as u64).max(1)
+    }
+
+    /// The end of an open period starting at `now_ms` ([`BreakerConfig::open_ms`]).
+    fn open_until(&self, now_ms: u64, jitter: u64) -> u64 {
+        now_ms.saturating_add(self.open_ms(jitter))
     }
 }
 
