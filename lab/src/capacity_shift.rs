@@ -36,44 +36,62 @@ fn tuned_for(variant: &str, ps: &PhaseStats) -> bool {
     }
 }
 
+/// resilient-adaptive's run, or the verdict that it did not run.
+fn adaptive_run(all: &[VariantSummary]) -> Result<&VariantSummary, Verdict> {
+    all.iter()
+        .find(|v| v.name == "resilient-adaptive" && v.skipped.is_none())
+        .ok_or_else(|| Verdict {
+            what: "capacity-shift: resilient-adaptive ran".into(),
+            measured: "did not run".into(),
+            met: false,
+        })
+}
+
+/// resilient-adaptive serves at least `min` (a share) of what the phase can serve.
+fn served_at_least(ps: &PhaseStats, min: f64) -> Verdict {
+    let share = served_share(ps);
+    Verdict {
+        what: format!(
+            "capacity-shift {}: resilient-adaptive serves ≥ {:.0} % of capacity",
+            ps.phase,
+            100.0 * min
+        ),
+        measured: format!(
+            "{:.1}/s of {:.1}/s ({:.0} %)",
+            ps.goodput_rps,
+            servable(ps),
+            100.0 * share
+        ),
+        met: share >= min,
+    }
+}
+
+/// The upstream's queue p99 in the phase is within its slots.
+fn queue_within_slots(ps: &PhaseStats) -> Verdict {
+    let q = ps.upstream_queue_p99.unwrap_or(0);
+    Verdict {
+        what: format!(
+            "capacity-shift {}: upstream queue p99 ≤ its {} slots",
+            ps.phase, ps.slots
+        ),
+        measured: q.to_string(),
+        met: q <= ps.slots,
+    }
+}
+
 /// Issue 13's must show 1: resilient-adaptive ≥ 90 % of the capacity in every phase with the
 /// upstream's queue p99 ≤ its slots, and better than each fixed limit in the phases that limit
 /// was not tuned for (served, or the same served with a shorter queue).
 pub fn goals(all: &[VariantSummary]) -> Vec<Verdict> {
-    let mut out = Vec::new();
-    let find = |n: &str| all.iter().find(|v| v.name == n && v.skipped.is_none());
-    let Some(adaptive) = find("resilient-adaptive") else {
-        out.push(Verdict {
-            what: "capacity-shift: resilient-adaptive ran".into(),
-            measured: "did not run".into(),
-            met: false,
-        });
-        return out;
+    let adaptive = match adaptive_run(all) {
+        Ok(a) => a,
+        Err(missing) => return vec![missing],
     };
+    let find = |n: &str| all.iter().find(|v| v.name == n && v.skipped.is_none());
+    let mut out = Vec::new();
     for ps in &adaptive.phases {
-        let share = served_share(ps);
-        out.push(Verdict {
-            what: format!(
-                "capacity-shift {}: resilient-adaptive serves ≥ 90 % of capacity",
-                ps.phase
-            ),
-            measured: format!(
-                "{:.1}/s of {:.1}/s ({:.0} %)",
-                ps.goodput_rps,
-                servable(ps),
-                100.0 * share
-            ),
-            met: share >= 0.9,
-        });
-        let q = ps.upstream_queue_p99.unwrap_or(0);
-        out.push(Verdict {
-            what: format!(
-                "capacity-shift {}: upstream queue p99 ≤ its {} slots",
-                ps.phase, ps.slots
-            ),
-            measured: q.to_string(),
-            met: q <= ps.slots,
-        });
+        out.push(served_at_least(ps, 0.9));
+        out.push(queue_within_slots(ps));
     }
     for fixed in ["resilient", "resilient-16"] {
         let Some(f) = find(fixed) else { continue };
@@ -119,30 +137,18 @@ pub fn goals(all: &[VariantSummary]) -> Vec<Verdict> {
 /// - no queue at the upstream beyond its slots once the limit had a phase to learn them
 ///   (8 @ 120 ms, the last phase).
 pub fn check(all: &[VariantSummary]) -> Vec<Verdict> {
-    let Some(adaptive) = all
-        .iter()
-        .find(|v| v.name == "resilient-adaptive" && v.skipped.is_none())
-    else {
-        return vec![Verdict {
-            what: "capacity-shift: resilient-adaptive ran".into(),
-            measured: "did not run".into(),
-            met: false,
-        }];
+    let adaptive = match adaptive_run(all) {
+        Ok(a) => a,
+        Err(missing) => return vec![missing],
     };
-    let mut out = Vec::new();
     // Phase 4 (`scenario::CAPACITY_SHIFT`) is the fall from 8 slots to 2.
-    let judged = adaptive.phases.iter().enumerate().filter(|&(i, _)| i != 3);
-    for (_, ps) in judged {
-        let share = served_share(ps);
-        out.push(Verdict {
-            what: format!(
-                "capacity-shift {}: resilient-adaptive serves ≥ 50 % of capacity",
-                ps.phase
-            ),
-            measured: format!("{:.0} %", 100.0 * share),
-            met: share >= 0.5,
-        });
-    }
+    let mut out: Vec<Verdict> = adaptive
+        .phases
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != 3)
+        .map(|(_, ps)| served_at_least(ps, 0.5))
+        .collect();
     // Phases 2, 3 and 4 (`scenario::CAPACITY_SHIFT`): 4, 8 and 2 slots at 120 ms.
     let learned = |i: usize| adaptive.phases.get(i).and_then(|ps| ps.learned_limit_mean);
     let (four, eight, two) = (learned(1), learned(2), learned(3));
@@ -153,17 +159,14 @@ pub fn check(all: &[VariantSummary]) -> Vec<Verdict> {
         measured: format!("8: {}, 4: {}, 2: {}", shown(eight), shown(four), shown(two)),
         met: matches!((four, eight, two), (Some(f), Some(e), Some(t)) if e > f && e > t),
     });
-    for ps in adaptive.phases.iter().skip(2).step_by(2) {
-        let q = ps.upstream_queue_p99.unwrap_or(0);
-        out.push(Verdict {
-            what: format!(
-                "capacity-shift {}: upstream queue p99 ≤ its {} slots",
-                ps.phase, ps.slots
-            ),
-            measured: q.to_string(),
-            met: q <= ps.slots,
-        });
-    }
+    out.extend(
+        adaptive
+            .phases
+            .iter()
+            .skip(2)
+            .step_by(2)
+            .map(queue_within_slots),
+    );
     out
 }
 
