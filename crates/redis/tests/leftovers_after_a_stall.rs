@@ -12,10 +12,7 @@ use resilient_http::OnBackendError;
 #[test]
 fn an_unanswered_admission_and_an_unsent_release_are_given_back_at_request_end() {
     let redis = RedisServer::start();
-    let url = format!(
-        "redis://127.0.0.1:{}/0?prefix=g3:&timeout=0.05",
-        redis.port()
-    );
+    let url = format!("{}&timeout=0.05", redis.url("g3:"));
     let b = backend(&url, OnBackendError::Closed, 1, "g3");
     let f = web_funnel(&b, "up", 2, Duration::from_secs(10));
     let held = f.admit(1, now_ms()).unwrap();

@@ -16,10 +16,7 @@ use resilient_http::OnBackendError;
 #[test]
 fn an_admission_that_ran_after_its_timeout_does_not_keep_a_slot() {
     let redis = RedisServer::start();
-    let url = format!(
-        "redis://127.0.0.1:{}/0?prefix=g1:&timeout=0.05",
-        redis.port()
-    );
+    let url = format!("{}&timeout=0.05", redis.url("g1:"));
     // `closed`: an admission is granted only when Redis granted it.
     let b = backend(&url, OnBackendError::Closed, 1, "g1");
     let f = web_funnel(&b, "up", 1, Duration::from_secs(10));
@@ -49,10 +46,7 @@ fn an_admission_that_ran_after_its_timeout_does_not_keep_a_slot() {
 #[test]
 fn a_release_during_the_back_off_is_sent_when_redis_answers_again() {
     let redis = RedisServer::start();
-    let url = format!(
-        "redis://127.0.0.1:{}/0?prefix=g2:&timeout=0.05",
-        redis.port()
-    );
+    let url = format!("{}&timeout=0.05", redis.url("g2:"));
     let b = backend(&url, OnBackendError::Closed, 1, "g2");
     let f = web_funnel(&b, "up", 1, Duration::from_secs(10));
     // Room for the admission that times out (it runs once Redis is back).
