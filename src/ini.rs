@@ -111,12 +111,15 @@ unsafe extern "C" fn display_backend(entry: *mut zend_ini_entry, kind: c_int) {
     }));
 }
 
+/// What `phpinfo()` shows for a backend value that may hold a password no mask can find.
+const HIDDEN: &str = "(not shown: it may hold a password)";
+
 /// A backend URL with its secrets replaced by `***`; text that is not a URL but has an `@` or
 /// `pass` is not shown at all.
 fn masked(value: &str) -> String {
     let Ok(mut url) = resilient_http::Url::parse(value.trim()) else {
         return if value.contains('@') || value.contains("pass") {
-            "(not shown: it may hold a password)".to_owned()
+            HIDDEN.to_owned()
         } else {
             value.to_owned()
         };
@@ -127,7 +130,7 @@ fn masked(value: &str) -> String {
         .iter()
         .any(|part| part.is_some_and(|p| p.contains('@')))
     {
-        return "(not shown: it may hold a password)".to_owned();
+        return HIDDEN.to_owned();
     }
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
