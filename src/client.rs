@@ -22,7 +22,6 @@
 //! error, `max_execution_time`) in the middle of a call still gives them back at request end.
 
 use std::cell::RefCell;
-use std::ptr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,15 +32,15 @@ use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval}
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
-    AttemptRecord, Backend, BackendKind, CallEnv, CallEvents, HttpClient, LeaseRegistry,
-    MetricsEvents, PreparedRequest, RequestOptions, SharedMemory, Unavailable,
+    AttemptRecord, Backend, BackendKind, CallEnv, CallEvents, FailureKind, HttpClient,
+    LeaseRegistry, MetricsEvents, PreparedRequest, RequestOptions, SharedMemory, Unavailable,
 };
 
 use crate::coerce::StringArg;
 use crate::exceptions::{self, Kind};
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
-use crate::{coerce, context, deadline, engine, errors, held, interrupt, options, segment};
+use crate::{coerce, context, deadline, errors, held, interrupt, options, segment};
 
 #[php_class]
 #[php(name = "Resilient\\Client")]
@@ -638,9 +637,16 @@ fn throw_unavailable(u: Unavailable) -> PhpException {
     let kind = kind_of(&u);
     let code = i32::from(u.last_status());
     let message = u.message().to_string();
-    let response = u.into_last_response().and_then(Response::into_zval_object);
-    exceptions::throw_with_response(kind, &message, code, response);
+    exceptions::throw_with_response(kind, &message, code, last_attempt(u));
     exceptions::error(kind, message, code)
+}
+
+/// The last Response, or why the last attempt got none, for the PHP exception.
+fn last_attempt(u: Unavailable) -> exceptions::LastAttempt {
+    exceptions::LastAttempt {
+        failure: u.last_failure().map(FailureKind::as_str),
+        response: u.into_last_response().and_then(Response::into_zval_object),
+    }
 }
 
 /// An Unavailable subclass instance, not thrown (for `pool` results).
@@ -650,28 +656,12 @@ fn unavailable_object(u: Unavailable) -> PhpResult<Zval> {
         .ok_or_else(|| PhpException::from("Resilient exceptions are not registered"))?;
     let message = u.message().to_string();
     let code = i64::from(u.last_status());
-    let response = u.into_last_response().and_then(Response::into_zval_object);
+    let last = last_attempt(u);
     let mut object = ZendObject::new(ce);
     object
         .try_call_method("__construct", vec![&message as &dyn IntoZvalDyn, &code])
         .map_err(PhpException::from)?;
-    if let (Some(mut response), Some(update), Some(scope)) = (
-        response,
-        engine::zend_update_property(),
-        exceptions::class_entry(Kind::Unavailable),
-    ) {
-        let name = c"response";
-        // SAFETY: live object and class entry, NUL-terminated name; the engine copies `response`.
-        unsafe {
-            update(
-                ptr::from_ref(scope).cast_mut(),
-                ptr::from_mut(&mut *object),
-                name.as_ptr(),
-                name.count_bytes(),
-                ptr::from_mut(&mut response),
-            );
-        }
-    }
+    last.attach(&mut object);
     object.into_zval(false).map_err(PhpException::from)
 }
 

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! \RuntimeException
-//!  ├── Resilient\Unavailable            (+ response(): ?Resilient\Response)
+//!  ├── Resilient\Unavailable            (+ response(): ?Resilient\Response, failure(): ?string)
 //!  │    ├── Resilient\DeadlineExceeded
 //!  │    ├── Resilient\FunnelFull
 //!  │    ├── Resilient\BudgetExhausted
@@ -17,9 +17,10 @@
 //! `\RuntimeException`'s constructor, so `new Resilient\FunnelFull('x')` and
 //! `class Mine extends Resilient\Unavailable {}` work.
 //!
-//! `Unavailable` declares `protected $response = null` and a `response()`
-//! method reading it. [`throw_with_response`] sets it on the thrown object
-//! (for `Resilient\Client`, which attaches the last Response it received).
+//! `Unavailable` declares `protected $response = null` and `protected $failure = null`, and the
+//! `response()` and `failure()` methods reading them. [`throw_with_response`] sets them on the
+//! thrown object (for `Resilient\Client`, which attaches the last Response it received, or why
+//! its last attempt got none).
 
 use std::ffi::CStr;
 use std::panic::AssertUnwindSafe;
@@ -120,6 +121,7 @@ fn store<const K: usize>(ce: &'static mut ClassEntry, arg_info: ArgInfoTables) {
 }
 
 const RESPONSE_PROPERTY: &CStr = c"response";
+const FAILURE_PROPERTY: &CStr = c"failure";
 
 /// Registers every class. Called from MINIT, before the `#[php_class]` classes.
 pub fn register() -> ext_php_rs::error::Result<()> {
@@ -135,9 +137,27 @@ pub fn register() -> ext_php_rs::error::Result<()> {
             readonly: false,
             default_stub: Some("null".into()),
         })
+        .property(ClassProperty {
+            name: "failure".into(),
+            flags: PropertyFlags::Protected,
+            default: Some(Box::new(|| Ok(Zval::null()))),
+            docs: &[],
+            ty: None,
+            nullable: true,
+            readonly: false,
+            default_stub: Some("null".into()),
+        })
         .method(
             FunctionBuilder::new("response", unavailable_response).returns(
                 DataType::object("Resilient\\Response"),
+                false,
+                true,
+            ),
+            MethodFlags::Public,
+        )
+        .method(
+            FunctionBuilder::new("failure", unavailable_failure).returns(
+                DataType::String,
                 false,
                 true,
             ),
@@ -183,8 +203,19 @@ pub fn register() -> ext_php_rs::error::Result<()> {
     Ok(())
 }
 
-/// `Unavailable::response()`: the protected `$response` property.
+/// `Unavailable::response()`: the protected `$response` property when it holds an object.
 extern "C" fn unavailable_response(ex: &mut ExecuteData, retval: &mut Zval) {
+    read_property(ex, retval, RESPONSE_PROPERTY, Zval::is_object);
+}
+
+/// `Unavailable::failure()`: the protected `$failure` property when it holds a string.
+extern "C" fn unavailable_failure(ex: &mut ExecuteData, retval: &mut Zval) {
+    read_property(ex, retval, FAILURE_PROPERTY, Zval::is_string);
+}
+
+/// Returns `$this->{name}` (declared by `Unavailable`) when `wanted` accepts it, else null (a
+/// subclass may have written anything there).
+fn read_property(ex: &mut ExecuteData, retval: &mut Zval, name: &CStr, wanted: fn(&Zval) -> bool) {
     ext_php_rs::zend::run_handler(AssertUnwindSafe(|| {
         if ex.parser().parse().is_err() {
             return; // ArgumentCountError already thrown
@@ -200,15 +231,15 @@ extern "C" fn unavailable_response(ex: &mut ExecuteData, retval: &mut Zval) {
             ext_php_rs::ffi::zend_read_property(
                 scope,
                 ptr::from_mut(this),
-                RESPONSE_PROPERTY.as_ptr(),
-                RESPONSE_PROPERTY.count_bytes(),
+                name.as_ptr(),
+                name.count_bytes(),
                 true,
                 &raw mut rv,
             )
             .as_ref()
         };
         *retval = match value {
-            Some(v) if v.is_object() => v.shallow_clone(),
+            Some(v) if wanted(v) => v.shallow_clone(),
             _ => Zval::null(),
         };
     }));
@@ -230,13 +261,52 @@ pub fn throw(kind: Kind, message: impl Into<String>, code: i32) {
     error(kind, message, code).throw();
 }
 
-/// Throws `kind` (an `Unavailable` subclass) with `response` attached, so
-/// `$e->response()` returns it. `response` should be a `Resilient\Response`
-/// object; anything else is ignored. After this returns the exception is
-/// pending: return from the handler without throwing anything else
-/// (returning `Err(..)` from a `#[php_method]` is fine: `throw()` is a no-op
-/// while an exception is pending).
-pub fn throw_with_response(kind: Kind, message: &str, code: i32, response: Option<Zval>) {
+/// What a `Resilient\Client` attaches to the `Unavailable` it throws or returns: the last
+/// Response received (a `Resilient\Response` object; anything else is ignored), or why the last
+/// attempt got none (`timeout`, `connect`...).
+#[derive(Default)]
+pub struct LastAttempt {
+    pub response: Option<Zval>,
+    pub failure: Option<&'static str>,
+}
+
+impl LastAttempt {
+    /// Sets `$response` and `$failure` on `object`, an `Unavailable` (or subclass) instance.
+    pub fn attach(self, object: &mut ext_php_rs::types::ZendObject) {
+        let Some(update) = engine::zend_update_property() else {
+            return;
+        };
+        let object = ptr::from_mut(object);
+        let scope = ptr::from_ref(unavailable_ce()).cast_mut();
+        let set = |name: &CStr, mut value: Zval| {
+            // SAFETY: `object` is a live Unavailable; the engine copies (and addrefs) `value`.
+            unsafe {
+                update(
+                    scope,
+                    object,
+                    name.as_ptr(),
+                    name.count_bytes(),
+                    ptr::from_mut(&mut value),
+                );
+            }
+        };
+        if let Some(response) = self.response.filter(Zval::is_object) {
+            set(RESPONSE_PROPERTY, response);
+        }
+        if let Some(failure) = self.failure {
+            let mut value = Zval::new();
+            if value.set_string(failure, false).is_ok() {
+                set(FAILURE_PROPERTY, value);
+            }
+        }
+    }
+}
+
+/// Throws `kind` (an `Unavailable` subclass) with `last` attached, so `$e->response()` and
+/// `$e->failure()` return it. After this returns the exception is pending: return from the
+/// handler without throwing anything else (returning `Err(..)` from a `#[php_method]` is fine:
+/// `throw()` is a no-op while an exception is pending).
+pub fn throw_with_response(kind: Kind, message: &str, code: i32, last: LastAttempt) {
     if ExecutorGlobals::has_exception() {
         return;
     }
@@ -255,24 +325,9 @@ pub fn throw_with_response(kind: Kind, message: &str, code: i32, response: Optio
             code.into(),
         )
     };
-    let Some(mut response) = response.filter(|r| kind.is_unavailable() && r.is_object()) else {
-        return;
-    };
-    if object.is_null() {
-        return;
-    }
-    let Some(zend_update_property) = engine::zend_update_property() else {
-        return;
-    };
-    // SAFETY: `object` is the live pending exception; zend_update_property copies (and addrefs) `response`.
-    unsafe {
-        zend_update_property(
-            ptr::from_ref(unavailable_ce()).cast_mut(),
-            object,
-            RESPONSE_PROPERTY.as_ptr(),
-            RESPONSE_PROPERTY.count_bytes(),
-            ptr::from_mut(&mut response),
-        );
+    // SAFETY: the engine returns the live thrown object, or null.
+    if let (true, Some(object)) = (kind.is_unavailable(), unsafe { object.as_mut() }) {
+        last.attach(object);
     }
 }
 

@@ -642,6 +642,21 @@ namespace Resilient {
          * @return \Resilient\Response|null
          */
         public function response(): ?\Resilient\Response {}
+
+        /** Why the last attempt got no answer, if it got none (set by Resilient\Client). */
+        protected $failure = null;
+
+        /**
+         * Why the last attempt got no answer: 'timeout' (its timeout or the
+         * deadline ran out), 'connect' (refused, unreachable, DNS, connect
+         * timeout), 'closed' (closed or reset before a complete response),
+         * 'body' (the body could not be read), 'too_large' (over max_body),
+         * 'tls', 'redirects' or 'other'. Null when it got an answer
+         * (getCode() and response() say which) or no attempt was sent.
+         *
+         * @return string|null
+         */
+        public function failure(): ?string {}
     }
 
     /** The deadline left no time for the work. */
@@ -656,7 +671,7 @@ namespace Resilient {
     /** The circuit breaker is open. */
     class CircuitOpen extends Unavailable {}
 
-    /** Retryable upstream outcomes exhausted. Code = last HTTP status, 0 for a connection error. */
+    /** Retryable upstream outcomes exhausted. Code = last HTTP status, 0 when the last attempt got no answer (failure() says why). */
     class UpstreamFailed extends Unavailable {}
 
     /**

@@ -535,6 +535,10 @@ impl Call {
     fn unavailable(&mut self, kind: UnavailableKind, reason: String) -> Unavailable {
         self.ended(Err(kind));
         let last_failure = match &self.last {
+            Some(Err(e)) => Some(e.kind),
+            _ => None,
+        };
+        let failure_detail = match &self.last {
             Some(Err(e)) => Some(format!(" [{e}]")),
             _ => None,
         };
@@ -549,9 +553,9 @@ impl Call {
             self.url(),
             self.attempts,
             fmt_duration(self.elapsed()),
-            last_failure.unwrap_or_default()
+            failure_detail.unwrap_or_default()
         );
-        Unavailable::new(kind, self.attempts, last_response, message)
+        Unavailable::new(kind, self.attempts, last_response, last_failure, message)
     }
 }
 

@@ -4,12 +4,14 @@
 //! deadline, funnel full, budget spent, circuit open). Opaque, with predicates, as
 //! `reqwest::Error` is: callers ask `is_deadline_exceeded()` instead of matching a public enum,
 //! so kinds can grow. It carries the last upstream response when there was one, the attempt
-//! count, the last status (0 for a connection error) and a message that says why. Messages name
+//! count, the last status (0 for a connection error), why the last attempt got no answer (a
+//! timeout, a refused connection...) and a message that says why. Messages name
 //! the method and the URL without query string or user-info, never header values.
 
 use std::fmt;
 
 use crate::response::Response;
+use crate::transport::FailureKind;
 
 /// Why a call is unavailable: the policy's vocabulary. Callers holding an [`Unavailable`] use
 /// its predicates instead; new kinds may appear.
@@ -30,6 +32,7 @@ pub struct Unavailable {
     attempts: u32,
     last_status: u16,
     last_response: Option<Box<Response>>,
+    last_failure: Option<FailureKind>,
     message: String,
 }
 
@@ -38,6 +41,7 @@ impl Unavailable {
         kind: UnavailableKind,
         attempts: u32,
         last_response: Option<Response>,
+        last_failure: Option<FailureKind>,
         message: String,
     ) -> Self {
         let last_status = last_response.as_ref().map_or(0, |r| r.status());
@@ -46,6 +50,7 @@ impl Unavailable {
             attempts,
             last_status,
             last_response: last_response.map(Box::new),
+            last_failure,
             message,
         }
     }
@@ -99,6 +104,12 @@ impl Unavailable {
     /// The last upstream response, when the last attempt got one.
     pub fn last_response(&self) -> Option<&Response> {
         self.last_response.as_deref()
+    }
+    /// Why the last attempt got no answer (timed out, could not connect, closed early...), so a
+    /// caller can tell a timeout from a refused connection without reading the message. `None`
+    /// when it got an answer (see [`Unavailable::last_status`]) or no attempt was sent.
+    pub fn last_failure(&self) -> Option<FailureKind> {
+        self.last_failure
     }
     pub fn into_last_response(self) -> Option<Response> {
         self.last_response.map(|b| *b)

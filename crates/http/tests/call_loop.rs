@@ -230,6 +230,43 @@ async fn a_hanging_upstream_is_cut_at_the_deadline_whatever_the_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_error_says_why_the_last_attempt_got_no_answer() {
+    let fail = |kind| Step::Fail {
+        kind,
+        after: 5 * MS,
+    };
+    let fast = json!({"max_attempts": 2, "backoff": {"base": 0.001, "cap": 0.002}});
+    // A timeout after a refused connection: the last attempt's kind, not the first's.
+    let rig = Rig::new(vec![fail(FailureKind::Connect)], Step::Hang);
+    let c = rig.client(
+        json!({"max_attempts": 2, "timeout": 0.2, "backoff": {"base": 0.001, "cap": 0.002}}),
+    );
+    let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(e.is_upstream_failed(), "{e}");
+    assert_eq!(
+        (e.last_failure(), e.last_status()),
+        (Some(FailureKind::Timeout), 0)
+    );
+    let rig = Rig::new(vec![], fail(FailureKind::Connect));
+    let e = call(&rig, &rig.client(fast.clone()), "GET", "/", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.last_failure(), Some(FailureKind::Connect));
+    // An answer last: its status, no failure kind.
+    let rig = Rig::new(vec![fail(FailureKind::Closed)], status(503));
+    let e = call(&rig, &rig.client(fast), "GET", "/", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!((e.last_failure(), e.last_status()), (None, 503));
+    // Cut by the deadline: a timeout too, on a DeadlineExceeded.
+    let rig = Rig::new(vec![], Step::Hang);
+    let c = rig.client(json!({"deadline": 0.5, "timeout": 10}));
+    let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(e.is_deadline_exceeded(), "{e}");
+    assert_eq!(e.last_failure(), Some(FailureKind::Timeout));
+}
+
+#[tokio::test(start_paused = true)]
 async fn each_attempt_gets_only_the_remainder() {
     // deadline 850 ms, timeout 300 ms (seed 000): 300, then what is left after a sleep.
     let rig = Rig::new(vec![], Step::Hang);
@@ -326,7 +363,11 @@ async fn a_full_funnel_fails_fast_without_sending() {
     let started = tokio::time::Instant::now();
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
     assert!(
-        e.is_funnel_full() && e.is_refusal() && e.attempts() == 0 && e.last_status() == 0,
+        e.is_funnel_full()
+            && e.is_refusal()
+            && e.attempts() == 0
+            && e.last_status() == 0
+            && e.last_failure().is_none(),
         "{e}"
     );
     assert_eq!((rig.sends(), started.elapsed()), (0, Duration::ZERO));
