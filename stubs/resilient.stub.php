@@ -651,8 +651,10 @@ namespace Resilient {
          * deadline ran out), 'connect' (refused, unreachable, DNS, connect
          * timeout), 'closed' (closed or reset before a complete response),
          * 'body' (the body could not be read), 'too_large' (over max_body),
-         * 'tls', 'redirects' or 'other'. Null when it got an answer
-         * (getCode() and response() say which) or no attempt was sent.
+         * 'tls', 'redirects', 'decode' (its Content-Encoding could not be
+         * decoded), 'sink' (the sink file could not be written) or 'other'.
+         * Null when it got an answer (getCode() and response() say which) or
+         * no attempt was sent.
          *
          * @return string|null
          */

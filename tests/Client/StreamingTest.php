@@ -52,6 +52,12 @@ final class StreamingTest extends ClientTestCase
         file_put_contents("$gz/data.json", gzencode(self::$json, 6));
         // HTTP's "deflate" is the zlib format (RFC 9110), what gzcompress() makes.
         file_put_contents(self::$nginx->www() . '/deflate/data.json', gzcompress(self::$json, 6));
+        // As some servers send them: two gzip members one after the other, raw deflate (no zlib
+        // wrapper), and bytes that are not gzip at all.
+        $half = intdiv(strlen(self::$json), 2);
+        file_put_contents("$gz/members.json", gzencode(substr(self::$json, 0, $half)) . gzencode(substr(self::$json, $half)));
+        file_put_contents(self::$nginx->www() . '/deflate/raw.json', gzdeflate(self::$json, 6));
+        file_put_contents("$gz/broken.json", 'this is not gzip');
         if (!is_file("$gz/bomb.json")) {
             self::sh('head -c ' . self::BOMB_MB . 'M /dev/zero | gzip -9 > ' . escapeshellarg("$gz/bomb.json"));
         }
@@ -224,6 +230,39 @@ final class StreamingTest extends ClientTestCase
         $this->assertSame('deflate', $r->header('X-Encoded-Content-Encoding'));
         $this->assertSame((string) filesize(self::$nginx->www() . '/deflate/data.json'), $r->header('X-Encoded-Content-Length'));
         $this->assertNull($r->header('Content-Encoding'), 'the body handed back is not encoded any more');
+    }
+
+    public function testGzipMembersAndRawDeflateAreDecodedAsCurlDoes(): void
+    {
+        $client = $this->client(self::$nginx->url('plain'));
+        $this->assertSame(self::$json, $client->get('/gz/members.json')->body(), 'two gzip members');
+        $this->assertSame(self::$json, $client->get('/deflate/raw.json')->body(), 'raw deflate');
+    }
+
+    public function testABodyThatCannotBeDecodedIsNotRetried(): void
+    {
+        $before = count(self::$nginx->requests('plain'));
+        $e = self::thrown(fn () => $this->client(self::$nginx->url('plain'))->get('/gz/broken.json'));
+        $this->assertInstanceOf(UpstreamFailed::class, $e, self::describe($e));
+        $this->assertSame('decode', $e->failure());
+        $this->assertStringContainsString('cannot decode the response body', $e->getMessage());
+        $this->assertCount(1, $this->attemptLog, 'the same bytes would come again: not retried');
+        $this->waitFor(fn () => count(self::$nginx->requests('plain')) >= $before + 1, 5.0, 'nginx logs the request');
+        $broken = array_filter(array_slice(self::$nginx->requests('plain'), $before), fn (array $r) => str_contains($r['request'], '/gz/broken.json'));
+        $this->assertCount(1, $broken, 'one request reached nginx');
+    }
+
+    public function testASinkThatCannotBeCreatedSendsNothing(): void
+    {
+        $key = $this->up->key('sink-cannot-create');
+        $this->up->script($key, [['status' => 200, 'body' => 'lost']]);
+        // The directory exists (the option's check passes) but no file can be made there.
+        $e = self::thrown(fn () => $this->client($this->up->base($key))->post('/orders', ['sku' => 1], ['sink' => '/proc/self/resilient-sink', 'idempotency_key' => 'k-1']));
+        $this->assertInstanceOf(UpstreamFailed::class, $e, self::describe($e));
+        $this->assertSame('sink', $e->failure());
+        $this->assertStringContainsString('/proc/self/resilient-sink', $e->getMessage());
+        $this->assertCount(1, $this->attemptLog, 'not retried');
+        $this->assertSame([], $this->up->attempts($key), 'nothing was sent: its answer could not have been kept');
     }
 
     public function testAGzipBodyIsDecodedIntoASink(): void

@@ -53,6 +53,23 @@ final class ClassifyTest extends HttpTestCase
         }
     }
 
+    public function testABlankIdempotencyKeyHeaderIsNoKey(): void
+    {
+        // The option refuses a blank key; given as a header, it is sent but does not make the
+        // POST retryable: a server cannot deduplicate by it.
+        $key = $this->up->key('postblankkey');
+        $this->up->script($key, [['status' => 503], ['status' => 201]]);
+        $e = null;
+        try {
+            $this->client($key, ['backoff' => ['base' => 0.001, 'cap' => 0.002]])
+                ->post('/orders', ['sku' => 1], ['headers' => ['Idempotency-Key' => ' ']]);
+        } catch (UpstreamFailed $e) {
+        }
+        $this->assertInstanceOf(UpstreamFailed::class, $e);
+        $this->assertSame(503, $e->getCode());
+        $this->assertCount(1, $this->up->attempts($key, 1));
+    }
+
     public function testPostWithAKeyIsRetriedWithTheSameKeyAndBody(): void
     {
         $key = $this->up->key('postkey');

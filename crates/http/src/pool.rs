@@ -26,6 +26,11 @@ use crate::policy::Policy;
 use crate::request::PreparedRequest;
 use crate::response::Response;
 
+/// How often a pool waiting on the request that opens a cold origin looks whether it is warm.
+const OPENER_POLL: Duration = Duration::from_millis(2);
+/// How long the others wait for it at most: a TLS handshake, not a slow answer.
+const OPENER_WAIT: Duration = Duration::from_millis(250);
+
 /// One request of a pool.
 #[derive(Clone)]
 pub struct PoolItem {
@@ -122,13 +127,16 @@ pub async fn run_pool(
     let mut summary = BatchSummary::default();
 
     // Round 1: every call up to the point where it would retry. While the first call to a
-    // cold TLS origin is in flight, the others wait for it (once per pool, whatever its
-    // outcome): over HTTP/2 they then share its connection instead of racing a handshake each.
+    // cold TLS origin opens it, the others wait (once per pool): over HTTP/2 they then share
+    // its connection instead of racing a handshake each. They go as soon as the origin is warm
+    // (its first answer's headers), the opener's attempt ended, or `OPENER_WAIT` passed: a slow
+    // first answer never holds the batch.
     let mut paused: Vec<(usize, Call)> = Vec::new();
     let mut queue = items.into_iter().enumerate().peekable();
     let mut running = JoinSet::new();
     let mut registered = Registered::default();
     let mut opener: Option<usize> = None;
+    let mut opener_since_ns = 0;
     let mut opened = false;
     loop {
         while running.len() < concurrency {
@@ -144,6 +152,7 @@ pub async fn run_pool(
             };
             if cold {
                 opener = Some(index);
+                opener_since_ns = env.clock().monotonic_ns();
             }
             let env = env.clone();
             // The deadline bounds the whole batch, counted from the pool's start: a call that
@@ -163,7 +172,28 @@ pub async fn run_pool(
                 (index, call, progress)
             }));
         }
-        let Some(joined) = running.join_next().await else {
+        // Only a cold origin being opened keeps a free place empty.
+        let waiting_on_opener =
+            opener.is_some() && running.len() < concurrency && queue.peek().is_some();
+        let joined = if waiting_on_opener {
+            tokio::select! {
+                joined = running.join_next() => joined,
+                () = tokio::time::sleep(OPENER_POLL) => {
+                    let warm = queue
+                        .peek()
+                        .is_some_and(|(_, next)| env.transport_ref().is_warm(&next.request));
+                    let waited = env.clock().monotonic_ns().saturating_sub(opener_since_ns);
+                    if warm || waited >= OPENER_WAIT.as_nanos() as u64 {
+                        opener = None;
+                        opened = true;
+                    }
+                    continue;
+                }
+            }
+        } else {
+            running.join_next().await
+        };
+        let Some(joined) = joined else {
             break;
         };
         let (index, call, progress) = result_of(&mut running, joined).await;

@@ -117,7 +117,10 @@ fn next_request(
         next.headers.remove(CONTENT_TYPE);
         next.headers.remove(CONTENT_LENGTH);
     }
-    let same_origin = location.host_str() == previous.url.host_str()
+    // Origin = scheme, host and port: a hop from https to http on the same port would send the
+    // credentials in clear text.
+    let same_origin = location.scheme() == previous.url.scheme()
+        && location.host_str() == previous.url.host_str()
         && location.port_or_known_default() == previous.url.port_or_known_default();
     if !same_origin {
         for secret in [AUTHORIZATION, COOKIE, reqwest::header::PROXY_AUTHORIZATION] {
@@ -185,6 +188,21 @@ mod tests {
                 .method,
             Method::POST
         );
+    }
+
+    #[test]
+    fn a_hop_to_another_scheme_on_the_same_host_and_port_gets_no_credentials() {
+        let r = request("GET", "https://127.0.0.1:8443/a");
+        let next = next_request(&r, 302, b"http://127.0.0.1:8443/b", Redirects::default()).unwrap();
+        assert!(
+            next.headers.get(AUTHORIZATION).is_none(),
+            "https to http: in clear text"
+        );
+        assert!(next.headers.get(COOKIE).is_none());
+        let r = request("GET", "http://127.0.0.1:8443/a");
+        let next =
+            next_request(&r, 302, b"https://127.0.0.1:8443/b", Redirects::default()).unwrap();
+        assert!(next.headers.get(AUTHORIZATION).is_none(), "another origin");
     }
 
     /// Answers every request with a redirect to `/next`, counting sends.

@@ -257,7 +257,10 @@ pub fn prepare_at(
         headers.retain(|(n, _)| *n != name);
         headers.push((name, key));
     }
-    let has_idempotency_key = headers.iter().any(|(n, _)| n.as_str() == IDEMPOTENCY_KEY);
+    // A blank header is no key (the option refuses one): a server cannot deduplicate by it.
+    let has_idempotency_key = headers
+        .iter()
+        .any(|(n, v)| n.as_str() == IDEMPOTENCY_KEY && !v.as_bytes().trim_ascii().is_empty());
     let mut map = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
         map.append(name, value);
@@ -510,6 +513,17 @@ mod tests {
                 .unwrap()
                 .has_idempotency_key
         );
+        for blank in [b"".as_slice(), b"  "] {
+            let blank = RequestOptions::new()
+                .header("Idempotency-Key", blank)
+                .unwrap();
+            assert!(
+                !prepare(&c, "POST", "/q", blank)
+                    .unwrap()
+                    .has_idempotency_key,
+                "a blank header is no key: a POST with it is not retried"
+            );
+        }
         assert!(RequestOptions::new()
             .idempotency_key(" ")
             .unwrap_err()

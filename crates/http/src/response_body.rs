@@ -5,8 +5,15 @@
 //! size: a decompression bomb stops at the limit, never inflating beyond it. When a body is
 //! decoded, its `Content-Encoding` and `Content-Length` headers are renamed
 //! `X-Encoded-Content-Encoding` / `X-Encoded-Content-Length` (they describe bytes the caller
-//! never sees), as Guzzle does. A sink file is truncated at the start of every attempt; its
-//! writes are bounded by the attempt's timeout, not by `max_body`.
+//! never sees), as Guzzle does. `gzip` may hold several members (decoded one after the other);
+//! `deflate` is zlib-wrapped as the RFC says or raw as some servers send it (told apart by its
+//! first two bytes, as curl does). A body that cannot be decoded is a [`FailureKind::Decode`]:
+//! the same request would get the same bytes, so it is never retried.
+//!
+//! A sink file is created (truncated) before each attempt is sent ([`OpenedTarget::open`]): a
+//! file that cannot be written fails the attempt as [`FailureKind::Sink`] before anything reaches
+//! the upstream, and is never retried. Its writes are bounded by the attempt's timeout, not by
+//! `max_body`.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -23,10 +30,36 @@ pub struct ResponseBody {
     received: u64,
 }
 
+/// Where a body will go, opened before the request is sent.
+pub struct OpenedTarget {
+    decode: bool,
+    sink: Option<File>,
+}
+
+impl OpenedTarget {
+    /// Creates (truncates) the sink file, if any: before the request is sent, so a file that
+    /// cannot be written never costs the upstream a request whose answer would be lost.
+    pub fn open(target: &BodyTarget) -> Result<Self, TransportError> {
+        let sink = match &target.sink {
+            Some(path) => Some(File::create(path).map_err(|e| {
+                TransportError::new(
+                    FailureKind::Sink,
+                    format!("cannot create the sink file {}: {e}", path.display()),
+                )
+            })?),
+            None => None,
+        };
+        Ok(Self {
+            decode: target.decode,
+            sink,
+        })
+    }
+}
+
 impl ResponseBody {
     /// Starts receiving the body of a response with these headers (renamed when decoding).
     pub fn start(
-        target: &BodyTarget,
+        target: OpenedTarget,
         headers: &mut [(String, Vec<u8>)],
         content_length: Option<u64>,
         max_body: u64,
@@ -36,13 +69,8 @@ impl ResponseBody {
         } else {
             None
         };
-        let destination = match &target.sink {
-            Some(path) => Destination::File(File::create(path).map_err(|e| {
-                TransportError::new(
-                    FailureKind::Other,
-                    format!("cannot write the sink file {}: {e}", path.display()),
-                )
-            })?),
+        let destination = match target.sink {
+            Some(file) => Destination::File(file),
             None => {
                 // The announced length is the encoded one: with decoding, only the decoded size
                 // counts (checked as it grows).
@@ -63,8 +91,10 @@ impl ResponseBody {
                     }
                 }
                 match encoding {
-                    Encoding::Gzip => Box::new(flate2::write::GzDecoder::new(destination)),
-                    Encoding::Deflate => Box::new(flate2::write::ZlibDecoder::new(destination)),
+                    Encoding::Gzip => Box::new(flate2::write::MultiGzDecoder::new(destination)),
+                    Encoding::Deflate => {
+                        Box::new(Deflate::Undecided(Vec::new(), Some(destination)))
+                    }
                     Encoding::Brotli => Box::new(brotli_decompressor::DecompressorWriter::new(
                         destination,
                         64 * 1024,
@@ -133,13 +163,89 @@ impl Write for Destination {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Destination::Memory(b) => b.push(buf).map(|()| buf.len()).map_err(io::Error::other),
-            Destination::File(f) => f.write(buf),
+            Destination::File(f) => f.write(buf).map_err(sink_error),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Destination::Memory(_) => Ok(()),
-            Destination::File(f) => f.flush(),
+            Destination::File(f) => f.flush().map_err(sink_error),
+        }
+    }
+}
+
+/// A sink file's write error, carried through the decoders as what it is (ours, not the
+/// body's).
+fn sink_error(e: io::Error) -> io::Error {
+    io::Error::other(TransportError::new(
+        FailureKind::Sink,
+        format!("cannot write the sink file: {e}"),
+    ))
+}
+
+/// `deflate` as servers send it: zlib-wrapped (RFC 9110) or raw, told apart by the first two
+/// bytes (a zlib header has compression method 8 and is a multiple of 31), as curl does.
+enum Deflate {
+    /// Fewer than two bytes seen.
+    Undecided(Vec<u8>, Option<Destination>),
+    Zlib(flate2::write::ZlibDecoder<Destination>),
+    Raw(flate2::write::DeflateDecoder<Destination>),
+}
+
+impl Deflate {
+    /// Picks the decoder from the bytes seen and hands them to it.
+    fn decide(&mut self) -> io::Result<()> {
+        let Deflate::Undecided(head, destination) = self else {
+            return Ok(());
+        };
+        let head = std::mem::take(head);
+        let Some(destination) = destination.take() else {
+            return Ok(());
+        };
+        let zlib = match head.as_slice() {
+            [cmf, flg, ..] => cmf & 0x0f == 8 && (u16::from(*cmf) << 8 | u16::from(*flg)) % 31 == 0,
+            _ => true,
+        };
+        *self = if zlib {
+            Deflate::Zlib(flate2::write::ZlibDecoder::new(destination))
+        } else {
+            Deflate::Raw(flate2::write::DeflateDecoder::new(destination))
+        };
+        self.write_all(&head)
+    }
+}
+
+impl Write for Deflate {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Deflate::Undecided(head, _) => {
+                let take = (2 - head.len()).min(buf.len());
+                head.extend_from_slice(&buf[..take]);
+                if head.len() == 2 {
+                    self.decide()?;
+                }
+                Ok(take)
+            }
+            Deflate::Zlib(d) => d.write(buf),
+            Deflate::Raw(d) => d.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Deflate::Undecided(..) => Ok(()),
+            Deflate::Zlib(d) => d.flush(),
+            Deflate::Raw(d) => d.flush(),
+        }
+    }
+}
+
+impl Finish for Deflate {
+    fn finish(mut self: Box<Self>) -> io::Result<Vec<u8>> {
+        self.decide()?;
+        match *self {
+            Deflate::Zlib(d) => Box::new(d.finish()?).finish(),
+            Deflate::Raw(d) => Box::new(d.finish()?).finish(),
+            Deflate::Undecided(..) => Ok(Vec::new()),
         }
     }
 }
@@ -158,13 +264,7 @@ impl Finish for Destination {
     }
 }
 
-impl Finish for flate2::write::GzDecoder<Destination> {
-    fn finish(self: Box<Self>) -> io::Result<Vec<u8>> {
-        Box::new((*self).finish()?).finish()
-    }
-}
-
-impl Finish for flate2::write::ZlibDecoder<Destination> {
+impl Finish for flate2::write::MultiGzDecoder<Destination> {
     fn finish(self: Box<Self>) -> io::Result<Vec<u8>> {
         Box::new((*self).finish()?).finish()
     }
@@ -182,7 +282,7 @@ impl Finish for brotli_decompressor::DecompressorWriter<Destination> {
     }
 }
 
-/// A `max_body` error keeps its kind; a decoding or file error is a body error.
+/// A `max_body` or sink error keeps its kind; anything else comes from a decoder.
 fn transport_error(e: io::Error) -> TransportError {
     let detail = e.to_string();
     match e
@@ -191,8 +291,8 @@ fn transport_error(e: io::Error) -> TransportError {
     {
         Some(Ok(error)) => *error,
         _ => TransportError::new(
-            FailureKind::Body,
-            format!("cannot decode or store the response body: {detail}"),
+            FailureKind::Decode,
+            format!("cannot decode the response body: {detail}"),
         ),
     }
 }
@@ -223,7 +323,9 @@ mod tests {
             sink: None,
         };
         let mut h = headers();
-        let mut body = ResponseBody::start(&target, &mut h, Some(10), 1000).unwrap();
+        let mut body =
+            ResponseBody::start(OpenedTarget::open(&target).unwrap(), &mut h, Some(10), 1000)
+                .unwrap();
         for chunk in gzip(b"hello hello hello").chunks(3) {
             body.push(chunk).unwrap();
         }
@@ -240,7 +342,13 @@ mod tests {
             decode: true,
             sink: None,
         };
-        let mut body = ResponseBody::start(&target, &mut headers(), None, 1_000_000).unwrap();
+        let mut body = ResponseBody::start(
+            OpenedTarget::open(&target).unwrap(),
+            &mut headers(),
+            None,
+            1_000_000,
+        )
+        .unwrap();
         let error = bomb
             .chunks(16 * 1024)
             .find_map(|chunk| body.push(chunk).err())
@@ -252,7 +360,13 @@ mod tests {
     fn without_decode_content_the_bytes_are_kept_as_received() {
         let packed = gzip(b"x");
         let mut h = headers();
-        let mut body = ResponseBody::start(&BodyTarget::default(), &mut h, None, 1000).unwrap();
+        let mut body = ResponseBody::start(
+            OpenedTarget::open(&BodyTarget::default()).unwrap(),
+            &mut h,
+            None,
+            1000,
+        )
+        .unwrap();
         body.push(&packed).unwrap();
         assert_eq!(body.finish().unwrap(), packed);
         assert_eq!(h[0].0, "content-encoding");
@@ -265,7 +379,13 @@ mod tests {
             decode: false,
             sink: Some(path.clone()),
         };
-        let mut body = ResponseBody::start(&target, &mut Vec::new(), Some(6), 1).unwrap();
+        let mut body = ResponseBody::start(
+            OpenedTarget::open(&target).unwrap(),
+            &mut Vec::new(),
+            Some(6),
+            1,
+        )
+        .unwrap();
         body.push(b"abc").unwrap();
         body.push(b"def").unwrap();
         assert!(body.finish().unwrap().is_empty());
@@ -279,19 +399,102 @@ mod tests {
             decode: true,
             sink: None,
         };
-        let body = ResponseBody::start(&target, &mut headers(), Some(0), 1000).unwrap();
+        let body = ResponseBody::start(
+            OpenedTarget::open(&target).unwrap(),
+            &mut headers(),
+            Some(0),
+            1000,
+        )
+        .unwrap();
         assert_eq!(body.finish().unwrap(), b"");
     }
 
     #[test]
-    fn a_truncated_gzip_stream_is_a_body_error() {
+    fn a_truncated_gzip_stream_is_a_decode_error() {
         let packed = gzip(b"hello world");
         let target = BodyTarget {
             decode: true,
             sink: None,
         };
-        let mut body = ResponseBody::start(&target, &mut headers(), None, 1000).unwrap();
+        let mut body = ResponseBody::start(
+            OpenedTarget::open(&target).unwrap(),
+            &mut headers(),
+            None,
+            1000,
+        )
+        .unwrap();
         body.push(&packed[..packed.len() - 6]).unwrap();
-        assert_eq!(body.finish().unwrap_err().kind, FailureKind::Body);
+        assert_eq!(body.finish().unwrap_err().kind, FailureKind::Decode);
+    }
+
+    fn decoded(encoding: &[u8], chunks: &[&[u8]]) -> Result<Vec<u8>, TransportError> {
+        let target = BodyTarget {
+            decode: true,
+            sink: None,
+        };
+        let mut h = vec![("content-encoding".to_string(), encoding.to_vec())];
+        let mut body =
+            ResponseBody::start(OpenedTarget::open(&target).unwrap(), &mut h, None, 1 << 20)?;
+        for chunk in chunks {
+            body.push(chunk)?;
+        }
+        body.finish()
+    }
+
+    #[test]
+    fn concatenated_gzip_members_are_decoded_one_after_the_other() {
+        let (a, b) = (gzip(b"hello "), gzip(b"world"));
+        assert_eq!(decoded(b"gzip", &[&a, &b]).unwrap(), b"hello world");
+    }
+
+    #[test]
+    fn deflate_is_decoded_zlib_wrapped_or_raw() {
+        use flate2::write::{DeflateEncoder, ZlibEncoder};
+        let mut z = ZlibEncoder::new(Vec::new(), Compression::default());
+        z.write_all(b"zlib body").unwrap();
+        let z = z.finish().unwrap();
+        let mut r = DeflateEncoder::new(Vec::new(), Compression::default());
+        r.write_all(b"raw body").unwrap();
+        let r = r.finish().unwrap();
+        // Byte by byte too: the choice waits for two bytes.
+        let bytes: Vec<&[u8]> = z.chunks(1).collect();
+        assert_eq!(decoded(b"deflate", &bytes).unwrap(), b"zlib body");
+        assert_eq!(decoded(b"deflate", &[&r]).unwrap(), b"raw body");
+    }
+
+    #[test]
+    fn a_body_that_cannot_be_decoded_is_a_decode_error_never_retried() {
+        for (encoding, body) in [
+            (b"gzip".as_slice(), b"this is not gzip".as_slice()),
+            (b"deflate", b"\xff\xff not deflate"),
+            (b"br", b"not brotli at all, not brotli at all"),
+        ] {
+            let e = decoded(encoding, &[body]).unwrap_err();
+            assert_eq!(
+                e.kind,
+                FailureKind::Decode,
+                "{}",
+                String::from_utf8_lossy(encoding)
+            );
+            assert!(!e.kind.is_transient());
+        }
+    }
+
+    #[test]
+    fn a_sink_that_cannot_be_created_fails_before_sending_and_is_never_retried() {
+        let target = BodyTarget {
+            decode: false,
+            sink: Some("/proc/self/resilient-sink".into()),
+        };
+        let e = OpenedTarget::open(&target)
+            .err()
+            .expect("cannot be created");
+        assert_eq!(e.kind, FailureKind::Sink);
+        assert!(!e.kind.is_transient());
+        assert!(
+            e.detail.contains("/proc/self/resilient-sink"),
+            "{}",
+            e.detail
+        );
     }
 }

@@ -55,13 +55,19 @@ pub enum FailureKind {
     Tls,
     /// More redirects than `allow_redirects.max`, or one to a refused scheme. Not transient.
     Redirects,
+    /// The body arrived but its `Content-Encoding` (gzip, deflate, br) could not be decoded.
+    /// Not transient: the same request would get the same bytes.
+    Decode,
+    /// The `sink` file could not be created or written: our side, not the upstream's. Not
+    /// transient; a file that cannot be created fails the attempt before it is sent.
+    Sink,
     /// Anything else the transport could not classify.
     Other,
 }
 
 impl FailureKind {
     /// The name used in attempt records and messages: `timeout`, `connect`, `closed`, `body`,
-    /// `too_large`, `other`.
+    /// `too_large`, `tls`, `redirects`, `decode`, `sink`, `other`.
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::Timeout => "timeout",
@@ -71,6 +77,8 @@ impl FailureKind {
             FailureKind::TooLarge => "too_large",
             FailureKind::Tls => "tls",
             FailureKind::Redirects => "redirects",
+            FailureKind::Decode => "decode",
+            FailureKind::Sink => "sink",
             FailureKind::Other => "other",
         }
     }
@@ -79,7 +87,11 @@ impl FailureKind {
     pub fn is_transient(self) -> bool {
         !matches!(
             self,
-            FailureKind::TooLarge | FailureKind::Tls | FailureKind::Redirects
+            FailureKind::TooLarge
+                | FailureKind::Tls
+                | FailureKind::Redirects
+                | FailureKind::Decode
+                | FailureKind::Sink
         )
     }
 }

@@ -242,6 +242,105 @@ async fn a_cold_origin_is_opened_by_one_request_before_the_pool_fans_out() {
     assert_eq!(started.elapsed(), 30 * MS);
 }
 
+/// A cold TLS origin whose first request turns it warm after `warm_after` (its connection
+/// and headers) but answers only after `answer_after` (a slow body); every later request
+/// answers in 10 ms. Records when each request was sent.
+struct SlowOpener {
+    warm: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    warm_after: Duration,
+    answer_after: Duration,
+    origin: tokio::time::Instant,
+    sent_at: std::sync::Mutex<Vec<Duration>>,
+}
+
+impl resilient_http::Transport for SlowOpener {
+    fn is_warm(&self, _: &resilient_http::PreparedRequest) -> bool {
+        self.warm.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn send(
+        &self,
+        _: &resilient_http::PreparedRequest,
+        _: resilient_http::AttemptLimits,
+    ) -> resilient_http::BoxFuture<
+        'static,
+        Result<resilient_http::RawResponse, resilient_http::TransportError>,
+    > {
+        let mut sent = self.sent_at.lock().unwrap();
+        let first = sent.is_empty();
+        sent.push(self.origin.elapsed());
+        let (warm, warm_after, answer_after) =
+            (self.warm.clone(), self.warm_after, self.answer_after);
+        Box::pin(async move {
+            if first {
+                tokio::time::sleep(warm_after).await;
+                warm.store(true, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(answer_after - warm_after).await;
+            } else {
+                tokio::time::sleep(10 * MS).await;
+            }
+            Ok(resilient_http::RawResponse {
+                status: 200,
+                headers: vec![],
+                body: b"ok".to_vec(),
+            })
+        })
+    }
+}
+
+/// Runs 4 requests at concurrency 4 over a [`SlowOpener`]; the send times and the pool's time.
+async fn slow_opener_pool(
+    warm_after: Duration,
+    answer_after: Duration,
+) -> (Vec<Duration>, Duration) {
+    let transport = std::sync::Arc::new(SlowOpener {
+        warm: Default::default(),
+        warm_after,
+        answer_after,
+        origin: tokio::time::Instant::now(),
+        sent_at: Default::default(),
+    });
+    let rig = Rig::new(vec![], Step::Hang);
+    let c = rig.client(json!({"timeout": 5, "max_attempts": 1}));
+    let env = rig.env.clone().transport(transport.clone());
+    let requests = (0..4)
+        .map(|i| {
+            c.prepare("GET", &format!("/r/{i}"), RequestOptions::new())
+                .unwrap()
+        })
+        .collect();
+    let started = tokio::time::Instant::now();
+    let (results, _) = c.pool(env, requests, 4, None).await;
+    assert!(results
+        .iter()
+        .all(|r| r.as_ref().is_ok_and(|r| r.status() == 200)));
+    let sent = transport.sent_at.lock().unwrap().clone();
+    (sent, started.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_others_go_once_the_opener_warmed_the_origin_not_when_its_slow_answer_ends() {
+    let (sent, took) = slow_opener_pool(20 * MS, 2000 * MS).await;
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[0], Duration::ZERO);
+    assert!(
+        sent[1..].iter().all(|&t| t >= 20 * MS && t <= 22 * MS),
+        "sent once warm (polled every 2 ms): {sent:?}"
+    );
+    assert_eq!(took, 2000 * MS, "the slow one alone sets the pool's time");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_origin_still_cold_after_the_longest_wait_is_opened_by_the_others_too() {
+    // Neither warm nor answered within 250 ms (a slow first answer): the others go then.
+    let (sent, took) = slow_opener_pool(1500 * MS, 2000 * MS).await;
+    assert!(
+        sent[1..].iter().all(|&t| t >= 250 * MS && t <= 252 * MS),
+        "{sent:?}"
+    );
+    assert_eq!(took, 2000 * MS);
+}
+
 /// Hangs on every path but `/boom`, where it panics (a bug in a transport); records when the
 /// hanging requests' futures are dropped.
 struct PanicsOnBoom(std::sync::Arc<std::sync::atomic::AtomicU32>);

@@ -245,5 +245,9 @@ pub fn request_info<B>(req: &Request<B>, path: String) -> RequestInfo {
             .map(|p| p.as_str().to_string())
             .unwrap_or_default(),
         headers,
+        connection: req
+            .extensions()
+            .get::<crate::server::ConnectionId>()
+            .map_or(0, |c| c.0),
     }
 }

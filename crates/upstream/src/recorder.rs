@@ -62,6 +62,9 @@ pub struct AttemptRow {
     /// Why a multipart body could not be split into parts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub multipart_error: Option<String>,
+    /// Serial number of the TCP connection the request came on (1, 2... in accept order; 0 when
+    /// not known): requests sharing one were sent over a kept-alive connection.
+    pub connection: u64,
     /// Arrival: monotonic ms since server start.
     pub t_ms: f64,
     /// Arrival: wall clock ms since the Unix epoch.
@@ -88,6 +91,8 @@ pub struct RequestInfo {
     pub query: String,
     pub uri: String,
     pub headers: BTreeMap<String, String>,
+    /// The server's serial number of the TCP connection the request came on.
+    pub connection: u64,
 }
 
 /// All keys.
@@ -208,6 +213,7 @@ impl KeyState {
                 body_fnv1a64: crate::received::Fnv1a64::default().hex(),
                 parts: None,
                 multipart_error: None,
+                connection: req.connection,
                 t_ms,
                 unix_ms,
                 concurrent_at_arrival: inner.in_flight,

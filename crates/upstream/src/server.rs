@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -22,6 +23,13 @@ use crate::{control, mock, sim, App};
 /// Key used for requests outside `/k/{key}`, `/sim`, `/bench` and `/__control`.
 pub const DEFAULT_KEY: &str = "default";
 
+/// The serial number of the TCP connection a request came on (in its extensions), so the
+/// records tell a kept-alive connection from a new one.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionId(pub u64);
+
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
 /// Accepts connections until `shutdown` completes. Each connection is served (keep-alive) on
 /// its own task; connections still open when this returns end when the runtime does.
 pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
@@ -33,8 +41,12 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
                     let app = app.clone();
+                    let connection = ConnectionId(NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed));
                     tokio::spawn(async move {
-                        let service = service_fn(move |req| route(app.clone(), req));
+                        let service = service_fn(move |mut req: Request<Incoming>| {
+                            req.extensions_mut().insert(connection);
+                            route(app.clone(), req)
+                        });
                         // Errors here are client disconnects or our own scripted closes.
                         let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service).await;
                     });
