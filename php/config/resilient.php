@@ -59,7 +59,7 @@ return [
         // `queue:work --timeout`) minus this margin; null = a tenth of it, at least 1 s.
         // A timeout of 0 is none (as for the worker): no deadline from it.
         'deadline_margin' => env('RESILIENT_DEADLINE_MARGIN'),
-        'worker_timeout' => (int) env('RESILIENT_WORKER_TIMEOUT', 60),
+        'worker_timeout' => env('RESILIENT_WORKER_TIMEOUT', 60),
     ],
 
     // `php artisan resilient:check`: where the job classes are (default app/Jobs).

@@ -223,11 +223,31 @@ final class ResilientManager
         };
     }
 
+    /**
+     * Whether the client named $name keeps its funnel, budget and breaker on Redis (its
+     * `backend` option, else the `resilient.backend` ini setting) rather than in this host's
+     * shared memory, which `Resilient\Funnel` and `Resilient\RetryBudget` objects read.
+     */
+    public function onRedis(string $name): bool
+    {
+        $backend = $this->clientConfig($name)['backend'] ?? ini_get('resilient.backend');
+
+        return is_string($backend) && $backend !== '' && $backend !== 'shm';
+    }
+
     /** The `funnel` or `budget` options of the client named $name, as constructor arguments. */
     private function fromClient(string $name, string $key, array $arguments, string $section): array
     {
         if (! array_key_exists($name, $this->config['clients'] ?? [])) {
             return $this->section($section, $name);
+        }
+        if ($this->onRedis($name)) {
+            // Never the URL: it may hold a password.
+            throw new InvalidArgumentException(sprintf(
+                'resilient: client "%s" keeps its %s on Redis (its backend), and Resilient::%s() reads this host\'s shared memory only: '
+                . 'its counters would not be the client\'s; add %s.%s for a %s of this host',
+                $name, $key, $key, $section, $name, $key,
+            ));
         }
         $options = $this->clientConfig($name);
         $given = $options[$key] ?? ($key === 'budget' ? [] : null);

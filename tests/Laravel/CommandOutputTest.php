@@ -8,6 +8,7 @@ require_once __DIR__ . '/support/PackageTestCase.php';
 
 use Illuminate\Console\Command;
 use Resilient\Laravel\Console\CheckCommand;
+use Resilient\Laravel\Console\DoctorCommand;
 use Resilient\Laravel\Console\StatusCommand;
 use Resilient\Laravel\Facades\Resilient;
 use Resilient\Tests\Harness\Run;
@@ -46,6 +47,76 @@ final class CommandOutputTest extends PackageTestCase
         [$exit, $check] = $this->artisan(new CheckCommand(), ['--json' => true]);
         $this->assertSame(1, $exit);
         $this->assertStringContainsString("calls client 'other<info>x</info>'", json_decode($check, true)['findings'][0]['message']);
+    }
+
+    /**
+     * A client on Redis keeps its funnel and budget there: status says so instead of reading
+     * this host's (empty) counters and calling them ok, and Resilient::funnel()/budget() refuse
+     * its name without showing the URL (it may hold a password). Also when `defaults` sets it.
+     */
+    public function testANameOnRedisIsShownAsSuchAndItsSharedMemoryObjectsAreRefused(): void
+    {
+        [$own, $inherited, $local] = [Run::name('pay-redis'), Run::name('erp-redis'), Run::name('local')];
+        $redis = 'redis://:s3cret@127.0.0.1:' . Run::freePort() . '/0';
+        $this->boot([
+            'defaults' => ['backend' => $redis],
+            'clients' => [
+                $own => ['base_url' => 'http://127.0.0.1:1', 'backend' => $redis, 'funnel' => ['limit' => 2]],
+                $inherited => ['base_url' => 'http://127.0.0.1:1', 'funnel' => ['limit' => 2]],
+                $local => ['base_url' => 'http://127.0.0.1:1', 'backend' => 'shm', 'funnel' => ['limit' => 2]],
+            ],
+        ]);
+        [$exit, $json] = $this->artisan(new StatusCommand(), ['--json' => true]);
+        $names = json_decode($json, true)['names'];
+        foreach ([$own, $inherited] as $name) {
+            $this->assertSame('redis', $names[$name]['backend'], $json);
+            $this->assertSame(['on_redis' => true], $names[$name]['funnel']);
+            $this->assertSame(['on_redis' => true], $names[$name]['budget']);
+            foreach (['funnel', 'budget'] as $what) {
+                try {
+                    Resilient::$what($name);
+                    $this->fail("Resilient::$what() must refuse a name on Redis");
+                } catch (\InvalidArgumentException $e) {
+                    $this->assertStringContainsString('on Redis', $e->getMessage());
+                    $this->assertStringNotContainsString('s3cret', $e->getMessage());
+                }
+            }
+        }
+        $this->assertSame('shm', $names[$local]['backend']);
+        $this->assertSame(2, $names[$local]['funnel']['limit']);
+        $this->assertSame(2, Resilient::funnel($local)->limit());
+        $this->assertStringNotContainsString('s3cret', $json);
+    }
+
+    /** An adaptive funnel is full at its learned limit (before anything is learned: `initial`), not at `max`. */
+    public function testAnAdaptiveFunnelIsFullAtItsCurrentLimit(): void
+    {
+        $name = Run::name('auto-status');
+        $this->boot(['clients' => [$name => ['base_url' => 'http://127.0.0.1:1', 'funnel' => ['limit' => 'auto', 'initial' => 2, 'max' => 32]]]]);
+        $funnel = new \Resilient\Funnel($name, 32);
+        $leases = [$funnel->tryAcquire(false), $funnel->tryAcquire(false)];
+        $this->assertNotContains(null, $leases);
+        [$exit, $json] = $this->artisan(new StatusCommand(), ['--json' => true]);
+        $f = json_decode($json, true)['names'][$name]['funnel'];
+        $this->assertSame(['auto', 2, true], [$f['limit'], $f['current_limit'], $f['full']], $json);
+        $this->assertSame(1, $exit);
+        $this->assertSame(['funnel full: 2 of 2 in flight'], json_decode($json, true)['names'][$name]['trouble']);
+        foreach ($leases as $lease) {
+            $lease->release();
+        }
+    }
+
+    /** doctor reads each client over `defaults`, as the client runs (and as check does). */
+    public function testDoctorWarnsAboutATimeoutSetInDefaultsToo(): void
+    {
+        foreach ([['defaults' => ['timeout' => 30]], ['clients' => [Run::name('d') => ['base_url' => 'http://127.0.0.1:1', 'timeout' => 30]]]] as $config) {
+            $name = Run::name('doctor-defaults');
+            $config['clients'] = ($config['clients'] ?? []) + [$name => ['base_url' => 'http://127.0.0.1:1']];
+            $this->boot($config);
+            [$exit, $out] = $this->artisan(new DoctorCommand(), []);
+            $this->assertSame(1, $exit, $out);
+            $this->assertStringContainsString('timeout 30s in config, but resilient.web_timeout', $out);
+        }
     }
 
     /** @return array{0: int, 1: string} exit code and output */

@@ -213,4 +213,32 @@ final class ConfigTest extends PackageTestCase
         $result = $p->wait(20);
         $this->assertSame("booted\n", $result->stdout, $result->stderr);
     }
+
+    /** Without the extension, resilient:status says how to install it (not "class not found"). */
+    public function testStatusWithoutTheExtensionSaysSo(): void
+    {
+        $code = <<<'PHP'
+            require '/usr/share/php/Illuminate/autoload.php';
+            require getcwd() . '/php/autoload.php';
+            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
+            $app->instance('config', new Illuminate\Config\Repository(['resilient' => ['clients' => ['s' => ['funnel' => ['limit' => 2]]]]]));
+            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
+            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+            $app->boot();
+            foreach ([['--json' => true], ['--prometheus' => true]] as $input) {
+                $command = new Resilient\Laravel\Console\StatusCommand();
+                $command->setLaravel($app);
+                $out = new Symfony\Component\Console\Output\BufferedOutput();
+                $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput($input), $out);
+                echo $exit, ' ', str_replace("\n", ' ', $out->fetch()), "\n";
+            }
+            PHP;
+        $result = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $lines = explode("\n", trim($result->stdout));
+        $this->assertCount(2, $lines, $result->stdout . $result->stderr);
+        foreach ($lines as $line) {
+            $this->assertStringStartsWith('2 ', $line);
+            $this->assertStringContainsString('not loaded', $line);
+        }
+    }
 }

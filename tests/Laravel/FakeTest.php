@@ -170,6 +170,9 @@ final class FakeTest extends PackageTestCase
         $this->assertInstanceOf(Unavailable::class, $out['b']);
         $this->assertSame(404, $out['c']->status());
         Resilient::assertSent(fn (RecordedRequest $r) => $r->json() === ['q' => 1] && $r->header('Idempotency-Key') === 'k2');
+        // A null concurrency is the real client's default, as its signature allows.
+        Resilient::fake(['again' => Response::fake(200, 'x')]);
+        $this->assertSame('x', Resilient::client('again')->pool(['x' => ['GET', '/sku/4']], null)['x']->body());
     }
 
     public function testAssertionsFailWhenTheyShould(): void

@@ -86,6 +86,38 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame(1, $this->events[ResponseReceived::class] ?? 0);
     }
 
+    /** A misspelt name fails under Http::fake() as it would in production, not answered by the fake. */
+    public function testUnderHttpFakeAnUnknownClientNameStillFails(): void
+    {
+        [$name, , $client] = $this->upstreamClient('bridge-fake-name');
+        $this->bootWith($name, $client);
+        Http::fake();
+        try {
+            Http::resilient($name . '-misspelt')->get('/quote');
+            $this->fail('an unknown client name must fail');
+        } catch (\InvalidArgumentException $e) {
+            $this->assertStringContainsString('no client named', $e->getMessage());
+        }
+        Http::assertNothingSent();
+        // A name faked with Resilient::fake() needs no config (Http::fake() answers it here).
+        Resilient::fake(['only-faked' => \Resilient\Response::fake(200, 'ok')]);
+        $this->assertSame(200, Http::resilient('only-faked')->get('/x')->status());
+    }
+
+    /** `headers()` keys are spelt as servers usually write them, as with Guzzle over HTTP/1.1. */
+    public function testResponseHeaderNamesAreTitleCased(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-header-case');
+        $this->up->script($key, [['status' => 200, 'headers' => ['x-total-count' => '7', 'Retry-After' => '1'], 'body' => 'ok']]);
+        $this->bootWith($name, $client);
+        $response = Http::resilient($name)->get('/list');
+        $headers = $response->headers();
+        $this->assertSame(['7'], $headers['X-Total-Count'] ?? null, implode(', ', array_keys($headers)));
+        $this->assertSame(['1'], $headers['Retry-After'] ?? null);
+        $this->assertArrayHasKey('Content-Length', $headers);
+        $this->assertSame('7', $response->header('x-total-count'), 'header() ignores case');
+    }
+
     public function testRetryOnTheRequestIsRefusedNamingTheOneRetryOwnerRule(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-noretry');

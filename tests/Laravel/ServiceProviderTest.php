@@ -123,6 +123,20 @@ final class ServiceProviderTest extends TestCase
         $this->assertSame(86400.0, (fn () => $this->funnel($job))->call($middleware)->lease(), 'a day');
     }
 
+    /** An empty env value (`RESILIENT_DEADLINE_MARGIN=`, `RESILIENT_WORKER_TIMEOUT=`) is no setting, not 0. */
+    public function testEmptyQueueSettingsMeanTheDefaults(): void
+    {
+        $job = new class () {
+            public $timeout = 60;
+        };
+        $this->app['config']->set('resilient.queue.deadline_margin', '');
+        $this->assertSame(54.0, (new \Resilient\Laravel\Queue\WithinDeadline())->secondsFor($job), 'a tenth, not no margin');
+        $this->app['config']->set('resilient.queue.deadline_margin', '5');
+        $this->assertSame(55.0, (new \Resilient\Laravel\Queue\WithinDeadline())->secondsFor($job));
+        $this->app['config']->set('resilient.queue.worker_timeout', '');
+        $this->assertSame(55.0, (new \Resilient\Laravel\Queue\WithinDeadline())->secondsFor(new \stdClass()), "queue:work's 60 s less 5");
+    }
+
     public function testClientsAreBuiltOncePerName(): void
     {
         $client = Resilient::client('lv-shipping');

@@ -37,7 +37,8 @@ final class CheckCommand extends Command
         $rules = new Rules(
             $clients,
             (array) $config->get('queue', []),
-            (float) $config->get('resilient.queue.worker_timeout', 60),
+            // Empty or not a number (`RESILIENT_WORKER_TIMEOUT=`): queue:work's default.
+            is_numeric($t = $config->get('resilient.queue.worker_timeout')) ? (float) $t : 60.0,
             is_numeric($m = $config->get('resilient.queue.deadline_margin')) ? (float) $m : null,
         );
 

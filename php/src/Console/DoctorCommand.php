@@ -5,6 +5,7 @@ namespace Resilient\Laravel\Console;
 use Illuminate\Console\Command;
 use Resilient\Context;
 use Resilient\Funnel;
+use Resilient\Laravel\ResilientManager;
 
 /**
  * `php artisan resilient:doctor`: is the extension loaded, which version, which SAPI and context
@@ -35,7 +36,13 @@ final class DoctorCommand extends Command
             . $this->contextSetting());
 
         $this->segment();
-        $this->webCaps((array) $this->laravel['config']->get('resilient.clients', []));
+        // Each client as it runs: its entry over `defaults` (as resilient:check reads them).
+        $manager = $this->laravel->make(ResilientManager::class);
+        $clients = [];
+        foreach (array_keys((array) $this->laravel['config']->get('resilient.clients', [])) as $name) {
+            $clients[$name] = $manager->clientConfig((string) $name);
+        }
+        $this->webCaps($clients);
 
         $this->line($this->problems === 0 ? 'No problems found.' : "{$this->problems} problem(s) found.");
 

@@ -3,6 +3,8 @@
 namespace Resilient\Laravel\Console;
 
 use Illuminate\Console\Command;
+use Resilient\Laravel\ExtensionCheck;
+use Resilient\Laravel\ResilientManager;
 use Symfony\Component\Console\Output\OutputInterface;
 
 /**
@@ -23,6 +25,11 @@ final class StatusCommand extends Command
     public function handle(): int
     {
         if ($this->option('prometheus')) {
+            if (! extension_loaded('resilient')) {
+                $this->error((string) ExtensionCheck::problem());
+
+                return 2;
+            }
             if (! class_exists('Resilient\\Metrics')) {
                 $this->error('resilient:status --prometheus needs an extension with Resilient\\Metrics (resilient >= the metrics release)');
 
@@ -33,7 +40,15 @@ final class StatusCommand extends Command
             return 0;
         }
 
-        $status = UpstreamStatus::of((array) $this->laravel['config']->get('resilient', []));
+        if (($problem = ExtensionCheck::problem()) !== null) {
+            $this->error($problem);
+
+            return 2;
+        }
+        $status = UpstreamStatus::of(
+            (array) $this->laravel['config']->get('resilient', []),
+            $this->laravel->make(ResilientManager::class),
+        );
         $trouble = array_filter($status, fn ($s) => $s['trouble'] !== []);
 
         if ($this->option('json')) {
@@ -52,11 +67,20 @@ final class StatusCommand extends Command
         foreach ($status as $name => $s) {
             $f = $s['funnel'];
             $b = $s['budget'];
+            $onRedis = ($s['backend'] ?? 'shm') === 'redis';
             $rows[] = [
                 $name,
-                $f === null ? '-' : "{$f['limit']} ({$f['reserve']} reserved for web)",
-                $f === null ? '-' : "{$f['in_flight']}" . ($f['background_full'] && ! $f['full'] ? ' (no slot for workers)' : ''),
-                $b === null ? '-' : sprintf('%d originals, %d retries of %.1f allowed in %gs', $b['originals'], $b['retries'], $b['allowed'], $b['window']),
+                match (true) {
+                    $f === null => '-',
+                    $onRedis => 'on Redis',
+                    default => ($f['limit'] === 'auto' ? "auto (now {$f['current_limit']})" : $f['limit']) . " ({$f['reserve']} reserved for web)",
+                },
+                $f === null || $onRedis ? '-' : "{$f['in_flight']}" . ($f['background_full'] && ! $f['full'] ? ' (no slot for workers)' : ''),
+                match (true) {
+                    $b === null => '-',
+                    $onRedis => 'on Redis',
+                    default => sprintf('%d originals, %d retries of %.1f allowed in %gs', $b['originals'], $b['retries'], $b['allowed'], $b['window']),
+                },
                 $s['trouble'] === [] ? 'ok' : implode('; ', $s['trouble']),
             ];
         }

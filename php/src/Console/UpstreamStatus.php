@@ -3,6 +3,7 @@
 namespace Resilient\Laravel\Console;
 
 use Resilient\Funnel;
+use Resilient\Laravel\ResilientManager;
 use Resilient\RetryBudget;
 
 /**
@@ -18,12 +19,20 @@ final class UpstreamStatus
     /** The client's budget when its options do not set one (crates/http ClientConfig::default). */
     private const CLIENT_BUDGET = ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0];
 
-    /** @return array<string, array{funnel: ?array, budget: ?array, trouble: list<string>}> */
-    public static function of(array $config): array
+    /**
+     * @param ResilientManager|null $manager reads each client as it runs (its entry over `defaults`)
+     * @return array<string, array{funnel: ?array, budget: ?array, backend: string, trouble: list<string>}>
+     */
+    public static function of(array $config, ?ResilientManager $manager = null): array
     {
         $names = [];
+        $onRedis = [];
         foreach ($config['clients'] ?? [] as $name => $options) {
-            $options = is_array($options) ? $options : [];
+            $options = $manager?->clientConfig((string) $name) ?? (is_array($options) ? $options : []);
+            if ($manager?->onRedis((string) $name)) {
+                // Its funnel and budget live on Redis: this host's segment holds none of it.
+                $onRedis[$name] = true;
+            }
             if (isset($options['funnel']) && is_array($options['funnel'])) {
                 $names[$name]['funnel'] = $options['funnel'];
             }
@@ -44,16 +53,25 @@ final class UpstreamStatus
 
         $out = [];
         foreach ($names as $name => $parts) {
+            if (isset($onRedis[$name])) {
+                $out[$name] = [
+                    'funnel' => isset($parts['funnel']) ? ['on_redis' => true] : null,
+                    'budget' => isset($parts['budget']) ? ['on_redis' => true] : null,
+                    'backend' => 'redis',
+                    'trouble' => [],
+                ];
+                continue;
+            }
             $funnel = isset($parts['funnel']) ? self::funnel((string) $name, $parts['funnel']) : null;
             $budget = isset($parts['budget']) ? self::budget((string) $name, $parts['budget']) : null;
             $trouble = [];
             if ($funnel !== null && $funnel['full']) {
-                $trouble[] = "funnel full: {$funnel['in_flight']} of {$funnel['limit']} in flight";
+                $trouble[] = "funnel full: {$funnel['in_flight']} of {$funnel['current_limit']} in flight";
             }
             if ($budget !== null && $budget['spent']) {
                 $trouble[] = sprintf('retry budget spent: %d retries of %.1f allowed', $budget['retries'], $budget['allowed']);
             }
-            $out[$name] = ['funnel' => $funnel, 'budget' => $budget, 'trouble' => $trouble];
+            $out[$name] = ['funnel' => $funnel, 'budget' => $budget, 'backend' => 'shm', 'trouble' => $trouble];
         }
 
         return $out;
@@ -61,21 +79,35 @@ final class UpstreamStatus
 
     private static function funnel(string $name, array $o): array
     {
-        // An adaptive funnel ('limit' => 'auto') counts leases up to its 'max'.
+        // An adaptive funnel ('limit' => 'auto') counts leases up to its 'max'; what it admits
+        // is the learned limit's whole slots (before anything is learned, `initial`).
         $adaptive = ! is_numeric($o['limit'] ?? null);
-        $limit = (int) ($adaptive ? ($o['max'] ?? 64) : $o['limit']);
+        $slots = (int) ($adaptive ? ($o['max'] ?? 64) : $o['limit']);
         $reserve = (int) ($o['reserve'] ?? 0);
-        $f = new Funnel($name, $limit, min($reserve, $limit - 1));
+        $f = new Funnel($name, $slots, min($reserve, $slots - 1));
         $inFlight = $f->inFlight();
+        $limit = $slots;
+        if ($adaptive) {
+            $learned = $f->stats()['learned'] ?? null;
+            $min = (int) ($o['min'] ?? 1);
+            $limit = is_array($learned)
+                ? (int) floor((float) $learned['limit'])
+                : (int) ($o['initial'] ?? min(max(4, $min), $slots));
+            $limit = max(1, min($limit, $slots));
+        }
+        // Background callers get the limit less the reserve; under a learned limit the reserve
+        // is scaled when the limit is small (docs/adaptive-limit.md, "reserve").
+        $background = $limit - ($adaptive ? min($reserve, intdiv($limit, 2)) : $reserve);
 
         return [
             'limit' => $adaptive ? 'auto' : $limit,
+            'current_limit' => $limit,
             'reserve' => $reserve,
             // Queue workers, the scheduler and artisan are background callers.
-            'background_limit' => $limit - $reserve,
+            'background_limit' => $background,
             'in_flight' => $inFlight,
             'full' => $inFlight >= $limit,
-            'background_full' => $inFlight >= $limit - $reserve,
+            'background_full' => $inFlight >= $background,
             'degraded' => $f->isDegraded(),
         ];
     }

@@ -81,10 +81,28 @@ final class ResilientHandler
 
             return Create::rejectionFor($e);
         }
-        $response = new PsrResponse($answer->status(), $answer->headers(), $this->responseBody($answer, $sink ?? null));
+        $response = new PsrResponse($answer->status(), self::titleCased($answer->headers()), $this->responseBody($answer, $sink ?? null));
         $this->stats($options, $request, $response, null, $started, $answer);
 
         return Create::promiseFor($response);
+    }
+
+    /**
+     * Header names as most HTTP/1.1 servers write them (`X-Total-Count`): the client hands
+     * them back lower-cased, and Laravel's `headers()` is a plain array whose keys callers
+     * index by the usual spelling. (`header()` and PSR-7's `getHeader()` ignore case anyway.)
+     *
+     * @param array<string, list<string>> $headers
+     * @return array<string, list<string>>
+     */
+    private static function titleCased(array $headers): array
+    {
+        $out = [];
+        foreach ($headers as $name => $values) {
+            $out[implode('-', array_map('ucfirst', explode('-', (string) $name)))] = $values;
+        }
+
+        return $out;
     }
 
     /** The option names the client's config sets ([] for a name that is only faked). */

@@ -50,12 +50,19 @@ class ResilientPendingRequest extends PendingRequest
         $copy->resilientName = $name;
         $copy->resilientManager = $manager;
         // Events, Telescope and Http::fake() URL patterns see the real URL, not a bare path.
-        if ((string) ($copy->baseUrl ?? '') === '') {
-            try {
-                $copy->baseUrl = (string) ($manager->clientConfig($name)['base_url'] ?? '');
-            } catch (\InvalidArgumentException) {
-                // A name that is only faked (Resilient::fake()) may have no config.
+        // A name not in the config fails here, as it would at the call, also under
+        // Http::fake() (which would otherwise answer a misspelt name); only a name faked with
+        // Resilient::fake() may have no config.
+        try {
+            $config = $manager->clientConfig($name);
+        } catch (\InvalidArgumentException $e) {
+            if ($manager->fakes() === null) {
+                throw $e;
             }
+            $config = [];
+        }
+        if ((string) ($copy->baseUrl ?? '') === '') {
+            $copy->baseUrl = (string) ($config['base_url'] ?? '');
         }
 
         return $copy;

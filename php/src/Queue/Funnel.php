@@ -23,6 +23,10 @@ use Resilient\Laravel\ResilientManager;
  * to a day, or the funnel's `lease` when longer (at most a year). A worker killed at its timeout
  * gives the slot back at once (its process is gone); the lease only bounds a worker that is stuck.
  *
+ * One funnel per name on the host: a job holding a slot of `shipping` that calls the client
+ * `shipping` (whose own funnel has that name) needs a second slot of it, and at saturation none is
+ * left for the call. Give such jobs a funnel of their own (`funnels.shipping-jobs`).
+ *
  * Workers are background callers: they may use `limit - reserve` slots, the rest stay for web
  * requests. With `share: true` (or `'share' => true` in the config) they also keep those slots
  * while web requests want more, as long as refusals keep coming: each one holds web callers to

@@ -48,8 +48,10 @@ final class WithinDeadline
         if ($timeout === null) {
             return null;
         }
-        $margin = $this->margin ?? self::config('resilient.queue.deadline_margin') ?? self::defaultMargin($timeout);
-        $seconds = $timeout - (float) $margin;
+        // An empty or non-numeric setting (`RESILIENT_DEADLINE_MARGIN=`) is no setting, not 0.
+        $configured = self::config('resilient.queue.deadline_margin');
+        $margin = $this->margin ?? (is_numeric($configured) ? (float) $configured : null) ?? self::defaultMargin($timeout);
+        $seconds = $timeout - $margin;
 
         // A margin as long as the timeout would leave nothing: keep half rather than zero.
         return $seconds > 0 ? $seconds : $timeout / 2;

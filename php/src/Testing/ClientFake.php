@@ -82,8 +82,9 @@ final class ClientFake
      *
      * @return array<array-key, Response|Unavailable>
      */
-    public function pool(array $requests, int $concurrency = 5): array
+    public function pool(array $requests, ?int $concurrency = null): array
     {
+        $concurrency ??= 5;   // the real client's default
         if ($concurrency < 1 || $concurrency > 1024) {
             throw new \ValueError("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got $concurrency");
         }
