@@ -104,9 +104,10 @@ pub fn max_attempts(attempts: u32) -> u32 {
 }
 
 /// What PHP's `memory_limit` leaves now, in bytes (`memory_limit` minus the memory PHP's
-/// allocator uses); `None` when unlimited (`-1`) or unknown. A response body is held in Rust
-/// memory, outside `memory_limit`, and becomes a PHP string when read: the client never
-/// accepts a body larger than this (it lowers `max_body` per call).
+/// allocator uses and the bodies live `Resilient\Response` objects hold); `None` when unlimited
+/// (`-1`) or unknown. A response body is held in Rust memory, outside `memory_limit`, and
+/// becomes a PHP string when read: the client never accepts a body larger than this (it lowers
+/// `max_body` per call).
 pub fn memory_headroom() -> Option<u64> {
     use ext_php_rs::ffi::_php_core_globals;
     use std::sync::OnceLock;
@@ -131,7 +132,11 @@ pub fn memory_headroom() -> Option<u64> {
         let usage: unsafe extern "C" fn(bool) -> usize = std::mem::transmute(usage);
         (limit, usage(false))
     };
-    (limit > 0).then(|| (limit as u64).saturating_sub(used as u64))
+    (limit > 0).then(|| {
+        (limit as u64)
+            .saturating_sub(used as u64)
+            .saturating_sub(crate::response::held_body_bytes())
+    })
 }
 
 /// Where this process runs, and the web caps from php.ini (static; not

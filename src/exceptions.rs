@@ -127,26 +127,8 @@ const FAILURE_PROPERTY: &CStr = c"failure";
 pub fn register() -> ext_php_rs::error::Result<()> {
     ClassBuilder::new(Kind::Unavailable.class_name())
         .extends((runtime_exception, "\\RuntimeException"))
-        .property(ClassProperty {
-            name: "response".into(),
-            flags: PropertyFlags::Protected,
-            default: Some(Box::new(|| Ok(Zval::null()))),
-            docs: &[],
-            ty: None,
-            nullable: true,
-            readonly: false,
-            default_stub: Some("null".into()),
-        })
-        .property(ClassProperty {
-            name: "failure".into(),
-            flags: PropertyFlags::Protected,
-            default: Some(Box::new(|| Ok(Zval::null()))),
-            docs: &[],
-            ty: None,
-            nullable: true,
-            readonly: false,
-            default_stub: Some("null".into()),
-        })
+        .property(protected_null("response"))
+        .property(protected_null("failure"))
         .method(
             FunctionBuilder::new("response", unavailable_response).returns(
                 DataType::object("Resilient\\Response"),
@@ -201,6 +183,20 @@ pub fn register() -> ext_php_rs::error::Result<()> {
         "\\RuntimeException"
     );
     Ok(())
+}
+
+/// `protected $name = null;`
+fn protected_null(name: &str) -> ClassProperty {
+    ClassProperty {
+        name: name.into(),
+        flags: PropertyFlags::Protected,
+        default: Some(Box::new(|| Ok(Zval::null()))),
+        docs: &[],
+        ty: None,
+        nullable: true,
+        readonly: false,
+        default_stub: Some("null".into()),
+    }
 }
 
 /// `Unavailable::response()`: the protected `$response` property when it holds an object.

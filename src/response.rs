@@ -5,6 +5,8 @@
 //! `Unavailable` exceptions as the last response); tests of code that uses a client build one
 //! with `Response::fake()` (no `new`: a response is never half-made).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use ext_php_rs::binary::Binary;
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::convert::IntoZval;
@@ -20,8 +22,19 @@ pub struct Response {
     inner: resilient_http::Response,
 }
 
+/// Bytes of the bodies that live `Resilient\Response` objects of this process hold: Rust
+/// memory, which `memory_limit` does not see. A call's body limit leaves room for them
+/// (`context::memory_headroom`), so responses a script keeps count against its limit.
+static HELD_BODY_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// What live `Resilient\Response` objects hold now, in bytes.
+pub fn held_body_bytes() -> u64 {
+    HELD_BODY_BYTES.load(Ordering::Relaxed)
+}
+
 impl Response {
     pub fn new(inner: resilient_http::Response) -> Self {
+        HELD_BODY_BYTES.fetch_add(inner.body().len() as u64, Ordering::Relaxed);
         Self { inner }
     }
 
@@ -30,6 +43,12 @@ impl Response {
         ZendClassObject::new(Response::new(inner))
             .into_zval(false)
             .ok()
+    }
+}
+
+impl Drop for Response {
+    fn drop(&mut self) {
+        HELD_BODY_BYTES.fetch_sub(self.inner.body().len() as u64, Ordering::Relaxed);
     }
 }
 

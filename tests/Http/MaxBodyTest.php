@@ -94,6 +94,37 @@ final class MaxBodyTest extends HttpTestCase
         }
     }
 
+    /**
+     * The bodies of the responses a script keeps are Rust memory `memory_limit` does not see:
+     * they count against the next call's limit, and stop counting when the objects go.
+     * memory_limit 48 MiB, 15 MB bodies: three kept leave less than 15 MB for a fourth.
+     */
+    public function testResponsesAScriptKeepsCountAgainstTheNextCallsLimit(): void
+    {
+        $key = $this->up->key('maxbody-held');
+        $this->up->script($key, [['stream' => ['bytes' => 15_000_000]]], 'repeat_last');
+        $base = $this->up->base($key);
+        $code = <<<PHP
+            \$c = new Resilient\\Client('maxbody-held', ['base_url' => '$base', 'timeout' => 20, 'max_attempts' => 1]);
+            \$kept = [];
+            \$out = [];
+            for (\$i = 0; \$i < 4; \$i++) {
+                try {
+                    \$kept[] = \$c->get('/big');
+                    \$out[] = 'ok';
+                } catch (Resilient\\UpstreamFailed \$e) {
+                    \$out[] = \$e->failure();
+                }
+            }
+            \$kept = [];
+            \$out[] = strlen(\$c->get('/big')->body()) === 15_000_000 ? 'ok after' : 'short';
+            echo implode(',', \$out);
+            PHP;
+        $r = PhpProcess::code($code, ['memory_limit' => '48M'])->wait(60.0);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame('ok,ok,ok,too_large,ok after', $r->stdout);
+    }
+
     public function testAnFpmWorkerWithMemoryLimit64MSurvivesA300MbBody(): void
     {
         $key = $this->bigKey();

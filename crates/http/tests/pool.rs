@@ -214,23 +214,7 @@ async fn a_cold_origin_is_opened_by_one_request_before_the_pool_fans_out() {
         max_cold_in_flight: Default::default(),
         sends: Default::default(),
     });
-    let rig = Rig::new(vec![], Step::Hang);
-    let c = rig.client(json!({"timeout": 5, "max_attempts": 1}));
-    let env = rig
-        .env
-        .clone()
-        .transport(std::sync::Arc::new(Cold(origin.clone())));
-    let requests = (0..32)
-        .map(|i| {
-            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
-                .unwrap()
-        })
-        .collect();
-    let started = tokio::time::Instant::now();
-    let (results, _) = c.pool(env, requests, 16, None).await;
-    assert!(results
-        .iter()
-        .all(|r| r.as_ref().is_ok_and(|r| r.status() == 200)));
+    let took = pool_answering_200(std::sync::Arc::new(Cold(origin.clone())), 32, 16).await;
     use std::sync::atomic::Ordering::SeqCst;
     assert_eq!(origin.sends.load(SeqCst), 32);
     assert_eq!(
@@ -239,7 +223,7 @@ async fn a_cold_origin_is_opened_by_one_request_before_the_pool_fans_out() {
         "one request opens the origin"
     );
     // One opener (10 ms), then 31 at concurrency 16: two more rounds.
-    assert_eq!(started.elapsed(), 30 * MS);
+    assert_eq!(took, 30 * MS);
 }
 
 /// A cold TLS origin whose first request turns it warm after `warm_after` (its connection
@@ -300,22 +284,33 @@ async fn slow_opener_pool(
         origin: tokio::time::Instant::now(),
         sent_at: Default::default(),
     });
+    let took = pool_answering_200(transport.clone(), 4, 4).await;
+    let sent = transport.sent_at.lock().unwrap().clone();
+    (sent, took)
+}
+
+/// Runs `n` GETs at `concurrency` over `transport` (one attempt each, timeout 5 s), checks
+/// that every one was answered 200, and returns how long the pool took.
+async fn pool_answering_200(
+    transport: std::sync::Arc<dyn resilient_http::Transport>,
+    n: usize,
+    concurrency: usize,
+) -> Duration {
     let rig = Rig::new(vec![], Step::Hang);
     let c = rig.client(json!({"timeout": 5, "max_attempts": 1}));
-    let env = rig.env.clone().transport(transport.clone());
-    let requests = (0..4)
+    let env = rig.env.clone().transport(transport);
+    let requests = (0..n)
         .map(|i| {
             c.prepare("GET", &format!("/r/{i}"), RequestOptions::new())
                 .unwrap()
         })
         .collect();
     let started = tokio::time::Instant::now();
-    let (results, _) = c.pool(env, requests, 4, None).await;
+    let (results, _) = c.pool(env, requests, concurrency, None).await;
     assert!(results
         .iter()
         .all(|r| r.as_ref().is_ok_and(|r| r.status() == 200)));
-    let sent = transport.sent_at.lock().unwrap().clone();
-    (sent, started.elapsed())
+    started.elapsed()
 }
 
 #[tokio::test(start_paused = true)]
