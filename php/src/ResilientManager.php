@@ -232,7 +232,9 @@ final class ResilientManager
     {
         $backend = $this->clientConfig($name)['backend'] ?? ini_get('resilient.backend');
 
-        return is_string($backend) && $backend !== '' && $backend !== 'shm';
+        // As the extension reads it (trimmed); anything else is shm or refused by the client.
+        return is_string($backend)
+            && preg_match('#^(redis|rediss|unix)://#', trim($backend)) === 1;
     }
 
     /** The `funnel` or `budget` options of the client named $name, as constructor arguments. */

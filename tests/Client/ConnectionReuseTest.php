@@ -55,6 +55,18 @@ final class ConnectionReuseTest extends ClientTestCase
         $this->assertConnections(1, $key);
     }
 
+    public function testCallsWithAndWithoutATightDeadlineShareOneConnection(): void
+    {
+        // A deadline shorter than connect_timeout cuts the connect limit to what is left: it
+        // must not pick another client (another connection, another TLS handshake).
+        [$key, $client] = $this->generalTransportClient('reuse-tight', ['connect_timeout' => 1.0]);
+        for ($i = 0; $i < self::CALLS / 2; $i++) {
+            $this->assertSame(200, $client->get('/plain')->status());
+            $this->assertSame(200, Deadline::within(0.5, fn () => $client->get('/tight'))->status());
+        }
+        $this->assertConnections(1, $key);
+    }
+
     /** A client whose calls take the general transport, on a fresh key answering 200. */
     private function generalTransportClient(string $tag, array $options = []): array
     {

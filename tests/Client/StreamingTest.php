@@ -232,7 +232,7 @@ final class StreamingTest extends ClientTestCase
         $this->assertNull($r->header('Content-Encoding'), 'the body handed back is not encoded any more');
     }
 
-    public function testGzipMembersAndRawDeflateAreDecodedAsCurlDoes(): void
+    public function testGzipMembersAndRawDeflateAreDecoded(): void
     {
         $client = $this->client(self::$nginx->url('plain'));
         $this->assertSame(self::$json, $client->get('/gz/members.json')->body(), 'two gzip members');
@@ -252,17 +252,30 @@ final class StreamingTest extends ClientTestCase
         $this->assertCount(1, $broken, 'one request reached nginx');
     }
 
-    public function testASinkThatCannotBeCreatedSendsNothing(): void
+    public function testASinkThatCannotBeWrittenIsRefusedBeforeAnythingIsSent(): void
     {
         $key = $this->up->key('sink-cannot-create');
         $this->up->script($key, [['status' => 200, 'body' => 'lost']]);
-        // The directory exists (the option's check passes) but no file can be made there.
+        // The directory exists (the old check passed) but no file can be made there: the answer
+        // of a POST that changed something would be lost.
         $e = self::thrown(fn () => $this->client($this->up->base($key))->post('/orders', ['sku' => 1], ['sink' => '/proc/self/resilient-sink', 'idempotency_key' => 'k-1']));
+        $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
+        $this->assertStringStartsWith("option 'sink': cannot write /proc/self/resilient-sink", $e->getMessage());
+        $this->assertSame([], $this->attemptLog, 'no attempt');
+        $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
+    }
+
+    public function testACallThatGetsNoAnswerLeavesTheSinkFileAsItWas(): void
+    {
+        $path = self::$dir . '/yesterday.csv';
+        file_put_contents($path, 'yesterday');
+        $e = self::thrown(fn () => $this->client('http://127.0.0.1:' . Run::freePort(), ['max_attempts' => 1])->get('/export.csv', null, ['sink' => $path]));
         $this->assertInstanceOf(UpstreamFailed::class, $e, self::describe($e));
-        $this->assertSame('sink', $e->failure());
-        $this->assertStringContainsString('/proc/self/resilient-sink', $e->getMessage());
-        $this->assertCount(1, $this->attemptLog, 'not retried');
-        $this->assertSame([], $this->up->attempts($key), 'nothing was sent: its answer could not have been kept');
+        $this->assertSame('connect', $e->failure());
+        $this->assertSame('yesterday', file_get_contents($path), 'truncated only when an answer comes');
+        $missing = self::$dir . '/never.csv';
+        self::thrown(fn () => $this->client('http://127.0.0.1:' . Run::freePort(), ['max_attempts' => 1])->get('/x', null, ['sink' => $missing]));
+        $this->assertFileDoesNotExist($missing, 'the check made no file');
     }
 
     public function testAGzipBodyIsDecodedIntoASink(): void

@@ -54,4 +54,24 @@ final class NestingTest extends HttpTestCase
         $this->assertLessThan(100000, $out['deepest']);
         $this->assertSame('ok', $out['after'], 'the client works after the refusal');
     }
+
+    /**
+     * A Fiber runs on a stack of its own, outside the thread's: calls there were refused as
+     * "nested too deeply, 0 KiB left". They work as anywhere else (pool() too).
+     */
+    public function testCallsInsideAFiberWork(): void
+    {
+        $key = $this->up->key('nest-fiber');
+        $this->up->script($key, [['status' => 200, 'body' => 'ok']], 'repeat_last');
+        $client = $this->client($key, ['max_attempts' => 1]);
+        $fiber = new \Fiber(function () use ($client): array {
+            $one = $client->get('/x')->body();
+            \Fiber::suspend($one);
+            return array_map(fn ($r) => $r->body(), $client->pool(['a' => ['GET', '/a'], 'b' => ['GET', '/b']], 2));
+        });
+        $this->assertSame('ok', $fiber->start());
+        $fiber->resume();
+        $this->assertSame(['a' => 'ok', 'b' => 'ok'], $fiber->getReturn());
+        $this->assertCount(3, $this->up->attempts($key, 3));
+    }
 }

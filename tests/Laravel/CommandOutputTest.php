@@ -56,15 +56,18 @@ final class CommandOutputTest extends PackageTestCase
      */
     public function testANameOnRedisIsShownAsSuchAndItsSharedMemoryObjectsAreRefused(): void
     {
-        [$own, $inherited, $local] = [Run::name('pay-redis'), Run::name('erp-redis'), Run::name('local')];
+        [$own, $inherited, $local, $both] = [Run::name('pay-redis'), Run::name('erp-redis'), Run::name('local'), Run::name('jobs-redis')];
         $redis = 'redis://:s3cret@127.0.0.1:' . Run::freePort() . '/0';
         $this->boot([
             'defaults' => ['backend' => $redis],
             'clients' => [
                 $own => ['base_url' => 'http://127.0.0.1:1', 'backend' => $redis, 'funnel' => ['limit' => 2]],
                 $inherited => ['base_url' => 'http://127.0.0.1:1', 'funnel' => ['limit' => 2]],
-                $local => ['base_url' => 'http://127.0.0.1:1', 'backend' => 'shm', 'funnel' => ['limit' => 2]],
+                $local => ['base_url' => 'http://127.0.0.1:1', 'backend' => ' shm', 'funnel' => ['limit' => 2]],
+                $both => ['base_url' => 'http://127.0.0.1:1', 'funnel' => ['limit' => 2]],
             ],
+            // This host's funnel of the same name (the jobs' one): shown as this host's.
+            'funnels' => [$both => ['limit' => 3]],
         ]);
         [$exit, $json] = $this->artisan(new StatusCommand(), ['--json' => true]);
         $names = json_decode($json, true)['names'];
@@ -82,7 +85,9 @@ final class CommandOutputTest extends PackageTestCase
                 }
             }
         }
-        $this->assertSame('shm', $names[$local]['backend']);
+        $this->assertSame(3, $names[$both]['funnel']['limit'], $json);
+        $this->assertSame(['on_redis' => true], $names[$both]['budget']);
+        $this->assertSame('shm', $names[$local]['backend'], "' shm' is shm, as the extension reads it");
         $this->assertSame(2, $names[$local]['funnel']['limit']);
         $this->assertSame(2, Resilient::funnel($local)->limit());
         $this->assertStringNotContainsString('s3cret', $json);

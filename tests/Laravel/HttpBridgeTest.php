@@ -108,13 +108,15 @@ final class HttpBridgeTest extends PackageTestCase
     public function testResponseHeaderNamesAreTitleCased(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-header-case');
-        $this->up->script($key, [['status' => 200, 'headers' => ['x-total-count' => '7', 'Retry-After' => '1'], 'body' => 'ok']]);
+        $this->up->script($key, [['status' => 200, 'headers' => ['x-total-count' => '7', 'Retry-After' => '1', 'ETag' => '"v1"', 'X-RateLimit-Remaining' => '9'], 'body' => 'ok']]);
         $this->bootWith($name, $client);
         $response = Http::resilient($name)->get('/list');
         $headers = $response->headers();
         $this->assertSame(['7'], $headers['X-Total-Count'] ?? null, implode(', ', array_keys($headers)));
         $this->assertSame(['1'], $headers['Retry-After'] ?? null);
         $this->assertArrayHasKey('Content-Length', $headers);
+        $this->assertSame(['"v1"'], $headers['ETag'] ?? null, 'the usual spelling, not Etag');
+        $this->assertSame(['9'], $headers['X-RateLimit-Remaining'] ?? null);
         $this->assertSame('7', $response->header('x-total-count'), 'header() ignores case');
     }
 

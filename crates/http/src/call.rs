@@ -39,7 +39,7 @@ use crate::request::PreparedRequest;
 use crate::response::Response;
 use crate::retry_after::retry_after_of;
 use crate::time_left;
-use crate::transport::{AttemptLimits, RawResponse, Transport, TransportError};
+use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 
 /// The mechanism a call runs on. Cheap to clone (all `Arc`s).
 #[derive(Clone)]
@@ -371,6 +371,7 @@ impl Call {
         let limits = AttemptLimits {
             timeout,
             connect_timeout,
+            connect_timeout_setting: self.policy.connect_timeout.max(connect_timeout),
             max_body: self
                 .env
                 .max_body
@@ -401,13 +402,21 @@ impl Call {
             duration,
             now_ms: self.env.clock.monotonic_ms(),
         };
+        // A failure of ours (the sink file could not be written) says nothing about the
+        // upstream: the guards learn nothing from it (permits dropped without an outcome, so a
+        // breaker's probe gives its ticket back, no latency sample).
+        let ours = matches!(ended, Outcome::Failed(FailureKind::Sink));
         for permit in permits {
-            permit.end(&end);
+            if ours {
+                drop(permit);
+            } else {
+                permit.end(&end);
+            }
         }
         if let Some(events) = &self.env.events {
             events.attempt_ended(number, ended, duration);
         }
-        if !self.env.guards.is_empty() {
+        if !self.env.guards.is_empty() && !ours {
             let now_ms = self.env.clock.monotonic_ms();
             for guard in &self.env.guards {
                 guard.ended(ended, duration, now_ms);

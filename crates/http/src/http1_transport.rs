@@ -32,8 +32,9 @@ use tokio::net::TcpStream;
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::reqwest_transport::ReqwestTransport;
-use crate::response_body::{header_list, OpenedTarget, ResponseBody};
+use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
+use crate::transport_options::BodyTarget;
 
 /// Idle connections older than this are not reused (servers commonly close after 5–75 s).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -138,13 +139,10 @@ impl Transport for Http1Transport {
             Ok(r) => r,
             Err(_) => return self.fallback.send(request, limits),
         };
-        let target = match OpenedTarget::open(&request.body_target) {
-            Ok(target) => target,
-            Err(e) => return Box::pin(async move { Err(e) }),
-        };
         let reused = take_idle(&self.idle, &key);
         let pool = self.idle.clone();
         let dial = (host.to_string(), port);
+        let target = request.body_target.clone();
         Box::pin(async move {
             let exchange = exchange(
                 pool,
@@ -245,7 +243,7 @@ async fn exchange(
     reused: Option<Http1Conn>,
     request: hyper::Request<Full<Bytes>>,
     connect_timeout: Duration,
-    (target, max_body): (OpenedTarget, u64),
+    (target, max_body): (BodyTarget, u64),
 ) -> Result<RawResponse, TransportError> {
     let mut c = match reused {
         Some(c) => c,
@@ -257,7 +255,7 @@ async fn exchange(
         let (parts, mut body) = response.into_parts();
         let mut headers = header_list(&parts.headers);
         let mut received =
-            ResponseBody::start(target, &mut headers, body.size_hint().exact(), max_body)?;
+            ResponseBody::start(&target, &mut headers, body.size_hint().exact(), max_body)?;
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame.map_err(map_hyper_error)?.into_data() {
                 received.push(&data)?;

@@ -391,6 +391,7 @@ impl ClientConfig {
         let name = HeaderName::from_bytes(name).map_err(|_| {
             ConfigError::new(option, format!("{shown:?} is not a valid header name"))
         })?;
+        refuse_framing(&name, &path)?;
         let value = header_bytes(value, &path)?;
         self.headers.push((name, value));
         Ok(())
@@ -417,6 +418,20 @@ pub(crate) fn at_least_1ms(option: &str, d: Duration) -> Result<Duration, Config
         return Err(ConfigError::new(option, "must be at least 0.001 seconds"));
     }
     Ok(d)
+}
+
+/// `Content-Length` and `Transfer-Encoding` say how the body is framed: the client sets them
+/// from the body it sends. Given by hand they lie about it (a GET announcing 100 bytes it never
+/// sends waits for its timeout, each attempt counted against the upstream; a body cut to the
+/// announced length), so they are refused.
+pub(crate) fn refuse_framing(name: &HeaderName, option: &str) -> Result<(), ConfigError> {
+    if name == reqwest::header::CONTENT_LENGTH || name == reqwest::header::TRANSFER_ENCODING {
+        return Err(ConfigError::new(
+            option,
+            "is set by the client from the body it sends; remove it",
+        ));
+    }
+    Ok(())
 }
 
 fn header_bytes(value: &[u8], option: &str) -> Result<HeaderValue, ConfigError> {

@@ -43,7 +43,7 @@ pub async fn follow(
         let hop_limits = AttemptLimits {
             timeout: left,
             connect_timeout: limits.connect_timeout.min(left),
-            max_body: limits.max_body,
+            ..limits
         };
         let response = transport.send(&current, hop_limits).await?;
         let Some(location) = location_of(&response) else {
@@ -231,6 +231,7 @@ mod tests {
         let limits = AttemptLimits {
             timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(1),
+            connect_timeout_setting: Duration::from_secs(1),
             max_body: 1024,
         };
         let rules = Redirects {

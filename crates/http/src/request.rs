@@ -121,6 +121,7 @@ impl RequestOptions {
                 ),
             )
         })?;
+        crate::options::refuse_framing(&header_name, &format!("headers.{name}"))?;
         let value = HeaderValue::from_bytes(value).map_err(|_| {
             ConfigError::new(
                 format!("headers.{name}"),
@@ -151,8 +152,10 @@ impl RequestOptions {
         self.transport = Some(options);
         self
     }
-    /// Writes the response body to this file (created or truncated on every attempt) instead
-    /// of memory; its directory must exist.
+    /// Writes the response body to this file (created or truncated when an attempt's answer
+    /// arrives) instead of memory; its directory must exist and the file must be writable
+    /// (checked now, so a file that cannot be written refuses the call before anything is sent;
+    /// the check leaves an existing file as it is and creates none).
     pub fn sink(mut self, path: PathBuf) -> Result<Self, ConfigError> {
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -170,6 +173,9 @@ impl RequestOptions {
                 ),
             ));
         }
+        writable(&path).map_err(|e| {
+            ConfigError::new("sink", format!("cannot write {}: {e}", path.display()))
+        })?;
         self.sink = Some(path);
         Ok(self)
     }
@@ -353,6 +359,21 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
     }
 }
 
+/// Whether `path` can be written: an existing file opened for writing without truncating it,
+/// else a new one created and removed again.
+fn writable(path: &std::path::Path) -> std::io::Result<()> {
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true);
+    match open.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            open.create_new(true).open(path)?;
+            std::fs::remove_file(path)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,6 +550,17 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("option 'idempotency_key'"));
+        for framing in ["Content-Length", "transfer-encoding"] {
+            let e = RequestOptions::new()
+                .header(framing, b"100")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("option 'headers.{framing}'"))
+                    && e.contains("set by the client"),
+                "{e}"
+            );
+        }
         assert!(RequestOptions::new()
             .header("bad name", b"x")
             .unwrap_err()

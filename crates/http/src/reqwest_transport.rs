@@ -6,12 +6,12 @@
 //!   by connect timeout in milliseconds and [`TransportOptions::fingerprint`] (a handful per
 //!   process in practice; the cache is bounded). HTTP/2 is offered by ALPN over TLS, so a pool
 //!   against an HTTP/2 server multiplexes on one connection.
-//!   The per-attempt connect limit is `min(connect_timeout, attempt timeout)`. One tokio timer
-//!   around the whole exchange (connect + send + full body) bounds everything by the attempt
-//!   timeout; a client bounds the connect phase only when the configured connect timeout is the
-//!   shorter. A connect limit cut to the attempt timeout (what a deadline leaves, different on
-//!   nearly every call) is never a cache key: keyed by it, every call under a deadline built a
-//!   client of its own, and so a new connection and TLS handshake.
+//!   The per-attempt connect limit is `min(connect_timeout, attempt timeout)`: the client
+//!   bounds the connect phase by the configured value ([`AttemptLimits::connect_timeout_setting`])
+//!   and one tokio timer around the whole exchange (connect + send + full body) bounds
+//!   everything by the attempt timeout. The limit a deadline cut (different on nearly every
+//!   call) is never a cache key: keyed by it, every call under a deadline built a client of its
+//!   own, and so a new connection and TLS handshake.
 //! - reqwest follows no redirect itself (`crate::redirect` does, when asked, over any transport)
 //!   and its own retry policy is off (`retry::never()`), so the attempt loop stays the single retry owner. (hyper's pool
 //!   may resend a request whose pooled connection turned out closed *before the request was
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
-use crate::response_body::{header_list, OpenedTarget, ResponseBody};
+use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 use crate::transport_options::{TransportOptions, Verify};
 
@@ -62,24 +62,19 @@ impl ReqwestTransport {
         Self::default()
     }
 
-    /// The client for a connect timeout (`None`: bounded only by the attempt's timer) and
-    /// connection options (created on first use).
+    /// The client for a connect timeout and connection options (created on first use).
     pub fn client(
         &self,
-        connect_timeout: Option<Duration>,
+        connect_timeout: Duration,
         options: &TransportOptions,
     ) -> Result<reqwest::Client, TransportError> {
-        let millis = connect_timeout.map_or(0, |t| t.as_millis().clamp(1, u64::MAX as u128) as u64);
+        let millis = connect_timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
         let key = (millis, options.fingerprint());
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
             return Ok(client.clone());
         }
-        let client = build(
-            connect_timeout.map(|_| Duration::from_millis(millis)),
-            options,
-        )
-        .map_err(|e| {
+        let client = build(Duration::from_millis(millis), options).map_err(|e| {
             TransportError::new(
                 FailureKind::Other,
                 format!("cannot build the HTTP client: {}", e.without_url()),
@@ -96,13 +91,10 @@ impl ReqwestTransport {
 /// A reqwest client for these options: never redirecting or retrying on its own (the attempt
 /// loop and `redirect` own both), HTTP/2 offered by ALPN over TLS.
 fn build(
-    connect_timeout: Option<Duration>,
+    connect_timeout: Duration,
     options: &TransportOptions,
 ) -> reqwest::Result<reqwest::Client> {
-    let mut builder = reqwest::Client::builder();
-    if let Some(timeout) = connect_timeout {
-        builder = builder.connect_timeout(timeout);
-    }
+    let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
     match &options.proxy {
         Some(proxy) => {
             builder = builder.no_proxy();
@@ -154,14 +146,8 @@ impl Transport for ReqwestTransport {
         request: &PreparedRequest,
         limits: AttemptLimits,
     ) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
-        // The connect phase needs its own bound only when it is shorter than the attempt's.
-        let connect_timeout =
-            (limits.connect_timeout < limits.timeout).then_some(limits.connect_timeout);
-        let (client, target) = match self
-            .client(connect_timeout, &request.transport)
-            .and_then(|client| Ok((client, OpenedTarget::open(&request.body_target)?)))
-        {
-            Ok(ready) => ready,
+        let client = match self.client(limits.connect_timeout_setting, &request.transport) {
+            Ok(client) => client,
             Err(e) => return Box::pin(async move { Err(e) }),
         };
         // The attempt timeout is enforced below, around the whole exchange (connect, send, body):
@@ -187,6 +173,7 @@ impl Transport for ReqwestTransport {
         }
         let timeout = limits.timeout;
         let max_body = limits.max_body;
+        let target = request.body_target.clone();
         let warm = (self.warm.clone(), origin(request));
         Box::pin(async move {
             let exchange = async move {
@@ -202,8 +189,12 @@ impl Transport for ReqwestTransport {
                 let mut headers = header_list(response.headers());
                 // Chunk by chunk within max_body (or into the sink); on error `response` is
                 // dropped, which closes the connection instead of returning it to the pool.
-                let mut received =
-                    ResponseBody::start(target, &mut headers, response.content_length(), max_body)?;
+                let mut received = ResponseBody::start(
+                    &target,
+                    &mut headers,
+                    response.content_length(),
+                    max_body,
+                )?;
                 while let Some(chunk) = response.chunk().await.map_err(map_error)? {
                     received.push(&chunk)?;
                 }

@@ -10,10 +10,11 @@
 //! first two bytes, as curl does). A body that cannot be decoded is a [`FailureKind::Decode`]:
 //! the same request would get the same bytes, so it is never retried.
 //!
-//! A sink file is created (truncated) before each attempt is sent ([`OpenedTarget::open`]): a
-//! file that cannot be written fails the attempt as [`FailureKind::Sink`] before anything reaches
-//! the upstream, and is never retried. Its writes are bounded by the attempt's timeout, not by
-//! `max_body`.
+//! A sink file is created (truncated) when an attempt's answer arrives, so a call that gets
+//! none leaves it as it was; whether it can be written is checked when the option is given
+//! ([`crate::RequestOptions::sink`]). Failing to write it later is a [`FailureKind::Sink`]: ours,
+//! never retried, and nothing the guards learn from. Its writes are bounded by the attempt's
+//! timeout, not by `max_body`.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -30,36 +31,10 @@ pub struct ResponseBody {
     received: u64,
 }
 
-/// Where a body will go, opened before the request is sent.
-pub struct OpenedTarget {
-    decode: bool,
-    sink: Option<File>,
-}
-
-impl OpenedTarget {
-    /// Creates (truncates) the sink file, if any: before the request is sent, so a file that
-    /// cannot be written never costs the upstream a request whose answer would be lost.
-    pub fn open(target: &BodyTarget) -> Result<Self, TransportError> {
-        let sink = match &target.sink {
-            Some(path) => Some(File::create(path).map_err(|e| {
-                TransportError::new(
-                    FailureKind::Sink,
-                    format!("cannot create the sink file {}: {e}", path.display()),
-                )
-            })?),
-            None => None,
-        };
-        Ok(Self {
-            decode: target.decode,
-            sink,
-        })
-    }
-}
-
 impl ResponseBody {
     /// Starts receiving the body of a response with these headers (renamed when decoding).
     pub fn start(
-        target: OpenedTarget,
+        target: &BodyTarget,
         headers: &mut [(String, Vec<u8>)],
         content_length: Option<u64>,
         max_body: u64,
@@ -69,8 +44,15 @@ impl ResponseBody {
         } else {
             None
         };
-        let destination = match target.sink {
-            Some(file) => Destination::File(file),
+        let destination = match &target.sink {
+            // Created (truncated) only now that an answer came: a call that gets none leaves
+            // the file as it was.
+            Some(path) => Destination::File(File::create(path).map_err(|e| {
+                TransportError::new(
+                    FailureKind::Sink,
+                    format!("cannot create the sink file {}: {e}", path.display()),
+                )
+            })?),
             None => {
                 // The announced length is the encoded one: with decoding, only the decoded size
                 // counts (checked as it grows).
@@ -113,12 +95,20 @@ impl ResponseBody {
         self.writer.write_all(chunk).map_err(transport_error)
     }
 
-    /// The body kept in memory (empty when it went to a sink).
+    /// The body kept in memory (empty when it went to a sink). An encoded stream that stops
+    /// short is a [`FailureKind::Body`] error (transient): a body read until the connection
+    /// closed and cut by an early close ends like this, and another attempt may get it whole.
     pub fn finish(self) -> Result<Vec<u8>, TransportError> {
         if self.received == 0 {
             return Ok(Vec::new());
         }
-        self.writer.finish().map_err(transport_error)
+        self.writer.finish().map_err(|e| {
+            let e = transport_error(e);
+            match e.kind {
+                FailureKind::Decode => TransportError::new(FailureKind::Body, e.detail),
+                _ => e,
+            }
+        })
     }
 }
 
@@ -323,9 +313,7 @@ mod tests {
             sink: None,
         };
         let mut h = headers();
-        let mut body =
-            ResponseBody::start(OpenedTarget::open(&target).unwrap(), &mut h, Some(10), 1000)
-                .unwrap();
+        let mut body = ResponseBody::start(&target, &mut h, Some(10), 1000).unwrap();
         for chunk in gzip(b"hello hello hello").chunks(3) {
             body.push(chunk).unwrap();
         }
@@ -342,13 +330,7 @@ mod tests {
             decode: true,
             sink: None,
         };
-        let mut body = ResponseBody::start(
-            OpenedTarget::open(&target).unwrap(),
-            &mut headers(),
-            None,
-            1_000_000,
-        )
-        .unwrap();
+        let mut body = ResponseBody::start(&target, &mut headers(), None, 1_000_000).unwrap();
         let error = bomb
             .chunks(16 * 1024)
             .find_map(|chunk| body.push(chunk).err())
@@ -360,13 +342,7 @@ mod tests {
     fn without_decode_content_the_bytes_are_kept_as_received() {
         let packed = gzip(b"x");
         let mut h = headers();
-        let mut body = ResponseBody::start(
-            OpenedTarget::open(&BodyTarget::default()).unwrap(),
-            &mut h,
-            None,
-            1000,
-        )
-        .unwrap();
+        let mut body = ResponseBody::start(&BodyTarget::default(), &mut h, None, 1000).unwrap();
         body.push(&packed).unwrap();
         assert_eq!(body.finish().unwrap(), packed);
         assert_eq!(h[0].0, "content-encoding");
@@ -379,13 +355,7 @@ mod tests {
             decode: false,
             sink: Some(path.clone()),
         };
-        let mut body = ResponseBody::start(
-            OpenedTarget::open(&target).unwrap(),
-            &mut Vec::new(),
-            Some(6),
-            1,
-        )
-        .unwrap();
+        let mut body = ResponseBody::start(&target, &mut Vec::new(), Some(6), 1).unwrap();
         body.push(b"abc").unwrap();
         body.push(b"def").unwrap();
         assert!(body.finish().unwrap().is_empty());
@@ -399,32 +369,22 @@ mod tests {
             decode: true,
             sink: None,
         };
-        let body = ResponseBody::start(
-            OpenedTarget::open(&target).unwrap(),
-            &mut headers(),
-            Some(0),
-            1000,
-        )
-        .unwrap();
+        let body = ResponseBody::start(&target, &mut headers(), Some(0), 1000).unwrap();
         assert_eq!(body.finish().unwrap(), b"");
     }
 
     #[test]
-    fn a_truncated_gzip_stream_is_a_decode_error() {
+    fn a_truncated_gzip_stream_is_a_body_error_that_may_be_retried() {
         let packed = gzip(b"hello world");
         let target = BodyTarget {
             decode: true,
             sink: None,
         };
-        let mut body = ResponseBody::start(
-            OpenedTarget::open(&target).unwrap(),
-            &mut headers(),
-            None,
-            1000,
-        )
-        .unwrap();
+        let mut body = ResponseBody::start(&target, &mut headers(), None, 1000).unwrap();
         body.push(&packed[..packed.len() - 6]).unwrap();
-        assert_eq!(body.finish().unwrap_err().kind, FailureKind::Decode);
+        let e = body.finish().unwrap_err();
+        assert_eq!(e.kind, FailureKind::Body);
+        assert!(e.kind.is_transient());
     }
 
     fn decoded(encoding: &[u8], chunks: &[&[u8]]) -> Result<Vec<u8>, TransportError> {
@@ -433,8 +393,7 @@ mod tests {
             sink: None,
         };
         let mut h = vec![("content-encoding".to_string(), encoding.to_vec())];
-        let mut body =
-            ResponseBody::start(OpenedTarget::open(&target).unwrap(), &mut h, None, 1 << 20)?;
+        let mut body = ResponseBody::start(&target, &mut h, None, 1 << 20)?;
         for chunk in chunks {
             body.push(chunk)?;
         }
@@ -481,12 +440,12 @@ mod tests {
     }
 
     #[test]
-    fn a_sink_that_cannot_be_created_fails_before_sending_and_is_never_retried() {
+    fn a_sink_that_cannot_be_created_is_a_sink_error_never_retried() {
         let target = BodyTarget {
             decode: false,
             sink: Some("/proc/self/resilient-sink".into()),
         };
-        let e = OpenedTarget::open(&target)
+        let e = ResponseBody::start(&target, &mut Vec::new(), None, 1)
             .err()
             .expect("cannot be created");
         assert_eq!(e.kind, FailureKind::Sink);

@@ -18,6 +18,11 @@ pub struct AttemptLimits {
     pub timeout: Duration,
     /// Connection set-up (DNS, TCP, TLS); never more than `timeout`.
     pub connect_timeout: Duration,
+    /// `connect_timeout` as configured, before the deadline cut it: what a transport keeping
+    /// clients per connect timeout keys them by (the cut value differs on nearly every call
+    /// under a deadline, and a client per value would be a connection per call). At least
+    /// `connect_timeout`; the attempt's `timeout` still bounds the whole exchange.
+    pub connect_timeout_setting: Duration,
     /// The largest response body accepted, in bytes. Enforced while reading: a longer body
     /// (or a `Content-Length` above it) ends the attempt with [`FailureKind::TooLarge`] and
     /// closes the connection; no buffer ever grows beyond it.

@@ -141,3 +141,47 @@ async fn guards_are_asked_in_order_and_a_refusal_releases_earlier_permits() {
         (2, 1)
     );
 }
+
+/// Records what each permit it gave was told (`None`: dropped without an outcome) and the
+/// outcomes the loop reports to it.
+#[derive(Default)]
+struct Recorder {
+    permits: Arc<Mutex<Vec<Option<Outcome>>>>,
+    outcomes: Mutex<Vec<Outcome>>,
+}
+
+impl Guard for Recorder {
+    fn admit(&self, _attempt: u32, _now_ms: u64) -> Result<Permit, Refusal> {
+        let permits = self.permits.clone();
+        Ok(Permit::ending(move |ended| {
+            permits.lock().unwrap().push(ended.map(|e| e.outcome));
+        }))
+    }
+    fn outcome(&self, outcome: Outcome, _now_ms: u64) {
+        self.outcomes.lock().unwrap().push(outcome);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sink_failure_is_ours_and_the_guards_learn_nothing_from_it() {
+    // A breaker's probe that ended so would otherwise close the circuit on an upstream it
+    // knows nothing about, and a learned limit would take a 1 ms "answer" as its latency.
+    let sink = Step::Fail {
+        kind: FailureKind::Sink,
+        after: std::time::Duration::from_millis(1),
+    };
+    let mut rig = Rig::new(vec![status(503), sink], status(200));
+    let guard = Arc::new(Recorder::default());
+    rig.env = rig.env.clone().guard(guard.clone());
+    let c = rig.client(json!({"max_attempts": 3, "backoff": {"base": 0.001, "cap": 0.002}}));
+    let e = get(&rig, &c).await.unwrap_err();
+    assert!(e.is_upstream_failed(), "{e}");
+    assert_eq!(e.last_failure(), Some(FailureKind::Sink));
+    assert_eq!(e.attempts(), 2, "not retried");
+    assert_eq!(
+        *guard.permits.lock().unwrap(),
+        [Some(Outcome::Status(503)), None],
+        "the second permit is dropped without an outcome"
+    );
+    assert_eq!(*guard.outcomes.lock().unwrap(), [Outcome::Status(503)]);
+}

@@ -67,18 +67,17 @@ final class StatusCommand extends Command
         foreach ($status as $name => $s) {
             $f = $s['funnel'];
             $b = $s['budget'];
-            $onRedis = ($s['backend'] ?? 'shm') === 'redis';
             $rows[] = [
                 $name,
                 match (true) {
                     $f === null => '-',
-                    $onRedis => 'on Redis',
+                    isset($f['on_redis']) => 'on Redis',
                     default => ($f['limit'] === 'auto' ? "auto (now {$f['current_limit']})" : $f['limit']) . " ({$f['reserve']} reserved for web)",
                 },
-                $f === null || $onRedis ? '-' : "{$f['in_flight']}" . ($f['background_full'] && ! $f['full'] ? ' (no slot for workers)' : ''),
+                $f === null || isset($f['on_redis']) ? '-' : "{$f['in_flight']}" . ($f['background_full'] && ! $f['full'] ? ' (no slot for workers)' : ''),
                 match (true) {
                     $b === null => '-',
-                    $onRedis => 'on Redis',
+                    isset($b['on_redis']) => 'on Redis',
                     default => sprintf('%d originals, %d retries of %.1f allowed in %gs', $b['originals'], $b['retries'], $b['allowed'], $b['window']),
                 },
                 $s['trouble'] === [] ? 'ok' : implode('; ', $s['trouble']),

@@ -30,8 +30,11 @@ final class UpstreamStatus
         foreach ($config['clients'] ?? [] as $name => $options) {
             $options = $manager?->clientConfig((string) $name) ?? (is_array($options) ? $options : []);
             if ($manager?->onRedis((string) $name)) {
-                // Its funnel and budget live on Redis: this host's segment holds none of it.
-                $onRedis[$name] = true;
+                // Its funnel and budget live on Redis: this host's segment holds none of them
+                // (a `funnels` / `budgets` entry of the same name is this host's, shown below).
+                $onRedis[$name] = ['funnel' => isset($options['funnel']), 'budget' => ($options['budget'] ?? []) !== false];
+                $names[$name] ??= [];
+                continue;
             }
             if (isset($options['funnel']) && is_array($options['funnel'])) {
                 $names[$name]['funnel'] = $options['funnel'];
@@ -53,25 +56,25 @@ final class UpstreamStatus
 
         $out = [];
         foreach ($names as $name => $parts) {
-            if (isset($onRedis[$name])) {
-                $out[$name] = [
-                    'funnel' => isset($parts['funnel']) ? ['on_redis' => true] : null,
-                    'budget' => isset($parts['budget']) ? ['on_redis' => true] : null,
-                    'backend' => 'redis',
-                    'trouble' => [],
-                ];
-                continue;
-            }
-            $funnel = isset($parts['funnel']) ? self::funnel((string) $name, $parts['funnel']) : null;
-            $budget = isset($parts['budget']) ? self::budget((string) $name, $parts['budget']) : null;
+            $redis = $onRedis[$name] ?? ['funnel' => false, 'budget' => false];
+            $funnel = match (true) {
+                isset($parts['funnel']) => self::funnel((string) $name, $parts['funnel']),
+                $redis['funnel'] => ['on_redis' => true],
+                default => null,
+            };
+            $budget = match (true) {
+                isset($parts['budget']) => self::budget((string) $name, $parts['budget']),
+                $redis['budget'] => ['on_redis' => true],
+                default => null,
+            };
             $trouble = [];
-            if ($funnel !== null && $funnel['full']) {
+            if ($funnel !== null && ($funnel['full'] ?? false)) {
                 $trouble[] = "funnel full: {$funnel['in_flight']} of {$funnel['current_limit']} in flight";
             }
-            if ($budget !== null && $budget['spent']) {
+            if ($budget !== null && ($budget['spent'] ?? false)) {
                 $trouble[] = sprintf('retry budget spent: %d retries of %.1f allowed', $budget['retries'], $budget['allowed']);
             }
-            $out[$name] = ['funnel' => $funnel, 'budget' => $budget, 'backend' => 'shm', 'trouble' => $trouble];
+            $out[$name] = ['funnel' => $funnel, 'budget' => $budget, 'backend' => isset($onRedis[$name]) ? 'redis' : 'shm', 'trouble' => $trouble];
         }
 
         return $out;

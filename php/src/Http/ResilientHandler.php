@@ -87,10 +87,18 @@ final class ResilientHandler
         return Create::promiseFor($response);
     }
 
+    /** Header names whose usual spelling is not each word capitalised. */
+    private const SPELLINGS = [
+        'etag' => 'ETag', 'www-authenticate' => 'WWW-Authenticate', 'content-md5' => 'Content-MD5',
+        'dnt' => 'DNT', 'te' => 'TE', 'x-xss-protection' => 'X-XSS-Protection',
+        'x-ua-compatible' => 'X-UA-Compatible', 'x-request-id' => 'X-Request-ID',
+    ];
+
     /**
-     * Header names as most HTTP/1.1 servers write them (`X-Total-Count`): the client hands
-     * them back lower-cased, and Laravel's `headers()` is a plain array whose keys callers
-     * index by the usual spelling. (`header()` and PSR-7's `getHeader()` ignore case anyway.)
+     * Header names as HTTP/1.1 servers usually write them (`X-Total-Count`, `ETag`,
+     * `X-RateLimit-Remaining`): the client hands them back lower-cased (the server's own
+     * spelling is not kept), and Laravel's `headers()` is a plain array whose keys callers
+     * index by the usual spelling. `header()` and PSR-7's `getHeader()` ignore case.
      *
      * @param array<string, list<string>> $headers
      * @return array<string, list<string>>
@@ -99,7 +107,9 @@ final class ResilientHandler
     {
         $out = [];
         foreach ($headers as $name => $values) {
-            $out[implode('-', array_map('ucfirst', explode('-', (string) $name)))] = $values;
+            $name = strtolower((string) $name);
+            $spelt = self::SPELLINGS[$name] ?? implode('-', array_map('ucfirst', explode('-', $name)));
+            $out[str_replace('-Ratelimit-', '-RateLimit-', $spelt)] = $values;
         }
 
         return $out;
@@ -193,7 +203,10 @@ final class ResilientHandler
         // led, and that request carries no secret the redirect rules kept from another host.
         if ($answer !== null && $answer->redirected() && $answer->url() !== null) {
             $to = new Uri($answer->url());
-            if ($to->getHost() !== $request->getUri()->getHost() || $to->getPort() !== $request->getUri()->getPort()) {
+            $from = $request->getUri();
+            // Another origin (scheme, host or port; Guzzle gives null for a default port, so
+            // the scheme tells https:443 from http:80) got no credentials.
+            if ($to->getScheme() !== $from->getScheme() || $to->getHost() !== $from->getHost() || $to->getPort() !== $from->getPort()) {
                 $request = $request->withoutHeader('Authorization')->withoutHeader('Cookie')->withoutHeader('Proxy-Authorization');
             }
             $request = $request->withUri($to);
