@@ -585,7 +585,7 @@ fn check_stack() -> PhpResult<()> {
     let reserve = STACK_RESERVE.min(size / 4);
     if left < reserve {
         return Err(PhpException::new(
-            format!("Resilient\\Client: calls nested too deeply (on_attempt calling the client, {} KiB of C stack left, at least {} KiB needed): the call was not made", left / 1024, reserve / 1024),
+            format!("Resilient\\Client: calls nested too deeply (a callback such as on_attempt or fallback calling the client, {} KiB of C stack left, at least {} KiB needed): the call was not made", left / 1024, reserve / 1024),
             0,
             exceptions::runtime_exception(),
         ));

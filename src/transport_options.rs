@@ -315,7 +315,7 @@ fn part_contents(value: &Zval, path: &str) -> PhpResult<(PartContents, Option<St
         ));
     }
     if v.is_resource() {
-        if let Some((file, mode)) = plain_file(v)? {
+        if let Some((file, mode)) = plain_file(v, path)? {
             if !readable(&mode) {
                 return Err(exceptions::value_error(format!(
                     "option '{path}': the stream was opened write-only (mode '{mode}'); open it for reading"
@@ -345,7 +345,7 @@ pub fn sink(value: &Zval) -> PhpResult<PathBuf> {
         return Ok(PathBuf::from(text(v, "sink")?));
     }
     if v.is_resource() {
-        let (file, mode) = plain_file(v)?.ok_or_else(|| {
+        let (file, mode) = plain_file(v, "sink")?.ok_or_else(|| {
             exceptions::value_error(
                 "option 'sink': must be a file path or a stream opened on a plain file (fopen('/path', 'w'))",
             )
@@ -370,7 +370,15 @@ fn writable(mode: &str) -> bool {
 }
 
 /// The file a plain-file stream was opened on (`stream_get_meta_data()['uri']`) and its mode.
-fn plain_file(stream: &Zval) -> PhpResult<Option<(PathBuf, String)>> {
+/// A resource that is not an open stream (closed, a stream context) is refused naming `option`.
+fn plain_file(stream: &Zval, option: &str) -> PhpResult<Option<(PathBuf, String)>> {
+    let kind = call("get_resource_type", stream)?;
+    if kind.str() != Some("stream") {
+        return Err(exceptions::value_error(format!(
+            "option '{option}': the resource is not an open stream ({})",
+            kind.str().unwrap_or("unknown")
+        )));
+    }
     let meta = call("stream_get_meta_data", stream)?;
     let Some(meta) = meta.array() else {
         return Ok(None);

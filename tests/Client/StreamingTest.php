@@ -350,6 +350,18 @@ final class StreamingTest extends ClientTestCase
         $e = self::thrown(fn () => $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => fopen($path, 'a'), 'filename' => 'f.txt']]]));
         $this->assertTrue($e instanceof \ValueError || $e instanceof \TypeError, self::describe($e));
         $this->assertStringContainsString("'multipart", $e->getMessage());
+
+        // A closed stream, or a stream context: refused naming the option, not a TypeError
+        // from a PHP function the option's reader called.
+        $closed = fopen($path, 'r+');
+        fclose($closed);
+        foreach (['sink' => fn ($r) => ['sink' => $r], 'multipart.0.contents' => fn ($r) => ['multipart' => [['name' => 'f', 'contents' => $r]]]] as $option => $options) {
+            foreach ([$closed, stream_context_create()] as $resource) {
+                $e = self::thrown(fn () => $client->post('/x', null, $options($resource)));
+                $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
+                $this->assertStringStartsWith("option '$option': the resource is not an open stream", $e->getMessage());
+            }
+        }
         $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
     }
 
