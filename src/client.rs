@@ -36,7 +36,7 @@ use resilient_http::{
     LeaseRegistry, MetricsEvents, PreparedRequest, RequestOptions, SharedMemory, Unavailable,
 };
 
-use crate::coerce::StringArg;
+use crate::coerce::{ArrayArg, StringArg};
 use crate::exceptions::{self, Kind};
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
@@ -147,8 +147,14 @@ impl Client {
     /// `new Funnel(...)`), a wrong type `\TypeError` (`option 'timeout' must be of type
     /// float, array given`). Numeric strings (`'0.5'`, `'4'`) are accepted as PHP accepts
     /// them. See docs/errors.md.
-    pub fn __construct(name: StringArg, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+    pub fn __construct(name: StringArg, options: Option<ArrayArg>) -> PhpResult<Self> {
         let name = name.utf8("Resilient\\Client::__construct", 1, "name")?;
+        let options = ArrayArg::optional(
+            options.as_ref(),
+            "Resilient\\Client::__construct",
+            2,
+            "options",
+        )?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let (mut config, binding) = options::client(options)?;
         if options.is_none_or(|o| o.get("backend").is_none()) {
@@ -227,10 +233,13 @@ impl Client {
     pub fn get(
         &self,
         path: StringArg,
-        query: Option<&ZendHashTable>,
-        options: Option<&ZendHashTable>,
+        query: Option<ArrayArg>,
+        options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8("Resilient\\Client::get", 1, "path")?;
+        const NAME: &str = "Resilient\\Client::get";
+        let path = path.utf8(NAME, 1, "path")?;
+        let query = ArrayArg::optional(query.as_ref(), NAME, 2, "query")?;
+        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
         self.verb("GET", &path, query, options, false)
     }
 
@@ -240,10 +249,13 @@ impl Client {
     pub fn head(
         &self,
         path: StringArg,
-        query: Option<&ZendHashTable>,
-        options: Option<&ZendHashTable>,
+        query: Option<ArrayArg>,
+        options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8("Resilient\\Client::head", 1, "path")?;
+        const NAME: &str = "Resilient\\Client::head";
+        let path = path.utf8(NAME, 1, "path")?;
+        let query = ArrayArg::optional(query.as_ref(), NAME, 2, "query")?;
+        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
         self.verb("HEAD", &path, query, options, false)
     }
 
@@ -254,10 +266,13 @@ impl Client {
     pub fn post(
         &self,
         path: StringArg,
-        json: Option<&ZendHashTable>,
-        options: Option<&ZendHashTable>,
+        json: Option<ArrayArg>,
+        options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8("Resilient\\Client::post", 1, "path")?;
+        const NAME: &str = "Resilient\\Client::post";
+        let path = path.utf8(NAME, 1, "path")?;
+        let json = ArrayArg::optional(json.as_ref(), NAME, 2, "json")?;
+        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
         self.verb("POST", &path, json, options, true)
     }
 
@@ -267,10 +282,13 @@ impl Client {
     pub fn put(
         &self,
         path: StringArg,
-        json: Option<&ZendHashTable>,
-        options: Option<&ZendHashTable>,
+        json: Option<ArrayArg>,
+        options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8("Resilient\\Client::put", 1, "path")?;
+        const NAME: &str = "Resilient\\Client::put";
+        let path = path.utf8(NAME, 1, "path")?;
+        let json = ArrayArg::optional(json.as_ref(), NAME, 2, "json")?;
+        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
         self.verb("PUT", &path, json, options, true)
     }
 
@@ -281,10 +299,13 @@ impl Client {
     pub fn patch(
         &self,
         path: StringArg,
-        json: Option<&ZendHashTable>,
-        options: Option<&ZendHashTable>,
+        json: Option<ArrayArg>,
+        options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8("Resilient\\Client::patch", 1, "path")?;
+        const NAME: &str = "Resilient\\Client::patch";
+        let path = path.utf8(NAME, 1, "path")?;
+        let json = ArrayArg::optional(json.as_ref(), NAME, 2, "json")?;
+        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
         self.verb("PATCH", &path, json, options, true)
     }
 
@@ -294,10 +315,13 @@ impl Client {
     pub fn delete(
         &self,
         path: StringArg,
-        json: Option<&ZendHashTable>,
-        options: Option<&ZendHashTable>,
+        json: Option<ArrayArg>,
+        options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        let path = path.utf8("Resilient\\Client::delete", 1, "path")?;
+        const NAME: &str = "Resilient\\Client::delete";
+        let path = path.utf8(NAME, 1, "path")?;
+        let json = ArrayArg::optional(json.as_ref(), NAME, 2, "json")?;
+        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
         self.verb("DELETE", &path, json, options, true)
     }
 
@@ -311,11 +335,12 @@ impl Client {
         &self,
         method: StringArg,
         path: StringArg,
-        options: Option<&ZendHashTable>,
+        options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
         const REQUEST: &str = "Resilient\\Client::request";
         let method = method.utf8(REQUEST, 1, "method")?;
         let path = path.utf8(REQUEST, 2, "path")?;
+        let options = ArrayArg::optional(options.as_ref(), REQUEST, 3, "options")?;
         let b = self.built()?;
         let request = b.prepare(
             &method,
@@ -330,9 +355,10 @@ impl Client {
     /// Response|Unavailable` (failures are values, not thrown).
     pub fn pool(
         &self,
-        requests: &ZendHashTable,
+        requests: ArrayArg,
         concurrency: Option<&Zval>,
     ) -> PhpResult<ZBox<ZendHashTable>> {
+        let requests = requests.array("Resilient\\Client::pool", 1, "requests")?;
         let concurrency = match coerce::given(concurrency) {
             Some(z) => coerce::int_arg(z, "Resilient\\Client::pool", 2, "concurrency")?,
             None => 5,

@@ -275,6 +275,43 @@ declared_arg!(
     Bool
 );
 
+declared_arg!(
+    /// An `array` parameter: [`ArrayArg::array`], or [`ArrayArg::optional`].
+    ArrayArg,
+    Array
+);
+
+impl<'a> ArrayArg<'a> {
+    /// Argument `position` (`name`) of `function`, which must be an array.
+    pub fn array(
+        &self,
+        function: &str,
+        position: u32,
+        name: &str,
+    ) -> Result<&'a ext_php_rs::types::ZendHashTable, PhpException> {
+        self.0.dereference().array().ok_or_else(|| {
+            TypeMismatch::new("array", self.0).for_argument(function, position, name)
+        })
+    }
+
+    /// An optional `?array` argument (null: `None`).
+    pub fn optional(
+        arg: Option<&Self>,
+        function: &str,
+        position: u32,
+        name: &str,
+    ) -> Result<Option<&'a ext_php_rs::types::ZendHashTable>, PhpException> {
+        match arg {
+            Some(arg) if !arg.0.dereference().is_null() => {
+                arg.0.dereference().array().map(Some).ok_or_else(|| {
+                    TypeMismatch::new("?array", arg.0).for_argument(function, position, name)
+                })
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
 impl StringArg<'_> {
     /// Argument `position` (`name`) of `function`, which must be UTF-8 text (`\ValueError`
     /// otherwise).

@@ -60,8 +60,14 @@ impl Response {
     pub fn fake(
         status: Option<&Zval>,
         body: Option<&Zval>,
-        headers: Option<&ZendHashTable>,
+        headers: Option<coerce::ArrayArg>,
     ) -> PhpResult<Self> {
+        let headers = coerce::ArrayArg::optional(
+            headers.as_ref(),
+            "Resilient\\Response::fake",
+            3,
+            "headers",
+        )?;
         let status = match coerce::given(status) {
             Some(z) => coerce::int_arg(z, "Resilient\\Response::fake", 1, "status")?,
             None => 200,

@@ -187,6 +187,14 @@ final class ArgumentsTest extends TestCase
         yield 'budget name' => ['new Resilient\\RetryBudget(1.5);', \TypeError::class, 'Resilient\\RetryBudget::__construct(): Argument #1 ($name) must be of type string, float given'];
         yield 'metrics reset' => ['Resilient\\Metrics::reset([]);', \TypeError::class, 'Resilient\\Metrics::reset(): Argument #1 ($name) must be of type string, array given'];
         yield 'response header' => ['Resilient\\Response::fake(200)->header(5);', \TypeError::class, 'Resilient\\Response::header(): Argument #1 ($name) must be of type string, int given'];
+        // Array parameters (ext-php-rs's own conversion said only "Invalid value given for argument").
+        yield 'post json' => [$client . '->post("/x", "str");', \TypeError::class, 'Resilient\\Client::post(): Argument #2 ($json) must be of type ?array, string given'];
+        yield 'get query' => [$client . '->get("/x", 5);', \TypeError::class, 'Resilient\\Client::get(): Argument #2 ($query) must be of type ?array, int given'];
+        yield 'get options' => [$client . '->get("/x", null, "o");', \TypeError::class, 'Resilient\\Client::get(): Argument #3 ($options) must be of type ?array, string given'];
+        yield 'request options' => [$client . '->request("GET", "/x", 1.5);', \TypeError::class, 'Resilient\\Client::request(): Argument #3 ($options) must be of type ?array, float given'];
+        yield 'pool requests' => [$client . '->pool("x");', \TypeError::class, 'Resilient\\Client::pool(): Argument #1 ($requests) must be of type array, string given'];
+        yield 'client options' => ['new Resilient\\Client("typed", new ArrayObject());', \TypeError::class, 'Resilient\\Client::__construct(): Argument #2 ($options) must be of type ?array, ArrayObject given'];
+        yield 'fake headers' => ['Resilient\\Response::fake(200, "", "h");', \TypeError::class, 'Resilient\\Response::fake(): Argument #3 ($headers) must be of type ?array, string given'];
     }
 
     /** @dataProvider wronglyTypedArguments */
