@@ -236,11 +236,8 @@ impl Client {
         query: Option<ArrayArg>,
         options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        const NAME: &str = "Resilient\\Client::get";
-        let path = path.utf8(NAME, 1, "path")?;
-        let query = ArrayArg::optional(query.as_ref(), NAME, 2, "query")?;
-        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
-        self.verb("GET", &path, query, options, false)
+        let name = "Resilient\\Client::get";
+        self.verb(name, "GET", &path, query.as_ref(), options.as_ref())
     }
 
     /// `head(string $path, array $query = [], array $options = [])`.
@@ -252,11 +249,8 @@ impl Client {
         query: Option<ArrayArg>,
         options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        const NAME: &str = "Resilient\\Client::head";
-        let path = path.utf8(NAME, 1, "path")?;
-        let query = ArrayArg::optional(query.as_ref(), NAME, 2, "query")?;
-        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
-        self.verb("HEAD", &path, query, options, false)
+        let name = "Resilient\\Client::head";
+        self.verb(name, "HEAD", &path, query.as_ref(), options.as_ref())
     }
 
     /// `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
@@ -269,11 +263,8 @@ impl Client {
         json: Option<ArrayArg>,
         options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        const NAME: &str = "Resilient\\Client::post";
-        let path = path.utf8(NAME, 1, "path")?;
-        let json = ArrayArg::optional(json.as_ref(), NAME, 2, "json")?;
-        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
-        self.verb("POST", &path, json, options, true)
+        let name = "Resilient\\Client::post";
+        self.verb(name, "POST", &path, json.as_ref(), options.as_ref())
     }
 
     /// `put(string $path, array $json = [], array $options = [])`.
@@ -285,11 +276,8 @@ impl Client {
         json: Option<ArrayArg>,
         options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        const NAME: &str = "Resilient\\Client::put";
-        let path = path.utf8(NAME, 1, "path")?;
-        let json = ArrayArg::optional(json.as_ref(), NAME, 2, "json")?;
-        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
-        self.verb("PUT", &path, json, options, true)
+        let name = "Resilient\\Client::put";
+        self.verb(name, "PUT", &path, json.as_ref(), options.as_ref())
     }
 
     /// `patch(string $path, array $json = [], array $options = [])`. Retried only with an
@@ -302,11 +290,8 @@ impl Client {
         json: Option<ArrayArg>,
         options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        const NAME: &str = "Resilient\\Client::patch";
-        let path = path.utf8(NAME, 1, "path")?;
-        let json = ArrayArg::optional(json.as_ref(), NAME, 2, "json")?;
-        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
-        self.verb("PATCH", &path, json, options, true)
+        let name = "Resilient\\Client::patch";
+        self.verb(name, "PATCH", &path, json.as_ref(), options.as_ref())
     }
 
     /// `delete(string $path, array $json = [], array $options = [])`.
@@ -318,11 +303,8 @@ impl Client {
         json: Option<ArrayArg>,
         options: Option<ArrayArg>,
     ) -> PhpResult<Zval> {
-        const NAME: &str = "Resilient\\Client::delete";
-        let path = path.utf8(NAME, 1, "path")?;
-        let json = ArrayArg::optional(json.as_ref(), NAME, 2, "json")?;
-        let options = ArrayArg::optional(options.as_ref(), NAME, 3, "options")?;
-        self.verb("DELETE", &path, json, options, true)
+        let name = "Resilient\\Client::delete";
+        self.verb(name, "DELETE", &path, json.as_ref(), options.as_ref())
     }
 
     /// `request(string $method, string $path, array $options = [])` with options `query`,
@@ -423,23 +405,29 @@ impl Client {
 }
 
 impl Client {
-    /// get/post/...: `$data` becomes the query (GET/HEAD) or the JSON body (others).
+    /// get/post/...: `$data` (argument 2) becomes the query (GET/HEAD) or the JSON body
+    /// (others); the arguments are read here, with the method's name in PHP's wording.
     fn verb(
         &self,
+        function: &str,
         method: &str,
-        path: &str,
-        data: Option<&ZendHashTable>,
-        options: Option<&ZendHashTable>,
-        body: bool,
+        path: &StringArg,
+        data: Option<&ArrayArg>,
+        options: Option<&ArrayArg>,
     ) -> PhpResult<Zval> {
-        let data = data.map(|d| match body {
-            true => Data::Json(d),
-            false => Data::Query(d),
+        let query = matches!(method, "GET" | "HEAD");
+        let path = path.utf8(function, 1, "path")?;
+        let data_name = if query { "query" } else { "json" };
+        let data = ArrayArg::optional(data, function, 2, data_name)?;
+        let options = ArrayArg::optional(options, function, 3, "options")?;
+        let data = data.map(|d| match query {
+            true => Data::Query(d),
+            false => Data::Json(d),
         });
         let b = self.built()?;
         let request = b.prepare(
             method,
-            path,
+            &path,
             options::request(options, data, &b.http.config().transport)?,
         )?;
         self.run(&b, request)

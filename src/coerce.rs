@@ -256,6 +256,41 @@ macro_rules! declared_arg {
                 Some($name(zval))
             }
         }
+
+        #[allow(dead_code)]
+        impl<'a> $name<'a> {
+            /// The argument as `read` takes it (`None`: not of that type), or PHP's
+            /// `\TypeError` saying it must be of type `expected`.
+            fn read<T>(
+                &self,
+                expected: &'static str,
+                function: &str,
+                position: u32,
+                name: &str,
+                read: impl FnOnce(&'a Zval) -> Option<T>,
+            ) -> Result<T, PhpException> {
+                read(self.0).ok_or_else(|| {
+                    TypeMismatch::new(expected, self.0).for_argument(function, position, name)
+                })
+            }
+
+            /// As [`Self::read`] for an optional argument: omitted or null is `None`.
+            fn read_optional<T>(
+                arg: Option<&Self>,
+                expected: &'static str,
+                function: &str,
+                position: u32,
+                name: &str,
+                read: impl FnOnce(&'a Zval) -> Option<T>,
+            ) -> Result<Option<T>, PhpException> {
+                match arg {
+                    Some(arg) if !arg.0.dereference().is_null() => {
+                        arg.read(expected, function, position, name, read).map(Some)
+                    }
+                    _ => Ok(None),
+                }
+            }
+        }
     };
 }
 
@@ -289,8 +324,8 @@ impl<'a> ArrayArg<'a> {
         position: u32,
         name: &str,
     ) -> Result<&'a ext_php_rs::types::ZendHashTable, PhpException> {
-        self.0.dereference().array().ok_or_else(|| {
-            TypeMismatch::new("array", self.0).for_argument(function, position, name)
+        self.read("array", function, position, name, |z| {
+            z.dereference().array()
         })
     }
 
@@ -301,14 +336,9 @@ impl<'a> ArrayArg<'a> {
         position: u32,
         name: &str,
     ) -> Result<Option<&'a ext_php_rs::types::ZendHashTable>, PhpException> {
-        match arg {
-            Some(arg) if !arg.0.dereference().is_null() => {
-                arg.0.dereference().array().map(Some).ok_or_else(|| {
-                    TypeMismatch::new("?array", arg.0).for_argument(function, position, name)
-                })
-            }
-            _ => Ok(None),
-        }
+        Self::read_optional(arg, "?array", function, position, name, |z| {
+            z.dereference().array()
+        })
     }
 }
 
@@ -316,10 +346,9 @@ impl StringArg<'_> {
     /// Argument `position` (`name`) of `function`, which must be UTF-8 text (`\ValueError`
     /// otherwise).
     pub fn utf8(&self, function: &str, position: u32, name: &str) -> Result<String, PhpException> {
-        let value = self.0.dereference();
-        let Some(text) = value.zend_str() else {
-            return Err(TypeMismatch::new("string", value).for_argument(function, position, name));
-        };
+        let text = self.read("string", function, position, name, |z| {
+            z.dereference().zend_str()
+        })?;
         String::from_utf8(text.as_bytes().to_vec()).map_err(|_| {
             crate::exceptions::value_error(format!(
                 "{function}(): Argument #{position} (${name}) is not valid UTF-8"
@@ -336,7 +365,9 @@ impl<'a> CallableArg<'a> {
         position: u32,
         name: &str,
     ) -> Result<ext_php_rs::types::ZendCallable<'a>, PhpException> {
-        self.checked("callable", function, position, name)
+        self.read("callable", function, position, name, |z| {
+            ext_php_rs::types::ZendCallable::new(z).ok()
+        })
     }
 
     /// An optional `?callable` argument (null: `None`).
@@ -346,23 +377,9 @@ impl<'a> CallableArg<'a> {
         position: u32,
         name: &str,
     ) -> Result<Option<ext_php_rs::types::ZendCallable<'a>>, PhpException> {
-        match arg {
-            Some(arg) if !arg.0.dereference().is_null() => {
-                arg.checked("?callable", function, position, name).map(Some)
-            }
-            _ => Ok(None),
-        }
-    }
-
-    fn checked(
-        &self,
-        expected: &'static str,
-        function: &str,
-        position: u32,
-        name: &str,
-    ) -> Result<ext_php_rs::types::ZendCallable<'a>, PhpException> {
-        ext_php_rs::types::ZendCallable::new(self.0)
-            .map_err(|_| TypeMismatch::new(expected, self.0).for_argument(function, position, name))
+        Self::read_optional(arg, "?callable", function, position, name, |z| {
+            ext_php_rs::types::ZendCallable::new(z).ok()
+        })
     }
 }
 
@@ -374,14 +391,8 @@ impl BoolArg<'_> {
         position: u32,
         name: &str,
     ) -> Result<Option<bool>, PhpException> {
-        match arg {
-            Some(arg) if !arg.0.dereference().is_null() => match arg.0.dereference().bool() {
-                Some(b) => Ok(Some(b)),
-                None => {
-                    Err(TypeMismatch::new("?bool", arg.0).for_argument(function, position, name))
-                }
-            },
-            _ => Ok(None),
-        }
+        Self::read_optional(arg, "?bool", function, position, name, |z| {
+            z.dereference().bool()
+        })
     }
 }

@@ -371,7 +371,7 @@ impl Call {
         let limits = AttemptLimits {
             timeout,
             connect_timeout,
-            connect_timeout_setting: self.policy.connect_timeout.max(connect_timeout),
+            connect_timeout_setting: self.policy.connect_timeout,
             max_body: self
                 .env
                 .max_body
@@ -543,13 +543,9 @@ impl Call {
     /// The error, with the last response attached and a message naming method and URL.
     fn unavailable(&mut self, kind: UnavailableKind, reason: String) -> Unavailable {
         self.ended(Err(kind));
-        let last_failure = match &self.last {
-            Some(Err(e)) => Some(e.kind),
-            _ => None,
-        };
-        let failure_detail = match &self.last {
-            Some(Err(e)) => Some(format!(" [{e}]")),
-            _ => None,
+        let (last_failure, failure_detail) = match &self.last {
+            Some(Err(e)) => (Some(e.kind), format!(" [{e}]")),
+            _ => (None, String::new()),
         };
         let last_response = match self.last.take() {
             Some(Ok(raw)) => Some(self.response(raw)),
@@ -562,7 +558,7 @@ impl Call {
             self.url(),
             self.attempts,
             fmt_duration(self.elapsed()),
-            failure_detail.unwrap_or_default()
+            failure_detail
         );
         Unavailable::new(kind, self.attempts, last_response, last_failure, message)
     }

@@ -63,8 +63,9 @@ pub enum FailureKind {
     /// The body arrived but its `Content-Encoding` (gzip, deflate, br) could not be decoded.
     /// Not transient: the same request would get the same bytes.
     Decode,
-    /// The `sink` file could not be created or written: our side, not the upstream's. Not
-    /// transient; a file that cannot be created fails the attempt before it is sent.
+    /// The `sink` file could not be created or written when the answer came: our side, not
+    /// the upstream's. Not transient; a file that cannot be written at all is refused with the
+    /// option ([`crate::RequestOptions::sink`]), before anything is sent.
     Sink,
     /// Anything else the transport could not classify.
     Other,
