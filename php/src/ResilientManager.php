@@ -121,6 +121,17 @@ final class ResilientManager
         return $options;
     }
 
+    /** Every configured client's options as it runs ({@see clientConfig()}), by name. */
+    public function clientConfigs(): array
+    {
+        $clients = [];
+        foreach (array_keys($this->config['clients'] ?? []) as $name) {
+            $clients[$name] = $this->clientConfig((string) $name);
+        }
+
+        return $clients;
+    }
+
     /**
      * Swaps named clients for recording fakes answering $scripts (name => list of
      * `Resilient\Response` or `\Throwable`, one per call; a single one repeats; a closure

@@ -29,13 +29,8 @@ final class CheckCommand extends Command
         // The published config has `'paths' => null`: null means the default, as documented.
         $paths = (array) ($config->get('resilient.check.paths') ?? [$this->laravel->path('Jobs')]);
         // Each client as it runs: its entry over `defaults`.
-        $manager = $this->laravel->make(ResilientManager::class);
-        $clients = [];
-        foreach (array_keys((array) $config->get('resilient.clients', [])) as $name) {
-            $clients[$name] = $manager->clientConfig((string) $name);
-        }
         $rules = new Rules(
-            $clients,
+            $this->laravel->make(ResilientManager::class)->clientConfigs(),
             (array) $config->get('queue', []),
             // Empty or not a number (`RESILIENT_WORKER_TIMEOUT=`): queue:work's default.
             is_numeric($t = $config->get('resilient.queue.worker_timeout')) ? (float) $t : 60.0,

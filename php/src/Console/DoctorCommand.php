@@ -37,12 +37,7 @@ final class DoctorCommand extends Command
 
         $this->segment();
         // Each client as it runs: its entry over `defaults` (as resilient:check reads them).
-        $manager = $this->laravel->make(ResilientManager::class);
-        $clients = [];
-        foreach (array_keys((array) $this->laravel['config']->get('resilient.clients', [])) as $name) {
-            $clients[$name] = $manager->clientConfig((string) $name);
-        }
-        $this->webCaps($clients);
+        $this->webCaps($this->laravel->make(ResilientManager::class)->clientConfigs());
 
         $this->line($this->problems === 0 ? 'No problems found.' : "{$this->problems} problem(s) found.");
 
