@@ -125,6 +125,61 @@ final class MaxBodyTest extends HttpTestCase
         $this->assertSame('ok,ok,ok,too_large,ok after', $r->stdout);
     }
 
+    /**
+     * A pool's bodies are all held at once until it returns: together they stay within what
+     * `memory_limit` leaves, as one call's body does. memory_limit 48 MiB, four 15 MB bodies in
+     * flight together (and one after the other): three are kept, the fourth is `too_large`,
+     * and nothing is left counted once the pool's responses are gone.
+     */
+    public function testAPoolsBodiesTogetherStayWithinWhatMemoryLimitLeaves(): void
+    {
+        $key = $this->up->key('maxbody-pool');
+        $this->up->script($key, [['stream' => ['bytes' => 15_000_000]]], 'repeat_last');
+        $base = $this->up->base($key);
+        $code = <<<PHP
+            \$c = new Resilient\\Client('maxbody-pool', ['base_url' => '$base', 'timeout' => 20, 'max_attempts' => 1]);
+            \$out = [];
+            foreach ([4, 1] as \$concurrency) {
+                \$results = \$c->pool(array_fill(0, 4, ['GET', '/big']), \$concurrency);
+                \$tally = [];
+                foreach (\$results as \$r) {
+                    \$k = \$r instanceof Resilient\\Response ? 'ok' : \$r->failure();
+                    \$tally[\$k] = (\$tally[\$k] ?? 0) + 1;
+                }
+                ksort(\$tally);
+                \$out[] = json_encode(\$tally);
+                \$results = \$r = null;
+            }
+            \$out[] = strlen(\$c->get('/big')->body()) === 15_000_000 ? 'ok after' : 'short';
+            echo implode(' ', \$out);
+            PHP;
+        $r = PhpProcess::code($code, ['memory_limit' => '48M'])->wait(60.0);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame('{"ok":3,"too_large":1} {"ok":3,"too_large":1} ok after', $r->stdout);
+    }
+
+    /**
+     * A body thrown away for a retry stops counting: a 30 MB 503 and then a 30 MB 200 under
+     * memory_limit 48 MiB (either alone fits, both would not).
+     */
+    public function testARetriedAnswersBodyNoLongerCounts(): void
+    {
+        $key = $this->up->key('maxbody-retried');
+        $this->up->script($key, [
+            ['status' => 503, 'stream' => ['bytes' => 30_000_000]],
+            ['stream' => ['bytes' => 30_000_000]],
+        ], 'repeat_last');
+        $base = $this->up->base($key);
+        $code = <<<PHP
+            \$c = new Resilient\\Client('maxbody-retried', ['base_url' => '$base', 'timeout' => 20, 'max_attempts' => 2, 'backoff' => ['base' => 0.001, 'cap' => 0.001]]);
+            \$r = \$c->get('/big');
+            echo \$r->status(), ' ', strlen(\$r->body()), ' ', \$r->attempts();
+            PHP;
+        $r = PhpProcess::code($code, ['memory_limit' => '48M'])->wait(60.0);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame('200 30000000 2', $r->stdout);
+    }
+
     public function testAnFpmWorkerWithMemoryLimit64MSurvivesA300MbBody(): void
     {
         $key = $this->bigKey();

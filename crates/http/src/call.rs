@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use crate::attempt::{AttemptObserver, AttemptRecord};
 use crate::backoff::FullJitter;
+use crate::body_memory::{BodyLimit, SharedBodyLimit};
 use crate::call_events::{CallEnd, CallEvents};
 use crate::classify::{classify, may_retry};
 use crate::clock::{Clock, Sleeper};
@@ -56,9 +57,10 @@ pub struct CallEnv {
     events: Option<Arc<dyn CallEvents>>,
     /// Fixes the jitter sequence (tests); `None`: seeded from the OS per call.
     jitter_seed: Option<u64>,
-    /// What the host can afford for one response body now, in bytes (the PHP binding: what
-    /// `memory_limit` leaves); lowers the policy's `max_body`. `None`: no host limit.
-    max_body: Option<u64>,
+    /// What the host can afford for the response bodies of this call (or of every call of a
+    /// pool, which share the env) now, in bytes (the PHP binding: what `memory_limit` leaves);
+    /// also lowers the policy's `max_body`. `None`: no host limit.
+    memory: Option<Arc<SharedBodyLimit>>,
 }
 
 impl CallEnv {
@@ -77,7 +79,7 @@ impl CallEnv {
             observer: None,
             events: None,
             jitter_seed: None,
-            max_body: None,
+            memory: None,
         }
     }
 
@@ -122,10 +124,10 @@ impl CallEnv {
         self
     }
 
-    /// What the host can afford for one response body now, in bytes; lowers the policy's
-    /// `max_body` (`None`: no host limit).
+    /// What the host can afford for the response bodies of the call or pool run with this env
+    /// (held together), in bytes; lowers the policy's `max_body` (`None`: no host limit).
     pub fn max_body(mut self, bytes: Option<u64>) -> Self {
-        self.max_body = bytes;
+        self.memory = bytes.map(SharedBodyLimit::new);
         self
     }
 
@@ -372,12 +374,19 @@ impl Call {
             timeout,
             connect_timeout,
             connect_timeout_setting: self.policy.connect_timeout,
-            max_body: self
-                .env
-                .max_body
-                .map_or(self.policy.max_body, |m| m.min(self.policy.max_body)),
+            body: BodyLimit {
+                max: self.env.memory.as_ref().map_or(self.policy.max_body, |m| {
+                    m.limit().min(self.policy.max_body)
+                }),
+                shared: self.env.memory.clone(),
+            },
         };
         self.redirected_to = None;
+        // The answer before this attempt is thrown away now, before another body is read: its
+        // memory no longer counts.
+        if let (Some(Ok(thrown)), Some(memory)) = (self.last.take(), &self.env.memory) {
+            memory.give_back(thrown.body.len() as u64);
+        }
         let outcome = match self.request.transport.redirects {
             None => self.env.transport.send(&self.request, limits).await,
             Some(rules) => {

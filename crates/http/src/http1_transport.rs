@@ -29,6 +29,7 @@ use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::body_memory::BodyLimit;
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::reqwest_transport::ReqwestTransport;
@@ -151,7 +152,7 @@ impl Transport for Http1Transport {
                 reused,
                 http_request,
                 limits.connect_timeout,
-                (target, limits.max_body),
+                (target, limits.body),
             );
             match tokio::time::timeout(limits.timeout, exchange).await {
                 Ok(result) => result,
@@ -243,7 +244,7 @@ async fn exchange(
     reused: Option<Http1Conn>,
     request: hyper::Request<Full<Bytes>>,
     connect_timeout: Duration,
-    (target, max_body): (BodyTarget, u64),
+    (target, body_limit): (BodyTarget, BodyLimit),
 ) -> Result<RawResponse, TransportError> {
     let mut c = match reused {
         Some(c) => c,
@@ -255,7 +256,7 @@ async fn exchange(
         let (parts, mut body) = response.into_parts();
         let mut headers = header_list(&parts.headers);
         let mut received =
-            ResponseBody::start(&target, &mut headers, body.size_hint().exact(), max_body)?;
+            ResponseBody::start(&target, &mut headers, body.size_hint().exact(), body_limit)?;
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame.map_err(map_hyper_error)?.into_data() {
                 received.push(&data)?;

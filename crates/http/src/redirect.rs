@@ -43,7 +43,7 @@ pub async fn follow(
         let hop_limits = AttemptLimits {
             timeout: left,
             connect_timeout: limits.connect_timeout.min(left),
-            ..limits
+            ..limits.clone()
         };
         let response = transport.send(&current, hop_limits).await?;
         let Some(location) = location_of(&response) else {
@@ -61,6 +61,10 @@ pub async fn follow(
         }
         hops += 1;
         let next = next_request(&current, response.status, location, rules)?;
+        // The redirect's own body is thrown away.
+        if let Some(shared) = &limits.body.shared {
+            shared.give_back(response.body.len() as u64);
+        }
         current = Cow::Owned(next);
     }
 }
@@ -232,7 +236,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(1),
             connect_timeout_setting: Duration::from_secs(1),
-            max_body: 1024,
+            body: 1024.into(),
         };
         let rules = Redirects {
             max: 3,

@@ -172,7 +172,7 @@ impl Transport for ReqwestTransport {
             }
         }
         let timeout = limits.timeout;
-        let max_body = limits.max_body;
+        let body_limit = limits.body;
         let target = request.body_target.clone();
         let warm = (self.warm.clone(), origin(request));
         Box::pin(async move {
@@ -193,7 +193,7 @@ impl Transport for ReqwestTransport {
                     &target,
                     &mut headers,
                     response.content_length(),
-                    max_body,
+                    body_limit,
                 )?;
                 while let Some(chunk) = response.chunk().await.map_err(map_error)? {
                     received.push(&chunk)?;

@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io::{self, Write};
 
 use crate::body_limit::BodyBuffer;
+use crate::body_memory::BodyLimit;
 use crate::transport::{FailureKind, TransportError};
 use crate::transport_options::BodyTarget;
 
@@ -37,7 +38,7 @@ impl ResponseBody {
         target: &BodyTarget,
         headers: &mut [(String, Vec<u8>)],
         content_length: Option<u64>,
-        max_body: u64,
+        limit: impl Into<BodyLimit>,
     ) -> Result<Self, TransportError> {
         let encoding = if target.decode {
             Encoding::of(headers)
@@ -61,7 +62,7 @@ impl ResponseBody {
                 } else {
                     content_length
                 };
-                Destination::Memory(BodyBuffer::new(announced, max_body)?)
+                Destination::Memory(BodyBuffer::new(announced, limit.into())?)
             }
         };
         let writer: Box<dyn Finish> = match encoding {

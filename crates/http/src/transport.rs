@@ -8,11 +8,12 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::body_memory::BodyLimit;
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 
 /// Time limits of one attempt, already cut to the deadline's remainder by the loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptLimits {
     /// Whole attempt: connect, send, and reading the full body.
     pub timeout: Duration,
@@ -23,10 +24,11 @@ pub struct AttemptLimits {
     /// under a deadline, and a client per value would be a connection per call). At least
     /// `connect_timeout`; the attempt's `timeout` still bounds the whole exchange.
     pub connect_timeout_setting: Duration,
-    /// The largest response body accepted, in bytes. Enforced while reading: a longer body
-    /// (or a `Content-Length` above it) ends the attempt with [`FailureKind::TooLarge`] and
-    /// closes the connection; no buffer ever grows beyond it.
-    pub max_body: u64,
+    /// The largest response body accepted, in bytes (`max`), and what the bodies of the whole
+    /// call or pool may hold together (`shared`). Enforced while reading: a longer body (or a
+    /// `Content-Length` above it) ends the attempt with [`FailureKind::TooLarge`] and closes the
+    /// connection; no buffer ever grows beyond it.
+    pub body: BodyLimit,
 }
 
 /// An upstream answer as the transport received it, body read in full.

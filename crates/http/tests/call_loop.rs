@@ -667,7 +667,7 @@ async fn web_caps_lower_timeouts_and_attempts() {
     let c = HttpClient::new(config, caps, rig.env.clone());
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
     assert_eq!(e.attempts(), 1);
-    let limits = rig.transport.seen()[0].limits;
+    let limits = rig.transport.seen()[0].limits.clone();
     assert_eq!(
         (limits.timeout, limits.connect_timeout),
         (Duration::from_secs(10), Duration::from_secs(3))

@@ -178,7 +178,7 @@ impl Transport for ScriptedTransport {
             .fetch_max(now_in_flight, Ordering::SeqCst);
         self.seen.lock().unwrap().push(Seen {
             at: self.origin.elapsed(),
-            limits,
+            limits: limits.clone(),
             request: request.clone(),
             concurrent: now_in_flight,
         });
