@@ -76,6 +76,17 @@ final class ResilientManager
     public function funnel(string $name): Funnel
     {
         $this->assertExtension();
+
+        return new Funnel($name, ...$this->funnelOptions($name));
+    }
+
+    /**
+     * The constructor arguments of the funnel named $name (`funnels`, else the client's own);
+     * throws InvalidArgumentException when config gives none a Funnel object can use. Reads
+     * config only (resilient:check asks it for every job's Queue\Funnel).
+     */
+    public function funnelOptions(string $name): array
+    {
         $o = $this->config['funnels'][$name] ?? $this->fromClient($name, 'funnel', ['limit', 'reserve', 'lease', 'share'], 'funnels');
         if (($o['limit'] ?? null) === 'auto') {
             throw new InvalidArgumentException(sprintf(
@@ -85,7 +96,7 @@ final class ResilientManager
             ));
         }
 
-        return new Funnel($name, ...$o);
+        return $o;
     }
 
     /** A budget from `budgets`, or the one a client of that name uses (its `budget` options). */

@@ -84,7 +84,7 @@ final class ArtisanTest extends TestCase
             $found[substr($f['job'], strlen('App\\CheckViolations\\'))][] = $f['rule'] . ': ' . $f['message'];
         }
         ksort($found);
-        $this->assertSame(['DeadlineOverTimeout', 'FixedBackoff', 'NoTimeoutOnShortConnection', 'RetriesInTwoLayers', 'TimeoutOverRetryAfter', 'ZeroTimeout'], array_keys($found));
+        $this->assertSame(['DeadlineOverTimeout', 'FixedBackoff', 'FunnelWithoutConfig', 'NoTimeoutOnShortConnection', 'RetriesInTwoLayers', 'TimeoutOverRetryAfter', 'ZeroTimeout'], array_keys($found));
         foreach ($found as $job => $messages) {
             $this->assertCount(1, $messages, "$job: " . implode("\n", $messages));
         }
@@ -93,11 +93,12 @@ final class ArtisanTest extends TestCase
         $this->assertStringStartsWith('nesting: no $timeout (the worker\'s 60s) >= retry_after 30s of queue connection "redis-short"', $found['NoTimeoutOnShortConnection'][0]);
         $this->assertStringStartsWith('retries in two layers: client pricing makes up to 3 attempts per run × 5 tries = 15 upstream calls per dispatch', $found['RetriesInTwoLayers'][0]);
         $this->assertStringStartsWith('fixed backoff: fixed backoff [60, 300]', $found['FixedBackoff'][0]);
+        $this->assertSame('job funnel: new Funnel(\'erp\') fails at every run: client "erp" has no funnel in config/resilient.php', $found['FunnelWithoutConfig'][0]);
         $this->assertStringStartsWith('nesting: $timeout 0 (none: the worker never stops the job) and retry_after 90s of queue connection "redis"', $found['ZeroTimeout'][0]);
 
         $text = $app->artisan(['resilient:check']);
         $this->assertSame(1, $text->exitCode);
-        $this->assertStringContainsString('6 job(s) checked, 6 violation(s).', $text->stdout);
+        $this->assertStringContainsString('7 job(s) checked, 7 violation(s).', $text->stdout);
     }
 
     /** The published config says `'paths' => null`: the default, app/Jobs, not nothing. */

@@ -29,12 +29,14 @@ final class CheckCommand extends Command
         // The published config has `'paths' => null`: null means the default, as documented.
         $paths = (array) ($config->get('resilient.check.paths') ?? [$this->laravel->path('Jobs')]);
         // Each client as it runs: its entry over `defaults`.
+        $manager = $this->laravel->make(ResilientManager::class);
         $rules = new Rules(
-            $this->laravel->make(ResilientManager::class)->clientConfigs(),
+            $manager->clientConfigs(),
             (array) $config->get('queue', []),
             // Empty or not a number (`RESILIENT_WORKER_TIMEOUT=`): queue:work's default.
             is_numeric($t = $config->get('resilient.queue.worker_timeout')) ? (float) $t : 60.0,
             is_numeric($m = $config->get('resilient.queue.deadline_margin')) ? (float) $m : null,
+            fn (string $name) => $manager->funnelOptions($name),
         );
 
         $jobs = JobClasses::in($paths);

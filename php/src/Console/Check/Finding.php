@@ -9,6 +9,7 @@ final class Finding
     public const TWO_LAYERS = 'retries in two layers';
     public const FIXED_BACKOFF = 'fixed backoff';
     public const UNKNOWN_CLIENT = 'unknown client';
+    public const JOB_FUNNEL = 'job funnel';
 
     public function __construct(
         public readonly string $rule,

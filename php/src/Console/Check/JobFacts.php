@@ -7,13 +7,15 @@ use Resilient\Laravel\Queue\JitteredBackoff;
 /**
  * What a job class says about its time and retries, read without running it: `$timeout`,
  * `$tries`, `$maxExceptions`, `$connection`, its backoff (none, fixed or jittered), the named
- * clients its source calls (`Resilient::client('x')`, `Http::resilient('x')`, `new Client('x')`)
- * and whether it wraps itself in the WithinDeadline job middleware.
+ * clients its source calls (`Resilient::client('x')`, `Http::resilient('x')`, `new Client('x')`),
+ * whether it wraps itself in the WithinDeadline job middleware, and the names of the
+ * Queue\\Funnel middleware it takes from config (`new Funnel('x')` without a limit).
  */
 final class JobFacts
 {
     /**
      * @param list<string> $clients
+     * @param list<string> $funnels
      * @param 'none'|'fixed'|'jittered' $backoffKind
      */
     private function __construct(
@@ -27,6 +29,7 @@ final class JobFacts
         public readonly array $backoff,
         public readonly array $clients,
         public readonly false|null|float $withinDeadline,
+        public readonly array $funnels = [],
     ) {
     }
 
@@ -48,7 +51,30 @@ final class JobFacts
             $values,
             self::clientsCalled($source),
             self::withinDeadline($source),
+            self::funnelsFromConfig($source),
         );
+    }
+
+    /**
+     * The names of `new Funnel('x', ...)` (the queue middleware) whose limit comes from config:
+     * no second argument, or only named ones other than `limit`.
+     *
+     * @return list<string>
+     */
+    private static function funnelsFromConfig(string $source): array
+    {
+        preg_match_all('/new\s+\\\\?(?:Resilient\\\\Laravel\\\\Queue\\\\)?Funnel\(\s*[\'"]([^\'"]+)[\'"]\s*([^)]*)\)/', $source, $m, PREG_SET_ORDER);
+        $names = [];
+        foreach ($m as [, $name, $rest]) {
+            $positional = preg_match('/^,\s*(?![A-Za-z_]\w*\s*:)(?!null\b)\S/i', $rest) === 1;
+            if (! $positional && ! preg_match('/\blimit\s*:/', $rest)) {
+                $names[] = $name;
+            }
+        }
+        $names = array_values(array_unique($names));
+        sort($names);
+
+        return $names;
     }
 
     /** @return list<string> */

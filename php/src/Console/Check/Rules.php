@@ -10,7 +10,9 @@ namespace Resilient\Laravel\Console\Check;
  *   takes the same job while the first still runs);
  * - one retry owner: a client making several attempts inside a job that is itself tried several
  *   times multiplies the calls the upstream receives;
- * - jitter: a fixed backoff brings every job that failed together back at the same second.
+ * - jitter: a fixed backoff brings every job that failed together back at the same second;
+ * - job funnel: a Queue\\Funnel middleware whose name config cannot turn into a funnel (none
+ *   defined, a client's on Redis or learned) would throw at every run of the job.
  */
 final class Rules
 {
@@ -22,13 +24,33 @@ final class Rules
         private array $queue,
         private float $workerTimeout,
         private ?float $deadlineMargin,
+        /** Resolves a funnel name as Queue\\Funnel does; throws InvalidArgumentException. */
+        private ?\Closure $funnelOptions = null,
     ) {
     }
 
     /** @return list<Finding> */
     public function check(JobFacts $job): array
     {
-        return [...$this->nesting($job), ...$this->twoLayers($job), ...$this->jitter($job)];
+        return [...$this->nesting($job), ...$this->twoLayers($job), ...$this->jitter($job), ...$this->funnels($job)];
+    }
+
+    /** @return list<Finding> */
+    private function funnels(JobFacts $job): array
+    {
+        $found = [];
+        foreach ($this->funnelOptions === null ? [] : $job->funnels as $name) {
+            try {
+                ($this->funnelOptions)($name);
+            } catch (\InvalidArgumentException $e) {
+                $found[] = new Finding(Finding::JOB_FUNNEL, $job->class, sprintf(
+                    "new Funnel('%s') fails at every run: %s",
+                    $name, preg_replace('/^resilient: /', '', $e->getMessage()),
+                ));
+            }
+        }
+
+        return $found;
     }
 
     /** @return list<Finding> */
