@@ -315,20 +315,25 @@ fn part_contents(value: &Zval, path: &str) -> PhpResult<(PartContents, Option<St
         ));
     }
     if v.is_resource() {
+        let mut name = None;
         if let Some((file, mode)) = plain_file(v, path)? {
             if !readable(&mode) {
                 return Err(exceptions::value_error(format!(
                     "option '{path}': the stream was opened write-only (mode '{mode}'); open it for reading"
                 )));
             }
-            let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
-            return Ok((PartContents::File(file), name));
+            name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+            // Sent from the file (re-opened for each attempt) only when its size is its
+            // contents: /proc and /sys files say 0 bytes, devices and pipes have no size.
+            if std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() > 0) {
+                return Ok((PartContents::File(file), name));
+            }
         }
         let read = call("stream_get_contents", v)?;
         return match read.zend_str() {
             Some(s) => Ok((
                 PartContents::Bytes(Bytes::copy_from_slice(s.as_bytes())),
-                None,
+                name,
             )),
             None => Err(exceptions::value_error(format!(
                 "option '{path}': the stream cannot be read"
@@ -370,7 +375,8 @@ fn writable(mode: &str) -> bool {
 }
 
 /// The file a plain-file stream was opened on (`stream_get_meta_data()['uri']`) and its mode.
-/// A resource that is not an open stream (closed, a stream context) is refused naming `option`.
+/// A resource that is not an open stream (closed, a stream context), or a directory's, is
+/// refused naming `option`.
 fn plain_file(stream: &Zval, option: &str) -> PhpResult<Option<(PathBuf, String)>> {
     let kind = call("get_resource_type", stream)?;
     if kind.str() != Some("stream") {
@@ -383,6 +389,11 @@ fn plain_file(stream: &Zval, option: &str) -> PhpResult<Option<(PathBuf, String)
     let Some(meta) = meta.array() else {
         return Ok(None);
     };
+    if meta.get("stream_type").and_then(Zval::str) == Some("dir") {
+        return Err(exceptions::value_error(format!(
+            "option '{option}': the stream is a directory (opendir); give a stream opened on a file"
+        )));
+    }
     let plain = meta
         .get("wrapper_type")
         .and_then(Zval::str)

@@ -159,6 +159,29 @@ final class StreamingTest extends ClientTestCase
         }
     }
 
+    /**
+     * A plain file whose size says nothing of its contents (/proc reports 0 bytes) is read
+     * through its stream, not sent as an empty part; a directory stream is refused by name.
+     */
+    public function testAProcFileIsSentWholeAndADirectoryIsRefused(): void
+    {
+        $key = $this->up->key('multiproc');
+        $client = $this->client($this->up->base($key));
+        $expected = file_get_contents('/proc/version');
+        $client->post('/upload', null, ['multipart' => [['name' => 'v', 'contents' => fopen('/proc/version', 'r')]]]);
+        $row = $this->up->attempts($key, 1)[0];
+        $this->assertSame(strlen($expected), $row['parts'][0]['len'] ?? null, json_encode($row['parts'] ?? $row['multipart_error'] ?? null));
+        $this->assertSame(hash('fnv1a64', $expected), $row['parts'][0]['fnv1a64']);
+        $this->assertSame('version', $row['parts'][0]['filename'] ?? null, 'the file name still comes from the path');
+
+        foreach (['sink' => fn ($r) => ['sink' => $r], 'multipart.0.contents' => fn ($r) => ['multipart' => [['name' => 'f', 'contents' => $r]]]] as $option => $options) {
+            $e = self::thrown(fn () => $client->post('/dir', null, $options(opendir(self::$dir))));
+            $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
+            $this->assertStringStartsWith("option '$option': the stream is a directory", $e->getMessage());
+        }
+        $this->assertCount(1, $this->up->attempts($key), 'nothing sent for the directories');
+    }
+
     public function testA300MbSinkDownloadLandsOnDiskWithRssGrowthUnder10Mb(): void
     {
         $key = $this->up->key('sink');
