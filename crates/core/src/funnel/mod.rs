@@ -893,6 +893,24 @@ mod tests {
         std::fs::remove_file(p).unwrap();
     }
 
+    /// Bits counted with no word owning them (a segment written by something else, a bit
+    /// flipped): nobody would ever clear them, and the funnel stayed full for good. The first
+    /// acquire that finds it full clears them.
+    #[test]
+    fn bits_counted_without_an_owner_are_cleared_when_the_funnel_is_full() {
+        let (s, p) = seg("stray");
+        let f = funnel(&s, 2, 0);
+        let e = s.entry(f.entry);
+        e.funnel_mask.store(0b11 | 1 << 40, Ordering::SeqCst);
+        let a = f.try_acquire(2, 10).expect("the stray bits are cleared");
+        let b = f.try_acquire(2, 10).unwrap();
+        assert!(f.try_acquire(2, 10).is_none(), "the limit still holds");
+        assert_eq!(e.funnel_mask.load(Ordering::SeqCst), 0b11);
+        drop((a, b));
+        assert_eq!(f.in_flight(10), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+
     #[test]
     fn a_dead_acquirers_claimed_word_is_reclaimed() {
         let (s, p) = seg("claimed");

@@ -259,11 +259,21 @@ pub(crate) async fn release(e: &Entry, me: &impl Actor, slot: u32, held: SlotWor
 }
 
 /// Frees the slots of expired leases and of dead processes among `0..limit` and among the
-/// slots the mask counts. Returns how many slot words it freed.
+/// slots the mask counts, and clears the bits counted with no owner. Returns how many slots
+/// it freed.
+///
+/// A bit set while its word is `Free` never happens in the protocol (an owner sets it after
+/// claiming the word and clears it before freeing it), so it comes from outside: a segment
+/// written by something else, a flipped bit. Nobody owns such a bit to clear it, and the
+/// funnel would stay full for good. Seen (the mask read first, the word after it), it may also
+/// be a release that completed in between, so the word is taken like any other
+/// (`Free → Clearing(me)`, exact word, generations never reused): then no other process can
+/// own it, and a bit still set is stray. It is cleared as a reclaimed one is.
 pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64) -> u32 {
     let mut freed = 0;
     me.step(At::Mask).await;
-    let mut scan = slots_below(limit.min(MAX_FUNNEL_LIMIT)) | e.funnel_mask.load(Acquire);
+    let counted = e.funnel_mask.load(Acquire);
+    let mut scan = slots_below(limit.min(MAX_FUNNEL_LIMIT)) | counted;
     while scan != 0 {
         let slot = scan.trailing_zeros();
         scan &= scan - 1;
@@ -271,7 +281,7 @@ pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64)
         me.step(At::Slot(slot)).await;
         let seen = SlotWord(cell.load(Acquire));
         let takeable = match seen.phase() {
-            Phase::Free => false,
+            Phase::Free => counted & (1u64 << slot) != 0,
             Phase::Held => {
                 me.step(At::Expiry(slot)).await;
                 let expires_ms = e.funnel_slots[slot as usize].expires_ms.load(Acquire);
@@ -291,10 +301,14 @@ pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64)
             continue;
         }
         me.step(At::Mask).await;
-        e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
+        let before = e.funnel_mask.fetch_and(!(1u64 << slot), AcqRel);
         me.step(At::Slot(slot)).await;
         cell.store(SlotWord::free(seen.generation()).0, Release);
-        freed += 1;
+        // A free word whose bit had already been cleared (a release seen half-way) freed
+        // nothing.
+        if seen.phase() != Phase::Free || before & (1u64 << slot) != 0 {
+            freed += 1;
+        }
     }
     freed
 }
