@@ -5,9 +5,17 @@
 //! [`BUDGET_BUCKETS`] buckets, each one word `tag:24 | originals:20 | retries:20`, where
 //! the tag is the bucket's epoch (`now_ms / bucket_ms`, mod 2^24). A bucket whose tag is
 //! old is reset by the same CAS that counts into it, so rotation never loses a count and
-//! never needs a lock. Withdrawing re-checks the allowance inside the CAS loop, so
-//! concurrent processes cannot overspend (except across a bucket boundary, by at most
-//! one per racing process).
+//! never needs a lock.
+//!
+//! Withdrawing is exact across processes. Every decision is made as of the newest epoch the
+//! ring knows (the caller's clock, or a later one another process counted in: a clock read a
+//! moment later, past a boundary, or a caller paused since it read its own), so all judge the
+//! same window and every count lands inside it. The window spans many words, so one CAS cannot
+//! check it: a withdrawal adds up the window, counts its retry (a CAS on the exact bucket word
+//! it read), then adds up the window again and takes its retry back if the total is now over
+//! the allowance. Of any retries counted together, the one that added up last saw them all,
+//! so they never exceed it; two that race may both step back (a refusal where one could have
+//! gone: the safe side).
 //!
 //! The window is part of a budget's identity: `('sap', 60 s)` and `('sap', 30 s)` are two
 //! budgets with their own entries, so a web config and a queue config with different
@@ -135,9 +143,10 @@ impl RetryBudget {
     /// Deposit: one original request (a task a user asked for, whatever its attempts).
     pub fn record_original(&self, now_ms: u64) {
         let e = self.entry();
-        let tag = self.tag(now_ms);
-        let bucket = &e.budget_buckets[self.index(now_ms)];
-        let _ = bucket.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+        let epoch = Window::read(e, self.epoch(now_ms)).newest;
+        let tag = epoch & TAG_MASK;
+        let bucket = &e.budget_buckets[index(epoch)];
+        let _ = bucket.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
             let (o, r) = if tag_of(w) == tag {
                 (originals_of(w), retries_of(w))
             } else {
@@ -149,34 +158,56 @@ impl RetryBudget {
 
     /// Withdraw: may one retry be sent now? Counts it when yes.
     pub fn try_consume(&self, now_ms: u64) -> bool {
+        self.try_consume_pausing(now_ms, || {})
+    }
+
+    /// [`Self::try_consume`], running `between` after the first sum of the window and before
+    /// the count (tests replay another process's withdrawal there).
+    pub(crate) fn try_consume_pausing(&self, now_ms: u64, between: impl FnOnce()) -> bool {
+        let mut between = Some(between);
         let e = self.entry();
-        let tag = self.tag(now_ms);
-        let idx = self.index(now_ms);
-        let bucket = &e.budget_buckets[idx];
         loop {
-            let (others_o, others_r) = self.sum(e, now_ms, Some(idx));
-            let w = bucket.load(Ordering::Acquire);
+            let window = Window::read(e, self.epoch(now_ms));
+            let (originals, retries) = window.sum();
+            // The epsilon keeps 5 + 0.1 × 100 from landing a hair under 15.
+            if (retries + 1) as f64 > self.allowed(originals) + 1e-9 {
+                return false;
+            }
+            let tag = window.newest & TAG_MASK;
+            let idx = index(window.newest);
+            let w = window.words[idx];
             let (o, r) = if tag_of(w) == tag {
                 (originals_of(w), retries_of(w))
             } else {
                 (0, 0)
             };
-            let allowed = self.allowed(others_o + o);
-            // The epsilon keeps 5 + 0.1 × 100 from landing a hair under 15.
-            if (others_r + r + 1) as f64 > allowed + 1e-9 || r >= COUNT_MAX {
+            if r >= COUNT_MAX {
                 return false;
             }
+            if let Some(between) = between.take() {
+                between();
+            }
+            let bucket = &e.budget_buckets[idx];
             if bucket
-                .compare_exchange(w, pack(tag, o, r + 1), Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+                .compare_exchange(w, pack(tag, o, r + 1), Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
             {
+                continue;
+            }
+            // Counted: now check the window with every retry counted before this point.
+            let (all_o, all_r) = Window::read(e, window.newest).sum();
+            if all_r as f64 <= self.allowed(all_o) + 1e-9 {
                 return true;
             }
+            let _ = bucket.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                (tag_of(w) == tag && retries_of(w) > 0).then(|| w - 1)
+            });
+            return false;
         }
     }
 
     pub fn stats(&self, now_ms: u64) -> BudgetStats {
-        let (originals, retries) = self.sum(self.entry(), now_ms, None);
+        let (originals, retries) = Window::read(self.entry(), self.epoch(now_ms)).sum();
         let allowed = self.allowed(originals);
         BudgetStats {
             originals,
@@ -190,23 +221,6 @@ impl RetryBudget {
         self.config.floor as f64 + self.config.ratio * originals as f64
     }
 
-    /// Sums the buckets inside the window, optionally skipping one.
-    fn sum(&self, e: &Entry, now_ms: u64, skip: Option<usize>) -> (u64, u64) {
-        let cur = self.tag(now_ms);
-        let (mut o, mut r) = (0, 0);
-        for (i, b) in e.budget_buckets.iter().enumerate() {
-            if Some(i) == skip {
-                continue;
-            }
-            let w = b.load(Ordering::Acquire);
-            if w != 0 && cur.wrapping_sub(tag_of(w)) & TAG_MASK < BUDGET_BUCKETS as u64 {
-                o += originals_of(w);
-                r += retries_of(w);
-            }
-        }
-        (o, r)
-    }
-
     fn entry(&self) -> &Entry {
         self.seg.entry(self.entry)
     }
@@ -214,14 +228,51 @@ impl RetryBudget {
     fn epoch(&self, now_ms: u64) -> u64 {
         now_ms / self.config.bucket_ms()
     }
+}
 
-    fn tag(&self, now_ms: u64) -> u64 {
-        self.epoch(now_ms) & TAG_MASK
+/// The ring as one read saw it, and the newest epoch it knows of: the caller's own, or a
+/// later one another process counted in (its clock read later, or this caller was paused
+/// since reading its own). Decisions and counts are made as of that newest epoch, so every
+/// process judges the same window and no count lands in a bucket the window already left.
+struct Window {
+    words: [u64; BUDGET_BUCKETS],
+    newest: u64,
+}
+
+impl Window {
+    fn read(e: &Entry, epoch: u64) -> Self {
+        let words: [u64; BUDGET_BUCKETS] =
+            std::array::from_fn(|i| e.budget_buckets[i].load(Ordering::SeqCst));
+        let cur = epoch & TAG_MASK;
+        // Tags are epochs mod 2^24: one less than half the range ahead counts as ahead.
+        let ahead = words
+            .iter()
+            .filter(|&&w| w != 0)
+            .map(|&w| tag_of(w).wrapping_sub(cur) & TAG_MASK)
+            .filter(|&d| d < TAG_MASK / 2)
+            .max()
+            .unwrap_or(0);
+        Window {
+            words,
+            newest: epoch + ahead,
+        }
     }
 
-    fn index(&self, now_ms: u64) -> usize {
-        (self.epoch(now_ms) % BUDGET_BUCKETS as u64) as usize
+    /// Originals and retries of the buckets inside the window: the last [`BUDGET_BUCKETS`]
+    /// epochs up to the newest.
+    fn sum(&self) -> (u64, u64) {
+        let cur = self.newest & TAG_MASK;
+        self.words
+            .iter()
+            .filter(|&&w| w != 0 && cur.wrapping_sub(tag_of(w)) & TAG_MASK < BUDGET_BUCKETS as u64)
+            .fold((0, 0), |(o, r), &w| {
+                (o + originals_of(w), r + retries_of(w))
+            })
     }
+}
+
+fn index(epoch: u64) -> usize {
+    (epoch % BUDGET_BUCKETS as u64) as usize
 }
 
 fn pack(tag: u64, originals: u64, retries: u64) -> u64 {
@@ -316,6 +367,90 @@ mod tests {
             }
         });
         assert_eq!(granted.load(Ordering::SeqCst), 15);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// Two processes whose clocks read either side of a bucket boundary (1 s window, 50 ms
+    /// buckets; floor 1): the one still in the older bucket must see the retry counted in the
+    /// newer one, which is inside its window too.
+    #[test]
+    fn a_retry_counted_in_the_next_bucket_is_seen_from_the_one_before() {
+        let (b, p) = budget("ahead", 0.0, 1, 1.0);
+        assert!(b.try_consume(1000), "counted in bucket 20");
+        assert!(!b.try_consume(999), "bucket 19's caller sees it");
+        assert_eq!(b.stats(999).retries, 1);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// The other hole: a process pauses between adding up the window and counting its retry,
+    /// and another counts one into a different bucket meanwhile. Both used to succeed.
+    #[test]
+    fn a_retry_counted_elsewhere_between_the_sum_and_the_count_is_seen() {
+        let (b, p) = budget("between", 0.0, 1, 1.0);
+        let granted = b.try_consume_pausing(999, || assert!(b.try_consume(1000)));
+        assert!(!granted, "the window holds one retry");
+        assert_eq!(
+            b.stats(1000).retries,
+            1,
+            "the refused one is not left counted"
+        );
+        let (b, p2) = budget("between-other-way", 0.0, 1, 1.0);
+        let granted = b.try_consume_pausing(1000, || assert!(b.try_consume(999)));
+        assert!(!granted);
+        assert_eq!(b.stats(1000).retries, 1);
+        std::fs::remove_file(p).unwrap();
+        std::fs::remove_file(p2).unwrap();
+    }
+
+    /// 16 threads spending one budget (floor 2, 200 ms window) while their clocks straddle
+    /// bucket boundaries (each reads the shared clock, then a few ms earlier or later), for 60
+    /// windows. An independent observer: each grant happened as of a time between the clock
+    /// the caller was given and the shared clock just after it returned (plus the spread), so
+    /// any grants whose spans fit in 18 buckets shared one window: never more than the floor.
+    #[test]
+    fn concurrent_withdrawals_across_bucket_boundaries_do_not_overspend() {
+        use std::sync::atomic::AtomicU64;
+        let (b, p) = budget("boundaries", 0.0, 2, 0.2);
+        let clock = AtomicU64::new(10_000);
+        let grants = std::sync::Mutex::new(Vec::new());
+        const SKEW: u64 = 4;
+        std::thread::scope(|s| {
+            for t in 0..16u64 {
+                let (b, clock, grants) = (&b, &clock, &grants);
+                s.spawn(move || {
+                    let mut n = t;
+                    while clock.load(Ordering::SeqCst) < 10_000 + 60 * 200 {
+                        n = n
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let now = clock.load(Ordering::SeqCst) + (n >> 60) % (2 * SKEW + 1) - SKEW;
+                        if b.try_consume(now) {
+                            let after = clock.load(Ordering::SeqCst) + SKEW;
+                            grants.lock().unwrap().push((now, after));
+                        }
+                        if t == 0 {
+                            clock.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        let mut at = grants.into_inner().unwrap();
+        at.sort_unstable();
+        // Buckets of 10 ms: grants whose spans all lie within 180 ms are within 18 buckets.
+        let span = 180;
+        for &(from, _) in &at {
+            let inside: Vec<_> = at
+                .iter()
+                .filter(|&&(lo, hi)| lo >= from && hi < from + span)
+                .collect();
+            assert!(
+                inside.len() <= 2,
+                "{} grants within {span} ms of {from}: {inside:?}",
+                inside.len()
+            );
+        }
+        assert!(at.len() >= 50, "the budget was spent: {} grants", at.len());
         std::fs::remove_file(p).unwrap();
     }
 
