@@ -64,6 +64,30 @@ final class BudgetAcrossProcessesTest extends TestCase
         $this->assertLessThan(1.5 * self::WINDOW + 0.5, $sinceSpent);
     }
 
+    /**
+     * 16 processes asking for retries without pause for 3 s, one retry per 0.2 s window (floor
+     * 1): they got about twice that when their clocks straddled bucket boundaries. The window
+     * slides by buckets of 10 ms, so at most one retry per 190 ms: 16 + 1 in 3 s.
+     */
+    public function testSixteenProcessesSpinningOnOneRetryPerWindowGetNoMore(): void
+    {
+        $name = Run::name('budget-spin');
+        $start = microtime(true) + 0.5;
+        $procs = [];
+        for ($i = 0; $i < 16; $i++) {
+            $procs[] = PhpProcess::script('budget_worker.php', [$name, 0.0, 1, 0.2, 0, 0, $start, 3.0]);
+        }
+        $granted = 0;
+        foreach ($procs as $p) {
+            $r = $p->wait(60);
+            $this->assertSame(0, $r->exitCode, $r->describe());
+            $granted += $r->json()['granted'];
+        }
+        fwrite(STDERR, "\n[budget] 16 processes spinning 3 s on 1 retry per 0.2 s: $granted granted\n");
+        $this->assertLessThanOrEqual(17, $granted);
+        $this->assertGreaterThanOrEqual(8, $granted, 'the budget was spent, window after window');
+    }
+
     public function testOneProcessStats(): void
     {
         $b = new RetryBudget(Run::name('stats'), ratio: 0.5, floor: 1, window: 60.0);
