@@ -7,7 +7,8 @@ use ext_php_rs::types::{ZendHashTable, Zval};
 use resilient_core::{clock, BudgetConfig, RetryBudget as CoreBudget};
 
 use crate::coerce::StringArg;
-use crate::{coerce, errors, segment};
+use crate::segment::Rebinding;
+use crate::{coerce, errors};
 
 pub const DEFAULT_RATIO: f64 = 0.1;
 pub const DEFAULT_FLOOR: i64 = 5;
@@ -38,9 +39,19 @@ pub fn config(
 #[php(name = "Resilient\\RetryBudget")]
 pub struct RetryBudget {
     name: String,
-    inner: CoreBudget,
-    /// Counting this process only (the shared segment is unusable).
-    degraded: bool,
+    config: BudgetConfig,
+    bound: Rebinding<CoreBudget>,
+}
+
+impl RetryBudget {
+    /// The budget on this process's current segment (see [`Rebinding`]), and whether that is
+    /// the degraded one (counting this process only).
+    fn current(&self) -> PhpResult<(bool, CoreBudget)> {
+        let (segment, inner) = self
+            .bound
+            .get(|seg| CoreBudget::new(seg, &self.name, self.config).map_err(errors::php))?;
+        Ok((segment.is_local(), inner))
+    }
 }
 
 /// Stats are rounded to 1e-6: the core adds a tiny epsilon to `allowed` so
@@ -76,24 +87,23 @@ impl RetryBudget {
             None => DEFAULT_WINDOW_SECONDS,
         };
         let config = config(ratio, floor, window).map_err(errors::php)?;
-        let segment = segment::shared()?;
-        let degraded = segment.is_local();
-        let inner = CoreBudget::new(segment, &name, config).map_err(errors::php)?;
+        let bound = Rebinding::new(|seg| CoreBudget::new(seg, &name, config).map_err(errors::php))?;
         Ok(RetryBudget {
             name,
-            inner,
-            degraded,
+            config,
+            bound,
         })
     }
 
     /// Deposit: one original request (whatever its attempts).
-    pub fn record_original(&self) {
-        self.inner.record_original(clock::monotonic_ms());
+    pub fn record_original(&self) -> PhpResult<()> {
+        self.current()?.1.record_original(clock::monotonic_ms());
+        Ok(())
     }
 
     /// Withdraw: true (and counted) when one retry may be sent now.
-    pub fn try_consume(&self) -> bool {
-        self.inner.try_consume(clock::monotonic_ms())
+    pub fn try_consume(&self) -> PhpResult<bool> {
+        Ok(self.current()?.1.try_consume(clock::monotonic_ms()))
     }
 
     /// `['originals' => int, 'retries' => int, 'allowed' => float,
@@ -101,8 +111,9 @@ impl RetryBudget {
     /// 'degraded' => bool]` for the current window (`degraded`: counting this
     /// process only, see `Funnel::degradedReason()`).
     pub fn stats(&self) -> PhpResult<ZBox<ZendHashTable>> {
-        let s = self.inner.stats(clock::monotonic_ms());
-        let cfg = self.inner.config();
+        let (degraded, inner) = self.current()?;
+        let s = inner.stats(clock::monotonic_ms());
+        let cfg = self.config;
         let mut ht = ZendHashTable::new();
         let to_i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         ht.insert("originals", to_i(s.originals))?;
@@ -112,7 +123,7 @@ impl RetryBudget {
         ht.insert("window", cfg.window().as_secs_f64())?;
         ht.insert("ratio", cfg.ratio())?;
         ht.insert("floor", i64::from(cfg.floor()))?;
-        ht.insert("degraded", self.degraded)?;
+        ht.insert("degraded", degraded)?;
         Ok(ht)
     }
 
@@ -122,7 +133,7 @@ impl RetryBudget {
 
     /// True when this budget counts only this process (degraded mode, see
     /// `Funnel::degradedReason()`).
-    pub fn is_degraded(&self) -> bool {
-        self.degraded
+    pub fn is_degraded(&self) -> PhpResult<bool> {
+        Ok(self.current()?.0)
     }
 }

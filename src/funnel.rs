@@ -23,6 +23,7 @@ use resilient_core::{
 
 use crate::coerce::{BoolArg, CallableArg, StringArg};
 use crate::exceptions::{self, Kind};
+use crate::segment::Rebinding;
 use crate::{coerce, context, errors, held, segment};
 
 /// A funnel's settings from PHP's numbers: the conversions name the argument, the core
@@ -59,26 +60,38 @@ pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
 #[php(name = "Resilient\\Funnel")]
 pub struct Funnel {
     name: String,
-    segment: Arc<Segment>,
-    inner: CoreFunnel,
+    config: FunnelConfig,
+    bound: Rebinding<CoreFunnel>,
 }
 
 impl Funnel {
-    /// Takes a slot for the caller's context (or the explicit `background`).
-    fn acquire(&self, background: Option<bool>) -> Option<CoreLease> {
+    /// The funnel on this process's current segment (see [`Rebinding`]).
+    fn current(&self) -> PhpResult<(Arc<Segment>, CoreFunnel)> {
+        self.bound
+            .get(|seg| CoreFunnel::new(seg, &self.name, self.config).map_err(errors::php))
+    }
+
+    fn inner(&self) -> PhpResult<CoreFunnel> {
+        Ok(self.current()?.1)
+    }
+
+    /// Takes a slot for the caller's context (or the explicit `background`), with the segment
+    /// it counts in.
+    fn acquire(&self, background: Option<bool>) -> PhpResult<(Arc<Segment>, Option<CoreLease>)> {
         let background = background.unwrap_or_else(|| !context::is_web());
-        let lease_ms = self.inner.config().lease_ms();
-        self.inner
-            .admit(background, clock::monotonic_ms(), lease_ms)
+        let (segment, inner) = self.current()?;
+        let lease_ms = inner.config().lease_ms();
+        let lease = inner.admit(background, clock::monotonic_ms(), lease_ms);
+        Ok((segment, lease))
     }
 
     /// Why the caller of this context was refused, in numbers.
-    fn full_message(&self) -> String {
+    fn full_message(&self, inner: &CoreFunnel) -> String {
         let background = !context::is_web();
         let now = clock::monotonic_ms();
-        let (may_hold, kept_to_reserve) = self.inner.allowed(background, now);
-        let held = self.inner.in_flight(now);
-        let limit = self.inner.current_limit();
+        let (may_hold, kept_to_reserve) = inner.allowed(background, now);
+        let held = inner.in_flight(now);
+        let limit = inner.current_limit();
         let why = if background {
             format!("background callers may hold {may_hold}, the rest is kept for web callers")
         } else if kept_to_reserve {
@@ -95,8 +108,8 @@ impl Funnel {
     }
 
     /// Wraps a core lease in a PHP-visible Lease, recorded for request end.
-    fn lease_object(&self, lease: CoreLease) -> Lease {
-        held::add(&self.segment, lease.id());
+    fn lease_object(&self, segment: &Arc<Segment>, lease: CoreLease) -> Lease {
+        held::add(segment, lease.id());
         Lease {
             funnel: self.name.clone(),
             inner: Some(lease),
@@ -132,12 +145,11 @@ impl Funnel {
             None => DEFAULT_LEASE_SECONDS,
         };
         let config = config(limit, reserve, lease, share.unwrap_or(false)).map_err(errors::php)?;
-        let segment = segment::shared()?;
-        let inner = CoreFunnel::new(segment.clone(), &name, config).map_err(errors::php)?;
+        let bound = Rebinding::new(|seg| CoreFunnel::new(seg, &name, config).map_err(errors::php))?;
         Ok(Funnel {
             name,
-            segment,
-            inner,
+            config,
+            bound,
         })
     }
 
@@ -150,7 +162,8 @@ impl Funnel {
             1,
             "background",
         )?;
-        Ok(self.acquire(background).map(|l| self.lease_object(l)))
+        let (segment, lease) = self.acquire(background)?;
+        Ok(lease.map(|l| self.lease_object(&segment, l)))
     }
 
     /// Acquires a slot, calls `$fn`, releases the slot (also when `$fn` throws,
@@ -160,16 +173,21 @@ impl Funnel {
         const RUN: &str = "Resilient\\Funnel::run";
         let r#fn = r#fn.callable(RUN, 1, "fn")?;
         let fallback = CallableArg::optional(fallback.as_ref(), RUN, 2, "fallback")?;
-        let Some(lease) = self.acquire(None) else {
+        let (segment, lease) = self.acquire(None)?;
+        let Some(lease) = lease else {
             return match fallback {
                 Some(fallback) => fallback.try_call(vec![]).map_err(PhpException::from),
-                None => Err(exceptions::error(Kind::FunnelFull, self.full_message(), 0)),
+                None => Err(exceptions::error(
+                    Kind::FunnelFull,
+                    self.full_message(&self.inner()?),
+                    0,
+                )),
             };
         };
         // Listed for RSHUTDOWN, and released by the guard on return, on
         // exception and on bailout.
         let id = lease.id();
-        held::add(&self.segment, id);
+        held::add(&segment, id);
         let guard = BailoutGuard::new(RunLease(Some(lease)));
         let result = r#fn.try_call(vec![]);
         drop(guard);
@@ -177,8 +195,8 @@ impl Funnel {
     }
 
     /// Leases held now across all processes (reclaims expired/dead ones first).
-    pub fn in_flight(&self) -> i64 {
-        i64::from(self.inner.in_flight(clock::monotonic_ms()))
+    pub fn in_flight(&self) -> PhpResult<i64> {
+        Ok(i64::from(self.inner()?.in_flight(clock::monotonic_ms())))
     }
 
     /// `in_flight`, `limit`, `reserve`, `share`, `degraded`, and `learned`: what the name's
@@ -187,14 +205,18 @@ impl Funnel {
     /// slowly tracked latency without queueing), `rtt_ms` (the last interval's mean latency)
     /// and `intervals` (closed so far); null before a client of the name learned anything.
     pub fn stats(&self) -> PhpResult<ZBox<ZendHashTable>> {
-        let cfg = self.inner.config();
+        let (segment, inner) = self.current()?;
+        let cfg = self.config;
         let mut ht = ZendHashTable::new();
-        ht.insert("in_flight", self.in_flight())?;
+        ht.insert(
+            "in_flight",
+            i64::from(inner.in_flight(clock::monotonic_ms())),
+        )?;
         ht.insert("limit", i64::from(cfg.limit()))?;
         ht.insert("reserve", i64::from(cfg.reserve()))?;
         ht.insert("share", cfg.share())?;
-        ht.insert("degraded", self.segment.is_local())?;
-        match self.inner.learned() {
+        ht.insert("degraded", segment.is_local())?;
+        match inner.learned() {
             Some(l) => ht.insert("learned", learned_array(&l)?)?,
             None => ht.insert("learned", ())?,
         }
@@ -233,28 +255,28 @@ impl Funnel {
     }
 
     pub fn limit(&self) -> i64 {
-        i64::from(self.inner.config().limit())
+        i64::from(self.config.limit())
     }
 
     pub fn reserve(&self) -> i64 {
-        i64::from(self.inner.config().reserve())
+        i64::from(self.config.reserve())
     }
 
     /// Whether the reserve is shared (`$share`): under contention web callers keep the
     /// reserved slots and background callers the others.
     pub fn share(&self) -> bool {
-        self.inner.config().share()
+        self.config.share()
     }
 
     /// Lease length in seconds.
     pub fn lease(&self) -> f64 {
-        self.inner.config().lease().as_secs_f64()
+        self.config.lease().as_secs_f64()
     }
 
     /// True when this funnel counts only this process's leases: the shared
     /// segment could not be used (degraded mode, see `degradedReason()`).
-    pub fn is_degraded(&self) -> bool {
-        self.segment.is_local()
+    pub fn is_degraded(&self) -> PhpResult<bool> {
+        Ok(self.current()?.0.is_local())
     }
 
     /// Why this process's funnels, budgets and clients use process-local

@@ -28,7 +28,7 @@
 //! `REVALIDATE_MS`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ext_php_rs::exception::PhpException;
@@ -53,6 +53,10 @@ struct Cached {
 const REVALIDATE_MS: u64 = 1000;
 
 static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
+
+/// Bumped whenever the cached segment is replaced, so a [`Rebinding`] that checked recently
+/// knows, with one load, whether its segment is still the current one.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The pid that already logged the degraded-mode message (once per process).
 static LOGGED_PID: AtomicU32 = AtomicU32::new(0);
@@ -120,6 +124,7 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
                         let shared = Arc::new(shared);
                         c.segment = shared.clone();
                         c.degraded = None;
+                        GENERATION.fetch_add(1, Ordering::Release);
                         // Should it degrade again, that is said again.
                         LOGGED_PID.store(0, Ordering::Relaxed);
                         return Ok((shared, None));
@@ -142,6 +147,7 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
         Err(e) => return Err(errors::php(e)),
     };
     let segment = Arc::new(segment);
+    GENERATION.fetch_add(1, Ordering::Release);
     *cache = Some(Cached {
         pid,
         path,
@@ -164,4 +170,62 @@ fn log_once(pid: u32, reason: &str) {
          (funnels and retry budgets now count this process only): {reason}. \
          Set resilient.shm_required=1 to make this an error; see docs/shared-memory.md"
     ));
+}
+
+/// A guard a PHP object keeps (a `Funnel`, a `RetryBudget`), on this process's current
+/// segment: built again on it when the segment was replaced since (the file removed, shrunk or
+/// replaced, or usable again after the degraded mode), as a client is. Kept by a long-running
+/// worker, it would otherwise count in a deleted file, or fault (SIGBUS) on a shrunk one.
+///
+/// Between the checks `shared()` makes (at most once a second), a use costs one load: the
+/// guard asks `shared()` again only when a second has passed since it last did, when it runs
+/// in another process (a fork), or when another caller found the segment replaced.
+pub struct Rebinding<T> {
+    current: std::cell::RefCell<(Arc<Segment>, T)>,
+    /// When `shared()` was last asked: (pid, monotonic ms, [`GENERATION`] then).
+    asked: std::cell::Cell<(u32, u64, u64)>,
+}
+
+impl<T: Clone> Rebinding<T> {
+    /// Builds the guard on the current segment.
+    pub fn new(
+        build: impl FnOnce(Arc<Segment>) -> Result<T, PhpException>,
+    ) -> Result<Self, PhpException> {
+        let asked = asked_now();
+        let segment = shared()?;
+        let guard = build(segment.clone())?;
+        Ok(Rebinding {
+            current: std::cell::RefCell::new((segment, guard)),
+            asked: std::cell::Cell::new(asked),
+        })
+    }
+
+    /// The segment and the guard on it, built again by `build` first when the segment changed.
+    pub fn get(
+        &self,
+        build: impl FnOnce(Arc<Segment>) -> Result<T, PhpException>,
+    ) -> Result<(Arc<Segment>, T), PhpException> {
+        let now = asked_now();
+        let (pid, ms, generation) = self.asked.get();
+        if now.0 == pid && now.1.saturating_sub(ms) < REVALIDATE_MS && now.2 == generation {
+            return Ok(self.current.borrow().clone());
+        }
+        let segment = shared()?;
+        self.asked.set(now);
+        let mut current = self.current.borrow_mut();
+        if !Arc::ptr_eq(&current.0, &segment) {
+            *current = (segment.clone(), build(segment)?);
+        }
+        Ok(current.clone())
+    }
+}
+
+/// (pid, monotonic ms, generation) now, read before asking `shared()`: a replacement made
+/// during the ask bumps the generation past the one recorded, so the next use asks again.
+fn asked_now() -> (u32, u64, u64) {
+    (
+        resilient_core::current_pid(),
+        resilient_core::clock::monotonic_ms(),
+        GENERATION.load(Ordering::Acquire),
+    )
 }

@@ -105,6 +105,33 @@ final class ShrunkFileTest extends TestCase
     }
 
     /**
+     * A Funnel and a RetryBudget object kept by a long-running worker follow the file as a
+     * client does: after `rm` they count in the new file, after `truncate` in this process's
+     * degraded segment instead of faulting (SIGBUS). Either way they count where a new object
+     * does: the funnel's only slot, held by another object, leaves it full, and the budget's
+     * one retry, spent by another, leaves none.
+     */
+    public function testFunnelAndBudgetObjectsKeptAcrossTheChangeUseTheNewFile(): void
+    {
+        $expected = ['removed' => 'full spent shared', 'truncated' => 'full spent degraded'];
+        foreach ($expected as $change => $want) {
+            $path = Run::shmPath("objects-$change-" . bin2hex(random_bytes(3)));
+            $code = sprintf('
+                $f = new Resilient\Funnel("kept-objects", 1);
+                $b = new Resilient\RetryBudget("kept-objects", 0.0, 1, 60.0);
+                $f->tryAcquire(); // held, then given back at once (not kept)
+                if (%1$s === "removed") { unlink(%2$s); } else { $fh = fopen(%2$s, "r+"); ftruncate($fh, 100); fclose($fh); }
+                usleep(1100000); // past the revalidation interval
+                $other = (new Resilient\Funnel("kept-objects", 1))->tryAcquire();
+                (new Resilient\RetryBudget("kept-objects", 0.0, 1, 60.0))->tryConsume();
+                echo $f->tryAcquire() === null ? "full" : "free", " ", $b->tryConsume() ? "granted" : "spent", " ", $f->isDegraded() ? "degraded" : "shared";', var_export($change, true), var_export($path, true));
+            $r = PhpProcess::runCode($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8']);
+            $this->assertNotSame(SIGBUS, $r->signal, "$change: " . $r->describe());
+            $this->assertSame($want, trim($r->stdout), "$change: " . $r->describe());
+        }
+    }
+
+    /**
      * A process degraded by an unusable file (here one that is not a segment) leaves the
      * degraded mode by itself once the file is removed: a queue worker is not restarted when
      * an operator fixes the file. Its next use after the revalidation interval creates the file
