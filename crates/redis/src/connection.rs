@@ -75,6 +75,9 @@ struct Slot {
     unread: u32,
     /// The end of the last operation that succeeded on `conn` (see [`IDLE_CHECK`]).
     used_at: Option<Instant>,
+    /// A reply read with [`Pipelined::drain`] was an error: a release Redis refused (BUSY,
+    /// LOADING, READONLY, MISCONF), to be sent again rather than taken as done.
+    refused: bool,
 }
 
 /// A Redis server and this process's connection to it.
@@ -128,6 +131,7 @@ impl Server {
                 backoff: FIRST_BACKOFF,
                 unread: 0,
                 used_at: None,
+                refused: false,
             }),
         })
     }
@@ -207,7 +211,14 @@ impl Server {
                 backoff: FIRST_BACKOFF,
                 unread: 0,
                 used_at: None,
+                refused: false,
             };
+        }
+        // After a failure (no connection, no answer in time, or an error Redis answered:
+        // OOM, BUSY, READONLY, WRONGTYPE under our key), nothing is sent until the back-off
+        // ends: a struggling Redis is not asked again by every admission of every worker.
+        if slot.retry_at.is_some_and(|at| Instant::now() < at) {
+            return Err(Unreachable::BackingOff);
         }
         if slot.used_at.is_some_and(|at| at.elapsed() >= IDLE_CHECK) {
             if let Err(e) = slot.check(started, wait) {
@@ -226,11 +237,8 @@ impl Server {
         let outcome = loop {
             let connecting = slot.conn.is_none();
             if connecting {
-                // Sending again after a drop is no back-off case; and the first sending may
-                // have run, so it must not read as "never sent".
-                if !resent && slot.retry_at.is_some_and(|at| Instant::now() < at) {
-                    return Err(Unreachable::BackingOff);
-                }
+                // (The back-off was checked above; sending again after a drop is no back-off
+                // case.)
                 match self
                     .client
                     .get_connection_with_timeout(left() / (1 + self.handshake_replies()))
@@ -261,6 +269,7 @@ impl Server {
                 let mut c = Pipelined {
                     conn,
                     unread: &mut slot.unread,
+                    refused: &mut slot.refused,
                     timeout: &mut slot.timeout,
                     started,
                     wait,
@@ -304,7 +313,11 @@ impl Server {
             }
         };
         if slot.conn.is_some() && slot.unread == 0 {
-            crate::leftovers::answered(self);
+            if std::mem::take(&mut slot.refused) {
+                crate::leftovers::unsent(self);
+            } else {
+                crate::leftovers::answered(self);
+            }
         }
         outcome
     }
@@ -338,6 +351,14 @@ impl Server {
     pub(crate) fn send_releases(&self) -> Result<(), Unreachable> {
         self.exec(|_| Ok(()), RELEASE_WAIT, false)
     }
+
+    /// [`Server::send_releases`], then reads every reply still unread on the connection
+    /// (request end: no later command would). A connection found dropped (a release written
+    /// into it never reached Redis) is opened again and the ZREMs sent on it; a ZREM Redis
+    /// refused stays to be sent with a later command.
+    pub(crate) fn settle_releases(&self) -> Result<(), Unreachable> {
+        self.exec(|c| c.drain(), RELEASE_WAIT, true)
+    }
 }
 
 /// This process's connection as a command sees it: a command is written *before* the replies
@@ -349,6 +370,8 @@ pub struct Pipelined<'a> {
     conn: &'a mut redis::Connection,
     /// Replies of commands sent without waiting, not read yet (the slot's count).
     unread: &'a mut u32,
+    /// One of them was an error (the slot's flag).
+    refused: &'a mut bool,
     /// The read/write timeout set on `conn` now (the slot's).
     timeout: &'a mut Option<Duration>,
     /// When the operation began, and the wait it has in all.
@@ -376,16 +399,21 @@ impl Pipelined<'_> {
         Ok(())
     }
 
-    /// Reads (and drops) the replies left unread; a reply that is an error from the server
-    /// (a release's ZREM has nothing to answer but a count) changes nothing.
+    /// Reads (and drops) the replies left unread. A release's ZREM has nothing to answer but
+    /// a count: an error reply means Redis did not run it (BUSY, LOADING, READONLY, MISCONF),
+    /// so it is marked to be sent again; WRONGTYPE (the key is not a funnel's) says there is
+    /// nothing to remove.
     fn drain(&mut self) -> redis::RedisResult<()> {
         while *self.unread > 0 {
             self.bound()?;
-            if let Err(e) = self.conn.recv_response() {
-                if leaves_out_of_step(&e) {
-                    return Err(e);
-                }
-            }
+            // An error reply comes as a value (redis-rs leaves extracting it to the caller).
+            let refused = match self.conn.recv_response() {
+                Ok(redis::Value::ServerError(e)) => e.code() != "WRONGTYPE",
+                Ok(_) => false,
+                Err(e) if leaves_out_of_step(&e) => return Err(e),
+                Err(e) => e.code() != Some("WRONGTYPE"),
+            };
+            *self.refused |= refused;
             *self.unread -= 1;
         }
         Ok(())
@@ -480,6 +508,7 @@ impl Slot {
         redis::cmd("PING").query::<()>(&mut Pipelined {
             conn,
             unread: &mut self.unread,
+            refused: &mut self.refused,
             timeout: &mut self.timeout,
             started,
             wait,

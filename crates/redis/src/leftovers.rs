@@ -158,17 +158,22 @@ fn settle(change: impl FnOnce(&mut Vec<Slot>)) {
     recount(&slots);
 }
 
-/// Gives back every slot this process still holds or has to release on Redis (ZREM by token,
-/// sent without waiting); returns how many were sent. Those that cannot be sent now (Redis in
-/// back-off) stay, and go with the next command of this process.
+/// Gives back every slot this process still holds or has to release on Redis (ZREM by token),
+/// and reads the replies of those sent before (request end: no later command would; a
+/// connection found dropped is opened again and they are sent on it); returns how many were
+/// sent. Those that cannot be sent now (Redis in back-off) stay, and go with the next command
+/// of this process.
 pub fn release_leftovers() -> usize {
     let servers: Vec<Arc<Server>> = {
         let mut slots = slots();
         let pid = resilient_core::current_pid();
         slots.retain(|s| s.pid == pid);
         let mut servers: Vec<Arc<Server>> = Vec::new();
-        for s in slots.iter_mut().filter(|s| s.state != State::Sent) {
-            s.state = State::ToRelease;
+        // Sent ones too: their replies are read now, which tells whether Redis got them.
+        for s in slots.iter_mut() {
+            if s.state != State::Sent {
+                s.state = State::ToRelease;
+            }
             if !servers.iter().any(|known| Arc::ptr_eq(known, &s.server)) {
                 servers.push(s.server.clone());
             }
@@ -184,7 +189,7 @@ pub fn release_leftovers() -> usize {
     };
     let before = to_release();
     for server in servers {
-        let _ = server.send_releases();
+        let _ = server.settle_releases();
     }
     before.saturating_sub(to_release())
 }

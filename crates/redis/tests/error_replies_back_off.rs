@@ -1,0 +1,42 @@
+//! An error Redis answers (OOM, WRONGTYPE under our key, BUSY, READONLY) starts the same
+//! back-off as a failed connection: for 50 ms, doubling, nothing is sent and the guards use
+//! their `on_backend_error` behaviour. Without it every admission of every worker hit a
+//! struggling Redis at once.
+
+mod common;
+use common::*;
+
+use std::time::{Duration, Instant};
+
+use resilient_http::OnBackendError;
+
+#[test]
+fn admissions_answered_with_errors_back_off() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url("e1:"), OnBackendError::Closed, 1, "e1");
+    let f = web_funnel(&b, "up", 4, Duration::from_secs(20));
+    drop(f.admit(1, now_ms()).unwrap()); // connected, script loaded
+    assert_eq!(
+        redis.cli(&["SET", "e1:{up}:funnel", "not a sorted set"]),
+        "OK"
+    );
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let until = Instant::now() + Duration::from_millis(300);
+    let mut asked = 0;
+    while Instant::now() < until {
+        assert!(f.admit(1, now_ms()).is_err(), "WRONGTYPE: refused (closed)");
+        asked += 1;
+    }
+    let info = redis.cli(&["INFO", "commandstats"]);
+    let sent: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap());
+    // Back-offs of 50, 100, 200 ms in 300 ms: a handful, not one per admission.
+    assert!(
+        sent <= 6,
+        "{sent} admissions reached Redis out of {asked} asked in 300 ms"
+    );
+    assert!(asked > 100);
+}
