@@ -24,7 +24,7 @@ pub fn config(
     use resilient_core::validate;
     BudgetConfig::new(
         ratio,
-        validate::unsigned("floor", floor)?,
+        validate::count("floor", floor, 0, i64::from(BudgetConfig::MAX_FLOOR))?,
         validate::duration("window", window_seconds)?,
     )
 }

@@ -36,11 +36,24 @@ pub fn config(
 ) -> Result<FunnelConfig, resilient_core::Error> {
     use resilient_core::validate;
     FunnelConfig::new(
-        validate::unsigned("limit", limit)?,
-        validate::unsigned("reserve", reserve)?,
+        slots("limit", limit)?,
+        self::reserve("reserve", reserve)?,
         validate::duration("lease", lease_seconds)?,
     )?
     .with_share(share)
+}
+
+const MAX_SLOTS: i64 = resilient_core::layout::MAX_FUNNEL_LIMIT as i64;
+
+/// A funnel's limit as PHP gives it: 1..=64, the range named in the message whatever the
+/// number (PHP_INT_MAX too).
+pub fn slots(argument: &str, value: i64) -> Result<u32, resilient_core::Error> {
+    resilient_core::validate::count(argument, value, 1, MAX_SLOTS)
+}
+
+/// A reserve as PHP gives it: 0..=63 (the core checks it is below the limit).
+pub fn reserve(argument: &str, value: i64) -> Result<u32, resilient_core::Error> {
+    resilient_core::validate::count(argument, value, 0, MAX_SLOTS - 1)
 }
 
 /// Default lease length: 2 × the default web timeout cap (`resilient.web_timeout` = 10 s).

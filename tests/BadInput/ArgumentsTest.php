@@ -48,6 +48,30 @@ final class ArgumentsTest extends TestCase
         yield 'method of 33 characters' => ['(new Resilient\\Client("m", ["base_url" => "http://127.0.0.1:9"]))->request(str_repeat("G", 33), "/");', 'method'];
     }
 
+    /**
+     * A huge number is refused with the argument's real range, not the width of the integer the
+     * extension converts it to; a positive duration too small to be one is not called zero.
+     *
+     * @return iterable<string,array{string,string}> code, the message it must give
+     */
+    public static function outOfRangeMessages(): iterable
+    {
+        yield 'limit PHP_INT_MAX' => ["new Resilient\\Funnel('a', PHP_INT_MAX);", 'limit: must be between 1 and 64, got ' . PHP_INT_MAX];
+        yield 'reserve PHP_INT_MAX' => ["new Resilient\\Funnel('a', 3, PHP_INT_MAX);", 'reserve: must be between 0 and 63, got ' . PHP_INT_MAX];
+        yield 'floor PHP_INT_MAX' => ["new Resilient\\RetryBudget('a', 0.1, PHP_INT_MAX);", 'floor: must be between 0 and 1048575, got ' . PHP_INT_MAX];
+        yield 'lease 1e-300' => ["new Resilient\\Funnel('a', 3, 0, 1e-300);", 'lease: must be at least 1e-9 seconds, got 1e-300'];
+    }
+
+    /** @dataProvider outOfRangeMessages */
+    public function testAnOutOfRangeNumberGetsTheArgumentsRealRange(string $code, string $message): void
+    {
+        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
+        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
+        $result = $r->json();
+        $this->assertTrue($result['threw'], "accepted: $code");
+        $this->assertStringContainsString($message, $result['message']);
+    }
+
     /** @dataProvider badArguments */
     public function testBadArgumentIsAClearError(string $code, string $argument): void
     {

@@ -48,7 +48,15 @@ pub fn positive_seconds(argument: &str, value: f64) -> Result<f64, Error> {
 /// A duration given in seconds (a PHP float): finite, not negative, at most a year.
 pub fn duration(argument: &str, seconds_value: f64) -> Result<Duration, Error> {
     let value = seconds(argument, seconds_value)?;
-    Ok(Duration::from_secs_f64(value))
+    let duration = Duration::from_secs_f64(value);
+    if duration.is_zero() && value > 0.0 {
+        // Positive, but under the nanosecond a Duration counts in: not "zero" to the caller.
+        return Err(Error::invalid_argument(
+            argument,
+            format!("must be at least 1e-9 seconds, got {value:e}"),
+        ));
+    }
+    Ok(duration)
 }
 
 /// A duration that must be positive and at most a year; the rule [`duration`] values and the
