@@ -44,7 +44,8 @@ impl Error {
             kind: Kind::TableFull,
             argument: None,
             message: format!(
-                "shared memory segment {}: its table is full (all {slots} names are in use); \
+                "shared memory segment {}: its table is full (all {slots} entries are in use: \
+                 one per funnel or client name, and one per retry budget and window); \
                  raise resilient.shm_slots and remove the file after stopping PHP",
                 path.display()
             ),

@@ -938,7 +938,7 @@ mod tests {
         assert!(s.entry_index("a").is_ok());
         let e = s.entry_index("d").unwrap_err();
         assert!(
-            e.is_table_full() && e.to_string().contains("all 3 names"),
+            e.is_table_full() && e.to_string().contains("all 3 entries are in use"),
             "{e}"
         );
         let e = s.entry_index(&"x".repeat(65)).unwrap_err();
