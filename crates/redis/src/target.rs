@@ -45,8 +45,19 @@ impl Target {
     /// `backend` and never quote the URL.
     pub fn parse(text: &str) -> Result<Target, ConfigError> {
         let bad = |problem: String| ConfigError::new("backend", problem);
-        let mut url =
-            Url::parse(text.trim()).map_err(|e| bad(format!("is not a valid Redis URL ({e})")))?;
+        let mut url = Url::parse(text.trim()).map_err(|e| {
+            // `redis://u:s3cr?et@host`: the URL parser stops the authority at the '?' (or '#')
+            // and reads `u:s3cr` as host and port. An '@' after it tells what was meant.
+            let after_scheme = text.split_once("://").map_or("", |(_, rest)| rest);
+            match after_scheme.rfind('@') {
+                Some(at) if after_scheme[..at].contains(['?', '#']) => bad(
+                    "has a '?' or '#' in its user or password: percent-encode them as %3F and \
+                     %23 (the rest is not shown: it may hold a password)"
+                        .into(),
+                ),
+                _ => bad(format!("is not a valid Redis URL ({e})")),
+            }
+        })?;
         if !matches!(url.scheme(), "redis" | "rediss" | "unix") {
             return Err(bad("must be a redis://, rediss:// or unix:// URL".into()));
         }
@@ -298,6 +309,20 @@ mod tests {
             (
                 "redis://default:1234?s3cret#tail@127.0.0.1:6390/0",
                 "has a '#' in its user or password",
+            ),
+            // The same mistakes where the text before the '?' or '#' does not read as a port:
+            // the URL does not parse at all, and the hint is still given.
+            (
+                "redis://default:s3cr?et@10.0.0.5:6379/0",
+                "has a '?' or '#' in its user or password",
+            ),
+            (
+                "redis://:s3cr?et@10.0.0.5:6379/0",
+                "has a '?' or '#' in its user or password",
+            ),
+            (
+                "redis://default:s3cr#et@10.0.0.5:6379/0",
+                "has a '?' or '#' in its user or password",
             ),
             (
                 "rediss://127.0.0.1:6390/0#insecure",
