@@ -161,9 +161,12 @@ impl BreakerStore for RedisBreaker {
                 Some(Transition::Opened)
             }
             Ok(_) => None,
-            Err(_) => self
-                .local()
-                .and_then(|local| local.record(failure, started_ms, now_ms, jitter)),
+            // Counted as a fallback like an admission decided without Redis.
+            Err(_) => self.fallback.decide(
+                |local| local.record(failure, started_ms, now_ms, jitter),
+                || None,
+                || None,
+            ),
         }
     }
 

@@ -507,3 +507,28 @@ fn a_redis_ticket_and_a_local_one_are_never_a_retake() {
     assert!(!b.retakes(local_ticket, resilient_core::Ticket::from_word(3 << 62 | 4)));
     assert!(b.retakes(redis_ticket, resilient_core::Ticket::from_word(3 << 62 | 2)));
 }
+
+/// A breaker's record that Redis did not answer is decided by the `local` fallback, and that
+/// decision is counted as a fallback like an admission's (it was not).
+#[test]
+fn a_breaker_record_without_redis_is_counted_as_a_fallback() {
+    #[derive(Default)]
+    struct Fallbacks(AtomicU32);
+    impl resilient_http::CallEvents for Fallbacks {
+        fn backend_fallback(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let mut redis = RedisServer::start();
+    let ms = Duration::from_millis;
+    let config = BreakerConfig::new(0.5, 4, ms(10_000), ms(100), ms(1000)).unwrap();
+    let events = Arc::new(Fallbacks::default());
+    let breaker = backend(&redis.url("t9:"), OnBackendError::Local, 1, "c9")
+        .with_events(events.clone())
+        .breaker("sap", config)
+        .unwrap();
+    assert_eq!(breaker.admit(now_ms()), Admission::Closed);
+    redis.kill();
+    breaker.record(true, 0, 0, 0);
+    assert_eq!(events.0.load(Ordering::SeqCst), 1);
+}
