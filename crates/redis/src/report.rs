@@ -1,7 +1,9 @@
 //! Errors Redis answers that no timeout explains (a wrong password, a user without the right to
-//! run scripts, a database index out of range, a key of the wrong type). The guards fall back
-//! as for an unreachable Redis (`on_backend_error`), and the first of each kind in a process is
-//! reported, so a misconfiguration is never silent. Reports never hold the URL.
+//! run scripts, a database index out of range, a key of the wrong type), and connections that
+//! fail for a reason no network trouble explains (a TLS certificate not trusted, a name that
+//! does not match it). The guards fall back as for an unreachable Redis (`on_backend_error`),
+//! and the first of each kind in a process is reported, so a misconfiguration is never silent.
+//! Reports never hold the URL.
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -17,13 +19,17 @@ pub fn report_to(reporter: fn(&str)) {
 
 /// Reports `e` once per process and kind, unless a timeout or a lost connection explains it.
 pub(crate) fn failure(e: &redis::RedisError) {
-    if crate::connection::lost(e) {
+    let refused = refused_connection(e);
+    if crate::connection::lost(e) && refused.is_none() {
         return;
     }
     let Some(report) = REPORTER.get() else {
         return;
     };
-    let code = e.code().unwrap_or_else(|| e.category()).to_owned();
+    let code = match &refused {
+        Some(why) => why.clone(),
+        None => e.code().unwrap_or_else(|| e.category()).to_owned(),
+    };
     let pid = resilient_core::current_pid();
     {
         let mut reported = REPORTED.lock().unwrap_or_else(PoisonError::into_inner);
@@ -32,9 +38,23 @@ pub(crate) fn failure(e: &redis::RedisError) {
         }
         reported.push((pid, code.clone()));
     }
+    let what = match refused {
+        Some(why) => format!("the connection to Redis failed: {why}"),
+        None => format!(
+            "Redis answered {code}{}",
+            e.detail().map(|d| format!(" ({d})")).unwrap_or_default()
+        ),
+    };
     report(&format!(
-        "resilient: Redis answered {code}{}; calls follow on_backend_error until it is fixed \
-         (reported once per process)",
-        e.detail().map(|d| format!(" ({d})")).unwrap_or_default()
+        "resilient: {what}; calls follow on_backend_error until it is fixed (reported once per \
+         process)"
     ));
+}
+
+/// Why a connection failed when no network trouble explains it: the I/O error the TLS layer
+/// gives for a certificate it does not trust, or a name that does not match (`InvalidData`,
+/// its text naming the problem, never the URL).
+fn refused_connection(e: &redis::RedisError) -> Option<String> {
+    let io = std::error::Error::source(e)?.downcast_ref::<std::io::Error>()?;
+    (io.kind() == std::io::ErrorKind::InvalidData).then(|| io.to_string())
 }

@@ -142,7 +142,13 @@ fn rediss_with_a_private_ca() {
         trusted.admit(1, now).is_ok(),
         trusted.admit(1, now + 100).err(),
     );
+    static REPORTS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    resilient_redis::report_to(|line| REPORTS.lock().unwrap().push(line.to_owned()));
     let refused = untrusted.admit(1, now).err();
+    // A plain redis:// URL pointed at the TLS port: the handshake never completes.
+    let plain = funnel(&format!("redis://127.0.0.1:{port}/0?timeout=0.3"));
+    let plain_refused = plain.admit(1, now).err();
+    let reports = REPORTS.lock().unwrap().clone();
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
@@ -155,5 +161,11 @@ fn rediss_with_a_private_ca() {
         refused,
         Some(Refusal::Full),
         "an unknown CA: no connection, 'closed'"
+    );
+    assert_eq!(plain_refused, Some(Refusal::Full));
+    // A misconfiguration is never silent: the certificate the server showed was not trusted.
+    assert!(
+        reports.iter().any(|r| r.contains("certificate")),
+        "{reports:?}"
     );
 }
