@@ -39,6 +39,24 @@ impl std::fmt::Debug for Target {
     }
 }
 
+/// `a` is `b` with at most two characters changed, added or removed (`prefx`, `tiemout`,
+/// `DB`): a typo, safe to quote back.
+fn near_miss(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.to_lowercase().chars().collect(), b.chars().collect());
+    // Edit distance, one row at a time.
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()] <= 2
+}
+
 impl Target {
     /// Parses `redis://[user:password@]host[:port][/db][?prefix=..&timeout=..]`, `rediss://…`
     /// (TLS, rustls with the webpki roots) or `unix:///path/redis.sock`. Errors name the option
@@ -116,15 +134,21 @@ impl Target {
                     rest.push((k.into_owned(), v.into_owned()))
                 }
                 other => {
-                    return Err(bad(format!(
-                    "query parameter '{}' is not known (known: prefix, timeout, ca, protocol{})",
-                    other.escape_debug(),
-                    if url.scheme() == "unix" {
-                        ", db, user, pass"
+                    let known: &[&str] = if url.scheme() == "unix" {
+                        &["prefix", "timeout", "ca", "protocol", "db", "user", "pass"]
                     } else {
-                        ""
-                    }
-                )))
+                        &["prefix", "timeout", "ca", "protocol"]
+                    };
+                    // Quoted only when it is a typo of a known name: anything else may be a
+                    // password typed in the wrong place.
+                    let what = if known.iter().any(|k| near_miss(other, k)) {
+                        format!("query parameter '{}' is not known", other.escape_debug())
+                    } else {
+                        "an unknown query parameter (not shown: it may hold a password) is \
+                         not known"
+                            .to_owned()
+                    };
+                    return Err(bad(format!("{what} (known: {})", known.join(", "))));
                 }
             }
         }
@@ -263,6 +287,23 @@ mod tests {
             {
                 assert!(!shown.contains(part), "{url}: '{part}' shown in: {e}");
             }
+        }
+    }
+
+    /// A password typed where a query parameter goes (`unix:///run/redis.sock?s3cret`): an
+    /// unknown name is quoted only when it is a near miss of a known one (a typo).
+    #[test]
+    fn an_unknown_parameter_that_is_no_typo_is_not_quoted() {
+        for url in [
+            "unix:///run/redis.sock?Xk29sLq7",
+            "redis://127.0.0.1:6390/0?Xk29sLq7=1",
+        ] {
+            let e = Target::parse(url).unwrap_err().to_string();
+            assert!(
+                e.contains("an unknown query parameter (not shown: it may hold a password)")
+                    && !e.contains("Xk29sLq7"),
+                "{url}: {e}"
+            );
         }
     }
 
