@@ -65,20 +65,14 @@ final class ArgumentsTest extends TestCase
     /** @dataProvider outOfRangeMessages */
     public function testAnOutOfRangeNumberGetsTheArgumentsRealRange(string $code, string $message): void
     {
-        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
-        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
-        $result = $r->json();
-        $this->assertTrue($result['threw'], "accepted: $code");
+        $result = $this->thrownInAChild($code);
         $this->assertStringContainsString($message, $result['message']);
     }
 
     /** @dataProvider badArguments */
     public function testBadArgumentIsAClearError(string $code, string $argument): void
     {
-        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
-        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
-        $result = $r->json();
-        $this->assertTrue($result['threw'], "accepted: $code");
+        $result = $this->thrownInAChild($code);
         $this->assertContains($result['class'], [\ValueError::class, \InvalidArgumentException::class], json_encode($result));
         $this->assertStringContainsStringIgnoringCase($argument, $result['message'], "the message must name `$argument`");
     }
@@ -180,10 +174,7 @@ final class ArgumentsTest extends TestCase
     /** @dataProvider secretsInTheWrongPlace */
     public function testASecretInTheWrongPlaceIsNeverShown(string $code, string $named): void
     {
-        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
-        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
-        $result = $r->json();
-        $this->assertTrue($result['threw'], "accepted: $code");
+        $result = $this->thrownInAChild($code);
         $this->assertStringContainsString($named, $result['message']);
         $this->assertStringNotContainsString('s3cr3t', $result['message']);
     }
@@ -224,10 +215,7 @@ final class ArgumentsTest extends TestCase
     /** @dataProvider wronglyTypedArguments */
     public function testAWronglyTypedArgumentGetsPhpsOwnWording(string $code, string $class, string $message): void
     {
-        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
-        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
-        $result = $r->json();
-        $this->assertTrue($result['threw'], "accepted: $code");
+        $result = $this->thrownInAChild($code);
         $this->assertSame([$class, $message], [$result['class'], $result['message']]);
     }
 
@@ -238,5 +226,20 @@ final class ArgumentsTest extends TestCase
         $r = PhpProcess::runScript('expect_throw.php', [$code], [], 20);
         $this->assertSame(0, $r->exitCode, $r->describe());
         $this->assertSame(['threw' => false, 'returned' => true], $r->json());
+    }
+
+    /**
+     * Runs `$code` in a child process (so a crash cannot hide), which must throw: what it threw.
+     *
+     * @return array{threw: bool, class: string, parents: list<string>, message: string}
+     */
+    private function thrownInAChild(string $code): array
+    {
+        $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
+        $this->assertSame(0, $r->exitCode, "the child must not crash:\n" . $r->describe());
+        $result = $r->json();
+        $this->assertTrue($result['threw'], "accepted: $code");
+
+        return $result;
     }
 }
