@@ -31,6 +31,14 @@ const TAG_BITS: u32 = 24;
 const COUNT_BITS: u32 = 20;
 const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+/// How far ahead of the caller's epoch a bucket may be and still be taken as newer (another
+/// process's clock, or the caller paused since it read its own). Tags wrap at 2^24 epochs, so
+/// a bucket left that old would read as ahead too: the bound keeps that to a narrow band (a
+/// budget idle for 2^24 buckets, about 4.7 hours at the shortest window, and used again within
+/// 1024 buckets of that moment, judges a window up to 1024 buckets off for that long: on the
+/// refusing side, as its counts pile into one bucket). A caller paused longer than this judges
+/// its own, older window, as every caller did before.
+const AHEAD_LIMIT: u64 = 1024;
 
 /// A budget's settings. The fields are private and [`BudgetConfig::new`] is the only way to
 /// make one, so a window shorter than its buckets (a division by zero) cannot exist.
@@ -244,12 +252,11 @@ impl Window {
         let words: [u64; BUDGET_BUCKETS] =
             std::array::from_fn(|i| e.budget_buckets[i].load(Ordering::SeqCst));
         let cur = epoch & TAG_MASK;
-        // Tags are epochs mod 2^24: one less than half the range ahead counts as ahead.
         let ahead = words
             .iter()
             .filter(|&&w| w != 0)
             .map(|&w| tag_of(w).wrapping_sub(cur) & TAG_MASK)
-            .filter(|&d| d < TAG_MASK / 2)
+            .filter(|&d| d <= AHEAD_LIMIT)
             .max()
             .unwrap_or(0);
         Window {
@@ -451,6 +458,18 @@ mod tests {
             );
         }
         assert!(at.len() >= 50, "the budget was spent: {} grants", at.len());
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// A bucket left 2^24 epochs ago (its tag wrapped) is not taken for one far ahead.
+    #[test]
+    fn a_bucket_left_since_long_ago_is_not_taken_for_a_newer_one() {
+        let (b, p) = budget("wrapped", 0.0, 1, 1.0);
+        assert!(b.try_consume(1000), "bucket 20");
+        // 2^24 - 5000 buckets later, that tag reads as 5020 ahead, past the bound.
+        let later = 1000 + ((1u64 << 24) - 5000) * 50;
+        assert!(b.try_consume(later), "a window of its own");
+        assert!(!b.try_consume(later), "floor 1");
         std::fs::remove_file(p).unwrap();
     }
 
