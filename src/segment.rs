@@ -211,11 +211,13 @@ impl<T: Clone> Rebinding<T> {
             return Ok(self.current.borrow().clone());
         }
         let segment = shared()?;
-        self.asked.set(now);
         let mut current = self.current.borrow_mut();
         if !Arc::ptr_eq(&current.0, &segment) {
+            // Not marked asked until built: a build that failed (the new file's table full)
+            // must not leave the next uses on the old mapping.
             *current = (segment.clone(), build(segment)?);
         }
+        self.asked.set(now);
         Ok(current.clone())
     }
 }

@@ -132,6 +132,43 @@ final class ShrunkFileTest extends TestCase
     }
 
     /**
+     * A kept Funnel whose rebuild on the new file fails (the new file's table is full) keeps
+     * failing, by name, until it can be built: it must not go back to the removed file's
+     * mapping at its next use.
+     */
+    public function testAFunnelThatCannotBeBuiltOnTheNewFileDoesNotFallBackToTheOldOne(): void
+    {
+        $path = Run::shmPath('rebuild-' . bin2hex(random_bytes(3)));
+        $go = Run::tempDir('rebuild') . '/go';
+        $ini = ['resilient.shm_path' => $path, 'resilient.shm_slots' => '2'];
+        $code = sprintf('
+            $f = new Resilient\Funnel("rebuild-kept", 1);
+            echo "ready\n";
+            while (!file_exists(%s)) { usleep(5000); }
+            usleep(1100000); // past the revalidation interval
+            Resilient\Funnel::degradedReason(); // another use moves the process to the new file first
+            $out = [];
+            for ($i = 0; $i < 2; $i++) {
+                try { $out[] = $f->tryAcquire() === null ? "full" : "held"; }
+                catch (Resilient\SharedMemoryError $e) { $out[] = str_contains($e->getMessage(), "table is full") ? "table full" : $e->getMessage(); }
+            }
+            echo implode(", ", $out), "\n";', var_export($go, true));
+        $w = PhpProcess::code($code, $ini);
+        try {
+            $this->assertTrue($w->waitForOutput(fn ($o) => str_contains($o, 'ready'), 10.0), 'worker did not start');
+            unlink($path);
+            $fill = PhpProcess::runCode('new Resilient\Funnel("other-1", 1); new Resilient\Funnel("other-2", 1); echo "filled";', $ini);
+            $this->assertSame('filled', $fill->stdout, $fill->describe());
+            touch($go);
+            $this->assertTrue($w->waitForOutput(fn ($o) => substr_count($o, "\n") >= 2, 10.0), 'no answer');
+            $this->assertSame('table full, table full', explode("\n", $w->stdoutSoFar())[1]);
+        } finally {
+            $w->signal(SIGTERM);
+            $w->wait(10);
+        }
+    }
+
+    /**
      * A process degraded by an unusable file (here one that is not a segment) leaves the
      * degraded mode by itself once the file is removed: a queue worker is not restarted when
      * an operator fixes the file. Its next use after the revalidation interval creates the file

@@ -35,9 +35,9 @@ const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 /// process's clock, or the caller paused since it read its own). Tags wrap at 2^24 epochs, so
 /// a bucket left that old would read as ahead too: the bound keeps that to a narrow band (a
 /// budget idle for 2^24 buckets, about 4.7 hours at the shortest window, and used again within
-/// 1024 buckets of that moment, judges a window up to 1024 buckets off for that long: on the
-/// refusing side, as its counts pile into one bucket). A caller paused longer than this judges
-/// its own, older window, as every caller did before.
+/// 1024 buckets of that moment, judges a window up to 1024 buckets off for that long). A
+/// caller paused longer than this judges its own, older window, but never resets a newer
+/// bucket it finds in its bucket's place: it adds its original to it, and is refused a retry.
 const AHEAD_LIMIT: u64 = 1024;
 
 /// A budget's settings. The fields are private and [`BudgetConfig::new`] is the only way to
@@ -155,10 +155,12 @@ impl RetryBudget {
         let tag = epoch & TAG_MASK;
         let bucket = &e.budget_buckets[index(epoch)];
         let _ = bucket.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
-            let (o, r) = if tag_of(w) == tag {
-                (originals_of(w), retries_of(w))
+            let (tag, o, r) = if tag_of(w) == tag || newer(w, tag) {
+                // A newer bucket in its place (this caller was paused past the ring's look
+                // ahead): added to, never reset.
+                (tag_of(w), originals_of(w), retries_of(w))
             } else {
-                (0, 0)
+                (tag, 0, 0)
             };
             Some(pack(tag, (o + 1).min(COUNT_MAX), r))
         });
@@ -184,6 +186,11 @@ impl RetryBudget {
             let tag = window.newest & TAG_MASK;
             let idx = index(window.newest);
             let w = window.words[idx];
+            if newer(w, tag) {
+                // This caller was paused past the ring's look ahead, and a newer bucket took
+                // its bucket's place: refused rather than reset it.
+                return false;
+            }
             let (o, r) = if tag_of(w) == tag {
                 (originals_of(w), retries_of(w))
             } else {
@@ -276,6 +283,13 @@ impl Window {
                 (o + originals_of(w), r + retries_of(w))
             })
     }
+}
+
+/// Bucket word `w` counts a later epoch than `tag` (within half the tags' range); an empty
+/// word counts none.
+fn newer(w: u64, tag: u64) -> bool {
+    let ahead = tag_of(w).wrapping_sub(tag) & TAG_MASK;
+    w != 0 && ahead != 0 && ahead < TAG_MASK / 2
 }
 
 fn index(epoch: u64) -> usize {
@@ -470,6 +484,28 @@ mod tests {
         let later = 1000 + ((1u64 << 24) - 5000) * 50;
         assert!(b.try_consume(later), "a window of its own");
         assert!(!b.try_consume(later), "floor 1");
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// A caller paused for longer than the ring looks ahead (1200 buckets) finds, at its
+    /// bucket's place, a newer bucket: it must add to it, never reset it (which erased the
+    /// retries counted there).
+    #[test]
+    fn a_caller_far_behind_never_resets_a_newer_bucket() {
+        let (b, p) = budget("behind", 0.0, 1, 1.0);
+        let now = 1_000_000;
+        assert!(b.try_consume(now));
+        let stale = now - 1200 * 50; // the same place in the ring
+        b.record_original(stale);
+        assert!(
+            !b.try_consume(stale),
+            "refused: its bucket's place holds a newer one"
+        );
+        assert!(
+            !b.try_consume(now),
+            "the retry counted at `now` still counts"
+        );
+        assert_eq!(b.stats(now).originals, 1, "the original was counted");
         std::fs::remove_file(p).unwrap();
     }
 

@@ -53,6 +53,10 @@ pub async fn follow(
             };
             return Ok((response, redirected));
         };
+        // The redirect's own body is thrown away, whether it is followed or not.
+        if let Some(shared) = &limits.body.shared {
+            shared.give_back(response.body.len() as u64);
+        }
         if hops == rules.max {
             return Err(TransportError::new(
                 FailureKind::Redirects,
@@ -61,10 +65,6 @@ pub async fn follow(
         }
         hops += 1;
         let next = next_request(&current, response.status, location, rules)?;
-        // The redirect's own body is thrown away.
-        if let Some(shared) = &limits.body.shared {
-            shared.give_back(response.body.len() as u64);
-        }
         current = Cow::Owned(next);
     }
 }

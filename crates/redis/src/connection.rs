@@ -155,7 +155,7 @@ impl Server {
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(once(f), Duration::ZERO, false)
+        self.exec(once(f), Duration::ZERO, false, false)
     }
 
     /// [`Server::run`] for an `f` that Redis may run twice with the same effect (a funnel
@@ -167,7 +167,7 @@ impl Server {
         &self,
         f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, Duration::ZERO, true)
+        self.exec(f, Duration::ZERO, true, false)
     }
 
     /// [`Server::run`] for what follows an attempt (recording its outcome): tried even when the
@@ -177,16 +177,19 @@ impl Server {
         &self,
         f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(once(f), RELEASE_WAIT, false)
+        self.exec(once(f), RELEASE_WAIT, false, false)
     }
 
     /// Runs `f` with every wait bounded as [`Server::wait`] says, never under `floor`; with
-    /// `resend`, as [`Server::run_idempotent`] says.
+    /// `resend`, as [`Server::run_idempotent`] says. `releasing`: `f` only gives slots back,
+    /// which goes through a back-off on a connection that is open (an error Redis answered to
+    /// another command says nothing against a ZREM, which Redis runs even out of memory).
     fn exec<T>(
         &self,
         mut f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
         floor: Duration,
         resend: bool,
+        releasing: bool,
     ) -> Result<T, Unreachable> {
         let wait = self.wait(floor);
         if wait < MIN_WAIT {
@@ -217,12 +220,15 @@ impl Server {
         // After a failure (no connection, no answer in time, or an error Redis answered:
         // OOM, BUSY, READONLY, WRONGTYPE under our key), nothing is sent until the back-off
         // ends: a struggling Redis is not asked again by every admission of every worker.
-        if slot.retry_at.is_some_and(|at| Instant::now() < at) {
+        if slot.retry_at.is_some_and(|at| Instant::now() < at)
+            && !(releasing && slot.conn.is_some())
+        {
             return Err(Unreachable::BackingOff);
         }
         if slot.used_at.is_some_and(|at| at.elapsed() >= IDLE_CHECK) {
             if let Err(e) = slot.check(started, wait) {
                 slot.conn = None;
+                slot.refused = false;
                 crate::leftovers::unsent(self);
                 if !e.is_connection_dropped() {
                     // No answer in time: as any command's failure.
@@ -292,6 +298,7 @@ impl Server {
                     crate::report::failure(&e);
                     if leaves_out_of_step(&e) {
                         slot.conn = None;
+                        slot.refused = false;
                         // Releases written on it may never have reached Redis: sent again.
                         crate::leftovers::unsent(self);
                     }
@@ -342,6 +349,7 @@ impl Server {
             |c| c.send(&cmd.get_packed_command(), 1),
             RELEASE_WAIT,
             false,
+            true,
         )
     }
 
@@ -349,7 +357,7 @@ impl Server {
     /// their replies, as [`Server::send`]; they stay to be sent with a later command when
     /// Redis is unreachable now.
     pub(crate) fn send_releases(&self) -> Result<(), Unreachable> {
-        self.exec(|_| Ok(()), RELEASE_WAIT, false)
+        self.exec(|_| Ok(()), RELEASE_WAIT, false, true)
     }
 
     /// [`Server::send_releases`], then reads every reply still unread on the connection
@@ -357,7 +365,7 @@ impl Server {
     /// into it never reached Redis) is opened again and the ZREMs sent on it; a ZREM Redis
     /// refused stays to be sent with a later command.
     pub(crate) fn settle_releases(&self) -> Result<(), Unreachable> {
-        self.exec(|c| c.drain(), RELEASE_WAIT, true)
+        self.exec(|c| c.drain(), RELEASE_WAIT, true, true)
     }
 }
 

@@ -63,11 +63,17 @@ final class JobFacts
      */
     private static function funnelsFromConfig(string $source): array
     {
-        preg_match_all('/new\s+\\\\?(?:Resilient\\\\Laravel\\\\Queue\\\\)?Funnel\(\s*[\'"]([^\'"]+)[\'"]\s*([^)]*)\)/', $source, $m, PREG_SET_ORDER);
+        // Unqualified, `Funnel` must be the queue middleware the file imports.
+        $imported = str_contains($source, 'Resilient\\Laravel\\Queue\\Funnel');
+        preg_match_all('/new\s+(\\\\?Resilient\\\\Laravel\\\\Queue\\\\)?Funnel\(\s*([\'"])([^\'"$]+)\2\s*(\)|,[^)]*\))/', $source, $m, PREG_SET_ORDER);
         $names = [];
-        foreach ($m as [, $name, $rest]) {
+        foreach ($m as [, $qualified, , $name, $rest]) {
+            if ($qualified === '' && ! $imported) {
+                continue;
+            }
+            // A name built at run time (`'sap-' . $x`, `"sap-{$x}"`) is not matched at all.
             $positional = preg_match('/^,\s*(?![A-Za-z_]\w*\s*:)(?!null\b)\S/i', $rest) === 1;
-            if (! $positional && ! preg_match('/\blimit\s*:/', $rest)) {
+            if (! $positional && ! preg_match('/\blimit\s*:\s*(?!null\b)\S/i', $rest)) {
                 $names[] = $name;
             }
         }
