@@ -207,8 +207,8 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
         let path = format!("funnel.{key}");
         match key.as_str() {
             "limit" if v.dereference().str() == Some("auto") => auto = true,
-            "limit" => limit = Some(slot_count(v, &path, crate::funnel::slots)?),
-            "reserve" => reserve = slot_count(v, &path, crate::funnel::reserve)?,
+            "limit" => limit = Some(count(v, &path, crate::funnel::slots)?),
+            "reserve" => reserve = count(v, &path, crate::funnel::reserve)?,
             "lease" => {
                 lease = match off(v) {
                     true => None,
@@ -325,18 +325,19 @@ fn flag(value: &Zval, path: &str) -> PhpResult<bool> {
         .ok_or_else(|| mismatch("bool", value, path))
 }
 
-/// A funnel's count of slots, read as `Resilient\Funnel`'s arguments are (`read`: its rule).
-fn slot_count(
+/// A count, an int checked by `rule` (a funnel's slots are read as `Resilient\Funnel`'s
+/// arguments are).
+fn count(
     value: &Zval,
     path: &str,
-    read: fn(&str, i64) -> Result<u32, resilient_core::Error>,
+    rule: fn(&str, i64) -> Result<u32, resilient_core::Error>,
 ) -> PhpResult<u32> {
-    read(path, int(value, path)?).map_err(|e| core_error("", e))
+    rule(path, int(value, path)?).map_err(|e| core_error("", e))
 }
 
 /// A count: an int that is not negative (the owner checks its range).
 fn unsigned(value: &Zval, path: &str) -> PhpResult<u32> {
-    validate::unsigned(path, int(value, path)?).map_err(|e| core_error("", e))
+    count(value, path, validate::unsigned)
 }
 
 /// Seconds as PHP gives them: finite, not negative, at most a year (`resilient_core`'s rule,

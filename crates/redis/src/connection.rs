@@ -227,9 +227,7 @@ impl Server {
         }
         if slot.used_at.is_some_and(|at| at.elapsed() >= IDLE_CHECK) {
             if let Err(e) = slot.check(started, wait) {
-                slot.conn = None;
-                slot.refused = false;
-                crate::leftovers::unsent(self);
+                slot.drop_connection(self);
                 if !e.is_connection_dropped() {
                     // No answer in time: as any command's failure.
                     crate::report::failure(&e);
@@ -297,10 +295,7 @@ impl Server {
                 Err(e) => {
                     crate::report::failure(&e);
                     if leaves_out_of_step(&e) {
-                        slot.conn = None;
-                        slot.refused = false;
-                        // Releases written on it may never have reached Redis: sent again.
-                        crate::leftovers::unsent(self);
+                        slot.drop_connection(self);
                     }
                     // A connection used before and found dropped (EOF, reset, broken pipe)
                     // lost its server's end while unused, the server being alive to close it:
@@ -521,6 +516,14 @@ impl Slot {
             started,
             wait,
         })
+    }
+
+    /// Drops the connection: the releases written on it may never have reached Redis, so
+    /// they are sent again, and what its replies said is forgotten with it.
+    fn drop_connection(&mut self, server: &Server) {
+        self.conn = None;
+        self.refused = false;
+        crate::leftovers::unsent(server);
     }
 
     fn failed(&mut self) {

@@ -26,9 +26,20 @@ pub(crate) fn failure(e: &redis::RedisError) {
     let Some(report) = REPORTER.get() else {
         return;
     };
-    let code = match &refused {
-        Some(why) => why.clone(),
-        None => e.code().unwrap_or_else(|| e.category()).to_owned(),
+    // The kind reported once per process, and what the log line says of it.
+    let (code, what) = match refused {
+        Some(why) => (
+            why.clone(),
+            format!("the connection to Redis failed: {why}"),
+        ),
+        None => {
+            let code = e.code().unwrap_or_else(|| e.category()).to_owned();
+            let what = format!(
+                "Redis answered {code}{}",
+                e.detail().map(|d| format!(" ({d})")).unwrap_or_default()
+            );
+            (code, what)
+        }
     };
     let pid = resilient_core::current_pid();
     {
@@ -36,15 +47,8 @@ pub(crate) fn failure(e: &redis::RedisError) {
         if reported.iter().any(|(p, c)| *p == pid && *c == code) {
             return;
         }
-        reported.push((pid, code.clone()));
+        reported.push((pid, code));
     }
-    let what = match refused {
-        Some(why) => format!("the connection to Redis failed: {why}"),
-        None => format!(
-            "Redis answered {code}{}",
-            e.detail().map(|d| format!(" ({d})")).unwrap_or_default()
-        ),
-    };
     report(&format!(
         "resilient: {what}; calls follow on_backend_error until it is fixed (reported once per \
          process)"
