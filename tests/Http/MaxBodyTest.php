@@ -21,6 +21,15 @@ final class MaxBodyTest extends HttpTestCase
 {
     private const BIG = 300_000_000;
 
+    /** The stdout of `$code` run under memory_limit 48 MiB, which must exit normally. */
+    private function stdoutUnder48M(string $code): string
+    {
+        $r = PhpProcess::runCode($code, ['memory_limit' => '48M'], 60.0);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+
+        return $r->stdout;
+    }
+
     private function bigKey(): string
     {
         $key = $this->up->key('maxbody');
@@ -120,9 +129,7 @@ final class MaxBodyTest extends HttpTestCase
             \$out[] = strlen(\$c->get('/big')->body()) === 15_000_000 ? 'ok after' : 'short';
             echo implode(',', \$out);
             PHP;
-        $r = PhpProcess::code($code, ['memory_limit' => '48M'])->wait(60.0);
-        $this->assertSame(0, $r->exitCode, $r->describe());
-        $this->assertSame('ok,ok,ok,too_large,ok after', $r->stdout);
+        $this->assertSame('ok,ok,ok,too_large,ok after', $this->stdoutUnder48M($code));
     }
 
     /**
@@ -153,9 +160,7 @@ final class MaxBodyTest extends HttpTestCase
             \$out[] = strlen(\$c->get('/big')->body()) === 15_000_000 ? 'ok after' : 'short';
             echo implode(' ', \$out);
             PHP;
-        $r = PhpProcess::code($code, ['memory_limit' => '48M'])->wait(60.0);
-        $this->assertSame(0, $r->exitCode, $r->describe());
-        $this->assertSame('{"ok":3,"too_large":1} {"ok":3,"too_large":1} ok after', $r->stdout);
+        $this->assertSame('{"ok":3,"too_large":1} {"ok":3,"too_large":1} ok after', $this->stdoutUnder48M($code));
     }
 
     /**
@@ -175,9 +180,7 @@ final class MaxBodyTest extends HttpTestCase
             \$r = \$c->get('/big');
             echo \$r->status(), ' ', strlen(\$r->body()), ' ', \$r->attempts();
             PHP;
-        $r = PhpProcess::code($code, ['memory_limit' => '48M'])->wait(60.0);
-        $this->assertSame(0, $r->exitCode, $r->describe());
-        $this->assertSame('200 30000000 2', $r->stdout);
+        $this->assertSame('200 30000000 2', $this->stdoutUnder48M($code));
     }
 
     public function testAnFpmWorkerWithMemoryLimit64MSurvivesA300MbBody(): void
