@@ -161,6 +161,7 @@ impl Guard for FunnelGuard {
         let sample = Sample {
             latency_us: duration.as_micros().min(u64::MAX as u128) as u64,
             drop: is_drop(outcome),
+            timed_out: outcome == Outcome::Failed(FailureKind::Timeout),
             // Its own slot was given back just before, unless it is kept (abandoned).
             inflight: self.funnel.counted(now_ms) + u32::from(!abandoned(outcome)),
         };

@@ -106,6 +106,9 @@ pub struct Sample {
     pub latency_us: u64,
     /// A timeout, a connection error, 429 or 503.
     pub drop: bool,
+    /// Of the drops, a timeout: given up after `latency_us` without an answer. It tells of a
+    /// queue only if the upstream had time to answer (see [`policy::teaches`]).
+    pub timed_out: bool,
     /// Attempts in flight when it ended (its own included).
     pub inflight: u32,
 }
@@ -202,6 +205,10 @@ impl AdaptiveLimit {
         if started_ms < b.cut_ms.load(Relaxed) {
             return; // admitted under the limit before the last cut
         }
+        let rtt = b.rtt.load(Relaxed);
+        if !policy::teaches(&sample, (rtt >> 32) as u32) {
+            return; // cut short by its caller: says nothing of the upstream
+        }
         let latency = if sample.drop {
             0
         } else {
@@ -224,8 +231,7 @@ impl AdaptiveLimit {
             );
             return;
         }
-        let rtt_us = b.rtt.load(Relaxed) as u32;
-        let due = state_start(state).saturating_add(interval_ms(rtt_us));
+        let due = state_start(state).saturating_add(interval_ms(rtt as u32));
         if now_ms >= due {
             self.close(state, now_ms);
         }

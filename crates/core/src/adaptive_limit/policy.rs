@@ -3,7 +3,8 @@
 //!
 //! A blend of AIMD on drops and a gradient on latency, each guarding the other's known flaw:
 //!
-//! - **Drops first** (timeouts, connection errors, 429, 503): an interval with any drop
+//! - **Drops first** (timeouts, connection errors, 429, 503; a timeout only when the attempt
+//!   had at least `TOLERANCE × no_load` to answer, see [`teaches`]): an interval with any drop
 //!   multiplies the limit by `1 − drop ratio`, clamped to `[0.5, 0.9]`. So every drop lowers the
 //!   limit (Gradient2 ignores drops, concurrency-limits issue 137), by at least 10 %; and when
 //!   an overloaded upstream sheds the excess, `L × (1 − shed share)` lands near what it accepts.
@@ -27,6 +28,8 @@
 //!   corrected only when the rtt falls below it or the limit reaches its floor; until then
 //!   the queue at the upstream is longer than the tolerance.
 
+use super::Sample;
+
 /// How much latency over no-load counts as "no queue": 25 %.
 pub const TOLERANCE: f64 = 1.25;
 /// The most one interval may cut on latency (halving).
@@ -47,6 +50,15 @@ const UNUSED_DECAY: f64 = 0.9;
 /// Slots over `TOLERANCE × C` the latency rule leaves: a little queue, so a slot that frees
 /// never waits for the next caller.
 pub const QUEUE_ALLOWANCE: f64 = 0.5;
+
+/// Whether an attempt's end tells anything of the upstream's queue. A timeout shorter than
+/// `TOLERANCE × no_load` does not: even an idle upstream would not have answered in time, so
+/// the caller's deadline ended it, not a queue (a page that spent its budget elsewhere would
+/// otherwise cut the limit every caller of the host shares). Such an attempt is neither a drop
+/// nor a latency. Before a no-load latency is known (0), every timeout is a drop.
+pub fn teaches(sample: &Sample, no_load_us: u32) -> bool {
+    !sample.timed_out || sample.latency_us as f64 >= TOLERANCE * no_load_us as f64
+}
 
 /// One interval's sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -76,6 +76,7 @@ impl Sim {
             });
             // In flight as each attempt ended: those still running and those ending now.
             let inflight = (self.in_flight.len() + ended.len()) as u32;
+            let timeout_us = self.timeout_ms * 1000;
             for (_, latency_us, drop, _) in ended {
                 if !drop {
                     self.served += 1;
@@ -84,6 +85,7 @@ impl Sim {
                     Sample {
                         latency_us,
                         drop,
+                        timed_out: drop && latency_us == timeout_us,
                         inflight,
                     },
                     now,
@@ -310,12 +312,14 @@ fn attempts_started_before_a_cut_do_not_cut_again() {
     let timeout = |inflight| Sample {
         latency_us: 1_000_000,
         drop: true,
+        timed_out: true,
         inflight,
     };
     l.record(
         Sample {
             latency_us: 20_000,
             drop: false,
+            timed_out: false,
             inflight: 16,
         },
         t0,
@@ -340,12 +344,63 @@ fn attempts_started_before_a_cut_do_not_cut_again() {
             Sample {
                 latency_us: 1_000,
                 drop: true,
+                timed_out: false,
                 inflight: 8,
             },
             t0 + 1_300 + i,
         );
     }
     assert_eq!(l.current(), 4.0);
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn a_timeout_shorter_than_an_idle_upstream_needs_teaches_nothing() {
+    // Callers whose deadline leaves them less than the upstream's latency without a queue (a
+    // page that spent its budget elsewhere) time out whatever the upstream's load: counted as
+    // drops, they would cut the limit every other caller of the host shares, down to its floor.
+    let (l, p) = limit("cut-short", 1, 64, 8);
+    let t0 = 10_000;
+    let answer = Sample {
+        latency_us: 40_000,
+        drop: false,
+        timed_out: false,
+        inflight: 8,
+    };
+    for i in 0..40 {
+        l.record(answer, t0 + i * 10);
+    }
+    let learned = l.stats();
+    assert_eq!(learned.no_load_rtt_us, 40_000, "{learned:?}");
+    // 200 attempts cut after 10 ms (a quarter of the idle latency), over 2 s.
+    let cut_short = Sample {
+        latency_us: 10_000,
+        drop: true,
+        timed_out: true,
+        inflight: 8,
+    };
+    for i in 0..200 {
+        l.record(cut_short, t0 + 500 + i * 10);
+    }
+    assert_eq!(
+        l.current(),
+        learned.limit(),
+        "a cut-short timeout is no drop"
+    );
+    // A timeout after 3 × the idle latency is one: the upstream had time to answer.
+    let slow = Sample {
+        latency_us: 120_000,
+        ..cut_short
+    };
+    for i in 0..10 {
+        l.record(slow, t0 + 2_600 + i * 20);
+    }
+    assert!(
+        l.current() <= learned.limit() * policy::DROP_FACTOR_MAX,
+        "{} after timeouts from {}",
+        l.current(),
+        learned.limit()
+    );
     std::fs::remove_file(p).unwrap();
 }
 
@@ -444,6 +499,7 @@ fn processes_closing_at_once_close_each_interval_once() {
                     let sample = Sample {
                         latency_us: 20_000,
                         drop: false,
+                        timed_out: false,
                         inflight: 8,
                     };
                     l.record(sample, 1_000 + i / 100);
