@@ -99,7 +99,13 @@ pub fn type_name(value: &Zval) -> String {
     } else if value.is_array() {
         "array".into()
     } else if let Some(obj) = value.object() {
-        obj.get_class_name().unwrap_or_else(|_| "object".into())
+        // An anonymous class's name is `class@anonymous`, a NUL and where it was declared:
+        // PHP's own messages stop at the NUL, and so do these.
+        let name = obj.get_class_name().unwrap_or_else(|_| "object".into());
+        match name.split_once('\0') {
+            Some((shown, _)) => shown.into(),
+            None => name,
+        }
     } else if value.is_resource() {
         "resource".into()
     } else {

@@ -103,11 +103,16 @@ pub fn max_attempts(attempts: u32) -> u32 {
     }
 }
 
-/// What PHP's `memory_limit` leaves now, in bytes (`memory_limit` minus the memory PHP's
-/// allocator uses and the bodies live `Resilient\Response` objects hold); `None` when unlimited
-/// (`-1`) or unknown. A response body is held in Rust memory, outside `memory_limit`, and
-/// becomes a PHP string when read: the client never accepts a body larger than this (it lowers
-/// `max_body` per call).
+/// What PHP's `memory_limit` leaves now for one more response body, in bytes; `None` when
+/// unlimited (`-1`) or unknown. A response body is held in Rust memory, outside
+/// `memory_limit`, and becomes a PHP string when read: the client never accepts a body larger
+/// than this (it lowers `max_body` per call), so `body()` fits.
+///
+/// PHP checks its limit against the memory it took from the system (`memory_get_usage(true)`:
+/// whole 2 MiB chunks, and a big string's pages), not against what its allocator handed out,
+/// so that is what is subtracted; then what the live `Resilient\Response` objects hold, each
+/// as the PHP string it would become ([`php_string_size`]); and the new body's own header and
+/// page rounding.
 pub fn memory_headroom() -> Option<u64> {
     use ext_php_rs::ffi::_php_core_globals;
     use std::sync::OnceLock;
@@ -130,13 +135,24 @@ pub fn memory_headroom() -> Option<u64> {
     let (limit, used) = unsafe {
         let limit = (*(globals as *const _php_core_globals)).memory_limit;
         let usage: unsafe extern "C" fn(bool) -> usize = std::mem::transmute(usage);
-        (limit, usage(false))
+        (limit, usage(true))
     };
     (limit > 0).then(|| {
         (limit as u64)
             .saturating_sub(used as u64)
             .saturating_sub(crate::response::held_body_bytes())
+            .saturating_sub(php_string_size(0) + PAGE - 1)
     })
+}
+
+/// The page PHP's allocator rounds a big block to.
+const PAGE: u64 = 4096;
+
+/// The memory a PHP string of `len` bytes takes against `memory_limit`: its header and
+/// terminating NUL, rounded up to whole pages (a string over a few KiB is a block of its own).
+pub fn php_string_size(len: u64) -> u64 {
+    // zend_string: refcount and type (8), hash (8), length (8), then the bytes and a NUL.
+    (len + 25).div_ceil(PAGE) * PAGE
 }
 
 /// Where this process runs, and the web caps from php.ini (static; not

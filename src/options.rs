@@ -69,7 +69,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                 config.set_deadline(deadline).map_err(config_error)?
             }
             "max_attempts" => config
-                .set_max_attempts(unsigned(value, key)?)
+                .set_max_attempts(count_up_to(value, key, resilient_http::MAX_ATTEMPTS)?)
                 .map_err(config_error)?,
             "backoff" => {
                 let (mut base, mut cap) = (config.backoff.base, config.backoff.cap);
@@ -175,7 +175,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
     }
     if let Some(accept) = transport.accept_encoding.take() {
         config
-            .add_header("decode_content", b"Accept-Encoding", accept.as_bytes())
+            .set_header("decode_content", b"Accept-Encoding", accept.as_bytes())
             .map_err(config_error)?;
     }
     if let Some(own) = transport.finish()? {
@@ -282,10 +282,12 @@ fn circuit(table: &ZendHashTable) -> PhpResult<CircuitOptions> {
         let path = format!("circuit.{key}");
         match key.as_str() {
             "failure_ratio" => circuit.failure_ratio = float(v, &path)?,
-            "min_calls" => circuit.min_calls = unsigned(v, &path)?,
+            "min_calls" => circuit.min_calls = count_up_to(v, &path, MAX_CALLS)?,
             "window" => circuit.window = seconds(v, &path)?,
             "open_for" => circuit.open_for = seconds(v, &path)?,
-            "consecutive_failures" => circuit.consecutive_failures = Some(unsigned(v, &path)?),
+            "consecutive_failures" => {
+                circuit.consecutive_failures = Some(count_up_to(v, &path, MAX_CALLS)?)
+            }
             _ => {
                 return Err(unknown(
                     &path,
@@ -338,6 +340,21 @@ fn count(
 /// A count: an int that is not negative (the owner checks its range).
 fn unsigned(value: &Zval, path: &str) -> PhpResult<u32> {
     count(value, path, validate::unsigned)
+}
+
+/// The breaker's counts of calls are 1 to this.
+const MAX_CALLS: u32 = resilient_core::BreakerConfig::MAX_MIN_CALLS;
+
+/// A count its owner takes within `1..=max`: a value past `u32` is refused with the owner's
+/// range and words, not "at most 4294967295", which is no bound the option has.
+fn count_up_to(value: &Zval, path: &str, max: u32) -> PhpResult<u32> {
+    let n = int(value, path)?;
+    if n > i64::from(u32::MAX) {
+        return Err(exceptions::value_error(format!(
+            "option '{path}': must be an integer between 1 and {max}, got {n}"
+        )));
+    }
+    unsigned(value, path)
 }
 
 /// Seconds as PHP gives them: finite, not negative, at most a year (`resilient_core`'s rule,
@@ -575,7 +592,7 @@ pub fn request(
     }
     if let Some(accept) = transport.accept_encoding.take() {
         out = out
-            .header("Accept-Encoding", accept.as_bytes())
+            .set_header("Accept-Encoding", accept.as_bytes())
             .map_err(config_error)?;
     }
     if let Some(own) = transport.finish()? {
@@ -643,8 +660,8 @@ fn flatten(
         pairs.push((key, if b { "1" } else { "0" }.into()));
     } else if let Some(n) = v.long() {
         pairs.push((key, n.to_string()));
-    } else if let Some(f) = v.double() {
-        pairs.push((key, php_float(f)));
+    } else if v.double().is_some() {
+        pairs.push((key, php_float(v)?));
     } else if v.is_string() {
         let path = format!("{option}.{key}");
         pairs.push((key, text(v, &path)?));
@@ -658,13 +675,16 @@ fn flatten(
     Ok(())
 }
 
-/// A float as PHP's string conversion writes it (`2`, `0.5`, `NAN`, `INF`, `-INF`).
-fn php_float(f: f64) -> String {
-    match f {
-        f if f.is_nan() => "NAN".into(),
-        f if f.is_infinite() => if f > 0.0 { "INF" } else { "-INF" }.into(),
-        f => f.to_string(),
-    }
+/// A float as PHP's string conversion writes it, with `precision` digits (`0.3` for 0.1 + 0.2,
+/// `1.0E+100`, `2`, `INF`), as `http_build_query` does: PHP's own conversion, not Rust's
+/// shortest round-trip form.
+fn php_float(value: &Zval) -> PhpResult<String> {
+    let strval = ZendCallable::try_from_name("strval")
+        .map_err(|_| PhpException::from("strval is not available"))?;
+    let text = strval
+        .try_call(vec![value as &dyn IntoZvalDyn])
+        .map_err(PhpException::from)?;
+    Ok(text.string().unwrap_or_default())
 }
 
 /// `json_encode($value)`'s bytes.

@@ -27,14 +27,24 @@ pub struct Response {
 /// (`context::memory_headroom`), so responses a script keeps count against its limit.
 static HELD_BODY_BYTES: AtomicU64 = AtomicU64::new(0);
 
-/// What live `Resilient\Response` objects hold now, in bytes.
+/// What the bodies live `Resilient\Response` objects hold will take as PHP strings, in bytes
+/// ([`crate::context::php_string_size`]).
 pub fn held_body_bytes() -> u64 {
     HELD_BODY_BYTES.load(Ordering::Relaxed)
 }
 
+/// What `body` counts in [`held_body_bytes`] (nothing when empty).
+fn held_size(body: &[u8]) -> u64 {
+    if body.is_empty() {
+        0
+    } else {
+        crate::context::php_string_size(body.len() as u64)
+    }
+}
+
 impl Response {
     pub fn new(inner: resilient_http::Response) -> Self {
-        HELD_BODY_BYTES.fetch_add(inner.body().len() as u64, Ordering::Relaxed);
+        HELD_BODY_BYTES.fetch_add(held_size(inner.body()), Ordering::Relaxed);
         Self { inner }
     }
 
@@ -48,7 +58,7 @@ impl Response {
 
 impl Drop for Response {
     fn drop(&mut self) {
-        HELD_BODY_BYTES.fetch_sub(self.inner.body().len() as u64, Ordering::Relaxed);
+        HELD_BODY_BYTES.fetch_sub(held_size(self.inner.body()), Ordering::Relaxed);
     }
 }
 

@@ -29,6 +29,10 @@ final class BadInputTest extends HttpTestCase
             'non-numeric string timeout' => [['timeout' => 'abc'], $type, "option 'timeout' must be of type float, string given"],
             'array timeout' => [['timeout' => []], $type, "option 'timeout' must be of type float, array given"],
             'zero attempts' => [['max_attempts' => 0], $value, "option 'max_attempts': must be an integer between 1 and 100, got 0"],
+            'huge attempts' => [['max_attempts' => PHP_INT_MAX], $value, "option 'max_attempts': must be an integer between 1 and 100, got 9223372036854775807"],
+            'huge min calls' => [['circuit' => ['min_calls' => 1 << 40]], $value, "option 'circuit.min_calls': must be an integer between 1 and 1000000, got 1099511627776"],
+            // PHP's own words for an anonymous class: no NUL byte, no file path
+            'anonymous object' => [['timeout' => new class {}], $type, "option 'timeout' must be of type float, class@anonymous given"],
             'float attempts' => [['max_attempts' => 2.5], $type, "option 'max_attempts' must be of type int, float given"],
             'backoff typo' => [['backoff' => ['bsae' => 1]], $value, "option 'backoff.bsae': unknown option"],
             'backoff not an array' => [['backoff' => 5], $type, "option 'backoff' must be of type array, int given"],
@@ -63,6 +67,7 @@ final class BadInputTest extends HttpTestCase
             $this->assertSame($class, get_class($e), $e->getMessage());
             $this->assertStringStartsWith($expected, $e->getMessage());
             $this->assertStringNotContainsString(':pw@', $e->getMessage());
+            $this->assertStringNotContainsString("\0", $e->getMessage());
         }
     }
 

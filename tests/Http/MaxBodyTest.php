@@ -164,6 +164,73 @@ final class MaxBodyTest extends HttpTestCase
     }
 
     /**
+     * A body the client accepts fits as a PHP string when `body()` is called: PHP checks
+     * `memory_limit` against the memory it took from the system (whole chunks and pages), not
+     * against what its allocator handed out. Bodies just under 48 MiB, one at a time: each is
+     * either read whole or refused as `too_large`, never a fatal "Allowed memory size
+     * exhausted"; and one of 40 MiB, well inside, is read (`max_body` raised above its 32 MiB
+     * default, so only `memory_limit` bounds them).
+     */
+    public function testABodyTheClientAcceptsFitsWhenRead(): void
+    {
+        $key = $this->up->key('maxbody-edge');
+        $sizes = [40 << 20, 46 << 20, (46 << 20) + (1 << 19), 47 << 20, (47 << 20) + (1 << 18)];
+        foreach ($sizes as $i => $bytes) {
+            $this->up->script($key, [['stream' => ['bytes' => $bytes]]], 'repeat_last', "/b$i");
+        }
+        $base = $this->up->base($key);
+        $list = implode(',', $sizes);
+        $code = <<<PHP
+            \$c = new Resilient\\Client('maxbody-edge', ['base_url' => '$base', 'timeout' => 20, 'max_attempts' => 1, 'max_body' => 1 << 30]);
+            \$out = [];
+            foreach ([$list] as \$i => \$bytes) {
+                try {
+                    \$out[] = strlen(\$c->get("/b\$i")->body()) === \$bytes ? 'read' : 'short';
+                } catch (Resilient\\UpstreamFailed \$e) {
+                    \$out[] = \$e->failure();
+                }
+            }
+            echo implode(',', \$out);
+            PHP;
+        $out = explode(',', $this->stdoutUnder48M($code));
+        $this->assertSame('read', $out[0]);
+        foreach ($out as $o) {
+            $this->assertContains($o, ['read', 'too_large']);
+        }
+    }
+
+    /**
+     * Responses a script keeps, each of whose bodies it then reads and keeps too: the client
+     * counted each kept body as the PHP string it becomes (pages included), so every string
+     * fits. memory_limit 48 MiB, bodies of 9.4 MiB: four fit, the fifth is refused.
+     */
+    public function testKeptResponsesBodiesAllFitWhenRead(): void
+    {
+        $key = $this->up->key('maxbody-kept');
+        $this->up->script($key, [['stream' => ['bytes' => 9_856_000]]], 'repeat_last');
+        $base = $this->up->base($key);
+        $code = <<<PHP
+            \$c = new Resilient\\Client('maxbody-kept', ['base_url' => '$base', 'timeout' => 20, 'max_attempts' => 1]);
+            \$kept = [];
+            \$out = [];
+            for (\$i = 0; \$i < 5; \$i++) {
+                try {
+                    \$kept[] = \$c->get('/big');
+                    \$out[] = 'ok';
+                } catch (Resilient\\UpstreamFailed \$e) {
+                    \$out[] = \$e->failure();
+                }
+            }
+            \$strings = [];
+            foreach (\$kept as \$r) {
+                \$strings[] = \$r->body();
+            }
+            echo implode(',', \$out), ' ', count(\$strings);
+            PHP;
+        $this->assertSame('ok,ok,ok,ok,too_large 4', $this->stdoutUnder48M($code));
+    }
+
+    /**
      * A body thrown away for a retry stops counting: a 30 MB 503 and then a 30 MB 200 under
      * memory_limit 48 MiB (either alone fits, both would not).
      */

@@ -18,6 +18,9 @@ final class RequestShapeTest extends HttpTestCase
         'page' => 2,
         'ratio' => 0.5,
         'whole' => 2.0,
+        // as `precision` writes them, as http_build_query does (not 0.30000000000000004)
+        'sum' => 0.1 + 0.2,
+        'huge' => 1e100,
         'on' => true,
         'off' => false,
         'skip' => null,

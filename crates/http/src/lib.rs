@@ -101,6 +101,7 @@ mod guard;
 mod http1_transport;
 mod metrics_events;
 mod multipart;
+mod option_file;
 mod options;
 mod policy;
 mod pool;
@@ -134,9 +135,10 @@ pub use guard::{Ended, Guard, Permit, Refusal, RetryAllowance};
 pub use http1_transport::Http1Transport;
 pub use metrics_events::{attempt_class, end_open_attempts, refusal_of, MetricsEvents};
 pub use multipart::{Multipart, Part, PartContents};
+pub use option_file::{read_pem, MAX_PEM_FILE};
 pub use options::{
     shown_name, BackendKind, BackoffOptions, BudgetOptions, CircuitOptions, ClientConfig,
-    FunnelOptions, OnBackendError, RedisUrl,
+    FunnelOptions, OnBackendError, RedisUrl, MAX_ATTEMPTS,
 };
 pub use policy::{Caps, Policy};
 pub use pool::{abort_abandoned_pools, BatchSummary};

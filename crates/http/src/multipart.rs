@@ -53,15 +53,19 @@ impl Multipart {
     }
 
     fn head(&self, part: &Part) -> Bytes {
-        let mut head = format!(
-            "--{}\r\nContent-Disposition: form-data; name=\"{}\"",
-            self.boundary,
-            escape(&part.name)
-        );
-        if let Some(filename) = &part.filename {
-            head.push_str(&format!("; filename=\"{}\"", escape(filename)));
+        let mut head = format!("--{}\r\n", self.boundary);
+        // A part that names its own Content-Disposition is sent with that one, as Guzzle does.
+        let named = |h: &str| part.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(h));
+        if !named("content-disposition") {
+            head.push_str(&format!(
+                "Content-Disposition: form-data; name=\"{}\"",
+                escape(&part.name)
+            ));
+            if let Some(filename) = &part.filename {
+                head.push_str(&format!("; filename=\"{}\"", escape(filename)));
+            }
+            head.push_str("\r\n");
         }
-        head.push_str("\r\n");
         let mut has_type = false;
         for (name, value) in &part.headers {
             has_type |= name.eq_ignore_ascii_case("content-type");
@@ -172,6 +176,34 @@ mod tests {
     #[test]
     fn header_parameters_never_carry_a_line_break_or_a_nul() {
         assert_eq!(escape("a\0b\r\nc\"d"), "a%00b%0D%0Ac\\\"d");
+    }
+
+    #[test]
+    fn a_parts_own_content_disposition_replaces_the_made_one() {
+        // As Guzzle: a part that names its Content-Disposition is sent with that one only.
+        let m = Multipart::new(Vec::new());
+        let part = Part {
+            name: "doc".into(),
+            filename: Some("a.pdf".into()),
+            headers: vec![
+                ("Content-Type".into(), "application/pdf".into()),
+                (
+                    "content-disposition".into(),
+                    "form-data; name=\"doc\"; filename=\"b.pdf\"".into(),
+                ),
+            ],
+            contents: PartContents::Bytes(Bytes::from_static(b"PDF")),
+        };
+        let head = String::from_utf8(m.head(&part).to_vec()).unwrap();
+        assert_eq!(
+            head.to_ascii_lowercase()
+                .matches("content-disposition")
+                .count(),
+            1,
+            "{head}"
+        );
+        assert!(head.contains("filename=\"b.pdf\""), "{head}");
+        assert_eq!(head.to_ascii_lowercase().matches("content-type").count(), 1);
     }
 
     #[test]

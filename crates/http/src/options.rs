@@ -192,7 +192,7 @@ const MAX_MAX_BODY: u64 = 4 * 1024 * 1024 * 1024;
 const MAX_HOSTS: i64 = 1000;
 
 /// Upper bound for `max_attempts`.
-const MAX_ATTEMPTS: u32 = 100;
+pub const MAX_ATTEMPTS: u32 = 100;
 
 impl Default for ClientConfig {
     /// Laravel's client defaults for timeouts (connect 10 s, timeout 30 s), the seed's retry
@@ -396,6 +396,20 @@ impl ClientConfig {
         self.headers.push((name, value));
         Ok(())
     }
+    /// As [`add_header`](Self::add_header), replacing the values `headers` gave the name
+    /// (`decode_content` as a string sets Accept-Encoding, as in Guzzle).
+    pub fn set_header(
+        &mut self,
+        option: &str,
+        name: &[u8],
+        value: &[u8],
+    ) -> Result<(), ConfigError> {
+        self.add_header(option, name, value)?;
+        let added = self.headers.pop().expect("just added");
+        self.headers.retain(|(n, _)| *n != added.0);
+        self.headers.push(added);
+        Ok(())
+    }
     pub fn set_user_agent(&mut self, value: &[u8]) -> Result<(), ConfigError> {
         self.user_agent = header_bytes(value, "user_agent")?;
         Ok(())
@@ -470,7 +484,15 @@ fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
 /// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
 /// credentials).
 pub fn parse_http_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text.trim()).map_err(|e| format!("is not a valid URL ({e})"))?;
+    let text = text.trim();
+    // The URL parser drops tabs and line breaks inside a URL without a word (WHATWG): the
+    // request would go to another resource than the one written.
+    if text.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Err(
+            "contains a control character (a line break, tab or NUL); percent-encode it".into(),
+        );
+    }
+    let url = Url::parse(text).map_err(|e| format!("is not a valid URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
             "must be an http:// or https:// URL, got scheme '{}'",

@@ -131,6 +131,14 @@ impl RequestOptions {
         self.headers.push((header_name, value));
         Ok(self)
     }
+    /// As [`header`](Self::header), replacing the values `headers` gave the name.
+    pub fn set_header(mut self, name: &str, value: &[u8]) -> Result<Self, ConfigError> {
+        self = self.header(name, value)?;
+        let added = self.headers.pop().expect("just added");
+        self.headers.retain(|(n, _)| *n != added.0);
+        self.headers.push(added);
+        Ok(self)
+    }
     /// The `Idempotency-Key` (not blank).
     pub fn idempotency_key(mut self, key: &str) -> Result<Self, ConfigError> {
         if key.trim().is_empty() {
@@ -205,9 +213,21 @@ pub fn prepare_at(
 ) -> Result<PreparedRequest, ConfigError> {
     let method = parse_method(method)?;
     let mut url = url;
-    let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
-    headers.push((USER_AGENT, config.user_agent.clone()));
-    headers.extend(config.headers.iter().cloned());
+    // The client's `headers` replace what the client would make itself (User-Agent from
+    // `user_agent`, a JSON or form body's Content-Type), as Guzzle's defaults do: one value
+    // each, the user's.
+    let mut headers: Vec<(HeaderName, HeaderValue)> = config.headers.clone();
+    let named = |headers: &[(HeaderName, HeaderValue)], name: &HeaderName| {
+        headers.iter().any(|(n, _)| n == name)
+    };
+    if !named(&headers, &USER_AGENT) {
+        headers.insert(0, (USER_AGENT, config.user_agent.clone()));
+    }
+    let default_type = |headers: &mut Vec<(HeaderName, HeaderValue)>, value: &'static str| {
+        if !named(headers, &CONTENT_TYPE) {
+            headers.push((CONTENT_TYPE, HeaderValue::from_static(value)));
+        }
+    };
 
     if !options.query.is_empty() {
         let mut serializer = url.query_pairs_mut();
@@ -231,13 +251,16 @@ pub fn prepare_at(
             let body = Multipart::new(parts);
             let content_type =
                 HeaderValue::from_str(&body.content_type()).expect("the boundary is ASCII");
+            // Not a client-wide Content-Type: without its boundary the body cannot be read
+            // (a request's own `headers` still replace it, below).
+            headers.retain(|(n, _)| *n != CONTENT_TYPE);
             headers.push((CONTENT_TYPE, content_type));
             multipart = Some(Arc::new(body));
             None
         }
         Some(Body::Raw(bytes)) => Some(bytes),
         Some(Body::Json(bytes)) => {
-            headers.push((CONTENT_TYPE, HeaderValue::from_static("application/json")));
+            default_type(&mut headers, "application/json");
             Some(bytes)
         }
         Some(Body::Form(pairs)) => {
@@ -245,10 +268,7 @@ pub fn prepare_at(
             for (k, v) in &pairs {
                 serializer.append_pair(k, v);
             }
-            headers.push((
-                CONTENT_TYPE,
-                HeaderValue::from_static("application/x-www-form-urlencoded"),
-            ));
+            default_type(&mut headers, "application/x-www-form-urlencoded");
             Some(serializer.finish().into_bytes())
         }
     };
@@ -361,9 +381,21 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
 
 /// Whether `path` can be written: an existing file opened for writing without truncating it,
 /// else a new one created and removed again.
+/// A sink is a regular file or a character device (`/dev/null`): a FIFO's open would wait for
+/// a reader, and its writes for the reader to read, past any deadline.
 fn writable(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    if let Ok(meta) = std::fs::metadata(path) {
+        let t = meta.file_type();
+        if !(t.is_file() || t.is_char_device()) {
+            return Err(std::io::Error::other(format!(
+                "it is {}; a sink must be a file",
+                crate::option_file::kind(&meta)
+            )));
+        }
+    }
     let mut open = std::fs::OpenOptions::new();
-    open.write(true);
+    open.write(true).custom_flags(libc::O_NONBLOCK);
     match open.open(path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -485,6 +517,11 @@ mod tests {
             ("http://exa mple.com/", "not a valid URL"),
             ("ftp://x/y", "http:// or https://"),
             ("http://[::1", "not a valid URL"),
+            // The URL parser drops tabs and line breaks inside a URL: another resource.
+            ("http://h/gzip_\nok", "control character"),
+            ("http://h/x\r\nX-Injected: 1", "control character"),
+            ("http://h/a\tb", "control character"),
+            ("http://h/a\0b", "control character"),
         ] {
             let e = prepare(&c, "GET", path, RequestOptions::new())
                 .unwrap_err()
@@ -494,10 +531,77 @@ mod tests {
                 "{path}: {e}"
             );
         }
+        let based = config("http://h/api");
+        for path in ["/gzip_\nok", "x\ty", "/x\r\nX-Injected: 1"] {
+            let e = prepare(&based, "GET", path, RequestOptions::new())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("control character"), "{path:?}: {e}");
+        }
+        let e = ClientConfig::default()
+            .set_base_url("http://h/r\naw")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("option 'base_url'") && e.contains("control character"),
+            "{e}"
+        );
+        // Around the URL, whitespace (a line read from a file) is no part of it.
+        assert!(ClientConfig::default()
+            .set_base_url("http://h/api\n")
+            .is_ok());
         assert!(prepare(&c, "GE T", "http://h/", RequestOptions::new())
             .unwrap_err()
             .to_string()
             .starts_with("option 'method'"));
+    }
+
+    #[test]
+    fn a_header_the_user_names_is_sent_once_with_the_users_value() {
+        // The client's `headers` replace what the client would make (User-Agent from
+        // `user_agent`, a JSON or form body's Content-Type), as Guzzle does; a multipart body
+        // keeps its own Content-Type (without its boundary the body cannot be read) unless the
+        // request itself names one.
+        let mut c = config("http://h");
+        c.add_header("headers", b"User-Agent", b"MyApp/1.0")
+            .unwrap();
+        c.add_header("headers", b"Content-Type", b"application/vnd.api+json")
+            .unwrap();
+        let json = RequestOptions::new()
+            .body(Body::Json(b"{}".to_vec()))
+            .unwrap();
+        let r = prepare(&c, "POST", "/q", json).unwrap();
+        assert_eq!(header(&r, "user-agent"), ["MyApp/1.0"]);
+        assert_eq!(header(&r, "content-type"), ["application/vnd.api+json"]);
+        let form = Body::Form(vec![("a".into(), "1".into())]);
+        let r = prepare(&c, "POST", "/q", RequestOptions::new().body(form).unwrap()).unwrap();
+        assert_eq!(header(&r, "content-type"), ["application/vnd.api+json"]);
+        let parts = vec![crate::multipart::Part {
+            name: "a".into(),
+            filename: None,
+            headers: Vec::new(),
+            contents: crate::multipart::PartContents::Bytes("1".into()),
+        }];
+        let r = prepare(
+            &c,
+            "POST",
+            "/q",
+            RequestOptions::new().body(Body::Multipart(parts)).unwrap(),
+        )
+        .unwrap();
+        let types = header(&r, "content-type");
+        assert!(
+            types.len() == 1 && types[0].starts_with("multipart/form-data; boundary="),
+            "{types:?}"
+        );
+        // Without them, the client's own.
+        let plain = config("http://h");
+        let json = RequestOptions::new()
+            .body(Body::Json(b"{}".to_vec()))
+            .unwrap();
+        let r = prepare(&plain, "POST", "/q", json).unwrap();
+        assert_eq!(header(&r, "content-type"), ["application/json"]);
+        assert_eq!(header(&r, "user-agent").len(), 1);
     }
 
     #[test]

@@ -242,6 +242,10 @@ fn map_error(error: reqwest::Error) -> TransportError {
         FailureKind::Connect
     } else if error.is_body() || error.is_decode() {
         FailureKind::Body
+    } else if unparsable_answer(&error) {
+        // An answer that came but could not be read (more header fields than hyper's 100, a
+        // bad status line): as the plain-http transport says it, not a closed connection.
+        FailureKind::Other
     } else if error.is_request() {
         FailureKind::Closed
     } else {
@@ -263,6 +267,21 @@ fn map_error(error: reqwest::Error) -> TransportError {
         }
     }
     TransportError::new(kind, detail)
+}
+
+/// Whether hyper could not parse the response head (reqwest reports it as a request error).
+fn unparsable_answer(error: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if cause
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_parse)
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// The rustls error under a reqwest error, if TLS is what failed (a refused certificate names

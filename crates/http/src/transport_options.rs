@@ -255,8 +255,7 @@ impl TransportOptions {
     }
 }
 
-/// Reads an option's file, naming the option and the path (never the content) when it cannot.
+/// Reads an option's PEM file ([`crate::option_file::read_pem`]).
 fn read(option: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(path)
-        .map_err(|e| ConfigError::new(option, format!("cannot read {}: {e}", path.display())))
+    crate::option_file::read_pem(option, path)
 }

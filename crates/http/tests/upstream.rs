@@ -403,6 +403,38 @@ fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
     assert_eq!(r.body(), b"ok");
 }
 
+/// A response with more header fields than the transport takes (reqwest keeps hyper's 100)
+/// fails the attempt as `other` (docs/http-limits.md), not as a closed connection.
+#[test]
+fn too_many_response_headers_are_an_other_failure_on_the_reqwest_transport() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = socket.read(&mut buf).unwrap();
+        let mut answer = String::from("HTTP/1.1 200 OK\r\n");
+        for i in 0..150 {
+            answer.push_str(&format!("X-H{i}: v\r\n"));
+        }
+        answer.push_str("Content-Length: 2\r\nConnection: close\r\n\r\nok");
+        let _ = socket.write_all(answer.as_bytes());
+    });
+    let c = real_client(
+        &json!({"base_url": format!("http://127.0.0.1:{port}"), "max_attempts": 1}),
+        Arc::new(resilient_http::ReqwestTransport::new()),
+    );
+    let (r, _) = run(&c, "GET", "/many", json!({}));
+    server.join().unwrap();
+    let e = r.unwrap_err();
+    assert_eq!(
+        e.last_failure(),
+        Some(resilient_http::FailureKind::Other),
+        "{e}"
+    );
+}
+
 /// `max_body` on both transports: a body announced too long is refused before reading, a
 /// chunked or endless one is cut at the limit; one attempt each (never retried); the limit fits.
 #[test]

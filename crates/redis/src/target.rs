@@ -120,9 +120,10 @@ impl Target {
                     timeout = Duration::from_secs_f64(secs);
                 }
                 "ca" => {
-                    let pem = std::fs::read(v.as_ref()).map_err(|e| {
-                        bad(format!("query parameter 'ca': cannot read the file ({e})"))
-                    })?;
+                    // A regular file of PEM size only: a FIFO or /dev/zero must not hang
+                    // nor fill memory.
+                    let pem = resilient_http::read_pem("ca", std::path::Path::new(v.as_ref()))
+                        .map_err(|e| bad(format!("query parameter 'ca': {}", e.problem())))?;
                     ca = Some(pem);
                 }
                 // What redis-rs reads itself: the protocol, and for a unix socket the
