@@ -332,6 +332,30 @@ impl Client {
         self.run(&b, request)
     }
 
+    /// `validateRequest(string $method, string $path, array $options = [])`: checks the call
+    /// `request()` would make, with the same exceptions for the same mistakes, and sends
+    /// nothing. For test doubles (the Laravel package's `Resilient::fake()`), so a call that
+    /// would throw in production throws under the fake too. Reads what `request()` reads
+    /// before sending (a multipart part's stream).
+    pub fn validate_request(
+        &self,
+        method: StringArg,
+        path: StringArg,
+        options: Option<ArrayArg>,
+    ) -> PhpResult<()> {
+        const VALIDATE: &str = "Resilient\\Client::validateRequest";
+        let method = method.utf8(VALIDATE, 1, "method")?;
+        let path = path.utf8(VALIDATE, 2, "path")?;
+        let options = ArrayArg::optional(options.as_ref(), VALIDATE, 3, "options")?;
+        let b = self.built()?;
+        b.prepare(
+            &method,
+            &path,
+            options::request(options, None, &b.http.config().transport)?,
+        )?;
+        Ok(())
+    }
+
     /// `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
     /// options?]`; at most `$concurrency` in flight (a sliding window); returns `key =>
     /// Response|Unavailable` (failures are values, not thrown).

@@ -139,6 +139,20 @@ namespace Resilient {
          * @return mixed
          */
         public function request(string $method, string $path, ?array $options = null): mixed {}
+
+        /**
+         * `validateRequest(string $method, string $path, array $options = [])`: checks the call
+         * `request()` would make, with the same exceptions for the same mistakes, and sends
+         * nothing. For test doubles (the Laravel package's `Resilient::fake()`), so a call that
+         * would throw in production throws under the fake too. Reads what `request()` reads
+         * before sending (a multipart part's stream).
+         *
+         * @param string $method
+         * @param string $path
+         * @param array|null $options
+         * @return void
+         */
+        public function validateRequest(string $method, string $path, ?array $options = null): void {}
     }
 
     /**

@@ -24,6 +24,9 @@ use Resilient\RetryBudget;
  */
 final class ResilientManager
 {
+    /** What `new Resilient\Funnel` takes after the name, by name. */
+    private const FUNNEL_ARGUMENTS = ['limit', 'reserve', 'lease', 'share'];
+
     /** @var array<string, Client> */
     private array $clients = [];
 
@@ -76,18 +79,69 @@ final class ResilientManager
     public function funnel(string $name): Funnel
     {
         $this->assertExtension();
+        [$options, $key] = $this->funnelEntry($name);
 
-        return new Funnel($name, ...$this->funnelOptions($name));
+        return self::buildFunnel($key, $name, $options);
     }
 
     /**
      * The constructor arguments of the funnel named $name (`funnels`, else the client's own);
-     * throws InvalidArgumentException when config gives none a Funnel object can use. Reads
-     * config only (resilient:check asks it for every job's Queue\Funnel).
+     * throws InvalidArgumentException, naming the config key, when config gives none a Funnel
+     * object can use: what `new Resilient\Funnel` would refuse at every run (an unknown key
+     * such as a client funnel's `wait`, no limit, `reserve` not below `limit`). With the
+     * extension loaded the values are checked by building the Funnel (its entry in the host's
+     * segment is the one the funnel's first use makes); resilient:check asks it for every
+     * job's Queue\Funnel.
      */
     public function funnelOptions(string $name): array
     {
-        $o = $this->config['funnels'][$name] ?? $this->fromClient($name, 'funnel', ['limit', 'reserve', 'lease', 'share'], 'funnels');
+        [$options, $key] = $this->funnelEntry($name);
+        if (class_exists(Funnel::class, false)) {
+            self::buildFunnel($key, $name, $options);
+        }
+
+        return $options;
+    }
+
+    /**
+     * A funnel's options as `new Resilient\Funnel($name, ...$options)` takes them: an array of
+     * limit, reserve, lease and share, a limit given and fixed; a null is "not set", as in a
+     * client's entry. Throws InvalidArgumentException naming $key (`resilient.funnels.sap`).
+     */
+    public static function funnelArguments(string $key, mixed $options): array
+    {
+        if (! is_array($options)) {
+            throw new InvalidArgumentException(sprintf(
+                '%s: must be an array of Funnel options (%s), got %s', $key, implode(', ', self::FUNNEL_ARGUMENTS), get_debug_type($options),
+            ));
+        }
+        $options = self::withoutNulls($options);
+        foreach (array_keys($options) as $option) {
+            if (! in_array($option, self::FUNNEL_ARGUMENTS, true)) {
+                throw new InvalidArgumentException(sprintf(
+                    "%s: unknown key '%s' (a Funnel takes %s)", $key, $option, implode(', ', self::FUNNEL_ARGUMENTS),
+                ));
+            }
+        }
+        if (! isset($options['limit'])) {
+            throw new InvalidArgumentException("$key: 'limit' is required");
+        }
+        if ($options['limit'] === 'auto') {
+            throw new InvalidArgumentException("$key: 'limit' => 'auto' is a client's learned limit, which only the client applies; a Funnel needs a fixed one");
+        }
+
+        return $options;
+    }
+
+    /** @return array{0: array, 1: string} the funnel's options and the config key they come from */
+    private function funnelEntry(string $name): array
+    {
+        if (array_key_exists($name, $this->config['funnels'] ?? [])) {
+            $key = "resilient.funnels.$name";
+
+            return [self::funnelArguments($key, $this->config['funnels'][$name]), $key];
+        }
+        $o = $this->fromClient($name, 'funnel', self::FUNNEL_ARGUMENTS, 'funnels');
         if (($o['limit'] ?? null) === 'auto') {
             throw new InvalidArgumentException(sprintf(
                 "resilient: the funnel of client \"%s\" has a learned limit ('auto'), which only the client applies; "
@@ -95,8 +149,19 @@ final class ResilientManager
                 $name, $name,
             ));
         }
+        $key = "resilient.clients.$name.funnel";
 
-        return $o;
+        return [self::funnelArguments($key, $o), $key];
+    }
+
+    /** The Funnel, or the extension's refusal of its values as an InvalidArgumentException naming $key. */
+    private static function buildFunnel(string $key, string $name, array $options): Funnel
+    {
+        try {
+            return new Funnel($name, ...$options);
+        } catch (\ValueError|\TypeError $e) {
+            throw new InvalidArgumentException("$key: " . $e->getMessage(), 0, $e);
+        }
     }
 
     /** A budget from `budgets`, or the one a client of that name uses (its `budget` options). */
@@ -105,31 +170,35 @@ final class ResilientManager
         $this->assertExtension();
         $o = $this->config['budgets'][$name] ?? $this->fromClient($name, 'budget', ['ratio', 'floor', 'window'], 'budgets');
 
-        return new RetryBudget($name, ...$o);
+        return new RetryBudget($name, ...self::withoutNulls((array) $o));
     }
 
     /** Runs $fn with every call inside sharing one deadline of $seconds (the earlier wins when nested). */
     public function within(float $seconds, callable $fn): mixed
     {
+        $this->assertExtension();
+
         return Deadline::within($seconds, $fn);
     }
 
     /**
      * The options a client is built with, as config gives them (defaults merged, nulls
      * dropped; without the manager's `on_attempt`). A null, in the client's entry or in
-     * `defaults`, means "not set" (an unset `env()`): the default, or the extension's own,
-     * applies. An empty string is dropped from `defaults` only.
+     * `defaults`, at the top or inside a section (`'funnel' => ['reserve' => env('X')]`), means
+     * "not set" (an unset `env()`): the default, or the extension's own, applies (no option
+     * inside a section reads null otherwise than unset). An empty string is dropped from
+     * `defaults` only.
      */
     public function clientConfig(string $name): array
     {
-        $options = array_filter($this->section('clients', $name), static fn ($value) => $value !== null);
+        $options = $this->section('clients', $name);
         foreach ($this->config['defaults'] ?? [] as $key => $value) {
-            if ($value !== null && $value !== '' && ! array_key_exists($key, $options)) {
+            if ($value !== null && $value !== '' && ! isset($options[$key])) {
                 $options[$key] = $value;
             }
         }
 
-        return $options;
+        return self::withoutNulls($options);
     }
 
     /** Every configured client's options as it runs ({@see clientConfig()}), by name. */
@@ -227,7 +296,14 @@ final class ResilientManager
             $options['on_attempt'] = $reporter;
         }
 
-        return $this->clients[$key] = new Client($name, $options);
+        try {
+            return $this->clients[$key] = new Client($name, $options);
+        } catch (\ValueError $e) {
+            throw new \ValueError("resilient.clients.$name: " . $e->getMessage(), 0, $e);
+        } catch (\TypeError $e) {
+            // The extension's message names the option; this names the entry that holds it.
+            throw new \TypeError("resilient.clients.$name: " . $e->getMessage(), 0, $e);
+        }
     }
 
     /** @return (Closure(): \Psr\Log\LoggerInterface)|null */
@@ -302,7 +378,26 @@ final class ResilientManager
                 $all ? implode(', ', array_keys($all)) : 'none',
             ));
         }
+        if (! is_array($all[$name])) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient.%s.%s: must be an array of %s options, got %s', $section, $name, rtrim($section, 's'), get_debug_type($all[$name]),
+            ));
+        }
 
         return $all[$name];
+    }
+
+    /** $options without its nulls, at every depth: a null (an unset `env()`) is "not set". */
+    private static function withoutNulls(array $options): array
+    {
+        foreach ($options as $key => $value) {
+            if ($value === null) {
+                unset($options[$key]);
+            } elseif (is_array($value)) {
+                $options[$key] = self::withoutNulls($value);
+            }
+        }
+
+        return $options;
     }
 }

@@ -355,6 +355,61 @@ final class HttpBridgeTest extends PackageTestCase
         Http::pool(fn ($pool) => [$pool->as('a')->resilient($name)->get('/a')]);
     }
 
+    /**
+     * `->async()` is refused as inside Http::pool() (a client call is synchronous): before, a
+     * refusal such as FunnelFull reached Laravel's promise, which takes only Guzzle's
+     * TransferException, and came out as a TypeError.
+     */
+    public function testAsyncIsRefusedAsInsideHttpPool(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-async', ['funnel' => ['limit' => 1]]);
+        $this->up->script($key, [['status' => 200]]);
+        $this->bootWith($name, $client);
+        $lease = Resilient::funnel($name)->tryAcquire();
+        try {
+            foreach ([
+                'async()' => fn () => Http::resilient($name)->async()->get('/a'),
+                'async() before resilient()' => fn () => Http::async()->resilient($name)->get('/a'),
+            ] as $how => $call) {
+                try {
+                    $call()->wait();
+                    $this->fail("$how was accepted");
+                } catch (\LogicException $e) {
+                    $this->assertStringContainsString("Use Resilient::client('$name')->pool([...]) instead", $e->getMessage(), $how);
+                }
+            }
+        } finally {
+            $lease?->release();
+        }
+        $this->assertSame(200, Http::resilient($name)->async(false)->get('/a')->status(), 'async(false) is the usual call');
+        $this->assertCount(1, $this->up->attempts($key, 1));
+    }
+
+    /**
+     * `withOptions(['version' => ...])`: Guzzle moves it into the PSR-7 request's protocol
+     * version before the handler runs; the client speaks HTTP/1.1 (HTTP/2 by ALPN on https), so
+     * any other version is refused by name rather than silently sent as 1.1.
+     */
+    public function testAProtocolVersionOtherThanOnePointOneIsRefused(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-version', ['max_attempts' => 1]);
+        $this->up->script($key, [['status' => 200]], 'repeat_last');
+        $this->bootWith($name, $client);
+        foreach (['2.0', '2', '1.0', 3] as $version) {
+            try {
+                Http::resilient($name)->withOptions(['version' => $version])->get('/v');
+                $this->fail("version $version was sent as HTTP/1.1");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString("Http::resilient('$name'): option 'version' is not supported", $e->getMessage());
+            }
+        }
+        $this->assertSame([], $this->up->attempts($key, 0, 200));
+        $this->assertSame(200, Http::resilient($name)->withOptions(['version' => '1.1'])->get('/v')->status());
+        $this->assertSame(200, Http::resilient($name)->withOptions(['version' => 1.1])->get('/v')->status());
+        $this->assertSame(200, Http::resilient($name)->get('/v')->status(), "Laravel's default");
+        $this->assertCount(3, $this->up->attempts($key, 3));
+    }
+
     public function testAnOptionTheClientCannotHonourIsRefusedByName(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-refuse');

@@ -14,7 +14,10 @@ use Symfony\Component\Console\Output\OutputInterface;
  * `php artisan resilient:check`: reads the queue connections, the app's job classes
  * (`resilient.check.paths`, default app/Jobs) and config/resilient.php, and reports seed 000's
  * mistakes before they reach production: timeouts that do not nest, retries in two layers (with
- * the multiplication), fixed backoff where jitter belongs. Exits 1 on any violation, for CI.
+ * the multiplication), fixed backoff where jitter belongs. Exits 1 on any violation, for CI, and
+ * 2 when it cannot check what config points it at (a `check.paths` entry that is not a
+ * directory, a negative `queue.deadline_margin`): an empty check must not pass. What a job
+ * computes at run time (a client name in a variable) is listed as not checked, without failing.
  * `--json` is written raw: a name in a finding is data, never console markup.
  */
 final class CheckCommand extends Command
@@ -28,6 +31,16 @@ final class CheckCommand extends Command
         $config = $this->laravel['config'];
         // The published config has `'paths' => null`: null means the default, as documented.
         $paths = (array) ($config->get('resilient.check.paths') ?? [$this->laravel->path('Jobs')]);
+        $margin = $config->get('resilient.queue.deadline_margin');
+        $errors = [];
+        foreach ($paths as $path) {
+            if (! is_dir((string) $path)) {
+                $errors[] = "resilient.check.paths: $path is not a directory";
+            }
+        }
+        if (is_numeric($margin) && $margin < 0) {
+            $errors[] = "resilient.queue.deadline_margin: $margin is negative: WithinDeadline() would outlast the job's timeout";
+        }
         // Each client as it runs: its entry over `defaults`.
         $manager = $this->laravel->make(ResilientManager::class);
         $rules = new Rules(
@@ -35,30 +48,42 @@ final class CheckCommand extends Command
             (array) $config->get('queue', []),
             // Empty or not a number (`RESILIENT_WORKER_TIMEOUT=`): queue:work's default.
             is_numeric($t = $config->get('resilient.queue.worker_timeout')) ? (float) $t : 60.0,
-            is_numeric($m = $config->get('resilient.queue.deadline_margin')) ? (float) $m : null,
+            is_numeric($margin) ? (float) $margin : null,
             fn (string $name) => $manager->funnelOptions($name),
         );
 
         $jobs = JobClasses::in($paths);
         $findings = [];
+        $unchecked = [];
         foreach ($jobs as $class) {
-            $findings = [...$findings, ...$rules->check(JobFacts::of($class))];
+            $facts = JobFacts::of($class);
+            $findings = [...$findings, ...$rules->check($facts)];
+            foreach ($facts->unchecked as $what) {
+                $unchecked[] = ['job' => $class, 'what' => $what];
+            }
         }
+        $exit = $errors !== [] ? 2 : ($findings === [] ? 0 : 1);
 
         if ($this->option('json')) {
             $this->output->writeln(json_encode([
-                'ok' => $findings === [],
+                'ok' => $exit === 0,
                 'jobs' => $jobs,
                 'findings' => array_map(fn (Finding $f) => $f->toArray(), $findings),
-            ], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW);
+                'unchecked' => $unchecked,
+            ] + ($errors === [] ? [] : ['errors' => $errors]), JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW);
 
-            return $findings === [] ? 0 : 1;
+            return $exit;
         }
 
+        foreach ($errors as $error) {
+            $this->error("error: $error");
+        }
         if ($jobs === []) {
-            $this->line('No queued job classes under ' . implode(', ', $paths) . '.');
+            if (($found = array_filter($paths, fn ($path) => is_dir((string) $path))) !== []) {
+                $this->line('No queued job classes under ' . implode(', ', $found) . '.');
+            }
 
-            return 0;
+            return $exit;
         }
         foreach ($jobs as $class) {
             $mine = array_filter($findings, fn (Finding $f) => $f->job === $class);
@@ -68,9 +93,12 @@ final class CheckCommand extends Command
             foreach ($mine as $f) {
                 $this->error("FAIL  $class [{$f->rule}] {$f->message}");
             }
+            foreach (array_filter($unchecked, fn (array $u) => $u['job'] === $class) as $u) {
+                $this->line("note  $class: not checked: {$u['what']}");
+            }
         }
         $this->line(sprintf('%d job(s) checked, %d violation(s).', count($jobs), count($findings)));
 
-        return $findings === [] ? 0 : 1;
+        return $exit;
     }
 }

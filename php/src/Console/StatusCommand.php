@@ -3,6 +3,7 @@
 namespace Resilient\Laravel\Console;
 
 use Illuminate\Console\Command;
+use Resilient\Funnel;
 use Resilient\Laravel\ExtensionCheck;
 use Resilient\Laravel\ResilientManager;
 use Symfony\Component\Console\Output\OutputInterface;
@@ -10,9 +11,11 @@ use Symfony\Component\Console\Output\OutputInterface;
 /**
  * `php artisan resilient:status [--json] [--prometheus]`: per configured name, the funnel's limit and reserve,
  * the leases held now by every process of the host, and the retry budget's window. Exits 1 when
- * a funnel is full or a budget is spent, so a health check or a deploy script can act on it
- * (as `horizon:status` does). `--json` and `--prometheus` are written raw: a name is data, never
- * console markup (`pay<info>v2</info>` stays as it is).
+ * a funnel is full, a budget is spent or a funnel entry cannot be built, so a health check or a
+ * deploy script can act on it (as `horizon:status` does); 2 when the host's state cannot be
+ * read (no extension, or an unusable segment: the counters are then this process's own).
+ * `--json` and `--prometheus` are written raw: a name is data, never console markup
+ * (`pay<info>v2</info>` stays as it is).
  */
 final class StatusCommand extends Command
 {
@@ -45,22 +48,44 @@ final class StatusCommand extends Command
 
             return 2;
         }
+        // An unusable segment (degraded mode): every count below is this process's own, which
+        // says nothing about the host. Exit 2, as for a missing extension: the state is unknown.
+        try {
+            $degraded = Funnel::degradedReason();
+        } catch (\RuntimeException $e) {
+            // Resilient\SharedMemoryError (resilient.shm_required=1): not even this process's counters.
+            $this->option('json')
+                ? $this->output->writeln(json_encode(['ok' => false, 'degraded' => $e->getMessage(), 'names' => (object) []], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW)
+                : $this->error('segment unusable: ' . $e->getMessage());
+
+            return 2;
+        }
         $status = UpstreamStatus::of(
             (array) $this->laravel['config']->get('resilient', []),
             $this->laravel->make(ResilientManager::class),
         );
+        if ($degraded !== null) {
+            foreach ($status as &$s) {
+                $s['trouble'][] = "degraded: this process's own counters, not the host's";
+            }
+            unset($s);
+        }
         $trouble = array_filter($status, fn ($s) => $s['trouble'] !== []);
+        $exit = $degraded !== null ? 2 : ($trouble === [] ? 0 : 1);
 
         if ($this->option('json')) {
-            $this->output->writeln(json_encode(['ok' => $trouble === [], 'names' => (object) $status], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW);
+            $this->output->writeln(json_encode(['ok' => $exit === 0, 'degraded' => $degraded, 'names' => (object) $status], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW);
 
-            return $trouble === [] ? 0 : 1;
+            return $exit;
         }
 
+        if ($degraded !== null) {
+            $this->error("segment unusable: $degraded: every number below is this process's own counters, not the host's (see resilient:doctor)");
+        }
         if ($status === []) {
             $this->line('No clients, funnels or budgets in config/resilient.php.');
 
-            return 0;
+            return $exit;
         }
 
         $rows = [];
@@ -71,10 +96,11 @@ final class StatusCommand extends Command
                 $name,
                 match (true) {
                     $f === null => '-',
+                    isset($f['error']) => 'invalid',
                     isset($f['on_redis']) => 'on Redis',
                     default => ($f['limit'] === 'auto' ? "auto (now {$f['current_limit']})" : $f['limit']) . " ({$f['reserve']} reserved for web)",
                 },
-                $f === null || isset($f['on_redis']) ? '-' : "{$f['in_flight']}" . ($f['background_full'] && ! $f['full'] ? ' (no slot for workers)' : ''),
+                $f === null || isset($f['on_redis']) || isset($f['error']) ? '-' : "{$f['in_flight']}" . ($f['background_full'] && ! $f['full'] ? ' (no slot for workers)' : ''),
                 match (true) {
                     $b === null => '-',
                     isset($b['on_redis']) => 'on Redis',
@@ -83,8 +109,8 @@ final class StatusCommand extends Command
                 $s['trouble'] === [] ? 'ok' : implode('; ', $s['trouble']),
             ];
         }
-        $this->table(['name', 'funnel limit', 'in flight (host)', 'retry budget', 'state'], $rows);
+        $this->table(['name', 'funnel limit', $degraded === null ? 'in flight (host)' : 'in flight (this process)', 'retry budget', 'state'], $rows);
 
-        return $trouble === [] ? 0 : 1;
+        return $exit;
     }
 }

@@ -38,6 +38,7 @@ final class UpstreamStatus
             }
             if (isset($options['funnel']) && is_array($options['funnel'])) {
                 $names[$name]['funnel'] = $options['funnel'];
+                $names[$name]['funnel_from'] = ["resilient.clients.$name.funnel", true];
             }
             if (! array_key_exists('budget', $options)) {
                 $names[$name]['budget'] = self::CLIENT_BUDGET;
@@ -47,7 +48,9 @@ final class UpstreamStatus
             $names[$name] ??= [];
         }
         foreach ($config['funnels'] ?? [] as $name => $options) {
-            $names[$name]['funnel'] = (array) $options;
+            // As given: an entry that is not an array is reported, not cast into one.
+            $names[$name]['funnel'] = $options;
+            $names[$name]['funnel_from'] = ["resilient.funnels.$name", false];
         }
         foreach ($config['budgets'] ?? [] as $name => $options) {
             $names[$name]['budget'] = (array) $options;
@@ -58,7 +61,7 @@ final class UpstreamStatus
         foreach ($names as $name => $parts) {
             $redis = $onRedis[$name] ?? ['funnel' => false, 'budget' => false];
             $funnel = match (true) {
-                isset($parts['funnel']) => self::funnel((string) $name, $parts['funnel']),
+                isset($parts['funnel']) => self::funnel((string) $name, $parts['funnel'], ...$parts['funnel_from']),
                 $redis['funnel'] => ['on_redis' => true],
                 default => null,
             };
@@ -68,6 +71,9 @@ final class UpstreamStatus
                 default => null,
             };
             $trouble = [];
+            if (isset($funnel['error'])) {
+                $trouble[] = $funnel['error'];
+            }
             if ($funnel !== null && ($funnel['full'] ?? false)) {
                 $trouble[] = "funnel full: {$funnel['in_flight']} of {$funnel['current_limit']} in flight";
             }
@@ -80,14 +86,35 @@ final class UpstreamStatus
         return $out;
     }
 
-    private static function funnel(string $name, array $o): array
+    /**
+     * The funnel's state, or `['error' => ...]` naming $key when the entry cannot build the
+     * Funnel its users build (they would throw at every use): checked as ResilientManager does.
+     * A client's funnel ($ofClient) may hold options only the client reads (`wait`); a
+     * `funnels` entry may not.
+     */
+    private static function funnel(string $name, mixed $o, string $key, bool $ofClient): array
     {
         // An adaptive funnel ('limit' => 'auto') counts leases up to its 'max'; what it admits
-        // is the learned limit's whole slots (before anything is learned, `initial`).
-        $adaptive = ! is_numeric($o['limit'] ?? null);
-        $slots = (int) ($adaptive ? ($o['max'] ?? 64) : $o['limit']);
-        $reserve = (int) ($o['reserve'] ?? 0);
-        $f = new Funnel($name, $slots, min($reserve, $slots - 1));
+        // is the learned limit's whole slots (before anything is learned, `initial`). Anything
+        // else is a fixed limit, which must be given.
+        $adaptive = is_array($o) && ($o['limit'] ?? null) === 'auto';
+        try {
+            if ($adaptive) {
+                $slots = (int) ($o['max'] ?? 64);
+                $reserve = (int) ($o['reserve'] ?? 0);
+                $f = new Funnel($name, $slots, min($reserve, $slots - 1));
+            } else {
+                $arguments = ResilientManager::funnelArguments($key, $ofClient && is_array($o)
+                    ? array_intersect_key($o, array_flip(['limit', 'reserve', 'lease', 'share'])) : $o);
+                $f = new Funnel($name, ...$arguments);
+                $slots = $f->limit();
+                $reserve = $f->reserve();
+            }
+        } catch (\InvalidArgumentException $e) {
+            return ['error' => $e->getMessage()];
+        } catch (\ValueError|\TypeError $e) {
+            return ['error' => "$key: " . $e->getMessage()];
+        }
         $inFlight = $f->inFlight();
         $limit = $slots;
         if ($adaptive) {

@@ -108,6 +108,19 @@ final class GuzzleOptions
         return $out;
     }
 
+    /**
+     * Guzzle moves the `version` option into the PSR-7 request (1.1 unless given) before the
+     * handler runs, so it never reaches toClient(): the request's protocol version is checked
+     * here instead. The client speaks HTTP/1.1 (HTTP/2 only by ALPN on https://); any other
+     * version asked for is refused rather than silently sent as 1.1.
+     */
+    public static function checkProtocolVersion(string $version, string $name): void
+    {
+        if ($version !== '1.1') {
+            throw self::refused($name, 'version', self::REFUSED['version'] . "; only 1.1 may be asked for, got '$version'");
+        }
+    }
+
     /** Every option name the bridge accepts. */
     public static function supported(): array
     {

@@ -12,13 +12,14 @@ use Resilient\Laravel\ResilientManager;
  * What `Http::resilient('shipping')` returns: Laravel's PendingRequest (its events, its
  * `Http::fake()` stubs, its middleware) with the named `Resilient\Client` as the Guzzle handler.
  *
- * Two differences from Laravel's own:
+ * Differences from Laravel's own:
  * - `->retry()` is refused: the client owns the retries (one retry owner), and Laravel's
  *   loop around it would multiply attempts (3 × 3 = 9 against a failing upstream); only
  *   `retry(1)` (Laravel's one try, no retry) is accepted, before or after `resilient()`;
  * - Guzzle's redirect middleware is left out: redirects are followed by the client inside
  *   one attempt (`allow_redirects`), so a redirect is never a second call with its own
- *   funnel slot and budget deposit.
+ *   funnel slot and budget deposit;
+ * - `->async()` and Http::pool() are refused: a client call is synchronous.
  */
 class ResilientPendingRequest extends PendingRequest
 {
@@ -36,12 +37,7 @@ class ResilientPendingRequest extends PendingRequest
             throw static::retryRefused($name);
         }
         if ($request->async ?? false) {
-            throw new LogicException(sprintf(
-                "resilient: Http::resilient('%s') inside Http::pool() is not supported: a client call is synchronous, "
-                . "so the pool would run them one by one. Use Resilient::client('%s')->pool([...]) instead "
-                . '(a sliding window, each request under the funnel and the budget).',
-                $name, $name,
-            ));
+            throw static::asyncRefused($name);
         }
         $copy = (new \ReflectionClass(static::class))->newInstanceWithoutConstructor();
         foreach (get_object_vars($request) as $property => $value) {
@@ -79,6 +75,20 @@ class ResilientPendingRequest extends PendingRequest
         }
 
         return parent::retry(...func_get_args());
+    }
+
+    /**
+     * Refused, as inside Http::pool(): a client call is synchronous, and Laravel's promise takes
+     * only Guzzle's exceptions, so a refusal (FunnelFull) would come out as a TypeError.
+     * `async(false)` is the usual call.
+     */
+    public function async(bool $async = true)
+    {
+        if ($async) {
+            throw static::asyncRefused($this->resilientName);
+        }
+
+        return parent::async($async);
     }
 
     /**
@@ -125,6 +135,16 @@ class ResilientPendingRequest extends PendingRequest
     protected static function retries(mixed $tries): bool
     {
         return is_array($tries) ? $tries !== [] : (int) $tries > 1;
+    }
+
+    protected static function asyncRefused(string $name): LogicException
+    {
+        return new LogicException(sprintf(
+            "resilient: Http::resilient('%s') inside Http::pool() or with ->async() is not supported: a client call is synchronous, "
+            . "so the pool would run them one by one. Use Resilient::client('%s')->pool([...]) instead "
+            . '(a sliding window, each request under the funnel and the budget).',
+            $name, $name,
+        ));
     }
 
     protected static function retryRefused(string $name): LogicException

@@ -3,6 +3,7 @@
 namespace Resilient\Laravel\Middleware;
 
 use Closure;
+use InvalidArgumentException;
 use Resilient\Deadline;
 
 /**
@@ -10,20 +11,60 @@ use Resilient\Deadline;
  *
  * Route middleware: `->middleware('resilient.deadline:0.9')`.
  * Job middleware:   `public function middleware() { return [new WithinDeadline(60)]; }`
+ * (for jobs prefer Resilient\Laravel\Queue\WithinDeadline: without seconds it follows the job's
+ * `$timeout`, where this one is always 30 s).
  *
  * Every Resilient\Client call inside gets min(its own deadline, what is left of this one).
+ *
+ * The seconds must be a finite number above 0: anything else (`:abc`, `:INF`, `:-1`, `:1.5s`,
+ * or `:0,9`, which Laravel splits on the comma into '0' and '9') throws instead of becoming a
+ * deadline of 0 s, or of whatever PHP's (float) cast makes of it.
  */
 final class WithinDeadline
 {
     public function __construct(private ?float $seconds = null)
     {
+        if ($seconds !== null && ! self::valid($seconds)) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient: new WithinDeadline(%s): the seconds must be a finite number above 0', var_export($seconds, true),
+            ));
+        }
     }
 
     /** @param mixed $passable a Request or a job */
-    public function handle($passable, Closure $next, $seconds = null)
+    public function handle($passable, Closure $next, string ...$parameters)
     {
-        $seconds = (float) ($seconds ?? $this->seconds ?? 30.0);
+        $seconds = $parameters === [] ? ($this->seconds ?? 30.0) : self::parameter($parameters);
 
         return Deadline::within($seconds, fn () => $next($passable));
+    }
+
+    /** The route parameter as seconds, or an exception naming it. */
+    private static function parameter(array $parameters): float
+    {
+        $given = 'resilient.deadline:' . implode(',', $parameters);
+        if (count($parameters) > 1) {
+            throw new InvalidArgumentException(sprintf(
+                "resilient: route middleware %s: one parameter, the seconds, got %d ('%s'): "
+                . 'Laravel splits middleware parameters on commas%s',
+                $given, count($parameters), implode("', '", $parameters),
+                count($parameters) === 2 ? ", write {$parameters[0]}.{$parameters[1]} with a dot" : '',
+            ));
+        }
+        $text = trim($parameters[0]);
+        if (! is_numeric($text) || ! self::valid((float) $text)) {
+            throw new InvalidArgumentException(sprintf(
+                "resilient: route middleware %s: the parameter must be the deadline in seconds, a finite number above 0 "
+                . "(e.g. resilient.deadline:0.9), got '%s'",
+                $given, $parameters[0],
+            ));
+        }
+
+        return (float) $text;
+    }
+
+    private static function valid(float $seconds): bool
+    {
+        return is_finite($seconds) && $seconds > 0;
     }
 }

@@ -5,6 +5,7 @@ namespace Resilient\Laravel\Queue;
 use Closure;
 use Illuminate\Container\Container;
 use Resilient\Funnel as SharedFunnel;
+use Resilient\Laravel\ExtensionCheck;
 use Resilient\Laravel\ResilientManager;
 
 /**
@@ -57,6 +58,10 @@ final class Funnel
     /** @param object $job a queued job using InteractsWithQueue */
     public function handle($job, Closure $next)
     {
+        // Without the extension: how to install it, as Resilient::client() says, not "class not found".
+        if (($problem = ExtensionCheck::problem()) !== null) {
+            throw new \RuntimeException($problem);
+        }
         $lease = $this->funnel($job)->tryAcquire();
         if ($lease === null) {
             Released::job($job, $this->delay->draw());

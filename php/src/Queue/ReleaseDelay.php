@@ -17,6 +17,16 @@ final class ReleaseDelay
 {
     public const DEFAULT = [5, 30];
 
+    /**
+     * The longest wait a `Retry-After` releases a job for: a day. A longer one (a number past
+     * PHP's integers, a date years ahead) is read as a day: the client itself fails at once on a
+     * Retry-After above its `max_retry_after` rather than sleep, but a released job costs a worker
+     * nothing while it waits, so it waits, up to a bound no queue overflows (before, such a value
+     * came out as a negative or wrapped delay). A job told to wait longer comes back after a day
+     * and is released again.
+     */
+    public const MAX_RETRY_AFTER = 86400;
+
     private function __construct(public readonly int $min, public readonly int $max)
     {
     }
@@ -54,12 +64,13 @@ final class ReleaseDelay
 
     /**
      * At least what the upstream asked for (never shortened, as the client itself never
-     * shortens a Retry-After), plus up to a tenth more (at least 1 s) so the jobs told the same
-     * moment spread out.
+     * shortens a Retry-After) up to MAX_RETRY_AFTER, plus up to a tenth more (at least 1 s) so
+     * the jobs told the same moment spread out.
      */
     public static function afterRetryAfter(float $seconds): int
     {
-        $base = (int) ceil(max(0.0, $seconds));
+        // A NAN is no wait, an INF the bound.
+        $base = $seconds > 0 ? (int) ceil(min($seconds, self::MAX_RETRY_AFTER)) : 0;
 
         return $base + random_int(0, max(1, intdiv($base, 10)));
     }

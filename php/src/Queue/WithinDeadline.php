@@ -4,7 +4,9 @@ namespace Resilient\Laravel\Queue;
 
 use Closure;
 use Illuminate\Container\Container;
+use InvalidArgumentException;
 use Resilient\Deadline;
+use Resilient\Laravel\ExtensionCheck;
 
 /**
  * Job middleware: one deadline for every Resilient call the job makes, ending before the worker's
@@ -18,7 +20,8 @@ use Resilient\Deadline;
  * default `resilient.queue.worker_timeout`, 60 s as `queue:work`) minus a margin
  * (`resilient.queue.deadline_margin` seconds, else a tenth of the timeout, at least 1 s), so the
  * client throws DeadlineExceeded while the job can still record the outcome, instead of the
- * worker killing the process mid-write.
+ * worker killing the process mid-write. A negative or infinite margin is refused
+ * (InvalidArgumentException naming it): it would put the deadline past the job's timeout.
  *
  * A job without a timeout (`$timeout = 0`, or a worker timeout of 0: the worker never kills it)
  * gets no deadline from it: without an argument its calls run under their clients' own
@@ -28,11 +31,18 @@ final class WithinDeadline
 {
     public function __construct(private ?float $seconds = null, private ?float $margin = null)
     {
+        if ($margin !== null) {
+            self::checkedMargin($margin, 'Queue\\WithinDeadline: margin');
+        }
     }
 
     /** @param object $job */
     public function handle($job, Closure $next)
     {
+        // Without the extension: how to install it, as Resilient::client() says, not "class not found".
+        if (($problem = ExtensionCheck::problem()) !== null) {
+            throw new \RuntimeException($problem);
+        }
         $seconds = $this->secondsFor($job);
 
         return $seconds === null ? $next($job) : Deadline::within($seconds, fn () => $next($job));
@@ -50,7 +60,9 @@ final class WithinDeadline
         }
         // An empty or non-numeric setting (`RESILIENT_DEADLINE_MARGIN=`) is no setting, not 0.
         $configured = self::config('resilient.queue.deadline_margin');
-        $margin = $this->margin ?? (is_numeric($configured) ? (float) $configured : null) ?? self::defaultMargin($timeout);
+        $margin = $this->margin
+            ?? (is_numeric($configured) ? self::checkedMargin((float) $configured, 'resilient.queue.deadline_margin') : null)
+            ?? self::defaultMargin($timeout);
         $seconds = $timeout - $margin;
 
         // A margin as long as the timeout would leave nothing: keep half rather than zero.
@@ -61,6 +73,20 @@ final class WithinDeadline
     public static function defaultMargin(float $timeout): float
     {
         return max(1.0, $timeout / 10);
+    }
+
+    /** $margin, unless it is negative or not finite: the deadline would then outlast the job's timeout. */
+    private static function checkedMargin(float $margin, string $what): float
+    {
+        if (! is_finite($margin) || $margin < 0) {
+            throw new InvalidArgumentException(sprintf(
+                "resilient: %s must be a finite number of seconds >= 0 (the job's deadline is its timeout minus it; "
+                . 'a negative margin would let the calls outlast the timeout), got %s',
+                $what, $margin,
+            ));
+        }
+
+        return $margin;
     }
 
     /**

@@ -3,6 +3,8 @@
 namespace Resilient\Laravel\Testing;
 
 use Closure;
+use Illuminate\Container\Container;
+use Resilient\Client;
 use Resilient\Response;
 use Resilient\Unavailable;
 
@@ -10,9 +12,20 @@ use Resilient\Unavailable;
  * Stands in for a named `Resilient\Client` under `Resilient::fake()`: the same methods, no
  * upstream, no funnel or budget touched. Each call is recorded and answered from the name's
  * script (see FakeClients).
+ *
+ * Each call is first checked by a real client (`validateRequest()`, which sends nothing): a call
+ * the real client refuses (a misspelt option, a bad method, `$json` beside option `json`) throws
+ * the same exception here, and is not recorded, so a test cannot pass on a call that fails in
+ * production. Without the extension nothing is checked.
  */
 final class ClientFake
 {
+    /** The body options; a non-empty `$json` argument beside one of them is refused. */
+    private const BODIES = ['json' => true, 'body' => true, 'form' => true, 'multipart' => true];
+
+    /** The real client that checks the calls, once built (see checker()). */
+    private ?Client $checker = null;
+
     /**
      * @param Closure(): \Resilient\Client $real the real client, for a stray call when strays are allowed
      * @param callable|null $fallback the client's `fallback` option: called with a scripted
@@ -73,7 +86,7 @@ final class ClientFake
 
     public function request(string $method, string $path, ?array $options = null): mixed
     {
-        return $this->call(strtoupper(trim($method)), $path, null, $options ?? []);
+        return $this->call($method, $path, null, $options ?? []);
     }
 
     /**
@@ -88,12 +101,16 @@ final class ClientFake
         if ($concurrency < 1 || $concurrency > 1024) {
             throw new \ValueError("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got $concurrency");
         }
-        $out = [];
+        // Every item is checked before any is answered: the real pool sends none of them when one is refused.
+        $items = [];
         foreach ($requests as $key => $item) {
-            [$method, $path, $options] = array_pad(array_values((array) $item), 3, []);
+            $items[$key] = $this->poolItem((string) $key, $item);
+        }
+        $out = [];
+        foreach ($items as $key => [$method, $path, $options]) {
             try {
                 // No fallback here: the real pool does not call it either.
-                $out[$key] = $this->answer(strtoupper(trim((string) $method)), (string) $path, null, $options ?? []);
+                $out[$key] = $this->answer($method, $path, null, $options);
             } catch (Unavailable $e) {
                 $out[$key] = $e;
             }
@@ -102,9 +119,38 @@ final class ClientFake
         return $out;
     }
 
+    /**
+     * A pool item as the real pool reads it (src/client.rs `pool_item`: keys 0, 1 and 2, the
+     * method and path strings, the options an array or null), checked by the real client. As
+     * there, the errors of the request built from it (its method, its URL) name the item; those
+     * of its options do not.
+     *
+     * @return array{0: string, 1: string, 2: array}
+     */
+    private function poolItem(string $label, mixed $item): array
+    {
+        if (! is_array($item) || count($item) > 3 || ! is_string($item[0] ?? null) || ! is_string($item[1] ?? null)
+            || ! (($item[2] ?? null) === null || is_array($item[2]))) {
+            throw new \ValueError("pool request '$label': must be [method, path, options?]");
+        }
+        [$method, $path, $options] = [$item[0], $item[1], $item[2] ?? []];
+        try {
+            $this->checker()?->validateRequest($method, $path, $options);
+        } catch (\ValueError $e) {
+            if (preg_match("/^option '(method|url)': (?!unknown option)/", $e->getMessage()) === 1) {
+                throw new \ValueError("pool request '$label': " . $e->getMessage());
+            }
+            throw $e;
+        }
+
+        return [strtoupper(trim($method)), $path, $options];
+    }
+
     /** A Response, or with a `fallback` its value when the answer is an `Unavailable`. */
     private function call(string $method, string $path, ?array $data, array $options): mixed
     {
+        $this->check($method, $path, $data, $options);
+        $method = strtoupper(trim($method));
         try {
             return $this->answer($method, $path, $data, $options);
         } catch (Unavailable $e) {
@@ -114,6 +160,71 @@ final class ClientFake
 
             return ($this->fallback)($e);
         }
+    }
+
+    /**
+     * Throws what the real client throws for this call, sending nothing. A verb's `$data` goes
+     * where the real verb puts it (src/client.rs `verb`, src/options.rs `request`): a query
+     * before the options' `query` (whose keys replace its own), a non-empty JSON body refused
+     * beside another body once the other options are read.
+     */
+    private function check(string $method, string $path, ?array $data, array $options): void
+    {
+        $checker = $this->checker();
+        if ($checker === null || $data === null) {
+            $checker?->validateRequest($method, $path, $options);
+
+            return;
+        }
+        if (in_array($method, ['GET', 'HEAD'], true)) {
+            $query = $options['query'] ?? null;
+            if ($query === null || $query === false) {
+                $options['query'] = $data;
+            } elseif (is_array($query)) {
+                $options['query'] = array_replace($data, $query);
+            }   // else refused as it is
+        } elseif ($data !== []) {
+            $bodies = array_intersect_key($options, self::BODIES);
+            if ($bodies !== []) {
+                $checker->validateRequest($method, $path, array_diff_key($options, $bodies));
+                throw new \ValueError("option 'json': only one of 'json', 'body', 'form' and 'multipart' may be given (a non-empty \$json argument is the JSON body)");
+            }
+            $options['json'] = $data;
+        }
+        $checker->validateRequest($method, $path, $options);
+    }
+
+    /**
+     * The real client that checks the calls: the configured one (a config the extension refuses
+     * throws here, as it would in production), or for a name that is only faked one with no
+     * options but a base URL (any path is taken; the method and options are checked). Null
+     * without the extension: the calls are not checked.
+     */
+    private function checker(): ?Client
+    {
+        if (! method_exists(Client::class, 'validateRequest')) {
+            return null;
+        }
+        if ($this->checker === null) {
+            try {
+                $this->checker = ($this->real)();
+            } catch (\InvalidArgumentException $e) {
+                if ($this->configured()) {
+                    throw $e;
+                }
+                $this->checker = new Client($this->name, ['base_url' => $this->baseUrl ?? 'http://localhost/']);
+            }
+        }
+
+        return $this->checker;
+    }
+
+    /** Whether config/resilient.php has an entry for this name. */
+    private function configured(): bool
+    {
+        $app = Container::getInstance();
+
+        return $app->bound('config') && array_key_exists($this->name, (array) $app['config']->get('resilient.clients', []));
     }
 
     /** The scripted answer to one call (recorded), or the real client's for a stray one. */

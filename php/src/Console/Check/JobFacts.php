@@ -6,16 +6,31 @@ use Resilient\Laravel\Queue\JitteredBackoff;
 
 /**
  * What a job class says about its time and retries, read without running it: `$timeout`,
- * `$tries`, `$maxExceptions`, `$connection`, its backoff (none, fixed or jittered), the named
- * clients its source calls (`Resilient::client('x')`, `Http::resilient('x')`, `new Client('x')`),
- * whether it wraps itself in the WithinDeadline job middleware, and the names of the
- * Queue\\Funnel middleware it takes from config (`new Funnel('x')` without a limit).
+ * `$tries`, `$maxExceptions`, `retryUntil()`, `$connection`, its backoff (none, fixed or
+ * jittered), the named clients its source calls (`Resilient::client('x')`,
+ * `Http::resilient(name: 'x')`, `new Client(self::X)`), whether it wraps itself in a
+ * WithinDeadline middleware (the queue one, or the route one, which is 30 s whatever the
+ * job's timeout), and the names of the Queue\\Funnel middleware it takes from config
+ * (`new Funnel('x')` without a limit).
+ *
+ * Names and seconds are read where they are constant (a literal, a class constant); one
+ * computed at run time is listed in `unchecked` rather than passing unseen.
  */
 final class JobFacts
 {
+    public const QUEUE_DEADLINE = 'Resilient\\Laravel\\Queue\\WithinDeadline';
+    public const ROUTE_DEADLINE = 'Resilient\\Laravel\\Middleware\\WithinDeadline';
+    private const QUEUE_FUNNEL = 'Resilient\\Laravel\\Queue\\Funnel';
+
+    /** The route middleware's seconds when given none (Middleware\\WithinDeadline::handle). */
+    private const ROUTE_DEFAULT = 30.0;
+
     /**
      * @param list<string> $clients
+     * @param false|null|float $withinDeadline false: no WithinDeadline; null: the queue one without
+     *        seconds ($timeout − margin); a float: its seconds (INF: known only at run time)
      * @param list<string> $funnels
+     * @param list<string> $unchecked what the check could not read, said as such
      * @param 'none'|'fixed'|'jittered' $backoffKind
      */
     private function __construct(
@@ -30,6 +45,9 @@ final class JobFacts
         public readonly array $clients,
         public readonly false|null|float $withinDeadline,
         public readonly array $funnels = [],
+        public readonly bool $routeDeadline = false,
+        public readonly bool $routeDeadlineDefault = false,
+        public readonly array $unchecked = [],
     ) {
     }
 
@@ -37,8 +55,10 @@ final class JobFacts
     {
         $r = new \ReflectionClass($class);
         $defaults = $r->getDefaultProperties();
-        $source = (string) @file_get_contents((string) $r->getFileName());
+        $source = new PhpSource((string) @file_get_contents((string) $r->getFileName()), $r);
         [$kind, $values] = self::backoff($r, $defaults);
+        $unchecked = [];
+        [$deadline, $route, $routeDefault] = self::withinDeadline($source, $unchecked);
 
         return new self(
             $class,
@@ -49,32 +69,35 @@ final class JobFacts
             is_string($defaults['connection'] ?? null) ? $defaults['connection'] : null,
             $kind,
             $values,
-            self::clientsCalled($source),
-            self::withinDeadline($source),
-            self::funnelsFromConfig($source),
+            self::clientsCalled($source, $unchecked),
+            $deadline,
+            self::funnelsFromConfig($source, $unchecked),
+            $route,
+            $routeDefault,
+            $unchecked,
         );
     }
 
     /**
-     * The names of `new Funnel('x', ...)` (the queue middleware) whose limit comes from config:
-     * no second argument, or only named ones other than `limit`.
+     * The names of `new Funnel('x', ...)` (the queue middleware the file names, imported or
+     * qualified) whose limit comes from config: no limit argument, or a null one.
      *
      * @return list<string>
      */
-    private static function funnelsFromConfig(string $source): array
+    private static function funnelsFromConfig(PhpSource $source, array &$unchecked): array
     {
-        // Unqualified, `Funnel` must be the queue middleware the file imports.
-        $imported = str_contains($source, 'Resilient\\Laravel\\Queue\\Funnel');
-        preg_match_all('/new\s+(\\\\?Resilient\\\\Laravel\\\\Queue\\\\)?Funnel\(\s*([\'"])([^\'"$]+)\2\s*(\)|,[^)]*\))/', $source, $m, PREG_SET_ORDER);
         $names = [];
-        foreach ($m as [, $qualified, , $name, $rest]) {
-            if ($qualified === '' && ! $imported) {
-                continue;
+        foreach ($source->news(self::QUEUE_FUNNEL) as $arguments) {
+            $limit = PhpSource::argument($arguments, 1, 'limit');
+            if ($limit !== null && $source->value($limit) !== [true, null]) {
+                continue;   // a limit of its own: config is not read
             }
-            // A name built at run time (`'sap-' . $x`, `"sap-{$x}"`) is not matched at all.
-            $positional = preg_match('/^,\s*(?![A-Za-z_]\w*\s*:)(?!null\b)\S/i', $rest) === 1;
-            if (! $positional && ! preg_match('/\blimit\s*:\s*(?!null\b)\S/i', $rest)) {
-                $names[] = $name;
+            $name = PhpSource::argument($arguments, 0, 'name');
+            [$known, $value] = $name === null ? [false, null] : $source->value($name);
+            if ($known && is_string($value)) {
+                $names[] = $value;
+            } else {
+                $unchecked[] = sprintf('Funnel name %s: known only at run time', $name['text'] ?? '(none)');
             }
         }
         $names = array_values(array_unique($names));
@@ -84,24 +107,57 @@ final class JobFacts
     }
 
     /** @return list<string> */
-    private static function clientsCalled(string $source): array
+    private static function clientsCalled(PhpSource $source, array &$unchecked): array
     {
-        preg_match_all('/(?:->|::)(?:client|resilient)\(\s*[\'"]([^\'"]+)[\'"]/', $source, $calls);
-        preg_match_all('/new\s+\\\\?(?:Resilient\\\\)?Client\(\s*[\'"]([^\'"]+)[\'"]/', $source, $news);
-        $names = array_values(array_unique([...$calls[1], ...$news[1]]));
+        $names = [];
+        $calls = [...$source->calls('client'), ...$source->calls('resilient')];
+        foreach ($source->news('Resilient\\Client') as $arguments) {
+            $calls[] = ['call' => 'new Client()', 'arguments' => $arguments];
+        }
+        foreach ($calls as ['call' => $call, 'arguments' => $arguments]) {
+            $name = PhpSource::argument($arguments, 0, 'name');
+            if ($name === null) {
+                continue;
+            }
+            [$known, $value] = $source->value($name);
+            if ($known && is_string($value)) {
+                $names[] = $value;
+            } elseif (! $known) {
+                $unchecked[] = sprintf('client name %s (%s): known only at run time', $name['text'], $call);
+            }
+        }
+        $names = array_values(array_unique($names));
         sort($names);
 
         return $names;
     }
 
-    /** false: no WithinDeadline; null: without argument ($timeout − margin); float: its seconds. */
-    private static function withinDeadline(string $source): false|null|float
+    /**
+     * The first WithinDeadline middleware the job makes: [seconds as in the constructor doc,
+     * whether it is the route class, whether that one runs on its own 30 s default].
+     *
+     * @return array{0: false|null|float, 1: bool, 2: bool}
+     */
+    private static function withinDeadline(PhpSource $source, array &$unchecked): array
     {
-        if (! preg_match('/WithinDeadline\(\s*([0-9.]*)\s*[,)]/', $source, $m)) {
-            return false;
+        foreach ([self::QUEUE_DEADLINE => false, self::ROUTE_DEADLINE => true] as $class => $route) {
+            foreach ($source->news($class) as $arguments) {
+                $seconds = PhpSource::argument($arguments, 0, 'seconds');
+                [$known, $value] = $seconds === null ? [true, null] : $source->value($seconds);
+                if (! $known || ($value !== null && ! is_numeric($value))) {
+                    $unchecked[] = sprintf('WithinDeadline seconds %s: known only at run time, HTTP time not checked', $seconds['text']);
+
+                    return [INF, $route, false];
+                }
+                if ($value === null) {
+                    return $route ? [self::ROUTE_DEFAULT, true, true] : [null, false, false];
+                }
+
+                return [(float) $value, $route, false];
+            }
         }
 
-        return $m[1] === '' ? null : (float) $m[1];
+        return [false, false, false];
     }
 
     /** @return array{0: 'none'|'fixed'|'jittered', 1: list<int|string>} */

@@ -9,10 +9,12 @@ namespace Resilient\Laravel\Console\Check;
  *   (past `$timeout` the worker kills the job mid-write; past `retry_after` another worker
  *   takes the same job while the first still runs);
  * - one retry owner: a client making several attempts inside a job that is itself tried several
- *   times multiplies the calls the upstream receives;
+ *   times multiplies the calls the upstream receives (a job with `retryUntil()` is tried until
+ *   then, whatever its `$tries`: Laravel's worker reads only the one);
  * - jitter: a fixed backoff brings every job that failed together back at the same second;
  * - job funnel: a Queue\\Funnel middleware whose name config cannot turn into a funnel (none
- *   defined, a client's on Redis or learned) would throw at every run of the job.
+ *   defined, a client's on Redis or learned, a `funnels` entry a Funnel refuses) would throw at
+ *   every run of the job.
  */
 final class Rules
 {
@@ -81,18 +83,25 @@ final class Rules
             }
             $limits[] = ClientLimits::of($name, $this->clients[$name]);
         }
-        if ($limits !== []) {
+        // A WithinDeadline whose seconds are known only at run time (INF): listed as not checked.
+        if ($limits !== [] && $job->withinDeadline !== INF) {
             $http = array_sum(array_map(fn (ClientLimits $l) => $l->worstCase, $limits));
             $bound = $job->withinDeadline === null
                 ? $timeout - ($this->deadlineMargin ?? max(1.0, $timeout / 10))
                 : (is_float($job->withinDeadline) ? $job->withinDeadline : INF);
             if (min($http, $bound) >= $timeout) {
+                // The route middleware knows no $timeout: say so rather than "add WithinDeadline".
+                $route = $job->routeDeadline && $bound <= $http;
                 $found[] = new Finding(Finding::NESTING, $job->class, sprintf(
-                    'HTTP may take %gs (%s) >= %s: the worker kills the job before the client gives up; '
-                    . 'lower the deadline or add new WithinDeadline() to middleware()',
+                    'HTTP may take %gs (%s) >= %s: the worker kills the job before the client gives up; %s',
                     min($http, $bound),
-                    implode(' + ', array_map(fn (ClientLimits $l) => $l->describe(), $limits)),
+                    $route
+                        ? sprintf('the route middleware %s: %gs%s', JobFacts::ROUTE_DEADLINE, $bound, $job->routeDeadlineDefault ? ', its default' : '')
+                        : implode(' + ', array_map(fn (ClientLimits $l) => $l->describe(), $limits)),
                     $timeoutText,
+                    $route
+                        ? 'use ' . JobFacts::QUEUE_DEADLINE . ' (without seconds: $timeout − margin) in a job\'s middleware()'
+                        : 'lower the deadline or add new WithinDeadline() to middleware()',
                 ));
             }
         }
@@ -136,8 +145,9 @@ final class Rules
             if ($attempts > 1) {
                 $found[] = new Finding(Finding::TWO_LAYERS, $job->class, sprintf(
                     'client %s makes up to %d attempts per run × %s = %s upstream calls per dispatch; '
-                    . "let one layer own the retries ('max_attempts' => 1 for this client, or \$tries = 1)",
+                    . "let one layer own the retries ('max_attempts' => 1 for this client, or %s)",
                     $name, $attempts, $runsText, is_finite($runs) ? (string) ($attempts * $runs) : 'unbounded',
+                    $job->retryUntil ? '$tries = 1 without retryUntil()' : '$tries = 1',
                 ));
             }
         }
@@ -163,9 +173,14 @@ final class Rules
     /** @return array{0: float, 1: string} how many times the job may run (INF when unbounded) */
     private function runs(JobFacts $job): array
     {
-        if ($job->tries === 0 || ($job->tries === null && $job->retryUntil)) {
+        if ($job->retryUntil) {
+            // Laravel's worker ignores $tries when retryUntil() is set: it retries until then.
             $runs = INF;
-            $text = 'tries until retryUntil()';
+            $text = 'tries until retryUntil()' . ($job->tries !== null && $job->tries !== 0
+                ? sprintf(' ($tries %d is ignored when retryUntil() is set)', $job->tries) : '');
+        } elseif ($job->tries === 0) {
+            $runs = INF;
+            $text = 'unlimited tries ($tries = 0)';
         } else {
             $runs = (float) ($job->tries ?? 1);   // queue:work --tries defaults to 1
             $text = sprintf('%d tries', $runs);

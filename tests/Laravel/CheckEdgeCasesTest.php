@@ -1,0 +1,198 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use Resilient\Laravel\Console\CheckCommand;
+use Resilient\Tests\Harness\Run;
+use Symfony\Component\Console\Input\ArrayInput;
+use Symfony\Component\Console\Output\BufferedOutput;
+
+/**
+ * `resilient:check` on job sources written the ways real apps write them: named arguments, a
+ * class constant for the client's name, a call split over lines, the route middleware class in
+ * a job, `retryUntil()` beside `$tries`, a `check.paths` entry that is not there, a `funnels`
+ * entry no Funnel can be built from. In process, each job class in a file of its own.
+ */
+final class CheckEdgeCasesTest extends PackageTestCase
+{
+    private const CLIENTS = [
+        // No deadline, one attempt of up to 30 s: only a WithinDeadline bounds it.
+        'slow' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 30.0, 'max_attempts' => 1],
+        'erp' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 30.0, 'max_attempts' => 1, 'deadline' => 90.0],
+        'pricing' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 1.0, 'deadline' => 3.0, 'max_attempts' => 3],
+    ];
+
+    private const HEAD = "use Illuminate\\Contracts\\Queue\\ShouldQueue;\nuse Resilient\\Laravel\\Facades\\Resilient;\n"
+        . "use Resilient\\Laravel\\Queue\\JitteredBackoff;\nuse Illuminate\\Support\\Facades\\Http;\n";
+
+    public function testANamedSecondsArgumentOfWithinDeadlineIsRead(): void
+    {
+        [$exit, $json] = $this->check([
+            'NamedSeconds' => self::HEAD . "use Resilient\\Laravel\\Queue\\WithinDeadline;\n"
+                . "final class NamedSeconds implements ShouldQueue\n{\n    public \$timeout = 20;\n    public \$tries = 1;\n"
+                . "    public function middleware(): array { return [new WithinDeadline(seconds: 15)]; }\n"
+                . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",
+        ]);
+        $this->assertSame([], $json['findings'], '15 s under a 20 s timeout is right');
+        $this->assertSame(0, $exit);
+    }
+
+    /** Laravel 8's worker ignores `$tries` when `retryUntil()` is set: the job runs until then. */
+    public function testRetryUntilMakesTheRunsUnboundedWhateverTheTries(): void
+    {
+        [$exit, $json] = $this->check([
+            'UntilAnHour' => self::HEAD
+                . "final class UntilAnHour implements ShouldQueue\n{\n    public \$timeout = 30;\n    public \$tries = 1;\n"
+                . "    public function retryUntil() { return now()->addHour(); }\n"
+                . "    public function handle(): void { Resilient::client('pricing')->get('/price'); }\n}\n",
+        ]);
+        $this->assertSame(1, $exit);
+        $this->assertSame([
+            'retries in two layers: client pricing makes up to 3 attempts per run × tries until retryUntil() ($tries 1 is ignored when retryUntil() is set) = unbounded upstream calls per dispatch',
+            'fixed backoff: no backoff: a failed run is retried at once',
+        ], array_map(fn ($f) => $f['rule'] . ': ' . strstr($f['message'], ';', true), $json['findings']));
+    }
+
+    /**
+     * The route middleware class in a job's middleware() is 30 s whatever the job's timeout
+     * (it knows no $timeout); the queue one, even imported in a group, is $timeout − margin.
+     */
+    public function testTheRouteMiddlewareInAJobIsJudgedByItsOwnThirtySeconds(): void
+    {
+        [$exit, $json] = $this->check([
+            'RouteClass' => self::HEAD . "use Resilient\\Laravel\\Middleware\\WithinDeadline;\n"
+                . "final class RouteClass implements ShouldQueue\n{\n    public \$timeout = 20;\n    public \$tries = 1;\n"
+                . "    public function middleware(): array { return [new WithinDeadline()]; }\n"
+                . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",
+            'GroupImport' => "use Illuminate\\Contracts\\Queue\\ShouldQueue;\nuse Resilient\\Laravel\\Facades\\Resilient;\n"
+                . "use Resilient\\Laravel\\Queue\\{ReleaseWhenUnavailable, WithinDeadline};\n"
+                . "final class GroupImport implements ShouldQueue\n{\n    public \$timeout = 20;\n    public \$tries = 1;\n"
+                . "    public function middleware(): array { return [new ReleaseWhenUnavailable(), new WithinDeadline()]; }\n"
+                . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",
+        ]);
+        $this->assertSame(1, $exit);
+        $this->assertSame(['RouteClass'], array_map(fn ($f) => $this->short($f['job']), $json['findings']), json_encode($json));
+        $this->assertStringStartsWith('HTTP may take 30s (the route middleware Resilient\\Laravel\\Middleware\\WithinDeadline: 30s, its default) >= $timeout 20s', $json['findings'][0]['message']);
+        $this->assertStringContainsString('use Resilient\\Laravel\\Queue\\WithinDeadline', $json['findings'][0]['message']);
+    }
+
+    /**
+     * A client named by a constant of the class, or by a named argument over several lines, is
+     * checked; a name only known at run time is listed as not checked instead of passing.
+     */
+    public function testClientNamesFromConstantsAndNamedArgumentsAreChecked(): void
+    {
+        [$exit, $json] = $this->check([
+            'ConstName' => self::HEAD
+                . "final class ConstName implements ShouldQueue\n{\n    private const UPSTREAM = 'erp';\n    public \$timeout = 60;\n    public \$tries = 1;\n"
+                . "    public function handle(): void { Resilient::client(self::UPSTREAM)->get('/orders'); }\n}\n",
+            'NamedOverLines' => self::HEAD
+                . "final class NamedOverLines implements ShouldQueue\n{\n    public \$timeout = 60;\n    public \$tries = 1;\n"
+                . "    public function handle(): void\n    {\n        Http::withToken('x')\n            ->resilient(name: 'erp')\n            ->get('/orders');\n    }\n}\n",
+            'AtRunTime' => self::HEAD
+                . "final class AtRunTime implements ShouldQueue\n{\n    public \$timeout = 60;\n    public \$tries = 1;\n    public string \$upstream = 'erp';\n"
+                . "    public function handle(): void { Resilient::client(\$this->upstream)->get('/orders'); }\n}\n",
+        ]);
+        $this->assertSame(1, $exit);
+        $found = [];
+        foreach ($json['findings'] as $f) {
+            $found[$this->short($f['job'])] = $f['rule'] . ': ' . $f['message'];
+        }
+        ksort($found);
+        $this->assertSame(['ConstName', 'NamedOverLines'], array_keys($found), json_encode($json));
+        foreach ($found as $message) {
+            $this->assertStringStartsWith('nesting: HTTP may take 90s (erp: deadline 90s) >= $timeout 60s', $message);
+        }
+        $this->assertSame([['job' => 'AtRunTime', 'what' => 'client name $this->upstream (Resilient::client()): known only at run time']],
+            array_map(fn ($u) => ['job' => $this->short($u['job'])] + $u, $json['unchecked']));
+    }
+
+    /** A `check.paths` entry that is not a directory is an error, not "no jobs": CI must not pass. */
+    public function testAMissingPathIsAnError(): void
+    {
+        $missing = Run::dir() . '/no-such-jobs';
+        $this->boot(['clients' => self::CLIENTS, 'check' => ['paths' => [$missing]]]);
+        [$exit, $out] = $this->artisan(['--json' => true]);
+        $this->assertSame(2, $exit, $out);
+        $json = json_decode($out, true);
+        $this->assertFalse($json['ok']);
+        $this->assertSame(["resilient.check.paths: $missing is not a directory"], $json['errors']);
+
+        [$exit, $out] = $this->artisan([]);
+        $this->assertSame(2, $exit, $out);
+        $this->assertStringContainsString("resilient.check.paths: $missing is not a directory", $out);
+        $this->assertStringNotContainsString('No queued job classes', $out);
+    }
+
+    /** A negative `queue.deadline_margin` would put WithinDeadline() past the job's timeout: refused. */
+    public function testANegativeDeadlineMarginIsAnError(): void
+    {
+        [$exit, $json] = $this->check([], ['queue' => ['deadline_margin' => -5]]);
+        $this->assertSame(2, $exit, json_encode($json));
+        $this->assertSame(["resilient.queue.deadline_margin: -5 is negative: WithinDeadline() would outlast the job's timeout"], $json['errors']);
+    }
+
+    /** A `funnels` entry that throws at every run fails the jobs using it, naming the entry. */
+    public function testAJobFunnelWhoseEntryCannotBeBuiltIsAFinding(): void
+    {
+        [$w, $r, $n] = [Run::name('fw'), Run::name('fr'), Run::name('fn')];
+        $job = fn (string $class, string $name) => self::HEAD . "use Resilient\\Laravel\\Queue\\Funnel;\nuse Resilient\\Laravel\\Queue\\WithinDeadline;\n"
+            . "final class $class implements ShouldQueue\n{\n    use JitteredBackoff;\n    public \$timeout = 20;\n    public \$tries = 3;\n"
+            . "    public function middleware(): array { return [new Funnel('$name'), new WithinDeadline()]; }\n"
+            . "    public function handle(): void { }\n}\n";
+        [$exit, $json] = $this->check(
+            ['WaitKey' => $job('WaitKey', $w), 'ReserveAll' => $job('ReserveAll', $r), 'NoLimit' => $job('NoLimit', $n)],
+            ['funnels' => [
+                $w => ['limit' => 3, 'reserve' => 1, 'wait' => 0.05],
+                $r => ['limit' => 2, 'reserve' => 2],
+                $n => ['reserve' => 1],
+            ]],
+        );
+        $this->assertSame(1, $exit);
+        $found = [];
+        foreach ($json['findings'] as $f) {
+            $found[$this->short($f['job'])] = $f['rule'] . ': ' . $f['message'];
+        }
+        ksort($found);
+        $this->assertSame([
+            'NoLimit' => "job funnel: new Funnel('$n') fails at every run: resilient.funnels.$n: 'limit' is required",
+            'ReserveAll' => "job funnel: new Funnel('$r') fails at every run: resilient.funnels.$r: reserve: must be between 0 and limit - 1 (1), got 2",
+            'WaitKey' => "job funnel: new Funnel('$w') fails at every run: resilient.funnels.$w: unknown key 'wait' (a Funnel takes limit, reserve, lease, share)",
+        ], $found);
+    }
+
+    /** @return array{0: int, 1: array} exit code and the --json output */
+    private function check(array $jobs, array $resilient = []): array
+    {
+        $dir = Run::tempDir('check-edge');
+        $namespace = 'CheckEdge' . bin2hex(random_bytes(4));
+        foreach ($jobs as $class => $source) {
+            file_put_contents("$dir/$class.php", "<?php\n\nnamespace $namespace;\n\n$source");
+            require "$dir/$class.php";
+        }
+        $this->boot($resilient + ['clients' => self::CLIENTS, 'check' => ['paths' => [$dir]]]);
+        [$exit, $out] = $this->artisan(['--json' => true]);
+
+        return [$exit, json_decode($out, true) ?? $this->fail($out)];
+    }
+
+    /** @return array{0: int, 1: string} */
+    private function artisan(array $input): array
+    {
+        $command = new CheckCommand();
+        $command->setLaravel($this->app);
+        $output = new BufferedOutput();
+        $exit = $command->run(new ArrayInput($input), $output);
+
+        return [$exit, $output->fetch()];
+    }
+
+    private function short(string $class): string
+    {
+        return substr($class, strrpos($class, '\\') + 1);
+    }
+}

@@ -1,0 +1,116 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use Resilient\Laravel\Facades\Resilient;
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+
+/**
+ * config/resilient.php as apps write it, mistakes included: a null (an unset env()) inside an
+ * option section, an entry that is not an array, a bad option, a `funnels` entry no Funnel can be
+ * built from. Each error names the config key to fix.
+ */
+final class ConfigEdgeCasesTest extends PackageTestCase
+{
+    /** A null inside `funnel`, `budget` or `headers` is "not set", as at the top level (README). */
+    public function testANullInsideAnOptionSectionMeansNotSet(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('cfg-nested-null', ['max_attempts' => 1]);
+        $this->up->script($key, [['status' => 200]]);
+        $this->boot(['clients' => [$name => $client + [
+            'funnel' => ['limit' => 4, 'reserve' => env('RESILIENT_TEST_UNSET_RESERVE')],
+            'budget' => ['ratio' => null, 'floor' => 2],
+            'headers' => ['X-Api-Key' => env('RESILIENT_TEST_UNSET_KEY'), 'X-App' => 'a'],
+        ]]]);
+
+        $config = Resilient::clientConfig($name);
+        $this->assertSame(['limit' => 4], $config['funnel']);
+        $this->assertSame(['floor' => 2], $config['budget']);
+        $this->assertSame(['X-App' => 'a'], $config['headers']);
+        $this->assertSame(200, Resilient::client($name)->get('/x')->status());
+        $this->assertSame(0, Resilient::funnel($name)->reserve());
+        $this->assertSame(2, Resilient::budget($name)->stats()['floor']);
+    }
+
+    /** The extension's message names the option; the package adds which client's entry holds it. */
+    public function testABadOptionNamesTheClientsEntry(): void
+    {
+        $name = Run::name('cfg-bad');
+        $this->boot(['clients' => [$name => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 'abc']]]);
+        try {
+            Resilient::client($name);
+            $this->fail('a bad timeout must throw');
+        } catch (\TypeError $e) {
+            $this->assertSame("resilient.clients.$name: option 'timeout' must be of type float, string given", $e->getMessage());
+            $this->assertInstanceOf(\TypeError::class, $e->getPrevious());
+        }
+
+        $this->boot(['clients' => [$name => ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 0]]]);
+        $this->expectException(\ValueError::class);
+        $this->expectExceptionMessage("resilient.clients.$name: option 'max_attempts': must be an integer between 1 and 100, got 0");
+        Resilient::client($name);
+    }
+
+    public function testAClientEntryThatIsNotAnArrayIsAClearError(): void
+    {
+        $this->boot(['clients' => ['nothing' => null, 'url' => 'https://api.example']]);
+        foreach (['nothing' => 'null', 'url' => 'string'] as $name => $type) {
+            try {
+                Resilient::client($name);
+                $this->fail("clients.$name must be refused");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertSame("resilient.clients.$name: must be an array of client options, got $type", $e->getMessage());
+            }
+        }
+    }
+
+    /** Resilient::funnel() of a `funnels` entry that cannot build a Funnel names the entry. */
+    public function testAFunnelEntryThatCannotBeBuiltNamesTheEntry(): void
+    {
+        [$w, $r, $n] = [Run::name('cw'), Run::name('cr'), Run::name('cn')];
+        $this->boot(['funnels' => [
+            $w => ['limit' => 3, 'reserve' => 1, 'wait' => 0.05],
+            $r => ['limit' => 2, 'reserve' => 2],
+            $n => ['reserve' => 1],
+        ]]);
+        foreach ([
+            $w => "funnels.$w: unknown key 'wait' (a Funnel takes limit, reserve, lease, share)",
+            $r => "funnels.$r: reserve: must be between 0 and limit - 1 (1), got 2",
+            $n => "funnels.$n: 'limit' is required",
+        ] as $name => $message) {
+            try {
+                Resilient::funnel($name);
+                $this->fail("funnels.$name must be refused");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertSame("resilient.$message", $e->getMessage());
+            }
+        }
+    }
+
+    /** Without the extension, Resilient::within() says how to install it, as Resilient::client() does. */
+    public function testWithinWithoutTheExtensionSaysHowToInstallIt(): void
+    {
+        $code = <<<'PHP'
+            require '/usr/share/php/Illuminate/autoload.php';
+            require getcwd() . '/php/autoload.php';
+            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
+            $app->instance('config', new Illuminate\Config\Repository(['resilient' => []]));
+            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
+            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+            $app->boot();
+            try {
+                Resilient\Laravel\Facades\Resilient::within(1.0, fn () => 'ran');
+            } catch (Throwable $e) {
+                echo get_class($e), ': ', $e->getMessage(), "\n";
+            }
+            PHP;
+        $result = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $this->assertStringStartsWith('RuntimeException: resilient/laravel needs the resilient PHP extension (ext-resilient ^0.1), but it is not loaded', $result->stdout, $result->describe());
+        $this->assertStringContainsString('make install', $result->stdout);
+    }
+}

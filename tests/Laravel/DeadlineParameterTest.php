@@ -1,0 +1,70 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use Illuminate\Http\Request;
+use Resilient\Deadline;
+use Resilient\Laravel\Middleware\WithinDeadline;
+
+/**
+ * `->middleware('resilient.deadline:<seconds>')` through Laravel's router: a parameter that is
+ * not a positive number of seconds is refused by name, never read as a 0 s (or other) deadline.
+ */
+final class DeadlineParameterTest extends PackageTestCase
+{
+    public function testAGoodParameterScopesTheRequest(): void
+    {
+        $remaining = $this->request('0.9');
+        $this->assertGreaterThan(0.5, $remaining);
+        $this->assertLessThanOrEqual(0.9, $remaining);
+    }
+
+    public function testABadParameterIsRefusedByName(): void
+    {
+        foreach ([
+            '0,9' => "resilient.deadline:0,9: one parameter, the seconds, got 2 ('0', '9'): Laravel splits middleware parameters on commas, write 0.9 with a dot",
+            'abc' => "resilient.deadline:abc: the parameter must be the deadline in seconds, a finite number above 0 (e.g. resilient.deadline:0.9), got 'abc'",
+            '' => "resilient.deadline:: the parameter must be the deadline in seconds, a finite number above 0 (e.g. resilient.deadline:0.9), got ''",
+            'INF' => "got 'INF'",
+            '1e999' => "got '1e999'",
+            '0' => "got '0'",
+            '-1' => "got '-1'",
+            '1.5s' => "got '1.5s'",
+        ] as $parameter => $message) {
+            try {
+                $seen = $this->request((string) $parameter);
+                $this->fail("resilient.deadline:$parameter ran the request with a deadline of " . var_export($seen, true));
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString($message, $e->getMessage(), (string) $parameter);
+                $this->assertStringStartsWith('resilient: route middleware resilient.deadline:', $e->getMessage());
+            }
+        }
+    }
+
+    /** As job middleware (seconds from the constructor) the same rule holds, at construction. */
+    public function testBadSecondsForTheConstructorAreRefused(): void
+    {
+        $this->assertGreaterThan(59.0, (new WithinDeadline(60))->handle('job', fn () => Deadline::remaining()));
+        foreach ([0.0, -1.0, INF, NAN] as $seconds) {
+            try {
+                new WithinDeadline($seconds);
+                $this->fail("WithinDeadline($seconds) must be refused");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString('a finite number above 0', $e->getMessage());
+            }
+        }
+    }
+
+    private function request(string $parameter): mixed
+    {
+        $this->boot([]);
+        $router = $this->app['router'];
+        $router->get('/deadline', fn () => json_encode(Deadline::remaining()))->middleware("resilient.deadline:$parameter");
+
+        return json_decode($router->dispatch(Request::create('/deadline'))->getContent());
+    }
+}

@@ -1,0 +1,149 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use Illuminate\Support\Facades\Http;
+use Resilient\Laravel\Facades\Resilient;
+use Resilient\Laravel\Testing\RecordedRequest;
+use Resilient\Response;
+use Resilient\Tests\Harness\PhpProcess;
+
+/**
+ * `Resilient::fake()` refuses what the real client refuses, with the same exception: a test that
+ * passes under the fake must not hide a call that throws in production. Nothing here is sent:
+ * the real client throws before sending too (measured at the upstream).
+ */
+final class FakeValidationTest extends PackageTestCase
+{
+    /** @return array<string, \Closure(object): mixed> calls the real client refuses */
+    private static function mistakes(): array
+    {
+        return [
+            'a misspelt option' => fn ($c) => $c->get('/echo', null, ['timout' => 3]),
+            'a $json argument beside option json' => fn ($c) => $c->post('/echo', ['a' => 1], ['json' => ['b' => 2]]),
+            'a $json argument beside option form' => fn ($c) => $c->put('/echo', ['a' => 1], ['form' => ['b' => 2]]),
+            'not a method' => fn ($c) => $c->request('FETCH ME', '/echo'),
+            'CONNECT' => fn ($c) => $c->request('connect', '/echo'),
+            'headers as a string' => fn ($c) => $c->get('/echo', null, ['headers' => 'X-A: b']),
+            'a line break in a header' => fn ($c) => $c->get('/echo', null, ['headers' => ['X-A' => "a\r\nX-B: c"]]),
+            'a timeout that is no number' => fn ($c) => $c->get('/echo', null, ['timeout' => 'abc']),
+            'option query as a string beside a $query argument' => fn ($c) => $c->get('/echo', ['a' => 1], ['query' => 'b=2']),
+            'verify as a number' => fn ($c) => $c->delete('/echo', null, ['verify' => 123]),
+            'a URL of another scheme' => fn ($c) => $c->get('ftp://example.com/x'),
+            'a pool item without a path' => fn ($c) => $c->pool(['a' => ['GET']]),
+            'a pool item with named keys' => fn ($c) => $c->pool(['a' => ['method' => 'GET', 'path' => '/x']]),
+            'a pool item with options that are no array' => fn ($c) => $c->pool(['a' => ['GET', '/x', 'nope']]),
+            'a pool item of four' => fn ($c) => $c->pool([['GET', '/x', null, 1]]),
+            'a pool item with a bad method, after a good one' => fn ($c) => $c->pool(['ok' => ['GET', '/x'], 'b' => ['FETCH ME', '/x']]),
+            'a pool item with a misspelt option' => fn ($c) => $c->pool(['a' => ['GET', '/x', ['timout' => 1]]]),
+            'a pool item with a URL too long' => fn ($c) => $c->pool(['long' => ['GET', '/x', ['query' => ['q' => str_repeat('a', 70_000)]]]]),
+            'a pool concurrency of 0' => fn ($c) => $c->pool([['GET', '/x']], 0),
+        ];
+    }
+
+    public function testTheFakeRefusesWhatTheRealClientRefusesWithTheSameException(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-validate', ['max_attempts' => 1]);
+        $this->boot(['clients' => [$name => $client]]);
+        $real = [];
+        foreach (self::mistakes() as $what => $call) {
+            $real[$what] = self::thrown(fn () => $call(Resilient::client($name)));
+        }
+        Resilient::fake([$name => Response::fake(200, 'fake')]);
+        foreach (self::mistakes() as $what => $call) {
+            $this->assertNotSame('returned', $real[$what], "the real client accepted: $what");
+            $this->assertSame($real[$what], self::thrown(fn () => $call(Resilient::client($name))), $what);
+        }
+        Resilient::assertNothingSent();
+        $this->assertSame([], $this->up->attempts($key, 0, 200), 'nothing was sent');
+
+        // What the real client accepts is answered from the script, as before.
+        $this->assertSame('fake', Resilient::client($name)->get('/echo', ['a' => 1], ['query' => ['b' => 2]])->body());
+        $this->assertSame('fake', Resilient::client($name)->post('/echo', [], ['json' => ['b' => 2]])->body());
+        $this->assertSame('fake', Resilient::client($name)->request(' patch ', '/echo', ['form' => ['c' => 3]])->body());
+        $this->assertSame(['ok'], array_keys(Resilient::client($name)->pool(['ok' => ['GET', '/x', null]])));
+        Resilient::assertSent(fn (RecordedRequest $r) => $r->method() === 'GET' && $r->query() === ['a' => 1, 'b' => 2]);
+        Resilient::assertSent(fn (RecordedRequest $r) => $r->method() === 'PATCH' && $r->data() === ['c' => 3]);
+        Resilient::assertSentCount(4);
+    }
+
+    /** Through `Http::resilient()` too: the bridge sends through the fake, which checks the call. */
+    public function testTheBridgeUnderTheFakeRefusesAnOptionValueTheRealClientRefuses(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-validate-bridge', ['max_attempts' => 1]);
+        $this->boot(['clients' => [$name => $client]]);
+        $call = fn () => Http::resilient($name)->withOptions(['verify' => 123])->get('/echo');
+        $real = self::thrown($call);
+        Resilient::fake();
+        $this->assertStringStartsWith('TypeError: ', $real);
+        $this->assertSame($real, self::thrown($call));
+        Resilient::assertNothingSent();
+        $this->assertSame([], $this->up->attempts($key, 0, 200));
+    }
+
+    /** A client whose config the extension refuses throws under the fake as in production. */
+    public function testAClientWhoseConfigIsRefusedThrowsUnderTheFakeToo(): void
+    {
+        [$name, , $client] = $this->upstreamClient('fake-validate-config', ['timeout' => 'abc']);
+        $this->boot(['clients' => [$name => $client]]);
+        $real = self::thrown(fn () => Resilient::client($name));
+        $this->assertStringContainsString("resilient.clients.$name: ", $real);
+        Resilient::fake([$name => Response::fake(200)]);
+        $this->assertSame($real, self::thrown(fn () => Resilient::client($name)->get('/x')));
+        Resilient::assertNothingSent();
+    }
+
+    /** A name only faked (no config) has its method and options checked; any path is taken. */
+    public function testANameWithoutConfigHasItsCallChecked(): void
+    {
+        $this->boot([]);
+        Resilient::fake();
+        $this->assertSame(200, Resilient::client('only-faked')->get('relative/path', ['a' => 1])->status());
+        $this->assertStringStartsWith(
+            "ValueError: option 'timout': unknown option",
+            self::thrown(fn () => Resilient::client('only-faked')->get('/x', null, ['timout' => 3])),
+        );
+        $this->assertSame(
+            "ValueError: option 'method': is not a valid HTTP method",
+            self::thrown(fn () => Resilient::client('only-faked')->request('FETCH ME', '/x')),
+        );
+        Resilient::assertSentCount(1);
+    }
+
+    /** Without the extension nothing checks the call (its scripted answer comes back as before). */
+    public function testWithoutTheExtensionTheFakeDoesNotCheck(): void
+    {
+        $code = <<<'PHP'
+            require '/usr/share/php/Illuminate/autoload.php';
+            require getcwd() . '/php/autoload.php';
+            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
+            $app->instance('config', new Illuminate\Config\Repository(['resilient' => []]));
+            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
+            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+            Resilient\Laravel\Facades\Resilient::fake(['x' => new LogicException('scripted')]);
+            try {
+                Resilient\Laravel\Facades\Resilient::client('x')->get('/x', null, ['timout' => 3]);
+            } catch (Throwable $e) {
+                echo get_class($e), ': ', $e->getMessage(), "\n";
+            }
+            PHP;
+        $result = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so'])->wait(20);
+        $this->assertSame("LogicException: scripted\n", $result->stdout, $result->describe());
+    }
+
+    /** "Class: message" of what $call throws, or 'returned'. */
+    private static function thrown(\Closure $call): string
+    {
+        try {
+            $call();
+
+            return 'returned';
+        } catch (\Throwable $e) {
+            return get_class($e) . ': ' . $e->getMessage();
+        }
+    }
+}

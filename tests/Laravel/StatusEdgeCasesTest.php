@@ -1,0 +1,99 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use Resilient\Laravel\Console\StatusCommand;
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Symfony\Component\Console\Input\ArrayInput;
+use Symfony\Component\Console\Output\BufferedOutput;
+
+/**
+ * `resilient:status` when what it would show is not what runs: a funnel entry that throws at
+ * every use, and a segment this process cannot use (its counters are then its own, not the host's).
+ */
+final class StatusEdgeCasesTest extends PackageTestCase
+{
+    /** Each of these throws at every Resilient::funnel() / Queue\Funnel: status says so, naming the entry. */
+    public function testAFunnelEntryThatCannotBeBuiltIsTrouble(): void
+    {
+        [$w, $r, $n, $c] = [Run::name('sw'), Run::name('sr'), Run::name('sn'), Run::name('sc')];
+        $this->boot([
+            'funnels' => [
+                $w => ['limit' => 3, 'reserve' => 1, 'wait' => 0.05],
+                $r => ['limit' => 2, 'reserve' => 2],
+                $n => ['reserve' => 1],
+            ],
+            // A fixed funnel whose limit is an unset env(): not a learned one.
+            'clients' => [$c => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => null, 'reserve' => 1]]],
+        ]);
+        [$exit, $out] = $this->status(['--json' => true]);
+        $this->assertSame(1, $exit, $out);
+        $names = json_decode($out, true)['names'];
+        $this->assertSame(["resilient.funnels.$w: unknown key 'wait' (a Funnel takes limit, reserve, lease, share)"], $names[$w]['trouble']);
+        $this->assertSame(["resilient.funnels.$r: reserve: must be between 0 and limit - 1 (1), got 2"], $names[$r]['trouble']);
+        $this->assertSame(["resilient.funnels.$n: 'limit' is required"], $names[$n]['trouble']);
+        $this->assertSame(["resilient.clients.$c.funnel: 'limit' is required"], $names[$c]['trouble'], $out);
+        $this->assertArrayNotHasKey('limit', $names[$c]['funnel'], 'not shown as a learned (auto) funnel');
+    }
+
+    /**
+     * With the segment unusable (a directory that does not exist, a file it refuses) every
+     * process counts alone: the numbers are this process's own, so status must not say "ok".
+     */
+    public function testAnUnusableSegmentIsSaidAndExitsTwo(): void
+    {
+        $code = <<<'PHP'
+            require '/usr/share/php/Illuminate/autoload.php';
+            require getcwd() . '/php/autoload.php';
+            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
+            $app->instance('config', new Illuminate\Config\Repository(['resilient' => [
+                'funnels' => ['sap' => ['limit' => 3, 'reserve' => 1]],
+                'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9']],
+            ]]));
+            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
+            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+            $app->boot();
+            foreach ([['--json' => true], []] as $input) {
+                $command = new Resilient\Laravel\Console\StatusCommand();
+                $command->setLaravel($app);
+                $out = new Symfony\Component\Console\Output\BufferedOutput();
+                $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput($input), $out);
+                echo "exit $exit\n", $out->fetch(), "\n";
+            }
+            PHP;
+        $corrupt = Run::shmPath('status-corrupt');   // the run's cleanup removes it
+        file_put_contents($corrupt, str_repeat('x', 4096));
+        chmod($corrupt, 0600);
+        foreach (['/nonexistent/dir/x.shm' => 'cannot create', $corrupt => $corrupt] as $path => $why) {
+            $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => $path], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+            [$json, $text] = explode("exit ", substr($result->stdout, strlen('exit ')), 2) + [1 => ''];
+            $this->assertStringStartsWith('2', $json, $result->describe());
+            $data = json_decode(substr($json, 2), true);
+            $this->assertFalse($data['ok'], $json);
+            $this->assertStringContainsString($why, $data['degraded']);
+            foreach (['sap', 's'] as $name) {
+                $this->assertContains("degraded: this process's own counters, not the host's", $data['names'][$name]['trouble']);
+            }
+            $this->assertStringStartsWith('2', $text, $result->describe());
+            $this->assertStringContainsString("segment unusable: shared memory segment $path", $text);
+            $this->assertStringContainsString('this process\'s own counters, not the host\'s', $text);
+            $this->assertDoesNotMatchRegularExpression('/\|\s*ok\s*\|/', $text);
+        }
+    }
+
+    /** @return array{0: int, 1: string} */
+    private function status(array $input): array
+    {
+        $command = new StatusCommand();
+        $command->setLaravel($this->app);
+        $output = new BufferedOutput();
+        $exit = $command->run(new ArrayInput($input), $output);
+
+        return [$exit, $output->fetch()];
+    }
+}
