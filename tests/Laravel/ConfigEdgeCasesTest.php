@@ -95,13 +95,7 @@ final class ConfigEdgeCasesTest extends PackageTestCase
     /** Without the extension, Resilient::within() says how to install it, as Resilient::client() does. */
     public function testWithinWithoutTheExtensionSaysHowToInstallIt(): void
     {
-        $code = <<<'PHP'
-            require '/usr/share/php/Illuminate/autoload.php';
-            require getcwd() . '/php/autoload.php';
-            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
-            $app->instance('config', new Illuminate\Config\Repository(['resilient' => []]));
-            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
-            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+        $code = self::childApp([]) . <<<'PHP'
             $app->boot();
             try {
                 Resilient\Laravel\Facades\Resilient::within(1.0, fn () => 'ran');

@@ -181,13 +181,7 @@ final class ConfigTest extends PackageTestCase
 
     public function testWithoutTheExtensionAWebBootFailsSayingHowToInstallAndTheConsoleFailsAtFirstUse(): void
     {
-        $code = <<<'PHP'
-            require '/usr/share/php/Illuminate/autoload.php';
-            require getcwd() . '/php/autoload.php';
-            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
-            $app->instance('config', new Illuminate\Config\Repository(['resilient' => ['clients' => ['s' => []]]]));
-            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
-            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+        $code = self::childApp(['clients' => ['s' => []]]) . <<<'PHP'
             try {
                 $app->boot();
                 echo "booted\n";
@@ -217,13 +211,7 @@ final class ConfigTest extends PackageTestCase
     /** Without the extension, resilient:status says how to install it (not "class not found"). */
     public function testStatusWithoutTheExtensionSaysSo(): void
     {
-        $code = <<<'PHP'
-            require '/usr/share/php/Illuminate/autoload.php';
-            require getcwd() . '/php/autoload.php';
-            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
-            $app->instance('config', new Illuminate\Config\Repository(['resilient' => ['clients' => ['s' => ['funnel' => ['limit' => 2]]]]]));
-            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
-            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+        $code = self::childApp(['clients' => ['s' => ['funnel' => ['limit' => 2]]]]) . <<<'PHP'
             $app->boot();
             foreach ([['--json' => true], ['--prometheus' => true]] as $input) {
                 $command = new Resilient\Laravel\Console\StatusCommand();

@@ -117,13 +117,7 @@ final class FakeValidationTest extends PackageTestCase
     /** Without the extension nothing checks the call (its scripted answer comes back as before). */
     public function testWithoutTheExtensionTheFakeDoesNotCheck(): void
     {
-        $code = <<<'PHP'
-            require '/usr/share/php/Illuminate/autoload.php';
-            require getcwd() . '/php/autoload.php';
-            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
-            $app->instance('config', new Illuminate\Config\Repository(['resilient' => []]));
-            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
-            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+        $code = self::childApp([]) . <<<'PHP'
             Resilient\Laravel\Facades\Resilient::fake(['x' => new LogicException('scripted')]);
             try {
                 Resilient\Laravel\Facades\Resilient::client('x')->get('/x', null, ['timout' => 3]);

@@ -94,13 +94,7 @@ final class QueueEdgeCasesTest extends PackageTestCase
     /** Without the extension the queue middleware says how to install it, as Resilient::client() does. */
     public function testWithoutTheExtensionTheQueueMiddlewareSaysHowToInstallIt(): void
     {
-        $code = <<<'PHP'
-            require '/usr/share/php/Illuminate/autoload.php';
-            require getcwd() . '/php/autoload.php';
-            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
-            $app->instance('config', new Illuminate\Config\Repository(['resilient' => ['funnels' => ['sap' => ['limit' => 2]]]]));
-            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
-            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+        $code = self::childApp(['funnels' => ['sap' => ['limit' => 2]]]) . <<<'PHP'
             $app->boot();
             $job = new class () {
                 public $timeout = 20;

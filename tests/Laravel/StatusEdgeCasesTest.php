@@ -47,16 +47,10 @@ final class StatusEdgeCasesTest extends PackageTestCase
      */
     public function testAnUnusableSegmentIsSaidAndExitsTwo(): void
     {
-        $code = <<<'PHP'
-            require '/usr/share/php/Illuminate/autoload.php';
-            require getcwd() . '/php/autoload.php';
-            $app = new Illuminate\Foundation\Application(sys_get_temp_dir());
-            $app->instance('config', new Illuminate\Config\Repository(['resilient' => [
-                'funnels' => ['sap' => ['limit' => 3, 'reserve' => 1]],
-                'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9']],
-            ]]));
-            Illuminate\Support\Facades\Facade::setFacadeApplication($app);
-            $app->register(Resilient\Laravel\ResilientServiceProvider::class);
+        $code = self::childApp([
+            'funnels' => ['sap' => ['limit' => 3, 'reserve' => 1]],
+            'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9']],
+        ]) . <<<'PHP'
             $app->boot();
             foreach ([['--json' => true], []] as $input) {
                 $command = new Resilient\Laravel\Console\StatusCommand();

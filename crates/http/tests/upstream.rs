@@ -377,9 +377,9 @@ fn the_reqwest_transport_follows_the_same_rules() {
     assert!(started.elapsed() < Duration::from_millis(400));
 }
 
-#[test]
-fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
-    // A raw server: the mock upstream cannot send Latin-1 header bytes.
+/// A raw server for one request, answering `answer` byte for byte (what the mock upstream
+/// cannot send): its port, and the thread to join.
+fn answer_once(answer: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = std::thread::spawn(move || {
@@ -387,10 +387,17 @@ fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
         let (mut socket, _) = listener.accept().unwrap();
         let mut buf = [0u8; 4096];
         let _ = socket.read(&mut buf).unwrap();
-        socket
-            .write_all(b"HTTP/1.1 200 OK\r\nX-Latin: caf\xe9\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-            .unwrap();
+        let _ = socket.write_all(&answer);
     });
+    (port, server)
+}
+
+#[test]
+fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
+    let (port, server) = answer_once(
+        b"HTTP/1.1 200 OK\r\nX-Latin: caf\xe9\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+            .to_vec(),
+    );
     let io = process_io().unwrap();
     let c = real_client(
         &json!({"base_url": format!("http://127.0.0.1:{port}")}),
@@ -407,20 +414,12 @@ fn response_header_bytes_that_are_not_utf8_are_kept_as_received() {
 /// fails the attempt as `other` (docs/http-limits.md), not as a closed connection.
 #[test]
 fn too_many_response_headers_are_an_other_failure_on_the_reqwest_transport() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let server = std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        let (mut socket, _) = listener.accept().unwrap();
-        let mut buf = [0u8; 4096];
-        let _ = socket.read(&mut buf).unwrap();
-        let mut answer = String::from("HTTP/1.1 200 OK\r\n");
-        for i in 0..150 {
-            answer.push_str(&format!("X-H{i}: v\r\n"));
-        }
-        answer.push_str("Content-Length: 2\r\nConnection: close\r\n\r\nok");
-        let _ = socket.write_all(answer.as_bytes());
-    });
+    let mut answer = String::from("HTTP/1.1 200 OK\r\n");
+    for i in 0..150 {
+        answer.push_str(&format!("X-H{i}: v\r\n"));
+    }
+    answer.push_str("Content-Length: 2\r\nConnection: close\r\n\r\nok");
+    let (port, server) = answer_once(answer.into_bytes());
     let c = real_client(
         &json!({"base_url": format!("http://127.0.0.1:{port}"), "max_attempts": 1}),
         Arc::new(resilient_http::ReqwestTransport::new()),

@@ -54,6 +54,26 @@ abstract class PackageTestCase extends TestCase
     }
 
     /** Boots an app whose config/resilient.php is the package's merged with $resilient. */
+    /**
+     * The start of a child PHP script (for a process run without the extension, or with another
+     * ini): Laravel's and the package's autoloaders, an Application with `$resilient` as the
+     * package's config, the facades bound and the provider registered, not booted.
+     */
+    protected static function childApp(array $resilient): string
+    {
+        $config = var_export(['resilient' => $resilient], true);
+
+        return <<<PHP
+            require '/usr/share/php/Illuminate/autoload.php';
+            require getcwd() . '/php/autoload.php';
+            \$app = new Illuminate\\Foundation\\Application(sys_get_temp_dir());
+            \$app->instance('config', new Illuminate\\Config\\Repository($config));
+            Illuminate\\Support\\Facades\\Facade::setFacadeApplication(\$app);
+            \$app->register(Resilient\\Laravel\\ResilientServiceProvider::class);
+
+            PHP;
+    }
+
     protected function boot(array $resilient, array $more = []): Application
     {
         $this->app = new Application(Run::tempDir('laravel'));
