@@ -17,7 +17,7 @@ use resilient_core::adaptive_limit::Sample;
 
 use crate::breaker::BreakerStore;
 use crate::decision::Outcome;
-use crate::guard::{Guard, Permit, Refusal, RetryAllowance};
+use crate::guard::{Ended, Guard, Permit, Refusal, RetryAllowance};
 use crate::transport::FailureKind;
 
 /// Makes a client's funnel, retry budget and circuit breaker.
@@ -154,14 +154,15 @@ impl Guard for FunnelGuard {
     }
 
     /// A learned limit learns from every attempt it admitted.
-    fn ended(&self, outcome: Outcome, duration: Duration, now_ms: u64) {
+    fn ended(&self, end: &Ended) {
         if self.funnel.config().adaptive_bounds().is_none() {
             return;
         }
+        let (outcome, duration, now_ms) = (end.outcome, end.duration, end.now_ms);
         let sample = Sample {
             latency_us: duration.as_micros().min(u64::MAX as u128) as u64,
             drop: is_drop(outcome),
-            timed_out: outcome == Outcome::Failed(FailureKind::Timeout),
+            deadline_cut: end.cut_short && outcome == Outcome::Failed(FailureKind::Timeout),
             // Its own slot was given back just before, unless it is kept (abandoned).
             inflight: self.funnel.counted(now_ms) + u32::from(!abandoned(outcome)),
         };

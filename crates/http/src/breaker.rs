@@ -41,7 +41,7 @@ use resilient_core::{Admission, CircuitBreaker, Ticket, Transition};
 
 use crate::call_events::CallEvents;
 use crate::decision::Outcome;
-use crate::guard::{Guard, Permit, Refusal};
+use crate::guard::{Ended, Guard, Permit, Refusal};
 
 /// Where a breaker's state lives: asked to admit, told how attempts ended.
 pub trait BreakerStore: Send + Sync {
@@ -203,14 +203,15 @@ impl Guard for BreakerGuard {
         }
     }
 
-    fn ended(&self, outcome: Outcome, duration: Duration, now_ms: u64) {
+    fn ended(&self, end: &Ended) {
+        let (outcome, now_ms) = (end.outcome, end.now_ms);
         let failure = self.is_failure(outcome);
         if let Some(ticket) = self.take_ended_probe() {
             if let Some(t) = self.store.resolve(ticket, !failure, now_ms, jitter()) {
                 return self.transition(Some(t));
             }
         }
-        let started_ms = now_ms.saturating_sub(duration.as_millis() as u64);
+        let started_ms = now_ms.saturating_sub(end.duration.as_millis() as u64);
         self.transition(self.store.record(failure, started_ms, now_ms, jitter()));
     }
 }
@@ -290,11 +291,17 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
-    fn ended(status: u16, now_ms: u64) -> crate::guard::Ended {
-        crate::guard::Ended {
-            outcome: Outcome::Status(status),
-            duration: Duration::ZERO,
+    fn ended(status: u16, now_ms: u64) -> Ended {
+        took(Outcome::Status(status), Duration::ZERO, now_ms)
+    }
+
+    /// How an attempt of `duration` ended at `now_ms`, its timeout not cut by a deadline.
+    fn took(outcome: Outcome, duration: Duration, now_ms: u64) -> Ended {
+        Ended {
+            outcome,
+            duration,
             now_ms,
+            cut_short: false,
         }
     }
 
@@ -315,7 +322,7 @@ mod tests {
         ] {
             let p = g.admit(1, 10_000).unwrap();
             drop(p);
-            g.ended(o, Duration::from_millis(300), 10_000);
+            g.ended(&took(o, Duration::from_millis(300), 10_000));
         }
         assert_eq!(
             *store.told.lock().unwrap(),
@@ -339,28 +346,28 @@ mod tests {
         let a = BreakerGuard::new(store.clone(), &[503], SECOND);
         let b = BreakerGuard::new(store.clone(), &[503], SECOND);
         drop(a.admit(1, 0).unwrap());
-        a.ended(Outcome::Status(503), Duration::ZERO, 0);
+        a.ended(&took(Outcome::Status(503), Duration::ZERO, 0));
         assert_eq!(a.admit(1, 1).err(), Some(Refusal::CircuitOpen));
         let probe = b.admit(1, 7_000).expect("the probe");
         assert_eq!(a.admit(1, 7_000).err(), Some(Refusal::CircuitOpen));
         probe.end(&ended(200, 7_005));
         // Another guard's outcome on this thread does not take b's ticket.
-        a.ended(Outcome::Status(200), Duration::ZERO, 7_010);
+        a.ended(&took(Outcome::Status(200), Duration::ZERO, 7_010));
         assert_eq!(a.admit(1, 7_010).err(), Some(Refusal::CircuitOpen));
-        b.ended(Outcome::Status(200), Duration::ZERO, 7_020);
+        b.ended(&took(Outcome::Status(200), Duration::ZERO, 7_020));
         assert!(a.admit(1, 7_020).is_ok(), "closed by the probe's success");
 
         // A probe refused by a later guard (its permit dropped, no outcome) gives its ticket
         // back: the next admission probes at once, instead of waiting for the bound.
         drop(a.admit(1, 7_030).unwrap());
-        a.ended(Outcome::Status(503), Duration::ZERO, 7_030);
+        a.ended(&took(Outcome::Status(503), Duration::ZERO, 7_030));
         let probe = b.admit(1, 20_000).expect("the probe");
         drop(probe); // the funnel refused the attempt
         let again = b
             .admit(1, 20_001)
             .expect("given back, probing again at once");
         again.end(&ended(200, 20_002));
-        b.ended(Outcome::Status(200), Duration::ZERO, 20_002);
+        b.ended(&took(Outcome::Status(200), Duration::ZERO, 20_002));
         assert_eq!(
             store.state(20_002).phase,
             resilient_core::breaker::Phase::Closed
@@ -377,7 +384,7 @@ mod tests {
         let seen = Arc::new(Transitions::default());
         let a = BreakerGuard::new(store.clone(), &[503], SECOND).with_events(seen.clone());
         drop(a.admit(1, 0).unwrap());
-        a.ended(Outcome::Status(503), Duration::ZERO, 0);
+        a.ended(&took(Outcome::Status(503), Duration::ZERO, 0));
         // The probe's moment; a funnel wait polls: each poll takes the probe and a full funnel
         // drops it. One half-open period, counted once.
         for ms in 7_000..7_005 {
@@ -405,7 +412,7 @@ mod tests {
             "a probe's attempt lasts the client's timeout"
         );
         probe.end(&ended(200, 7_015));
-        b.ended(Outcome::Status(200), Duration::from_millis(5), 7_015);
+        b.ended(&took(Outcome::Status(200), Duration::from_millis(5), 7_015));
         assert!(a.admit(1, 7_016).is_ok(), "closed by b's probe");
         std::fs::remove_file(seg_path).unwrap();
     }

@@ -363,11 +363,13 @@ impl Call {
             permits.push(events.attempt_sent(number));
         }
         // An attempt never outlives what admitted it (a funnel slot's lease, a probe's ticket).
+        let remaining = self.remaining();
         let room = permits
             .iter()
             .filter_map(Permit::lasts)
-            .fold(self.remaining(), Duration::min);
+            .fold(remaining, Duration::min);
         let (timeout, connect_timeout) = self.policy.attempt_limits(room);
+        let cut_short = timeout == remaining && remaining < self.policy.timeout;
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
         let limits = AttemptLimits {
@@ -410,6 +412,7 @@ impl Call {
             outcome: ended,
             duration,
             now_ms: self.env.clock.monotonic_ms(),
+            cut_short,
         };
         // A failure of ours (the sink file could not be written) says nothing about the
         // upstream: the guards learn nothing from it (permits dropped without an outcome, so a
@@ -426,9 +429,12 @@ impl Call {
             events.attempt_ended(number, ended, duration);
         }
         if !self.env.guards.is_empty() && !ours {
-            let now_ms = self.env.clock.monotonic_ms();
+            let end = Ended {
+                now_ms: self.env.clock.monotonic_ms(),
+                ..end
+            };
             for guard in &self.env.guards {
-                guard.ended(ended, duration, now_ms);
+                guard.ended(&end);
             }
         }
         drop(left);

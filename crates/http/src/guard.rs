@@ -36,6 +36,10 @@ pub struct Ended {
     pub duration: std::time::Duration,
     /// The loop's clock when it ended (monotonic ms).
     pub now_ms: u64,
+    /// The call's deadline cut the attempt's timeout below the policy's own (the client's, a
+    /// request's, a web cap): a timeout then tells of the caller's budget more than of the
+    /// upstream.
+    pub cut_short: bool,
 }
 
 impl Permit {
@@ -97,10 +101,10 @@ pub trait Guard: Send + Sync {
     fn admit(&self, attempt: u32, now_ms: u64) -> Result<Permit, Refusal>;
     /// Told how an attempt this guard admitted ended (after its permit was dropped).
     fn outcome(&self, _outcome: Outcome, _now_ms: u64) {}
-    /// As [`Guard::outcome`], with how long the attempt took (the funnel's learned limit
-    /// needs it); the loop calls this one.
-    fn ended(&self, outcome: Outcome, _duration: std::time::Duration, now_ms: u64) {
-        self.outcome(outcome, now_ms)
+    /// As [`Guard::outcome`], with how long the attempt took and whether the deadline cut it
+    /// short (the funnel's learned limit needs them); the loop calls this one.
+    fn ended(&self, end: &Ended) {
+        self.outcome(end.outcome, end.now_ms)
     }
 }
 

@@ -106,9 +106,10 @@ pub struct Sample {
     pub latency_us: u64,
     /// A timeout, a connection error, 429 or 503.
     pub drop: bool,
-    /// Of the drops, a timeout: given up after `latency_us` without an answer. It tells of a
-    /// queue only if the upstream had time to answer (see [`policy::teaches`]).
-    pub timed_out: bool,
+    /// Of the drops, a timeout the call's deadline made: the attempt was given up after
+    /// `latency_us`, less than its own timeout. It tells of a queue only if the upstream had
+    /// time to answer (see [`policy::teaches`]); a timeout of the attempt's own is a drop.
+    pub deadline_cut: bool,
     /// Attempts in flight when it ended (its own included).
     pub inflight: u32,
 }

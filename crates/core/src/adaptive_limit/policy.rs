@@ -3,8 +3,9 @@
 //!
 //! A blend of AIMD on drops and a gradient on latency, each guarding the other's known flaw:
 //!
-//! - **Drops first** (timeouts, connection errors, 429, 503; a timeout only when the attempt
-//!   had at least `TOLERANCE × no_load` to answer, see [`teaches`]): an interval with any drop
+//! - **Drops first** (timeouts, connection errors, 429, 503; a timeout the call's deadline
+//!   made only when the attempt had at least `TOLERANCE × no_load` to answer, see
+//!   [`teaches`]): an interval with any drop
 //!   multiplies the limit by `1 − drop ratio`, clamped to `[0.5, 0.9]`. So every drop lowers the
 //!   limit (Gradient2 ignores drops, concurrency-limits issue 137), by at least 10 %; and when
 //!   an overloaded upstream sheds the excess, `L × (1 − shed share)` lands near what it accepts.
@@ -51,13 +52,15 @@ const UNUSED_DECAY: f64 = 0.9;
 /// never waits for the next caller.
 pub const QUEUE_ALLOWANCE: f64 = 0.5;
 
-/// Whether an attempt's end tells anything of the upstream's queue. A timeout shorter than
-/// `TOLERANCE × no_load` does not: even an idle upstream would not have answered in time, so
-/// the caller's deadline ended it, not a queue (a page that spent its budget elsewhere would
-/// otherwise cut the limit every caller of the host shares). Such an attempt is neither a drop
-/// nor a latency. Before a no-load latency is known (0), every timeout is a drop.
+/// Whether an attempt's end tells anything of the upstream's queue. A timeout the call's
+/// deadline made shorter than `TOLERANCE × no_load` does not: even an idle upstream would not
+/// have answered in time, so the caller's budget ended it, not a queue (a page that spent its
+/// budget elsewhere would otherwise cut the limit every caller of the host shares). Such an
+/// attempt is neither a drop nor a latency. A timeout of the attempt's own (the client's or a
+/// request's `timeout`) is the caller's word on what is too slow: always a drop. Before a
+/// no-load latency is known (0), every timeout is a drop.
 pub fn teaches(sample: &Sample, no_load_us: u32) -> bool {
-    !sample.timed_out || sample.latency_us as f64 >= TOLERANCE * no_load_us as f64
+    !sample.deadline_cut || sample.latency_us as f64 >= TOLERANCE * no_load_us as f64
 }
 
 /// One interval's sums.

@@ -76,7 +76,6 @@ impl Sim {
             });
             // In flight as each attempt ended: those still running and those ending now.
             let inflight = (self.in_flight.len() + ended.len()) as u32;
-            let timeout_us = self.timeout_ms * 1000;
             for (_, latency_us, drop, _) in ended {
                 if !drop {
                     self.served += 1;
@@ -85,7 +84,7 @@ impl Sim {
                     Sample {
                         latency_us,
                         drop,
-                        timed_out: drop && latency_us == timeout_us,
+                        deadline_cut: false, // the sim's timeout is the attempts' own
                         inflight,
                     },
                     now,
@@ -312,14 +311,14 @@ fn attempts_started_before_a_cut_do_not_cut_again() {
     let timeout = |inflight| Sample {
         latency_us: 1_000_000,
         drop: true,
-        timed_out: true,
+        deadline_cut: false,
         inflight,
     };
     l.record(
         Sample {
             latency_us: 20_000,
             drop: false,
-            timed_out: false,
+            deadline_cut: false,
             inflight: 16,
         },
         t0,
@@ -344,7 +343,7 @@ fn attempts_started_before_a_cut_do_not_cut_again() {
             Sample {
                 latency_us: 1_000,
                 drop: true,
-                timed_out: false,
+                deadline_cut: false,
                 inflight: 8,
             },
             t0 + 1_300 + i,
@@ -359,12 +358,13 @@ fn a_timeout_shorter_than_an_idle_upstream_needs_teaches_nothing() {
     // Callers whose deadline leaves them less than the upstream's latency without a queue (a
     // page that spent its budget elsewhere) time out whatever the upstream's load: counted as
     // drops, they would cut the limit every other caller of the host shares, down to its floor.
+    // (`deadline_cut`: the call's deadline, not the attempt's own timeout, ended them.)
     let (l, p) = limit("cut-short", 1, 64, 8);
     let t0 = 10_000;
     let answer = Sample {
         latency_us: 40_000,
         drop: false,
-        timed_out: false,
+        deadline_cut: false,
         inflight: 8,
     };
     for i in 0..40 {
@@ -376,7 +376,7 @@ fn a_timeout_shorter_than_an_idle_upstream_needs_teaches_nothing() {
     let cut_short = Sample {
         latency_us: 10_000,
         drop: true,
-        timed_out: true,
+        deadline_cut: true,
         inflight: 8,
     };
     for i in 0..200 {
@@ -387,19 +387,34 @@ fn a_timeout_shorter_than_an_idle_upstream_needs_teaches_nothing() {
         learned.limit(),
         "a cut-short timeout is no drop"
     );
-    // A timeout after 3 × the idle latency is one: the upstream had time to answer.
+    // The attempts' own timeout (the client's, a request's) is the caller's word on what is
+    // too slow: a drop, however short.
+    let own = Sample {
+        deadline_cut: false,
+        ..cut_short
+    };
+    let before = l.current();
+    for i in 0..10 {
+        l.record(own, t0 + 2_600 + i * 20);
+    }
+    assert!(
+        l.current() <= before * policy::DROP_FACTOR_MAX,
+        "{} after the attempts' own timeouts, from {before}",
+        l.current()
+    );
+    // Cut by the deadline after 3 × the idle latency: the upstream had time to answer.
+    let before = l.current();
     let slow = Sample {
         latency_us: 120_000,
         ..cut_short
     };
     for i in 0..10 {
-        l.record(slow, t0 + 2_600 + i * 20);
+        l.record(slow, t0 + 3_000 + i * 20);
     }
     assert!(
-        l.current() <= learned.limit() * policy::DROP_FACTOR_MAX,
-        "{} after timeouts from {}",
-        l.current(),
-        learned.limit()
+        l.current() <= before * policy::DROP_FACTOR_MAX,
+        "{} after long cut-short timeouts, from {before}",
+        l.current()
     );
     std::fs::remove_file(p).unwrap();
 }
@@ -499,7 +514,7 @@ fn processes_closing_at_once_close_each_interval_once() {
                     let sample = Sample {
                         latency_us: 20_000,
                         drop: false,
-                        timed_out: false,
+                        deadline_cut: false,
                         inflight: 8,
                     };
                     l.record(sample, 1_000 + i / 100);
