@@ -111,8 +111,8 @@ pub fn max_attempts(attempts: u32) -> u32 {
 /// PHP checks its limit against the memory it took from the system (`memory_get_usage(true)`:
 /// whole 2 MiB chunks, and a big string's pages), not against what its allocator handed out,
 /// so that is what is subtracted; then what the live `Resilient\Response` objects hold, each
-/// as the PHP string it would become ([`php_string_size`]); and the new body's own header and
-/// page rounding.
+/// as the PHP string it would become ([`php_string_size`]); and one chunk, what the new body's
+/// string may need beyond its own bytes (a fresh chunk, or its last page).
 pub fn memory_headroom() -> Option<u64> {
     use ext_php_rs::ffi::_php_core_globals;
     use std::sync::OnceLock;
@@ -141,18 +141,45 @@ pub fn memory_headroom() -> Option<u64> {
         (limit as u64)
             .saturating_sub(used as u64)
             .saturating_sub(crate::response::held_body_bytes())
-            .saturating_sub(php_string_size(0) + PAGE - 1)
+            .saturating_sub(CHUNK)
     })
 }
 
-/// The page PHP's allocator rounds a big block to.
-const PAGE: u64 = 4096;
+/// PHP's allocator (zend_alloc): 2 MiB chunks of 4 KiB pages, the first page the chunk's own.
+const CHUNK: u64 = 2 << 20;
+const ZEND_PAGE: u64 = 4096;
+const PAGES_PER_CHUNK: u64 = CHUNK / ZEND_PAGE - 1;
+/// Above this a block is "huge": mapped on its own, rounded to the system's pages.
+const MAX_LARGE: u64 = CHUNK - ZEND_PAGE;
+/// Up to this a block comes from a bin of small slots.
+const MAX_SMALL: u64 = 3072;
 
-/// The memory a PHP string of `len` bytes takes against `memory_limit`: its header and
-/// terminating NUL, rounded up to whole pages (a string over a few KiB is a block of its own).
+/// The memory a PHP string of `len` bytes takes against `memory_limit`: its header (24 bytes)
+/// and NUL, then as zend_alloc places it. A huge one is its size in the system's pages; a
+/// large one is a run of pages inside a chunk, and runs that do not fit beside each other
+/// each take a chunk of their own (two of 1.1 MiB never share one), so it is charged its share
+/// of a chunk; a small one its size.
 pub fn php_string_size(len: u64) -> u64 {
-    // zend_string: refcount and type (8), hash (8), length (8), then the bytes and a NUL.
-    (len + 25).div_ceil(PAGE) * PAGE
+    let size = (len + 25).next_multiple_of(8);
+    if size > MAX_LARGE {
+        size.next_multiple_of(system_page())
+    } else if size > MAX_SMALL {
+        let pages = size.div_ceil(ZEND_PAGE);
+        CHUNK / (PAGES_PER_CHUNK / pages)
+    } else {
+        size
+    }
+}
+
+/// The system's page size (zend_alloc's REAL_PAGE_SIZE), 4 KiB when unknown.
+fn system_page() -> u64 {
+    use std::sync::OnceLock;
+    static PAGE: OnceLock<u64> = OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *PAGE.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as u64,
+        _ => ZEND_PAGE,
+    })
 }
 
 /// Where this process runs, and the web caps from php.ini (static; not

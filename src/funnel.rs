@@ -256,7 +256,7 @@ impl Funnel {
             let sample = Sample {
                 latency_us,
                 drop: false,
-                timed_out: false,
+                deadline_cut: false,
                 inflight: funnel.counted(now_ms) + 1,
             };
             funnel.record(sample, now_ms);

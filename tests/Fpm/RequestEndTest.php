@@ -70,7 +70,9 @@ final class RequestEndTest extends TestCase
         require_once __DIR__ . '/../Http/support/MockUpstream.php';
         $up = \Resilient\Tests\Http\MockUpstream::shared();
         $key = $up->key('pool-fatal');
-        $up->script($key, [['status' => 200], ['delay_ms' => 2000], ['delay_ms' => 2000]]);
+        // The first answer waits 100 ms, so the other two are surely sent before the fatal error
+        // its on_attempt raises (an answer at once could beat their connects).
+        $up->script($key, [['status' => 200, 'delay_ms' => 100], ['delay_ms' => 2000], ['delay_ms' => 2000]]);
         $slowKey = $up->key('pool-fatal-next');
         $up->script($slowKey, [['delay_ms' => 3000]]);
         $name = Run::name('pool-fatal');

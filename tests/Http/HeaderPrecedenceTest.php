@@ -7,11 +7,11 @@ namespace Resilient\Tests\Http;
 require_once __DIR__ . '/support/HttpTestCase.php';
 
 /**
- * A header the user names is sent once, with the user's value: the client's `headers` replace
- * the User-Agent of `user_agent` and a JSON or form body's Content-Type, as Guzzle's defaults
- * do; `decode_content` given as a string sets Accept-Encoding (Guzzle's meaning); a multipart
- * body keeps its own Content-Type with its boundary unless the request itself names one; a
- * multipart part's own Content-Disposition replaces the one the client makes.
+ * One value per header, as Guzzle sends them: the client's `headers` replace the User-Agent of
+ * `user_agent`; a JSON, form or multipart body's Content-Type replaces a client-wide one (a
+ * multipart one with its boundary); the request's own `headers` replace both; `decode_content`
+ * given as a string sets Accept-Encoding; a multipart part's own Content-Disposition replaces
+ * the one the client makes.
  */
 final class HeaderPrecedenceTest extends HttpTestCase
 {
@@ -20,7 +20,7 @@ final class HeaderPrecedenceTest extends HttpTestCase
         return $this->up->attempts($key, 1)[0]['headers'];
     }
 
-    public function testTheClientsHeadersReplaceWhatTheClientWouldMake(): void
+    public function testOneValuePerHeaderAsGuzzleSendsThem(): void
     {
         $key = $this->up->key('precedence');
         $this->up->script($key, [['status' => 200]]);
@@ -33,14 +33,14 @@ final class HeaderPrecedenceTest extends HttpTestCase
         $client->post('/x', ['a' => 1]);
         $h = $this->seen($key);
         $this->assertSame('MyApp/1.0', $h['user-agent']);
-        $this->assertSame('application/vnd.api+json', $h['content-type']);
+        $this->assertSame('application/json', $h['content-type']);
         $this->assertSame('gzip', $h['accept-encoding']);
 
         $key2 = $this->up->key('precedence-form');
         $this->up->script($key2, [['status' => 200]]);
         $this->client($key2, ['headers' => ['Content-Type' => 'application/vnd.api+json']])
             ->request('POST', '/x', ['form' => ['a' => '1']]);
-        $this->assertSame('application/vnd.api+json', $this->seen($key2)['content-type']);
+        $this->assertSame('application/x-www-form-urlencoded', $this->seen($key2)['content-type']);
     }
 
     public function testAMultipartBodyKeepsItsBoundaryAndAPartsOwnDisposition(): void

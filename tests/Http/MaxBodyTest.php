@@ -231,6 +231,40 @@ final class MaxBodyTest extends HttpTestCase
     }
 
     /**
+     * Bodies of 1.1 MiB become strings that never share one of PHP's 2 MiB chunks: kept and read,
+     * each takes a whole chunk against `memory_limit`, and the client counts them so. Under
+     * 48 MiB, forty are asked: about twenty are accepted, the rest `too_large`, and every
+     * accepted one's body is read and kept without a fatal error.
+     */
+    public function testKeptMidSizeBodiesAllFitWhenRead(): void
+    {
+        $key = $this->up->key('maxbody-mid');
+        $this->up->script($key, [['stream' => ['bytes' => 1_153_434]]], 'repeat_last');
+        $base = $this->up->base($key);
+        $code = <<<PHP
+            \$c = new Resilient\\Client('maxbody-mid', ['base_url' => '$base', 'timeout' => 20, 'max_attempts' => 1]);
+            \$kept = [];
+            \$refused = 0;
+            for (\$i = 0; \$i < 40; \$i++) {
+                try {
+                    \$kept[] = \$c->get('/mid');
+                } catch (Resilient\\UpstreamFailed \$e) {
+                    \$refused += \$e->failure() === 'too_large' ? 1 : 100;
+                }
+            }
+            \$strings = [];
+            foreach (\$kept as \$r) {
+                \$strings[] = \$r->body();
+            }
+            echo count(\$kept), ' ', \$refused, ' ', count(\$strings);
+            PHP;
+        [$kept, $refused, $read] = array_map('intval', explode(' ', $this->stdoutUnder48M($code)));
+        $this->assertSame(40, $kept + $refused, 'every refusal is too_large');
+        $this->assertGreaterThanOrEqual(15, $kept);
+        $this->assertSame($kept, $read);
+    }
+
+    /**
      * A body thrown away for a retry stops counting: a 30 MB 503 and then a 30 MB 200 under
      * memory_limit 48 MiB (either alone fits, both would not).
      */

@@ -55,7 +55,7 @@ pub fn read_pem(option: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {
 }
 
 /// What a path that is not a regular file is, in words.
-pub fn kind(meta: &Metadata) -> &'static str {
+fn kind(meta: &Metadata) -> &'static str {
     let t = meta.file_type();
     if t.is_dir() {
         "a directory"

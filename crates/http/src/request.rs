@@ -213,20 +213,17 @@ pub fn prepare_at(
 ) -> Result<PreparedRequest, ConfigError> {
     let method = parse_method(method)?;
     let mut url = url;
-    // The client's `headers` replace what the client would make itself (User-Agent from
-    // `user_agent`, a JSON or form body's Content-Type), as Guzzle's defaults do: one value
-    // each, the user's.
+    // One value per name, as Guzzle sends them: the client's `headers` replace the User-Agent
+    // of `user_agent`; a body's Content-Type replaces the client's (a JSON, form or multipart
+    // body is that type whatever the client-wide default says); the request's own `headers`
+    // replace both (below).
     let mut headers: Vec<(HeaderName, HeaderValue)> = config.headers.clone();
-    let named = |headers: &[(HeaderName, HeaderValue)], name: &HeaderName| {
-        headers.iter().any(|(n, _)| n == name)
-    };
-    if !named(&headers, &USER_AGENT) {
+    if !headers.iter().any(|(n, _)| *n == USER_AGENT) {
         headers.insert(0, (USER_AGENT, config.user_agent.clone()));
     }
-    let default_type = |headers: &mut Vec<(HeaderName, HeaderValue)>, value: &'static str| {
-        if !named(headers, &CONTENT_TYPE) {
-            headers.push((CONTENT_TYPE, HeaderValue::from_static(value)));
-        }
+    let body_type = |headers: &mut Vec<(HeaderName, HeaderValue)>, value: HeaderValue| {
+        headers.retain(|(n, _)| *n != CONTENT_TYPE);
+        headers.push((CONTENT_TYPE, value));
     };
 
     if !options.query.is_empty() {
@@ -251,16 +248,13 @@ pub fn prepare_at(
             let body = Multipart::new(parts);
             let content_type =
                 HeaderValue::from_str(&body.content_type()).expect("the boundary is ASCII");
-            // Not a client-wide Content-Type: without its boundary the body cannot be read
-            // (a request's own `headers` still replace it, below).
-            headers.retain(|(n, _)| *n != CONTENT_TYPE);
-            headers.push((CONTENT_TYPE, content_type));
+            body_type(&mut headers, content_type);
             multipart = Some(Arc::new(body));
             None
         }
         Some(Body::Raw(bytes)) => Some(bytes),
         Some(Body::Json(bytes)) => {
-            default_type(&mut headers, "application/json");
+            body_type(&mut headers, HeaderValue::from_static("application/json"));
             Some(bytes)
         }
         Some(Body::Form(pairs)) => {
@@ -268,7 +262,10 @@ pub fn prepare_at(
             for (k, v) in &pairs {
                 serializer.append_pair(k, v);
             }
-            default_type(&mut headers, "application/x-www-form-urlencoded");
+            body_type(
+                &mut headers,
+                HeaderValue::from_static("application/x-www-form-urlencoded"),
+            );
             Some(serializer.finish().into_bytes())
         }
     };
@@ -381,23 +378,17 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
 
 /// Whether `path` can be written: an existing file opened for writing without truncating it,
 /// else a new one created and removed again.
-/// A sink is a regular file or a character device (`/dev/null`): a FIFO's open would wait for
-/// a reader, and its writes for the reader to read, past any deadline.
+/// Opened without waiting: a FIFO without a reader fails at once (ENXIO) instead of waiting for
+/// one past any deadline; one with a reader (`/dev/stdout` piped to `jq`) is a sink like a file.
 fn writable(path: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    if let Ok(meta) = std::fs::metadata(path) {
-        let t = meta.file_type();
-        if !(t.is_file() || t.is_char_device()) {
-            return Err(std::io::Error::other(format!(
-                "it is {}; a sink must be a file",
-                crate::option_file::kind(&meta)
-            )));
-        }
-    }
+    use std::os::unix::fs::OpenOptionsExt;
     let mut open = std::fs::OpenOptions::new();
     open.write(true).custom_flags(libc::O_NONBLOCK);
     match open.open(path) {
         Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Err(std::io::Error::other(
+            "it is a FIFO (or socket) with no reader",
+        )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             open.create_new(true).open(path)?;
             std::fs::remove_file(path)
@@ -558,10 +549,8 @@ mod tests {
 
     #[test]
     fn a_header_the_user_names_is_sent_once_with_the_users_value() {
-        // The client's `headers` replace what the client would make (User-Agent from
-        // `user_agent`, a JSON or form body's Content-Type), as Guzzle does; a multipart body
-        // keeps its own Content-Type (without its boundary the body cannot be read) unless the
-        // request itself names one.
+        // As Guzzle: the client's `headers` replace the User-Agent of `user_agent`; a body's
+        // Content-Type replaces a client-wide one; the request's own headers replace both.
         let mut c = config("http://h");
         c.add_header("headers", b"User-Agent", b"MyApp/1.0")
             .unwrap();
@@ -572,10 +561,24 @@ mod tests {
             .unwrap();
         let r = prepare(&c, "POST", "/q", json).unwrap();
         assert_eq!(header(&r, "user-agent"), ["MyApp/1.0"]);
-        assert_eq!(header(&r, "content-type"), ["application/vnd.api+json"]);
+        assert_eq!(header(&r, "content-type"), ["application/json"]);
         let form = Body::Form(vec![("a".into(), "1".into())]);
         let r = prepare(&c, "POST", "/q", RequestOptions::new().body(form).unwrap()).unwrap();
+        assert_eq!(
+            header(&r, "content-type"),
+            ["application/x-www-form-urlencoded"]
+        );
+        // Without a body, the client's.
+        let r = prepare(&c, "GET", "/q", RequestOptions::new()).unwrap();
         assert_eq!(header(&r, "content-type"), ["application/vnd.api+json"]);
+        // The request's own wins over the body's.
+        let own = RequestOptions::new()
+            .body(Body::Json(b"{}".to_vec()))
+            .unwrap()
+            .header("Content-Type", b"application/merge-patch+json")
+            .unwrap();
+        let r = prepare(&c, "PATCH", "/q", own).unwrap();
+        assert_eq!(header(&r, "content-type"), ["application/merge-patch+json"]);
         let parts = vec![crate::multipart::Part {
             name: "a".into(),
             filename: None,

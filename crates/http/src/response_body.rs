@@ -48,7 +48,7 @@ impl ResponseBody {
         let destination = match &target.sink {
             // Created (truncated) only now that an answer came: a call that gets none leaves
             // the file as it was.
-            Some(path) => Destination::File(File::create(path).map_err(|e| {
+            Some(path) => Destination::File(create_sink(path).map_err(|e| {
                 TransportError::new(
                     FailureKind::Sink,
                     format!("cannot create the sink file {}: {e}", path.display()),
@@ -286,6 +286,28 @@ fn transport_error(e: io::Error) -> TransportError {
             format!("cannot decode the response body: {detail}"),
         ),
     }
+}
+
+/// Opens (creates or truncates) a sink file without waiting: a FIFO that lost its reader since
+/// the option was checked fails (ENXIO) instead of holding the runtime past every deadline.
+fn create_sink(path: &std::path::Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    // Writes block as usual (a pipe's reader paces them, within the attempt's timeout).
+    // SAFETY: fcntl on a descriptor this File owns.
+    unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Files named by options (`verify`, `cert`, `ssl_key`, `sink`) are checked before anything is
-//! sent, and a check never hangs nor reads without bound: a FIFO (whose open waits for a peer)
-//! and a file too big to be a PEM bundle are refused at once, naming the option.
+//! sent, and a check never hangs nor reads without bound: a FIFO as a PEM file, a sink FIFO
+//! without a reader (whose open would wait for one) and a file too big to be a PEM bundle are
+//! refused at once, naming the option.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -62,7 +64,10 @@ fn a_fifo_named_as_a_sink_is_refused_at_once() {
             .map(|e| e.to_string())
             .unwrap_or_default()
     });
-    assert!(e.starts_with("option 'sink'") && e.contains("FIFO"), "{e}");
+    assert!(
+        e.starts_with("option 'sink'") && e.contains("FIFO") && e.contains("no reader"),
+        "{e}"
+    );
     std::fs::remove_file(p).unwrap();
 }
 
@@ -83,9 +88,19 @@ fn a_file_too_big_for_a_pem_bundle_is_refused_unread() {
 }
 
 #[test]
-fn a_character_device_is_still_a_sink() {
-    // `'sink' => '/dev/null'` throws a body away: a device, not a file, and never blocking.
+fn a_character_device_and_a_fifo_with_a_reader_are_still_sinks() {
+    // `'sink' => '/dev/null'` throws a body away; `/dev/stdout` piped to `jq` is a FIFO.
     assert!(RequestOptions::new()
         .sink(Path::new("/dev/null").into())
         .is_ok());
+    let p = fifo("read");
+    // The reader's own open must not wait for a writer either.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&p)
+        .unwrap();
+    assert!(RequestOptions::new().sink(p.clone()).is_ok());
+    drop(reader);
+    std::fs::remove_file(p).unwrap();
 }
