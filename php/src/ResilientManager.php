@@ -56,7 +56,9 @@ final class ResilientManager
             // A stray call goes through the real client without its fallback: its Unavailable
             // comes back to the fake, which records it and applies the fallback itself, as it
             // does for a scripted one.
-            return $this->fake->client($name, fn () => $this->realClient($name, withFallback: false), $base, $fallback);
+            $config = array_key_exists($name, $this->config['clients'] ?? []) ? fn () => $this->clientConfig($name) : null;
+
+            return $this->fake->client($name, fn () => $this->realClient($name, withFallback: false), $base, $fallback, $config);
         }
 
         return $this->realClient($name);
@@ -114,6 +116,10 @@ final class ResilientManager
             throw new InvalidArgumentException(sprintf(
                 '%s: must be an array of Funnel options (%s), got %s', $key, implode(', ', self::FUNNEL_ARGUMENTS), get_debug_type($options),
             ));
+        }
+        // `[15, 3]`: by position, as `new Resilient\Funnel($name, 15, 3)` reads it.
+        if ($options !== [] && array_is_list($options) && count($options) <= count(self::FUNNEL_ARGUMENTS)) {
+            $options = array_combine(array_slice(self::FUNNEL_ARGUMENTS, 0, count($options)), $options);
         }
         $options = self::withoutNulls($options);
         foreach (array_keys($options) as $option) {

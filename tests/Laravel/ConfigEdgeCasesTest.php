@@ -92,6 +92,15 @@ final class ConfigEdgeCasesTest extends PackageTestCase
         }
     }
 
+    /** A `funnels` entry written by position (`[15, 3]`) reads as `new Funnel($name, 15, 3)`, as it always did. */
+    public function testAFunnelEntryByPositionIsLimitThenReserve(): void
+    {
+        $name = Run::name('cp');
+        $this->boot(['funnels' => [$name => [15, 3]]]);
+        $funnel = Resilient::funnel($name);
+        $this->assertSame([15, 3], [$funnel->limit(), $funnel->reserve()]);
+    }
+
     /** Without the extension, Resilient::within() says how to install it, as Resilient::client() does. */
     public function testWithinWithoutTheExtensionSaysHowToInstallIt(): void
     {

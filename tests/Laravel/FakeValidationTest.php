@@ -97,6 +97,42 @@ final class FakeValidationTest extends PackageTestCase
         Resilient::assertNothingSent();
     }
 
+    /**
+     * What a test host lacks does not break the fake: a base URL from an unset `env()`, the CA,
+     * certificate and key files of production, a Redis backend.
+     */
+    public function testAProductionConfigIsCheckedWithoutWhatTheTestHostLacks(): void
+    {
+        $name = 'fake-validate-prod-' . getmypid();
+        $this->boot(['clients' => [$name => [
+            'base_url' => null,
+            'verify' => '/nonexistent/prod-ca.pem',
+            'cert' => '/nonexistent/client.pem',
+            'backend' => 'redis://127.0.0.1:1/0',
+            'funnel' => ['limit' => 2],
+        ]]]);
+        Resilient::fake([$name => Response::fake(200, 'ok')]);
+        $this->assertSame('ok', Resilient::client($name)->get('/rates')->body());
+        $this->assertStringStartsWith(
+            "ValueError: option 'timout': unknown option",
+            self::thrown(fn () => Resilient::client($name)->get('/rates', null, ['timout' => 3])),
+        );
+        $this->assertSame(0, (new \Resilient\Funnel($name, 2))->inFlight(), 'the checker took no slot');
+    }
+
+    /** Checking a call leaves a multipart part's stream where it was: the test may still read it. */
+    public function testCheckingLeavesAMultipartStreamWhereItWas(): void
+    {
+        $this->boot([]);
+        Resilient::fake();
+        $s = fopen('php://memory', 'r+');
+        fwrite($s, 'csv');
+        rewind($s);
+        Resilient::client('only-faked')->post('/upload', null, ['multipart' => [['name' => 'f', 'contents' => $s]]]);
+        $this->assertSame(0, ftell($s));
+        $this->assertSame('csv', stream_get_contents($s));
+    }
+
     /** A name only faked (no config) has its method and options checked; any path is taken. */
     public function testANameWithoutConfigHasItsCallChecked(): void
     {

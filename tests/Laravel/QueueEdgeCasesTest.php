@@ -91,6 +91,20 @@ final class QueueEdgeCasesTest extends PackageTestCase
         new WithinDeadline(margin: -5);
     }
 
+    /** Seconds of 0 or less (or not finite) would refuse every call of the job at once: refused, as the route middleware's. */
+    public function testSecondsThatLeaveNoTimeAreRefused(): void
+    {
+        foreach ([0.0, -1.0, INF, NAN] as $seconds) {
+            try {
+                new WithinDeadline($seconds);
+                $this->fail("seconds $seconds accepted");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString('seconds must be a finite number above 0', $e->getMessage());
+            }
+        }
+        $this->assertSame(0.5, (new WithinDeadline(0.5))->secondsFor(new \stdClass()));
+    }
+
     /** Without the extension the queue middleware says how to install it, as Resilient::client() does. */
     public function testWithoutTheExtensionTheQueueMiddlewareSaysHowToInstallIt(): void
     {

@@ -21,12 +21,14 @@ final class StatusEdgeCasesTest extends PackageTestCase
     /** Each of these throws at every Resilient::funnel() / Queue\Funnel: status says so, naming the entry. */
     public function testAFunnelEntryThatCannotBeBuiltIsTrouble(): void
     {
-        [$w, $r, $n, $c] = [Run::name('sw'), Run::name('sr'), Run::name('sn'), Run::name('sc')];
+        [$w, $r, $n, $c, $a] = [Run::name('sw'), Run::name('sr'), Run::name('sn'), Run::name('sc'), Run::name('sa')];
         $this->boot([
             'funnels' => [
                 $w => ['limit' => 3, 'reserve' => 1, 'wait' => 0.05],
                 $r => ['limit' => 2, 'reserve' => 2],
                 $n => ['reserve' => 1],
+                // a learned limit is the client's alone: Resilient::funnel() refuses it
+                $a => ['limit' => 'auto'],
             ],
             // A fixed funnel whose limit is an unset env(): not a learned one.
             'clients' => [$c => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => null, 'reserve' => 1]]],
@@ -37,6 +39,7 @@ final class StatusEdgeCasesTest extends PackageTestCase
         $this->assertSame(["resilient.funnels.$w: unknown key 'wait' (a Funnel takes limit, reserve, lease, share)"], $names[$w]['trouble']);
         $this->assertSame(["resilient.funnels.$r: reserve: must be between 0 and limit - 1 (1), got 2"], $names[$r]['trouble']);
         $this->assertSame(["resilient.funnels.$n: 'limit' is required"], $names[$n]['trouble']);
+        $this->assertStringStartsWith("resilient.funnels.$a: 'limit' => 'auto' is a client's learned limit", $names[$a]['trouble'][0] ?? '(no trouble)');
         $this->assertSame(["resilient.clients.$c.funnel: 'limit' is required"], $names[$c]['trouble'], $out);
         $this->assertArrayNotHasKey('limit', $names[$c]['funnel'], 'not shown as a learned (auto) funnel');
     }

@@ -96,8 +96,9 @@ final class UpstreamStatus
     {
         // An adaptive funnel ('limit' => 'auto') counts leases up to its 'max'; what it admits
         // is the learned limit's whole slots (before anything is learned, `initial`). Anything
-        // else is a fixed limit, which must be given.
-        $adaptive = is_array($o) && ($o['limit'] ?? null) === 'auto';
+        // else is a fixed limit, which must be given. Only a client applies a learned limit: a
+        // `funnels` entry with 'auto' is refused below, as Resilient::funnel() refuses it.
+        $adaptive = $ofClient && is_array($o) && ($o['limit'] ?? null) === 'auto';
         try {
             if ($adaptive) {
                 $slots = (int) ($o['max'] ?? 64);

@@ -111,13 +111,15 @@ final class GuzzleOptions
     /**
      * Guzzle moves the `version` option into the PSR-7 request (1.1 unless given) before the
      * handler runs, so it never reaches toClient(): the request's protocol version is checked
-     * here instead. The client speaks HTTP/1.1 (HTTP/2 only by ALPN on https://); any other
-     * version asked for is refused rather than silently sent as 1.1.
+     * here instead. The client speaks HTTP/1.1, and HTTP/2 on https:// when the server offers
+     * it (ALPN): 2.0 is accepted there, as Guzzle's curl handler negotiates it; any other
+     * version, or 2.0 on http:// (no h2c), is refused rather than silently sent as 1.1.
      */
-    public static function checkProtocolVersion(string $version, string $name): void
+    public static function checkProtocolVersion(string $version, string $scheme, string $name): void
     {
-        if ($version !== '1.1') {
-            throw self::refused($name, 'version', self::REFUSED['version'] . "; only 1.1 may be asked for, got '$version'");
+        $http2 = in_array($version, ['2', '2.0'], true) && strtolower($scheme) === 'https';
+        if ($version !== '1.1' && ! $http2) {
+            throw self::refused($name, 'version', self::REFUSED['version'] . "; only 1.1 may be asked for (2.0 on https://), got '$version' for $scheme://");
         }
     }
 

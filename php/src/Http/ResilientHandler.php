@@ -52,7 +52,7 @@ final class ResilientHandler
     {
         $started = hrtime(true);
         try {
-            GuzzleOptions::checkProtocolVersion($request->getProtocolVersion(), $this->name);
+            GuzzleOptions::checkProtocolVersion($request->getProtocolVersion(), $request->getUri()->getScheme(), $this->name);
             $clientOptions = GuzzleOptions::toClient($options, $this->explicit, $this->configured(), $this->name, $this->laravelDefaults);
             $sink = $options['sink'] ?? null;
             if (is_string($sink) || (is_resource($sink) && (stream_get_meta_data($sink)['wrapper_type'] ?? '') === 'plainfile')) {

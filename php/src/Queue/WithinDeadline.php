@@ -31,6 +31,10 @@ final class WithinDeadline
 {
     public function __construct(private ?float $seconds = null, private ?float $margin = null)
     {
+        // 0 or less would refuse every call of the job at once; as the route middleware refuses it.
+        if ($seconds !== null && ! (is_finite($seconds) && $seconds > 0)) {
+            throw new \InvalidArgumentException("Queue\\WithinDeadline: seconds must be a finite number above 0, got $seconds");
+        }
         if ($margin !== null) {
             self::checkedMargin($margin, 'Queue\\WithinDeadline: margin');
         }

@@ -3,7 +3,6 @@
 namespace Resilient\Laravel\Testing;
 
 use Closure;
-use Illuminate\Container\Container;
 use Resilient\Client;
 use Resilient\Response;
 use Resilient\Unavailable;
@@ -37,6 +36,7 @@ final class ClientFake
         private Closure $real,
         private ?string $baseUrl,
         private mixed $fallback = null,
+        private ?Closure $config = null,
     ) {
     }
 
@@ -170,6 +170,31 @@ final class ClientFake
      */
     private function check(string $method, string $path, ?array $data, array $options): void
     {
+        // The check reads a multipart part's stream as a real call would: seekable ones are put
+        // back where they were (the recorded request, a stray call, still read them), others
+        // are checked as empty contents.
+        $positions = [];
+        foreach ($options['multipart'] ?? [] as $i => $part) {
+            $stream = is_array($part) ? ($part['contents'] ?? null) : null;
+            if (is_resource($stream) && get_resource_type($stream) === 'stream') {
+                if (stream_get_meta_data($stream)['seekable'] && ($at = ftell($stream)) !== false) {
+                    $positions[] = [$stream, $at];
+                } else {
+                    $options['multipart'][$i]['contents'] = '';
+                }
+            }
+        }
+        try {
+            $this->checkRequest($method, $path, $data, $options);
+        } finally {
+            foreach ($positions as [$stream, $at]) {
+                fseek($stream, $at);
+            }
+        }
+    }
+
+    private function checkRequest(string $method, string $path, ?array $data, array $options): void
+    {
         $checker = $this->checker();
         if ($checker === null || $data === null) {
             $checker?->validateRequest($method, $path, $options);
@@ -195,10 +220,14 @@ final class ClientFake
     }
 
     /**
-     * The real client that checks the calls: the configured one (a config the extension refuses
-     * throws here, as it would in production), or for a name that is only faked one with no
-     * options but a base URL (any path is taken; the method and options are checked). Null
-     * without the extension: the calls are not checked.
+     * A real client that checks the calls, built from the name's config (a config the
+     * extension refuses throws here, as it would in production) without what depends on the
+     * machine the tests run on, which a test host need not have: the `verify`, `cert` and
+     * `ssl_key` files, a Redis `backend`, a `proxy`; and a base URL when config has none (an
+     * unset `env()`). Nor its funnel, budget and breaker: the checker takes no slot and counts
+     * nothing in them (a client's construction makes the name's entries in the host's shared
+     * memory; these are checked in production, and by `resilient:check`). Null without the
+     * extension: the calls are not checked.
      */
     private function checker(): ?Client
     {
@@ -206,25 +235,21 @@ final class ClientFake
             return null;
         }
         if ($this->checker === null) {
+            $options = array_diff_key(
+                $this->config !== null ? ($this->config)() : [],
+                array_flip(['verify', 'cert', 'ssl_key', 'backend', 'on_backend_error', 'hosts', 'proxy', 'funnel', 'budget', 'circuit']),
+            );
+            $options['base_url'] ??= $this->baseUrl ?? 'http://localhost/';
             try {
-                $this->checker = ($this->real)();
-            } catch (\InvalidArgumentException $e) {
-                if ($this->configured()) {
-                    throw $e;
-                }
-                $this->checker = new Client($this->name, ['base_url' => $this->baseUrl ?? 'http://localhost/']);
+                $this->checker = new Client($this->name, $options);
+            } catch (\ValueError $e) {
+                throw new \ValueError("resilient.clients.{$this->name}: " . $e->getMessage(), 0, $e);
+            } catch (\TypeError $e) {
+                throw new \TypeError("resilient.clients.{$this->name}: " . $e->getMessage(), 0, $e);
             }
         }
 
         return $this->checker;
-    }
-
-    /** Whether config/resilient.php has an entry for this name. */
-    private function configured(): bool
-    {
-        $app = Container::getInstance();
-
-        return $app->bound('config') && array_key_exists($this->name, (array) $app['config']->get('resilient.clients', []));
     }
 
     /** The scripted answer to one call (recorded), or the real client's for a stray one. */

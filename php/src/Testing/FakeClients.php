@@ -64,9 +64,9 @@ final class FakeClients
      * @param Closure(): \Resilient\Client $real
      * @param callable|null $fallback the client's `fallback` option
      */
-    public function client(string $name, Closure $real, ?string $baseUrl = null, mixed $fallback = null): ClientFake
+    public function client(string $name, Closure $real, ?string $baseUrl = null, mixed $fallback = null, ?Closure $config = null): ClientFake
     {
-        return $this->clients[$name] ??= new ClientFake($name, $this, $real, $baseUrl, $fallback);
+        return $this->clients[$name] ??= new ClientFake($name, $this, $real, $baseUrl, $fallback, $config);
     }
 
     /**

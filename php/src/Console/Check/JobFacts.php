@@ -65,7 +65,9 @@ final class JobFacts
             self::intOrNull($defaults['timeout'] ?? null),
             self::intOrNull($defaults['tries'] ?? null),
             self::intOrNull($defaults['maxExceptions'] ?? null),
-            $r->hasMethod('retryUntil'),
+            // Laravel 8's queue reads a `retryUntil()` method or a `$retryUntil` property (set
+            // when dispatched, so one declared counts).
+            $r->hasMethod('retryUntil') || $r->hasProperty('retryUntil'),
             is_string($defaults['connection'] ?? null) ? $defaults['connection'] : null,
             $kind,
             $values,

@@ -166,7 +166,7 @@ final class PhpSource
         $depth = 0;
         for ($i = $open, $n = count($this->tokens); $i < $n; $i++) {
             $id = $this->tokens[$i][0];
-            if (in_array($id, ['(', '[', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES], true)) {
+            if (in_array($id, ['(', '[', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES, T_ATTRIBUTE], true)) {
                 if ($depth++ === 0) {
                     continue;
                 }
