@@ -354,7 +354,7 @@ fn count_up_to(value: &Zval, path: &str, max: u32) -> PhpResult<u32> {
             "option '{path}': must be an integer between 1 and {max}, got {n}"
         )));
     }
-    unsigned(value, path)
+    validate::unsigned(path, n).map_err(|e| core_error("", e))
 }
 
 /// Seconds as PHP gives them: finite, not negative, at most a year (`resilient_core`'s rule,

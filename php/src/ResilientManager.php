@@ -25,7 +25,7 @@ use Resilient\RetryBudget;
 final class ResilientManager
 {
     /** What `new Resilient\Funnel` takes after the name, by name. */
-    private const FUNNEL_ARGUMENTS = ['limit', 'reserve', 'lease', 'share'];
+    public const FUNNEL_ARGUMENTS = ['limit', 'reserve', 'lease', 'share'];
 
     /** @var array<string, Client> */
     private array $clients = [];
@@ -161,7 +161,7 @@ final class ResilientManager
     }
 
     /** The Funnel, or the extension's refusal of its values as an InvalidArgumentException naming $key. */
-    private static function buildFunnel(string $key, string $name, array $options): Funnel
+    public static function buildFunnel(string $key, string $name, array $options): Funnel
     {
         try {
             return new Funnel($name, ...$options);

@@ -67,8 +67,6 @@ fn kind(meta: &Metadata) -> &'static str {
         "a block device"
     } else if t.is_char_device() {
         "a character device"
-    } else if t.is_file() {
-        "a regular file"
     } else {
         "not a file"
     }

@@ -405,9 +405,8 @@ impl ClientConfig {
         value: &[u8],
     ) -> Result<(), ConfigError> {
         self.add_header(option, name, value)?;
-        let added = self.headers.pop().expect("just added");
-        self.headers.retain(|(n, _)| *n != added.0);
-        self.headers.push(added);
+        let (name, value) = self.headers.pop().expect("just added");
+        crate::request::replace_header(&mut self.headers, name, value);
         Ok(())
     }
     pub fn set_user_agent(&mut self, value: &[u8]) -> Result<(), ConfigError> {

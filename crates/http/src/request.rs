@@ -134,9 +134,8 @@ impl RequestOptions {
     /// As [`header`](Self::header), replacing the values `headers` gave the name.
     pub fn set_header(mut self, name: &str, value: &[u8]) -> Result<Self, ConfigError> {
         self = self.header(name, value)?;
-        let added = self.headers.pop().expect("just added");
-        self.headers.retain(|(n, _)| *n != added.0);
-        self.headers.push(added);
+        let (name, value) = self.headers.pop().expect("just added");
+        replace_header(&mut self.headers, name, value);
         Ok(self)
     }
     /// The `Idempotency-Key` (not blank).
@@ -221,10 +220,6 @@ pub fn prepare_at(
     if !headers.iter().any(|(n, _)| *n == USER_AGENT) {
         headers.insert(0, (USER_AGENT, config.user_agent.clone()));
     }
-    let body_type = |headers: &mut Vec<(HeaderName, HeaderValue)>, value: HeaderValue| {
-        headers.retain(|(n, _)| *n != CONTENT_TYPE);
-        headers.push((CONTENT_TYPE, value));
-    };
 
     if !options.query.is_empty() {
         let mut serializer = url.query_pairs_mut();
@@ -248,13 +243,17 @@ pub fn prepare_at(
             let body = Multipart::new(parts);
             let content_type =
                 HeaderValue::from_str(&body.content_type()).expect("the boundary is ASCII");
-            body_type(&mut headers, content_type);
+            replace_header(&mut headers, CONTENT_TYPE, content_type);
             multipart = Some(Arc::new(body));
             None
         }
         Some(Body::Raw(bytes)) => Some(bytes),
         Some(Body::Json(bytes)) => {
-            body_type(&mut headers, HeaderValue::from_static("application/json"));
+            replace_header(
+                &mut headers,
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             Some(bytes)
         }
         Some(Body::Form(pairs)) => {
@@ -262,8 +261,9 @@ pub fn prepare_at(
             for (k, v) in &pairs {
                 serializer.append_pair(k, v);
             }
-            body_type(
+            replace_header(
                 &mut headers,
+                CONTENT_TYPE,
                 HeaderValue::from_static("application/x-www-form-urlencoded"),
             );
             Some(serializer.finish().into_bytes())
@@ -276,9 +276,7 @@ pub fn prepare_at(
         headers.extend(extra);
     }
     if let Some(key) = options.idempotency_key {
-        let name = HeaderName::from_static(IDEMPOTENCY_KEY);
-        headers.retain(|(n, _)| *n != name);
-        headers.push((name, key));
+        replace_header(&mut headers, HeaderName::from_static(IDEMPOTENCY_KEY), key);
     }
     // A blank header is no key (the option refuses one): a server cannot deduplicate by it.
     let has_idempotency_key = headers
@@ -308,6 +306,16 @@ pub fn prepare_at(
         timeout: options.timeout,
         connect_timeout: options.connect_timeout,
     })
+}
+
+/// Sets `name` to `value` alone: the values `headers` held for the name are dropped.
+pub(crate) fn replace_header(
+    headers: &mut Vec<(HeaderName, HeaderValue)>,
+    name: HeaderName,
+    value: HeaderValue,
+) {
+    headers.retain(|(n, _)| *n != name);
+    headers.push((name, value));
 }
 
 fn parse_method(method: &str) -> Result<Method, ConfigError> {
@@ -378,6 +386,7 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
 
 /// Whether `path` can be written: an existing file opened for writing without truncating it,
 /// else a new one created and removed again.
+///
 /// Opened without waiting: a FIFO without a reader fails at once (ENXIO) instead of waiting for
 /// one past any deadline; one with a reader (`/dev/stdout` piped to `jq`) is a sink like a file.
 fn writable(path: &std::path::Path) -> std::io::Result<()> {

@@ -106,14 +106,15 @@ final class UpstreamStatus
                 $f = new Funnel($name, $slots, min($reserve, $slots - 1));
             } else {
                 $arguments = ResilientManager::funnelArguments($key, $ofClient && is_array($o)
-                    ? array_intersect_key($o, array_flip(['limit', 'reserve', 'lease', 'share'])) : $o);
-                $f = new Funnel($name, ...$arguments);
+                    ? array_intersect_key($o, array_flip(ResilientManager::FUNNEL_ARGUMENTS)) : $o);
+                $f = ResilientManager::buildFunnel($key, $name, $arguments);
                 $slots = $f->limit();
                 $reserve = $f->reserve();
             }
         } catch (\InvalidArgumentException $e) {
             return ['error' => $e->getMessage()];
         } catch (\ValueError|\TypeError $e) {
+            // the learned funnel's slots and reserve, built here
             return ['error' => "$key: " . $e->getMessage()];
         }
         $inFlight = $f->inFlight();
