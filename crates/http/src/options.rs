@@ -406,7 +406,7 @@ impl ClientConfig {
     ) -> Result<(), ConfigError> {
         self.add_header(option, name, value)?;
         let (name, value) = self.headers.pop().expect("just added");
-        crate::request::replace_header(&mut self.headers, name, value);
+        replace_header(&mut self.headers, name, value);
         Ok(())
     }
     pub fn set_user_agent(&mut self, value: &[u8]) -> Result<(), ConfigError> {
@@ -478,6 +478,16 @@ fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
         return Err(ConfigError::new("backend", "must have a socket path"));
     }
     Ok(BackendKind::Redis(RedisUrl(s.to_owned())))
+}
+
+/// Sets `name` to `value` alone: the values `headers` held for the name are dropped.
+pub(crate) fn replace_header(
+    headers: &mut Vec<(HeaderName, HeaderValue)>,
+    name: HeaderName,
+    value: HeaderValue,
+) {
+    headers.retain(|(n, _)| *n != name);
+    headers.push((name, value));
 }
 
 /// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::config_error::ConfigError;
 use crate::multipart::{Multipart, Part};
-use crate::options::{parse_http_url, ClientConfig};
+use crate::options::{parse_http_url, replace_header, ClientConfig};
 use crate::transport_options::{BodyTarget, TransportOptions};
 
 /// The header that carries the idempotency key.
@@ -306,16 +306,6 @@ pub fn prepare_at(
         timeout: options.timeout,
         connect_timeout: options.connect_timeout,
     })
-}
-
-/// Sets `name` to `value` alone: the values `headers` held for the name are dropped.
-pub(crate) fn replace_header(
-    headers: &mut Vec<(HeaderName, HeaderValue)>,
-    name: HeaderName,
-    value: HeaderValue,
-) {
-    headers.retain(|(n, _)| *n != name);
-    headers.push((name, value));
 }
 
 fn parse_method(method: &str) -> Result<Method, ConfigError> {
