@@ -55,7 +55,11 @@ final class AbandonedAttemptTest extends TestCase
     {
         [$held, $attempt] = $this->slotFreedAfter(['limit' => 'auto']);
         $this->assertGreaterThanOrEqual(0.29, $attempt);
-        $this->assertGreaterThanOrEqual($attempt - 0.02, $held, "held {$held} s after an attempt of {$attempt} s");
+        // The attempt inside the call lasted at least its 0.3 s timeout and its slot is held as
+        // long again from its end, so the slot is free no sooner than 0.6 s after the call
+        // began. (The call's own time around the attempt varies on a busy machine, which is
+        // why the hold is not compared with $attempt alone.)
+        $this->assertGreaterThanOrEqual(0.59, $attempt + $held, "held {$held} s after a call of {$attempt} s");
         $this->assertLessThan($attempt + 1.0, $held, 'and not much longer');
     }
 
