@@ -1,0 +1,56 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Metrics;
+
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * `php/bin/resilient-metrics` (the exposition without Laravel) answers every input with one of
+ * its documented exit codes and a one-line message, never an uncaught exception's trace: a
+ * textfile collector or a cron job around it reads the code.
+ */
+final class MetricsScriptTest extends TestCase
+{
+    private static function script(array $args, array $ini = []): \Resilient\Tests\Harness\ProcessResult
+    {
+        return PhpProcess::runScript(Run::root() . '/php/bin/resilient-metrics', $args, $ini);
+    }
+
+    /** @return iterable<string, array{list<string>, int, string}> */
+    public static function inputs(): iterable
+    {
+        yield 'an empty name' => [['--reset', ''], 64, 'name: must not be empty'];
+        yield 'a name over 64 bytes' => [['--reset', str_repeat('n', 70)], 64, 'name: '];
+        yield 'a name with a line break' => [['--reset', "a\nb"], 64, 'name: '];
+        yield 'no name' => [['--reset'], 64, 'usage: resilient-metrics'];
+        yield 'an unknown flag' => [['--bogus'], 64, 'usage: resilient-metrics'];
+        yield 'a name without metrics' => [['--reset', Run::name('never-used')], 1, ''];
+    }
+
+    /** @dataProvider inputs */
+    public function testEachInputEndsWithItsDocumentedExitCode(array $args, int $code, string $message): void
+    {
+        $r = self::script($args);
+        $this->assertSame($code, $r->exitCode, $r->describe());
+        $this->assertStringNotContainsString('Uncaught', $r->stderr . $r->stdout);
+        $this->assertStringContainsString($message, $r->stderr);
+        $this->assertLessThanOrEqual(1, substr_count(rtrim($r->stderr), "\n"), 'one line');
+    }
+
+    public function testAnUnusableSegmentWithShmRequiredIsExitTwo(): void
+    {
+        $dir = Run::tempDir('metrics-script');
+        $r = self::script(['--json'], [
+            'resilient.shm_path' => "$dir/missing-dir/segment.shm",
+            'resilient.shm_required' => '1',
+        ]);
+        $this->assertSame(2, $r->exitCode, $r->describe());
+        $this->assertStringNotContainsString('Uncaught', $r->stderr . $r->stdout);
+        $this->assertStringContainsString('resilient-metrics: ', $r->stderr);
+        $this->assertStringContainsString("$dir/missing-dir/segment.shm", $r->stderr);
+    }
+}
