@@ -17,7 +17,6 @@
 //! force where it was started, and keeps its own while it is suspended (parked
 //! by fiber context, swapped in and out by the engine's fiber-switch observer).
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{LazyLock, Mutex, PoisonError};
@@ -107,49 +106,11 @@ pub fn cap(seconds: f64) -> f64 {
 /// frames and for unwinding the exception.
 const STACK_RESERVE: usize = 256 * 1024;
 
-thread_local! {
-    /// Lowest usable address of this thread's stack; 0 = not known yet, 1 = unknown.
-    static STACK_LOW: Cell<usize> = const { Cell::new(0) };
-}
-
-fn stack_low() -> usize {
-    STACK_LOW.with(|low| {
-        if low.get() == 0 {
-            // SAFETY: pthread_getattr_np fills `attr` for the calling thread (for the
-            // main thread glibc derives it from the rlimit and /proc/self/maps);
-            // destroyed after use.
-            let found = unsafe {
-                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-                let mut addr: *mut libc::c_void = std::ptr::null_mut();
-                let mut size: libc::size_t = 0;
-                let ok = libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0
-                    && libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
-                libc::pthread_attr_destroy(&mut attr);
-                if ok && addr as usize > 1 {
-                    addr as usize
-                } else {
-                    1
-                }
-            };
-            low.set(found);
-        }
-        low.get()
-    })
-}
-
-/// Bytes of C stack left below this frame, `None` when unknown.
-fn stack_left() -> Option<usize> {
-    let marker = 0u8;
-    let here = std::ptr::addr_of!(marker) as usize;
-    let low = stack_low();
-    (low > 1 && here > low).then(|| here - low)
-}
-
 /// Enters a scope of `seconds` (validated); returns the depth to pop back to.
 /// Refused (an `\Error`) beyond `resilient_core::deadline::MAX_DEPTH` nested scopes.
 pub fn push(seconds: f64) -> Result<usize, resilient_core::Error> {
-    if let Some(left) = stack_left().filter(|left| *left < STACK_RESERVE) {
-        let depth = with_stack(|s| s.depth());
+    if let Err(short) = crate::stack::check(STACK_RESERVE) {
+        let (left, depth) = (short.left, with_stack(|s| s.depth()));
         return Err(resilient_core::Error::too_deep(
             "Deadline::within",
             format!(
@@ -213,8 +174,8 @@ impl Deadline {
         remaining()
     }
 
-    /// `min($seconds, remaining())`, never below 0.001; `$seconds` when no
-    /// deadline is set.
+    /// `min($seconds, remaining())`, or `$seconds` when no deadline is set; never below
+    /// 0.001.
     pub fn cap(seconds: &Zval) -> PhpResult<f64> {
         let seconds = coerce::float_arg(seconds, "Resilient\\Deadline::cap", 1, "seconds")?;
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;

@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod options;
 pub mod response;
 pub mod segment;
+pub mod stack;
 pub mod transport_options;
 
 #[php_module]

@@ -67,6 +67,36 @@ final class NestingTest extends TestCase
         $this->assertNull($r['after']);
     }
 
+    /**
+     * Inside a Fiber the stack is the fiber's own (2 MiB by default, `fiber.stack_size`), not
+     * the thread's: it is measured there too, so a recursion through `within` (here with an
+     * `array_map` between levels, as PHP code has) ends with the same \Error, not SIGSEGV.
+     *
+     * @return iterable<string,array{string}>
+     */
+    public static function fiberStacks(): iterable
+    {
+        yield 'default' => [''];
+        yield '1M' => ['1M'];
+        yield '512K' => ['512K'];
+    }
+
+    /** @dataProvider fiberStacks */
+    public function testTooDeepInsideAFiberIsAClearErrorToo(string $stackSize): void
+    {
+        $code = 'function nest(int $n) { return $n === 0 ? 0 : Resilient\Deadline::within(30.0, fn () => array_map(fn () => nest($n - 1), [1])); }
+            $f = new Fiber(function () { try { nest(100000); } catch (Error $e) { return ["message" => $e->getMessage(), "after" => Resilient\Deadline::remaining()]; } });
+            $f->start();
+            echo json_encode($f->getReturn() + ["outside" => Resilient\Deadline::remaining()]);';
+        $res = PhpProcess::runCode($code, $stackSize === '' ? [] : ['fiber.stack_size' => $stackSize], 60);
+        $this->assertNull($res->signal, 'crashed: ' . $res->describe());
+        $this->assertSame(0, $res->exitCode, $res->describe());
+        $r = $res->json();
+        $this->assertMatchesRegularExpression('/^Deadline::within: (only \d+ KB of C stack left at \d+ nested scopes|nested more than 1000 deep); infinite recursion\?$/', $r['message']);
+        $this->assertNull($r['after']);
+        $this->assertNull($r['outside']);
+    }
+
     public function testTheLimitItselfIsAllowed(): void
     {
         $r = $this->nest(1_000);

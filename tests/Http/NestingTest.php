@@ -16,7 +16,15 @@ use Resilient\Tests\Harness\PhpProcess;
  */
 final class NestingTest extends HttpTestCase
 {
-    public function testOneHundredThousandNestedCallsEndWithAClearException(): void
+    /** @return iterable<string,array{bool}> */
+    public static function stacks(): iterable
+    {
+        yield "the thread's stack" => [false];
+        yield "a Fiber's own (2 MiB)" => [true];
+    }
+
+    /** @dataProvider stacks */
+    public function testOneHundredThousandNestedCallsEndWithAClearException(bool $inAFiber): void
     {
         $key = $this->up->key('nest');
         $this->up->script($key, [['status' => 200, 'body' => 'ok']]);
@@ -44,6 +52,9 @@ final class NestingTest extends HttpTestCase
                     'after' => (new Resilient\\Client('nest2', ['base_url' => '$base']))->get('/after')->body()]);
             }
             PHP;
+        if ($inAFiber) {
+            $code = '$f = new Fiber(function () { ' . $code . ' }); $f->start();';
+        }
         $r = PhpProcess::code($code)->wait(120.0);
         $this->assertSame(0, $r->exitCode, $r->describe());
         $this->assertNull($r->signal);
