@@ -38,6 +38,7 @@ use resilient_http::{
 
 use crate::coerce::{ArrayArg, StringArg};
 use crate::exceptions::{self, Kind};
+use crate::interrupt::Handled;
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
 use crate::{coerce, context, deadline, errors, held, interrupt, options, segment};
@@ -101,10 +102,14 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
         .transport(io.transport());
     // Metrics are best effort: a client without a funnel or a budget works as before when
     // the segment is unusable (`shm_required`) or its table is full; it records nothing.
+    // The name is listed once the client is built: a client refused below (its budget's
+    // entry did not fit) leaves no row of zeros in the snapshots.
     let segment = segment::shared().ok();
-    let events: Option<Arc<dyn CallEvents>> = segment
+    let metrics = segment
         .clone()
-        .and_then(|seg| resilient_core::Metrics::new(seg, name).ok())
+        .and_then(|seg| resilient_core::Metrics::unlisted(seg, name).ok());
+    let events: Option<Arc<dyn CallEvents>> = metrics
+        .clone()
         .map(|metrics| Arc::new(MetricsEvents::new(metrics)) as Arc<dyn CallEvents>);
     if let Some(events) = &events {
         builder = builder.events(events.clone());
@@ -118,6 +123,9 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
     let http = builder
         .build()
         .map_err(|e| PhpException::from(e.as_str()))?;
+    if let Some(metrics) = &metrics {
+        metrics.list();
+    }
     Ok(Built {
         http: Arc::new(http),
         events,
@@ -402,11 +410,7 @@ impl Client {
             }) {
                 Driven::Done(output) => output,
                 Driven::Forked => return Err(forked()),
-                Driven::Cancelled => {
-                    return Err(
-                        failure.unwrap_or_else(|| PhpException::from("the pool was cancelled"))
-                    )
-                }
+                Driven::Cancelled => return Err(stopped(failure, "the pool was cancelled")),
             };
         let mut out = ZendHashTable::with_capacity(u32::try_from(keys.len()).unwrap_or(u32::MAX));
         for (key, result) in keys.into_iter().zip(results) {
@@ -513,9 +517,7 @@ impl Client {
                 Some(fallback) => self.fall_back(b, fallback, unavailable),
             },
             Driven::Forked => Err(forked()),
-            Driven::Cancelled => {
-                Err(failure.unwrap_or_else(|| PhpException::from("the call was cancelled")))
-            }
+            Driven::Cancelled => Err(stopped(failure, "the call was cancelled")),
         }
     }
 
@@ -534,14 +536,19 @@ impl Client {
     }
 
     /// Handles what woke a call: a record for `on_attempt`, or a PHP interrupt (a signal's
-    /// handler, `max_execution_time`). False (cancel the call) when PHP code threw.
-    fn wake(&self, wake: Wake, failure: &mut Option<PhpException>) -> bool {
+    /// handler, `max_execution_time`). False (cancel the call) when PHP code threw or time
+    /// ran out.
+    fn wake(&self, wake: Wake, failure: &mut Option<Stopped>) -> bool {
         match wake {
             Wake::Record(record) => self.notify(record, failure),
             Wake::Interrupt => match interrupt::handle() {
-                Ok(()) => true,
+                Ok(Handled::GoOn) => true,
+                Ok(Handled::TimedOut) => {
+                    *failure = Some(Stopped::TimedOut);
+                    false
+                }
                 Err(e) => {
-                    *failure = Some(e);
+                    *failure = Some(Stopped::Threw(e));
                     false
                 }
             },
@@ -549,7 +556,7 @@ impl Client {
     }
 
     /// Calls `on_attempt` with one record. False (cancel the call) when it throws.
-    fn notify(&self, record: AttemptRecord, failure: &mut Option<PhpException>) -> bool {
+    fn notify(&self, record: AttemptRecord, failure: &mut Option<Stopped>) -> bool {
         let Some(callable) = &self.on_attempt else {
             return true;
         };
@@ -559,14 +566,14 @@ impl Client {
         let array = match self.record_array(&record) {
             Ok(a) => a,
             Err(e) => {
-                *failure = Some(e);
+                *failure = Some(Stopped::Threw(e));
                 return false;
             }
         };
         match callable.try_call(vec![&array]) {
             Ok(_) => true,
             Err(e) => {
-                *failure = Some(PhpException::from(e));
+                *failure = Some(Stopped::Threw(PhpException::from(e)));
                 false
             }
         }
@@ -590,6 +597,28 @@ impl Client {
     }
 }
 
+/// Why PHP's side cancelled a call.
+enum Stopped {
+    /// `on_attempt` or a signal's handler threw (or called `exit()`).
+    Threw(PhpException),
+    /// `max_execution_time` expired.
+    TimedOut,
+}
+
+/// The exception a cancelled call ends with; for an expired `max_execution_time`, its fatal
+/// error instead (never returns), raised now that the call's future, with its funnel slot and
+/// in-flight count, is gone.
+fn stopped(failure: Option<Stopped>, otherwise: &str) -> PhpException {
+    match failure {
+        Some(Stopped::Threw(e)) => e,
+        Some(Stopped::TimedOut) => {
+            interrupt::time_out();
+            PhpException::from("Maximum execution time exceeded")
+        }
+        None => PhpException::from(otherwise),
+    }
+}
+
 /// `\RuntimeException` for a call that a fork cut off (in the child; never retried).
 fn forked() -> PhpException {
     PhpException::new(
@@ -607,51 +636,15 @@ const STACK_RESERVE: usize = 1024 * 1024;
 /// callable calls the client...). Each level costs C stack (the engine's call into the callable,
 /// the runtime's frames), so 1,000 levels overflowed the 8 MB stack with a SIGSEGV. A call is
 /// refused with a `\RuntimeException` when less than [`STACK_RESERVE`] of the stack is left.
-/// Measured on the stack itself, not counted: nothing to reset when a fatal error long-jumps
-/// past a level, and deep PHP frames between levels count too.
+/// Measured on the stack (the thread's, or a Fiber's), see [`crate::stack`].
 fn check_stack() -> PhpResult<()> {
-    let Some((low, size)) = stack_bounds() else {
-        return Ok(());
-    };
-    let here = &raw const low as usize;
-    if !(low..low.saturating_add(size)).contains(&here) {
-        // Another stack than the thread's: a PHP Fiber (or a coroutine library's) runs on its
-        // own, whose bounds PHP 8.2 does not publish. Not measured there, as `Deadline` does not.
-        return Ok(());
-    }
-    let left = here.saturating_sub(low);
-    let reserve = STACK_RESERVE.min(size / 4);
-    if left < reserve {
-        return Err(PhpException::new(
-            format!("Resilient\\Client: calls nested too deeply (a callback such as on_attempt or fallback calling the client, {} KiB of C stack left, at least {} KiB needed): the call was not made", left / 1024, reserve / 1024),
+    crate::stack::check(STACK_RESERVE).map_err(|short| {
+        PhpException::new(
+            format!("Resilient\\Client: calls nested too deeply (a callback such as on_attempt or fallback calling the client, {} KiB of C stack left, at least {} KiB needed): the call was not made", short.left / 1024, short.needed / 1024),
             0,
             exceptions::runtime_exception(),
-        ));
-    }
-    Ok(())
-}
-
-/// This thread's stack: (lowest address, size), read once per thread.
-fn stack_bounds() -> Option<(usize, usize)> {
-    thread_local! {
-        static BOUNDS: Option<(usize, usize)> = read_stack_bounds();
-    }
-    BOUNDS.with(|b| *b)
-}
-
-fn read_stack_bounds() -> Option<(usize, usize)> {
-    // SAFETY: plain pthread queries on the calling thread with a zeroed, then initialised attr.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return None;
-        }
-        let mut addr = std::ptr::null_mut();
-        let mut size = 0usize;
-        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-        libc::pthread_attr_destroy(&mut attr);
-        (rc == 0 && !addr.is_null() && size > 0).then_some((addr as usize, size))
-    }
+        )
+    })
 }
 
 /// What an enclosing `Resilient\Deadline::within` has left.

@@ -203,24 +203,25 @@ impl Context {
         sapi_name()
     }
 
-    /// `$seconds`, capped to `resilient.web_timeout` when web.
+    /// `$seconds` (at least 0.001: a smaller timeout means none to a client counting in ms),
+    /// capped to `resilient.web_timeout` when web.
     pub fn timeout(seconds: &Zval) -> PhpResult<f64> {
         let seconds = coerce::float_arg(seconds, "Resilient\\Context::timeout", 1, "seconds")?;
-        let seconds = validate::positive_seconds("seconds", seconds).map_err(errors::php)?;
+        let seconds = validate::timeout_seconds("seconds", seconds).map_err(errors::php)?;
         check_web_caps()?;
         Ok(timeout(seconds))
     }
 
-    /// `$seconds`, capped to `resilient.web_connect_timeout` when web.
+    /// `$seconds` (at least 0.001), capped to `resilient.web_connect_timeout` when web.
     pub fn connect_timeout(seconds: &Zval) -> PhpResult<f64> {
         let seconds =
             coerce::float_arg(seconds, "Resilient\\Context::connectTimeout", 1, "seconds")?;
-        let seconds = validate::positive_seconds("seconds", seconds).map_err(errors::php)?;
+        let seconds = validate::timeout_seconds("seconds", seconds).map_err(errors::php)?;
         check_web_caps()?;
         Ok(connect_timeout(seconds))
     }
 
-    /// `$attempts` (>= 1), capped to `resilient.web_max_attempts` when web.
+    /// `$attempts` (1 to 100), capped to `resilient.web_max_attempts` when web.
     pub fn max_attempts(attempts: &Zval) -> PhpResult<i64> {
         let attempts = coerce::int_arg(attempts, "Resilient\\Context::maxAttempts", 1, "attempts")?;
         let attempts = validate::count("attempts", attempts, 1, 100).map_err(errors::php)?;

@@ -427,7 +427,8 @@ fn requirement(key: &CStr) -> String {
             "must be a boolean (0, 1, on, off, true, false, yes, no)".to_owned()
         }
         b"resilient.web_timeout" | b"resilient.web_connect_timeout" => format!(
-            "must be a number of seconds, > 0 and at most {}",
+            "must be a number of seconds, at least {} and at most {}",
+            resilient_core::validate::MIN_TIMEOUT_SECONDS,
             resilient_core::validate::MAX_SECONDS
         ),
         b"resilient.web_max_attempts" => "must be an integer between 1 and 100".to_owned(),
@@ -444,13 +445,14 @@ fn parse_slots(v: &str) -> Option<u32> {
         .filter(|n| (1..=MAX_SHM_SLOTS).contains(n))
 }
 
-/// Positive, finite and at most a year (larger values are typos, and would overflow a
-/// `Duration`): anything else is refused by `ini_set` and ignored from php.ini.
+/// A timeout as the client's options take it: at least 1 ms and at most a year (larger values
+/// are typos, and would overflow a `Duration`). Anything else is refused by `ini_set` and
+/// ignored from php.ini.
 fn parse_seconds(v: &str) -> Option<f64> {
     v.trim()
         .parse::<f64>()
         .ok()
-        .filter(|s| s.is_finite() && *s > 0.0 && *s <= resilient_core::validate::MAX_SECONDS)
+        .and_then(|s| resilient_core::validate::timeout_seconds("", s).ok())
 }
 
 fn parse_attempts(v: &str) -> Option<u32> {
@@ -467,7 +469,7 @@ fn parse_backend(v: &str) -> bool {
 }
 
 /// `auto` → `Some(None)`, `web` → `Some(Some(true))`, `console` → `Some(Some(false))`.
-fn parse_context(v: &str) -> Option<Option<bool>> {
+pub(crate) fn parse_context(v: &str) -> Option<Option<bool>> {
     let v = v.trim();
     if v.is_empty() || v.eq_ignore_ascii_case("auto") {
         Some(None)
@@ -590,6 +592,13 @@ mod tests {
         assert_eq!(parse_seconds("NaN"), None);
         assert_eq!(parse_seconds("inf"), None);
         assert_eq!(parse_seconds("-1"), None);
+        assert_eq!(
+            parse_seconds("5e-324"),
+            None,
+            "under the 1 ms a client option takes"
+        );
+        assert_eq!(parse_seconds("0.001"), Some(0.001));
+        assert_eq!(parse_context(" WEB "), Some(Some(true)));
         assert_eq!(parse_attempts("0"), None);
         assert!(parse_backend("redis://127.0.0.1:6379/0"));
         assert!(!parse_backend("mysql://x"));

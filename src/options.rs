@@ -56,15 +56,15 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                 .set_base_url(&text(value, key)?)
                 .map_err(config_error)?,
             "connect_timeout" => config
-                .set_connect_timeout(seconds(value, key)?)
+                .set_connect_timeout(timeout(value, key)?)
                 .map_err(config_error)?,
             "timeout" => config
-                .set_timeout(seconds(value, key)?)
+                .set_timeout(timeout(value, key)?)
                 .map_err(config_error)?,
             "deadline" => {
                 let deadline = match off(value) {
                     true => None,
-                    false => Some(seconds(value, key)?),
+                    false => Some(timeout(value, key)?),
                 };
                 config.set_deadline(deadline).map_err(config_error)?
             }
@@ -151,16 +151,15 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
             "on_attempt" => binding.on_attempt = callable(value, key)?,
             "fallback" => binding.fallback = callable(value, key)?,
             "context" => {
-                binding.context = match text(value, key)?.as_str() {
-                    "web" => Some(true),
-                    "console" => Some(false),
-                    "auto" => None,
-                    _ => {
-                        return Err(exceptions::value_error(
-                            "option 'context': must be 'web', 'console' or 'auto'",
-                        ))
-                    }
-                }
+                // Spelled as `resilient.context` accepts it, so a value copied from php.ini or
+                // an env file means the same here.
+                let text = text(value, key)?;
+                binding.context = crate::ini::parse_context(&text).ok_or_else(|| {
+                    exceptions::value_error(format!(
+                        "option 'context': must be 'web', 'console' or 'auto', got '{}'",
+                        text.escape_debug()
+                    ))
+                })?;
             }
             other => {
                 let known: Vec<&str> = ClientConfig::KEYS
@@ -363,6 +362,14 @@ fn seconds(value: &Zval, path: &str) -> PhpResult<Duration> {
     validate::duration(path, float(value, path)?).map_err(|e| core_error("", e))
 }
 
+/// A `timeout`, `connect_timeout` or `deadline`: at least the 1 ms the client counts in, checked
+/// before the conversion so that 1e-10 gets the same words as 0.0005.
+fn timeout(value: &Zval, path: &str) -> PhpResult<Duration> {
+    let secs =
+        validate::timeout_seconds(path, float(value, path)?).map_err(|e| core_error("", e))?;
+    Ok(Duration::from_secs_f64(secs))
+}
+
 pub(crate) fn text(value: &Zval, path: &str) -> PhpResult<String> {
     match value.dereference().zend_str() {
         Some(s) => utf8(s.as_bytes(), path).map_err(exceptions::value_error),
@@ -544,12 +551,12 @@ pub fn request(
                 "multipart" => bodies.push(("multipart", value)),
                 "timeout" => {
                     out = out
-                        .timeout(seconds(value, "timeout")?)
+                        .timeout(timeout(value, "timeout")?)
                         .map_err(config_error)?
                 }
                 "connect_timeout" => {
                     out = out
-                        .connect_timeout(seconds(value, "connect_timeout")?)
+                        .connect_timeout(timeout(value, "connect_timeout")?)
                         .map_err(config_error)?
                 }
                 "sink" if off(value) => {}

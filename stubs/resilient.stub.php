@@ -163,7 +163,7 @@ namespace Resilient {
         public function __construct() {}
 
         /**
-         * `$seconds`, capped to `resilient.web_connect_timeout` when web.
+         * `$seconds` (at least 0.001), capped to `resilient.web_connect_timeout` when web.
          *
          * @param mixed $seconds
          * @return float
@@ -180,7 +180,7 @@ namespace Resilient {
         public static function isWeb(): bool {}
 
         /**
-         * `$attempts` (>= 1), capped to `resilient.web_max_attempts` when web.
+         * `$attempts` (1 to 100), capped to `resilient.web_max_attempts` when web.
          *
          * @param mixed $attempts
          * @return int
@@ -195,7 +195,8 @@ namespace Resilient {
         public static function sapi(): string {}
 
         /**
-         * `$seconds`, capped to `resilient.web_timeout` when web.
+         * `$seconds` (at least 0.001: a smaller timeout means none to a client counting in ms),
+         * capped to `resilient.web_timeout` when web.
          *
          * @param mixed $seconds
          * @return float
@@ -213,8 +214,8 @@ namespace Resilient {
         public function __construct() {}
 
         /**
-         * `min($seconds, remaining())`, never below 0.001; `$seconds` when no
-         * deadline is set.
+         * `min($seconds, remaining())`, or `$seconds` when no deadline is set; never below
+         * 0.001.
          *
          * @param mixed $seconds
          * @return float
@@ -462,8 +463,10 @@ namespace Resilient {
          * 'shed' => ['funnel' => int, 'budget' => int, 'deadline' => int, 'circuit' => int] (our
          * refusals), 'failures' => ['4xx' => int, '5xx' => int, 'timeout' => int, 'connection' =>
          * int, 'other' => int] (upstream failures per attempt), 'latency' => ['success' => h,
-         * 'failure' => h], 'breaker' => ['state' => 'closed'|'open'|'half_open', 'transitions' =>
-         * ['closed' => int, 'open' => int, 'half_open' => int]], 'learned' => null|['limit' =>
+         * 'failure' => h], 'breaker' => ['state' => 'closed'|'open'|'half_open' (as the last
+         * transition left it: an open breaker past its `open_for` reads 'open' until the next call,
+         * its probe), 'transitions' => ['closed' => int, 'open' => int, 'half_open' => int]],
+         * 'learned' => null|['limit' =>
          * float, 'no_load_rtt_ms' => float, 'rtt_ms' => float, 'intervals' => int] (a funnel
          * `'limit' => 'auto'`, as `Funnel::stats()`)]]`, where `h` = `['buckets' =>
          * [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds

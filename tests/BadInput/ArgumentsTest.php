@@ -60,6 +60,15 @@ final class ArgumentsTest extends TestCase
         yield 'reserve PHP_INT_MAX' => ["new Resilient\\Funnel('a', 3, PHP_INT_MAX);", 'reserve: must be between 0 and 63, got ' . PHP_INT_MAX];
         yield 'floor PHP_INT_MAX' => ["new Resilient\\RetryBudget('a', 0.1, PHP_INT_MAX);", 'floor: must be between 0 and 1048575, got ' . PHP_INT_MAX];
         yield 'lease 1e-300' => ["new Resilient\\Funnel('a', 3, 0, 1e-300);", 'lease: must be at least 1e-9 seconds, got 1e-300'];
+        // Every timeout under the client's 1 ms gets the same words, however small.
+        $ms = 'must be at least 0.001 seconds, got ';
+        yield 'timeout 1e-10' => ['new Resilient\\Client("t", ["timeout" => 1e-10]);', "option 'timeout': $ms"];
+        yield 'timeout 0.0005' => ['new Resilient\\Client("t", ["timeout" => 0.0005]);', "option 'timeout': {$ms}0.0005"];
+        yield 'connect_timeout 1e-12' => ['new Resilient\\Client("t", ["connect_timeout" => 1e-12]);', "option 'connect_timeout': $ms"];
+        yield 'deadline 1e-10' => ['new Resilient\\Client("t", ["deadline" => 1e-10]);', "option 'deadline': $ms"];
+        yield 'request timeout 1e-10' => ['(new Resilient\\Client("t", ["base_url" => "http://127.0.0.1:9"]))->get("/", null, ["timeout" => 1e-10]);', "option 'timeout': $ms"];
+        yield 'Context::timeout 1e-300' => ['Resilient\\Context::timeout(1e-300);', "seconds: $ms"];
+        yield 'Context::connectTimeout 0' => ['Resilient\\Context::connectTimeout(0);', "seconds: {$ms}0"];
     }
 
     /** @dataProvider outOfRangeMessages */

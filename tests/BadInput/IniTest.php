@@ -48,6 +48,31 @@ final class IniTest extends TestCase
         $this->assertFileDoesNotExist($ini['resilient.shm_path'], 'nothing may be created with a bad setting');
     }
 
+    /**
+     * A web cap under the 1 ms a client's timeout takes would fail every web attempt at once:
+     * refused by `ini_set`, and from php.ini an error when a web caller uses it.
+     *
+     * @return iterable<string,array{string,string}>
+     */
+    public static function capsTooSmall(): iterable
+    {
+        yield 'web_timeout 5e-324' => ['resilient.web_timeout', '5e-324'];
+        yield 'web_timeout 0.0005' => ['resilient.web_timeout', '0.0005'];
+        yield 'web_connect_timeout 1e-9' => ['resilient.web_connect_timeout', '1e-9'];
+    }
+
+    /** @dataProvider capsTooSmall */
+    public function testACapUnderAMillisecondIsRefused(string $key, string $value): void
+    {
+        $this->testIniSetOfABadValueReturnsFalse($key, $value);
+        $r = PhpProcess::runScript('expect_throw.php', ['new Resilient\\Client("cap", ["context" => "web"]);'], [
+            'resilient.shm_path' => Run::shmPath('ini-' . bin2hex(random_bytes(3))), $key => $value,
+        ], 20);
+        $out = $r->json();
+        $this->assertTrue($out['threw'], "$key=$value was used silently: " . json_encode($out));
+        $this->assertStringStartsWith("$key: must be a number of seconds, at least 0.001", $out['message']);
+    }
+
     /** @dataProvider badValues */
     public function testIniSetOfABadValueReturnsFalse(string $key, string $value): void
     {

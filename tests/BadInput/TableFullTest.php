@@ -45,4 +45,32 @@ final class TableFullTest extends TestCase
         $this->assertTrue($info['first_name_still_works']);
         $this->assertNotNull($info['budget_too'], 'a new budget name must also be refused when the table is full');
     }
+
+    /**
+     * A client whose name still fits but whose retry budget's entry does not is refused, and
+     * the name it claimed on the way stays out of `Metrics::snapshot()` (it would show a row of
+     * zeros for an upstream nobody could call).
+     */
+    public function testAClientRefusedForAFullTableIsNotListedInMetrics(): void
+    {
+        $code = <<<'PHP'
+            for ($i = 0; $i < 7; $i++) {
+                (new Resilient\Funnel("table-$i", limit: 1))->inFlight();
+            }
+            try {
+                new Resilient\Client('half-made', ['base_url' => 'http://127.0.0.1:9']);
+                return ['made' => true];
+            } catch (Resilient\SharedMemoryError $e) {
+                return ['made' => false, 'message' => $e->getMessage(),
+                    'listed' => array_keys(Resilient\Metrics::snapshot())];
+            }
+            PHP;
+        $path = Run::shmPath('half-' . bin2hex(random_bytes(3)));
+        $r = PhpProcess::runScript('expect_throw.php', [$code], ['resilient.shm_path' => $path, 'resilient.shm_slots' => 8], 20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $out = $r->json()['returned'];
+        $this->assertFalse($out['made'], 'the name takes the 8th entry, its budget finds none: ' . json_encode($out));
+        $this->assertMatchesRegularExpression('/full/i', $out['message']);
+        $this->assertNotContains('half-made', $out['listed']);
+    }
 }

@@ -64,6 +64,14 @@ final class ContextOverrideTest extends TestCase
             . 'try { new Resilient\Client("x", ["context" => "server"]); } catch (\ValueError $e) { echo $e->getMessage(); }',
             ['resilient.shm_path' => Run::shmPath('ctx')],
         );
-        $this->assertSame("false auto option 'context': must be 'web', 'console' or 'auto'", $r->stdout);
+        $this->assertSame("false auto option 'context': must be 'web', 'console' or 'auto', got 'server'", $r->stdout);
+    }
+
+    /** The option takes a value as `resilient.context` does: any case, spaces around, empty for auto. */
+    public function testTheOptionIsSpelledAsTheIniSetting(): void
+    {
+        $this->assertSame(1, $this->probe([], 'WEB')['attempts'], 'web: the web cap of 1 attempt');
+        $this->assertSame(3, $this->probe(['resilient.context' => 'web'], ' Console ')['attempts']);
+        $this->assertSame(3, $this->probe([], '')['attempts'], 'empty: the SAPI (cli) decides');
     }
 }

@@ -45,4 +45,35 @@ final class InFlightGaugeTest extends TestCase
         $this->assertSame(0, $entry['in_flight'], 'the attempt cut by the fatal error is no longer counted in flight');
         $this->assertSame(0, (new Funnel($name, 4))->inFlight(), 'nor its funnel slot');
     }
+
+    /**
+     * `max_execution_time` expiring mid-call (PHP's timer is SIGPROF; sent here by hand, as the
+     * CPU-time timer never fires while a call waits) ends the call before its fatal error, so the
+     * shutdown functions that run next (a framework's error reporting, which may itself call
+     * the upstream) find the funnel slot free and nothing counted in flight.
+     */
+    public function testAnExpiredTimeLimitGivesTheSlotBackBeforeTheShutdownFunctions(): void
+    {
+        $up = MockUpstream::shared();
+        $key = $up->key('inflight-timeout');
+        $up->script($key, [['delay_ms' => 5000], ['status' => 200]]);
+        $name = Run::name('inflight-timeout');
+        $code = sprintf(
+            '$c = new Resilient\Client(%1$s, ["base_url" => %2$s, "timeout" => 10, "max_attempts" => 1, "funnel" => ["limit" => 1, "reserve" => 0]]);'
+            . 'register_shutdown_function(function () use ($c) {'
+            . '  $seen = ["funnel" => (new Resilient\Funnel(%1$s, 1, 0))->inFlight(), "gauge" => Resilient\Metrics::snapshot()[%1$s]["in_flight"]];'
+            . '  try { $seen["next_call"] = $c->get("/again")->status(); } catch (Throwable $e) { $seen["next_call"] = get_class($e); }'
+            . '  echo "\nSEEN ", json_encode($seen), "\n";'
+            . '});'
+            . 'set_time_limit(100);'
+            . 'exec(sprintf("(sleep 0.5; kill -PROF %%d) >/dev/null 2>&1 &", getmypid()));'
+            . '$c->get("/slow");',
+            var_export($name, true),
+            var_export($up->base($key), true),
+        );
+        $r = PhpProcess::runCode($code, [], 20);
+        $this->assertStringContainsString('Maximum execution time', $r->stdout . $r->stderr, $r->describe());
+        $this->assertSame(1, preg_match('/^SEEN (.*)$/m', $r->stdout, $m), $r->describe());
+        $this->assertSame(['funnel' => 0, 'gauge' => 0, 'next_call' => 200], json_decode($m[1], true));
+    }
 }

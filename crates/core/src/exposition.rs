@@ -303,7 +303,7 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
         Family {
             name: "resilient_breaker_state",
             kind: "gauge",
-            help: "Circuit breaker state: 0 closed, 1 open, 2 half-open.",
+            help: "Circuit breaker state as its last transition left it (it moves when a call passes): 0 closed, 1 open, 2 half-open.",
         },
         |s| s.breaker_state,
     );

@@ -125,7 +125,8 @@ pub struct HistogramBlock {
 /// The metrics block of one entry (the last field of [`crate::layout::Entry`]).
 #[repr(C, align(64))]
 pub struct MetricsBlock {
-    /// 1 once a client of this name recorded anything (snapshots list these names only).
+    /// 1 once a client of this name was made (snapshots list these names only, at zero until
+    /// their first call, as Prometheus prefers a series to exist before it moves).
     pub active: AtomicU64,
     /// Calls started (one per task a user asked for, whatever its attempts).
     pub originals: AtomicU64,
@@ -315,12 +316,23 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The metrics of `name` (the upstream's name: the funnel's entry).
+    /// The metrics of `name` (the upstream's name: the funnel's entry), listed in snapshots.
     pub fn new(seg: Arc<Segment>, name: &str) -> Result<Self, Error> {
-        let entry = seg.entry_index(name)?;
-        let m = Metrics { seg, entry };
-        m.block().active.store(1, Relaxed);
+        let m = Self::unlisted(seg, name)?;
+        m.list();
         Ok(m)
+    }
+
+    /// As [`Metrics::new`], but the name stays out of snapshots until [`Metrics::list`]: for a
+    /// client that may still fail to be built (its budget's entry may not fit).
+    pub fn unlisted(seg: Arc<Segment>, name: &str) -> Result<Self, Error> {
+        let entry = seg.entry_index(name)?;
+        Ok(Metrics { seg, entry })
+    }
+
+    /// Lists the name in snapshots from now on (at zero until it records).
+    pub fn list(&self) {
+        self.block().active.store(1, Relaxed);
     }
 
     fn block(&self) -> &MetricsBlock {

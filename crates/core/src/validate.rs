@@ -33,13 +33,18 @@ pub fn seconds(argument: &str, value: f64) -> Result<f64, Error> {
     Ok(value)
 }
 
-/// A duration that must be positive.
-pub fn positive_seconds(argument: &str, value: f64) -> Result<f64, Error> {
+/// The shortest timeout there is, in seconds: the client counts in milliseconds, and a smaller
+/// number would fail every attempt at once, or mean "no timeout" to a client that rounds it to
+/// 0 ms (curl).
+pub const MIN_TIMEOUT_SECONDS: f64 = 0.001;
+
+/// A timeout in seconds: finite, at least [`MIN_TIMEOUT_SECONDS`], at most a year.
+pub fn timeout_seconds(argument: &str, value: f64) -> Result<f64, Error> {
     let value = seconds(argument, value)?;
-    if value == 0.0 {
+    if value < MIN_TIMEOUT_SECONDS {
         return Err(Error::invalid_argument(
             argument,
-            "must be greater than zero",
+            format!("must be at least {MIN_TIMEOUT_SECONDS} seconds, got {value}"),
         ));
     }
     Ok(value)
@@ -152,7 +157,15 @@ mod tests {
             assert!(e.to_string().starts_with("timeout: "), "{e}");
         }
         assert_eq!(seconds("timeout", 0.0).unwrap(), 0.0);
-        assert!(positive_seconds("lease", 0.0).is_err());
+        assert!(timeout_seconds("timeout", 0.0).is_err());
+        for tiny in [5e-324, 1e-10, 0.000_999] {
+            let e = timeout_seconds("timeout", tiny).unwrap_err().to_string();
+            assert!(
+                e.starts_with("timeout: must be at least 0.001 seconds, got "),
+                "{e}"
+            );
+        }
+        assert_eq!(timeout_seconds("timeout", 0.001).unwrap(), 0.001);
     }
 
     #[test]

@@ -428,7 +428,10 @@ impl ClientConfig {
 
 pub(crate) fn at_least_1ms(option: &str, d: Duration) -> Result<Duration, ConfigError> {
     if d < Duration::from_millis(1) {
-        return Err(ConfigError::new(option, "must be at least 0.001 seconds"));
+        return Err(ConfigError::new(
+            option,
+            format!("must be at least 0.001 seconds, got {}", d.as_secs_f64()),
+        ));
     }
     Ok(d)
 }
@@ -627,7 +630,7 @@ mod tests {
             .starts_with("option 'max_body': must be a number of bytes between 1 and"));
         assert_eq!(
             err(c.set_timeout(Duration::ZERO).unwrap_err()),
-            "option 'timeout': must be at least 0.001 seconds"
+            "option 'timeout': must be at least 0.001 seconds, got 0"
         );
         assert_eq!(
             err(c.set_max_attempts(0).unwrap_err()),

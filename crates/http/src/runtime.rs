@@ -261,4 +261,4 @@ impl<T> Driven<T> {
 }
 
 /// The message for a call that a fork cut off, the same for every caller.
-pub const FORKED_MESSAGE: &str = "the call was in progress when this process forked (pcntl_fork inside on_attempt): a forked child cannot continue its parent's call (its connection and runtime belong to the parent); make calls in the child after the fork instead";
+pub const FORKED_MESSAGE: &str = "the call was in progress when this process forked (pcntl_fork in on_attempt, or in a signal handler run during the call): a forked child cannot continue its parent's call (its connection and runtime belong to the parent); make calls in the child after the fork instead";
