@@ -29,7 +29,9 @@ return [
         // With Redis: what to do when it is down or slow: 'local', 'open' or 'closed'.
         'on_backend_error' => env('RESILIENT_ON_BACKEND_ERROR'),
         // 'web' for Octane (Swoole/RoadRunner report SAPI cli): web caps and reserved slots.
-        // Set it in the Octane server's .env only; queue workers keep 'auto' (unset).
+        // Queue workers must keep 'auto' (unset). With config:cache every process reads the
+        // same cached value, workers too: then declare Octane web with the ini setting
+        // instead (php -d resilient.context=web artisan octane:start).
         'context' => env('RESILIENT_CONTEXT'),
     ],
 

@@ -27,19 +27,24 @@ final class ResilientManager
     /** What `new Resilient\Funnel` takes after the name, by name. */
     public const FUNNEL_ARGUMENTS = ['limit', 'reserve', 'lease', 'share'];
 
+    /** What `new Resilient\RetryBudget` takes after the name, by name. */
+    public const BUDGET_ARGUMENTS = ['ratio', 'floor', 'window'];
+
     /** @var array<string, Client> */
     private array $clients = [];
 
     private ?FakeClients $fake = null;
 
     /**
-     * @param array{clients?: array, funnels?: array, budgets?: array, defaults?: array, log_channel?: ?string, events?: bool} $config
+     * @param array|(Closure(): array) $config `resilient`'s config (clients, funnels, budgets, defaults, log_channel, events), or
+     *        a closure reading it when asked, so a name added later (`config([...])` in a test) is found; a client already
+     *        built keeps the options it was built with, as Laravel's own managers keep their connections
      * @param (Closure(): \Illuminate\Contracts\Events\Dispatcher)|null $events resolved per attempt, so Event::fake() sees them
      * @param (Closure(string): \Psr\Log\LoggerInterface)|null $logs a log channel by name
      * @param string|null $extensionProblem why the loaded extension does not fit (ExtensionCheck), thrown at first use
      */
     public function __construct(
-        private array $config,
+        private array|Closure $config,
         private ?Closure $events = null,
         private ?Closure $logs = null,
         private ?string $extensionProblem = null,
@@ -50,13 +55,13 @@ final class ResilientManager
     public function client(string $name): Client|ClientFake
     {
         if ($this->fake !== null) {
-            $base = $this->config['clients'][$name]['base_url'] ?? $this->config['defaults']['base_url'] ?? null;
-            $fallback = $this->config['clients'][$name]['fallback'] ?? $this->config['defaults']['fallback'] ?? null;
+            $base = $this->config()['clients'][$name]['base_url'] ?? $this->config()['defaults']['base_url'] ?? null;
+            $fallback = $this->config()['clients'][$name]['fallback'] ?? $this->config()['defaults']['fallback'] ?? null;
 
             // A stray call goes through the real client without its fallback: its Unavailable
             // comes back to the fake, which records it and applies the fallback itself, as it
             // does for a scripted one.
-            $config = array_key_exists($name, $this->config['clients'] ?? []) ? fn () => $this->clientConfig($name) : null;
+            $config = array_key_exists($name, $this->config()['clients'] ?? []) ? fn () => $this->clientConfig($name) : null;
 
             return $this->fake->client($name, fn () => $this->realClient($name, withFallback: false), $base, $fallback, $config);
         }
@@ -142,10 +147,10 @@ final class ResilientManager
     /** @return array{0: array, 1: string} the funnel's options and the config key they come from */
     private function funnelEntry(string $name): array
     {
-        if (array_key_exists($name, $this->config['funnels'] ?? [])) {
+        if (array_key_exists($name, $this->config()['funnels'] ?? [])) {
             $key = "resilient.funnels.$name";
 
-            return [self::funnelArguments($key, $this->config['funnels'][$name]), $key];
+            return [self::funnelArguments($key, $this->config()['funnels'][$name]), $key];
         }
         $o = $this->fromClient($name, 'funnel', self::FUNNEL_ARGUMENTS, 'funnels');
         if (($o['limit'] ?? null) === 'auto') {
@@ -170,13 +175,56 @@ final class ResilientManager
         }
     }
 
-    /** A budget from `budgets`, or the one a client of that name uses (its `budget` options). */
+    /**
+     * A budget from `budgets`, or the one a client of that name uses (its `budget` options).
+     * Throws InvalidArgumentException naming the config key when its values cannot build one.
+     */
     public function budget(string $name): RetryBudget
     {
         $this->assertExtension();
-        $o = $this->config['budgets'][$name] ?? $this->fromClient($name, 'budget', ['ratio', 'floor', 'window'], 'budgets');
+        if (array_key_exists($name, $this->config()['budgets'] ?? [])) {
+            $key = "resilient.budgets.$name";
+            $options = $this->config()['budgets'][$name];
+        } else {
+            $key = "resilient.clients.$name.budget";
+            $options = $this->fromClient($name, 'budget', self::BUDGET_ARGUMENTS, 'budgets');
+        }
 
-        return new RetryBudget($name, ...self::withoutNulls((array) $o));
+        return self::buildBudget($key, $name, self::budgetArguments($key, $options));
+    }
+
+    /**
+     * A budget's options as `new Resilient\RetryBudget($name, ...$options)` takes them: an
+     * array of ratio, floor and window; a null is "not set". Throws InvalidArgumentException
+     * naming $key (`resilient.budgets.sap`).
+     */
+    public static function budgetArguments(string $key, mixed $options): array
+    {
+        if (! is_array($options)) {
+            throw new InvalidArgumentException(sprintf(
+                '%s: must be an array of RetryBudget options (%s), got %s', $key, implode(', ', self::BUDGET_ARGUMENTS), get_debug_type($options),
+            ));
+        }
+        $options = self::withoutNulls($options);
+        foreach (array_keys($options) as $option) {
+            if (! in_array($option, self::BUDGET_ARGUMENTS, true)) {
+                throw new InvalidArgumentException(sprintf(
+                    "%s: unknown key '%s' (a RetryBudget takes %s)", $key, $option, implode(', ', self::BUDGET_ARGUMENTS),
+                ));
+            }
+        }
+
+        return $options;
+    }
+
+    /** The RetryBudget, or the extension's refusal of its values as an InvalidArgumentException naming $key. */
+    public static function buildBudget(string $key, string $name, array $options): RetryBudget
+    {
+        try {
+            return new RetryBudget($name, ...$options);
+        } catch (\ValueError|\TypeError $e) {
+            throw new InvalidArgumentException("$key: " . $e->getMessage(), 0, $e);
+        }
     }
 
     /** Runs $fn with every call inside sharing one deadline of $seconds (the earlier wins when nested). */
@@ -198,7 +246,7 @@ final class ResilientManager
     public function clientConfig(string $name): array
     {
         $options = $this->section('clients', $name);
-        foreach ($this->config['defaults'] ?? [] as $key => $value) {
+        foreach ($this->config()['defaults'] ?? [] as $key => $value) {
             if ($value !== null && $value !== '' && ! isset($options[$key])) {
                 $options[$key] = $value;
             }
@@ -207,12 +255,27 @@ final class ResilientManager
         return self::withoutNulls($options);
     }
 
-    /** Every configured client's options as it runs ({@see clientConfig()}), by name. */
-    public function clientConfigs(): array
+    /**
+     * Every configured client's options as it runs ({@see clientConfig()}), by name. An entry
+     * that is not an array throws; with $problems given, it is left out and its message added
+     * there instead (for the artisan commands, which report it beside everything else).
+     *
+     * @param list<string>|null $problems
+     */
+    public function clientConfigs(?array &$problems = null): array
     {
+        $collect = func_num_args() > 0;
+        $problems = $collect ? ($problems ?? []) : null;
         $clients = [];
-        foreach (array_keys($this->config['clients'] ?? []) as $name) {
-            $clients[$name] = $this->clientConfig((string) $name);
+        foreach (array_keys($this->config()['clients'] ?? []) as $name) {
+            try {
+                $clients[$name] = $this->clientConfig((string) $name);
+            } catch (InvalidArgumentException $e) {
+                if (! $collect) {
+                    throw $e;
+                }
+                $problems[] = $e->getMessage();
+            }
         }
 
         return $clients;
@@ -293,7 +356,7 @@ final class ResilientManager
             ));
         }
         $reporter = new AttemptReporter(
-            ($this->config['events'] ?? true) ? $this->events : null,
+            ($this->config()['events'] ?? true) ? $this->events : null,
             $this->logger(),
             $options['on_attempt'] ?? null,
         );
@@ -315,7 +378,7 @@ final class ResilientManager
     /** @return (Closure(): \Psr\Log\LoggerInterface)|null */
     private function logger(): ?Closure
     {
-        $channel = $this->config['log_channel'] ?? null;
+        $channel = $this->config()['log_channel'] ?? null;
         if ($channel === null || $channel === '' || $channel === false || $this->logs === null) {
             return null;
         }
@@ -344,7 +407,7 @@ final class ResilientManager
     /** The `funnel` or `budget` options of the client named $name, as constructor arguments. */
     private function fromClient(string $name, string $key, array $arguments, string $section): array
     {
-        if (! array_key_exists($name, $this->config['clients'] ?? [])) {
+        if (! array_key_exists($name, $this->config()['clients'] ?? [])) {
             return $this->section($section, $name);
         }
         if ($this->onRedis($name)) {
@@ -366,6 +429,11 @@ final class ResilientManager
         return array_intersect_key($given, array_flip($arguments));
     }
 
+    private function config(): array
+    {
+        return $this->config instanceof Closure ? (array) ($this->config)() : $this->config;
+    }
+
     private function assertExtension(): void
     {
         if ($this->extensionProblem !== null) {
@@ -375,7 +443,7 @@ final class ResilientManager
 
     private function section(string $section, string $name): array
     {
-        $all = $this->config[$section] ?? [];
+        $all = $this->config()[$section] ?? [];
         if (! array_key_exists($name, $all)) {
             throw new InvalidArgumentException(sprintf(
                 'resilient: no %s named "%s" in config/resilient.php (known: %s)',

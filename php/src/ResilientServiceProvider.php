@@ -18,7 +18,7 @@ final class ResilientServiceProvider extends ServiceProvider
 
         $this->app->singleton(ResilientManager::class, function ($app) {
             return new ResilientManager(
-                $app['config']->get('resilient', []),
+                fn () => (array) $app['config']->get('resilient', []),
                 $app->bound('events') ? fn () => $app['events'] : null,
                 $app->bound('log') ? fn (string $channel) => $app['log']->channel($channel) : null,
                 ExtensionCheck::problem(),

@@ -165,6 +165,33 @@ final class CheckEdgeCasesTest extends PackageTestCase
         ], $found);
     }
 
+    /**
+     * An empty `check.paths` (`array_filter([env('JOBS_PATH')])` with the variable unset) or
+     * an entry that is not a path checks nothing: an error (exit 2), not a silent pass.
+     */
+    public function testAnEmptyOrMalformedPathListIsAnError(): void
+    {
+        foreach ([
+            [[], 'resilient.check.paths: is empty, so no job would be checked (null checks app/Jobs)'],
+            [[[]], 'resilient.check.paths.0: must be a directory path, got array'],
+        ] as [$paths, $error]) {
+            $this->boot(['clients' => self::CLIENTS, 'check' => ['paths' => $paths]]);
+            [$exit, $out] = $this->artisan(['--json' => true]);
+            $this->assertSame(2, $exit, $out);
+            $this->assertSame([$error], json_decode($out, true)['errors'] ?? $this->fail($out));
+        }
+    }
+
+    /** A client entry that is not an array cannot be checked: exit 2 naming it, not an exception. */
+    public function testAClientEntryThatIsNotAnArrayIsAnError(): void
+    {
+        $dir = Run::tempDir('check-empty');
+        $this->boot(['clients' => self::CLIENTS + ['nothing' => null], 'check' => ['paths' => [$dir]]]);
+        [$exit, $out] = $this->artisan(['--json' => true]);
+        $this->assertSame(2, $exit, $out);
+        $this->assertSame(['resilient.clients.nothing: must be an array of client options, got null'], json_decode($out, true)['errors'] ?? $this->fail($out));
+    }
+
     /** @return array{0: int, 1: array} exit code and the --json output */
     private function check(array $jobs, array $resilient = []): array
     {

@@ -69,6 +69,40 @@ final class ConfigEdgeCasesTest extends PackageTestCase
         }
     }
 
+    /** Resilient::budget() of an entry that cannot build a RetryBudget names the entry, as funnel() does. */
+    public function testABudgetEntryThatCannotBeBuiltNamesTheEntry(): void
+    {
+        [$neg, $typo, $text, $c] = [Run::name('bn'), Run::name('bt'), Run::name('bs'), Run::name('bc')];
+        $this->boot([
+            'budgets' => [$neg => ['ratio' => -1], $typo => ['ratoi' => 0.1], $text => ['ratio' => 'abc']],
+            'clients' => [$c => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['window' => 0]]],
+        ]);
+        foreach ([
+            $neg => "resilient.budgets.$neg: ratio: must be a finite number >= 0, got -1",
+            $typo => "resilient.budgets.$typo: unknown key 'ratoi' (a RetryBudget takes ratio, floor, window)",
+            $text => "resilient.budgets.$text: Resilient\\RetryBudget::__construct(): Argument #2 (\$ratio) must be of type float, string given",
+            $c => "resilient.clients.$c.budget: window: must be greater than zero",
+        ] as $name => $message) {
+            try {
+                Resilient::budget($name);
+                $this->fail("budget $name must be refused");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertSame($message, $e->getMessage());
+            }
+        }
+    }
+
+    /** A name added to the config after the manager was first used is found (a test's `config([...])`). */
+    public function testANameAddedToTheConfigLaterIsFound(): void
+    {
+        [$first, $later, $funnel] = [Run::name('cf'), Run::name('cl'), Run::name('cfl')];
+        $this->boot(['clients' => [$first => ['base_url' => 'http://127.0.0.1:9']]]);
+        Resilient::client($first);
+        config(["resilient.clients.$later" => ['base_url' => 'http://127.0.0.1:9'], "resilient.funnels.$funnel" => ['limit' => 3]]);
+        $this->assertSame($later, Resilient::client($later)->name());
+        $this->assertSame(3, Resilient::funnel($funnel)->limit());
+    }
+
     /** Resilient::funnel() of a `funnels` entry that cannot build a Funnel names the entry. */
     public function testAFunnelEntryThatCannotBeBuiltNamesTheEntry(): void
     {

@@ -92,6 +92,45 @@ final class QueueEdgeCasesTest extends PackageTestCase
     }
 
     /** Seconds of 0 or less (or not finite) would refuse every call of the job at once: refused, as the route middleware's. */
+    /** `release_delay => [env('MIN'), env('MAX')]` with both unset is the default range, not [0, 0]. */
+    public function testANullReleaseDelayEndIsTheDefaults(): void
+    {
+        foreach ([[[null, null], [5, 30]], [[10, null], [10, 30]], [[null, 3], [3, 3]], [[40, null], [40, 40]]] as [$given, $range]) {
+            $this->boot(['queue' => ['release_delay' => $given]]);
+            $delay = ReleaseDelay::configured();
+            $this->assertSame($range, [$delay->min, $delay->max], json_encode($given));
+        }
+        $this->boot(['queue' => ['release_delay' => ['soon', 30]]]);
+        $this->expectException(\InvalidArgumentException::class);
+        ReleaseDelay::configured();
+    }
+
+    /**
+     * A job whose `$timeout` is beyond what a lease takes (1e9, INF) runs with a lease of a year
+     * instead of failing at every run; a funnel given in code that cannot be built names the
+     * middleware.
+     */
+    public function testTheQueueFunnelOnOddValues(): void
+    {
+        $this->boot([]);
+        foreach ([1e9, INF] as $timeout) {
+            $job = new class ($timeout) {
+                public function __construct(public float $timeout)
+                {
+                }
+            };
+            $ran = (new \Resilient\Laravel\Queue\Funnel(\Resilient\Tests\Harness\Run::name('qf'), limit: 2))->handle($job, fn () => 'ran');
+            $this->assertSame('ran', $ran);
+        }
+        $name = \Resilient\Tests\Harness\Run::name('qr');
+        try {
+            (new \Resilient\Laravel\Queue\Funnel($name, 2, 2))->handle(new \stdClass(), fn () => 'ran');
+            $this->fail('a reserve of the whole limit must be refused');
+        } catch (\InvalidArgumentException $e) {
+            $this->assertSame("Queue\\Funnel('$name'): reserve: must be between 0 and limit - 1 (1), got 2", $e->getMessage());
+        }
+    }
+
     public function testSecondsThatLeaveNoTimeAreRefused(): void
     {
         foreach ([0.0, -1.0, INF, NAN] as $seconds) {

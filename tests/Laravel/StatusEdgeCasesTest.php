@@ -83,6 +83,38 @@ final class StatusEdgeCasesTest extends PackageTestCase
         }
     }
 
+    /**
+     * A budget entry that cannot build the RetryBudget its users build, or a client entry that
+     * is not an array, is trouble on its own row, naming the entry; every other row is still
+     * shown and `--json` is still JSON (before, status stopped with the extension's exception).
+     */
+    public function testABudgetOrClientEntryThatCannotBeBuiltIsTroubleOnItsRow(): void
+    {
+        [$ok, $zero, $neg, $typo, $text, $null] = [Run::name('bok'), Run::name('bz'), Run::name('bn'), Run::name('bt'), Run::name('bs'), Run::name('cn')];
+        $this->boot([
+            'clients' => [
+                $ok => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 4]],
+                $zero => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['ratio' => 0.1, 'window' => 0]],
+                $null => null,
+            ],
+            'budgets' => [
+                $neg => ['ratio' => -1, 'floor' => 5, 'window' => 60],
+                $typo => ['ratoi' => 0.1],
+                $text => ['ratio' => 'abc'],
+            ],
+        ]);
+        [$exit, $out] = $this->status(['--json' => true]);
+        $this->assertSame(1, $exit, $out);
+        $names = json_decode($out, true)['names'] ?? $this->fail($out);
+        $this->assertSame([], $names[$ok]['trouble']);
+        $this->assertSame(["resilient.clients.$zero.budget: window: must be greater than zero"], $names[$zero]['trouble']);
+        $this->assertSame(["resilient.budgets.$neg: ratio: must be a finite number >= 0, got -1"], $names[$neg]['trouble']);
+        $this->assertSame(["resilient.budgets.$typo: unknown key 'ratoi' (a RetryBudget takes ratio, floor, window)"], $names[$typo]['trouble']);
+        $this->assertStringStartsWith("resilient.budgets.$text: ", $names[$text]['trouble'][0] ?? '(no trouble)');
+        $this->assertSame(["resilient.clients.$null: must be an array of client options, got null"], $names[$null]['trouble']);
+        $this->assertSame(60.0, (float) $names[$ok]['budget']['window'], 'the healthy client still shows its budget');
+    }
+
     /** @return array{0: int, 1: string} */
     private function status(array $input): array
     {

@@ -15,8 +15,9 @@ use Symfony\Component\Console\Output\OutputInterface;
  * (`resilient.check.paths`, default app/Jobs) and config/resilient.php, and reports seed 000's
  * mistakes before they reach production: timeouts that do not nest, retries in two layers (with
  * the multiplication), fixed backoff where jitter belongs. Exits 1 on any violation, for CI, and
- * 2 when it cannot check what config points it at (a `check.paths` entry that is not a
- * directory, a negative `queue.deadline_margin`): an empty check must not pass. What a job
+ * 2 when it cannot check what config points it at (an empty `check.paths`, an entry that is not
+ * a directory, a client entry that is not an array, a negative `queue.deadline_margin`): an
+ * empty check must not pass. What a job
  * computes at run time (a client name in a variable) is listed as not checked, without failing.
  * `--json` is written raw: a name in a finding is data, never console markup.
  */
@@ -33,8 +34,15 @@ final class CheckCommand extends Command
         $paths = (array) ($config->get('resilient.check.paths') ?? [$this->laravel->path('Jobs')]);
         $margin = $config->get('resilient.queue.deadline_margin');
         $errors = [];
-        foreach ($paths as $path) {
-            if (! is_dir((string) $path)) {
+        if ($paths === []) {
+            // `array_filter([env('JOBS_PATH')])` with the variable unset: nothing would be checked.
+            $errors[] = 'resilient.check.paths: is empty, so no job would be checked (null checks app/Jobs)';
+        }
+        foreach ($paths as $i => $path) {
+            if (! is_string($path)) {
+                $errors[] = sprintf('resilient.check.paths.%s: must be a directory path, got %s', $i, get_debug_type($path));
+                unset($paths[$i]);
+            } elseif (! is_dir($path)) {
                 $errors[] = "resilient.check.paths: $path is not a directory";
             }
         }
@@ -43,8 +51,12 @@ final class CheckCommand extends Command
         }
         // Each client as it runs: its entry over `defaults`.
         $manager = $this->laravel->make(ResilientManager::class);
+        $problems = [];
+        $clients = $manager->clientConfigs($problems);
+        // A client entry the app cannot build: the check would not be of the config that runs.
+        array_push($errors, ...$problems);
         $rules = new Rules(
-            $manager->clientConfigs(),
+            $clients,
             (array) $config->get('queue', []),
             // Empty or not a number (`RESILIENT_WORKER_TIMEOUT=`): queue:work's default.
             is_numeric($t = $config->get('resilient.queue.worker_timeout')) ? (float) $t : 60.0,

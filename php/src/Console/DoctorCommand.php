@@ -37,7 +37,12 @@ final class DoctorCommand extends Command
 
         $this->segment();
         // Each client as it runs: its entry over `defaults` (as resilient:check reads them).
-        $this->webCaps($this->laravel->make(ResilientManager::class)->clientConfigs());
+        $problems = [];
+        $clients = $this->laravel->make(ResilientManager::class)->clientConfigs($problems);
+        foreach ($problems as $problem) {
+            $this->problem('error', $problem);
+        }
+        $this->webCaps($clients);
 
         $this->line($this->problems === 0 ? 'No problems found.' : "{$this->problems} problem(s) found.");
 

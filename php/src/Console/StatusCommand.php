@@ -74,7 +74,8 @@ final class StatusCommand extends Command
         $exit = $degraded !== null ? 2 : ($trouble === [] ? 0 : 1);
 
         if ($this->option('json')) {
-            $this->output->writeln(json_encode(['ok' => $exit === 0, 'degraded' => $degraded, 'names' => (object) $status], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW);
+            // A name that is not UTF-8 is written with U+FFFD rather than failing the whole output.
+            $this->output->writeln(json_encode(['ok' => $exit === 0, 'degraded' => $degraded, 'names' => (object) $status], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE), OutputInterface::OUTPUT_RAW);
 
             return $exit;
         }
@@ -103,6 +104,7 @@ final class StatusCommand extends Command
                 $f === null || isset($f['on_redis']) || isset($f['error']) ? '-' : "{$f['in_flight']}" . ($f['background_full'] && ! $f['full'] ? ' (no slot for workers)' : ''),
                 match (true) {
                     $b === null => '-',
+                    isset($b['error']) => 'invalid',
                     isset($b['on_redis']) => 'on Redis',
                     default => sprintf('%d originals, %d retries of %.1f allowed in %gs', $b['originals'], $b['retries'], $b['allowed'], $b['window']),
                 },

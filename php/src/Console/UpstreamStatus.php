@@ -4,7 +4,6 @@ namespace Resilient\Laravel\Console;
 
 use Resilient\Funnel;
 use Resilient\Laravel\ResilientManager;
-use Resilient\RetryBudget;
 
 /**
  * The shared state of every configured name, read from the host's segment: what a funnel allows,
@@ -27,8 +26,15 @@ final class UpstreamStatus
     {
         $names = [];
         $onRedis = [];
+        $invalid = [];
         foreach ($config['clients'] ?? [] as $name => $options) {
-            $options = $manager?->clientConfig((string) $name) ?? (is_array($options) ? $options : []);
+            if (! is_array($options)) {
+                // Reported on its row, not cast: every other name is still shown.
+                $invalid[$name] = sprintf('resilient.clients.%s: must be an array of client options, got %s', $name, get_debug_type($options));
+                $names[$name] ??= [];
+                continue;
+            }
+            $options = $manager?->clientConfig((string) $name) ?? $options;
             if ($manager?->onRedis((string) $name)) {
                 // Its funnel and budget live on Redis: this host's segment holds none of them
                 // (a `funnels` / `budgets` entry of the same name is this host's, shown below).
@@ -42,8 +48,11 @@ final class UpstreamStatus
             }
             if (! array_key_exists('budget', $options)) {
                 $names[$name]['budget'] = self::CLIENT_BUDGET;
+                $names[$name]['budget_from'] = "resilient.clients.$name.budget";
             } elseif (is_array($options['budget'])) {
-                $names[$name]['budget'] = $options['budget'];
+                // The client's own: it fills what is not set with the default budget's.
+                $names[$name]['budget'] = array_intersect_key($options['budget'], self::CLIENT_BUDGET) + self::CLIENT_BUDGET;
+                $names[$name]['budget_from'] = "resilient.clients.$name.budget";
             }
             $names[$name] ??= [];
         }
@@ -53,7 +62,9 @@ final class UpstreamStatus
             $names[$name]['funnel_from'] = ["resilient.funnels.$name", false];
         }
         foreach ($config['budgets'] ?? [] as $name => $options) {
-            $names[$name]['budget'] = (array) $options;
+            // As given: an entry that is not an array is reported, not cast into one.
+            $names[$name]['budget'] = $options;
+            $names[$name]['budget_from'] = "resilient.budgets.$name";
         }
         ksort($names);
 
@@ -66,13 +77,16 @@ final class UpstreamStatus
                 default => null,
             };
             $budget = match (true) {
-                isset($parts['budget']) => self::budget((string) $name, $parts['budget']),
+                array_key_exists('budget', $parts) => self::budget((string) $name, $parts['budget'], $parts['budget_from']),
                 $redis['budget'] => ['on_redis' => true],
                 default => null,
             };
-            $trouble = [];
+            $trouble = isset($invalid[$name]) ? [$invalid[$name]] : [];
             if (isset($funnel['error'])) {
                 $trouble[] = $funnel['error'];
+            }
+            if (isset($budget['error'])) {
+                $trouble[] = $budget['error'];
             }
             if ($funnel !== null && ($funnel['full'] ?? false)) {
                 $trouble[] = "funnel full: {$funnel['in_flight']} of {$funnel['current_limit']} in flight";
@@ -144,14 +158,17 @@ final class UpstreamStatus
         ];
     }
 
-    private static function budget(string $name, array $o): array
+    /**
+     * The budget's window, or `['error' => ...]` naming $key when its values cannot build the
+     * RetryBudget its users build: checked as ResilientManager does.
+     */
+    private static function budget(string $name, mixed $o, string $key): array
     {
-        $b = new RetryBudget(
-            $name,
-            (float) ($o['ratio'] ?? self::CLIENT_BUDGET['ratio']),
-            (int) ($o['floor'] ?? self::CLIENT_BUDGET['floor']),
-            (float) ($o['window'] ?? self::CLIENT_BUDGET['window']),
-        );
+        try {
+            $b = ResilientManager::buildBudget($key, $name, ResilientManager::budgetArguments($key, $o));
+        } catch (\InvalidArgumentException $e) {
+            return ['error' => $e->getMessage()];
+        }
         $stats = $b->stats();
         // The next retry needs one whole retry of room.
         $stats['spent'] = $stats['remaining'] < 1.0;

@@ -39,6 +39,9 @@ final class Funnel
     /** The lease of a job without a timeout (see the class doc): a day. */
     private const NO_TIMEOUT_LEASE = 86400.0;
 
+    /** The longest lease a Funnel takes: a year (a job's `$timeout` of 1e9 or INF gets it). */
+    private const MAX_LEASE = 31536000.0;
+
     private ReleaseDelay $delay;
 
     public function __construct(
@@ -78,11 +81,13 @@ final class Funnel
     /** The funnel, with a lease that outlasts `$job`'s timeout (see the class doc). */
     private function funnel(object $job): SharedFunnel
     {
+        $key = sprintf("Queue\\Funnel('%s')", $this->name);
         $funnel = $this->limit !== null
-            ? new SharedFunnel($this->name, $this->limit, $this->reserve, $this->lease, $this->share)
+            ? ResilientManager::buildFunnel($key, $this->name, [$this->limit, $this->reserve, $this->lease, $this->share])
             : Container::getInstance()->make(ResilientManager::class)->funnel($this->name);
         $timeout = WithinDeadline::timeoutOf($job);
         $lease = $timeout === null ? self::NO_TIMEOUT_LEASE : $timeout + WithinDeadline::defaultMargin($timeout);
+        $lease = min($lease, self::MAX_LEASE);
 
         return $funnel->lease() >= $lease
             ? $funnel

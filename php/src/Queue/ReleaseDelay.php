@@ -10,8 +10,8 @@ use InvalidArgumentException;
  * uniformly from [min, max], so jobs refused together do not come back together (seed 000: a
  * fixed delay brings the whole batch back at the same second).
  *
- * The range comes from the constructor, else `resilient.queue.release_delay` ([min, max]),
- * else [5, 30].
+ * The range comes from the constructor, else `resilient.queue.release_delay` ([min, max]; a
+ * null end is the default's), else [5, 30].
  */
 final class ReleaseDelay
 {
@@ -51,7 +51,15 @@ final class ReleaseDelay
         if (! is_array($range) || count($range) !== 2) {
             throw new InvalidArgumentException('resilient: resilient.queue.release_delay must be [min, max] in seconds');
         }
+        // A null (an unset `env()`) is "not set": that end of the default range.
         [$min, $max] = array_values($range);
+        $min ??= is_numeric($max) ? min(self::DEFAULT[0], (int) $max) : self::DEFAULT[0];
+        $max ??= max(self::DEFAULT[1], (int) $min);
+        if (! is_numeric($min) || ! is_numeric($max)) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient: resilient.queue.release_delay must be [min, max] in seconds, got [%s, %s]', get_debug_type($min), get_debug_type($max),
+            ));
+        }
 
         return self::between((int) $min, (int) $max);
     }
