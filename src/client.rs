@@ -739,7 +739,8 @@ fn pool_item<'a>(
         Some(z) if z.is_null() => None,
         Some(z) => Some(z.array().ok_or_else(bad)?),
     };
-    if list.len() > 3 {
+    // Nothing beside indexes 0, 1 and 2: options under another key would be dropped unseen.
+    if list.len() != 2 + usize::from(list.get_index(2).is_some()) {
         return Err(bad());
     }
     Ok((method, path, options))

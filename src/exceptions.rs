@@ -201,7 +201,13 @@ fn protected_null(name: &str) -> ClassProperty {
 
 /// `Unavailable::response()`: the protected `$response` property when it holds an object.
 extern "C" fn unavailable_response(ex: &mut ExecuteData, retval: &mut Zval) {
-    read_property(ex, retval, RESPONSE_PROPERTY, Zval::is_object);
+    read_property(ex, retval, RESPONSE_PROPERTY, is_response);
+}
+
+/// A `Resilient\Response` (the declared return type; a subclass may have stored anything).
+fn is_response(z: &Zval) -> bool {
+    z.object()
+        .is_some_and(|o| o.is_instance::<crate::response::Response>())
 }
 
 /// `Unavailable::failure()`: the protected `$failure` property when it holds a string.

@@ -90,7 +90,8 @@ impl Response {
                     "Resilient\\Response::fake(): argument 'status' must be an HTTP status 100..599, got {status}"
                 ))
             })?;
-        let body = match body.map(Zval::dereference) {
+        // A null body is the default's (''), as a null status is the default's (200).
+        let body = match body.map(Zval::dereference).filter(|z| !z.is_null()) {
             None => Vec::new(),
             Some(z) => match z.zend_str() {
                 Some(s) => s.as_bytes().to_vec(),

@@ -110,6 +110,7 @@ final class ArgumentsTest extends TestCase
         $this->assertSame(3, \Resilient\Context::maxAttempts(3.0));
         $this->assertSame(201, \Resilient\Response::fake('201')->status());
         $this->assertSame(200, \Resilient\Response::fake()->status());
+        $this->assertSame('', \Resilient\Response::fake(200, null)->body(), 'a null body is the default, as a null status is');
         $this->assertSame([], (new \Resilient\Client('coerce'))->pool([], '2'));
         foreach ([
             'Resilient\Deadline::cap(): Argument #1 ($seconds) must be of type float, string given' => fn () => \Resilient\Deadline::cap('abc'),

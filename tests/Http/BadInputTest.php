@@ -94,6 +94,33 @@ final class BadInputTest extends HttpTestCase
         $noBase->get('/relative');
     }
 
+    /**
+     * A pool item is `[method, path, options?]` and nothing else: options under another key
+     * (`'options' => [...]`, index 3) were dropped unseen and the request went out without its
+     * body or headers. Refused before anything is sent.
+     */
+    public function testAPoolItemWithOptionsElsewhereThanIndexTwoIsRefused(): void
+    {
+        $key = $this->up->key('pool-shape');
+        $this->up->script($key, [['status' => 200]], 'repeat_last');
+        $client = $this->client($key);
+        foreach ([
+            ['POST', '/x', 'options' => ['json' => ['x' => 1]]],
+            [0 => 'POST', 1 => '/x', 3 => ['json' => ['x' => 1]]],
+            ['POST', '/x', ['json' => ['x' => 1]], 'extra'],
+        ] as $i => $item) {
+            try {
+                $client->pool(['a' => $item]);
+                $this->fail("item $i: expected ValueError");
+            } catch (\ValueError $e) {
+                $this->assertSame("pool request 'a': must be [method, path, options?]", $e->getMessage(), "item $i");
+            }
+        }
+        $this->assertCount(0, $this->up->attempts($key, 0), 'nothing was sent');
+        $ok = $client->pool(['a' => ['GET', '/x'], 'b' => ['GET', '/x', null], 'c' => [1 => '/x', 0 => 'GET', 2 => []]]);
+        $this->assertSame([200, 200, 200], array_map(fn ($r) => $r->status(), array_values($ok)));
+    }
+
     public function testBadRequestOptionsAndArguments(): void
     {
         $client = $this->client($this->up->key('badreq'));

@@ -97,6 +97,14 @@ final class LastFailureTest extends HttpTestCase
             }
         };
         $this->assertNull($odd->failure(), 'only a string is a failure kind');
+        $notAResponse = new class ('odd') extends Unavailable {
+            public function __construct(string $message)
+            {
+                parent::__construct($message);
+                $this->response = new \ArrayObject();
+            }
+        };
+        $this->assertNull($notAResponse->response(), 'response() is declared ?Resilient\Response: anything else reads as none');
     }
 
     /**

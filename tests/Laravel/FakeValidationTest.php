@@ -38,6 +38,8 @@ final class FakeValidationTest extends PackageTestCase
             'a pool item with named keys' => fn ($c) => $c->pool(['a' => ['method' => 'GET', 'path' => '/x']]),
             'a pool item with options that are no array' => fn ($c) => $c->pool(['a' => ['GET', '/x', 'nope']]),
             'a pool item of four' => fn ($c) => $c->pool([['GET', '/x', null, 1]]),
+            'a pool item with its options under a key' => fn ($c) => $c->pool(['a' => ['POST', '/x', 'options' => ['json' => []]]]),
+            'a pool item with its options at index 3' => fn ($c) => $c->pool(['a' => [0 => 'POST', 1 => '/x', 3 => ['json' => []]]]),
             'a pool item with a bad method, after a good one' => fn ($c) => $c->pool(['ok' => ['GET', '/x'], 'b' => ['FETCH ME', '/x']]),
             'a pool item with a misspelt option' => fn ($c) => $c->pool(['a' => ['GET', '/x', ['timout' => 1]]]),
             'a pool item with a URL too long' => fn ($c) => $c->pool(['long' => ['GET', '/x', ['query' => ['q' => str_repeat('a', 70_000)]]]]),

@@ -110,8 +110,10 @@ impl BudgetConfig {
         Duration::from_millis(self.window_ms)
     }
 
-    fn bucket_ms(&self) -> u64 {
-        self.window_ms / BUDGET_BUCKETS as u64
+    /// The width of one of the window's buckets, ms: rounded up, so the buckets cover the
+    /// whole window (a window of 39 ms remembers 40, never 20).
+    pub fn bucket_ms(&self) -> u64 {
+        self.window_ms.div_ceil(BUDGET_BUCKETS as u64)
     }
 }
 
@@ -326,6 +328,28 @@ mod tests {
             RetryBudget::new(seg, "sap", config(ratio, floor, window)).unwrap(),
             p,
         )
+    }
+
+    /// A window that is not a whole number of buckets is covered whole (the buckets are rounded
+    /// up): 39 ms made 1 ms buckets, so a retry was forgotten after 20 ms.
+    #[test]
+    fn a_window_of_odd_milliseconds_is_remembered_whole() {
+        let (b, p) = budget("odd", 0.0, 1, 0.039);
+        let t = 1_000_000;
+        assert!(b.try_consume(t));
+        for later in [20, 26, 38] {
+            assert_eq!(
+                b.stats(t + later).retries,
+                1,
+                "{later} ms later, inside the 39 ms window"
+            );
+            assert!(
+                !b.try_consume(t + later),
+                "{later} ms later: the floor of 1 is spent"
+            );
+        }
+        assert!(b.try_consume(t + 45), "the window slid past it");
+        std::fs::remove_file(p).unwrap();
     }
 
     #[test]

@@ -40,7 +40,7 @@ impl BodyBuffer {
         };
         if let Some(len) = content_length {
             if len > max {
-                return Err(too_large(max, Some(len)));
+                return Err(body.over_max(Some(len)));
             }
             body.reserve_up_to(len, Some(len))?;
         }
@@ -53,7 +53,7 @@ impl BodyBuffer {
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), TransportError> {
         let total = self.buf.len() as u64 + chunk.len() as u64;
         if total > self.max {
-            return Err(too_large(self.max, None));
+            return Err(self.over_max(None));
         }
         self.reserve_up_to(total, None)?;
         if total as usize > self.buf.capacity() {
@@ -63,6 +63,15 @@ impl BodyBuffer {
         }
         self.buf.extend_from_slice(chunk);
         Ok(())
+    }
+
+    /// The error for a body over `max`: what memory_limit leaves when that is what set it
+    /// (below max_body), else max_body.
+    fn over_max(&self, announced: Option<u64>) -> TransportError {
+        match &self.shared {
+            Some(shared) if shared.limit() == self.max => too_large_together(shared, announced),
+            _ => too_large(self.max, announced),
+        }
     }
 
     /// Makes this body's reservation in the shared limit `total` bytes.
@@ -154,6 +163,30 @@ mod tests {
         BodyLimit {
             max,
             shared: Some(shared.clone()),
+        }
+    }
+
+    /// When what memory_limit leaves is below max_body it is the body's max: a body over it is
+    /// said to be over that, not over "max_body (0 bytes)".
+    #[test]
+    fn a_max_set_by_memory_names_memory() {
+        let nothing_left = SharedBodyLimit::new(0);
+        for e in [
+            BodyBuffer::new(Some(10), shared(0, &nothing_left))
+                .err()
+                .unwrap(),
+            BodyBuffer::new(None, shared(0, &nothing_left))
+                .unwrap()
+                .push(b"x")
+                .unwrap_err(),
+        ] {
+            assert_eq!(e.kind, FailureKind::TooLarge);
+            assert!(
+                e.detail.contains("more than memory_limit leaves (0 bytes)"),
+                "{}",
+                e.detail
+            );
+            assert!(!e.detail.contains("max_body"), "{}", e.detail);
         }
     }
 

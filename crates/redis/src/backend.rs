@@ -179,7 +179,7 @@ impl Backend for Redis {
                 .server
                 .target()
                 .key(name, &format!("budget:{window_ms}ms")),
-            bucket_ms: window_ms / 20,
+            bucket_ms: config.bucket_ms(),
             floor: config.floor(),
             ratio: config.ratio(),
             fallback,

@@ -129,7 +129,7 @@ final class ClientFake
      */
     private function poolItem(string $label, mixed $item): array
     {
-        if (! is_array($item) || count($item) > 3 || ! is_string($item[0] ?? null) || ! is_string($item[1] ?? null)
+        if (! is_array($item) || array_diff_key($item, [0, 1, 2]) !== [] || ! is_string($item[0] ?? null) || ! is_string($item[1] ?? null)
             || ! (($item[2] ?? null) === null || is_array($item[2]))) {
             throw new \ValueError("pool request '$label': must be [method, path, options?]");
         }

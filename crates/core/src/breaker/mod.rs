@@ -149,9 +149,10 @@ impl BreakerConfig {
         self.consecutive_failures
     }
 
-    /// The width of one of the window's buckets, ms (at least 1).
+    /// The width of one of the window's buckets, ms (at least 1): rounded up, so the buckets
+    /// cover the whole window.
     pub fn bucket_ms(&self) -> u64 {
-        (self.window_ms / BREAKER_BUCKETS as u64).max(1)
+        self.window_ms.div_ceil(BREAKER_BUCKETS as u64).max(1)
     }
 
     fn epoch(&self, now_ms: u64) -> u64 {
