@@ -304,8 +304,9 @@ final class MaxBodyTest extends HttpTestCase
             $result = $big['results'][0];
             $this->assertFalse($result['ok']);
             $this->assertSame(UpstreamFailed::class, $result['class']);
-            $this->assertMatchesRegularExpression('/max_body \((\d+) bytes\)/', $result['message']);
-            preg_match('/max_body \((\d+) bytes\)/', $result['message'], $m);
+            // The limit that stopped it is named: what memory_limit leaves, not max_body.
+            $this->assertMatchesRegularExpression('/more than memory_limit leaves \((\d+) bytes\)/', $result['message']);
+            preg_match('/memory_limit leaves \((\d+) bytes\)/', $result['message'], $m);
             $limit = (int) $m[1];
             $this->assertLessThan(64 * 1024 * 1024, $limit, 'clamped below memory_limit');
             $this->assertSame($pid, $big['pid'], 'the same worker answered');
