@@ -22,6 +22,7 @@
 //! error, `max_execution_time`) in the middle of a call still gives them back at request end.
 
 use std::cell::RefCell;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use ext_php_rs::boxed::ZBox;
 use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
+use ext_php_rs::zend::{bailout, try_catch, CatchError};
 use resilient_core::{LeaseId, Segment};
 use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
@@ -38,7 +40,6 @@ use resilient_http::{
 
 use crate::coerce::{ArrayArg, StringArg};
 use crate::exceptions::{self, Kind};
-use crate::interrupt::Handled;
 use crate::options::{key_string, keyed_entries, Data};
 use crate::response::Response;
 use crate::{coerce, context, deadline, errors, held, interrupt, options, segment};
@@ -536,47 +537,41 @@ impl Client {
     }
 
     /// Handles what woke a call: a record for `on_attempt`, or a PHP interrupt (a signal's
-    /// handler, `max_execution_time`). False (cancel the call) when PHP code threw or time
-    /// ran out.
+    /// handler, `max_execution_time`). False (cancel the call) when PHP code threw or bailed
+    /// out. A bailout (`max_execution_time`, also when it lands inside `on_attempt`; a fatal
+    /// error in either) is caught here so that the call ends first, its future dropped with
+    /// its funnel slot and in-flight count, before the shutdown functions run; [`stopped`]
+    /// then lets it go on.
     fn wake(&self, wake: Wake, failure: &mut Option<Stopped>) -> bool {
-        match wake {
-            Wake::Record(record) => self.notify(record, failure),
-            Wake::Interrupt => match interrupt::handle() {
-                Ok(Handled::GoOn) => true,
-                Ok(Handled::TimedOut) => {
-                    *failure = Some(Stopped::TimedOut);
-                    false
-                }
-                Err(e) => {
-                    *failure = Some(Stopped::Threw(e));
-                    false
-                }
-            },
-        }
+        let ran = try_catch(AssertUnwindSafe(|| match wake {
+            Wake::Record(record) => self.notify(record),
+            Wake::Interrupt => interrupt::handle().map_err(Stopped::Threw),
+        }));
+        let stop = match ran {
+            Ok(Ok(())) => return true,
+            Ok(Err(stop)) => stop,
+            Err(CatchError::Bailout) => Stopped::Bailout,
+            Err(other) => Stopped::Threw(PhpException::from(format!(
+                "Resilient\\Client: a callback failed: {other}"
+            ))),
+        };
+        *failure = Some(stop);
+        false
     }
 
-    /// Calls `on_attempt` with one record. False (cancel the call) when it throws.
-    fn notify(&self, record: AttemptRecord, failure: &mut Option<Stopped>) -> bool {
+    /// Calls `on_attempt` with one record; `Err` (cancel the call) when it throws.
+    fn notify(&self, record: AttemptRecord) -> Result<(), Stopped> {
         let Some(callable) = &self.on_attempt else {
-            return true;
+            return Ok(());
         };
         let Ok(callable) = ZendCallable::new(callable) else {
-            return true;
+            return Ok(());
         };
-        let array = match self.record_array(&record) {
-            Ok(a) => a,
-            Err(e) => {
-                *failure = Some(Stopped::Threw(e));
-                return false;
-            }
-        };
-        match callable.try_call(vec![&array]) {
-            Ok(_) => true,
-            Err(e) => {
-                *failure = Some(Stopped::Threw(PhpException::from(e)));
-                false
-            }
-        }
+        let array = self.record_array(&record).map_err(Stopped::Threw)?;
+        callable
+            .try_call(vec![&array])
+            .map(|_| ())
+            .map_err(|e| Stopped::Threw(PhpException::from(e)))
     }
 
     /// The attempt as the array `on_attempt` receives.
@@ -601,20 +596,19 @@ impl Client {
 enum Stopped {
     /// `on_attempt` or a signal's handler threw (or called `exit()`).
     Threw(PhpException),
-    /// `max_execution_time` expired.
-    TimedOut,
+    /// The engine bailed out in PHP code the call ran (`max_execution_time`, a fatal error).
+    Bailout,
 }
 
-/// The exception a cancelled call ends with; for an expired `max_execution_time`, its fatal
-/// error instead (never returns), raised now that the call's future, with its funnel slot and
-/// in-flight count, is gone.
+/// The exception a cancelled call ends with; after a bailout, the bailout goes on instead
+/// (never returns), now that the call's future, with its funnel slot and in-flight count, is
+/// gone.
 fn stopped(failure: Option<Stopped>, otherwise: &str) -> PhpException {
     match failure {
         Some(Stopped::Threw(e)) => e,
-        Some(Stopped::TimedOut) => {
-            interrupt::time_out();
-            PhpException::from("Maximum execution time exceeded")
-        }
+        // SAFETY: the engine bailed out inside `try_catch` in `Client::wake`; going on with it
+        // is what the engine would have done, and nothing of PHP's ran since.
+        Some(Stopped::Bailout) => unsafe { bailout() },
         None => PhpException::from(otherwise),
     }
 }

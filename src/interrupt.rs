@@ -20,21 +20,12 @@ pub fn pending() -> bool {
     }
 }
 
-/// What a handled interrupt leaves the call it came during to do.
-pub enum Handled {
-    /// Go on (the signal's handler returned).
-    GoOn,
-    /// `max_execution_time` expired: end the call, then [`time_out`].
-    TimedOut,
-}
-
-/// Handles a pending interrupt as the VM does between opcodes. An expired
-/// `max_execution_time` is only reported: its fatal error long-jumps past every Rust frame,
-/// so the caller first drops the call (its funnel slot and in-flight count go back before the
-/// shutdown functions run) and then calls [`time_out`]. Otherwise the interrupt handler runs
-/// (pcntl's signal dispatch: the user's handler); an exception it throws (or `exit()` in it,
-/// an unwind exception) comes back as `Err`, to end the call and propagate.
-pub fn handle() -> PhpResult<Handled> {
+/// Handles a pending interrupt as the VM does between opcodes: `max_execution_time` raises
+/// its fatal error (a bailout: it never returns); otherwise the interrupt handler runs
+/// (pcntl's signal dispatch: the user's handler, which may bail out too). An exception it
+/// throws (or `exit()` in it, an unwind exception) comes back as `Err`, to end the call and
+/// propagate. The client runs it inside `try_catch`, so that a bailout first ends the call.
+pub fn handle() -> PhpResult<()> {
     // SAFETY: as above; clearing the flag is what the VM does before handling it.
     let timed_out = unsafe {
         std::ptr::write_volatile(
@@ -44,7 +35,11 @@ pub fn handle() -> PhpResult<Handled> {
         std::ptr::read_volatile(&raw const ext_php_rs::ffi::executor_globals.timed_out.value)
     };
     if timed_out {
-        return Ok(Handled::TimedOut);
+        if let Some(timeout) = crate::engine::zend_timeout() {
+            // SAFETY: the engine's own handler for an expired max_execution_time.
+            unsafe { timeout() };
+        }
+        return Ok(());
     }
     if let Some(handler) = crate::engine::interrupt_function() {
         // SAFETY: the handler the engine would call, with the executing frame.
@@ -62,16 +57,7 @@ pub fn handle() -> PhpResult<Handled> {
         // discarded by the engine, which never replaces an unwinding exit.
         return Err(PhpException::from("exit() in a signal handler"));
     }
-    ExecutorGlobals::throw_if_exception().map(|()| Handled::GoOn)
-}
-
-/// Raises `max_execution_time`'s fatal error, as the VM does: a bailout that never returns.
-/// Call it with nothing left to drop (the call already ended).
-pub fn time_out() {
-    if let Some(timeout) = crate::engine::zend_timeout() {
-        // SAFETY: the engine's own handler for an expired max_execution_time.
-        unsafe { timeout() };
-    }
+    ExecutorGlobals::throw_if_exception()
 }
 
 /// `void (*)(zend_execute_data *)`, the type of `zend_interrupt_function`.

@@ -122,11 +122,7 @@ final class ResilientManager
                 '%s: must be an array of Funnel options (%s), got %s', $key, implode(', ', self::FUNNEL_ARGUMENTS), get_debug_type($options),
             ));
         }
-        // `[15, 3]`: by position, as `new Resilient\Funnel($name, 15, 3)` reads it.
-        if ($options !== [] && array_is_list($options) && count($options) <= count(self::FUNNEL_ARGUMENTS)) {
-            $options = array_combine(array_slice(self::FUNNEL_ARGUMENTS, 0, count($options)), $options);
-        }
-        $options = self::withoutNulls($options);
+        $options = self::withoutNulls(self::byName($key, $options, self::FUNNEL_ARGUMENTS));
         foreach (array_keys($options) as $option) {
             if (! in_array($option, self::FUNNEL_ARGUMENTS, true)) {
                 throw new InvalidArgumentException(sprintf(
@@ -205,7 +201,7 @@ final class ResilientManager
                 '%s: must be an array of RetryBudget options (%s), got %s', $key, implode(', ', self::BUDGET_ARGUMENTS), get_debug_type($options),
             ));
         }
-        $options = self::withoutNulls($options);
+        $options = self::withoutNulls(self::byName($key, $options, self::BUDGET_ARGUMENTS));
         foreach (array_keys($options) as $option) {
             if (! in_array($option, self::BUDGET_ARGUMENTS, true)) {
                 throw new InvalidArgumentException(sprintf(
@@ -459,6 +455,27 @@ final class ResilientManager
         }
 
         return $all[$name];
+    }
+
+    /**
+     * $options with the ones given by position (`[15, 3]`, `[0.1, 'window' => 30]`) named as
+     * the constructor reads them (`new Resilient\Funnel($name, 15, 3)`); one given both ways
+     * is refused, as PHP refuses it.
+     */
+    private static function byName(string $key, array $options, array $names): array
+    {
+        $named = [];
+        foreach ($options as $option => $value) {
+            if (is_int($option) && isset($names[$option])) {
+                $option = $names[$option];
+            }
+            if (array_key_exists($option, $named)) {
+                throw new InvalidArgumentException("$key: '$option' is given twice (by position and by name)");
+            }
+            $named[$option] = $value;
+        }
+
+        return $named;
     }
 
     /** $options without its nulls, at every depth: a null (an unset `env()`) is "not set". */

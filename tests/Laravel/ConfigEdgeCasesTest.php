@@ -92,6 +92,16 @@ final class ConfigEdgeCasesTest extends PackageTestCase
         }
     }
 
+    /** A `budgets` entry by position (`[0.1, 5, 60]`) reads as `new RetryBudget($name, 0.1, 5, 60)`, as it always did. */
+    public function testABudgetEntryByPositionIsRatioFloorWindow(): void
+    {
+        [$all, $mixed] = [Run::name('bp'), Run::name('bm')];
+        $this->boot(['budgets' => [$all => [0.2, 7, 30.0], $mixed => [0.3, 'window' => 20.0]]]);
+        $s = Resilient::budget($all)->stats();
+        $this->assertSame([0.2, 7, 30.0], [$s['ratio'], $s['floor'], $s['window']]);
+        $this->assertSame(20.0, Resilient::budget($mixed)->stats()['window']);
+    }
+
     /** A name added to the config after the manager was first used is found (a test's `config([...])`). */
     public function testANameAddedToTheConfigLaterIsFound(): void
     {

@@ -95,7 +95,7 @@ final class QueueEdgeCasesTest extends PackageTestCase
     /** `release_delay => [env('MIN'), env('MAX')]` with both unset is the default range, not [0, 0]. */
     public function testANullReleaseDelayEndIsTheDefaults(): void
     {
-        foreach ([[[null, null], [5, 30]], [[10, null], [10, 30]], [[null, 3], [3, 3]], [[40, null], [40, 40]]] as [$given, $range]) {
+        foreach ([[[null, null], [5, 30]], [[10, null], [10, 30]], [[null, 3], [3, 3]], [[40, null], [40, 40]], [['', ''], [5, 30]]] as [$given, $range]) {
             $this->boot(['queue' => ['release_delay' => $given]]);
             $delay = ReleaseDelay::configured();
             $this->assertSame($range, [$delay->min, $delay->max], json_encode($given));

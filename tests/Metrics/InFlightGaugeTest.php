@@ -76,4 +76,41 @@ final class InFlightGaugeTest extends TestCase
         $this->assertSame(1, preg_match('/^SEEN (.*)$/m', $r->stdout, $m), $r->describe());
         $this->assertSame(['funnel' => 0, 'gauge' => 0, 'next_call' => 200], json_decode($m[1], true));
     }
+
+    /**
+     * The same when the time limit lands inside `on_attempt` (here while it handles one pool
+     * request's answer and the other request is still in flight, as Laravel's event reporter
+     * may be): the engine raises the fatal error inside the callback, and the pool is ended
+     * before it goes on.
+     */
+    public function testAnExpiredTimeLimitInsideOnAttemptEndsThePoolFirst(): void
+    {
+        $up = MockUpstream::shared();
+        [$fast, $slow, $after] = [$up->key('inflight-cb-fast'), $up->key('inflight-cb-slow'), $up->key('inflight-cb-after')];
+        $up->script($fast, [['status' => 404]]);
+        $up->script($slow, [['delay_ms' => 5000]]);
+        $up->script($after, [['status' => 200]]);
+        $name = Run::name('inflight-cb');
+        $code = sprintf(
+            '$c = new Resilient\Client(%1$s, ["timeout" => 10, "max_attempts" => 1, "funnel" => ["limit" => 2, "reserve" => 0],'
+            . '  "on_attempt" => function (array $a) { if ($a["status"] === 404) {'
+            . '    exec(sprintf("(sleep 0.3; kill -PROF %%d) >/dev/null 2>&1 &", getmypid()));'
+            . '    $until = hrtime(true) + 3e9; while (hrtime(true) < $until) {} } }]);'
+            . 'register_shutdown_function(function () {'
+            . '  $seen = ["funnel" => (new Resilient\Funnel(%1$s, 2, 0))->inFlight(), "gauge" => Resilient\Metrics::snapshot()[%1$s]["in_flight"]];'
+            . '  try { $seen["next_call"] = (new Resilient\Client(%1$s, ["funnel" => ["limit" => 1, "reserve" => 0]]))->get(%4$s)->status(); } catch (Throwable $e) { $seen["next_call"] = get_class($e); }'
+            . '  echo "\nSEEN ", json_encode($seen), "\n";'
+            . '});'
+            . 'set_time_limit(100);'
+            . '$c->pool(["fast" => ["GET", %2$s], "slow" => ["GET", %3$s]], 2);',
+            var_export($name, true),
+            var_export($up->base($fast) . '/f', true),
+            var_export($up->base($slow) . '/s', true),
+            var_export($up->base($after) . '/a', true),
+        );
+        $r = PhpProcess::runCode($code, [], 20);
+        $this->assertStringContainsString('Maximum execution time', $r->stdout . $r->stderr, $r->describe());
+        $this->assertSame(1, preg_match('/^SEEN (.*)$/m', $r->stdout, $m), $r->describe());
+        $this->assertSame(['funnel' => 0, 'gauge' => 0, 'next_call' => 200], json_decode($m[1], true));
+    }
 }

@@ -115,6 +115,18 @@ impl BudgetConfig {
     pub fn bucket_ms(&self) -> u64 {
         self.window_ms.div_ceil(BUDGET_BUCKETS as u64)
     }
+
+    /// What tells this budget's counters apart from other windows' of the same name:
+    /// `budget/60000ms`. A window that is not a whole number of buckets also names its bucket
+    /// width (`budget/39ms/2ms`): releases that rounded it down kept such a ring under the
+    /// plain key, and its tags, counted in other buckets, must not be read as this one's.
+    pub fn key(&self) -> String {
+        let buckets = BUDGET_BUCKETS as u64;
+        match self.window_ms % buckets {
+            0 => format!("budget/{}ms", self.window_ms),
+            _ => format!("budget/{}ms/{}ms", self.window_ms, self.bucket_ms()),
+        }
+    }
 }
 
 /// What the window holds now.
@@ -140,8 +152,7 @@ impl RetryBudget {
     pub fn new(seg: Arc<Segment>, name: &str, config: BudgetConfig) -> Result<Self, Error> {
         validate::name("name", name)?;
         // The separator is a control character, which no validated name contains.
-        let entry =
-            seg.entry_index_unchecked(&format!("{name}\u{1f}budget/{}ms", config.window_ms))?;
+        let entry = seg.entry_index_unchecked(&format!("{name}\u{1f}{}", config.key()))?;
         // The window is in the key, so the bucket width is the config's, never stored.
         Ok(RetryBudget { seg, entry, config })
     }
@@ -350,6 +361,15 @@ mod tests {
         }
         assert!(b.try_consume(t + 45), "the window slid past it");
         std::fs::remove_file(p).unwrap();
+    }
+
+    /// An odd window's ring has a key of its own: a ring that releases rounding the buckets
+    /// down left under the plain key holds tags of another width.
+    #[test]
+    fn an_odd_window_names_its_bucket_width() {
+        assert_eq!(config(0.1, 5, 60.0).key(), "budget/60000ms");
+        assert_eq!(config(0.1, 5, 0.039).key(), "budget/39ms/2ms");
+        assert_eq!(config(0.1, 5, 0.25).key(), "budget/250ms/13ms");
     }
 
     #[test]

@@ -171,14 +171,14 @@ impl Backend for Redis {
                 )?,
             )
         })?;
-        let window_ms = config.window().as_millis() as u64;
         Ok(Arc::new(RedisBudget {
             server: self.server.clone(),
-            // The window is part of a budget's identity, as in shared memory.
+            // The window (and an odd window's bucket width) is part of a budget's identity, as
+            // in shared memory.
             key: self
                 .server
                 .target()
-                .key(name, &format!("budget:{window_ms}ms")),
+                .key(name, &config.key().replace('/', ":")),
             bucket_ms: config.bucket_ms(),
             floor: config.floor(),
             ratio: config.ratio(),

@@ -200,7 +200,7 @@ elseif op == 'record' then
     return 0
   end
   redis.call('HINCRBY', k, 'f' .. i, 1)
-  if streak > 0 and epoch - streak_epoch < 20 then
+  if streak > 0 and streak_epoch <= epoch and epoch - streak_epoch < 20 then
     streak = streak + 1
   else
     streak, streak_epoch = 1, epoch

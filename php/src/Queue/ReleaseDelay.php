@@ -51,8 +51,8 @@ final class ReleaseDelay
         if (! is_array($range) || count($range) !== 2) {
             throw new InvalidArgumentException('resilient: resilient.queue.release_delay must be [min, max] in seconds');
         }
-        // A null (an unset `env()`) is "not set": that end of the default range.
-        [$min, $max] = array_values($range);
+        // A null or '' (an unset or empty `env()`) is "not set": that end of the default range.
+        [$min, $max] = array_map(fn ($v) => $v === '' ? null : $v, array_values($range));
         $min ??= is_numeric($max) ? min(self::DEFAULT[0], (int) $max) : self::DEFAULT[0];
         $max ??= max(self::DEFAULT[1], (int) $min);
         if (! is_numeric($min) || ! is_numeric($max)) {
