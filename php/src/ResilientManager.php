@@ -117,19 +117,7 @@ final class ResilientManager
      */
     public static function funnelArguments(string $key, mixed $options): array
     {
-        if (! is_array($options)) {
-            throw new InvalidArgumentException(sprintf(
-                '%s: must be an array of Funnel options (%s), got %s', $key, implode(', ', self::FUNNEL_ARGUMENTS), get_debug_type($options),
-            ));
-        }
-        $options = self::withoutNulls(self::byName($key, $options, self::FUNNEL_ARGUMENTS));
-        foreach (array_keys($options) as $option) {
-            if (! in_array($option, self::FUNNEL_ARGUMENTS, true)) {
-                throw new InvalidArgumentException(sprintf(
-                    "%s: unknown key '%s' (a Funnel takes %s)", $key, $option, implode(', ', self::FUNNEL_ARGUMENTS),
-                ));
-            }
-        }
+        $options = self::constructorArguments($key, $options, 'Funnel', self::FUNNEL_ARGUMENTS);
         if (! isset($options['limit'])) {
             throw new InvalidArgumentException("$key: 'limit' is required");
         }
@@ -164,11 +152,7 @@ final class ResilientManager
     /** The Funnel, or the extension's refusal of its values as an InvalidArgumentException naming $key. */
     public static function buildFunnel(string $key, string $name, array $options): Funnel
     {
-        try {
-            return new Funnel($name, ...$options);
-        } catch (\ValueError|\TypeError $e) {
-            throw new InvalidArgumentException("$key: " . $e->getMessage(), 0, $e);
-        }
+        return self::construct($key, fn () => new Funnel($name, ...$options));
     }
 
     /**
@@ -196,16 +180,32 @@ final class ResilientManager
      */
     public static function budgetArguments(string $key, mixed $options): array
     {
+        return self::constructorArguments($key, $options, 'RetryBudget', self::BUDGET_ARGUMENTS);
+    }
+
+    /** The RetryBudget, or the extension's refusal of its values as an InvalidArgumentException naming $key. */
+    public static function buildBudget(string $key, string $name, array $options): RetryBudget
+    {
+        return self::construct($key, fn () => new RetryBudget($name, ...$options));
+    }
+
+    /**
+     * A config entry as the constructor of `$class` (`Funnel`, `RetryBudget`) takes its
+     * arguments after the name: an array of $names, by name or position; a null is "not set".
+     * Throws InvalidArgumentException naming $key.
+     */
+    private static function constructorArguments(string $key, mixed $options, string $class, array $names): array
+    {
         if (! is_array($options)) {
             throw new InvalidArgumentException(sprintf(
-                '%s: must be an array of RetryBudget options (%s), got %s', $key, implode(', ', self::BUDGET_ARGUMENTS), get_debug_type($options),
+                '%s: must be an array of %s options (%s), got %s', $key, $class, implode(', ', $names), get_debug_type($options),
             ));
         }
-        $options = self::withoutNulls(self::byName($key, $options, self::BUDGET_ARGUMENTS));
+        $options = self::withoutNulls(self::byName($key, $options, $names));
         foreach (array_keys($options) as $option) {
-            if (! in_array($option, self::BUDGET_ARGUMENTS, true)) {
+            if (! in_array($option, $names, true)) {
                 throw new InvalidArgumentException(sprintf(
-                    "%s: unknown key '%s' (a RetryBudget takes %s)", $key, $option, implode(', ', self::BUDGET_ARGUMENTS),
+                    "%s: unknown key '%s' (a %s takes %s)", $key, $option, $class, implode(', ', $names),
                 ));
             }
         }
@@ -213,11 +213,18 @@ final class ResilientManager
         return $options;
     }
 
-    /** The RetryBudget, or the extension's refusal of its values as an InvalidArgumentException naming $key. */
-    public static function buildBudget(string $key, string $name, array $options): RetryBudget
+    /**
+     * What $make builds, or the extension's refusal of the values as an InvalidArgumentException
+     * naming $key.
+     *
+     * @template T of object
+     * @param Closure(): T $make
+     * @return T
+     */
+    private static function construct(string $key, Closure $make): object
     {
         try {
-            return new RetryBudget($name, ...$options);
+            return $make();
         } catch (\ValueError|\TypeError $e) {
             throw new InvalidArgumentException("$key: " . $e->getMessage(), 0, $e);
         }

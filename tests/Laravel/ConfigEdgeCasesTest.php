@@ -77,19 +77,12 @@ final class ConfigEdgeCasesTest extends PackageTestCase
             'budgets' => [$neg => ['ratio' => -1], $typo => ['ratoi' => 0.1], $text => ['ratio' => 'abc']],
             'clients' => [$c => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['window' => 0]]],
         ]);
-        foreach ([
+        $this->assertEachRefused(fn (string $name) => Resilient::budget($name), [
             $neg => "resilient.budgets.$neg: ratio: must be a finite number >= 0, got -1",
             $typo => "resilient.budgets.$typo: unknown key 'ratoi' (a RetryBudget takes ratio, floor, window)",
             $text => "resilient.budgets.$text: Resilient\\RetryBudget::__construct(): Argument #2 (\$ratio) must be of type float, string given",
             $c => "resilient.clients.$c.budget: window: must be greater than zero",
-        ] as $name => $message) {
-            try {
-                Resilient::budget($name);
-                $this->fail("budget $name must be refused");
-            } catch (\InvalidArgumentException $e) {
-                $this->assertSame($message, $e->getMessage());
-            }
-        }
+        ]);
     }
 
     /** A `budgets` entry by position (`[0.1, 5, 60]`) reads as `new RetryBudget($name, 0.1, 5, 60)`, as it always did. */
@@ -122,18 +115,11 @@ final class ConfigEdgeCasesTest extends PackageTestCase
             $r => ['limit' => 2, 'reserve' => 2],
             $n => ['reserve' => 1],
         ]]);
-        foreach ([
-            $w => "funnels.$w: unknown key 'wait' (a Funnel takes limit, reserve, lease, share)",
-            $r => "funnels.$r: reserve: must be between 0 and limit - 1 (1), got 2",
-            $n => "funnels.$n: 'limit' is required",
-        ] as $name => $message) {
-            try {
-                Resilient::funnel($name);
-                $this->fail("funnels.$name must be refused");
-            } catch (\InvalidArgumentException $e) {
-                $this->assertSame("resilient.$message", $e->getMessage());
-            }
-        }
+        $this->assertEachRefused(fn (string $name) => Resilient::funnel($name), [
+            $w => "resilient.funnels.$w: unknown key 'wait' (a Funnel takes limit, reserve, lease, share)",
+            $r => "resilient.funnels.$r: reserve: must be between 0 and limit - 1 (1), got 2",
+            $n => "resilient.funnels.$n: 'limit' is required",
+        ]);
     }
 
     /** A `funnels` entry written by position (`[15, 3]`) reads as `new Funnel($name, 15, 3)`, as it always did. */
@@ -159,5 +145,22 @@ final class ConfigEdgeCasesTest extends PackageTestCase
         $result = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
         $this->assertStringStartsWith('RuntimeException: resilient/laravel needs the resilient PHP extension (ext-resilient ^0.1), but it is not loaded', $result->stdout, $result->describe());
         $this->assertStringContainsString('make install', $result->stdout);
+    }
+
+    /**
+     * $make of each name throws InvalidArgumentException with exactly its message.
+     *
+     * @param array<string, string> $messages by name
+     */
+    private function assertEachRefused(\Closure $make, array $messages): void
+    {
+        foreach ($messages as $name => $message) {
+            try {
+                $make((string) $name);
+                $this->fail("$name must be refused");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertSame($message, $e->getMessage());
+            }
+        }
     }
 }

@@ -58,23 +58,14 @@ final class InFlightGaugeTest extends TestCase
         $key = $up->key('inflight-timeout');
         $up->script($key, [['delay_ms' => 5000], ['status' => 200]]);
         $name = Run::name('inflight-timeout');
-        $code = sprintf(
-            '$c = new Resilient\Client(%1$s, ["base_url" => %2$s, "timeout" => 10, "max_attempts" => 1, "funnel" => ["limit" => 1, "reserve" => 0]]);'
-            . 'register_shutdown_function(function () use ($c) {'
-            . '  $seen = ["funnel" => (new Resilient\Funnel(%1$s, 1, 0))->inFlight(), "gauge" => Resilient\Metrics::snapshot()[%1$s]["in_flight"]];'
-            . '  try { $seen["next_call"] = $c->get("/again")->status(); } catch (Throwable $e) { $seen["next_call"] = get_class($e); }'
-            . '  echo "\nSEEN ", json_encode($seen), "\n";'
-            . '});'
-            . 'set_time_limit(100);'
+        $seen = $this->seenAfterTheTimeLimit($name, 1, sprintf(
+            '$c = new Resilient\Client(%s, ["base_url" => %s, "timeout" => 10, "max_attempts" => 1, "funnel" => ["limit" => 1, "reserve" => 0]]);'
             . 'exec(sprintf("(sleep 0.5; kill -PROF %%d) >/dev/null 2>&1 &", getmypid()));'
             . '$c->get("/slow");',
             var_export($name, true),
             var_export($up->base($key), true),
-        );
-        $r = PhpProcess::runCode($code, [], 20);
-        $this->assertStringContainsString('Maximum execution time', $r->stdout . $r->stderr, $r->describe());
-        $this->assertSame(1, preg_match('/^SEEN (.*)$/m', $r->stdout, $m), $r->describe());
-        $this->assertSame(['funnel' => 0, 'gauge' => 0, 'next_call' => 200], json_decode($m[1], true));
+        ), $up->base($key) . '/again');
+        $this->assertSame(['funnel' => 0, 'gauge' => 0, 'next_call' => 200], $seen);
     }
 
     /**
@@ -91,26 +82,41 @@ final class InFlightGaugeTest extends TestCase
         $up->script($slow, [['delay_ms' => 5000]]);
         $up->script($after, [['status' => 200]]);
         $name = Run::name('inflight-cb');
-        $code = sprintf(
-            '$c = new Resilient\Client(%1$s, ["timeout" => 10, "max_attempts" => 1, "funnel" => ["limit" => 2, "reserve" => 0],'
+        $seen = $this->seenAfterTheTimeLimit($name, 2, sprintf(
+            '$c = new Resilient\Client(%s, ["timeout" => 10, "max_attempts" => 1, "funnel" => ["limit" => 2, "reserve" => 0],'
             . '  "on_attempt" => function (array $a) { if ($a["status"] === 404) {'
             . '    exec(sprintf("(sleep 0.3; kill -PROF %%d) >/dev/null 2>&1 &", getmypid()));'
             . '    $until = hrtime(true) + 3e9; while (hrtime(true) < $until) {} } }]);'
-            . 'register_shutdown_function(function () {'
-            . '  $seen = ["funnel" => (new Resilient\Funnel(%1$s, 2, 0))->inFlight(), "gauge" => Resilient\Metrics::snapshot()[%1$s]["in_flight"]];'
-            . '  try { $seen["next_call"] = (new Resilient\Client(%1$s, ["funnel" => ["limit" => 1, "reserve" => 0]]))->get(%4$s)->status(); } catch (Throwable $e) { $seen["next_call"] = get_class($e); }'
-            . '  echo "\nSEEN ", json_encode($seen), "\n";'
-            . '});'
-            . 'set_time_limit(100);'
-            . '$c->pool(["fast" => ["GET", %2$s], "slow" => ["GET", %3$s]], 2);',
+            . '$c->pool(["fast" => ["GET", %s], "slow" => ["GET", %s]], 2);',
             var_export($name, true),
             var_export($up->base($fast) . '/f', true),
             var_export($up->base($slow) . '/s', true),
-            var_export($up->base($after) . '/a', true),
-        );
+        ), $up->base($after) . '/a');
+        $this->assertSame(['funnel' => 0, 'gauge' => 0, 'next_call' => 200], $seen);
+    }
+
+    /**
+     * Runs $call in a child whose time limit then runs out, and returns what a shutdown function
+     * found: the slots held in $name's funnel (of $limit), its in-flight gauge, and the status of
+     * one more call to $next through a funnel of 1 of that name (or the exception's class).
+     */
+    private function seenAfterTheTimeLimit(string $name, int $limit, string $call, string $next): array
+    {
+        $code = sprintf(
+            'register_shutdown_function(function () {'
+            . '  $seen = ["funnel" => (new Resilient\Funnel(%1$s, %2$d, 0))->inFlight(), "gauge" => Resilient\Metrics::snapshot()[%1$s]["in_flight"]];'
+            . '  try { $seen["next_call"] = (new Resilient\Client(%1$s, ["funnel" => ["limit" => 1, "reserve" => 0]]))->get(%3$s)->status(); } catch (Throwable $e) { $seen["next_call"] = get_class($e); }'
+            . '  echo "\nSEEN ", json_encode($seen), "\n";'
+            . '});'
+            . 'set_time_limit(100);',
+            var_export($name, true),
+            $limit,
+            var_export($next, true),
+        ) . $call;
         $r = PhpProcess::runCode($code, [], 20);
         $this->assertStringContainsString('Maximum execution time', $r->stdout . $r->stderr, $r->describe());
         $this->assertSame(1, preg_match('/^SEEN (.*)$/m', $r->stdout, $m), $r->describe());
-        $this->assertSame(['funnel' => 0, 'gauge' => 0, 'next_call' => 200], json_decode($m[1], true));
+
+        return json_decode($m[1], true);
     }
 }

@@ -426,11 +426,17 @@ impl ClientConfig {
     }
 }
 
+/// A timeout the client counts in: at least `validate::MIN_TIMEOUT_SECONDS` (1 ms), the rule
+/// the binding's options, `Context` and the ini caps share.
 pub(crate) fn at_least_1ms(option: &str, d: Duration) -> Result<Duration, ConfigError> {
-    if d < Duration::from_millis(1) {
+    use resilient_core::validate::MIN_TIMEOUT_SECONDS;
+    if d.as_secs_f64() < MIN_TIMEOUT_SECONDS {
         return Err(ConfigError::new(
             option,
-            format!("must be at least 0.001 seconds, got {}", d.as_secs_f64()),
+            format!(
+                "must be at least {MIN_TIMEOUT_SECONDS} seconds, got {}",
+                d.as_secs_f64()
+            ),
         ));
     }
     Ok(d)
