@@ -31,7 +31,9 @@ return [
         // 'web' for Octane (Swoole/RoadRunner report SAPI cli): web caps and reserved slots.
         // Queue workers must keep 'auto' (unset). With config:cache every process reads the
         // same cached value, workers too: then declare Octane web with the ini setting
-        // instead (php -d resilient.context=web artisan octane:start).
+        // instead (php -d resilient.context=web artisan octane:start). Any other value is
+        // refused by clients and by the funnels and budgets this package builds (and named
+        // by resilient:doctor); a `new Resilient\Funnel` of your own reads the ini setting.
         'context' => env('RESILIENT_CONTEXT'),
     ],
 

@@ -35,6 +35,9 @@ final class ResilientManager
 
     private ?FakeClients $fake = null;
 
+    /** `defaults.context` as given when the extension refused it (see declareContext). */
+    private static ?string $refusedContext = null;
+
     /**
      * @param array|(Closure(): array) $config `resilient`'s config (clients, funnels, budgets, defaults, log_channel, events), or
      *        a closure reading it when asked, so a name added later (`config([...])` in a test) is found; a client already
@@ -223,11 +226,39 @@ final class ResilientManager
      */
     private static function construct(string $key, Closure $make): object
     {
+        if (($problem = self::contextProblem()) !== null) {
+            throw new InvalidArgumentException($problem);
+        }
         try {
             return $make();
         } catch (\ValueError|\TypeError $e) {
             throw new InvalidArgumentException("$key: " . $e->getMessage(), 0, $e);
         }
+    }
+
+    /**
+     * Declares `defaults.context` for the whole process through the `resilient.context`
+     * setting (the service provider, at boot). A value the extension refuses leaves the
+     * setting as it was and is remembered: clients refuse it as their `context` option, and
+     * every Funnel or RetryBudget built from config or by the queue middleware refuses it
+     * too, rather than running as `auto`. Not thrown here: `package:discover` and
+     * `config:cache` must still run.
+     */
+    public static function declareContext(mixed $context): void
+    {
+        self::$refusedContext = null;
+        if (is_string($context) && $context !== '' && ini_set('resilient.context', $context) === false) {
+            self::$refusedContext = $context;
+        }
+    }
+
+    /** What is wrong with `defaults.context`, or null (see declareContext). */
+    public static function contextProblem(): ?string
+    {
+        return self::$refusedContext === null ? null : sprintf(
+            "resilient.defaults.context (RESILIENT_CONTEXT): must be 'web', 'console' or 'auto', got '%s'",
+            self::$refusedContext,
+        );
     }
 
     /** Runs $fn with every call inside sharing one deadline of $seconds (the earlier wins when nested). */

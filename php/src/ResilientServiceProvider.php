@@ -73,9 +73,8 @@ final class ResilientServiceProvider extends ServiceProvider
      */
     private function declareContext(): void
     {
-        $context = $this->app['config']->get('resilient.defaults.context');
-        if (is_string($context) && $context !== '' && extension_loaded('resilient')) {
-            ini_set('resilient.context', $context);
+        if (extension_loaded('resilient')) {
+            ResilientManager::declareContext($this->app['config']->get('resilient.defaults.context'));
         }
     }
 

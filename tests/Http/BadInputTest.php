@@ -134,6 +134,8 @@ final class BadInputTest extends HttpTestCase
             // A non-empty $json with a body in the options: refused, not silently dropped.
             fn () => $client->post('/x', ['a' => 1], ['body' => 'raw']),
             fn () => $client->put('/x', ['a' => 1], ['form' => ['b' => 2]]),
+            // Two different keys for one request: which one the server deduplicates by would be a guess.
+            fn () => $client->post('/x', [], ['idempotency_key' => 'k-1', 'headers' => ['Idempotency-Key' => 'k-2']]),
         ];
         foreach ($cases as $i => $case) {
             try {

@@ -164,6 +164,16 @@ final class ArtisanTest extends TestCase
         $this->assertSame('web 2', trim($r->stdout), $r->describe());
     }
 
+    /** RESILIENT_CONTEXT the extension refuses is one of doctor's problems. */
+    public function testDoctorNamesARefusedContext(): void
+    {
+        $app = new FixtureApp();
+        $said = "resilient.defaults.context (RESILIENT_CONTEXT): must be 'web', 'console' or 'auto', got 'bogus'";
+        $r = $app->artisan(['resilient:doctor'], ['RESILIENT_CONTEXT' => 'bogus']);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $this->assertStringContainsString("error: $said", $r->stdout . $r->stderr);
+    }
+
     public function testConfigCacheWorksWithThePackagesConfig(): void
     {
         $app = new FixtureApp();

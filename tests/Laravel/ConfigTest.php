@@ -228,5 +228,11 @@ final class ConfigTest extends PackageTestCase
             $this->assertStringStartsWith('2 ', $line);
             $this->assertStringContainsString('not loaded', $line);
         }
+        // --json stays JSON for the script that reads it.
+        $json = json_decode(substr($lines[0], 2), true);
+        $this->assertIsArray($json, $lines[0]);
+        $this->assertFalse($json['ok']);
+        $this->assertStringContainsString('not loaded', $json['error']);
+        $this->assertSame([], $json['names']);
     }
 }

@@ -159,6 +159,47 @@ final class ServiceProviderTest extends TestCase
         Resilient::funnel('nope');
     }
 
+    /**
+     * `defaults.context` the extension refuses (RESILIENT_CONTEXT=bogus): clients refuse it as
+     * an option, so Funnel objects and the queue middleware, which read it through the
+     * `resilient.context` setting, refuse it too instead of running as `auto`.
+     */
+    public function testARefusedDefaultContextIsRefusedByFunnelsToo(): void
+    {
+        $before = ini_get('resilient.context');
+        try {
+            $app = new Application(Run::dir() . '/laravel');
+            $app->instance('config', new Repository(['resilient' => [
+                'defaults' => ['context' => 'bogus'],
+                'funnels' => ['lv-sap' => ['limit' => 2]],
+                'clients' => ['lv-shipping' => ['base_url' => 'http://127.0.0.1:9']],
+            ]]));
+            Facade::setFacadeApplication($app);
+            $app->register(ResilientServiceProvider::class);
+            $app->boot();
+            $said = "resilient.defaults.context (RESILIENT_CONTEXT): must be 'web', 'console' or 'auto', got 'bogus'";
+            foreach ([
+                'Resilient::funnel' => fn () => Resilient::funnel('lv-sap'),
+                'queue middleware' => fn () => (new \Resilient\Laravel\Queue\Funnel('lv-queue-ctx', limit: 1))
+                    ->handle(new \stdClass(), fn () => 'ran'),
+                'client' => fn () => Resilient::client('lv-shipping'),
+            ] as $what => $use) {
+                try {
+                    $use();
+                    $this->fail("$what accepted the refused context");
+                } catch (\InvalidArgumentException|\ValueError $e) {
+                    $this->assertStringContainsString("got 'bogus'", $e->getMessage(), $what);
+                    if ($what !== 'client') {
+                        $this->assertSame($said, $e->getMessage(), $what);
+                    }
+                }
+            }
+        } finally {
+            ini_set('resilient.context', (string) $before);
+            \Resilient\Laravel\ResilientManager::declareContext(null);
+        }
+    }
+
     public function testTheDeadlineMiddlewareScopesTheRequestAndRestoresAfter(): void
     {
         $middleware = new WithinDeadline();

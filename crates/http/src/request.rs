@@ -269,6 +269,20 @@ pub fn prepare_at(
             Some(serializer.finish().into_bytes())
         }
     };
+    if let Some(key) = &options.idempotency_key {
+        // Both given for this request, and not alike: which one a server deduplicates by
+        // would be a guess (a client's default header is replaced, as any default).
+        if options
+            .headers
+            .iter()
+            .any(|(n, v)| n.as_str() == IDEMPOTENCY_KEY && v != key)
+        {
+            return Err(ConfigError::new(
+                "idempotency_key",
+                "differs from the request's Idempotency-Key header (give the key once)",
+            ));
+        }
+    }
     if !options.headers.is_empty() {
         // Per-request headers replace defaults of the same name.
         let extra = options.headers;
@@ -651,6 +665,29 @@ mod tests {
                 "a blank header is no key: a POST with it is not retried"
             );
         }
+        // The option and a header of the request itself that say different keys: which one
+        // a server deduplicates by would be a guess, so neither is sent. The same key twice,
+        // or the option over a client's default header, is no conflict.
+        let both = |header: &[u8]| {
+            let opts = RequestOptions::new()
+                .header("Idempotency-Key", header)
+                .unwrap()
+                .idempotency_key("k-1")
+                .unwrap();
+            prepare(&c, "POST", "/q", opts)
+        };
+        assert_eq!(
+            both(b"k-2").unwrap_err().to_string(),
+            "option 'idempotency_key': differs from the request's Idempotency-Key header (give the key once)"
+        );
+        assert_eq!(header(&both(b"k-1").unwrap(), "idempotency-key"), ["k-1"]);
+        let mut with_default = config("http://h");
+        with_default
+            .add_header("headers", b"Idempotency-Key", b"d")
+            .unwrap();
+        let over = RequestOptions::new().idempotency_key("k-1").unwrap();
+        let r = prepare(&with_default, "POST", "/q", over).unwrap();
+        assert_eq!(header(&r, "idempotency-key"), ["k-1"]);
         assert!(RequestOptions::new()
             .idempotency_key(" ")
             .unwrap_err()

@@ -34,6 +34,9 @@ final class DoctorCommand extends Command
         $this->line('extension  resilient ' . phpversion('resilient'));
         $this->line('sapi       ' . PHP_SAPI . ' → ' . (Context::isWeb() ? 'web' : 'console (background caller: limit - reserve slots)')
             . $this->contextSetting());
+        if (($problem = ResilientManager::contextProblem()) !== null) {
+            $this->problem('error', $problem);
+        }
 
         $this->segment();
         // Each client as it runs: its entry over `defaults` (as resilient:check reads them).

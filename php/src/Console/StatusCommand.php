@@ -44,7 +44,9 @@ final class StatusCommand extends Command
         }
 
         if (($problem = ExtensionCheck::problem()) !== null) {
-            $this->error($problem);
+            $this->option('json')
+                ? $this->output->writeln(json_encode(['ok' => false, 'error' => $problem, 'names' => (object) []], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW)
+                : $this->error($problem);
 
             return 2;
         }
