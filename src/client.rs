@@ -387,11 +387,10 @@ impl Client {
         for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
-            let request = b.http.prepare(
-                &method,
-                &path,
-                options::request(options, None, &b.http.config().transport)?,
-            );
+            let options = exceptions::about_item(&format!("pool request '{label}': "), || {
+                options::request(options, None, &b.http.config().transport)
+            })?;
+            let request = b.http.prepare(&method, &path, options);
             prepared
                 .push(request.map_err(|e| {
                     exceptions::value_error(format!("pool request '{label}': {e}"))

@@ -77,7 +77,7 @@ pub fn float_arg(
 
 pub fn type_error(message: String) -> PhpException {
     PhpException::new(
-        crate::exceptions::printable(message),
+        crate::exceptions::printable(crate::exceptions::about(message)),
         0,
         ext_php_rs::zend::ce::type_error(),
     )

@@ -335,12 +335,49 @@ pub fn throw_with_response(kind: Kind, message: &str, code: i32, last: LastAttem
 
 /// `\ValueError` naming the argument, for out-of-range / NaN / INF / empty values.
 pub fn value_error(message: impl Into<String>) -> PhpException {
-    PhpException::new(printable(message.into()), 0, ce::value_error())
+    PhpException::new(printable(about(message.into())), 0, ce::value_error())
 }
 
 /// `\InvalidArgumentException` naming the option (e.g. an unknown option key).
 pub fn invalid_argument(message: impl Into<String>) -> PhpException {
-    PhpException::new(printable(message.into()), 0, invalid_argument_exception())
+    PhpException::new(
+        printable(about(message.into())),
+        0,
+        invalid_argument_exception(),
+    )
+}
+
+thread_local! {
+    /// What the argument errors made now are about, said first (see [`about_item`]).
+    static ITEM: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Runs `f` with every argument error it makes (`\ValueError`, `\TypeError`,
+/// `\InvalidArgumentException`) starting with `item` (`pool request 'a': `): one item's
+/// options among a pool's many are checked by the code that checks a single request's, and the
+/// message must say which item. A fatal error inside `f` (an option's `__toString`) skips the
+/// reset: the request's start clears it too ([`forget_item`]).
+pub fn about_item<T>(item: &str, f: impl FnOnce() -> T) -> T {
+    let before = ITEM.replace(item.to_owned());
+    let out = f();
+    ITEM.set(before);
+    out
+}
+
+/// Clears what [`about_item`] set (request start: a bailout may have skipped its reset).
+pub fn forget_item() {
+    ITEM.take();
+}
+
+/// `message` after what [`about_item`] says it is about, if anything.
+pub fn about(message: String) -> String {
+    ITEM.with_borrow(|item| {
+        if item.is_empty() {
+            message
+        } else {
+            format!("{item}{message}")
+        }
+    })
 }
 
 /// `message` with each NUL byte written `\0`: an exception message is a C string, and one with

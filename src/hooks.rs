@@ -66,6 +66,7 @@ pub unsafe extern "C" fn module_shutdown(_ty: i32, module_number: i32) -> i32 {
 pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
     guarded(|| {
         deadline::clear();
+        crate::exceptions::forget_item();
         SUCCESS
     })
 }

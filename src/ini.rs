@@ -105,7 +105,13 @@ unsafe extern "C" fn display_backend(entry: *mut zend_ini_entry, kind: c_int) {
                 .map(|s| String::from_utf8_lossy(ZendStr::as_bytes(s)).into_owned())
                 .unwrap_or_default()
         };
-        let shown = masked(&value);
+        // A value php.ini gave that was refused (the default stands in for it): not the
+        // default's name, which would say the file asks for shared memory.
+        let shown = if check(BACKEND).is_err() {
+            HIDDEN.to_owned()
+        } else {
+            masked(&value)
+        };
         // SAFETY: a valid buffer of that length.
         unsafe { ext_php_rs::ffi::php_output_write(shown.as_ptr().cast(), shown.len()) };
     }));
@@ -319,12 +325,22 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
     match rejected.iter().rev().find(|(k, _)| *k == key) {
         None => Ok(()),
-        // A backend URL may hold a password: never shown.
-        Some((_, _)) if key == BACKEND => Err(format!(
-            "{}: {} (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
-            key.to_string_lossy(),
-            requirement(key),
-        )),
+        // A backend URL may hold a password: never shown, its problem said when there is one
+        // beyond the scheme (an unencoded '?' in the password...).
+        Some((_, value)) if key == BACKEND => Err(
+            match resilient_http::ClientConfig::default().set_backend(value) {
+                Err(e) if e.problem() != requirement(key) => format!(
+                    "{}: {} (the value from php.ini, -d, the FPM pool or .user.ini)",
+                    key.to_string_lossy(),
+                    e.problem()
+                ),
+                _ => format!(
+                    "{}: {} (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
+                    key.to_string_lossy(),
+                    requirement(key),
+                ),
+            },
+        ),
         Some((_, value)) => Err(format!(
             "{}: {}, got '{}' (from php.ini, -d, the FPM pool or .user.ini)",
             key.to_string_lossy(),

@@ -377,14 +377,15 @@ pub(crate) fn text(value: &Zval, path: &str) -> PhpResult<String> {
     }
 }
 
-/// A header value: a string (UTF-8 text), or a number written out. Never echoed.
+/// A header value: a string (UTF-8 text), or a number written out as PHP writes it (`0.3`,
+/// `1.0E+25`). Never echoed.
 pub(crate) fn header_value(value: &Zval, path: &str) -> PhpResult<String> {
     let v = value.dereference();
     if let Some(n) = v.long() {
         return Ok(n.to_string());
     }
-    if let Some(f) = v.double() {
-        return Ok(f.to_string());
+    if v.double().is_some() {
+        return php_float(v);
     }
     text(value, path)
 }

@@ -121,6 +121,31 @@ final class BadInputTest extends HttpTestCase
         $this->assertSame([200, 200, 200], array_map(fn ($r) => $r->status(), array_values($ok)));
     }
 
+    /** Among a pool's many items, an option error says which item it is about. */
+    public function testAPoolItemsOptionErrorNamesTheItem(): void
+    {
+        $client = $this->client($this->up->key('pool-option'));
+        foreach ([
+            [\ValueError::class, ['timout' => 1], "pool request 'b': option 'timout': unknown option (known: query, json, body, form, multipart, headers, idempotency_key, timeout, connect_timeout, sink, verify, cert, ssl_key, proxy, allow_redirects, decode_content)"],
+            [\ValueError::class, ['timeout' => -1], "pool request 'b': option 'timeout': must not be negative, got -1"],
+            [\TypeError::class, ['timeout' => []], "pool request 'b': option 'timeout' must be of type float, array given"],
+        ] as [$class, $options, $message]) {
+            try {
+                $client->pool(['a' => ['GET', '/x'], 'b' => ['GET', '/x', $options]]);
+                $this->fail("accepted: $message");
+            } catch (\ValueError|\TypeError $e) {
+                $this->assertSame([$class, $message], [get_class($e), $e->getMessage()]);
+            }
+        }
+        // Outside a pool, and after one, the same errors say nothing more.
+        try {
+            $client->get('/x', [], ['timout' => 1]);
+            $this->fail('accepted an unknown option');
+        } catch (\ValueError $e) {
+            $this->assertStringStartsWith("option 'timout': unknown option (known: ", $e->getMessage());
+        }
+    }
+
     public function testBadRequestOptionsAndArguments(): void
     {
         $client = $this->client($this->up->key('badreq'));

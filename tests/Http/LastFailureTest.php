@@ -30,6 +30,28 @@ final class LastFailureTest extends HttpTestCase
         $this->assertNull($e->response());
     }
 
+    /**
+     * A connect that timed out (a listener whose accept queue is full drops the SYN) is a
+     * 'connect' failure on both transports (`verify => false` sends through reqwest), as
+     * documented, not a 'timeout' (the metrics count it as a connection failure too).
+     */
+    public function testAConnectTimeoutSaysConnectOnEitherTransport(): void
+    {
+        $server = stream_socket_server('tcp://127.0.0.1:0', $errno, $error, STREAM_SERVER_BIND | STREAM_SERVER_LISTEN, stream_context_create(['socket' => ['backlog' => 0]]));
+        $address = stream_socket_get_name($server, false);
+        $queued = [];
+        for ($i = 0; $i < 4; $i++) {
+            $queued[] = @stream_socket_client("tcp://$address", $errno, $error, 0.2, STREAM_CLIENT_CONNECT | STREAM_CLIENT_ASYNC_CONNECT);
+        }
+        $client = new \Resilient\Client(Run::name('http'), ['base_url' => "http://$address", 'connect_timeout' => 0.3, 'timeout' => 3.0, 'max_attempts' => 1]);
+        foreach (['plain' => [], 'reqwest' => ['verify' => false]] as $transport => $options) {
+            $started = hrtime(true);
+            $e = $this->failing(fn () => $client->get('/x', [], $options), UpstreamFailed::class);
+            $this->assertSame('connect', $e->failure(), $transport . ': ' . $e->getMessage());
+            $this->assertLessThan(2.5, (hrtime(true) - $started) / 1e9, "$transport: cut by the connect timeout, not the attempt's");
+        }
+    }
+
     public function testATimeoutSaysTimeoutAndTheUpstreamSawTheAttempt(): void
     {
         $key = $this->up->key('lastfail-timeout');

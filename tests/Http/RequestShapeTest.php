@@ -44,6 +44,20 @@ final class RequestShapeTest extends HttpTestCase
         $this->assertSame(urldecode(http_build_query(self::MIXED)), urldecode($get['query']));
     }
 
+    /** A float header value or multipart contents is written as PHP (and Guzzle) write it, as in `query` and `form`. */
+    public function testFloatHeadersAndPartsAreWhatPhpWrites(): void
+    {
+        $key = $this->up->key('shapefloat');
+        $this->up->script($key, [['status' => 200]]);
+        $this->client($key)->post('/p', [], [
+            'headers' => ['X-Request-Id' => 0.1 + 0.2],
+            'multipart' => [['name' => 'n', 'contents' => 1e25]],
+        ]);
+        $seen = $this->up->attempts($key, 1)[0];
+        $this->assertSame('0.3', $seen['headers']['x-request-id'] ?? null, json_encode($seen['headers']));
+        $this->assertStringContainsString("\r\n\r\n1.0E+25\r\n", $seen['body']);
+    }
+
     public function testJsonIsWhatJsonEncodeWrites(): void
     {
         $key = $this->up->key('shapej');

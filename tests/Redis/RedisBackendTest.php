@@ -337,8 +337,11 @@ final class RedisBackendTest extends HttpTestCase
         }
         // From the ini: a \ValueError named after the setting, not after a client option.
         foreach ([
-            'redis://:s3cret@[::1' => "ValueError: resilient.backend: must be 'shm' or a redis://",
-            'redis://:s3cret@127.0.0.1:99999/0' => "ValueError: resilient.backend: must be 'shm' or a redis://",
+            'redis://:s3cret@[::1' => 'ValueError: resilient.backend: is not a valid Redis URL (invalid IPv6 address)',
+            'redis://:s3cret@127.0.0.1:99999/0' => 'ValueError: resilient.backend: is not a valid Redis URL (invalid port number)',
+            'mysql://:s3cret@127.0.0.1:3306' => "ValueError: resilient.backend: must be 'shm' or a redis://",
+            // A '?' left in the password: said as such, from the option and from the ini alike.
+            'redis://default:s3cr?et@10.0.0.5:6379/0' => "ValueError: resilient.backend: has a '?' or '#' in its user or password",
             'redis://:s3cret@127.0.0.1:6379/-1' => 'ValueError: resilient.backend: names database -1; a database index is 0 or more',
         ] as $url => $expected) {
             $r = PhpProcess::runCode('try { new Resilient\Client("x", ["funnel" => ["limit" => 2]]); } catch (Throwable $e) { echo get_class($e), ": ", $e->getMessage(); }', ['resilient.backend' => $url]);

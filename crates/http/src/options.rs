@@ -470,16 +470,16 @@ fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
     if s == "shm" {
         return Ok(BackendKind::Shm);
     }
-    let scheme = s.split_once("://").map(|(scheme, _)| scheme);
-    if !matches!(scheme, Some("redis" | "rediss" | "unix")) {
+    let scheme = s
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("redis" | "rediss" | "unix")) {
         return Err(ConfigError::new(
             "backend",
             "must be 'shm' or a redis://, rediss:// or unix:// URL",
         ));
     }
-    // Parsed for its shape only; the error is url's own words, which never quote the input.
-    let url = Url::parse(s)
-        .map_err(|e| ConfigError::new("backend", format!("is not a valid Redis URL ({e})")))?;
+    let url = parse_redis_url(s).map_err(|problem| ConfigError::new("backend", problem))?;
     if url.scheme() != "unix" && url.host_str().is_none_or(str::is_empty) {
         return Err(ConfigError::new("backend", "must have a host"));
     }
@@ -487,6 +487,41 @@ fn backend_kind(s: &str) -> Result<BackendKind, ConfigError> {
         return Err(ConfigError::new("backend", "must have a socket path"));
     }
     Ok(BackendKind::Redis(RedisUrl(s.to_owned())))
+}
+
+/// A Redis URL parsed for its shape, or why not, in words that never quote it (it may hold a
+/// password). A '?' or '#' left unencoded in the user or password ends the authority early:
+/// `redis://u:s3cr?et@host` reads `u:s3cr` as host and port (the parser then speaks of a bad
+/// port), `redis://:pa?ss@host` a query holding the host, `redis://u:pa?ss#wo@host` a fragment
+/// holding it; each is said as such, without a part of the text. Any fragment is refused (the
+/// server's certificate is always verified: there is no `#insecure`).
+pub fn parse_redis_url(text: &str) -> Result<Url, String> {
+    const NOT_SHOWN: &str = "(the rest is not shown: it may hold a password)";
+    let url = Url::parse(text.trim()).map_err(|e| {
+        let after_scheme = text.split_once("://").map_or("", |(_, rest)| rest);
+        match after_scheme.rfind('@') {
+            Some(at) if after_scheme[..at].contains(['?', '#']) => format!(
+                "has a '?' or '#' in its user or password: percent-encode them as %3F and %23 \
+                 {NOT_SHOWN}"
+            ),
+            // url's own words, which never quote the input.
+            _ => format!("is not a valid Redis URL ({e})"),
+        }
+    })?;
+    if url.query().is_some_and(|q| q.contains('@')) {
+        return Err(format!(
+            "has a '?' in its user or password, or an '@' in a query value: percent-encode \
+             them as %3F and %40 {NOT_SHOWN}"
+        ));
+    }
+    if let Some(fragment) = url.fragment() {
+        return Err(if fragment.contains('@') {
+            format!("has a '#' in its user or password: percent-encode it as %23 {NOT_SHOWN}")
+        } else {
+            "must not have a fragment ('#…'): the server's certificate is always verified".into()
+        });
+    }
+    Ok(url)
 }
 
 /// Sets `name` to `value` alone: the values `headers` held for the name are dropped.
@@ -738,6 +773,22 @@ mod tests {
                 "{e}"
             );
         }
+        // A '?' or '#' left in the password: said as such (the URL parser alone speaks of a
+        // bad port or an empty host), nothing of it quoted.
+        for bad in [
+            "redis://default:s3cr?et@10.0.0.5:6379/0",
+            "redis://:s3cr?et@10.0.0.5:6379/0",
+            "redis://default:s3cr#et@10.0.0.5:6379/0",
+        ] {
+            let e = err(c.set_backend(bad).unwrap_err());
+            assert!(
+                e.starts_with("option 'backend': has a '?'") && !e.contains("s3cr"),
+                "{bad}: {e}"
+            );
+        }
+        // The scheme in any case, as RFC 3986 has it.
+        c.set_backend("REDIS://127.0.0.1:6379/0").unwrap();
+        assert!(matches!(c.backend, BackendKind::Redis(_)));
         let e = err(c.set_on_backend_error("retry").unwrap_err());
         assert!(e.contains("'local', 'open' or 'closed'"), "{e}");
         assert!(err(c.set_hosts(0).unwrap_err()).starts_with("option 'hosts'"));

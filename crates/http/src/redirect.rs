@@ -11,7 +11,9 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, REFERER};
+use reqwest::header::{
+    HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST, REFERER,
+};
 use reqwest::{Method, Url};
 
 use crate::clock::Clock;
@@ -123,9 +125,14 @@ fn next_request(
     }
     // Origin = scheme, host and port: a hop from https to http on the same port would send the
     // credentials in clear text.
-    let same_origin = location.scheme() == previous.url.scheme()
-        && location.host_str() == previous.url.host_str()
+    let same_authority = location.host_str() == previous.url.host_str()
         && location.port_or_known_default() == previous.url.port_or_known_default();
+    let same_origin = same_authority && location.scheme() == previous.url.scheme();
+    if !same_authority {
+        // A Host given for the first server (a vhost name) would misroute the request at the
+        // next one and tell it the internal name: the new URL's host is sent instead.
+        next.headers.remove(HOST);
+    }
     if !same_origin {
         for secret in [AUTHORIZATION, COOKIE, reqwest::header::PROXY_AUTHORIZATION] {
             next.headers.remove(secret);
@@ -168,6 +175,27 @@ mod tests {
         assert!(next.headers.get(AUTHORIZATION).is_none());
         assert!(next.headers.get(COOKIE).is_none());
         assert_eq!(next.url.as_str(), "http://localhost:8080/b");
+    }
+
+    #[test]
+    fn a_host_header_is_kept_on_the_same_server_only() {
+        let c = ClientConfig::default();
+        let options = RequestOptions::new()
+            .header("Host", b"api.internal")
+            .unwrap();
+        let r = prepare_at(
+            &c,
+            "GET",
+            join_url(None, "http://127.0.0.1:8080/a").unwrap(),
+            options,
+        )
+        .unwrap();
+        let same = next_request(&r, 302, b"/b", Redirects::default()).unwrap();
+        assert_eq!(same.headers.get(HOST).unwrap(), "api.internal");
+        for elsewhere in [&b"http://localhost:8080/b"[..], b"http://127.0.0.1:8081/b"] {
+            let next = next_request(&r, 302, elsewhere, Redirects::default()).unwrap();
+            assert!(next.headers.get(HOST).is_none(), "{next:?}");
+        }
     }
 
     #[test]

@@ -351,7 +351,15 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
     if lower.starts_with("http://") || lower.starts_with("https://") {
         return parse_http_url(path).map_err(|p| ConfigError::new("url", p));
     }
-    if path.contains("://") {
+    // Another scheme (`ftp://`, `file://`): a '://' after a leading scheme name. One further
+    // in (a query's `redirect_uri=https://...`, `/proxy/http://x`) is part of the path.
+    let scheme = path.split_once("://").map_or("", |(before, _)| before);
+    if !scheme.is_empty()
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
         return Err(ConfigError::new(
             "url",
             "must be a path or an http:// or https:// URL",
@@ -497,6 +505,30 @@ mod tests {
         let c2 = config("http://h/v1?key=abc");
         let r = prepare(&c2, "GET", "/x", RequestOptions::new()).unwrap();
         assert_eq!(r.url.as_str(), "http://h/v1/x?key=abc");
+        // A '://' inside a path or its query is no scheme (Laravel checks only the start).
+        let c3 = config("http://h");
+        let r = prepare(
+            &c3,
+            "GET",
+            "/oauth?redirect_uri=https://app.example/cb",
+            RequestOptions::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            r.url.as_str(),
+            "http://h/oauth?redirect_uri=https://app.example/cb"
+        );
+        let r = prepare(&c3, "GET", "/proxy/http://x", RequestOptions::new()).unwrap();
+        assert_eq!(r.url.as_str(), "http://h/proxy/http://x");
+        for other in ["gopher://x/", "ftp://h/f", " FILE:///etc/passwd"] {
+            assert_eq!(
+                prepare(&c3, "GET", other, RequestOptions::new())
+                    .unwrap_err()
+                    .to_string(),
+                "option 'url': must be a path or an http:// or https:// URL",
+                "{other}"
+            );
+        }
     }
 
     #[test]

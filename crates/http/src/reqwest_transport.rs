@@ -236,10 +236,12 @@ fn map_error(error: reqwest::Error) -> TransportError {
     if let Some(tls) = tls_cause(&error) {
         return TransportError::new(FailureKind::Tls, tls);
     }
-    let kind = if error.is_timeout() {
-        FailureKind::Timeout
-    } else if error.is_connect() {
+    // A connect that timed out is a connect failure (`is_timeout` is true for it too), as the
+    // plain-http transport says it; a timeout after the connect is a timeout.
+    let kind = if error.is_connect() {
         FailureKind::Connect
+    } else if error.is_timeout() {
+        FailureKind::Timeout
     } else if error.is_body() || error.is_decode() {
         FailureKind::Body
     } else if unparsable_answer(&error) {

@@ -30,6 +30,10 @@ pub struct ResponseBody {
     /// Bytes received so far (encoded): an empty body is empty whatever its encoding says
     /// (HEAD, 204, 304, an empty 200 marked gzip), never an incomplete stream.
     received: u64,
+    /// The response said where its body ends (`Content-Length`, chunked): the transport fails
+    /// a transfer cut short before [`ResponseBody::finish`], so an encoded stream that stops
+    /// short there was sent so (bytes the same request gets again), not cut by an early close.
+    framed: bool,
 }
 
 impl ResponseBody {
@@ -45,6 +49,10 @@ impl ResponseBody {
         } else {
             None
         };
+        let framed = content_length.is_some()
+            || headers.iter().any(|(n, v)| {
+                n == "transfer-encoding" && v.to_ascii_lowercase().ends_with(b"chunked")
+            });
         let destination = match &target.sink {
             // Created (truncated) only now that an answer came: a call that gets none leaves
             // the file as it was.
@@ -88,6 +96,7 @@ impl ResponseBody {
         Ok(Self {
             writer,
             received: 0,
+            framed,
         })
     }
 
@@ -97,16 +106,18 @@ impl ResponseBody {
     }
 
     /// The body kept in memory (empty when it went to a sink). An encoded stream that stops
-    /// short is a [`FailureKind::Body`] error (transient): a body read until the connection
-    /// closed and cut by an early close ends like this, and another attempt may get it whole.
+    /// short in a body read until the connection closed is a [`FailureKind::Body`] error
+    /// (transient): an early close ends it like this, and another attempt may get it whole. In
+    /// a body whose end the response framed, it is a [`FailureKind::Decode`] (`{}` marked gzip).
     pub fn finish(self) -> Result<Vec<u8>, TransportError> {
         if self.received == 0 {
             return Ok(Vec::new());
         }
+        let framed = self.framed;
         self.writer.finish().map_err(|e| {
             let e = transport_error(e);
             match e.kind {
-                FailureKind::Decode => TransportError::new(FailureKind::Body, e.detail),
+                FailureKind::Decode if !framed => TransportError::new(FailureKind::Body, e.detail),
                 _ => e,
             }
         })
@@ -408,6 +419,45 @@ mod tests {
         let e = body.finish().unwrap_err();
         assert_eq!(e.kind, FailureKind::Body);
         assert!(e.kind.is_transient());
+    }
+
+    /// A body the response framed (`Content-Length: 2`, chunked) arrived whole: a stream too
+    /// short to decode is what the server sends, not a cut transfer. Not retried.
+    #[test]
+    fn a_whole_body_too_short_to_decode_is_a_decode_error() {
+        let target = BodyTarget {
+            decode: true,
+            sink: None,
+        };
+        let whole = |h: &mut Vec<(String, Vec<u8>)>, length: Option<u64>, bytes: &[u8]| {
+            let mut body = ResponseBody::start(&target, h, length, 1000).unwrap();
+            body.push(bytes).and_then(|()| body.finish())
+        };
+        // Too short for a gzip header, and a gzip header cut short (both wait for finish).
+        let cut = &gzip(b"hello")[..8];
+        for (encoding, bytes) in [
+            (b"gzip".as_slice(), &b"\x1f"[..]),
+            (b"gzip", cut),
+            (b"br", b"\x0b"),
+        ] {
+            let mut h = vec![("content-encoding".to_string(), encoding.to_vec())];
+            let e = whole(&mut h, Some(bytes.len() as u64), bytes).unwrap_err();
+            assert_eq!(e.kind, FailureKind::Decode, "{e:?}");
+            let mut h = vec![
+                ("content-encoding".to_string(), encoding.to_vec()),
+                ("transfer-encoding".to_string(), b"chunked".to_vec()),
+            ];
+            assert_eq!(
+                whole(&mut h, None, bytes).unwrap_err().kind,
+                FailureKind::Decode
+            );
+            // Read until the connection closed: the same bytes may be a cut transfer.
+            let mut h = vec![("content-encoding".to_string(), encoding.to_vec())];
+            assert_eq!(
+                whole(&mut h, None, bytes).unwrap_err().kind,
+                FailureKind::Body
+            );
+        }
     }
 
     fn decoded(encoding: &[u8], chunks: &[&[u8]]) -> Result<Vec<u8>, TransportError> {

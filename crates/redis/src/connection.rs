@@ -7,15 +7,17 @@
 //! Redis never takes more than half of a request's remaining time. A command that timed out
 //! leaves the connection out of step (its reply may still come), so it is dropped.
 //!
-//! The socket's timeouts bound each read, and one operation may read several replies (the
-//! handshake's AUTH and SELECT, a release's reply read before a command's, SCRIPT LOAD and
-//! EVALSHA again after NOSCRIPT). So the connect gets its share of the wait divided by the
-//! handshake's replies (redis-rs reads each with what the connect left), and once an operation
-//! has used a quarter of its wait, each further read gets only what is left of it: a slow
-//! Redis answering reply by reply cannot stretch an operation much past its wait: the read
-//! under way keeps the timeout it started with, so a reply that arrives in pieces may take
-//! that long once more (about 1.35 × the wait measured in tests/slow_replies.rs; the wait is
-//! at most half of what the call has left).
+//! The socket's timeouts bound each read, and one operation may read several replies (a
+//! release's reply read before a command's, SCRIPT LOAD and EVALSHA again after NOSCRIPT). So
+//! once an operation has used a quarter of its wait, each further read gets only what is left
+//! of it: a slow Redis answering reply by reply cannot stretch an operation much past its
+//! wait: the read under way keeps the timeout it started with, so a reply that arrives in
+//! pieces may take that long once more (about 1.35 × the wait measured in
+//! tests/slow_replies.rs; the wait is at most half of what the call has left). A connect gets
+//! the whole wait: redis-rs sends the handshake (AUTH or HELLO, SELECT, CLIENT SETINFO) as one
+//! pipeline, one round trip read with what the TCP connect left (a server that trickled those
+//! replies one by one, each just inside that, could stretch the connect to one such read per
+//! reply).
 //!
 //! Back-off: after a failure no command is tried for 50 ms, doubling to at most 1 s while
 //! failures go on; the first success resets it. A Redis that comes back is used again within
@@ -61,6 +63,9 @@ pub enum Unreachable {
     NotSent,
     /// The command failed or timed out: Redis may have run it, or may run it still.
     Failed,
+    /// Redis answered with an error (READONLY, NOPERM, OOM, BUSY, LOADING, a script error):
+    /// it ran nothing that holds a slot.
+    Refused,
 }
 
 struct Slot {
@@ -243,10 +248,9 @@ impl Server {
             if connecting {
                 // (The back-off was checked above; sending again after a drop is no back-off
                 // case.)
-                match self
-                    .client
-                    .get_connection_with_timeout(left() / (1 + self.handshake_replies()))
-                {
+                // The handshake (AUTH or HELLO, SELECT, CLIENT SETINFO) is one pipeline: one
+                // round trip after the connect, within what the connect left of this wait.
+                match self.client.get_connection_with_timeout(left()) {
                     Ok(conn) => {
                         slot.conn = Some(conn);
                         slot.timeout = None;
@@ -310,7 +314,11 @@ impl Server {
                     if !dropped {
                         slot.failed();
                     }
-                    break Err(Unreachable::Failed);
+                    break Err(if leaves_out_of_step(&e) {
+                        Unreachable::Failed
+                    } else {
+                        Unreachable::Refused
+                    });
                 }
             }
         };
@@ -326,14 +334,6 @@ impl Server {
 }
 
 impl Server {
-    /// Replies the connection handshake reads after connecting: AUTH (or HELLO for RESP3)
-    /// and SELECT for a database other than 0.
-    fn handshake_replies(&self) -> u32 {
-        let redis = &self.target.info.redis;
-        let auth = redis.password.is_some() || redis.protocol != redis::ProtocolVersion::RESP2;
-        u32::from(auth) + u32::from(redis.db != 0)
-    }
-
     /// Sends `cmd` without waiting for its reply (read, and dropped, before the next command
     /// on this connection): for a release, which is done once Redis has it, and whose answer
     /// changes nothing. Nothing is sent when Redis is unreachable.

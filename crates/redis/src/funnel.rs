@@ -88,6 +88,15 @@ impl Guard for RedisFunnel {
             return Err(Refusal::Full);
         }
         let token = token::next();
+        let lease = std::time::Duration::from_millis(self.lease_ms);
+        let asked = leftovers::Asked {
+            server: &self.server,
+            key: &self.key,
+            background_key: self.background_key(),
+            token: &token,
+            sent: std::time::Instant::now(),
+            lease,
+        };
         // Sent again with the same token if the connection is found dropped: the scripts
         // are idempotent by token, so a lost reply never costs a second slot.
         let taken = self.server.run_idempotent(|c| match &self.share {
@@ -112,11 +121,11 @@ impl Guard for RedisFunnel {
         match taken {
             Ok(1) => {
                 self.quiet_ms.store(FIRST_QUIET_MS, Ordering::Relaxed);
-                leftovers::add(&self.server, &self.key, self.background_key(), &token);
+                leftovers::add(&asked);
                 let server = self.server.clone();
                 let permit = Permit::holding(move || RedisFunnel::release(&server, &token));
                 // The slot lapses at its lease's end: the attempt must be over by then.
-                Ok(permit.lasting(std::time::Duration::from_millis(self.lease_ms)))
+                Ok(permit.lasting(lease))
             }
             Ok(_) => {
                 let quiet = self.quiet_ms.load(Ordering::Relaxed).max(FIRST_QUIET_MS);
@@ -131,7 +140,7 @@ impl Guard for RedisFunnel {
                     // The script may have been written: Redis may run it late (a stall) and
                     // hold the token with nobody to give it back. (Not after a failed connect:
                     // a long outage would pile up tokens Redis never saw.)
-                    leftovers::unanswered(&self.server, &self.key, self.background_key(), &token);
+                    leftovers::unanswered(&asked);
                 }
                 self.fallback.decide(
                     |local| local.admit(attempt, now_ms),

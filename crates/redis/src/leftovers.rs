@@ -19,10 +19,14 @@
 //! were waiting when the stall ended); should the ZREM ever come first, the lease still ends.
 //!
 //! Entries of another pid (inherited across fork) are dropped, never released: the parent's
-//! slots are the parent's.
+//! slots are the parent's. A slot to give back whose lease has ended is dropped too: Redis no
+//! longer counts it (the next admission at the cap removes it), and a ZREM Redis keeps refusing
+//! (a server that became a replica, an ACL that lost the key) would otherwise ride on every
+//! command of the process for as long as it lives.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::connection::Server;
 
@@ -41,6 +45,9 @@ struct Slot {
     background_key: Option<String>,
     token: String,
     state: State,
+    /// When its lease ends at the latest (the admission's start plus the lease): past it,
+    /// nothing is left to give back.
+    until: Instant,
 }
 
 static SLOTS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
@@ -53,7 +60,25 @@ fn slots() -> MutexGuard<'static, Vec<Slot>> {
     SLOTS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn push(server: &Arc<Server>, key: &str, background_key: Option<&str>, token: &str, state: State) {
+/// A slot asked for of `server` under `key`: its token, and the lease it was asked with.
+pub(crate) struct Asked<'a> {
+    pub server: &'a Arc<Server>,
+    pub key: &'a str,
+    pub background_key: Option<&'a str>,
+    pub token: &'a str,
+    /// When the admission was sent, and its lease.
+    pub sent: Instant,
+    pub lease: Duration,
+}
+
+fn push(asked: &Asked<'_>, state: State) {
+    let Asked {
+        server,
+        key,
+        background_key,
+        token,
+        ..
+    } = *asked;
     let mut slots = slots();
     slots.push(Slot {
         pid: resilient_core::current_pid(),
@@ -62,8 +87,16 @@ fn push(server: &Arc<Server>, key: &str, background_key: Option<&str>, token: &s
         background_key: background_key.map(str::to_owned),
         token: token.to_owned(),
         state,
+        until: asked.sent + asked.lease,
     });
     recount(&slots);
+}
+
+/// Keeps this process's entries that may still hold a slot on Redis.
+fn prune(slots: &mut Vec<Slot>) {
+    let pid = resilient_core::current_pid();
+    let now = Instant::now();
+    slots.retain(|s| s.pid == pid && (s.state == State::Held || now < s.until));
 }
 
 fn recount(slots: &[Slot]) {
@@ -78,19 +111,14 @@ fn of(slot: &Slot, server: &Server) -> bool {
 }
 
 /// A slot Redis granted: held until its permit's release.
-pub(crate) fn add(server: &Arc<Server>, key: &str, background_key: Option<&str>, token: &str) {
-    push(server, key, background_key, token, State::Held);
+pub(crate) fn add(asked: &Asked<'_>) {
+    push(asked, State::Held);
 }
 
 /// An admission whose answer never came although its script may have been written: Redis may
-/// run it late and hold `token`, so it is given back like a release.
-pub(crate) fn unanswered(
-    server: &Arc<Server>,
-    key: &str,
-    background_key: Option<&str>,
-    token: &str,
-) {
-    push(server, key, background_key, token, State::ToRelease);
+/// run it late and hold the token, so it is given back like a release.
+pub(crate) fn unanswered(asked: &Asked<'_>) {
+    push(asked, State::ToRelease);
 }
 
 /// The permit of `token` ended: its slot is to be given back (by the next write to its server).
@@ -109,8 +137,7 @@ pub(crate) fn take_to_send(server: &Server) -> Option<(Vec<u8>, u32)> {
         return None;
     }
     let mut slots = slots();
-    let pid = resilient_core::current_pid();
-    slots.retain(|s| s.pid == pid);
+    prune(&mut slots);
     let mut packed = Vec::new();
     let mut replies = 0;
     for s in slots
@@ -166,8 +193,7 @@ fn settle(change: impl FnOnce(&mut Vec<Slot>)) {
 pub fn release_leftovers() -> usize {
     let servers: Vec<Arc<Server>> = {
         let mut slots = slots();
-        let pid = resilient_core::current_pid();
-        slots.retain(|s| s.pid == pid);
+        prune(&mut slots);
         let mut servers: Vec<Arc<Server>> = Vec::new();
         // Sent ones too: their replies are read now, which tells whether Redis got them.
         for s in slots.iter_mut() {

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use redis::IntoConnectionInfo;
 use resilient_http::ConfigError;
-use url::Url;
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "resilient:";
@@ -63,19 +62,9 @@ impl Target {
     /// `backend` and never quote the URL.
     pub fn parse(text: &str) -> Result<Target, ConfigError> {
         let bad = |problem: String| ConfigError::new("backend", problem);
-        let mut url = Url::parse(text.trim()).map_err(|e| {
-            // `redis://u:s3cr?et@host`: the URL parser stops the authority at the '?' (or '#')
-            // and reads `u:s3cr` as host and port. An '@' after it tells what was meant.
-            let after_scheme = text.split_once("://").map_or("", |(_, rest)| rest);
-            match after_scheme.rfind('@') {
-                Some(at) if after_scheme[..at].contains(['?', '#']) => bad(
-                    "has a '?' or '#' in its user or password: percent-encode them as %3F and \
-                     %23 (the rest is not shown: it may hold a password)"
-                        .into(),
-                ),
-                _ => bad(format!("is not a valid Redis URL ({e})")),
-            }
-        })?;
+        // Its shape (an unencoded '?' or '#' in the password, a fragment), said without
+        // quoting it.
+        let mut url = resilient_http::parse_redis_url(text).map_err(bad)?;
         if !matches!(url.scheme(), "redis" | "rediss" | "unix") {
             return Err(bad("must be a redis://, rediss:// or unix:// URL".into()));
         }
@@ -83,29 +72,6 @@ impl Target {
         let mut timeout = DEFAULT_TIMEOUT;
         let mut ca = None;
         let mut rest = Vec::new();
-        // `redis://:pa?ss@host`: the URL ends the password at the '?', and the rest, host
-        // included, reads as a query (whatever its '=' and '&'). Quoting any of it would show
-        // the password.
-        if url.query().is_some_and(|q| q.contains('@')) {
-            return Err(bad(
-                "has a '?' in its user or password, or an '@' in a query value: percent-encode \
-                 them as %3F and %40 (the rest is not shown: it may hold a password)"
-                    .into(),
-            ));
-        }
-        // Before the query is read: `redis://u:pa?ss#wo@host` ends the password at the '?',
-        // the query at the '#', and the fragment holds the rest. A query parameter's name
-        // quoted from there would be part of the password.
-        if let Some(fragment) = url.fragment() {
-            return Err(bad(if fragment.contains('@') {
-                "has a '#' in its user or password: percent-encode it as %23 (the rest is not \
-                 shown: it may hold a password)"
-                    .into()
-            } else {
-                "must not have a fragment ('#…'): the server's certificate is always verified"
-                    .into()
-            }));
-        }
         for (k, v) in url.query_pairs() {
             match k.as_ref() {
                 "prefix" => prefix = v.into_owned(),

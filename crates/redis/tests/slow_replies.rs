@@ -72,3 +72,69 @@ fn a_script_reloaded_reply_by_reply_ends_near_its_wait() {
         "took {took:?}, more than 1.5 × the 2 s wait"
     );
 }
+
+/// A proxy to `port` that holds every chunk Redis sends back for `delay`: a Redis `delay` away.
+fn distant_proxy(port: u16, delay: Duration) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { break };
+            let server = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let (mut up_in, mut up_out) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap());
+            thread::spawn(move || {
+                let _ = std::io::copy(&mut up_in, &mut up_out);
+            });
+            let (mut down_in, mut down_out) = (server, client);
+            thread::spawn(move || {
+                let mut buf = [0u8; 16 * 1024];
+                loop {
+                    match down_in.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            thread::sleep(delay);
+                            if down_out.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    proxy
+}
+
+/// redis-rs sends the handshake (AUTH, SELECT, CLIENT SETINFO) as one pipeline: one round
+/// trip, whatever its replies. A Redis 100 ms away with a password and a database other than 0
+/// connects within a 250 ms wait (before, the connect got the wait divided by the handshake's
+/// replies, 83 ms, and never connected: every admission fell back).
+#[test]
+fn a_distant_redis_with_a_password_and_a_database_connects_within_its_wait() {
+    let redis = RedisServer::start_with(&["--requirepass", "pw"]);
+    // The scripts loaded by a near connection first: an admission is then one round trip.
+    let near = backend(
+        &format!("redis://:pw@127.0.0.1:{}/2?prefix=far:", redis.port()),
+        OnBackendError::Closed,
+        1,
+        "near",
+    );
+    drop(
+        web_funnel(&near, "sap", 4, Duration::from_secs(10))
+            .admit(1, now_ms())
+            .unwrap(),
+    );
+    let proxy = distant_proxy(redis.port(), Duration::from_millis(100));
+    let url = format!("redis://:pw@127.0.0.1:{proxy}/2?prefix=far:&timeout=0.25");
+    let b = backend(&url, OnBackendError::Closed, 1, "far");
+    let funnel = web_funnel(&b, "sap", 4, Duration::from_secs(10));
+    let started = Instant::now();
+    let admitted = funnel.admit(1, now_ms());
+    assert!(
+        admitted.is_ok(),
+        "not admitted after {:?}: {:?}",
+        started.elapsed(),
+        admitted.err()
+    );
+}

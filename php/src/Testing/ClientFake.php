@@ -122,8 +122,8 @@ final class ClientFake
     /**
      * A pool item as the real pool reads it (src/client.rs `pool_item`: keys 0, 1 and 2, the
      * method and path strings, the options an array or null), checked by the real client. As
-     * there, the errors of the request built from it (its method, its URL) name the item; those
-     * of its options do not.
+     * there, every error of the request built from it (its method, its URL, its options) names
+     * the item.
      *
      * @return array{0: string, 1: string, 2: array}
      */
@@ -136,11 +136,9 @@ final class ClientFake
         [$method, $path, $options] = [$item[0], $item[1], $item[2] ?? []];
         try {
             $this->checker()?->validateRequest($method, $path, $options);
-        } catch (\ValueError $e) {
-            if (preg_match("/^option '(method|url)': (?!unknown option)/", $e->getMessage()) === 1) {
-                throw new \ValueError("pool request '$label': " . $e->getMessage());
-            }
-            throw $e;
+        } catch (\ValueError|\TypeError|\InvalidArgumentException $e) {
+            $class = get_class($e);
+            throw new $class("pool request '$label': " . $e->getMessage(), 0, $e);
         }
 
         return [strtoupper(trim($method)), $path, $options];
