@@ -404,7 +404,40 @@ fn plain_file(stream: &Zval, option: &str) -> PhpResult<Option<(PathBuf, String)
         .and_then(Zval::str)
         .unwrap_or("r")
         .to_owned();
-    Ok(uri.filter(|_| plain).map(|uri| (uri, mode)))
+    match uri.filter(|_| plain) {
+        Some(uri) => Ok(Some((same_file(stream, &uri, option)?, mode))),
+        None => Ok(None),
+    }
+}
+
+/// The absolute path of the file `stream` was opened on, checked to be that file still (device
+/// and inode as `fstat()` reports them): the file is sent or written by its path, and a
+/// relative `fopen()` before a `chdir()`, or a file renamed or replaced since, would otherwise
+/// upload or overwrite another one. Absolute, so a later `chdir()` changes nothing.
+fn same_file(stream: &Zval, uri: &std::path::Path, option: &str) -> PhpResult<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let stat = call("fstat", stream)?;
+    let opened = stat.array().and_then(|a| {
+        let field = |k: &str| a.get(k).and_then(Zval::long);
+        Some((field("dev")?, field("ino")?))
+    });
+    let here = std::fs::metadata(uri).ok();
+    let same = match (opened, &here) {
+        (Some((dev, ino)), Some(m)) => m.dev() == dev as u64 && m.ino() == ino as u64,
+        // No stat to compare (a wrapper that gives none): the path as it is.
+        (None, _) => true,
+        (_, None) => false,
+    };
+    if !same {
+        return Err(exceptions::value_error(format!(
+            "option '{option}': the stream's file is no longer at '{}' (the working directory \
+             changed, or the file was renamed or replaced, since fopen()); give the file's \
+             absolute path",
+            uri.display()
+        )));
+    }
+    // Made absolute as written (not resolved: a link's name stays the part's file name).
+    Ok(std::path::absolute(uri).unwrap_or_else(|_| uri.to_path_buf()))
 }
 
 fn call(function: &str, argument: &Zval) -> PhpResult<Zval> {

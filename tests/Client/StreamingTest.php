@@ -388,6 +388,55 @@ final class StreamingTest extends ClientTestCase
         $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
     }
 
+    /**
+     * A stream's file is sent (or written) by its path, so the path must still name that file:
+     * a relative fopen() before a chdir(), or a file renamed or replaced since, would upload or
+     * overwrite another file. Refused naming the option; nothing sent, no file touched.
+     */
+    public function testAStreamWhoseFileIsNoLongerAtItsPathIsRefused(): void
+    {
+        $key = $this->up->key('streammoved');
+        $this->up->script($key, [['status' => 200, 'body' => 'payload'], ['status' => 200, 'body' => 'payload']]);
+        $client = $this->client($this->up->base($key));
+        $d1 = self::$dir . '/moved-d1';
+        $d2 = self::$dir . '/moved-d2';
+        @mkdir($d1);
+        @mkdir($d2);
+        file_put_contents("$d1/data.txt", 'INTENDED');
+        file_put_contents("$d2/data.txt", 'OTHER-FILE');
+        $cwd = getcwd();
+        try {
+            chdir($d1);
+            $upload = fopen('data.txt', 'r');
+            $sink = fopen('data.txt', 'r+');
+            chdir($d2);
+            $expect = "the stream's file is no longer at 'data.txt'";
+            foreach (['multipart.0.contents' => ['multipart' => [['name' => 'f', 'contents' => $upload]]], 'sink' => ['sink' => $sink]] as $option => $options) {
+                $e = self::thrown(fn () => $client->post('/x', null, $options));
+                $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
+                $this->assertStringStartsWith("option '$option': $expect", $e->getMessage());
+            }
+            $this->assertSame('OTHER-FILE', file_get_contents("$d2/data.txt"), 'the other file is untouched');
+            $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
+
+            // In its own directory again the same streams are sent and written as before, and a
+            // chdir() after the option was read changes nothing.
+            chdir($d1);
+            $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => $upload]]]);
+            $this->assertStringContainsString('INTENDED', $this->up->attempts($key, 1)[0]['body']);
+
+            // A file replaced since fopen() (written elsewhere and renamed over it).
+            $replaced = fopen("$d1/data.txt", 'r');
+            file_put_contents("$d1/new.txt", 'NEWER');
+            rename("$d1/new.txt", "$d1/data.txt");
+            $e = self::thrown(fn () => $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => $replaced]]]));
+            $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
+            $this->assertStringContainsString("the stream's file is no longer at", $e->getMessage());
+        } finally {
+            chdir($cwd);
+        }
+    }
+
     public function testAGzipBombStopsAtMaxBodyAfterOneRequest(): void
     {
         $max = 8 * 1024 * 1024;

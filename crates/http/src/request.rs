@@ -10,7 +10,9 @@
 //! bytes or form —, headers, the key); turning a language's arrays into them (PHP's
 //! `http_build_query` shape, `json_encode`) is the binding's job.
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT,
+};
 use reqwest::{Method, Url};
 
 use std::path::PathBuf;
@@ -296,6 +298,15 @@ pub fn prepare_at(
     let has_idempotency_key = headers
         .iter()
         .any(|(n, v)| n.as_str() == IDEMPOTENCY_KEY && !v.as_bytes().trim_ascii().is_empty());
+    // A POST, PUT or PATCH without a body says so (RFC 9110 §8.6: a client SHOULD send
+    // Content-Length when it sends no body and the method gives a body a meaning): some servers
+    // answer 411 otherwise, as Guzzle and curl know. A body's length is set by the transport.
+    if multipart.is_none()
+        && payload.as_ref().is_none_or(Vec::is_empty)
+        && [Method::POST, Method::PUT, Method::PATCH].contains(&method)
+    {
+        headers.push((CONTENT_LENGTH, HeaderValue::from_static("0")));
+    }
     let mut map = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
         map.append(name, value);
@@ -650,6 +661,28 @@ mod tests {
         let r = prepare(&plain, "POST", "/q", json).unwrap();
         assert_eq!(header(&r, "content-type"), ["application/json"]);
         assert_eq!(header(&r, "user-agent").len(), 1);
+    }
+
+    #[test]
+    fn a_post_put_or_patch_without_a_body_says_content_length_0() {
+        let c = config("http://h");
+        for method in ["POST", "PUT", "PATCH"] {
+            let r = prepare(&c, method, "/x", RequestOptions::new()).unwrap();
+            assert_eq!(header(&r, "content-length"), ["0"], "{method}");
+            let empty = RequestOptions::new().body(Body::Raw(Vec::new())).unwrap();
+            let r = prepare(&c, method, "/x", empty).unwrap();
+            assert_eq!(header(&r, "content-length"), ["0"], "{method} ''");
+        }
+        for method in ["GET", "DELETE", "HEAD", "OPTIONS"] {
+            let r = prepare(&c, method, "/x", RequestOptions::new()).unwrap();
+            assert!(header(&r, "content-length").is_empty(), "{method}");
+        }
+        // A body's length is the transport's to set.
+        let json = RequestOptions::new()
+            .body(Body::Json(b"{}".to_vec()))
+            .unwrap();
+        let r = prepare(&c, "POST", "/x", json).unwrap();
+        assert!(header(&r, "content-length").is_empty());
     }
 
     #[test]
