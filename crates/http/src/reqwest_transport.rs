@@ -68,7 +68,7 @@ impl ReqwestTransport {
         connect_timeout: Duration,
         options: &TransportOptions,
     ) -> Result<reqwest::Client, TransportError> {
-        let millis = connect_timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
+        let millis = on_the_ladder(connect_timeout);
         let key = (millis, options.fingerprint());
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
@@ -86,6 +86,28 @@ impl ReqwestTransport {
         clients.push((key, client.clone()));
         Ok(client)
     }
+}
+
+/// A connect timeout as the clients are keyed by: rounded down to a step of a ladder whose steps
+/// are 10 % apart above 10 ms (exact below). A client keeps its connections, so each new
+/// client opens (and for https, handshakes) anew; a per-request value that varies by the
+/// millisecond (`'connect_timeout' => Deadline::cap(1.0)`) would otherwise make a client, and a
+/// connection, for nearly every call. At most 10 % shorter than asked, never longer.
+fn on_the_ladder(connect_timeout: Duration) -> u64 {
+    const EXACT_UP_TO_MS: u64 = 10;
+    let ms = connect_timeout.as_millis().clamp(1, u128::from(u64::MAX)) as u64;
+    if ms <= EXACT_UP_TO_MS {
+        return ms;
+    }
+    let step = ((ms as f64 / EXACT_UP_TO_MS as f64).ln() / 1.1f64.ln()).floor() as i32;
+    let rung = (EXACT_UP_TO_MS as f64 * 1.1f64.powi(step)).ceil() as u64;
+    // Floating point may land a hair above `ms`: never longer than asked.
+    if rung > ms {
+        (EXACT_UP_TO_MS as f64 * 1.1f64.powi(step - 1)).ceil() as u64
+    } else {
+        rung
+    }
+    .clamp(EXACT_UP_TO_MS, ms)
 }
 
 /// A reqwest client for these options: never redirecting or retrying on its own (the attempt
@@ -328,5 +350,36 @@ fn describe_tls(error: &rustls::Error) -> String {
             format!("{what} ({error})")
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod ladder_tests {
+    use super::*;
+
+    #[test]
+    fn a_connect_timeout_is_rounded_down_by_at_most_a_tenth() {
+        for ms in 1..=120_000u64 {
+            let rung = on_the_ladder(Duration::from_millis(ms));
+            assert!(
+                rung <= ms && rung as f64 >= ms as f64 / 1.1 - 1.0,
+                "{ms} → {rung}"
+            );
+        }
+        // Deadline::cap(1.0) after 0 to 300 ms of work: a handful of clients, not one per call.
+        let rungs: std::collections::HashSet<u64> = (700..=1000)
+            .map(|ms| on_the_ladder(Duration::from_millis(ms)))
+            .collect();
+        assert!(rungs.len() <= 5, "{rungs:?}");
+    }
+
+    #[test]
+    fn near_connect_timeouts_share_one_client() {
+        let t = ReqwestTransport::new();
+        let options = TransportOptions::default();
+        for ms in [999, 995, 990, 980] {
+            t.client(Duration::from_millis(ms), &options).unwrap();
+        }
+        assert_eq!(t.clients.lock().unwrap().len(), 1);
     }
 }
