@@ -355,13 +355,29 @@ thread_local! {
 /// Runs `f` with every argument error it makes (`\ValueError`, `\TypeError`,
 /// `\InvalidArgumentException`) starting with `item` (`pool request 'a': `): one item's
 /// options among a pool's many are checked by the code that checks a single request's, and the
-/// message must say which item. A fatal error inside `f` (an option's `__toString`) skips the
-/// reset: the request's start clears it too ([`forget_item`]).
+/// message must say which item. PHP code `f` runs goes through [`outside_item`]. A fatal error
+/// inside `f` (a long jump, which no drop sees) leaves the item set: the request's start
+/// clears it ([`forget_item`]).
 pub fn about_item<T>(item: &str, f: impl FnOnce() -> T) -> T {
-    let before = ITEM.replace(item.to_owned());
-    let out = f();
-    ITEM.set(before);
-    out
+    let _restore = Restore(ITEM.replace(item.to_owned()));
+    f()
+}
+
+/// Runs `f`, a call into PHP code (a `jsonSerialize()`, a stream wrapper, `strval()`), with no
+/// item set: what that code throws, another client it builds, or the code a Fiber it suspends
+/// lets run meanwhile, is not about the item.
+pub fn outside_item<T>(f: impl FnOnce() -> T) -> T {
+    let _restore = Restore(ITEM.take());
+    f()
+}
+
+/// Puts back the item a scope replaced, also when the scope unwinds.
+struct Restore(String);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        ITEM.set(std::mem::take(&mut self.0));
+    }
 }
 
 /// Clears what [`about_item`] set (request start: a bailout may have skipped its reset).

@@ -689,8 +689,7 @@ fn flatten(
 fn php_float(value: &Zval) -> PhpResult<String> {
     let strval = ZendCallable::try_from_name("strval")
         .map_err(|_| PhpException::from("strval is not available"))?;
-    let text = strval
-        .try_call(vec![value as &dyn IntoZvalDyn])
+    let text = exceptions::outside_item(|| strval.try_call(vec![value as &dyn IntoZvalDyn]))
         .map_err(PhpException::from)?;
     Ok(text.string().unwrap_or_default())
 }
@@ -699,9 +698,9 @@ fn php_float(value: &Zval) -> PhpResult<String> {
 fn json_encode(value: &Zval) -> PhpResult<Vec<u8>> {
     let encode = ZendCallable::try_from_name("json_encode")
         .map_err(|_| PhpException::from("json_encode is not available"))?;
-    let encoded = encode
-        .try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS])
-        .map_err(PhpException::from)?;
+    let encoded =
+        exceptions::outside_item(|| encode.try_call(vec![value as &dyn IntoZvalDyn, &JSON_FLAGS]))
+            .map_err(PhpException::from)?;
     match encoded.zend_str() {
         Some(text) => Ok(text.as_bytes().to_vec()),
         None => {

@@ -316,17 +316,21 @@ fn part_contents(value: &Zval, path: &str) -> PhpResult<(PartContents, Option<St
     }
     if v.is_resource() {
         let mut name = None;
-        if let Some((file, mode)) = plain_file(v, path)? {
-            if !readable(&mode) {
+        if let Some(file) = plain_file(v, path)? {
+            if !readable(&file.mode) {
                 return Err(exceptions::value_error(format!(
-                    "option '{path}': the stream was opened write-only (mode '{mode}'); open it for reading"
+                    "option '{path}': the stream was opened write-only (mode '{}'); open it for reading",
+                    file.mode
                 )));
             }
-            name = file.file_name().map(|n| n.to_string_lossy().into_owned());
-            // Sent from the file (re-opened for each attempt) only when its size is its
-            // contents: /proc and /sys files say 0 bytes, devices and pipes have no size.
-            if std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() > 0) {
-                return Ok((PartContents::File(file), name));
+            name = file.name;
+            // Sent from the file (re-opened for each attempt) only when its path still names
+            // it and its size is its contents: /proc and /sys files say 0 bytes, devices and
+            // pipes have no size. Else read from the stream itself, which is that file.
+            if let Some(file) = file.path {
+                if std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() > 0) {
+                    return Ok((PartContents::File(file), name));
+                }
             }
         }
         let read = call("stream_get_contents", v)?;
@@ -350,17 +354,26 @@ pub fn sink(value: &Zval) -> PhpResult<PathBuf> {
         return Ok(PathBuf::from(text(v, "sink")?));
     }
     if v.is_resource() {
-        let (file, mode) = plain_file(v, "sink")?.ok_or_else(|| {
+        let file = plain_file(v, "sink")?.ok_or_else(|| {
             exceptions::value_error(
                 "option 'sink': must be a file path or a stream opened on a plain file (fopen('/path', 'w'))",
             )
         })?;
-        if !writable(&mode) {
+        if !writable(&file.mode) {
             return Err(exceptions::value_error(format!(
-                "option 'sink': the stream was opened read-only (mode '{mode}'); open it for writing"
+                "option 'sink': the stream was opened read-only (mode '{}'); open it for writing",
+                file.mode
             )));
         }
-        return Ok(file);
+        // Written by its path: one that names another file now must not be truncated.
+        return file.path.ok_or_else(|| {
+            exceptions::value_error(format!(
+                "option 'sink': the stream's file is no longer at '{}' (the working directory \
+                 changed, or the file was renamed, replaced or deleted, since fopen()); give \
+                 the file's absolute path",
+                file.uri.display()
+            ))
+        });
     }
     Err(mismatch("string|resource", value, "sink"))
 }
@@ -374,10 +387,25 @@ fn writable(mode: &str) -> bool {
     !mode.starts_with('r') || mode.contains('+')
 }
 
-/// The file a plain-file stream was opened on (`stream_get_meta_data()['uri']`) and its mode.
-/// A resource that is not an open stream (closed, a stream context), or a directory's, is
-/// refused naming `option`.
-fn plain_file(stream: &Zval, option: &str) -> PhpResult<Option<(PathBuf, String)>> {
+/// A stream opened on a plain file.
+struct PlainFile {
+    /// The path it was opened with (`stream_get_meta_data()['uri']`, a `file://` prefix
+    /// removed).
+    uri: PathBuf,
+    /// That path made absolute, when it still names the file the stream has open (device and
+    /// inode as `fstat()` reports them); `None` when it does not: a relative `fopen()` before a
+    /// `chdir()`, a file renamed, replaced or deleted since. The file is sent or written by its
+    /// path, which must then not be used. Absolute, so a later `chdir()` changes nothing.
+    path: Option<PathBuf>,
+    /// The file name it was opened with (a multipart part's default `filename`).
+    name: Option<String>,
+    mode: String,
+}
+
+/// The plain file a stream was opened on, or `None` for another kind of stream. A resource
+/// that is not an open stream (closed, a stream context), or a directory's, is refused naming
+/// `option`.
+fn plain_file(stream: &Zval, option: &str) -> PhpResult<Option<PlainFile>> {
     let kind = call("get_resource_type", stream)?;
     if kind.str() != Some("stream") {
         return Err(exceptions::value_error(format!(
@@ -398,51 +426,44 @@ fn plain_file(stream: &Zval, option: &str) -> PhpResult<Option<(PathBuf, String)
         .get("wrapper_type")
         .and_then(Zval::str)
         .is_some_and(|w| w == "plainfile");
-    let uri = meta.get("uri").and_then(Zval::str).map(PathBuf::from);
+    let Some(uri) = meta.get("uri").and_then(Zval::str).filter(|_| plain) else {
+        return Ok(None);
+    };
+    let uri = PathBuf::from(uri.strip_prefix("file://").unwrap_or(uri));
     let mode = meta
         .get("mode")
         .and_then(Zval::str)
         .unwrap_or("r")
         .to_owned();
-    match uri.filter(|_| plain) {
-        Some(uri) => Ok(Some((same_file(stream, &uri, option)?, mode))),
-        None => Ok(None),
-    }
+    let path = still_there(stream, &uri)?
+        .then(|| std::path::absolute(&uri).unwrap_or_else(|_| uri.clone()));
+    Ok(Some(PlainFile {
+        name: uri.file_name().map(|n| n.to_string_lossy().into_owned()),
+        uri,
+        path,
+        mode,
+    }))
 }
 
-/// The absolute path of the file `stream` was opened on, checked to be that file still (device
-/// and inode as `fstat()` reports them): the file is sent or written by its path, and a
-/// relative `fopen()` before a `chdir()`, or a file renamed or replaced since, would otherwise
-/// upload or overwrite another one. Absolute, so a later `chdir()` changes nothing.
-fn same_file(stream: &Zval, uri: &std::path::Path, option: &str) -> PhpResult<PathBuf> {
+/// Whether `uri` names the file `stream` has open (device and inode as `fstat()` reports
+/// them; a stream without them is taken at its word).
+fn still_there(stream: &Zval, uri: &std::path::Path) -> PhpResult<bool> {
     use std::os::unix::fs::MetadataExt;
     let stat = call("fstat", stream)?;
     let opened = stat.array().and_then(|a| {
         let field = |k: &str| a.get(k).and_then(Zval::long);
         Some((field("dev")?, field("ino")?))
     });
-    let here = std::fs::metadata(uri).ok();
-    let same = match (opened, &here) {
-        (Some((dev, ino)), Some(m)) => m.dev() == dev as u64 && m.ino() == ino as u64,
-        // No stat to compare (a wrapper that gives none): the path as it is.
+    Ok(match (opened, std::fs::metadata(uri)) {
+        (Some((dev, ino)), Ok(m)) => m.dev() == dev as u64 && m.ino() == ino as u64,
         (None, _) => true,
-        (_, None) => false,
-    };
-    if !same {
-        return Err(exceptions::value_error(format!(
-            "option '{option}': the stream's file is no longer at '{}' (the working directory \
-             changed, or the file was renamed or replaced, since fopen()); give the file's \
-             absolute path",
-            uri.display()
-        )));
-    }
-    // Made absolute as written (not resolved: a link's name stays the part's file name).
-    Ok(std::path::absolute(uri).unwrap_or_else(|_| uri.to_path_buf()))
+        (_, Err(_)) => false,
+    })
 }
 
 fn call(function: &str, argument: &Zval) -> PhpResult<Zval> {
-    ZendCallable::try_from_name(function)
-        .map_err(|_| PhpException::from(format!("{function} is not available")))?
-        .try_call(vec![argument as &dyn IntoZvalDyn])
+    let f = ZendCallable::try_from_name(function)
+        .map_err(|_| PhpException::from(format!("{function} is not available")))?;
+    exceptions::outside_item(|| f.try_call(vec![argument as &dyn IntoZvalDyn]))
         .map_err(PhpException::from)
 }

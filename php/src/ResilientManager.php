@@ -247,9 +247,18 @@ final class ResilientManager
     public static function declareContext(mixed $context): void
     {
         self::$refusedContext = null;
-        if (is_string($context) && $context !== '' && ini_set('resilient.context', $context) === false) {
-            self::$refusedContext = $context;
+        if (! is_string($context) || $context === '') {
+            return;
         }
+        // As the extension reads the setting: any case, spaces around. Judged here, not by
+        // ini_set()'s result, which is false too for a setting an FPM pool locked with
+        // php_admin_value (then the pool's value stands).
+        if (! in_array(strtolower(trim($context)), ['web', 'console', 'auto'], true)) {
+            self::$refusedContext = $context;
+
+            return;
+        }
+        ini_set('resilient.context', $context);
     }
 
     /** What is wrong with `defaults.context`, or null (see declareContext). */
@@ -435,7 +444,7 @@ final class ResilientManager
 
         // As the extension reads it (trimmed); anything else is shm or refused by the client.
         return is_string($backend)
-            && preg_match('#^(redis|rediss|unix)://#', trim($backend)) === 1;
+            && preg_match('#^(redis|rediss|unix)://#i', trim($backend)) === 1;
     }
 
     /** The `funnel` or `budget` options of the client named $name, as constructor arguments. */

@@ -389,14 +389,15 @@ final class StreamingTest extends ClientTestCase
     }
 
     /**
-     * A stream's file is sent (or written) by its path, so the path must still name that file:
-     * a relative fopen() before a chdir(), or a file renamed or replaced since, would upload or
-     * overwrite another file. Refused naming the option; nothing sent, no file touched.
+     * A stream's file is sent (or written) by its path, so that path must still name the file
+     * the stream has open. When it does not (a relative fopen() before a chdir(), a file
+     * renamed, replaced or deleted since), a multipart part is read from the stream itself (the
+     * intended bytes, never another file's), and a sink is refused: no other file is touched.
      */
-    public function testAStreamWhoseFileIsNoLongerAtItsPathIsRefused(): void
+    public function testAStreamWhoseFileIsNoLongerAtItsPathIsNeverAnotherFile(): void
     {
         $key = $this->up->key('streammoved');
-        $this->up->script($key, [['status' => 200, 'body' => 'payload'], ['status' => 200, 'body' => 'payload']]);
+        $this->up->script($key, array_fill(0, 6, ['status' => 200, 'body' => 'payload']));
         $client = $this->client($this->up->base($key));
         $d1 = self::$dir . '/moved-d1';
         $d2 = self::$dir . '/moved-d2';
@@ -405,33 +406,40 @@ final class StreamingTest extends ClientTestCase
         file_put_contents("$d1/data.txt", 'INTENDED');
         file_put_contents("$d2/data.txt", 'OTHER-FILE');
         $cwd = getcwd();
+        $sent = fn (int $n) => $this->up->attempts($key, $n)[$n - 1]['body'];
         try {
             chdir($d1);
             $upload = fopen('data.txt', 'r');
             $sink = fopen('data.txt', 'r+');
             chdir($d2);
-            $expect = "the stream's file is no longer at 'data.txt'";
-            foreach (['multipart.0.contents' => ['multipart' => [['name' => 'f', 'contents' => $upload]]], 'sink' => ['sink' => $sink]] as $option => $options) {
-                $e = self::thrown(fn () => $client->post('/x', null, $options));
-                $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
-                $this->assertStringStartsWith("option '$option': $expect", $e->getMessage());
-            }
-            $this->assertSame('OTHER-FILE', file_get_contents("$d2/data.txt"), 'the other file is untouched');
-            $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
-
-            // In its own directory again the same streams are sent and written as before, and a
-            // chdir() after the option was read changes nothing.
-            chdir($d1);
             $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => $upload]]]);
-            $this->assertStringContainsString('INTENDED', $this->up->attempts($key, 1)[0]['body']);
+            $this->assertStringContainsString('INTENDED', $sent(1));
+            $this->assertStringContainsString('filename="data.txt"', $sent(1));
+            $e = self::thrown(fn () => $client->get('/x', null, ['sink' => $sink]));
+            $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
+            $this->assertStringStartsWith("option 'sink': the stream's file is no longer at 'data.txt'", $e->getMessage());
+            $this->assertSame('OTHER-FILE', file_get_contents("$d2/data.txt"), 'the other file is untouched');
+            $this->assertSame('INTENDED', file_get_contents("$d1/data.txt"));
 
-            // A file replaced since fopen() (written elsewhere and renamed over it).
+            // Replaced since fopen() (written elsewhere and renamed over it), or deleted while open.
             $replaced = fopen("$d1/data.txt", 'r');
             file_put_contents("$d1/new.txt", 'NEWER');
             rename("$d1/new.txt", "$d1/data.txt");
-            $e = self::thrown(fn () => $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => $replaced]]]));
-            $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
-            $this->assertStringContainsString("the stream's file is no longer at", $e->getMessage());
+            $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => $replaced]]]);
+            $this->assertStringContainsString('INTENDED', $sent(2));
+            $deleted = fopen("$d1/data.txt", 'r');
+            unlink("$d1/data.txt");
+            $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => $deleted]]]);
+            $this->assertStringContainsString('NEWER', $sent(3));
+
+            // Opened with a file:// URL: the file itself.
+            file_put_contents("$d1/url.txt", 'BY-URL');
+            $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => fopen("file://$d1/url.txt", 'r')]]]);
+            $this->assertStringContainsString('BY-URL', $sent(4));
+            $byUrl = fopen("file://$d1/sink.txt", 'w');
+            $client->get('/x', null, ['sink' => $byUrl]);
+            fclose($byUrl);
+            $this->assertSame('payload', file_get_contents("$d1/sink.txt"));
         } finally {
             chdir($cwd);
         }

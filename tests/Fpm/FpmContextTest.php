@@ -25,6 +25,22 @@ final class FpmContextTest extends TestCase
         $this->assertSame(1, $ctx['max_attempts_3'], 'web requests get resilient.web_max_attempts (1): no retry');
     }
 
+    /**
+     * The solo pool locks resilient.context (php_admin_value), so ini_set() of any value fails
+     * there: the Laravel package judges `defaults.context` by its value, not by that failure.
+     */
+    public function testALockedContextSettingIsNoRefusedContext(): void
+    {
+        $fpm = FpmServer::shared();
+        foreach (['web', ' Console ', 'auto'] as $value) {
+            $ctx = $fpm->getJson('/solo/?do=declare_context&value=' . rawurlencode($value));
+            $this->assertNull($ctx['problem'], "'$value'");
+            $this->assertTrue($ctx['is_web'], 'the pool\'s locked value stands');
+        }
+        $ctx = $fpm->getJson('/solo/?do=declare_context&value=bogus');
+        $this->assertSame("resilient.defaults.context (RESILIENT_CONTEXT): must be 'web', 'console' or 'auto', got 'bogus'", $ctx['problem']);
+    }
+
     public function testWebCapFollowsTheIniSetting(): void
     {
         $ctx = FpmServer::shared()->getJson('/solo/?do=context');

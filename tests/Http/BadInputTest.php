@@ -137,6 +137,38 @@ final class BadInputTest extends HttpTestCase
                 $this->assertSame([$class, $message], [get_class($e), $e->getMessage()]);
             }
         }
+        // PHP code run while an item's options are read (a jsonSerialize(), which may build a
+        // client of its own, or suspend a Fiber) makes errors that are not about the item.
+        $seen = [];
+        $item = new class ($seen) implements \JsonSerializable {
+            public function __construct(private array &$seen)
+            {
+            }
+
+            public function jsonSerialize(): mixed
+            {
+                try {
+                    new \Resilient\Client('other', ['bogus' => 1]);
+                } catch (\ValueError $e) {
+                    $this->seen[] = $e->getMessage();
+                }
+                \Fiber::suspend();
+
+                return ['a' => 1];
+            }
+        };
+        $fiber = new \Fiber(fn () => $client->pool(['a' => ['POST', '/x', ['json' => $item]]]));
+        $fiber->start();
+        try {
+            $client->get('/x', [], ['timout' => 1]);
+        } catch (\ValueError $e) {
+            $seen[] = $e->getMessage();
+        }
+        $fiber->resume();
+        $this->assertCount(2, $seen);
+        $this->assertStringStartsWith("option 'bogus': unknown option", $seen[0]);
+        $this->assertStringStartsWith("option 'timout': unknown option", $seen[1], 'while the pool\'s fiber is suspended');
+
         // Outside a pool, and after one, the same errors say nothing more.
         try {
             $client->get('/x', [], ['timout' => 1]);

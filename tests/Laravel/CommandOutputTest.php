@@ -61,7 +61,8 @@ final class CommandOutputTest extends PackageTestCase
         $this->boot([
             'defaults' => ['backend' => $redis],
             'clients' => [
-                $own => ['base_url' => 'http://127.0.0.1:1', 'backend' => $redis, 'funnel' => ['limit' => 2]],
+                // The scheme in any case, as the extension takes it.
+                $own => ['base_url' => 'http://127.0.0.1:1', 'backend' => 'REDIS' . substr($redis, 5), 'funnel' => ['limit' => 2]],
                 $inherited => ['base_url' => 'http://127.0.0.1:1', 'funnel' => ['limit' => 2]],
                 $local => ['base_url' => 'http://127.0.0.1:1', 'backend' => ' shm', 'funnel' => ['limit' => 2]],
                 $both => ['base_url' => 'http://127.0.0.1:1', 'funnel' => ['limit' => 2]],

@@ -42,6 +42,7 @@ final class FakeValidationTest extends PackageTestCase
             'a pool item with its options at index 3' => fn ($c) => $c->pool(['a' => [0 => 'POST', 1 => '/x', 3 => ['json' => []]]]),
             'a pool item with a bad method, after a good one' => fn ($c) => $c->pool(['ok' => ['GET', '/x'], 'b' => ['FETCH ME', '/x']]),
             'a pool item with a misspelt option' => fn ($c) => $c->pool(['a' => ['GET', '/x', ['timout' => 1]]]),
+            'a pool item with an option of the wrong type' => fn ($c) => $c->pool(['a' => ['GET', '/x', ['timeout' => []]]]),
             'a pool item with a URL too long' => fn ($c) => $c->pool(['long' => ['GET', '/x', ['query' => ['q' => str_repeat('a', 70_000)]]]]),
             'a pool concurrency of 0' => fn ($c) => $c->pool([['GET', '/x']], 0),
         ];

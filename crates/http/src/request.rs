@@ -274,10 +274,16 @@ pub fn prepare_at(
     if let Some(key) = &options.idempotency_key {
         // Both given for this request, and not alike: which one a server deduplicates by
         // would be a guess (a client's default header is replaced, as any default).
+        // Compared as sent (spaces around a value are no part of it); a blank header is no
+        // key (below), so no conflict either.
+        let differs = |v: &HeaderValue| {
+            let v = v.as_bytes().trim_ascii();
+            !v.is_empty() && v != key.as_bytes().trim_ascii()
+        };
         if options
             .headers
             .iter()
-            .any(|(n, v)| n.as_str() == IDEMPOTENCY_KEY && v != key)
+            .any(|(n, v)| n.as_str() == IDEMPOTENCY_KEY && differs(v))
         {
             return Err(ConfigError::new(
                 "idempotency_key",
@@ -746,6 +752,9 @@ mod tests {
             "option 'idempotency_key': differs from the request's Idempotency-Key header (give the key once)"
         );
         assert_eq!(header(&both(b"k-1").unwrap(), "idempotency-key"), ["k-1"]);
+        for alike in [&b" k-1 "[..], b"", b"  "] {
+            assert_eq!(header(&both(alike).unwrap(), "idempotency-key"), ["k-1"]);
+        }
         let mut with_default = config("http://h");
         with_default
             .add_header("headers", b"Idempotency-Key", b"d")

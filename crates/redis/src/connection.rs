@@ -63,8 +63,8 @@ pub enum Unreachable {
     NotSent,
     /// The command failed or timed out: Redis may have run it, or may run it still.
     Failed,
-    /// Redis answered with an error (READONLY, NOPERM, OOM, BUSY, LOADING, a script error):
-    /// it ran nothing that holds a slot.
+    /// Redis answered with an error it gives before running a command (READONLY, NOPERM, OOM,
+    /// BUSY, LOADING, MOVED...): it ran nothing that holds a slot.
     Refused,
 }
 
@@ -314,17 +314,17 @@ impl Server {
                     if !dropped {
                         slot.failed();
                     }
-                    break Err(if leaves_out_of_step(&e) {
-                        Unreachable::Failed
-                    } else {
+                    break Err(if ran_nothing(&e) {
                         Unreachable::Refused
+                    } else {
+                        Unreachable::Failed
                     });
                 }
             }
         };
         if slot.conn.is_some() && slot.unread == 0 {
             if std::mem::take(&mut slot.refused) {
-                crate::leftovers::unsent(self);
+                crate::leftovers::refused(self);
             } else {
                 crate::leftovers::answered(self);
             }
@@ -472,6 +472,32 @@ fn once<T>(
 /// the server (a script error, BUSY, LOADING, OOM) leaves it in step.
 fn leaves_out_of_step(e: &redis::RedisError) -> bool {
     lost(e) || e.kind() == redis::ErrorKind::ParseError
+}
+
+/// An error Redis answers before it runs a command (a replica's READONLY, an ACL's NOPERM, a
+/// cluster's MOVED, a script's WRONGTYPE at its first read...). Any other error reply (`ERR`, or
+/// a proxy's own words after it forwarded the command) may come after Redis ran it.
+fn ran_nothing(e: &redis::RedisError) -> bool {
+    const BEFORE_RUNNING: [&str; 17] = [
+        "READONLY",
+        "NOPERM",
+        "OOM",
+        "BUSY",
+        "LOADING",
+        "MASTERDOWN",
+        "MOVED",
+        "ASK",
+        "CLUSTERDOWN",
+        "TRYAGAIN",
+        "CROSSSLOT",
+        "NOAUTH",
+        "WRONGPASS",
+        "NOSCRIPT",
+        "WRONGTYPE",
+        "MISCONF",
+        "EXECABORT",
+    ];
+    !leaves_out_of_step(e) && e.code().is_some_and(|c| BEFORE_RUNNING.contains(&c))
 }
 
 /// The connection failed, was refused or timed out: nothing Redis answered.

@@ -19,10 +19,13 @@
 //! were waiting when the stall ended); should the ZREM ever come first, the lease still ends.
 //!
 //! Entries of another pid (inherited across fork) are dropped, never released: the parent's
-//! slots are the parent's. A slot to give back whose lease has ended is dropped too: Redis no
-//! longer counts it (the next admission at the cap removes it), and a ZREM Redis keeps refusing
-//! (a server that became a replica, an ACL that lost the key) would otherwise ride on every
-//! command of the process for as long as it lives.
+//! slots are the parent's. A release Redis refused with an error is sent again until the
+//! slot's lease has ended, then dropped: Redis no longer counts the slot (the next admission at
+//! the cap removes it), and a ZREM Redis keeps refusing (a server that became a replica, an ACL
+//! that lost the key) would otherwise ride on every command of the process for as long as it
+//! lives. (The end is reckoned from when the admission was sent, by this host's clock: Redis
+//! starts the lease when it runs the admission, a round trip later at most for an admission it
+//! answered.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -45,9 +48,10 @@ struct Slot {
     background_key: Option<String>,
     token: String,
     state: State,
-    /// When its lease ends at the latest (the admission's start plus the lease): past it,
-    /// nothing is left to give back.
+    /// When the admission was sent plus the lease: a refused release is dropped then.
     until: Instant,
+    /// Its ZREM was answered with an error.
+    refused: bool,
 }
 
 static SLOTS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
@@ -88,15 +92,16 @@ fn push(asked: &Asked<'_>, state: State) {
         token: token.to_owned(),
         state,
         until: asked.sent + asked.lease,
+        refused: false,
     });
     recount(&slots);
 }
 
-/// Keeps this process's entries that may still hold a slot on Redis.
+/// Keeps this process's entries, but a refused release past its lease.
 fn prune(slots: &mut Vec<Slot>) {
     let pid = resilient_core::current_pid();
     let now = Instant::now();
-    slots.retain(|s| s.pid == pid && (s.state == State::Held || now < s.until));
+    slots.retain(|s| s.pid == pid && !(s.refused && now >= s.until));
 }
 
 fn recount(slots: &[Slot]) {
@@ -162,6 +167,20 @@ pub(crate) fn take_to_send(server: &Server) -> Option<(Vec<u8>, u32)> {
 /// Every reply on `server`'s connection was read: the ZREMs sent on it reached Redis.
 pub(crate) fn answered(server: &Server) {
     settle(|slots| slots.retain(|s| !(s.state == State::Sent && of(s, server))));
+}
+
+/// Redis answered one of the ZREMs sent on `server`'s connection with an error: they are
+/// sent again (until their leases end).
+pub(crate) fn refused(server: &Server) {
+    settle(|slots| {
+        for s in slots
+            .iter_mut()
+            .filter(|s| s.state == State::Sent && of(s, server))
+        {
+            s.state = State::ToRelease;
+            s.refused = true;
+        }
+    });
 }
 
 /// `server`'s connection was dropped with replies unread: its ZREMs are sent again.

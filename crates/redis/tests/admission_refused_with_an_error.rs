@@ -1,8 +1,8 @@
-//! An admission Redis answers with an error (READONLY from a replica after a failover, NOPERM
-//! for an ACL user without the key) ran nothing: there is no slot to give back. Before, each one
-//! was queued as unanswered, its ZREM refused too and queued again, so every later command of
-//! the process carried one more ZREM (1, 3, 6, 10... refused calls). Its own test binary: the
-//! registry of slots to give back is process-wide.
+//! An admission Redis answers with an error it gives before running anything (READONLY from a
+//! replica after a failover, NOPERM for an ACL user without the key) holds no slot: nothing is
+//! queued to give back, so no ZREM (refused in turn) rides on the process's later commands. A
+//! release Redis keeps refusing is sent again only until its slot's lease ends. Its own test
+//! binary: the registry of slots to give back is process-wide.
 
 mod common;
 use common::*;
@@ -59,7 +59,7 @@ fn an_admission_refused_with_an_error_leaves_nothing_to_give_back() {
 
 /// A slot granted, then its server became a replica (a failover): the release is refused
 /// (READONLY) and sent again with later commands only until the slot's lease ends, after
-/// which Redis no longer counts it; before, with every command for the process's life.
+/// which Redis no longer counts it.
 #[test]
 fn a_release_refused_for_good_is_dropped_when_its_lease_ends() {
     let primary = RedisServer::start();
@@ -70,8 +70,9 @@ fn a_release_refused_for_good_is_dropped_when_its_lease_ends() {
     let held = f.admit(1, now_ms()).unwrap();
     let granted = Instant::now();
     primary.cli(&["REPLICAOF", "127.0.0.1", &other.port().to_string()]);
-    drop(held); // written now; Redis answers READONLY
-                // Commands go on (each admission is refused too) past the lease's end.
+    // Written now; Redis answers READONLY. Commands go on (each admission is refused too)
+    // past the lease's end.
+    drop(held);
     while granted.elapsed() < lease + Duration::from_millis(400) {
         let _ = f.admit(1, now_ms());
         let _ = resilient_redis::release_leftovers();

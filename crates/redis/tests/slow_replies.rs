@@ -108,8 +108,7 @@ fn distant_proxy(port: u16, delay: Duration) -> u16 {
 
 /// redis-rs sends the handshake (AUTH, SELECT, CLIENT SETINFO) as one pipeline: one round
 /// trip, whatever its replies. A Redis 100 ms away with a password and a database other than 0
-/// connects within a 250 ms wait (before, the connect got the wait divided by the handshake's
-/// replies, 83 ms, and never connected: every admission fell back).
+/// connects within a 250 ms wait, so its admissions do not fall back.
 #[test]
 fn a_distant_redis_with_a_password_and_a_database_connects_within_its_wait() {
     let redis = RedisServer::start_with(&["--requirepass", "pw"]);

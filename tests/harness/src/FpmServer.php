@@ -105,7 +105,7 @@ final class FpmServer
         $env = ['RESILIENT_SIGNAL_DIR' => "$d/signal"];
         $this->fpm = FpmMaster::start($d, [
             'main' => ['workers' => $mainWorkers, 'env' => $env],
-            'solo' => ['workers' => 1, 'env' => $env, 'ini' => ['resilient.web_timeout' => '4']],
+            'solo' => ['workers' => 1, 'env' => $env, 'ini' => ['resilient.web_timeout' => '4', 'resilient.context' => 'web']],
         ], $this->shmPath);
         $this->nginx = ServiceProcess::start(['nginx', '-p', $d, '-c', "$d/nginx.conf", '-e', "$d/nginx-error.log"], "$d/nginx");
 
