@@ -12,8 +12,9 @@ use resilient_http::{OnBackendError, Refusal};
 mod common;
 use common::*;
 
-/// A proxy to `port` that holds each line Redis sends back (`…\r\n`) for `delay`.
-fn line_by_line_proxy(port: u16, delay: Duration) -> u16 {
+/// A proxy to `port`: requests go through as they come, replies through `relay(from redis,
+/// to client)`, one thread per direction and connection.
+fn proxy(port: u16, relay: fn(TcpStream, TcpStream, Duration), delay: Duration) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy = listener.local_addr().unwrap().port();
     thread::spawn(move || {
@@ -25,27 +26,35 @@ fn line_by_line_proxy(port: u16, delay: Duration) -> u16 {
             thread::spawn(move || {
                 let _ = std::io::copy(&mut up_in, &mut up_out);
             });
-            let (mut down_in, mut down_out) = (server, client);
-            thread::spawn(move || {
-                let mut buf = [0u8; 16 * 1024];
-                let mut pending: Vec<u8> = Vec::new();
-                loop {
-                    match down_in.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => pending.extend_from_slice(&buf[..n]),
-                    }
-                    while let Some(end) = pending.windows(2).position(|w| w == b"\r\n") {
-                        let line: Vec<u8> = pending.drain(..end + 2).collect();
-                        thread::sleep(delay);
-                        if down_out.write_all(&line).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
+            thread::spawn(move || relay(server, client, delay));
         }
     });
     proxy
+}
+
+/// A proxy to `port` that holds each line Redis sends back (`…\r\n`) for `delay`.
+fn line_by_line_proxy(port: u16, delay: Duration) -> u16 {
+    proxy(
+        port,
+        |mut down_in, mut down_out, delay| {
+            let mut buf = [0u8; 16 * 1024];
+            let mut pending: Vec<u8> = Vec::new();
+            loop {
+                match down_in.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => pending.extend_from_slice(&buf[..n]),
+                }
+                while let Some(end) = pending.windows(2).position(|w| w == b"\r\n") {
+                    let line: Vec<u8> = pending.drain(..end + 2).collect();
+                    thread::sleep(delay);
+                    if down_out.write_all(&line).is_err() {
+                        return;
+                    }
+                }
+            }
+        },
+        delay,
+    )
 }
 
 #[test]
@@ -75,35 +84,19 @@ fn a_script_reloaded_reply_by_reply_ends_near_its_wait() {
 
 /// A proxy to `port` that holds every chunk Redis sends back for `delay`: a Redis `delay` away.
 fn distant_proxy(port: u16, delay: Duration) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let proxy = listener.local_addr().unwrap().port();
-    thread::spawn(move || {
-        for client in listener.incoming() {
-            let Ok(client) = client else { break };
-            let server = TcpStream::connect(("127.0.0.1", port)).unwrap();
-            let (mut up_in, mut up_out) =
-                (client.try_clone().unwrap(), server.try_clone().unwrap());
-            thread::spawn(move || {
-                let _ = std::io::copy(&mut up_in, &mut up_out);
-            });
-            let (mut down_in, mut down_out) = (server, client);
-            thread::spawn(move || {
-                let mut buf = [0u8; 16 * 1024];
-                loop {
-                    match down_in.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            thread::sleep(delay);
-                            if down_out.write_all(&buf[..n]).is_err() {
-                                return;
-                            }
-                        }
-                    }
+    proxy(
+        port,
+        |mut down_in, mut down_out, delay| {
+            let mut buf = [0u8; 16 * 1024];
+            while let Ok(n @ 1..) = down_in.read(&mut buf) {
+                thread::sleep(delay);
+                if down_out.write_all(&buf[..n]).is_err() {
+                    return;
                 }
-            });
-        }
-    });
-    proxy
+            }
+        },
+        delay,
+    )
 }
 
 /// redis-rs sends the handshake (AUTH, SELECT, CLIENT SETINFO) as one pipeline: one round
