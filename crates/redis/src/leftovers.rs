@@ -172,25 +172,24 @@ pub(crate) fn answered(server: &Server) {
 /// Redis answered one of the ZREMs sent on `server`'s connection with an error: they are
 /// sent again (until their leases end).
 pub(crate) fn refused(server: &Server) {
-    settle(|slots| {
-        for s in slots
-            .iter_mut()
-            .filter(|s| s.state == State::Sent && of(s, server))
-        {
-            s.state = State::ToRelease;
-            s.refused = true;
-        }
-    });
+    send_again(server, true);
 }
 
 /// `server`'s connection was dropped with replies unread: its ZREMs are sent again.
 pub(crate) fn unsent(server: &Server) {
+    send_again(server, false);
+}
+
+/// Marks the ZREMs sent on `server`'s connection to be sent again (`refused`: Redis answered
+/// one with an error).
+fn send_again(server: &Server, refused: bool) {
     settle(|slots| {
         for s in slots
             .iter_mut()
             .filter(|s| s.state == State::Sent && of(s, server))
         {
             s.state = State::ToRelease;
+            s.refused |= refused;
         }
     });
 }
