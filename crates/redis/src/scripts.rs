@@ -155,8 +155,9 @@ return 1
 /// - `record`, bucket ms, failure (0/1), min calls, failure ratio, open ms, consecutive
 ///   failures, the attempt's duration ms → 1 opened, else 0. An attempt sent before the close
 ///   (now − duration < `at`) is not counted. `s`/`se`: the streak of failures in a row and the
-///   epoch of its first (a streak whose first failure left the window starts again); a success
-///   ends it, and so does a close. Opens on the streak, or else on the window's ratio;
+///   epoch of its last (a failure more than a window after the one before starts it again,
+///   so a run may outlast the window); a success ends it, and so does a close. Opens on the
+///   streak, or else on the window's ratio;
 /// - `resolve`, bucket ms, generation, success (0/1), open ms → 1 closed, 2 reopened, 0 given
 ///   up. A close empties the bucket it falls in (the window starts afresh);
 /// - `give_back`, bucket ms, generation → 1, or 0 when it had been given up.
@@ -203,8 +204,9 @@ elseif op == 'record' then
   if streak > 0 and streak_epoch <= epoch and epoch - streak_epoch < 20 then
     streak = streak + 1
   else
-    streak, streak_epoch = 1, epoch
+    streak = 1
   end
+  streak_epoch = epoch
   redis.call('HSET', k, 's', streak, 'se', streak_epoch)
   if p ~= 0 then return 0 end
   if streak >= tonumber(ARGV[7]) then

@@ -270,6 +270,31 @@ fn timing() {
     eprintln!("PING: {:.1} µs", t.elapsed().as_secs_f64() * 1e6 / n as f64);
 }
 
+/// One caller of a hung upstream: its failures come a timeout apart, so a run of
+/// `consecutive_failures` outlasts the window. Each follows the one before within the window:
+/// the run goes on and opens the breaker, as in shared memory.
+#[test]
+fn a_run_of_failures_longer_than_the_window_opens_the_breaker() {
+    let redis = RedisServer::start();
+    let ms = Duration::from_millis;
+    let config = BreakerConfig::new(0.5, 20, ms(1_000), ms(60_000), ms(1000))
+        .unwrap()
+        .with_consecutive_failures(4)
+        .unwrap();
+    let a = backend(&redis.url("t9:"), OnBackendError::Closed, 1, "s9")
+        .breaker("sap", config)
+        .unwrap();
+    for i in 0..3 {
+        assert_eq!(a.record(true, 0, 0, 0), None, "failure {i}");
+        std::thread::sleep(ms(400));
+    }
+    assert_eq!(
+        a.record(true, 0, 0, 0),
+        Some(resilient_core::Transition::Opened),
+        "the fourth in a row, 1.2 s after the first"
+    );
+}
+
 #[test]
 fn a_streak_of_failures_across_hosts_opens_the_breaker_though_the_window_is_healthy() {
     let redis = RedisServer::start();

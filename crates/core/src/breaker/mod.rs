@@ -558,6 +558,25 @@ mod tests {
         std::fs::remove_file(p).unwrap();
     }
 
+    /// A hung upstream and one caller: each failure takes its timeout, so a run of
+    /// `consecutive_failures` can last longer than the window. It still opens the breaker:
+    /// the run goes on while each failure follows the one before within the window.
+    #[test]
+    fn a_run_of_failures_longer_than_the_window_opens_it() {
+        let (b, p) = breaker("long-run", 0.5, 5);
+        let t = 100_000;
+        for i in 0..4 {
+            let at = t + i * 4_000;
+            assert_eq!(b.record(true, at, at, MID), None, "failure {i}");
+        }
+        // 16 s after the first, 4 s after the last: the fifth in a row.
+        assert_eq!(
+            b.record(true, t + 16_000, t + 16_000, MID),
+            Some(Transition::Opened)
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
     #[test]
     fn old_failures_leave_the_window() {
         let (b, p) = breaker("slide", 0.5, 4);
@@ -566,7 +585,7 @@ mod tests {
             b.record(true, t, t, MID);
         }
         // 10 s later those three are gone: one more failure is 1 call, under min_calls, and
-        // a streak of 1 (its first failure left the window).
+        // a streak of 1 (the failure before it left the window).
         assert_eq!(b.record(true, t + 10_000, t + 10_000, MID), None);
         assert_eq!(b.state(t + 10_000).calls, 1);
         std::fs::remove_file(p).unwrap();

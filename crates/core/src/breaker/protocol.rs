@@ -167,8 +167,10 @@ pub(crate) async fn record(
 }
 
 /// Adds a failure to the streak and returns its length. The streak word is
-/// `tag:24 | count:40`, the tag the epoch of its first failure: a streak whose first failure
-/// has left the window starts again at 1, so "n in a row" means n in a row within the window.
+/// `tag:24 | count:40`, the tag the epoch of its last failure: a failure within the window of
+/// the one before lengthens the streak, one after a longer quiet starts it again at 1. So a
+/// run of failures may last longer than the window (one caller of a hung upstream, each
+/// failure taking its timeout), while failures hours apart never make a run.
 ///
 /// One pause per round, before the load: the next word depends on the loaded one only, so a
 /// write landing between the load and the CAS just fails the CAS and the round starts again,
@@ -177,10 +179,17 @@ async fn lengthen_streak(b: &BreakerBlock, me: &impl Pause, tag: u64) -> u64 {
     loop {
         me.step(At::Streak).await;
         let w = b.streak.load(Acquire);
-        let age = tag.wrapping_sub(w >> STREAK_BITS) & TAG_MASK;
-        let next = match w != 0 && age < BREAKER_BUCKETS as u64 {
-            true => (w & !STREAK_MAX) | ((w & STREAK_MAX) + 1).min(STREAK_MAX),
-            false => tag << STREAK_BITS | 1,
+        let last = w >> STREAK_BITS;
+        let age = tag.wrapping_sub(last) & TAG_MASK;
+        // A failure another process counted at a later epoch (a caller paused since it read
+        // its clock) is still the run's last.
+        let ahead = last.wrapping_sub(tag) & TAG_MASK;
+        let window = BREAKER_BUCKETS as u64;
+        let next = if w != 0 && (age < window || ahead < window) {
+            let newest = if age < window { tag } else { last };
+            newest << STREAK_BITS | ((w & STREAK_MAX) + 1).min(STREAK_MAX)
+        } else {
+            tag << STREAK_BITS | 1
         };
         if b.streak.compare_exchange(w, next, AcqRel, Acquire).is_ok() {
             return next & STREAK_MAX;
