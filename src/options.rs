@@ -72,16 +72,23 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                 .set_max_attempts(count_up_to(value, key, resilient_http::MAX_ATTEMPTS)?)
                 .map_err(config_error)?,
             "backoff" => {
-                let (mut base, mut cap) = (config.backoff.base, config.backoff.cap);
+                let (mut base, mut cap) = (None, None);
                 for (k, v) in entries(table(value, key)?, key)? {
                     match k.as_str() {
-                        "base" => base = seconds(v, "backoff.base")?,
-                        "cap" => cap = seconds(v, "backoff.cap")?,
+                        "base" => base = Some(seconds(v, "backoff.base")?),
+                        "cap" => cap = Some(seconds(v, "backoff.cap")?),
                         other => {
                             return Err(unknown(&format!("backoff.{other}"), &["base", "cap"]))
                         }
                     }
                 }
+                // A bound given alone moves the other, left at its default, out of its way.
+                let (base, cap) = match (base, cap) {
+                    (Some(base), Some(cap)) => (base, cap),
+                    (Some(base), None) => (base, config.backoff.cap.max(base)),
+                    (None, Some(cap)) => (config.backoff.base.min(cap), cap),
+                    (None, None) => (config.backoff.base, config.backoff.cap),
+                };
                 config.set_backoff(base, cap).map_err(config_error)?
             }
             "retry_on" => {

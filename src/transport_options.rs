@@ -198,6 +198,8 @@ fn proxy(value: &Zval) -> PhpResult<Proxy> {
 /// A proxy URL (never echoed: it may hold credentials).
 fn proxy_url(value: &Zval, path: &str) -> PhpResult<Url> {
     let text = text(value, path)?;
+    resilient_http::no_control_characters(text.trim())
+        .map_err(|problem| exceptions::value_error(format!("option '{path}': {problem}")))?;
     Url::parse(text.trim())
         .map_err(|e| exceptions::value_error(format!("option '{path}': is not a valid URL ({e})")))
 }

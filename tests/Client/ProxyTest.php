@@ -78,6 +78,11 @@ final class ProxyTest extends ClientTestCase
         $this->client($base, ['proxy' => ['http' => self::$proxy->url(), 'no' => ['127.0.0.1']]])->get('/direct');
         $this->assertDirect($key);
 
+        // `*` in `no` exempts every host, IP addresses too (as Guzzle and curl read it).
+        [$key, $base] = $this->key('proxynostar');
+        $this->client($base, ['proxy' => ['http' => self::$proxy->url(), 'no' => ['*']]])->get('/direct');
+        $this->assertDirect($key);
+
         // Another host in `no` does not exempt this one.
         [$key, $base] = $this->key('proxynoother');
         $this->client($base, ['proxy' => ['http' => self::$proxy->url(), 'no' => ['.internal.example', 'example.com']]])->get('/through');
@@ -119,6 +124,10 @@ final class ProxyTest extends ClientTestCase
 
         [$key, $base] = $this->key('proxyenvno');
         $getIn($base, '127.0.0.1');
+        $this->assertDirect($key);
+
+        [$key, $base] = $this->key('proxyenvnostar');
+        $getIn($base, '*');
         $this->assertDirect($key);
     }
 

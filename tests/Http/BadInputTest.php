@@ -52,9 +52,27 @@ final class BadInputTest extends HttpTestCase
             'base_url not a url' => [['base_url' => 'not a url'], $value, "option 'base_url'"],
             'base_url ftp' => [['base_url' => 'ftp://x'], $value, "option 'base_url': must be an http:// or https:// URL"],
             'header with newline' => [['headers' => ['X-A' => "a\r\nInjected: 1"]], $value, "option 'headers.X-A'"],
+            // The URL parser would drop them silently: another password, another port.
+            'proxy with a tab' => [['proxy' => "http://u:pw\tx@127.0.0.1:3128"], $value, "option 'proxy': contains a control character (a line break, tab or NUL); percent-encode it"],
+            'proxy with a line break' => [['proxy' => ['http' => "http://127.0.0.1:31\n28"]], $value, "option 'proxy.http': contains a control character"],
             'object option' => [['timeout' => new \stdClass()], $type, "option 'timeout' must be of type float, stdClass given"],
             'on_attempt not callable' => [['on_attempt' => 'no_such_function_xyz'], $type, "option 'on_attempt' must be of type ?callable, string given"],
         ];
+    }
+
+    /**
+     * One `backoff` bound given alone: the other one, left at its default, gives way (a `base`
+     * of 0.5 s above the default `cap` of 0.2 s is no error about a cap nobody wrote). Both
+     * given the wrong way round: refused.
+     */
+    public function testABackoffBoundGivenAloneMovesTheOther(): void
+    {
+        foreach ([['base' => 0.5], ['cap' => 0.01], ['base' => 0.5, 'cap' => 0.5]] as $backoff) {
+            $this->assertInstanceOf(Client::class, new Client('backoff', ['backoff' => $backoff]), json_encode($backoff));
+        }
+        $this->expectException(\ValueError::class);
+        $this->expectExceptionMessage("option 'backoff.cap': must not be smaller than backoff.base");
+        new Client('backoff', ['backoff' => ['base' => 0.5, 'cap' => 0.1]]);
     }
 
     /** @dataProvider badOptions */

@@ -534,17 +534,22 @@ pub(crate) fn replace_header(
     headers.push((name, value));
 }
 
-/// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
-/// credentials).
-pub fn parse_http_url(text: &str) -> Result<Url, String> {
-    let text = text.trim();
-    // The URL parser drops tabs and line breaks inside a URL without a word (WHATWG): the
-    // request would go to another resource than the one written.
-    if text.bytes().any(|b| b < 0x20 || b == 0x7f) {
+/// The URL parser drops tabs and line breaks inside a URL without a word (WHATWG): the request
+/// (or a proxy's password, its port) would be another than the one written. Refused, unquoted.
+pub fn no_control_characters(url: &str) -> Result<(), String> {
+    if url.bytes().any(|b| b < 0x20 || b == 0x7f) {
         return Err(
             "contains a control character (a line break, tab or NUL); percent-encode it".into(),
         );
     }
+    Ok(())
+}
+
+/// Parses an absolute http(s) URL with a host, or says why not (without echoing it: it may hold
+/// credentials).
+pub fn parse_http_url(text: &str) -> Result<Url, String> {
+    let text = text.trim();
+    no_control_characters(text)?;
     let url = Url::parse(text).map_err(|e| format!("is not a valid URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(

@@ -118,6 +118,16 @@ fn build(
 ) -> reqwest::Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
     match &options.proxy {
+        // `*` exempts every host, IP addresses too (reqwest's matcher applies it to names only).
+        Some(proxy)
+            if proxy
+                .no
+                .iter()
+                .flat_map(|h| h.split(','))
+                .any(|h| h.trim() == "*") =>
+        {
+            builder = builder.no_proxy();
+        }
         Some(proxy) => {
             builder = builder.no_proxy();
             let no = reqwest::NoProxy::from_string(&proxy.no.join(","));
@@ -239,18 +249,23 @@ impl Transport for ReqwestTransport {
 }
 
 /// Whether the environment names a proxy (reqwest honours `HTTP(S)_PROXY` / `ALL_PROXY`, as curl
-/// does; without one, matching every request against the proxy rules is wasted work).
+/// does; without one, matching every request against the proxy rules is wasted work), and
+/// `NO_PROXY` does not exempt every host (`*`, which reqwest applies to host names only).
 pub(crate) fn proxy_configured() -> bool {
-    [
-        "HTTP_PROXY",
-        "http_proxy",
-        "HTTPS_PROXY",
-        "https_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+    let every_host_exempt = ["NO_PROXY", "no_proxy"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|x| x.split(',').any(|h| h.trim() == "*")));
+    !every_host_exempt
+        && [
+            "HTTP_PROXY",
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
 /// Maps a reqwest error to a failure kind and a URL-free detail.
