@@ -387,14 +387,14 @@ impl Client {
         for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
             let label = key_string(&key);
             let (method, path, options) = pool_item(item, &label)?;
-            let options = exceptions::about_item(&format!("pool request '{label}': "), || {
-                options::request(options, None, &b.http.config().transport)
+            // Every error of the item's request, its options' and its URL's, names the item.
+            let request = exceptions::about_item(&format!("pool request '{label}': "), || {
+                let options = options::request(options, None, &b.http.config().transport)?;
+                b.http
+                    .prepare(&method, &path, options)
+                    .map_err(|e| exceptions::value_error(e.to_string()))
             })?;
-            let request = b.http.prepare(&method, &path, options);
-            prepared
-                .push(request.map_err(|e| {
-                    exceptions::value_error(format!("pool request '{label}': {e}"))
-                })?);
+            prepared.push(request);
             keys.push(key_owned(&key));
         }
         check_stack()?;

@@ -198,9 +198,10 @@ fn proxy(value: &Zval) -> PhpResult<Proxy> {
 /// A proxy URL (never echoed: it may hold credentials).
 fn proxy_url(value: &Zval, path: &str) -> PhpResult<Url> {
     let text = text(value, path)?;
-    resilient_http::no_control_characters(text.trim())
+    let text = text.trim();
+    resilient_http::no_control_characters(text)
         .map_err(|problem| exceptions::value_error(format!("option '{path}': {problem}")))?;
-    Url::parse(text.trim())
+    Url::parse(text)
         .map_err(|e| exceptions::value_error(format!("option '{path}': is not a valid URL ({e})")))
 }
 

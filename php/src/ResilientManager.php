@@ -35,7 +35,7 @@ final class ResilientManager
 
     private ?FakeClients $fake = null;
 
-    /** `defaults.context` as given when the extension refused it (see declareContext). */
+    /** `defaults.context` as given when it is no context the extension knows (see declareContext). */
     private static ?string $refusedContext = null;
 
     /**
@@ -238,8 +238,8 @@ final class ResilientManager
 
     /**
      * Declares `defaults.context` for the whole process through the `resilient.context`
-     * setting (the service provider, at boot). A value the extension refuses leaves the
-     * setting as it was and is remembered: clients refuse it as their `context` option, and
+     * setting (the service provider, at boot). A value that is no context the extension knows
+     * leaves the setting as it was and is remembered: clients refuse it as their `context` option, and
      * every Funnel or RetryBudget built from config or by the queue middleware refuses it
      * too, rather than running as `auto`. Not thrown here: `package:discover` and
      * `config:cache` must still run.
@@ -250,15 +250,20 @@ final class ResilientManager
         if (! is_string($context) || $context === '') {
             return;
         }
-        // As the extension reads the setting: any case, spaces around. Judged here, not by
-        // ini_set()'s result, which is false too for a setting an FPM pool locked with
-        // php_admin_value (then the pool's value stands).
-        if (! in_array(strtolower(trim($context)), ['web', 'console', 'auto'], true)) {
+        // Judged here, not by ini_set()'s result, which is false too for a setting an FPM pool
+        // locked with php_admin_value (then the pool's value stands).
+        if (! in_array(self::contextName($context), ['web', 'console', 'auto'], true)) {
             self::$refusedContext = $context;
 
             return;
         }
         ini_set('resilient.context', $context);
+    }
+
+    /** A context as the extension reads one (`resilient.context`, a client's `context`): any case, spaces around. */
+    public static function contextName(string $context): string
+    {
+        return strtolower(trim($context));
     }
 
     /** What is wrong with `defaults.context`, or null (see declareContext). */

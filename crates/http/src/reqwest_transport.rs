@@ -118,14 +118,7 @@ fn build(
 ) -> reqwest::Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
     match &options.proxy {
-        // `*` exempts every host, IP addresses too (reqwest's matcher applies it to names only).
-        Some(proxy)
-            if proxy
-                .no
-                .iter()
-                .flat_map(|h| h.split(','))
-                .any(|h| h.trim() == "*") =>
-        {
+        Some(proxy) if exempts_every_host(proxy.no.iter().map(String::as_str)) => {
             builder = builder.no_proxy();
         }
         Some(proxy) => {
@@ -252,10 +245,8 @@ impl Transport for ReqwestTransport {
 /// does; without one, matching every request against the proxy rules is wasted work), and
 /// `NO_PROXY` does not exempt every host (`*`, which reqwest applies to host names only).
 pub(crate) fn proxy_configured() -> bool {
-    let every_host_exempt = ["NO_PROXY", "no_proxy"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|x| x.split(',').any(|h| h.trim() == "*")));
-    !every_host_exempt
+    let no_proxy = ["NO_PROXY", "no_proxy"].map(|v| std::env::var(v).unwrap_or_default());
+    !exempts_every_host(no_proxy.iter().map(String::as_str))
         && [
             "HTTP_PROXY",
             "http_proxy",
@@ -266,6 +257,13 @@ pub(crate) fn proxy_configured() -> bool {
         ]
         .iter()
         .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+}
+
+/// Whether a list of hosts reached directly (`no`, `NO_PROXY`: entries, each possibly
+/// comma-separated) holds `*`, which exempts every host, IP addresses too: reqwest's matcher
+/// applies it to host names only, so the proxy is then left out altogether.
+fn exempts_every_host<'a>(lists: impl Iterator<Item = &'a str>) -> bool {
+    lists.flat_map(|l| l.split(',')).any(|h| h.trim() == "*")
 }
 
 /// Maps a reqwest error to a failure kind and a URL-free detail.

@@ -93,8 +93,7 @@ final class DoctorCommand extends Command
         $this->line(sprintf('web caps   timeout %s s, connect_timeout %s s, max_attempts %s (as this CLI reads them)',
             ...array_map(fn ($c) => ini_get($c[0]) === false ? $c[1] : ini_get($c[0]), array_values($caps))));
         foreach ($clients as $name => $options) {
-            // Spelled as the extension reads it: any case, spaces around.
-            if (! is_array($options) || strtolower(trim((string) ($options['context'] ?? ''))) === 'console') {
+            if (! is_array($options) || ResilientManager::contextName((string) ($options['context'] ?? '')) === 'console') {
                 continue;
             }
             foreach ($caps as $option => [$ini, $default, $unit]) {
