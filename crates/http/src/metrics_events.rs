@@ -35,6 +35,10 @@ impl MetricsEvents {
 /// end those a fatal error cut mid-way (PHP's bailout long-jumps past the Rust frames whose
 /// permits would end them). Ending them starts a new generation: a permit of an older one that
 /// still runs later (a pool task left on the runtime) does not end its attempt twice.
+///
+/// The ledger holds the handles, so that a permit need not: it names its handle by address and
+/// ends its attempt through the ledger's. A handle stays listed at zero (no reference counts
+/// touched per attempt) until a new handle finds it unused elsewhere, or the request ends.
 #[derive(Default)]
 struct Open {
     generation: u64,
@@ -52,11 +56,9 @@ thread_local! {
     };
 }
 
-/// A generation no request end ever reaches: the attempt was not tracked (no thread-local left).
-const UNTRACKED: u64 = u64::MAX;
-
-/// Counts one more attempt of `metrics` in flight on this thread; returns the generation.
-fn opened(metrics: &Arc<Metrics>) -> u64 {
+/// Counts one more attempt of `metrics` in flight on this thread; returns the generation, or
+/// `None` when this thread keeps no ledger any more (it is exiting).
+fn opened(metrics: &Arc<Metrics>) -> Option<u64> {
     OPEN.try_with(|open| {
         let mut open = open.borrow_mut();
         let open = open.here();
@@ -66,38 +68,36 @@ fn opened(metrics: &Arc<Metrics>) -> u64 {
             .find(|(m, _)| Arc::ptr_eq(m, metrics))
         {
             Some((_, n)) => *n += 1,
-            None => open.counts.push((metrics.clone(), 1)),
+            None => {
+                open.counts
+                    .retain(|(m, n)| *n > 0 || Arc::strong_count(m) > 1);
+                open.counts.push((metrics.clone(), 1));
+            }
         }
         open.generation
     })
-    .unwrap_or(UNTRACKED)
+    .ok()
 }
 
-/// Counts one attempt of `metrics` opened in `generation` as ended; false when the request's
-/// end already ended it.
-fn closed(metrics: &Arc<Metrics>, generation: u64) -> bool {
-    if generation == UNTRACKED {
-        return true;
-    }
-    OPEN.try_with(|open| {
+/// Ends one attempt of the handle at `metrics` opened in `generation`, through the ledger's
+/// handle; nothing when the request's end already ended it. A permit dropped on another thread
+/// (never in the binding) leaves its attempt counted until this thread's request end.
+fn closed(metrics: *const Metrics, generation: u64) {
+    let _ = OPEN.try_with(|open| {
         let mut open = open.borrow_mut();
         let open = open.here();
         if open.generation != generation {
-            return false;
+            return;
         }
-        if let Some(i) = open
+        if let Some((m, n)) = open
             .counts
-            .iter()
-            .position(|(m, _)| Arc::ptr_eq(m, metrics))
+            .iter_mut()
+            .find(|(m, n)| *n > 0 && std::ptr::eq(Arc::as_ptr(m), metrics))
         {
-            open.counts[i].1 -= 1;
-            if open.counts[i].1 == 0 {
-                open.counts.swap_remove(i);
-            }
+            *n -= 1;
+            m.attempt_released();
         }
-        true
-    })
-    .unwrap_or(true)
+    });
 }
 
 /// Ends every attempt this thread still counts in flight; the binding calls it at the end of a
@@ -165,13 +165,16 @@ impl CallEvents for MetricsEvents {
 
     fn attempt_sent(&self, attempt: u32) -> Permit {
         self.0.attempt_sent(attempt);
-        let generation = opened(&self.0);
-        let metrics = self.0.clone();
-        Permit::holding(move || {
-            if closed(&metrics, generation) {
-                metrics.attempt_released();
+        match opened(&self.0) {
+            Some(generation) => {
+                let metrics = Arc::as_ptr(&self.0) as usize;
+                Permit::holding(move || closed(metrics as *const Metrics, generation))
             }
-        })
+            None => {
+                let metrics = self.0.clone();
+                Permit::holding(move || metrics.attempt_released())
+            }
+        }
     }
 
     fn attempt_ended(&self, _attempt: u32, outcome: Outcome, duration: Duration) {

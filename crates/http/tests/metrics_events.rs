@@ -167,3 +167,55 @@ async fn an_attempt_whose_call_is_never_dropped_is_ended_at_request_end_once() {
     assert_eq!(metrics.snapshot().in_flight, 0);
     assert_eq!(resilient_http::end_open_attempts(), 0);
 }
+
+/// Permits name their handle by address and end their attempt through the thread's ledger:
+/// interleaved attempts of two handles each end their own, and the request's end ends only
+/// those still out.
+#[test]
+fn interleaved_attempts_of_two_handles_end_their_own() {
+    std::thread::spawn(|| {
+        use resilient_http::CallEvents;
+        let seg = segment("interleaved");
+        let (m1, m2) = (
+            Metrics::new(seg.clone(), "one").unwrap(),
+            Metrics::new(seg.clone(), "two").unwrap(),
+        );
+        let (e1, e2) = (
+            MetricsEvents::new(m1.clone()),
+            MetricsEvents::new(m2.clone()),
+        );
+        let a = e1.attempt_sent(1);
+        let b = e2.attempt_sent(1);
+        let c = e1.attempt_sent(2);
+        assert_eq!((m1.snapshot().in_flight, m2.snapshot().in_flight), (2, 1));
+        drop(b);
+        drop(a);
+        assert_eq!((m1.snapshot().in_flight, m2.snapshot().in_flight), (1, 0));
+        assert_eq!(resilient_http::end_open_attempts(), 1);
+        assert_eq!(m1.snapshot().in_flight, 0);
+        drop(c); // after the request's end: ended no second time
+        assert_eq!((m1.snapshot().in_flight, m2.snapshot().in_flight), (0, 0));
+    })
+    .join()
+    .unwrap();
+}
+
+/// The ledger keeps a handle it no longer counts only while someone else holds it: a worker
+/// that makes a client per job does not pile up handles (nor keep their segment mapped).
+#[test]
+fn the_ledger_lets_go_of_handles_nobody_uses() {
+    std::thread::spawn(|| {
+        use resilient_http::CallEvents;
+        let seg = segment("handles");
+        for _ in 0..50 {
+            let events = MetricsEvents::new(Metrics::new(seg.clone(), "per-job").unwrap());
+            drop(events.attempt_sent(1));
+        }
+        // Ours, and at most the last handle, kept until the next one arrives.
+        assert!(Arc::strong_count(&seg) <= 2, "{}", Arc::strong_count(&seg));
+        assert_eq!(resilient_http::end_open_attempts(), 0);
+        assert_eq!(Arc::strong_count(&seg), 1);
+    })
+    .join()
+    .unwrap();
+}
