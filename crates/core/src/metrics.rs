@@ -455,10 +455,9 @@ pub fn for_each_snapshot(seg: &Segment, mut visit: impl FnMut(&str, &MetricsSnap
 /// the name has no entry.
 pub fn reset(seg: &Segment, name: &str) -> Result<bool, Error> {
     validate::name("name", name)?;
-    let hash = table::name_hash(name);
-    match seg.entries().iter().find(|e| e.hash.load(Acquire) == hash) {
-        Some(e) => {
-            e.metrics.reset();
+    match table::find(seg.entries(), name) {
+        Some(i) => {
+            seg.entries()[i].metrics.reset();
             Ok(true)
         }
         None => Ok(false),

@@ -1,9 +1,12 @@
 //! Names to entries: open addressing with linear probing over a fixed table.
 //!
-//! The 64-bit FNV-1a hash is the identity (a collision between two distinct names is a
-//! 2^-64 event); claiming an entry is one CAS of its hash word from 0, so there is no lock
-//! a dying process could leave behind. The name bytes are written after the claim and are
-//! only read for display (metrics).
+//! Claiming an entry is one CAS of its 64-bit FNV-1a hash word from 0, so there is no lock a
+//! dying process could leave behind; the name's bytes (the first 64, and its length) are
+//! written right after the claim. A lookup goes by the hash and then compares the stored
+//! name: FNV-1a is not keyed, and two names chosen to collide (found in minutes) would
+//! otherwise share one funnel, budget and metrics. A name whose claimer has not written it yet
+//! is waited for briefly; one that never comes (the claimer died in between) is taken on its
+//! hash alone, as before names were compared.
 
 use crate::layout::{Entry, NAME_WORDS};
 use std::sync::atomic::Ordering;
@@ -30,10 +33,7 @@ pub(crate) fn find_or_claim(entries: &[Entry], name: &str) -> Option<usize> {
     for i in 0..n {
         let idx = (start + i) % n;
         let e = &entries[idx];
-        let cur = e.hash.load(Ordering::Acquire);
-        if cur == h {
-            return Some(idx);
-        }
+        let mut cur = e.hash.load(Ordering::Acquire);
         if cur == 0 {
             match e
                 .hash
@@ -43,12 +43,54 @@ pub(crate) fn find_or_claim(entries: &[Entry], name: &str) -> Option<usize> {
                     write_name(e, name);
                     return Some(idx);
                 }
-                Err(other) if other == h => return Some(idx),
-                Err(_) => continue,
+                Err(other) => cur = other,
             }
+        }
+        if cur == h && holds(e, name) {
+            return Some(idx);
         }
     }
     None
+}
+
+/// Finds the entry of `name`, claiming none.
+pub(crate) fn find(entries: &[Entry], name: &str) -> Option<usize> {
+    let h = name_hash(name);
+    let n = entries.len();
+    let start = (h % n as u64) as usize;
+    for i in 0..n {
+        let idx = (start + i) % n;
+        let e = &entries[idx];
+        match e.hash.load(Ordering::Acquire) {
+            0 => return None,
+            cur if cur == h && holds(e, name) => return Some(idx),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// How long a lookup waits for a claimer to write the name it claimed (a few stores; longer
+/// only if the claimer was descheduled right in between).
+const NAME_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Whether the entry (whose hash is `name`'s) holds `name`: the same length and first bytes.
+fn holds(e: &Entry, name: &str) -> bool {
+    let mut len = e.name_len.load(Ordering::Acquire);
+    if len == 0 {
+        let since = std::time::Instant::now();
+        while len == 0 && since.elapsed() < NAME_WAIT {
+            std::thread::yield_now();
+            len = e.name_len.load(Ordering::Acquire);
+        }
+        if len == 0 {
+            return true; // its claimer died before writing it: the hash decides
+        }
+    }
+    let mut buf = [0u8; NAME_WORDS * 8];
+    let stored = name_bytes(e, &mut buf);
+    let bytes = name.as_bytes();
+    len == bytes.len() as u64 && bytes.starts_with(stored)
 }
 
 fn write_name(e: &Entry, name: &str) {
@@ -95,5 +137,32 @@ mod tests {
         assert_eq!(name_hash(""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(name_hash("a"), 0xaf63_dc4c_8601_ec8c);
         assert_ne!(name_hash("sap"), name_hash("shipping"));
+    }
+
+    /// Two names found to collide (a Pollard-rho search on 16 hex characters, minutes on one
+    /// core): each gets its own entry, and each finds its own again.
+    #[test]
+    fn names_whose_hashes_collide_get_entries_of_their_own() {
+        let (a, b) = ("c5bde799c2362419", "a1a9a9bf38687075");
+        assert_eq!(name_hash(a), name_hash(b));
+        let entries: Vec<Entry> = (0..8).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let ia = find_or_claim(&entries, a).unwrap();
+        let ib = find_or_claim(&entries, b).unwrap();
+        assert_ne!(ia, ib);
+        assert_eq!(find_or_claim(&entries, a), Some(ia));
+        assert_eq!(find_or_claim(&entries, b), Some(ib));
+        assert_eq!((find(&entries, a), find(&entries, b)), (Some(ia), Some(ib)));
+        assert_eq!(find(&entries, "other"), None);
+    }
+
+    /// A key longer than the stored 64 bytes is told apart by its length and first bytes.
+    #[test]
+    fn a_long_key_matches_by_its_length_and_first_bytes() {
+        let entries: Vec<Entry> = (0..4).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let long = format!("{}\u{1f}0.1/5/10", "n".repeat(64));
+        let i = find_or_claim(&entries, &long).unwrap();
+        assert_eq!(find_or_claim(&entries, &long), Some(i));
+        assert!(holds(&entries[i], &long));
+        assert!(!holds(&entries[i], &"n".repeat(64)));
     }
 }
