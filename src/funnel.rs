@@ -77,6 +77,10 @@ pub struct Funnel {
     bound: Rebinding<CoreFunnel>,
 }
 
+/// C stack kept free when entering `run()`: room for the callables' own frames and for
+/// unwinding the exception.
+const STACK_RESERVE: usize = 256 * 1024;
+
 impl Funnel {
     /// The funnel on this process's current segment (see [`Rebinding`]).
     fn current(&self) -> PhpResult<(Arc<Segment>, CoreFunnel)> {
@@ -184,6 +188,17 @@ impl Funnel {
     /// returns `$fallback()` if given, else throws `Resilient\FunnelFull`.
     pub fn run(&self, r#fn: CallableArg, fallback: Option<CallableArg>) -> PhpResult<Zval> {
         const RUN: &str = "Resilient\\Funnel::run";
+        // A callable that calls run() again (a fallback retrying through the funnel) would
+        // otherwise recurse until the C stack overflows: a SIGSEGV, not an exception.
+        if let Err(short) = crate::stack::check(STACK_RESERVE) {
+            return Err(errors::php(resilient_core::Error::too_deep(
+                "Funnel::run",
+                format!(
+                    "only {} KB of C stack left; a callable calling run() again without end?",
+                    short.left / 1024
+                ),
+            )));
+        }
         let r#fn = r#fn.callable(RUN, 1, "fn")?;
         let fallback = CallableArg::optional(fallback.as_ref(), RUN, 2, "fallback")?;
         let (segment, lease) = self.acquire(None)?;
