@@ -144,7 +144,13 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
                 Some(reason),
             )
         }
-        Err(e) => return Err(errors::php(e)),
+        Err(e) => {
+            // Required and unusable: no use of the old mapping either, until the file is
+            // usable again (each use tries to open it; a stale cache would go on counting in a
+            // file nobody else maps, for up to a second at a time).
+            *cache = None;
+            return Err(errors::php(e));
+        }
     };
     let segment = Arc::new(segment);
     GENERATION.fetch_add(1, Ordering::Release);

@@ -205,4 +205,44 @@ final class ShrunkFileTest extends TestCase
         }
         $this->assertStringContainsString('usable again', $r->stderr, $r->describe());
     }
+
+    /**
+     * With shm_required=1, a file replaced by garbage under a running process: once a use has
+     * thrown, every later one throws too (the process used to fall back to its old mapping,
+     * a file nobody else maps, for the next second, reporting itself shared), a kept Client
+     * with a funnel included.
+     */
+    public function testARequiredSegmentThatBecameUnusableKeepsThrowing(): void
+    {
+        $path = Run::shmPath('required-' . bin2hex(random_bytes(3)));
+        $code = sprintf('
+            $path = %s;
+            $f = new Resilient\Funnel("required", limit: 2);
+            $c = new Resilient\Client("required-client", ["base_url" => "http://127.0.0.1:9", "funnel" => ["limit" => 2], "max_attempts" => 1]);
+            $out = ["before" => $f->tryAcquire(background: false) !== null];
+            unlink($path);
+            file_put_contents($path, random_bytes(4096));
+            chmod($path, 0600);
+            $end = hrtime(true) + 2_500_000_000;
+            while (hrtime(true) < $end) {
+                foreach (["funnel" => fn () => $f->tryAcquire(background: false), "client" => fn () => $c->get("/")] as $what => $use) {
+                    try { $use(); $out[$what][] = "ok"; }
+                    catch (Resilient\SharedMemoryError $e) { $out[$what][] = "threw"; }
+                    catch (Throwable $e) { $out[$what][] = get_class($e); }
+                }
+                usleep(50_000);
+            }
+            echo json_encode($out);', var_export($path, true));
+        $r = PhpProcess::runCode($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8', 'resilient.shm_required' => '1'], 30);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $out = $r->json();
+        $this->assertTrue($out['before']);
+        foreach (['funnel', 'client'] as $what) {
+            $uses = $out[$what];
+            $first = array_search('threw', $uses, true);
+            $this->assertNotFalse($first, "$what: never threw: " . json_encode($uses));
+            $after = array_unique(array_slice($uses, $first));
+            $this->assertSame(['threw'], array_values($after), "$what: a use after the first refusal did not throw: " . json_encode($uses));
+        }
+    }
 }
