@@ -431,8 +431,8 @@ pub fn check_all() -> Result<(), String> {
 
 fn requirement(key: &CStr) -> String {
     match key.to_bytes() {
-        b"resilient.shm_path" => "must be an absolute path, or empty for the default \
-                                  /dev/shm/resilient-<uid>.v6.shm"
+        b"resilient.shm_path" => "must be an absolute path without control characters, or \
+                                  empty for the default /dev/shm/resilient-<uid>.v6.shm"
             .to_owned(),
         b"resilient.shm_slots" => format!("must be an integer between 1 and {MAX_SHM_SLOTS}"),
         b"resilient.shm_required" => {
@@ -503,8 +503,9 @@ fn parse_bool(v: &str) -> Option<bool> {
 }
 
 fn parse_path(v: &str) -> bool {
-    // Empty = default; otherwise an absolute path without NUL bytes.
-    v.is_empty() || (v.starts_with('/') && !v.contains('\0'))
+    // Empty = default; otherwise an absolute path without control characters (a NUL would cut
+    // it short; a newline, named in the error log, would forge lines there).
+    v.is_empty() || (v.starts_with('/') && !v.chars().any(char::is_control))
 }
 
 /// `zend_ini.h`: the stages an `on_modify` handler is called in.

@@ -81,6 +81,14 @@ final class IniTest extends TestCase
         $this->assertSame([false, true], $out['returned'], json_encode($out));
     }
 
+    /** A control character in the path: a newline, named in the error log, forged lines there. */
+    public function testIniSetOfAPathWithAControlCharacterReturnsFalse(): void
+    {
+        foreach (["/tmp/x\nPHP Fatal error: forged", "/tmp/x\ty.shm", "/tmp/x\x7fy.shm"] as $path) {
+            $this->testIniSetOfABadValueReturnsFalse('resilient.shm_path', $path);
+        }
+    }
+
     public function testAGoodValueStillWorksAndEmptyPathMeansTheDefault(): void
     {
         $path = Run::shmPath('ini-good-' . bin2hex(random_bytes(3)));
