@@ -35,7 +35,7 @@ final class ResilientManager
 
     private ?FakeClients $fake = null;
 
-    /** `defaults.context` as given when it is no context the extension knows (see declareContext). */
+    /** `defaults.context` as shown when it is no context the extension knows (see declareContext): `'bogus'`, `bool true`. */
     private static ?string $refusedContext = null;
 
     /**
@@ -58,13 +58,13 @@ final class ResilientManager
     public function client(string $name): Client|ClientFake
     {
         if ($this->fake !== null) {
-            $base = $this->config()['clients'][$name]['base_url'] ?? $this->config()['defaults']['base_url'] ?? null;
-            $fallback = $this->config()['clients'][$name]['fallback'] ?? $this->config()['defaults']['fallback'] ?? null;
+            $base = $this->entries('clients')[$name]['base_url'] ?? $this->entries('defaults')['base_url'] ?? null;
+            $fallback = $this->entries('clients')[$name]['fallback'] ?? $this->entries('defaults')['fallback'] ?? null;
 
             // A stray call goes through the real client without its fallback: its Unavailable
             // comes back to the fake, which records it and applies the fallback itself, as it
             // does for a scripted one.
-            $config = array_key_exists($name, $this->config()['clients'] ?? []) ? fn () => $this->clientConfig($name) : null;
+            $config = array_key_exists($name, $this->entries('clients')) ? fn () => $this->clientConfig($name) : null;
 
             return $this->fake->client($name, fn () => $this->realClient($name, withFallback: false), $base, $fallback, $config);
         }
@@ -134,10 +134,10 @@ final class ResilientManager
     /** @return array{0: array, 1: string} the funnel's options and the config key they come from */
     private function funnelEntry(string $name): array
     {
-        if (array_key_exists($name, $this->config()['funnels'] ?? [])) {
+        if (array_key_exists($name, $this->entries('funnels'))) {
             $key = "resilient.funnels.$name";
 
-            return [self::funnelArguments($key, $this->config()['funnels'][$name]), $key];
+            return [self::funnelArguments($key, $this->entries('funnels')[$name]), $key];
         }
         $o = $this->fromClient($name, 'funnel', self::FUNNEL_ARGUMENTS, 'funnels');
         if (($o['limit'] ?? null) === 'auto') {
@@ -165,9 +165,9 @@ final class ResilientManager
     public function budget(string $name): RetryBudget
     {
         $this->assertExtension();
-        if (array_key_exists($name, $this->config()['budgets'] ?? [])) {
+        if (array_key_exists($name, $this->entries('budgets'))) {
             $key = "resilient.budgets.$name";
-            $options = $this->config()['budgets'][$name];
+            $options = $this->entries('budgets')[$name];
         } else {
             $key = "resilient.clients.$name.budget";
             $options = $this->fromClient($name, 'budget', self::BUDGET_ARGUMENTS, 'budgets');
@@ -247,13 +247,20 @@ final class ResilientManager
     public static function declareContext(mixed $context): void
     {
         self::$refusedContext = null;
-        if (! is_string($context) || $context === '') {
+        if ($context === null || $context === '') {
+            return;
+        }
+        // Not a string: `RESILIENT_CONTEXT=true` reaches config as a bool (env()), which clients
+        // refuse as their `context` option; refused here alike, not taken as "not set".
+        if (! is_string($context)) {
+            self::$refusedContext = get_debug_type($context) . (is_scalar($context) ? ' ' . var_export($context, true) : '');
+
             return;
         }
         // Judged here, not by ini_set()'s result, which is false too for a setting an FPM pool
         // locked with php_admin_value (then the pool's value stands).
         if (! in_array(self::contextName($context), ['web', 'console', 'auto'], true)) {
-            self::$refusedContext = $context;
+            self::$refusedContext = "'$context'";
 
             return;
         }
@@ -270,7 +277,7 @@ final class ResilientManager
     public static function contextProblem(): ?string
     {
         return self::$refusedContext === null ? null : sprintf(
-            "resilient.defaults.context (RESILIENT_CONTEXT): must be 'web', 'console' or 'auto', got '%s'",
+            "resilient.defaults.context (RESILIENT_CONTEXT): must be 'web', 'console' or 'auto', got %s",
             self::$refusedContext,
         );
     }
@@ -294,7 +301,7 @@ final class ResilientManager
     public function clientConfig(string $name): array
     {
         $options = $this->section('clients', $name);
-        foreach ($this->config()['defaults'] ?? [] as $key => $value) {
+        foreach ($this->entries('defaults') as $key => $value) {
             if ($value !== null && $value !== '' && ! isset($options[$key])) {
                 $options[$key] = $value;
             }
@@ -315,7 +322,16 @@ final class ResilientManager
         $collect = func_num_args() > 0;
         $problems = $collect ? ($problems ?? []) : null;
         $clients = [];
-        foreach (array_keys($this->config()['clients'] ?? []) as $name) {
+        try {
+            $names = array_keys($this->entries('clients'));
+        } catch (InvalidArgumentException $e) {
+            if (! $collect) {
+                throw $e;
+            }
+            $problems[] = $e->getMessage();
+            $names = [];
+        }
+        foreach ($names as $name) {
             try {
                 $clients[$name] = $this->clientConfig((string) $name);
             } catch (InvalidArgumentException $e) {
@@ -327,6 +343,22 @@ final class ResilientManager
         }
 
         return $clients;
+    }
+
+    /**
+     * What the named real client's every use throws because of its config (the client's own
+     * `\ValueError` / `\TypeError` words, prefixed with its entry), or null when it builds:
+     * for resilient:status, which reports it instead of "ok".
+     */
+    public function clientProblem(string $name): ?string
+    {
+        try {
+            $this->realClient($name);
+
+            return null;
+        } catch (\ValueError|\TypeError|InvalidArgumentException $e) {
+            return $e->getMessage();
+        }
     }
 
     /**
@@ -455,7 +487,7 @@ final class ResilientManager
     /** The `funnel` or `budget` options of the client named $name, as constructor arguments. */
     private function fromClient(string $name, string $key, array $arguments, string $section): array
     {
-        if (! array_key_exists($name, $this->config()['clients'] ?? [])) {
+        if (! array_key_exists($name, $this->entries('clients'))) {
             return $this->section($section, $name);
         }
         if ($this->onRedis($name)) {
@@ -489,9 +521,30 @@ final class ResilientManager
         }
     }
 
+    /**
+     * A top-level section of the config (`clients`, `funnels`, `budgets`, `defaults`); null or
+     * absent is empty. Throws InvalidArgumentException naming it when it is not an array.
+     */
+    public static function sectionOf(array $config, string $section): array
+    {
+        $all = $config[$section] ?? [];
+        if (! is_array($all)) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient.%s: must be an array of entries by name, got %s', $section, get_debug_type($all),
+            ));
+        }
+
+        return $all;
+    }
+
+    private function entries(string $section): array
+    {
+        return self::sectionOf($this->config(), $section);
+    }
+
     private function section(string $section, string $name): array
     {
-        $all = $this->config()[$section] ?? [];
+        $all = $this->entries($section);
         if (! array_key_exists($name, $all)) {
             throw new InvalidArgumentException(sprintf(
                 'resilient: no %s named "%s" in config/resilient.php (known: %s)',

@@ -172,6 +172,15 @@ final class ArtisanTest extends TestCase
         $r = $app->artisan(['resilient:doctor'], ['RESILIENT_CONTEXT' => 'bogus']);
         $this->assertSame(1, $r->exitCode, $r->describe());
         $this->assertStringContainsString("error: $said", $r->stdout . $r->stderr);
+
+        // `true` reaches config as a bool (env()): refused by clients, so named here too, and
+        // every funnel and budget of status is trouble, not "ok".
+        $r = $app->artisan(['resilient:doctor'], ['RESILIENT_CONTEXT' => 'true']);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $this->assertStringContainsString("error: resilient.defaults.context (RESILIENT_CONTEXT): must be 'web', 'console' or 'auto', got bool true", $r->stdout . $r->stderr);
+        $status = $app->artisan(['resilient:status', '--json'], ['RESILIENT_CONTEXT' => 'true']);
+        $this->assertSame(1, $status->exitCode, $status->describe());
+        $this->assertStringContainsString('got bool true', implode("\n", $status->json()['names']['sap']['trouble']));
     }
 
     public function testConfigCacheWorksWithThePackagesConfig(): void

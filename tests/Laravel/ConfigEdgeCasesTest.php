@@ -6,7 +6,9 @@ namespace Resilient\Tests\Laravel;
 
 require_once __DIR__ . '/support/PackageTestCase.php';
 
+use Resilient\Laravel\Console\UpstreamStatus;
 use Resilient\Laravel\Facades\Resilient;
+use Resilient\Laravel\ResilientManager;
 use Resilient\Tests\Harness\PhpProcess;
 use Resilient\Tests\Harness\Run;
 
@@ -67,6 +69,46 @@ final class ConfigEdgeCasesTest extends PackageTestCase
                 $this->assertSame("resilient.clients.$name: must be an array of client options, got $type", $e->getMessage());
             }
         }
+    }
+
+    /**
+     * A whole section of the wrong type (`'clients' => 'shipping'`) is named, as a bad entry is,
+     * by the facade and by the three commands (before: PHP's own foreach() / array_keys()
+     * errors). A null section is an empty one.
+     */
+    public function testASectionThatIsNotAnArrayNamesTheSection(): void
+    {
+        $this->boot(['clients' => 'shipping', 'funnels' => 'x', 'budgets' => 5, 'defaults' => 'web']);
+        $said = fn (string $section, string $type) => "resilient.$section: must be an array of entries by name, got $type";
+        foreach ([
+            [fn () => Resilient::client('shipping'), $said('clients', 'string')],
+            [fn () => Resilient::funnel('x'), $said('funnels', 'string')],
+            [fn () => Resilient::budget('x'), $said('budgets', 'int')],
+            [fn () => UpstreamStatus::of((array) $this->app['config']->get('resilient'), $this->app->make(ResilientManager::class)), $said('clients', 'string')],
+        ] as $i => [$call, $message]) {
+            try {
+                $call();
+                $this->fail("call $i accepted the section");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertSame($message, $e->getMessage(), "call $i");
+            }
+        }
+        // doctor and check report it beside everything else.
+        $problems = [];
+        $this->assertSame([], $this->app->make(ResilientManager::class)->clientConfigs($problems));
+        $this->assertSame([$said('clients', 'string')], $problems);
+        $this->boot(['clients' => ['a' => ['base_url' => 'http://127.0.0.1:9']], 'defaults' => 'web']);
+        $this->expectExceptionMessage($said('defaults', 'string'));
+        Resilient::client('a');
+    }
+
+    public function testANullSectionIsAnEmptyOne(): void
+    {
+        $this->boot(['clients' => null, 'funnels' => null, 'budgets' => null, 'defaults' => null]);
+        $this->assertSame([], $this->app->make(ResilientManager::class)->clientConfigs());
+        $this->assertSame([], UpstreamStatus::of((array) $this->app['config']->get('resilient'), $this->app->make(ResilientManager::class)));
+        $this->expectExceptionMessage('no client named "a" in config/resilient.php (known: none)');
+        Resilient::client('a');
     }
 
     /** Resilient::budget() of an entry that cannot build a RetryBudget names the entry, as funnel() does. */

@@ -168,6 +168,37 @@ final class FakeValidationTest extends PackageTestCase
         $this->assertSame("LogicException: scripted\n", $result->stdout, $result->describe());
     }
 
+    /**
+     * Without the extension a fake cannot answer with a Resilient\\Response (the extension's
+     * class): a call it would answer so says how to install the extension, as the real client
+     * does, not "class Resilient\\Response not found".
+     */
+    public function testWithoutTheExtensionAFakeResponseSaysHowToInstallIt(): void
+    {
+        $code = self::childApp(['clients' => ['up' => ['base_url' => 'http://127.0.0.1:9']]]) . <<<'PHP'
+            require_once '/usr/share/php/GuzzleHttp/autoload.php';
+            $app->boot();
+            Resilient\Laravel\Facades\Resilient::fake();
+            foreach ([
+                fn () => Resilient\Laravel\Facades\Resilient::client('up')->get('/ok'),
+                fn () => Illuminate\Support\Facades\Http::resilient('up')->get('/ok'),
+            ] as $call) {
+                try {
+                    $call();
+                    echo "answered\n";
+                } catch (Throwable $e) {
+                    echo get_class($e), ': ', $e->getMessage(), "\n";
+                }
+            }
+            PHP;
+        $result = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $lines = explode("\n", trim($result->stdout));
+        $this->assertCount(2, $lines, $result->describe());
+        foreach ($lines as $line) {
+            $this->assertStringStartsWith('RuntimeException: resilient/laravel needs the resilient PHP extension (ext-resilient ^0.1), but it is not loaded', $line, $result->describe());
+        }
+    }
+
     /** "Class: message" of what $call throws, or 'returned'. */
     private static function thrown(\Closure $call): string
     {

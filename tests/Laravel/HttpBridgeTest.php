@@ -517,6 +517,46 @@ final class HttpBridgeTest extends PackageTestCase
     }
 
     /**
+     * A request's timeout the client refuses is refused, naming the option, before anything is
+     * sent: `->timeout(-1)` (\\ValueError), `withOptions(['timeout' => 'abc'])` (\\TypeError), as
+     * Laravel's own Guzzle fails on them (before, the client's own timeout was used in silence).
+     * Only Guzzle's 0 ("no limit") leaves the client's; a numeric string is a number, as in config.
+     */
+    public function testARequestTimeoutTheClientRefusesIsRefusedByName(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-bad-timeout', ['timeout' => 5.0, 'max_attempts' => 1]);
+        $this->up->script($key, [['hang' => true, 'hang_ms' => 5000]], path: '/slow');
+        $this->bootWith($name, $client);
+        foreach ([
+            [fn () => Http::resilient($name)->timeout(-1), \ValueError::class, "option 'timeout'"],
+            [fn () => Http::resilient($name)->withOptions(['timeout' => 'abc']), \TypeError::class, "option 'timeout'"],
+            [fn () => Http::resilient($name)->withOptions(['timeout' => INF]), \ValueError::class, "option 'timeout'"],
+            [fn () => Http::resilient($name)->withOptions(['connect_timeout' => 'x']), \TypeError::class, "option 'connect_timeout'"],
+            [fn () => Http::resilient($name)->withOptions(['connect_timeout' => -0.5]), \ValueError::class, "option 'connect_timeout'"],
+        ] as $i => [$request, $class, $names]) {
+            try {
+                $request()->get('/slow');
+                $this->fail("request $i was sent");
+            } catch (\ValueError|\TypeError $e) {
+                $this->assertInstanceOf($class, $e, "request $i: " . $e->getMessage());
+                $this->assertStringContainsString($names, $e->getMessage(), "request $i");
+            }
+        }
+        $this->assertSame([], $this->up->attempts($key, 0, 300), 'nothing was sent');
+
+        $t = hrtime(true);
+        try {
+            Http::resilient($name)->withOptions(['timeout' => '0.3'])->get('/slow');
+            $this->fail('expected a timeout');
+        } catch (ConnectionException $e) {
+            $this->assertLessThan(2.0, (hrtime(true) - $t) / 1e9, "the request's '0.3' s, not the client's 5 s");
+        }
+        foreach ([0, 0.0, '0'] as $none) {
+            $this->assertSame([], GuzzleOptions::toClient(['timeout' => $none, 'connect_timeout' => $none], ['timeout', 'connect_timeout'], [], 'x'), var_export($none, true));
+        }
+    }
+
+    /**
      * Laravel 9+ starts every request with `timeout` 30 and `connect_timeout` 10, 11+ with
      * `crypto_method`: defaults the request did not set, so neither the client's config is
      * overridden nor the request refused. (Debian ships Laravel 8: checked on the options

@@ -200,6 +200,58 @@ final class ServiceProviderTest extends TestCase
         }
     }
 
+    /**
+     * `RESILIENT_CONTEXT=true` (Laravel's env() makes it a bool) is refused by clients (option
+     * 'context' must be a string): Funnel and RetryBudget objects built from config refuse it too,
+     * as they refuse 'bogus', instead of running as `auto`. Null and '' are "not set".
+     */
+    public function testADefaultContextThatIsNoStringIsRefusedByFunnelsAndBudgetsToo(): void
+    {
+        $before = ini_get('resilient.context');
+        try {
+            foreach ([[true, 'bool true'], [false, 'bool false'], [5, 'int 5'], [['web'], 'array']] as [$context, $shown]) {
+                $this->bootWithContext($context);
+                $said = "resilient.defaults.context (RESILIENT_CONTEXT): must be 'web', 'console' or 'auto', got $shown";
+                $this->assertSame($said, ResilientManager::contextProblem(), var_export($context, true));
+                foreach ([
+                    'Resilient::funnel' => fn () => Resilient::funnel('lv-sap'),
+                    'Resilient::budget' => fn () => Resilient::budget('lv-sap'),
+                    'queue middleware' => fn () => (new \Resilient\Laravel\Queue\Funnel('lv-queue-ctx', limit: 1))
+                        ->handle(new \stdClass(), fn () => 'ran'),
+                ] as $what => $use) {
+                    try {
+                        $use();
+                        $this->fail(sprintf('%s accepted the context %s', $what, var_export($context, true)));
+                    } catch (\InvalidArgumentException $e) {
+                        $this->assertSame($said, $e->getMessage(), $what);
+                    }
+                }
+            }
+            foreach ([null, ''] as $unset) {
+                $this->bootWithContext($unset);
+                $this->assertNull(ResilientManager::contextProblem(), var_export($unset, true));
+                $this->assertSame(2, Resilient::funnel('lv-sap')->limit());
+            }
+        } finally {
+            ini_set('resilient.context', (string) $before);
+            ResilientManager::declareContext(null);
+        }
+    }
+
+    private function bootWithContext(mixed $context): void
+    {
+        $app = new Application(Run::dir() . '/laravel');
+        $app->instance('config', new Repository(['resilient' => [
+            'defaults' => ['context' => $context],
+            'funnels' => ['lv-sap' => ['limit' => 2]],
+            'budgets' => ['lv-sap' => ['ratio' => 0.5]],
+        ]]));
+        Facade::clearResolvedInstances();
+        Facade::setFacadeApplication($app);
+        $app->register(ResilientServiceProvider::class);
+        $app->boot();
+    }
+
     public function testTheDeadlineMiddlewareScopesTheRequestAndRestoresAfter(): void
     {
         $middleware = new WithinDeadline();

@@ -115,6 +115,31 @@ final class StatusEdgeCasesTest extends PackageTestCase
         $this->assertSame(60.0, (float) $names[$ok]['budget']['window'], 'the healthy client still shows its budget');
     }
 
+    /**
+     * A client whose `funnel` or `budget` is of a type the client refuses throws at every call:
+     * its row says so in the client's words (before: "ok", or for a learned funnel's `max` a
+     * limit of 0 that is in no config).
+     */
+    public function testAClientFunnelOrBudgetOfTheWrongTypeIsTroubleInTheClientsWords(): void
+    {
+        [$f, $b, $m, $ok] = [Run::name('tf'), Run::name('tb'), Run::name('tm'), Run::name('tok')];
+        $this->boot(['clients' => [
+            $f => ['base_url' => 'http://127.0.0.1:9', 'funnel' => 'ten'],
+            $b => ['base_url' => 'http://127.0.0.1:9', 'budget' => 'x'],
+            $m => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 'auto', 'max' => 'x']],
+            $ok => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 'auto', 'max' => '8'], 'budget' => false],
+        ]]);
+        [$exit, $out] = $this->status(['--json' => true]);
+        $this->assertSame(1, $exit, $out);
+        $names = json_decode($out, true)['names'] ?? $this->fail($out);
+        $this->assertSame(["resilient.clients.$f: option 'funnel' must be of type array, string given"], $names[$f]['trouble']);
+        $this->assertSame(["resilient.clients.$b: option 'budget' must be of type array, string given"], $names[$b]['trouble']);
+        $this->assertSame(["resilient.clients.$m: option 'funnel.max' must be of type int, string given"], $names[$m]['trouble']);
+        $this->assertSame([], $names[$ok]['trouble'], 'a numeric string is a number, as for the client');
+        $this->assertSame('auto', $names[$ok]['funnel']['limit']);
+        $this->assertLessThanOrEqual(8, $names[$ok]['funnel']['current_limit'], "its 'max' of '8' bounds it");
+    }
+
     /** @return array{0: int, 1: string} */
     private function status(array $input): array
     {

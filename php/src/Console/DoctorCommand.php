@@ -62,7 +62,14 @@ final class DoctorCommand extends Command
     private function segment(): void
     {
         $path = SegmentFiles::path();
-        $reason = Funnel::degradedReason();   // opens (or creates) the segment
+        $required = null;
+        try {
+            $reason = Funnel::degradedReason();   // opens (or creates) the segment
+        } catch (\RuntimeException $e) {
+            // Resilient\SharedMemoryError (resilient.shm_required=1): this check's error, as
+            // resilient:status reports it; the rest of the report still runs.
+            [$reason, $required] = [null, $e->getMessage()];
+        }
         $d = SegmentFiles::describe($path);
         if ($d['exists']) {
             $this->line(sprintf('segment    %s owner %s mode %s size %d bytes', $path, $d['owner'], $d['mode'], $d['size']));
@@ -71,6 +78,9 @@ final class DoctorCommand extends Command
         }
         if ($reason !== null) {
             $this->problem('error', "segment unusable, funnels and budgets count this process only: $reason");
+        }
+        if ($required !== null) {
+            $this->problem('error', "segment unusable: $required (resilient.shm_required = 1: every client, funnel and budget throws)");
         }
         foreach (SegmentFiles::ofOtherUsers($path) as $other) {
             $this->problem('warning', sprintf(

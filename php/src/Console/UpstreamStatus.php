@@ -27,7 +27,8 @@ final class UpstreamStatus
         $names = [];
         $onRedis = [];
         $invalid = [];
-        foreach ($config['clients'] ?? [] as $name => $options) {
+        $unbuilt = [];
+        foreach (ResilientManager::sectionOf($config, 'clients') as $name => $options) {
             if (! is_array($options)) {
                 // Reported on its row, not cast: every other name is still shown.
                 $invalid[$name] = sprintf('resilient.clients.%s: must be an array of client options, got %s', $name, get_debug_type($options));
@@ -41,6 +42,11 @@ final class UpstreamStatus
                 $onRedis[$name] = ['funnel' => isset($options['funnel']), 'budget' => ($options['budget'] ?? []) !== false];
                 $names[$name] ??= [];
                 continue;
+            }
+            // A client its config cannot build throws at every call (a `funnel` that is not an
+            // array, a learned funnel's `max` of 'x'): said in its words, not shown as counters.
+            if (($problem = $manager?->clientProblem((string) $name)) !== null) {
+                $unbuilt[$name] = $problem;
             }
             if (isset($options['funnel']) && is_array($options['funnel'])) {
                 $names[$name]['funnel'] = $options['funnel'];
@@ -56,12 +62,12 @@ final class UpstreamStatus
             }
             $names[$name] ??= [];
         }
-        foreach ($config['funnels'] ?? [] as $name => $options) {
+        foreach (ResilientManager::sectionOf($config, 'funnels') as $name => $options) {
             // As given: an entry that is not an array is reported, not cast into one.
             $names[$name]['funnel'] = $options;
             $names[$name]['funnel_from'] = ["resilient.funnels.$name", false];
         }
-        foreach ($config['budgets'] ?? [] as $name => $options) {
+        foreach (ResilientManager::sectionOf($config, 'budgets') as $name => $options) {
             // As given: an entry that is not an array is reported, not cast into one.
             $names[$name]['budget'] = $options;
             $names[$name]['budget_from'] = "resilient.budgets.$name";
@@ -71,7 +77,11 @@ final class UpstreamStatus
         $out = [];
         foreach ($names as $name => $parts) {
             $redis = $onRedis[$name] ?? ['funnel' => false, 'budget' => false];
+            $clientProblem = $unbuilt[$name] ?? null;
             $funnel = match (true) {
+                // A learned funnel's slots come from the client's options, which it refused.
+                isset($parts['funnel']) && $clientProblem !== null && $parts['funnel_from'][1]
+                    && ($parts['funnel']['limit'] ?? null) === 'auto' => null,
                 isset($parts['funnel']) => self::funnel((string) $name, $parts['funnel'], ...$parts['funnel_from']),
                 $redis['funnel'] => ['on_redis' => true],
                 default => null,
@@ -88,6 +98,10 @@ final class UpstreamStatus
             if (isset($budget['error'])) {
                 $trouble[] = $budget['error'];
             }
+            // Once: a client's funnel or budget entry that fails is already named above.
+            if ($clientProblem !== null && ! self::failsFromClient($funnel, $budget, $parts, (string) $name)) {
+                $trouble[] = $clientProblem;
+            }
             if ($funnel !== null && ($funnel['full'] ?? false)) {
                 $trouble[] = "funnel full: {$funnel['in_flight']} of {$funnel['current_limit']} in flight";
             }
@@ -98,6 +112,13 @@ final class UpstreamStatus
         }
 
         return $out;
+    }
+
+    /** Whether the row's funnel or budget error comes from the client's own entry. */
+    private static function failsFromClient(?array $funnel, ?array $budget, array $parts, string $name): bool
+    {
+        return (isset($funnel['error']) && $parts['funnel_from'][1])
+            || (isset($budget['error']) && $parts['budget_from'] === "resilient.clients.$name.budget");
     }
 
     /**

@@ -79,9 +79,11 @@ final class GuzzleOptions
             switch ($key) {
                 case 'timeout':
                 case 'connect_timeout':
-                    // Guzzle's 0 means "no limit": the client's own timeout applies.
-                    if ($value !== null && (float) $value > 0) {
-                        $out[$key] = (float) $value;
+                    // Guzzle's 0 means "no limit": the client's own timeout applies. Anything else
+                    // goes to the client as given, which refuses a bad value ('abc', -1) naming
+                    // the option, and reads a numeric string as a number, as in config.
+                    if ($value !== null && ! (is_numeric($value) && (float) $value === 0.0)) {
+                        $out[$key] = $value;
                     }
                     continue 2;
                 case 'idempotency_key':

@@ -5,6 +5,7 @@ namespace Resilient\Laravel\Middleware;
 use Closure;
 use InvalidArgumentException;
 use Resilient\Deadline;
+use Resilient\Laravel\ExtensionCheck;
 
 /**
  * One deadline for everything a web request or a queued job does upstream.
@@ -34,6 +35,10 @@ final class WithinDeadline
     /** @param mixed $passable a Request or a job */
     public function handle($passable, Closure $next, string ...$parameters)
     {
+        // Without the extension: how to install it, as Resilient::client() says, not "class not found".
+        if (($problem = ExtensionCheck::problem()) !== null) {
+            throw new \RuntimeException($problem);
+        }
         $seconds = $parameters === [] ? ($this->seconds ?? 30.0) : self::parameter($parameters);
 
         return Deadline::within($seconds, fn () => $next($passable));

@@ -5,6 +5,7 @@ namespace Resilient\Laravel\Queue;
 use Closure;
 use Illuminate\Container\Container;
 use Resilient\Funnel as SharedFunnel;
+use Resilient\FunnelFull;
 use Resilient\Laravel\ExtensionCheck;
 use Resilient\Laravel\ResilientManager;
 
@@ -17,10 +18,11 @@ use Resilient\Laravel\ResilientManager;
  * The shared-memory form of Laravel's documented `Redis::funnel('sap')->limit(3)->then(...)`
  * job recipe, without Redis and without polling: when the funnel is full the job is released
  * with a delay from the configured range (see ReleaseDelay) and the worker moves on at once;
- * it never blocks. The lease is held while the job runs and given back after it, also when the
- * job throws. It lasts at least the job's timeout plus a tenth (at least 1 s), whatever the
- * funnel's `lease`: a lease that ended first would let another worker in while the job still
- * runs. A job without a timeout (`$timeout = 0`: the worker never kills it) holds its slot for up
+ * it never blocks. Where nothing can take the job back (the `sync` queue, a job run by hand) it
+ * throws FunnelFull instead: the job did not run. The lease is held while the job runs and given
+ * back after it, also when the job throws. It lasts at least the job's timeout plus a tenth (at
+ * least 1 s), whatever the funnel's `lease`: a lease that ended first would let another worker in
+ * while the job still runs. A job without a timeout (`$timeout = 0`: the worker never kills it) holds its slot for up
  * to a day, or the funnel's `lease` when longer (at most a year). A worker killed at its timeout
  * gives the slot back at once (its process is gone); the lease only bounds a worker that is stuck.
  *
@@ -65,9 +67,14 @@ final class Funnel
         if (($problem = ExtensionCheck::problem()) !== null) {
             throw new \RuntimeException($problem);
         }
-        $lease = $this->funnel($job)->tryAcquire();
+        $funnel = $this->funnel($job);
+        $lease = $funnel->tryAcquire();
         if ($lease === null) {
-            Released::job($job, $this->delay->draw());
+            Released::job($job, $this->delay->draw(), new FunnelFull(sprintf(
+                "funnel '%s' is full (%d of %d slots in flight) and the job cannot be released: "
+                . 'it runs on the sync queue, or without a queue job, where a release puts it nowhere',
+                $this->name, $funnel->inFlight(), $funnel->limit(),
+            )));
 
             return null;
         }

@@ -24,7 +24,8 @@ use Resilient\UpstreamFailed;
  *   rethrown: the job's own `$tries` and `backoff()` decide, as without this middleware.
  *
  * A release counts as an attempt (Laravel's rule), so give the job `$tries` or `retryUntil()`
- * room for it.
+ * room for it. Where nothing can take the job back (the `sync` queue, a job run by hand), the
+ * refusal is rethrown instead (see Released).
  */
 final class ReleaseWhenUnavailable
 {
@@ -56,7 +57,7 @@ final class ReleaseWhenUnavailable
         if ($seconds === null) {
             throw $e;
         }
-        Released::job($job, $seconds);
+        Released::job($job, $seconds, $e);
 
         return null;
     }

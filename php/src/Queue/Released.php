@@ -2,12 +2,20 @@
 
 namespace Resilient\Laravel\Queue;
 
+use Illuminate\Queue\Jobs\SyncJob;
 use LogicException;
 
-/** Puts a job back on its queue, saying plainly when the job cannot be released. */
+/**
+ * Puts a job back on its queue, saying plainly when the job cannot be released.
+ *
+ * Only a queue can take a job back. On the `sync` queue (`dispatchSync()`, `QUEUE_CONNECTION=sync`)
+ * release() puts it nowhere, and a job object run by hand has no queue job at all: there the
+ * refusal is thrown to the caller instead, or the job would count as processed without its work.
+ */
 final class Released
 {
-    public static function job(object $job, int $seconds): void
+    /** @param \Throwable $refusal thrown when nothing can take the job back */
+    public static function job(object $job, int $seconds, \Throwable $refusal): void
     {
         if (! method_exists($job, 'release')) {
             throw new LogicException(sprintf(
@@ -15,6 +23,17 @@ final class Released
                 get_class($job),
             ));
         }
+        // InteractsWithQueue hands release() to the queue job it holds (`$job->job`); a job with a
+        // release() of its own is taken at its word.
+        if (property_exists($job, 'job') && ! self::onAQueue($job->job)) {
+            throw $refusal;
+        }
         $job->release($seconds);
+    }
+
+    /** Whether $queued (an InteractsWithQueue job's `$job`) is a queue job that can take it back. */
+    private static function onAQueue(mixed $queued): bool
+    {
+        return is_object($queued) && method_exists($queued, 'release') && ! $queued instanceof SyncJob;
     }
 }

@@ -5,6 +5,7 @@ namespace Resilient\Laravel\Testing;
 use Closure;
 use PHPUnit\Framework\Assert as PHPUnit;
 use Resilient\Laravel\Events\AttemptMade;
+use Resilient\Laravel\ExtensionCheck;
 use Resilient\Response;
 use Resilient\Unavailable;
 
@@ -147,7 +148,15 @@ final class FakeClients
             }
         }
 
-        return $this->answerAll ? Response::fake(200) : null;
+        if (! $this->answerAll) {
+            return null;
+        }
+        // Resilient\Response is the extension's class: without it, how to install it.
+        if (! class_exists(Response::class)) {
+            throw new \RuntimeException((string) ExtensionCheck::problem());
+        }
+
+        return Response::fake(200);
     }
 
     /**

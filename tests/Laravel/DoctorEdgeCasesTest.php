@@ -1,0 +1,47 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Laravel;
+
+require_once __DIR__ . '/support/PackageTestCase.php';
+
+use Resilient\Tests\Harness\PhpProcess;
+
+/** `resilient:doctor` when what it checks is broken: it names the problem and goes on with the report. */
+final class DoctorEdgeCasesTest extends PackageTestCase
+{
+    /**
+     * With `resilient.shm_required=1` a segment that cannot be opened throws (SharedMemoryError):
+     * doctor reports it as an error and still prints the rest (before, it stopped with the
+     * exception, exit 1 and no report).
+     */
+    public function testASegmentThatCannotBeOpenedIsAnErrorAndTheReportGoesOn(): void
+    {
+        $code = self::childApp([
+            'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 30]],
+        ]) . <<<'PHP'
+            $app->boot();
+            $command = new Resilient\Laravel\Console\DoctorCommand();
+            $command->setLaravel($app);
+            $out = new Symfony\Component\Console\Output\BufferedOutput();
+            try {
+                $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput([]), $out);
+                echo "exit $exit\n", $out->fetch();
+            } catch (Throwable $e) {
+                echo 'thrown ', get_class($e), ': ', $e->getMessage(), "\n", $out->fetch();
+            }
+            PHP;
+        $path = '/nonexistent/dir/x.shm';
+        $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => $path, 'resilient.shm_required' => '1'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $out = $result->stdout;
+        $this->assertStringStartsWith("exit 1\n", $out, $result->describe());
+        $this->assertStringContainsString("segment    $path (not created yet)", $out);
+        $this->assertStringContainsString("error: segment unusable: shared memory segment $path: cannot create", $out);
+        // The rest of the report.
+        $this->assertStringContainsString('web caps   timeout', $out);
+        $this->assertStringContainsString('warning: client s: timeout 30s in config, but resilient.web_timeout = 10', $out);
+        // (a segment of another user, left by another test of the run, may add a warning)
+        $this->assertMatchesRegularExpression('/\n\d+ problem\(s\) found\.\n$/', $out);
+    }
+}
