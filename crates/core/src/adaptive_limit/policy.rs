@@ -11,8 +11,9 @@
 //!   an overloaded upstream sheds the excess, `L × (1 − shed share)` lands near what it accepts.
 //!   No increase in an interval with drops.
 //! - **Latency otherwise**: `gradient = TOLERANCE × no_load / rtt`. Above 1 (no queue worth
-//!   the name) the limit grows by `√L` while no queue shows (rtt ≤ 1.1 × no_load), by 1
-//!   otherwise, and only if the callers use 80 % of it (else a quiet hour would
+//!   the name) the limit grows by `√L` while no queue shows (rtt ≤ 1.1 × no_load, in this
+//!   interval and the last: the first one after a cut only shows that the cut went below the
+//!   capacity), by 1 otherwise, and only if the callers use 80 % of it (else a quiet hour would
 //!   teach it `max`); a limit they use less comes down toward `use / 0.8 + 1` by 10 % an
 //!   interval (an untested limit would let in a queue of its size when the capacity falls).
 //!   Below 1 it becomes `L × max(gradient, 0.5) + QUEUE_ALLOWANCE`: for `L`
@@ -24,7 +25,10 @@
 //!   queue drives the limit to its floor and keeps it there): when the limit sits at its floor,
 //!   or when [`REBASELINE_AFTER`] latency-driven cuts (of 5 % or more, or with the latency
 //!   over twice the tolerated) took the limit down by a quarter while the rtt stayed within
-//!   10 % (a move either way starts the count again). A queue of our own shrinks when we shrink the limit; a slower upstream does not.
+//!   10 % (a move either way starts the count again; an rtt still climbing from the last
+//!   interval's starts none: after a fall in capacity the queue is still building, and the
+//!   cuts that follow would look unmoved beside it). A queue of our own shrinks when we
+//!   shrink the limit; a slower upstream does not.
 //!   Known limit: a no_load re-learnt too high (a slowdown and a queue of ours at once) is
 //!   corrected only when the rtt falls below it or the limit reaches its floor; until then
 //!   the queue at the upstream is longer than the tolerance.
@@ -128,7 +132,11 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         e.streak = 0;
         let used = w.inflight_sum as f64 / w.samples as f64;
         if used >= prev.limit.floor() * USED_SHARE {
-            let step = if (rtt as f64) <= NO_QUEUE * e.no_load_us as f64 {
+            // √L only after a second interval without a queue: the first one after a cut
+            // only shows that the cut went below the capacity, and a √L step from there
+            // overshoots it by as much (a small capacity: from 2 slots to 4).
+            let no_queue = |rtt_us: u32| rtt_us as f64 <= NO_QUEUE * e.no_load_us as f64;
+            let step = if no_queue(rtt) && no_queue(prev.rtt_us) {
                 prev.limit.sqrt().max(1.0)
             } else {
                 1.0
@@ -152,7 +160,13 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
             // does not. The streak starts again whenever the rtt moved by 10 % either way
             // (down: the cuts worked; up: something else changed, judge from here).
             let moved = (rtt as f64 - prev.ref_rtt_us as f64).abs() > 0.1 * prev.ref_rtt_us as f64;
-            if prev.streak == 0 || moved {
+            // An rtt still climbing from the last interval's is no reference: the queue that
+            // a higher limit let in (the capacity just fell) is still building, and the rtt of
+            // the cuts that follow would look unmoved beside it.
+            let climbing = prev.rtt_us > 0 && rtt as f64 > 1.1 * prev.rtt_us as f64;
+            if climbing {
+                e.streak = 0;
+            } else if prev.streak == 0 || moved {
                 e.ref_limit = prev.limit;
                 e.ref_rtt_us = rtt;
                 e.streak = 1;
