@@ -67,6 +67,7 @@ pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
     guarded(|| {
         deadline::clear();
         crate::exceptions::forget_item();
+        crate::segment::recheck_at_next_use();
         SUCCESS
     })
 }

@@ -24,8 +24,8 @@
 //! replaced is reopened (a mapping of a shrunk file would fault); a degraded
 //! process tries the file again, without waiting for a lock, and leaves the
 //! degraded mode when it has become usable (a long-running queue worker is not
-//! restarted when the file is fixed). Either check runs at most every
-//! `REVALIDATE_MS`.
+//! restarted when the file is fixed). Either check runs at the first use of each
+//! request, and within one (or in a CLI process) at most every `REVALIDATE_MS`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -47,6 +47,8 @@ struct Cached {
     degraded: Option<String>,
     /// When the file was last found still valid (monotonic ms).
     checked_ms: u64,
+    /// Check the file at the next use whatever `checked_ms` says (a new request began).
+    recheck: bool,
 }
 
 /// How often a cached segment's file is checked (shrunk, removed, replaced).
@@ -104,17 +106,18 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
     let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(c) = cache.as_mut() {
         if c.pid == pid && c.path == path && c.slots == slots && c.required == required {
-            if now.saturating_sub(c.checked_ms) < REVALIDATE_MS {
+            if !c.recheck && now.saturating_sub(c.checked_ms) < REVALIDATE_MS {
                 return Ok((c.segment.clone(), c.degraded.clone()));
             }
             c.checked_ms = now;
+            c.recheck = false;
             match &c.degraded {
                 None if c.segment.still_valid() => return Ok((c.segment.clone(), None)),
                 None => {}
                 // Degraded: has the file become usable (removed, fixed, space freed)? Asked
                 // without waiting for anyone's lock; until then the process-local segment
                 // stays, with its counts.
-                Some(reason) => match Segment::try_open(&path, slots) {
+                Some(_) => match Segment::try_open(&path, slots) {
                     Ok(shared) => {
                         errors::log_warning(&format!(
                             "resilient: shared memory segment {} usable again; funnels and retry \
@@ -129,7 +132,13 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
                         LOGGED_PID.store(0, Ordering::Relaxed);
                         return Ok((shared, None));
                     }
-                    Err(_) => return Ok((c.segment.clone(), Some(reason.clone()))),
+                    // Still unusable, maybe for another reason now (fixed, then broken
+                    // otherwise): the reason given is today's.
+                    Err(e) => {
+                        let reason = e.to_string();
+                        c.degraded = Some(reason.clone());
+                        return Ok((c.segment.clone(), Some(reason)));
+                    }
                 },
             }
         }
@@ -162,8 +171,23 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
         segment: segment.clone(),
         degraded: degraded.clone(),
         checked_ms: now,
+        recheck: false,
     });
     Ok((segment, degraded))
+}
+
+/// Called at a request's start: its first use of the segment checks the file again (one
+/// `fstat`), so a request that follows a shrink, a removal or a replacement never goes through
+/// the old mapping (a shrunk file's faults: SIGBUS). Within a request, and in a CLI process
+/// between its jobs, the check runs at most every `REVALIDATE_MS`.
+pub fn recheck_at_next_use() {
+    if let Some(c) = CACHE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_mut()
+    {
+        c.recheck = true;
+    }
 }
 
 /// Writes the degraded-mode notice to PHP's error log, once per process.

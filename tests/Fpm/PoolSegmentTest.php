@@ -152,4 +152,25 @@ final class PoolSegmentTest extends TestCase
         $this->assertStringStartsWith("resilient.shm_path: must be an absolute path", $r['message']);
         $this->assertStringContainsString("got 'relative/segment.shm'", $r['message']);
     }
+
+    /**
+     * A worker's next request after the file shrank (to nothing) goes through no old mapping:
+     * each request checks the file at its first use. It used to be checked at most once a
+     * second, and a request within that second faulted (SIGBUS: the worker died, the request
+     * got no answer).
+     */
+    public function testTheNextRequestAfterTheFileShrankDoesNotFault(): void
+    {
+        $path = Run::shmPath('shrunk-fpm-' . bin2hex(random_bytes(3)));
+        $this->start(['a' => ['resilient.shm_path' => $path]]);
+        $first = $this->call('a', ['do' => 'consume', 'name' => 'before']);
+        $this->assertFalse($first['threw'], json_encode($first));
+        $fh = fopen($path, 'r+');
+        ftruncate($fh, 0);
+        fclose($fh);
+        $next = $this->call('a', ['do' => 'consume', 'name' => 'after']);
+        $this->assertFalse($next['threw'], json_encode($next));
+        $this->assertSame($first['pid'], $next['pid'], 'one worker served both');
+        $this->assertStringNotContainsString('signal', (string) @file_get_contents("{$this->dir}/fpm-error.log"));
+    }
 }

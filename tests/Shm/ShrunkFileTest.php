@@ -245,4 +245,26 @@ final class ShrunkFileTest extends TestCase
             $this->assertSame(['threw'], array_values($after), "$what: a use after the first refusal did not throw: " . json_encode($uses));
         }
     }
+
+    /** A degraded process says why it is degraded today, not why it was at first. */
+    public function testTheDegradedReasonFollowsTheFile(): void
+    {
+        $path = Run::shmPath('reason-' . bin2hex(random_bytes(3)));
+        file_put_contents($path, random_bytes(4096));
+        chmod($path, 0600);
+        $code = sprintf('
+            $path = %s;
+            $out = ["first" => Resilient\Funnel::degradedReason()];
+            unlink($path);
+            mkdir($path);
+            usleep(1_100_000); // past the revalidation interval
+            $out["later"] = Resilient\Funnel::degradedReason();
+            rmdir($path);
+            echo json_encode($out);', var_export($path, true));
+        $r = PhpProcess::runCode($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8'], 30);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $out = $r->json();
+        $this->assertStringContainsString('bad magic', (string) $out['first'], json_encode($out));
+        $this->assertStringContainsString('directory', (string) $out['later'], json_encode($out));
+    }
 }

@@ -122,11 +122,12 @@ impl Segment {
             if err.raw_os_error() != Some(libc::EEXIST) {
                 return Err(Error::segment(path, format!("cannot create: {err}")));
             }
-            // SAFETY: as above.
+            // SAFETY: as above. O_NONBLOCK: the type is checked only once it is open, and
+            // opening a device (a terminal line) could otherwise wait; a regular file ignores it.
             let fd = unsafe {
                 libc::open(
                     cpath.as_ptr(),
-                    libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
                 )
             };
             if fd < 0 {
