@@ -346,16 +346,17 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
     }
 }
 
-/// `ini_set()` gave `key` another, good value in this request: a refused configured value
-/// does not apply until the request ends or `ini_restore()` (both clear the entry's
-/// `modified`). The entry's value must be the one `ini_set()` accepted (a `[PATH=]` section or
-/// `.user.ini` also marks it modified) and differ from the original (a failed `ini_set()`
-/// marks it modified too, keeping its value).
+/// `ini_set()` gave `key` a good value in this request: a refused configured value does not
+/// apply until the request ends or `ini_restore()` (both clear the entry's `modified`). The
+/// entry's value must be the one `ini_set()` accepted in this request (a `[PATH=]` section or
+/// `.user.ini` also marks it modified; so does a failed `ini_set()`, keeping the value). It may
+/// equal the original: after a refused configured value the engine put the default there,
+/// and setting the default is how a script asks for it.
 fn set_at_runtime(key: &'static CStr) -> bool {
     let globals = ext_php_rs::zend::ExecutorGlobals::get();
     // SAFETY: the engine's table of ini entries, live for the request; entries are found by
     // name and only read here, their strings live while they are the entry's.
-    let (value, original) = unsafe {
+    let value = unsafe {
         let Some(table) = globals.ini_directives.as_mut() else {
             return false;
         };
@@ -371,17 +372,16 @@ fn set_at_runtime(key: &'static CStr) -> bool {
         }
         let text =
             |s: *mut zend_string| s.cast::<ZendStr>().as_ref().map(|s| s.as_bytes().to_vec());
-        (text(entry.value), text(entry.orig_value))
+        text(entry.value)
     };
     let Some(value) = value else {
         return false;
     };
-    original.as_ref() != Some(&value)
-        && ACCEPTED_AT_RUNTIME
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .any(|(k, v)| *k == key && *v == value)
+    ACCEPTED_AT_RUNTIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .any(|(k, v)| *k == key && *v == value)
 }
 
 /// Keys whose rejection this process already logged (with its pid: a forked
@@ -533,12 +533,15 @@ fn validate(
         };
         let bytes = s.as_bytes();
         let good = std::str::from_utf8(bytes).is_ok_and(ok);
-        if good && stage & STAGE_RUNTIME != 0 {
+        // What ini_set() accepted, until the request's end restores the original.
+        if stage & STAGE_DEACTIVATE != 0 || (good && stage & STAGE_RUNTIME != 0) {
             let mut accepted = ACCEPTED_AT_RUNTIME
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             accepted.retain(|(k, _)| *k != key);
-            accepted.push((key, bytes.to_vec()));
+            if stage & STAGE_RUNTIME != 0 {
+                accepted.push((key, bytes.to_vec()));
+            }
         }
         let mut rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
         if good {

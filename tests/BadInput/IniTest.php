@@ -81,6 +81,27 @@ final class IniTest extends TestCase
         $this->assertSame([false, true], $out['returned'], json_encode($out));
     }
 
+    /**
+     * After a refused configured value the engine keeps the default, and ini_set() of that
+     * default (what a script does to ask for it) was accepted and ignored: the refused value
+     * still threw. Any good value set in the request applies.
+     */
+    public function testIniSetOfTheDefaultAfterARefusedValueApplies(): void
+    {
+        // The path's default (segmentPath() names it without opening it)...
+        $code = 'return [ini_set("resilient.shm_path", ""), Resilient\\Metrics::segmentPath()];';
+        $out = PhpProcess::runScript('expect_throw.php', [$code], ['resilient.shm_path' => 'relative'], 20)->json();
+        $this->assertFalse($out['threw'], json_encode($out));
+        $this->assertSame(['', '/dev/shm/resilient-' . posix_getuid() . '.v6.shm'], $out['returned']);
+        // ... and the slots' (256), used.
+        $path = Run::shmPath('ini-default-' . bin2hex(random_bytes(3)));
+        $code = 'return [ini_set("resilient.shm_slots", "256"), Resilient\\Funnel::degradedReason()];';
+        $out = PhpProcess::runScript('expect_throw.php', [$code], ['resilient.shm_path' => $path, 'resilient.shm_slots' => 'abc'], 20)->json();
+        $this->assertFalse($out['threw'], json_encode($out));
+        $this->assertSame(['256', null], $out['returned']);
+        $this->assertSame(Run::segmentSize(256), filesize($path));
+    }
+
     /** A control character in the path: a newline, named in the error log, forged lines there. */
     public function testIniSetOfAPathWithAControlCharacterReturnsFalse(): void
     {
