@@ -74,7 +74,11 @@ impl BudgetConfig {
         if ratio > Self::MAX_RATIO {
             return Err(Error::invalid_argument(
                 "ratio",
-                format!("must be at most {}, got {ratio}", Self::MAX_RATIO),
+                format!(
+                    "must be at most {}, got {}",
+                    Self::MAX_RATIO,
+                    crate::validate::shown(ratio)
+                ),
             ));
         }
         if floor > Self::MAX_FLOOR {

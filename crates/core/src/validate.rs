@@ -10,6 +10,17 @@ pub const MAX_NAME_LEN: usize = 64;
 /// would overflow nanosecond arithmetic.
 pub const MAX_SECONDS: f64 = 31_536_000.0;
 
+/// A number as an error message shows it: short in every case (`{}` spells out all 300 digits
+/// of 1e300, and of 1e-300), so very large or very small ones in scientific notation.
+pub fn shown(value: f64) -> String {
+    let size = value.abs();
+    if value.is_finite() && (size >= 1e9 || (size != 0.0 && size < 1e-6)) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
+}
+
 /// A duration that may be zero: finite, not negative, at most a year.
 pub fn seconds(argument: &str, value: f64) -> Result<f64, Error> {
     if !value.is_finite() {
@@ -21,13 +32,16 @@ pub fn seconds(argument: &str, value: f64) -> Result<f64, Error> {
     if value < 0.0 {
         return Err(Error::invalid_argument(
             argument,
-            format!("must not be negative, got {value}"),
+            format!("must not be negative, got {}", shown(value)),
         ));
     }
     if value > MAX_SECONDS {
         return Err(Error::invalid_argument(
             argument,
-            format!("must be at most {MAX_SECONDS} seconds, got {value}"),
+            format!(
+                "must be at most {MAX_SECONDS} seconds, got {}",
+                shown(value)
+            ),
         ));
     }
     Ok(value)
@@ -44,7 +58,10 @@ pub fn timeout_seconds(argument: &str, value: f64) -> Result<f64, Error> {
     if value < MIN_TIMEOUT_SECONDS {
         return Err(Error::invalid_argument(
             argument,
-            format!("must be at least {MIN_TIMEOUT_SECONDS} seconds, got {value}"),
+            format!(
+                "must be at least {MIN_TIMEOUT_SECONDS} seconds, got {}",
+                shown(value)
+            ),
         ));
     }
     Ok(value)
@@ -78,7 +95,7 @@ pub fn positive_duration(argument: &str, value: Duration) -> Result<Duration, Er
             argument,
             format!(
                 "must be at most {MAX_SECONDS} seconds, got {}",
-                value.as_secs_f64()
+                shown(value.as_secs_f64())
             ),
         ));
     }
@@ -104,7 +121,7 @@ pub fn ratio(argument: &str, value: f64) -> Result<f64, Error> {
     if !value.is_finite() || value < 0.0 {
         return Err(Error::invalid_argument(
             argument,
-            format!("must be a finite number >= 0, got {value}"),
+            format!("must be a finite number >= 0, got {}", shown(value)),
         ));
     }
     Ok(value)
@@ -166,6 +183,19 @@ mod tests {
             );
         }
         assert_eq!(timeout_seconds("timeout", 0.001).unwrap(), 0.001);
+    }
+
+    /// 1e300 was shown with all its 301 digits (a 348-byte message), 1e-320 likewise.
+    #[test]
+    fn very_large_and_very_small_numbers_are_shown_short() {
+        let big = seconds("seconds", 1e300).unwrap_err().to_string();
+        assert_eq!(big, "seconds: must be at most 31536000 seconds, got 1e300");
+        let tiny = timeout_seconds("timeout", 1e-320).unwrap_err().to_string();
+        assert_eq!(tiny, "timeout: must be at least 0.001 seconds, got 1e-320");
+        let ratio = ratio("ratio", -1e200).unwrap_err().to_string();
+        assert_eq!(ratio, "ratio: must be a finite number >= 0, got -1e200");
+        assert_eq!(shown(0.0005), "0.0005");
+        assert_eq!(shown(31_536_001.0), "31536001");
     }
 
     #[test]
