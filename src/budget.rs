@@ -63,8 +63,10 @@ fn round6(v: f64) -> f64 {
 #[php_impl]
 impl RetryBudget {
     /// `new RetryBudget(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0)`.
-    /// Numbers may be given as numeric strings (or an integral float for the floor), as PHP's
-    /// coercive mode allows.
+    /// `$ratio` 0..=1000 (retries earned per original), `$floor` 0..=1048575 (retries always
+    /// allowed per window), `$window` seconds, at least 0.02 (20 buckets of 1 ms) and at most
+    /// a year. Numbers may be given as numeric strings (or an integral float for the floor), as
+    /// PHP's coercive mode allows; a bad one throws `\ValueError` or `\TypeError` naming it.
     pub fn __construct(
         name: StringArg,
         ratio: Option<&Zval>,

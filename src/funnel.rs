@@ -138,7 +138,8 @@ impl Funnel {
 impl Funnel {
     /// `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null,
     /// bool $share = false)`. `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease`
-    /// seconds, finite and > 0, default 20.0 (2 × the web timeout cap); `$share`
+    /// seconds, at least 1e-9 (a lease counts in whole ms, rounded up to 1) and at most a
+    /// year, default 20.0 (2 × the web timeout cap); `$share`
     /// needs `$reserve >= 1`. Numbers may be given as numeric strings or integral
     /// floats, as PHP's coercive mode allows.
     pub fn __construct(

@@ -261,7 +261,8 @@ namespace Resilient {
         /**
          * `new Funnel(string $name, int $limit, int $reserve = 0, ?float $lease = null,
          * bool $share = false)`. `$limit` 1..=64; `0 <= $reserve < $limit`; `$lease`
-         * seconds, finite and > 0, default 20.0 (2 × the web timeout cap); `$share`
+         * seconds, at least 1e-9 (a lease counts in whole ms, rounded up to 1) and at most a
+         * year, default 20.0 (2 × the web timeout cap); `$share`
          * needs `$reserve >= 1`. Numbers may be given as numeric strings or integral
          * floats, as PHP's coercive mode allows.
          *
@@ -579,8 +580,10 @@ namespace Resilient {
     class RetryBudget {
         /**
          * `new RetryBudget(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0)`.
-         * Numbers may be given as numeric strings (or an integral float for the floor), as PHP's
-         * coercive mode allows.
+         * `$ratio` 0..=1000 (retries earned per original), `$floor` 0..=1048575 (retries always
+         * allowed per window), `$window` seconds, at least 0.02 (20 buckets of 1 ms) and at most
+         * a year. Numbers may be given as numeric strings (or an integral float for the floor), as
+         * PHP's coercive mode allows; a bad one throws `\ValueError` or `\TypeError` naming it.
          *
          * @param string $name
          * @param mixed $ratio
