@@ -25,8 +25,25 @@ pub struct Permit {
     lasts: Option<std::time::Duration>,
 }
 
+/// A closure told how the attempt ended (`None`: dropped without one).
+type Closure = Box<dyn FnOnce(Option<&Ended>) + Send>;
+
 /// What a permit runs when it ends (told how) or is dropped (`None`).
-type Release = Box<dyn FnOnce(Option<&Ended>) + Send>;
+enum Release {
+    Closure(Closure),
+    /// A function and two words for it: no allocation, for a permit every attempt takes (the
+    /// metrics' in-flight count).
+    Plain(fn(usize, u64), usize, u64),
+}
+
+impl Release {
+    fn run(self, ended: Option<&Ended>) {
+        match self {
+            Release::Closure(f) => f(ended),
+            Release::Plain(f, a, b) => f(a, b),
+        }
+    }
+}
 
 /// How the attempt a permit admitted ended, for a guard whose release depends on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,10 +68,17 @@ impl Permit {
     pub fn holding(release: impl FnOnce() + Send + 'static) -> Self {
         Self::ending(move |_| release())
     }
+    /// A permit that calls `release(a, b)` when it ends or is dropped, allocating nothing.
+    pub fn calling(release: fn(usize, u64), a: usize, b: u64) -> Self {
+        Self {
+            release: Some(Release::Plain(release, a, b)),
+            lasts: None,
+        }
+    }
     /// A permit that runs `release` with how its attempt ended (`None`: dropped without one).
     pub fn ending(release: impl FnOnce(Option<&Ended>) + Send + 'static) -> Self {
         Self {
-            release: Some(Box::new(release)),
+            release: Some(Release::Closure(Box::new(release))),
             lasts: None,
         }
     }
@@ -71,7 +95,7 @@ impl Permit {
     /// Gives back what the permit holds, told how its attempt ended.
     pub fn end(mut self, ended: &Ended) {
         if let Some(f) = self.release.take() {
-            f(Some(ended));
+            f.run(Some(ended));
         }
     }
 }
@@ -79,7 +103,7 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(f) = self.release.take() {
-            f(None);
+            f.run(None);
         }
     }
 }

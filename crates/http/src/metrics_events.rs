@@ -79,10 +79,10 @@ fn opened(metrics: &Arc<Metrics>) -> Option<u64> {
     .ok()
 }
 
-/// Ends one attempt of the handle at `metrics` opened in `generation`, through the ledger's
+/// Ends one attempt of the handle at address `metrics` opened in `generation`, through the ledger's
 /// handle; nothing when the request's end already ended it. A permit dropped on another thread
 /// (never in the binding) leaves its attempt counted until this thread's request end.
-fn closed(metrics: *const Metrics, generation: u64) {
+fn closed(metrics: usize, generation: u64) {
     let _ = OPEN.try_with(|open| {
         let mut open = open.borrow_mut();
         let open = open.here();
@@ -92,7 +92,7 @@ fn closed(metrics: *const Metrics, generation: u64) {
         if let Some((m, n)) = open
             .counts
             .iter_mut()
-            .find(|(m, n)| *n > 0 && std::ptr::eq(Arc::as_ptr(m), metrics))
+            .find(|(m, n)| *n > 0 && Arc::as_ptr(m) as usize == metrics)
         {
             *n -= 1;
             m.attempt_released();
@@ -166,10 +166,7 @@ impl CallEvents for MetricsEvents {
     fn attempt_sent(&self, attempt: u32) -> Permit {
         self.0.attempt_sent(attempt);
         match opened(&self.0) {
-            Some(generation) => {
-                let metrics = Arc::as_ptr(&self.0) as usize;
-                Permit::holding(move || closed(metrics as *const Metrics, generation))
-            }
+            Some(generation) => Permit::calling(closed, Arc::as_ptr(&self.0) as usize, generation),
             None => {
                 let metrics = self.0.clone();
                 Permit::holding(move || metrics.attempt_released())
