@@ -71,24 +71,9 @@ final class DeadlineParameterTest extends PackageTestCase
     /** Without the extension the middleware says how to install it, as Queue\\WithinDeadline does, not "class not found". */
     public function testWithoutTheExtensionTheMiddlewareSaysHowToInstallIt(): void
     {
-        $code = self::childApp([]) . <<<'PHP'
-            $app->boot();
-            foreach ([
-                fn () => (new Resilient\Laravel\Middleware\WithinDeadline(60))->handle(new stdClass(), fn () => 'ran'),
-                fn () => (new Resilient\Laravel\Middleware\WithinDeadline())->handle('request', fn () => 'ran', '0.9'),
-            ] as $call) {
-                try {
-                    echo $call(), "\n";
-                } catch (Throwable $e) {
-                    echo get_class($e), ': ', $e->getMessage(), "\n";
-                }
-            }
-            PHP;
-        $result = \Resilient\Tests\Harness\PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
-        $lines = explode("\n", trim($result->stdout));
-        $this->assertCount(2, $lines, $result->describe());
-        foreach ($lines as $line) {
-            $this->assertStringStartsWith('RuntimeException: resilient/laravel needs the resilient PHP extension (ext-resilient ^0.1), but it is not loaded', $line, $result->describe());
-        }
+        $this->assertEachSaysHowToInstall(self::childApp([]) . '$app->boot();', <<<'PHP'
+            fn () => (new Resilient\Laravel\Middleware\WithinDeadline(60))->handle(new stdClass(), fn () => 'ran'),
+            fn () => (new Resilient\Laravel\Middleware\WithinDeadline())->handle('request', fn () => 'ran', '0.9'),
+            PHP, 2);
     }
 }

@@ -175,28 +175,15 @@ final class FakeValidationTest extends PackageTestCase
      */
     public function testWithoutTheExtensionAFakeResponseSaysHowToInstallIt(): void
     {
-        $code = self::childApp(['clients' => ['up' => ['base_url' => 'http://127.0.0.1:9']]]) . <<<'PHP'
+        $setup = self::childApp(['clients' => ['up' => ['base_url' => 'http://127.0.0.1:9']]]) . <<<'PHP'
             require_once '/usr/share/php/GuzzleHttp/autoload.php';
             $app->boot();
             Resilient\Laravel\Facades\Resilient::fake();
-            foreach ([
-                fn () => Resilient\Laravel\Facades\Resilient::client('up')->get('/ok'),
-                fn () => Illuminate\Support\Facades\Http::resilient('up')->get('/ok'),
-            ] as $call) {
-                try {
-                    $call();
-                    echo "answered\n";
-                } catch (Throwable $e) {
-                    echo get_class($e), ': ', $e->getMessage(), "\n";
-                }
-            }
             PHP;
-        $result = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
-        $lines = explode("\n", trim($result->stdout));
-        $this->assertCount(2, $lines, $result->describe());
-        foreach ($lines as $line) {
-            $this->assertStringStartsWith('RuntimeException: resilient/laravel needs the resilient PHP extension (ext-resilient ^0.1), but it is not loaded', $line, $result->describe());
-        }
+        $this->assertEachSaysHowToInstall($setup, <<<'PHP'
+            fn () => Resilient\Laravel\Facades\Resilient::client('up')->get('/ok'),
+            fn () => Illuminate\Support\Facades\Http::resilient('up')->get('/ok'),
+            PHP, 2);
     }
 
     /** "Class: message" of what $call throws, or 'returned'. */

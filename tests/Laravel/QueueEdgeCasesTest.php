@@ -147,31 +147,18 @@ final class QueueEdgeCasesTest extends PackageTestCase
     /** Without the extension the queue middleware says how to install it, as Resilient::client() does. */
     public function testWithoutTheExtensionTheQueueMiddlewareSaysHowToInstallIt(): void
     {
-        $code = self::childApp(['funnels' => ['sap' => ['limit' => 2]]]) . <<<'PHP'
+        $setup = self::childApp(['funnels' => ['sap' => ['limit' => 2]]]) . <<<'PHP'
             $app->boot();
             $job = new class () {
                 public $timeout = 20;
                 public function release($delay) {}
             };
-            foreach ([
-                fn () => (new Resilient\Laravel\Queue\WithinDeadline())->handle($job, fn () => 'ran'),
-                fn () => (new Resilient\Laravel\Queue\WithinDeadline(5))->handle($job, fn () => 'ran'),
-                fn () => (new Resilient\Laravel\Queue\Funnel('sap', limit: 2))->handle($job, fn () => 'ran'),
-                fn () => (new Resilient\Laravel\Queue\Funnel('sap'))->handle($job, fn () => 'ran'),
-            ] as $call) {
-                try {
-                    echo $call(), "\n";
-                } catch (Throwable $e) {
-                    echo get_class($e), ': ', $e->getMessage(), "\n";
-                }
-            }
             PHP;
-        $result = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
-        $lines = explode("\n", trim($result->stdout));
-        $this->assertCount(4, $lines, $result->describe());
-        foreach ($lines as $line) {
-            $this->assertStringStartsWith('RuntimeException: resilient/laravel needs the resilient PHP extension (ext-resilient ^0.1), but it is not loaded', $line, $result->describe());
-            $this->assertStringContainsString('make install', $line);
-        }
+        $this->assertEachSaysHowToInstall($setup, <<<'PHP'
+            fn () => (new Resilient\Laravel\Queue\WithinDeadline())->handle($job, fn () => 'ran'),
+            fn () => (new Resilient\Laravel\Queue\WithinDeadline(5))->handle($job, fn () => 'ran'),
+            fn () => (new Resilient\Laravel\Queue\Funnel('sap', limit: 2))->handle($job, fn () => 'ran'),
+            fn () => (new Resilient\Laravel\Queue\Funnel('sap'))->handle($job, fn () => 'ran'),
+            PHP, 4);
     }
 }

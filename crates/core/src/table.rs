@@ -25,14 +25,20 @@ pub(crate) fn name_hash(name: &str) -> u64 {
     }
 }
 
+/// The entries a name of hash `h` may sit in, in the order they are tried.
+fn probe(entries: &[Entry], h: u64) -> impl Iterator<Item = (usize, &Entry)> {
+    let n = entries.len();
+    let start = (h % n as u64) as usize;
+    (0..n).map(move |i| {
+        let idx = (start + i) % n;
+        (idx, &entries[idx])
+    })
+}
+
 /// Finds the entry of `name` or claims a free one. `None` when the table is full.
 pub(crate) fn find_or_claim(entries: &[Entry], name: &str) -> Option<usize> {
     let h = name_hash(name);
-    let n = entries.len();
-    let start = (h % n as u64) as usize;
-    for i in 0..n {
-        let idx = (start + i) % n;
-        let e = &entries[idx];
+    for (idx, e) in probe(entries, h) {
         let mut cur = e.hash.load(Ordering::Acquire);
         if cur == 0 {
             match e
@@ -56,11 +62,7 @@ pub(crate) fn find_or_claim(entries: &[Entry], name: &str) -> Option<usize> {
 /// Finds the entry of `name`, claiming none.
 pub(crate) fn find(entries: &[Entry], name: &str) -> Option<usize> {
     let h = name_hash(name);
-    let n = entries.len();
-    let start = (h % n as u64) as usize;
-    for i in 0..n {
-        let idx = (start + i) % n;
-        let e = &entries[idx];
+    for (idx, e) in probe(entries, h) {
         match e.hash.load(Ordering::Acquire) {
             0 => return None,
             cur if cur == h && holds(e, name) => return Some(idx),

@@ -11,6 +11,7 @@ use Illuminate\Container\Container;
 use Illuminate\Foundation\Application;
 use Illuminate\Support\Facades\Facade;
 use Resilient\Laravel\ResilientServiceProvider;
+use Resilient\Tests\Harness\PhpProcess;
 use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 use Resilient\Tests\Http\MockUpstream;
@@ -72,6 +73,31 @@ abstract class PackageTestCase extends TestCase
             \$app->register(Resilient\\Laravel\\ResilientServiceProvider::class);
 
             PHP;
+    }
+
+    /**
+     * Runs each of `$calls` (PHP closures, as code) in a child process without the extension,
+     * after `$setup` (childApp() and what the calls need), and asserts that each one throws
+     * the install message, not "class not found".
+     */
+    protected function assertEachSaysHowToInstall(string $setup, string $calls, int $count): void
+    {
+        $code = $setup . "\nforeach ([$calls] as \$call) {" . <<<'PHP'
+                try {
+                    $call();
+                    echo "answered\n";
+                } catch (Throwable $e) {
+                    echo get_class($e), ': ', str_replace("\n", ' ', $e->getMessage()), "\n";
+                }
+            }
+            PHP;
+        $result = PhpProcess::code($code, [], ['RESILIENT_SO' => '/nonexistent/resilient.so', 'APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $lines = explode("\n", trim($result->stdout));
+        $this->assertCount($count, $lines, $result->describe());
+        foreach ($lines as $line) {
+            $this->assertStringStartsWith('RuntimeException: resilient/laravel needs the resilient PHP extension (ext-resilient ^0.1), but it is not loaded', $line, $result->describe());
+            $this->assertStringContainsString('make install', $line);
+        }
     }
 
     protected function boot(array $resilient, array $more = []): Application
