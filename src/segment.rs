@@ -156,8 +156,10 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
         Err(e) => {
             // Required and unusable: no use of the old mapping either, until the file is
             // usable again (each use tries to open it; a stale cache would go on counting in a
-            // file nobody else maps, for up to a second at a time).
+            // file nobody else maps, for up to a second at a time). The kept guards too: they
+            // ask again at their next use.
             *cache = None;
+            GENERATION.fetch_add(1, Ordering::Release);
             return Err(errors::php(e));
         }
     };

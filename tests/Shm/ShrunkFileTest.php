@@ -208,9 +208,10 @@ final class ShrunkFileTest extends TestCase
 
     /**
      * With shm_required=1, a file replaced by garbage under a running process: once a use has
-     * thrown, every later one throws too (the process used to fall back to its old mapping,
-     * a file nobody else maps, for the next second, reporting itself shared), a kept Client
-     * with a funnel included.
+     * thrown, every later use throws too, whichever object makes it. The process used to fall
+     * back to its old mapping (a file nobody else maps) for the next second and report itself
+     * shared; a kept Client never threw, and a Funnel that had asked less than a second before
+     * went on counting in the old file.
      */
     public function testARequiredSegmentThatBecameUnusableKeepsThrowing(): void
     {
@@ -219,30 +220,36 @@ final class ShrunkFileTest extends TestCase
             $path = %s;
             $f = new Resilient\Funnel("required", limit: 2);
             $c = new Resilient\Client("required-client", ["base_url" => "http://127.0.0.1:9", "funnel" => ["limit" => 2], "max_attempts" => 1]);
-            $out = ["before" => $f->tryAcquire(background: false) !== null];
+            $before = $f->tryAcquire(background: false) !== null;
+            usleep(500_000);
+            $g = new Resilient\Funnel("required-later", limit: 2); // asks half a second after $f
+            $before = $before && $g->tryAcquire(background: false) !== null;
             unlink($path);
             file_put_contents($path, random_bytes(4096));
             chmod($path, 0600);
+            $uses = [];
             $end = hrtime(true) + 2_500_000_000;
             while (hrtime(true) < $end) {
-                foreach (["funnel" => fn () => $f->tryAcquire(background: false), "client" => fn () => $c->get("/")] as $what => $use) {
-                    try { $use(); $out[$what][] = "ok"; }
-                    catch (Resilient\SharedMemoryError $e) { $out[$what][] = "threw"; }
-                    catch (Throwable $e) { $out[$what][] = get_class($e); }
+                foreach (["funnel" => fn () => $f->tryAcquire(background: false), "client" => fn () => $c->get("/"), "later funnel" => fn () => $g->tryAcquire(background: false)] as $what => $use) {
+                    try { $use(); $uses[] = [$what, "ok"]; }
+                    catch (Resilient\SharedMemoryError $e) { $uses[] = [$what, "threw"]; }
+                    catch (Throwable $e) { $uses[] = [$what, get_class($e)]; }
                 }
                 usleep(50_000);
             }
-            echo json_encode($out);', var_export($path, true));
+            echo json_encode(["before" => $before, "uses" => $uses]);', var_export($path, true));
         $r = PhpProcess::runCode($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8', 'resilient.shm_required' => '1'], 30);
         $this->assertSame(0, $r->exitCode, $r->describe());
         $out = $r->json();
         $this->assertTrue($out['before']);
-        foreach (['funnel', 'client'] as $what) {
-            $uses = $out[$what];
-            $first = array_search('threw', $uses, true);
-            $this->assertNotFalse($first, "$what: never threw: " . json_encode($uses));
-            $after = array_unique(array_slice($uses, $first));
-            $this->assertSame(['threw'], array_values($after), "$what: a use after the first refusal did not throw: " . json_encode($uses));
+        $results = array_column($out['uses'], 1);
+        $first = array_search('threw', $results, true);
+        $this->assertNotFalse($first, 'never threw: ' . json_encode($out['uses']));
+        foreach (array_slice($out['uses'], $first) as [$what, $result]) {
+            $this->assertSame('threw', $result, "$what after the first refusal: " . json_encode($out['uses']));
+        }
+        foreach (['funnel', 'client', 'later funnel'] as $what) {
+            $this->assertContains([$what, 'threw'], $out['uses']);
         }
     }
 
