@@ -384,6 +384,19 @@ fn set_at_runtime(key: &'static CStr) -> bool {
         .any(|(k, v)| *k == key && *v == value)
 }
 
+/// At a request's end: what `ini_set()` accepted is forgotten, so that in a later request of
+/// the worker a refused value (a `.user.ini`'s, or a failed `ini_set()`, both of which mark the
+/// entry modified and keep its value) is not taken for one set at runtime. (`ini_restore()`
+/// also records the original it puts back as accepted: a failed `ini_set()` after it in the
+/// same request counts as that value set at runtime, so a refused configured value stays set
+/// aside until the request ends, as after any good `ini_set()`.)
+pub fn forget_runtime_values() {
+    ACCEPTED_AT_RUNTIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+}
+
 /// Keys whose rejection this process already logged (with its pid: a forked
 /// child logs again).
 static LOGGED: Mutex<Vec<(u32, &'static CStr)>> = Mutex::new(Vec::new());
@@ -533,15 +546,14 @@ fn validate(
         };
         let bytes = s.as_bytes();
         let good = std::str::from_utf8(bytes).is_ok_and(ok);
-        // What ini_set() accepted, until the request's end restores the original.
-        if stage & STAGE_DEACTIVATE != 0 || (good && stage & STAGE_RUNTIME != 0) {
+        // What ini_set() accepted in this request (forgotten at its end: see
+        // `forget_runtime_values`).
+        if good && stage & STAGE_RUNTIME != 0 {
             let mut accepted = ACCEPTED_AT_RUNTIME
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             accepted.retain(|(k, _)| *k != key);
-            if stage & STAGE_RUNTIME != 0 {
-                accepted.push((key, bytes.to_vec()));
-            }
+            accepted.push((key, bytes.to_vec()));
         }
         let mut rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
         if good {

@@ -154,6 +154,29 @@ final class PoolSegmentTest extends TestCase
     }
 
     /**
+     * A refused pool value is set aside by a good ini_set() for that request only: what
+     * ini_set() accepted (ini_restore() records the original it puts back) is forgotten at the
+     * request's end. Remembered, a failed ini_set() in a later request of the worker (it marks
+     * the entry modified, keeping the value) passed for a value set at runtime, and the refused
+     * pool value was silently replaced by the default.
+     */
+    public function testARuntimeValueSetsARefusedPoolValueAsideForItsRequestOnly(): void
+    {
+        $this->start(['slots' => ['resilient.shm_path' => Run::shmPath('pool-aside-' . bin2hex(random_bytes(3))), 'resilient.shm_slots' => 'abc']]);
+        $refused = "resilient.shm_slots: must be an integer between 1 and 65536, got 'abc'";
+        $pids = [];
+        foreach ([['64', true, true], ['junk', false, true], ['64', false, false], ['junk', false, true]] as [$value, $restore, $throws]) {
+            $r = $this->call('slots', ['do' => 'set', 'key' => 'resilient.shm_slots', 'value' => $value, 'name' => 'x'] + ($restore ? ['restore' => '1'] : []));
+            $this->assertSame($throws, $r['threw'], "ini_set('$value')" . ($restore ? ' and ini_restore()' : '') . ': ' . json_encode($r));
+            if ($throws) {
+                $this->assertStringStartsWith($refused, $r['message']);
+            }
+            $pids[$r['pid']] = true;
+        }
+        $this->assertCount(1, $pids, 'one worker served every request');
+    }
+
+    /**
      * A worker's next request after the file shrank (to nothing) goes through no old mapping:
      * each request checks the file at its first use. It used to be checked at most once a
      * second, and a request within that second faulted (SIGBUS: the worker died, the request
