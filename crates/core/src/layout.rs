@@ -72,7 +72,8 @@ pub struct BreakerBlock {
 /// One named entry: the name's funnel, retry budget, circuit breaker and metrics.
 #[repr(C, align(64))]
 pub struct Entry {
-    /// FNV-1a hash of the name (never 0); 0 means the entry is unused. It is the identity.
+    /// FNV-1a hash of the name (never 0); 0 means the entry is unused. A lookup compares the
+    /// name too (its first 64 bytes and its length: `table::holds`).
     pub hash: AtomicU64,
     pub name_len: AtomicU64,
     pub name: [AtomicU64; NAME_WORDS],

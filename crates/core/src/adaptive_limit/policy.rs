@@ -254,6 +254,25 @@ mod tests {
         assert!((e.limit - (10.0 + 10f64.sqrt())).abs() < 1e-9);
     }
 
+    /// A pure latency step (100 → 300 ms, no queue of ours): the first cut, made while the rtt
+    /// climbed, is not undone (after a fall in capacity such a cut is right); the two after it,
+    /// which left the rtt where it climbed to, are, and no_load is re-learnt. Then √L growth.
+    #[test]
+    fn a_latency_step_undoes_the_cuts_after_the_climb() {
+        let mut e = est(32.0, 100_000, 100_000);
+        let mut limits = Vec::new();
+        for _ in 0..4 {
+            e = next(e, answers(50, 300_000, e.limit.floor() as u32), B);
+            limits.push(e.limit);
+        }
+        assert_eq!(limits[..3], [16.5, 8.75, 16.5], "{limits:?}");
+        assert_eq!(e.no_load_us, 300_000);
+        assert!(
+            (limits[3] - (16.5 + 16.5f64.sqrt())).abs() < 1e-9,
+            "{limits:?}"
+        );
+    }
+
     #[test]
     fn the_floor_adopts_the_latency_it_sees() {
         let e = next(est(1.0, 20_000, 120_000), answers(5, 120_000, 1), B);
