@@ -69,6 +69,33 @@ final class QueueSyncTest extends PackageTestCase
         (new ReleaseWhenUnavailable(1, 1))->handle($job, fn ($j) => $j->handle());
     }
 
+    /**
+     * A job with a release() of its own (no InteractsWithQueue) is taken at its word, whatever
+     * its own `$job` property holds (a domain object, or one it keeps protected).
+     */
+    public function testAJobWithItsOwnReleaseIsReleasedWhateverItsJobPropertyHolds(): void
+    {
+        $this->boot([]);
+        $jobs = [
+            'a public domain $job' => new class () {
+                public object $job;
+                public array $released = [];
+                public function __construct() { $this->job = new \stdClass(); }
+                public function release(int $delay): void { $this->released[] = $delay; }
+            },
+            'a protected $job' => new class () {
+                protected ?object $job = null;
+                public array $released = [];
+                public function release(int $delay): void { $this->released[] = $delay; }
+            },
+        ];
+        foreach ($jobs as $what => $job) {
+            $out = (new ReleaseWhenUnavailable(3, 3))->handle($job, fn () => throw new FunnelFull('full'));
+            $this->assertNull($out, $what);
+            $this->assertSame([3], $job->released, "$what: released through its own release()");
+        }
+    }
+
     /** A full Queue\Funnel on the sync queue: the job does not run, and the caller is told why. */
     public function testAFullQueueFunnelOnTheSyncQueueThrowsFunnelFull(): void
     {

@@ -66,8 +66,8 @@ final class DoctorCommand extends Command
         try {
             $reason = Funnel::degradedReason();   // opens (or creates) the segment
         } catch (\RuntimeException $e) {
-            // Resilient\SharedMemoryError (resilient.shm_required=1): this check's error, as
-            // resilient:status reports it; the rest of the report still runs.
+            // Resilient\SharedMemoryError (resilient.shm_required=1, or a refused shm_* value):
+            // this check's error, as resilient:status reports it; the rest of the report runs.
             [$reason, $required] = [null, $e->getMessage()];
         }
         $d = SegmentFiles::describe($path);
@@ -80,7 +80,7 @@ final class DoctorCommand extends Command
             $this->problem('error', "segment unusable, funnels and budgets count this process only: $reason");
         }
         if ($required !== null) {
-            $this->problem('error', "segment unusable: $required (resilient.shm_required = 1: every client, funnel and budget throws)");
+            $this->problem('error', "segment unusable: $required (every funnel and budget, and every client with one, throws)");
         }
         foreach (SegmentFiles::ofOtherUsers($path) as $other) {
             $this->problem('warning', sprintf(

@@ -70,7 +70,7 @@ final class Funnel
         $funnel = $this->funnel($job);
         $lease = $funnel->tryAcquire();
         if ($lease === null) {
-            Released::job($job, $this->delay->draw(), new FunnelFull(sprintf(
+            Released::job($job, $this->delay->draw(), fn () => new FunnelFull(sprintf(
                 "funnel '%s' is full (%d of %d slots in flight) and the job cannot be released: "
                 . 'it runs on the sync queue, or without a queue job, where a release puts it nowhere',
                 $this->name, $funnel->inFlight(), $funnel->limit(),

@@ -57,7 +57,7 @@ final class ReleaseWhenUnavailable
         if ($seconds === null) {
             throw $e;
         }
-        Released::job($job, $seconds, $e);
+        Released::job($job, $seconds, fn () => $e);
 
         return null;
     }

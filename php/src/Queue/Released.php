@@ -2,6 +2,8 @@
 
 namespace Resilient\Laravel\Queue;
 
+use Closure;
+use Illuminate\Queue\InteractsWithQueue;
 use Illuminate\Queue\Jobs\SyncJob;
 use LogicException;
 
@@ -14,8 +16,8 @@ use LogicException;
  */
 final class Released
 {
-    /** @param \Throwable $refusal thrown when nothing can take the job back */
-    public static function job(object $job, int $seconds, \Throwable $refusal): void
+    /** @param Closure(): \Throwable $refusal what is thrown when nothing can take the job back */
+    public static function job(object $job, int $seconds, Closure $refusal): void
     {
         if (! method_exists($job, 'release')) {
             throw new LogicException(sprintf(
@@ -25,8 +27,8 @@ final class Released
         }
         // InteractsWithQueue hands release() to the queue job it holds (`$job->job`); a job with a
         // release() of its own is taken at its word.
-        if (property_exists($job, 'job') && ! self::onAQueue($job->job)) {
-            throw $refusal;
+        if (in_array(InteractsWithQueue::class, class_uses_recursive($job), true) && ! self::onAQueue($job->job)) {
+            throw $refusal();
         }
         $job->release($seconds);
     }
