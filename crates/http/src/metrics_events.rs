@@ -45,6 +45,18 @@ struct Open {
     counts: Vec<(Arc<Metrics>, u64)>,
 }
 
+impl Drop for Open {
+    /// A thread that ends with attempts still counted ends them: a permit that outlives its
+    /// thread's ledger (moved to another thread) finds nothing to end them through later.
+    fn drop(&mut self) {
+        for (metrics, n) in self.counts.drain(..) {
+            for _ in 0..n {
+                metrics.attempt_released();
+            }
+        }
+    }
+}
+
 thread_local! {
     /// The binding drives its calls on this thread's runtime, so their permits end here. A
     /// forked child does not see the parent's (the parent ends them).

@@ -219,3 +219,20 @@ fn the_ledger_lets_go_of_handles_nobody_uses() {
     .join()
     .unwrap();
 }
+
+/// A permit moved to a thread that outlives the one that sent its attempt: the sending thread's
+/// end ends the attempt (its ledger goes with it), and the permit's own end later ends nothing.
+#[test]
+fn a_thread_that_ends_ends_its_attempts_once() {
+    use resilient_http::CallEvents;
+    let seg = segment("thread-end");
+    let metrics = Metrics::new(seg, "thread-end").unwrap();
+    let events = Arc::new(MetricsEvents::new(metrics.clone()));
+    let sender = events.clone();
+    let permit = std::thread::spawn(move || sender.attempt_sent(1))
+        .join()
+        .unwrap();
+    assert_eq!(metrics.snapshot().in_flight, 0, "ended with its thread");
+    drop(permit);
+    assert_eq!(metrics.snapshot().in_flight, 0, "and not twice");
+}
