@@ -8,7 +8,7 @@
 //! `BailoutGuard`, when it bails out (fatal error, timeout).
 //!
 //! Nesting is bounded twice: at most `MAX_DEPTH` scopes (the core), and never
-//! with less than `STACK_RESERVE` of C stack left, since each scope is a PHP
+//! with less than `stack::CALLABLE_RESERVE` of C stack left, since each scope is a PHP
 //! call through the extension and a small stack (`ulimit -s`, a thread) runs
 //! out before 1,000 of them. Both are a clear `\Error` instead of SIGSEGV.
 //!
@@ -102,14 +102,10 @@ pub fn cap(seconds: f64) -> f64 {
     with_stack(|s| s.cap(seconds, now))
 }
 
-/// C stack kept free when entering a scope: room for the callable's own
-/// frames and for unwinding the exception.
-const STACK_RESERVE: usize = 256 * 1024;
-
 /// Enters a scope of `seconds` (validated); returns the depth to pop back to.
 /// Refused (an `\Error`) beyond `resilient_core::deadline::MAX_DEPTH` nested scopes.
 pub fn push(seconds: f64) -> Result<usize, resilient_core::Error> {
-    if let Err(short) = crate::stack::check(STACK_RESERVE) {
+    if let Err(short) = crate::stack::check(crate::stack::CALLABLE_RESERVE) {
         let (left, depth) = (short.left, with_stack(|s| s.depth()));
         return Err(resilient_core::Error::too_deep(
             "Deadline::within",

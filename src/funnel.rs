@@ -77,10 +77,6 @@ pub struct Funnel {
     bound: Rebinding<CoreFunnel>,
 }
 
-/// C stack kept free when entering `run()`: room for the callables' own frames and for
-/// unwinding the exception.
-const STACK_RESERVE: usize = 256 * 1024;
-
 impl Funnel {
     /// The funnel on this process's current segment (see [`Rebinding`]).
     fn current(&self) -> PhpResult<(Arc<Segment>, CoreFunnel)> {
@@ -191,7 +187,7 @@ impl Funnel {
         const RUN: &str = "Resilient\\Funnel::run";
         // A callable that calls run() again (a fallback retrying through the funnel) would
         // otherwise recurse until the C stack overflows: a SIGSEGV, not an exception.
-        if let Err(short) = crate::stack::check(STACK_RESERVE) {
+        if let Err(short) = crate::stack::check(crate::stack::CALLABLE_RESERVE) {
             return Err(errors::php(resilient_core::Error::too_deep(
                 "Funnel::run",
                 format!(

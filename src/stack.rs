@@ -1,6 +1,7 @@
 //! How much C stack is left below the caller: the guard against a runaway recursion through
 //! the extension (`on_attempt` or a `fallback` calling the client, `Deadline::within` inside
-//! itself), which would otherwise end in a SIGSEGV instead of an exception.
+//! itself, `Funnel::run` from its own callable), which would otherwise end in a SIGSEGV instead
+//! of an exception.
 //!
 //! Measured on the stack itself, not counted: nothing to reset when a fatal error long-jumps
 //! past a level, and deep PHP frames between levels count too. The stack is the thread's, or
@@ -18,6 +19,10 @@ pub struct Exhausted {
     /// Bytes a level needs.
     pub needed: usize,
 }
+
+/// C stack kept free when entering a level that calls a PHP callable (a `Deadline::within`
+/// scope, `Funnel::run`): room for the callable's own frames and for unwinding the exception.
+pub const CALLABLE_RESERVE: usize = 256 * 1024;
 
 /// `Err` when the caller's stack has less than `reserve` bytes left (at most a quarter of the
 /// stack: a fiber's may be small); `Ok` when there is room, or when the stack is not one this
