@@ -49,12 +49,20 @@ impl Drop for Open {
     /// A thread that ends with attempts still counted ends them: a permit that outlives its
     /// thread's ledger (moved to another thread) finds nothing to end them through later.
     fn drop(&mut self) {
-        for (metrics, n) in self.counts.drain(..) {
-            for _ in 0..n {
-                metrics.attempt_released();
-            }
-        }
+        end_all(std::mem::take(&mut self.counts));
     }
+}
+
+/// Ends the attempts `counts` holds in flight; returns how many.
+fn end_all(counts: Vec<(Arc<Metrics>, u64)>) -> u64 {
+    let mut ended = 0;
+    for (metrics, n) in counts {
+        for _ in 0..n {
+            metrics.attempt_released();
+        }
+        ended += n;
+    }
+    ended
 }
 
 thread_local! {
@@ -91,9 +99,10 @@ fn opened(metrics: &Arc<Metrics>) -> Option<u64> {
     .ok()
 }
 
-/// Ends one attempt of the handle at address `metrics` opened in `generation`, through the ledger's
-/// handle; nothing when the request's end already ended it. A permit dropped on another thread
-/// (never in the binding) leaves its attempt counted until this thread's request end.
+/// Ends one attempt of the handle at address `metrics` opened in `generation`, through the
+/// ledger's handle; nothing when the request's end already ended it. A permit dropped on
+/// another thread (never in the binding) finds nothing there: its attempt stays counted until
+/// the sending thread's request end, or that thread's end.
 fn closed(metrics: usize, generation: u64) {
     let _ = OPEN.try_with(|open| {
         let mut open = open.borrow_mut();
@@ -123,14 +132,7 @@ pub fn end_open_attempts() -> u64 {
             std::mem::take(&mut open.counts)
         })
         .unwrap_or_default();
-    let mut ended = 0;
-    for (metrics, n) in counts {
-        for _ in 0..n {
-            metrics.attempt_released();
-        }
-        ended += n;
-    }
-    ended
+    end_all(counts)
 }
 
 /// How metrics class an attempt's outcome.
