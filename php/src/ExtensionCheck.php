@@ -22,6 +22,18 @@ final class ExtensionCheck
         return self::describe($loaded, self::REQUIRED, PHP_SAPI, php_ini_loaded_file() ?: null);
     }
 
+    /**
+     * Throws the problem with the loaded extension as a RuntimeException, if there is one: where
+     * the package would next touch a class of the extension, how to install it instead of
+     * "class not found".
+     */
+    public static function assertFits(): void
+    {
+        if (($problem = self::problem()) !== null) {
+            throw new \RuntimeException($problem);
+        }
+    }
+
     /** The message for a loaded version (null: not loaded) against a caret constraint. */
     public static function describe(?string $loaded, string $constraint, string $sapi, ?string $ini): ?string
     {

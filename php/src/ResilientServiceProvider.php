@@ -88,8 +88,6 @@ final class ResilientServiceProvider extends ServiceProvider
         if ($this->app->runningInConsole()) {
             return;
         }
-        if (($problem = ExtensionCheck::problem()) !== null) {
-            throw new \RuntimeException($problem);
-        }
+        ExtensionCheck::assertFits();
     }
 }

@@ -35,10 +35,7 @@ final class WithinDeadline
     /** @param mixed $passable a Request or a job */
     public function handle($passable, Closure $next, string ...$parameters)
     {
-        // Without the extension: how to install it, as Resilient::client() says, not "class not found".
-        if (($problem = ExtensionCheck::problem()) !== null) {
-            throw new \RuntimeException($problem);
-        }
+        ExtensionCheck::assertFits();
         $seconds = $parameters === [] ? ($this->seconds ?? 30.0) : self::parameter($parameters);
 
         return Deadline::within($seconds, fn () => $next($passable));

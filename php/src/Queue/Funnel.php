@@ -63,10 +63,7 @@ final class Funnel
     /** @param object $job a queued job using InteractsWithQueue */
     public function handle($job, Closure $next)
     {
-        // Without the extension: how to install it, as Resilient::client() says, not "class not found".
-        if (($problem = ExtensionCheck::problem()) !== null) {
-            throw new \RuntimeException($problem);
-        }
+        ExtensionCheck::assertFits();
         $funnel = $this->funnel($job);
         $lease = $funnel->tryAcquire();
         if ($lease === null) {

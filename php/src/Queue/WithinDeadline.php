@@ -43,10 +43,7 @@ final class WithinDeadline
     /** @param object $job */
     public function handle($job, Closure $next)
     {
-        // Without the extension: how to install it, as Resilient::client() says, not "class not found".
-        if (($problem = ExtensionCheck::problem()) !== null) {
-            throw new \RuntimeException($problem);
-        }
+        ExtensionCheck::assertFits();
         $seconds = $this->secondsFor($job);
 
         return $seconds === null ? $next($job) : Deadline::within($seconds, fn () => $next($job));
