@@ -92,7 +92,8 @@ namespace Resilient {
         /**
          * `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
          * options?]`; at most `$concurrency` in flight (a sliding window); returns `key =>
-         * Response|Unavailable` (failures are values, not thrown).
+         * Response|Unavailable` (failures are values, not thrown). When more than half of 3 or
+         * more first attempts failed, no call is retried (the upstream is in trouble).
          *
          * @param array $requests
          * @param mixed $concurrency

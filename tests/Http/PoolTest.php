@@ -110,6 +110,17 @@ final class PoolTest extends HttpTestCase
         }
     }
 
+    public function testAPoolOfOneIsRetriedAsGetWouldBe(): void
+    {
+        // One first attempt shows no share: its failure is retried, as get() would retry it.
+        $key = $this->up->key('poolone');
+        $this->up->script($key, [['status' => 503], ['status' => 200]]);
+        $results = $this->client($key, ['backoff' => ['base' => 0.001, 'cap' => 0.002]])->pool([['GET', '/flaky']]);
+        $this->assertCount(2, $this->up->attempts($key, 2));
+        $this->assertSame(200, $results[0]->status());
+        $this->assertSame(2, $results[0]->attempts());
+    }
+
     public function testTheDeadlineBoundsTheWholeBatch(): void
     {
         // Issue 7 item 8: 101 hanging items, concurrency 16, deadline 2 s took 14 s (each wave

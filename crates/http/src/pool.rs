@@ -7,8 +7,10 @@
 //! Batch rule (seed 000): the first attempts of the whole batch run first; when more than half
 //! of them failed transiently the upstream is in trouble, not hiccuping, and the retry round
 //! is skipped for the whole batch (those calls fail as upstream failed). Otherwise the calls
-//! that want a retry continue, again under the sliding window. Results come back in input
-//! order (the caller keys them like its input).
+//! that want a retry continue, again under the sliding window. A batch of fewer than
+//! [`BATCH_RULE_MIN`] first attempts shows no share: its calls are retried as alone (the
+//! retry budget still caps a storm). Results come back in input order (the caller keys them
+//! like its input).
 //!
 //! The deadline (the client's `deadline` option and any enclosing one) bounds the *whole batch*,
 //! from the pool's start: calls still queued when it runs out fail at once as deadline exceeded.
@@ -26,6 +28,9 @@ use crate::policy::Policy;
 use crate::request::PreparedRequest;
 use crate::response::Response;
 
+/// The fewest first attempts the batch rule judges: one or two failed calls are a hiccup as
+/// likely as a failing upstream, and a pool of one must not retry less than `get()`.
+pub const BATCH_RULE_MIN: usize = 3;
 /// How often a pool waiting on the request that opens a cold origin looks whether it is warm.
 const OPENER_POLL: Duration = Duration::from_millis(2);
 /// How long the others wait for it at most: a TLS handshake, not a slow answer.
@@ -212,7 +217,8 @@ pub async fn run_pool(
     }
 
     // The batch rule.
-    if summary.first_failed * 2 > summary.first_attempts {
+    if summary.first_attempts >= BATCH_RULE_MIN && summary.first_failed * 2 > summary.first_attempts
+    {
         summary.retry_round_skipped = true;
         for (index, call) in paused {
             results[index] = Some(Err(

@@ -106,6 +106,56 @@ async fn when_more_than_half_fail_the_retry_round_is_skipped() {
     assert!(records.iter().all(|r| !r.retry_follows()));
 }
 
+/// One or two first attempts show no share of anything: a pool of one that failed is retried
+/// as `get()` would retry it (the retry budget still caps a storm), and so are two of two.
+#[tokio::test(start_paused = true)]
+async fn a_pool_too_small_to_show_a_share_retries_as_get_would() {
+    for n in 1..=2usize {
+        let rig = Rig::new(vec![], status(200));
+        let c = rig.client(json!({}));
+        for i in 0..n {
+            rig.transport
+                .by_path
+                .lock()
+                .unwrap()
+                .push((format!("/sku/{i}"), status(503)));
+        }
+        let requests: Vec<_> = (0..n)
+            .map(|i| {
+                c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                    .unwrap()
+            })
+            .collect();
+        let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
+        assert!(!summary.retry_round_skipped, "{n} of {n}");
+        assert_eq!((summary.first_attempts, summary.first_failed), (n, n));
+        // Every one failing every time: 3 attempts each, as get().
+        assert_eq!(rig.sends() as usize, 3 * n, "{n} of {n}");
+        assert!(results
+            .iter()
+            .all(|r| r.as_ref().unwrap_err().attempts() == 3));
+    }
+    // Three is enough: two of three failed, the round is skipped.
+    let rig = Rig::new(vec![], status(200));
+    let c = rig.client(json!({}));
+    for i in 0..2 {
+        rig.transport
+            .by_path
+            .lock()
+            .unwrap()
+            .push((format!("/sku/{i}"), status(503)));
+    }
+    let requests: Vec<_> = (0..3)
+        .map(|i| {
+            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                .unwrap()
+        })
+        .collect();
+    let (_, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
+    assert!(summary.retry_round_skipped);
+    assert_eq!(rig.sends(), 3);
+}
+
 #[tokio::test(start_paused = true)]
 async fn when_few_fail_they_are_retried() {
     let rig = Rig::new(vec![], status(200));
