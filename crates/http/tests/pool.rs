@@ -10,6 +10,35 @@ use support::*;
 
 const MS: Duration = Duration::from_millis(1);
 
+/// A pool of GET /sku/0 .. /sku/{n-1}, concurrency 4, where the first `failing` answer 503
+/// every time and the others 200.
+async fn sku_pool(
+    n: usize,
+    failing: usize,
+) -> (
+    Rig,
+    Vec<Result<resilient_http::Response, resilient_http::Unavailable>>,
+    resilient_http::BatchSummary,
+) {
+    let rig = Rig::new(vec![], status(200));
+    for i in 0..failing {
+        rig.transport
+            .by_path
+            .lock()
+            .unwrap()
+            .push((format!("/sku/{i}"), status(503)));
+    }
+    let c = rig.client(json!({}));
+    let requests = (0..n)
+        .map(|i| {
+            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                .unwrap()
+        })
+        .collect();
+    let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
+    (rig, results, summary)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_sliding_window_never_exceeds_concurrency_and_one_slow_request_holds_nobody_back() {
     let rig = Rig::new(
@@ -66,22 +95,7 @@ async fn a_sliding_window_never_exceeds_concurrency_and_one_slow_request_holds_n
 
 #[tokio::test(start_paused = true)]
 async fn when_more_than_half_fail_the_retry_round_is_skipped() {
-    let rig = Rig::new(vec![], status(200));
-    for i in 0..6 {
-        rig.transport
-            .by_path
-            .lock()
-            .unwrap()
-            .push((format!("/sku/{i}"), status(503)));
-    }
-    let c = rig.client(json!({}));
-    let requests = (0..10)
-        .map(|i| {
-            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
-                .unwrap()
-        })
-        .collect();
-    let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
+    let (rig, results, summary) = sku_pool(10, 6).await;
     assert!(summary.retry_round_skipped);
     assert_eq!(rig.sends(), 10, "no retries at all");
     assert!(rig.sleeps().is_empty());
@@ -111,22 +125,7 @@ async fn when_more_than_half_fail_the_retry_round_is_skipped() {
 #[tokio::test(start_paused = true)]
 async fn a_pool_too_small_to_show_a_share_retries_as_get_would() {
     for n in 1..=2usize {
-        let rig = Rig::new(vec![], status(200));
-        let c = rig.client(json!({}));
-        for i in 0..n {
-            rig.transport
-                .by_path
-                .lock()
-                .unwrap()
-                .push((format!("/sku/{i}"), status(503)));
-        }
-        let requests: Vec<_> = (0..n)
-            .map(|i| {
-                c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
-                    .unwrap()
-            })
-            .collect();
-        let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
+        let (rig, results, summary) = sku_pool(n, n).await;
         assert!(!summary.retry_round_skipped, "{n} of {n}");
         assert_eq!((summary.first_attempts, summary.first_failed), (n, n));
         // Every one failing every time: 3 attempts each, as get().
@@ -136,45 +135,15 @@ async fn a_pool_too_small_to_show_a_share_retries_as_get_would() {
             .all(|r| r.as_ref().unwrap_err().attempts() == 3));
     }
     // Three is enough: two of three failed, the round is skipped.
-    let rig = Rig::new(vec![], status(200));
-    let c = rig.client(json!({}));
-    for i in 0..2 {
-        rig.transport
-            .by_path
-            .lock()
-            .unwrap()
-            .push((format!("/sku/{i}"), status(503)));
-    }
-    let requests: Vec<_> = (0..3)
-        .map(|i| {
-            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
-                .unwrap()
-        })
-        .collect();
-    let (_, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
+    let (rig, _, summary) = sku_pool(3, 2).await;
     assert!(summary.retry_round_skipped);
     assert_eq!(rig.sends(), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn when_few_fail_they_are_retried() {
-    let rig = Rig::new(vec![], status(200));
-    let c = rig.client(json!({}));
-    // Two of ten fail once, then succeed.
-    for i in 0..2 {
-        rig.transport
-            .by_path
-            .lock()
-            .unwrap()
-            .push((format!("/sku/{i}"), status(503)));
-    }
-    let requests: Vec<_> = (0..10)
-        .map(|i| {
-            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
-                .unwrap()
-        })
-        .collect();
-    let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
+    // Two of ten fail.
+    let (rig, results, summary) = sku_pool(10, 2).await;
     assert!(!summary.retry_round_skipped);
     assert_eq!((summary.first_attempts, summary.first_failed), (10, 2));
     // The two keep failing (the per-path script always answers 503): 3 attempts each.
