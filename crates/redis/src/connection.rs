@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::lookup::{self, Lookup, Resolver};
 use crate::target::Target;
 
 /// The first back-off after a failure.
@@ -83,6 +84,8 @@ struct Slot {
     /// A reply read with [`Pipelined::drain`] was an error: a release Redis refused (BUSY,
     /// LOADING, READONLY, MISCONF), to be sent again rather than taken as done.
     refused: bool,
+    /// The host name's lookup (`lookup.rs`).
+    lookup: Lookup,
 }
 
 /// A Redis server and this process's connection to it.
@@ -109,6 +112,14 @@ impl Server {
     }
 
     pub fn new(target: Target) -> Result<Server, resilient_http::ConfigError> {
+        Server::with_resolver(target, lookup::system)
+    }
+
+    /// [`Server::new`] with host names looked up by `resolver` (tests: a slow resolver).
+    pub fn with_resolver(
+        target: Target,
+        resolver: Resolver,
+    ) -> Result<Server, resilient_http::ConfigError> {
         let client = match &target.ca {
             None => redis::Client::open(target.info.clone()),
             Some(pem) => redis::Client::build_with_tls(
@@ -128,16 +139,7 @@ impl Server {
         Ok(Server {
             target,
             client,
-            slot: Mutex::new(Slot {
-                pid: 0,
-                conn: None,
-                timeout: None,
-                retry_at: None,
-                backoff: FIRST_BACKOFF,
-                unread: 0,
-                used_at: None,
-                refused: false,
-            }),
+            slot: Mutex::new(Slot::new(0, resolver)),
         })
     }
 
@@ -211,16 +213,9 @@ impl Server {
             if let Some(inherited) = slot.conn.take() {
                 std::mem::forget(inherited);
             }
-            *slot = Slot {
-                pid,
-                conn: None,
-                timeout: None,
-                retry_at: None,
-                backoff: FIRST_BACKOFF,
-                unread: 0,
-                used_at: None,
-                refused: false,
-            };
+            slot.lookup.leave_inherited();
+            let resolver = slot.lookup.resolver();
+            *slot = Slot::new(pid, resolver);
         }
         // After a failure (no connection, no answer in time, or an error Redis answered:
         // OOM, BUSY, READONLY, WRONGTYPE under our key), nothing is sent until the back-off
@@ -250,7 +245,7 @@ impl Server {
                 // case.)
                 // The handshake (AUTH or HELLO, SELECT, CLIENT SETINFO) is one pipeline: one
                 // round trip after the connect, within what the connect left of this wait.
-                match self.client.get_connection_with_timeout(left()) {
+                match self.connect(&mut slot.lookup, &left) {
                     Ok(conn) => {
                         slot.conn = Some(conn);
                         slot.timeout = None;
@@ -334,6 +329,47 @@ impl Server {
 }
 
 impl Server {
+    /// Opens a connection within `left()`, the host name's lookup included (`lookup.rs`). A
+    /// `redis://` host name is connected to by the addresses it was looked up to, one after the
+    /// other while time is left. TLS needs the name itself (the certificate is checked against
+    /// it), so for `rediss://` a fresh lookup first shows, within the wait, that the resolver
+    /// answers; the connect then looks the name up once more, unbounded.
+    fn connect(
+        &self,
+        lookup: &mut Lookup,
+        left: &impl Fn() -> Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let (host, port, tls) = match &self.target.info.addr {
+            redis::ConnectionAddr::Tcp(host, port) => (host, *port, false),
+            redis::ConnectionAddr::TcpTls { host, port, .. } => (host, *port, true),
+            _ => return self.client.get_connection_with_timeout(left()),
+        };
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            return self.client.get_connection_with_timeout(left());
+        }
+        let addrs = lookup.addresses(host, port, left(), tls)?;
+        if tls {
+            return self.client.get_connection_with_timeout(left());
+        }
+        let mut last = None;
+        for addr in addrs {
+            let wait = left();
+            if wait < MIN_WAIT {
+                break;
+            }
+            let mut info = self.target.info.clone();
+            info.addr = redis::ConnectionAddr::Tcp(addr.ip().to_string(), addr.port());
+            match redis::Client::open(info).and_then(|c| c.get_connection_with_timeout(wait)) {
+                Ok(conn) => return Ok(conn),
+                Err(e) => last = Some(e),
+            }
+        }
+        lookup.forget();
+        Err(last.unwrap_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "no time left to connect").into()
+        }))
+    }
+
     /// Sends `cmd` without waiting for its reply (read, and dropped, before the next command
     /// on this connection): for a release, which is done once Redis has it, and whose answer
     /// changes nothing. Nothing is sent when Redis is unreachable.
@@ -527,6 +563,20 @@ fn fit(
 }
 
 impl Slot {
+    fn new(pid: u32, resolver: Resolver) -> Slot {
+        Slot {
+            pid,
+            conn: None,
+            timeout: None,
+            retry_at: None,
+            backoff: FIRST_BACKOFF,
+            unread: 0,
+            used_at: None,
+            refused: false,
+            lookup: Lookup::new(resolver),
+        }
+    }
+
     /// PING on the connection (and the replies left unread read before its own), within the
     /// operation's wait.
     fn check(&mut self, started: Instant, wait: Duration) -> redis::RedisResult<()> {

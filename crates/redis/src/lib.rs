@@ -5,7 +5,8 @@
 //! from its `backend` URL and `on_backend_error`. Modules:
 //! - `target`: the URL (never shown: it may hold a password), key prefix, hash-tagged keys;
 //! - `connection`: this process's one connection per server (opened again after fork),
-//!   timeouts from the request's deadline, back-off after a failure;
+//!   timeouts from the request's deadline, back-off after a failure; `lookup`: the host name's
+//!   lookup, bounded by the same wait;
 //! - `scripts`: the Lua scripts, one EVALSHA per decision, on the server's clock;
 //! - `funnel`, `budget`, `breaker`: the guard, the retry allowance and the breaker store;
 //! - `backend`: [`Redis`] and the `on_backend_error` behaviours;
@@ -20,6 +21,7 @@ mod budget;
 mod connection;
 mod funnel;
 mod leftovers;
+mod lookup;
 mod report;
 mod scripts;
 mod target;
@@ -29,5 +31,6 @@ pub use backend::Redis;
 pub use connection::{Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};
 pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
 pub use leftovers::release_leftovers;
+pub use lookup::Resolver;
 pub use report::report_to;
 pub use target::{Target, DEFAULT_PREFIX, DEFAULT_TIMEOUT};

@@ -60,7 +60,11 @@ fn rediss_with_a_private_ca() {
             "/CN=127.0.0.1",
         ],
     );
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
     openssl(
         &dir,
         &[
@@ -148,6 +152,9 @@ fn rediss_with_a_private_ca() {
     // A plain redis:// URL pointed at the TLS port: the handshake never completes.
     let plain = funnel(&format!("redis://127.0.0.1:{port}/0?timeout=0.3"));
     let plain_refused = plain.admit(1, now).err();
+    // By host name: looked up within the wait, then the certificate checked against the name.
+    let by_name = funnel(&format!("rediss://localhost:{port}/0?ca={}", ca.display()));
+    let by_name_admitted = by_name.admit(1, now + 200).is_ok();
     let reports = REPORTS.lock().unwrap().clone();
     let _ = child.kill();
     let _ = child.wait();
@@ -163,6 +170,10 @@ fn rediss_with_a_private_ca() {
         "an unknown CA: no connection, 'closed'"
     );
     assert_eq!(plain_refused, Some(Refusal::Full));
+    assert!(
+        by_name_admitted,
+        "rediss://localhost, its certificate naming localhost"
+    );
     // A misconfiguration is never silent: the certificate the server showed was not trusted.
     assert!(
         reports.iter().any(|r| r.contains("certificate")),
