@@ -72,4 +72,15 @@ final class HangTest extends HttpTestCase
         $this->assertSame('ok', $r->body());
         $this->assertSame(['closed', null], array_column($records, 'error'));
     }
+
+    public function testAClientDeadlineUnderFiftyMillisecondsStillSends(): void
+    {
+        // A cache next door, told to answer within 30 ms: the upstream sees the attempt. Before,
+        // every call failed at once: "less than a useful attempt (50ms)".
+        $key = $this->up->key('shortdeadline');
+        $this->up->script($key, [['status' => 200, 'body' => 'hit']]);
+        $response = $this->client($key, ['deadline' => 0.03, 'timeout' => 1])->get('/cache');
+        $this->assertSame('hit', $response->body());
+        $this->assertCount(1, $this->up->attempts($key, 1));
+    }
 }

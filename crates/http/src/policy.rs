@@ -5,7 +5,8 @@
 //! `Policy` and reqwest-retry's strategies). The rules follow seed 000's `ShippingQuoteClient`:
 //!
 //! - before an attempt: stop when the remainder cannot cover a useful attempt
-//!   (`min_useful_attempt`, 50 ms as in the seed, or the attempt timeout when smaller);
+//!   (`min_useful_attempt`, 50 ms as in the seed, or the attempt timeout or half the client's
+//!   own deadline when smaller);
 //! - an attempt gets `min(timeout, remaining)`, its connect phase `min(connect_timeout, that)`;
 //! - after a transient outcome: no retry for POST/PATCH without an idempotency key, none past
 //!   `max_attempts`; the wait is full jitter, or the server's `Retry-After` when it asks for
@@ -97,9 +98,14 @@ impl Policy {
         self
     }
 
-    /// The smallest remainder worth starting an attempt with.
+    /// The smallest remainder worth starting an attempt with: 50 ms, or the attempt timeout or
+    /// half the client's own deadline when smaller (a client told to finish within 30 ms
+    /// expects answers faster than that: with the 50 ms it could never send, and with the whole
+    /// deadline neither, some microseconds being gone before the first attempt).
     pub fn min_useful_attempt(&self) -> Duration {
-        MIN_USEFUL_ATTEMPT.min(self.timeout)
+        MIN_USEFUL_ATTEMPT
+            .min(self.timeout)
+            .min(self.deadline.map_or(Duration::MAX, |d| d / 2))
     }
 
     /// The attempt's limits: `(timeout, connect_timeout)` cut to the remainder.

@@ -306,6 +306,24 @@ async fn an_enclosing_deadline_that_ends_earlier_wins() {
     assert_eq!(rig.sends(), 1);
 }
 
+/// A client whose own deadline is under 50 ms (a cache next door) makes its attempt with that
+/// whole deadline: a useful attempt is at most half the deadline it was given. Before, every
+/// call failed at once, "less than a useful attempt (50ms)". An enclosing deadline that leaves
+/// 20 ms of a client's 5 s still sends nothing (the previous test).
+#[tokio::test(start_paused = true)]
+async fn a_client_deadline_under_the_useful_attempt_still_sends() {
+    let rig = Rig::new(vec![status(503)], status(200));
+    let c = rig.client(json!({"deadline": 0.03, "timeout": 10}));
+    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
+    let r = c.call(rig.env.clone(), req, None).await.unwrap();
+    // The first attempt has the whole 30 ms; after its 503 a retry fits while half of them is
+    // left beyond the jittered wait, and gets what is left.
+    let seen = rig.transport.seen();
+    assert_eq!(seen[0].limits.timeout, 30 * MS);
+    assert_eq!((r.status(), r.attempts()), (200, 2));
+    assert!(seen[1].limits.timeout >= 15 * MS && seen[1].limits.timeout < 30 * MS);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_funnel_slot_is_released_before_every_sleep() {
     let mut rig = Rig::new(
