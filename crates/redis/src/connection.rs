@@ -331,14 +331,23 @@ impl Server {
 impl Server {
     /// Opens a connection within `left()`, the host name's lookup included (`lookup.rs`). A
     /// `redis://` host name is connected to by the addresses it was looked up to, one after the
-    /// other while time is left. TLS needs the name itself (the certificate is checked against
-    /// it), so for `rediss://` a fresh lookup first shows, within the wait, that the resolver
-    /// answers; the connect then looks the name up once more, unbounded.
+    /// other while time is left; one that did not answer goes last for the next connect (an
+    /// IPv6 route that drops packets would otherwise take every connect's wait), and a refusal
+    /// has the name looked up again (the host may have moved). TLS needs the name itself (the
+    /// certificate is checked against it), so for `rediss://` a fresh lookup first shows, within
+    /// the wait, that the resolver answers; the redis crate's connect then looks the name up
+    /// once more, unbounded, and gives each address the whole wait.
     fn connect(
         &self,
         lookup: &mut Lookup,
         left: &impl Fn() -> Duration,
     ) -> redis::RedisResult<redis::Connection> {
+        let no_time = || {
+            redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no time left to connect",
+            ))
+        };
         let (host, port, tls) = match &self.target.info.addr {
             redis::ConnectionAddr::Tcp(host, port) => (host, *port, false),
             redis::ConnectionAddr::TcpTls { host, port, .. } => (host, *port, true),
@@ -349,25 +358,36 @@ impl Server {
         }
         let addrs = lookup.addresses(host, port, left(), tls)?;
         if tls {
+            if left() < MIN_WAIT {
+                return Err(no_time());
+            }
             return self.client.get_connection_with_timeout(left());
         }
         let mut last = None;
+        let mut refused = false;
         for addr in addrs {
             let wait = left();
             if wait < MIN_WAIT {
                 break;
             }
             let mut info = self.target.info.clone();
-            info.addr = redis::ConnectionAddr::Tcp(addr.ip().to_string(), addr.port());
+            info.addr = redis::ConnectionAddr::Tcp(lookup::numeric_host(&addr), addr.port());
             match redis::Client::open(info).and_then(|c| c.get_connection_with_timeout(wait)) {
                 Ok(conn) => return Ok(conn),
-                Err(e) => last = Some(e),
+                // The address did not answer, or refused: the others first next time.
+                Err(e) if e.kind() == redis::ErrorKind::IoError => {
+                    lookup.demote(addr);
+                    refused |= !e.is_timeout();
+                    last = Some(e);
+                }
+                // Redis answered (a wrong password...): not the address's fault.
+                Err(e) => return Err(e),
             }
         }
-        lookup.forget();
-        Err(last.unwrap_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::TimedOut, "no time left to connect").into()
-        }))
+        if refused {
+            lookup.forget();
+        }
+        Err(last.unwrap_or_else(no_time))
     }
 
     /// Sends `cmd` without waiting for its reply (read, and dropped, before the next command

@@ -28,11 +28,21 @@ pub fn system(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 
 type Answer = io::Result<Vec<SocketAddr>>;
 
-/// One server's lookups: the one under way, and the last answer.
+/// One server's lookups: the one under way (and when it began), and the last answer (and when
+/// the lookup that gave it began).
 pub struct Lookup {
     resolver: Resolver,
-    pending: Option<mpsc::Receiver<Answer>>,
+    pending: Option<(mpsc::Receiver<Answer>, Instant)>,
     answer: Option<(Vec<SocketAddr>, Instant)>,
+}
+
+/// `addr`'s IP as a host for the redis crate, which looks it up numerically: an IPv6 address
+/// keeps its zone (`fe80::1%2`), without which a link-local address cannot be reached.
+pub fn numeric_host(addr: &SocketAddr) -> String {
+    match addr {
+        SocketAddr::V6(a) if a.scope_id() != 0 => format!("{}%{}", a.ip(), a.scope_id()),
+        a => a.ip().to_string(),
+    }
 }
 
 impl Lookup {
@@ -58,9 +68,12 @@ impl Lookup {
                 return Ok(addrs.clone());
             }
         }
-        let pending = match self.pending.take() {
-            Some(pending) => pending,
-            None => {
+        // A lookup under way longer than an answer is kept is given up (its thread ends when
+        // the resolver answers, unheard): a resolver stuck for good costs a thread per
+        // KEEP_FOR, and the name is asked again.
+        let (pending, began) = match self.pending.take() {
+            Some((pending, began)) if began.elapsed() < KEEP_FOR => (pending, began),
+            _ => {
                 let (tx, rx) = mpsc::channel();
                 let (resolver, host) = (self.resolver, host.to_owned());
                 std::thread::Builder::new()
@@ -68,7 +81,7 @@ impl Lookup {
                     .spawn(move || {
                         let _ = tx.send(resolver(&host, port));
                     })?;
-                rx
+                (rx, Instant::now())
             }
         };
         match pending.recv_timeout(wait) {
@@ -80,11 +93,11 @@ impl Lookup {
                         "the Redis host name has no address",
                     ));
                 }
-                self.answer = Some((addrs.clone(), Instant::now()));
+                self.answer = Some((addrs.clone(), began));
                 Ok(addrs)
             }
             Err(RecvTimeoutError::Timeout) => {
-                self.pending = Some(pending);
+                self.pending = Some((pending, began));
                 Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "the lookup of the Redis host name did not answer in time",
@@ -105,6 +118,16 @@ impl Lookup {
     pub fn leave_inherited(&mut self) {
         if let Some(pending) = self.pending.take() {
             std::mem::forget(pending);
+        }
+    }
+
+    /// Moves `addr` to the end of the kept answer: it did not answer a connect.
+    pub fn demote(&mut self, addr: SocketAddr) {
+        if let Some((addrs, _)) = &mut self.answer {
+            if let Some(i) = addrs.iter().position(|a| *a == addr) {
+                let a = addrs.remove(i);
+                addrs.push(a);
+            }
         }
     }
 
@@ -182,6 +205,27 @@ mod tests {
             .addresses("x", 1, Duration::from_secs(5), false)
             .is_err());
         assert!(lookup.answer.is_none() && lookup.pending.is_none());
+    }
+
+    #[test]
+    fn an_address_that_did_not_answer_goes_last_and_ipv6_keeps_its_zone() {
+        fn two(_: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+            Ok(vec![
+                "[fe80::1%2]:0".parse::<SocketAddr>().unwrap(),
+                SocketAddr::from(([10, 0, 0, 5], port)),
+            ])
+        }
+        let mut lookup = Lookup::new(two);
+        let addrs = lookup
+            .addresses("x", 6379, Duration::from_secs(5), false)
+            .unwrap();
+        assert_eq!(numeric_host(&addrs[0]), "fe80::1%2");
+        assert_eq!(numeric_host(&addrs[1]), "10.0.0.5");
+        lookup.demote(addrs[0]);
+        let again = lookup
+            .addresses("x", 6379, Duration::from_secs(5), false)
+            .unwrap();
+        assert_eq!(again, vec![addrs[1], addrs[0]]);
     }
 
     #[test]
