@@ -31,6 +31,9 @@ pub struct PhaseStats {
     pub capacity_rps: f64,
     /// 99th percentile of the upstream's queue over its events in the phase.
     pub upstream_queue_p99: Option<u32>,
+    /// The upstream's events in the phase with a queue longer than its slots, and all of them:
+    /// how far the p99 is from the 1 % it allows.
+    pub upstream_queue_over_slots: (usize, usize),
     /// Mean of the funnel's learned limit sampled in the phase (`'limit' => 'auto'` only).
     pub learned_limit_mean: Option<f64>,
     pub offered_rps: f64,
@@ -183,6 +186,15 @@ fn queue_p99_in(levels: &[(f64, u32, u32)], from: f64, to: f64) -> Option<u32> {
     percentile(&mut q, 0.99).map(|x| x as u32)
 }
 
+/// The events in `[from, to)` with a queue over `slots`, and all of them.
+fn queue_over_in(levels: &[(f64, u32, u32)], from: f64, to: f64, slots: u32) -> (usize, usize) {
+    let start = levels.partition_point(|l| l.0 < from);
+    let window = levels[start..].iter().take_while(|l| l.0 < to);
+    window.fold((0, 0), |(over, all), l| {
+        (over + usize::from(l.2 > slots), all + 1)
+    })
+}
+
 fn max_level_in(levels: &[(f64, u32, u32)], from: f64, to: f64) -> (u32, u32) {
     // The level at `from` is the one set by the last event before it.
     let start = levels.partition_point(|l| l.0 < from);
@@ -240,6 +252,7 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
             ..Default::default()
         };
         ps.upstream_queue_p99 = queue_p99_in(&levels, from, to);
+        ps.upstream_queue_over_slots = queue_over_in(&levels, from, to, slots);
         let learned: Vec<f64> = s
             .learned_limit
             .iter()
@@ -579,6 +592,10 @@ mod tests {
         assert_eq!(max_level_in(&levels, 3.5, 3.9), (2, 0));
         // An end and a start at the same instant never show three in service.
         assert_eq!(max_level_in(&levels, 2.9, 3.1), (2, 1));
+        // One slot: the third's arrival (queue 1) and the second's end (still 1) are over it,
+        // of the 9 events.
+        assert_eq!(queue_over_in(&levels, 0.0, 10.0, 0), (2, 9));
+        assert_eq!(queue_over_in(&levels, 0.0, 10.0, 1), (0, 9));
     }
 
     /// Background attempts count apart from the web's amplification; outage answers never

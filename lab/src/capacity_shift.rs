@@ -66,15 +66,22 @@ fn served_at_least(ps: &PhaseStats, min: f64) -> Verdict {
     }
 }
 
-/// The upstream's queue p99 in the phase is within its slots.
+/// The upstream's queue p99 in the phase is within its slots; the measure says how many of the
+/// phase's events were over them, and how many the p99 allows (after a fall in capacity, more
+/// than any limit learned from answers can avoid: docs/adaptive-limit.md).
 fn queue_within_slots(ps: &PhaseStats) -> Verdict {
     let q = ps.upstream_queue_p99.unwrap_or(0);
+    let (over, all) = ps.upstream_queue_over_slots;
     Verdict {
         what: format!(
             "capacity-shift {}: upstream queue p99 ≤ its {} slots",
             ps.phase, ps.slots
         ),
-        measured: q.to_string(),
+        measured: format!(
+            "{q} ({over} of {all} events over {}; the p99 allows {})",
+            ps.slots,
+            all / 100
+        ),
         met: q <= ps.slots,
     }
 }

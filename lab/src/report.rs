@@ -370,10 +370,11 @@ pub fn markdown(
         md,
         "Run {started} UTC{}: upstream {} slots, {} ms → {} ms → {} ms, {} s per phase, {} req/s open loop on /checkout \
          + {} req/s on /health, php-fpm pm static {} workers behind nginx, deadline {} ms in every variant. \
-         Raw data (CSV, JSON), generated configs and logs: `lab/out/{}/`.\n",
+         Raw data (CSV, JSON), generated configs and logs: `{}/`.\n",
         if p.quick { " (--quick)" } else { "" },
         p.capacity, p.normal_ms, if p.bad_is_slow() { p.slow_ms } else { p.normal_ms }, p.normal_ms, p.phase_secs, p.rate, p.health_rate, p.workers, p.deadline_ms,
-        run_dir.strip_prefix(&p.out_dir).unwrap_or(run_dir).display()
+        // Relative to the repository when under it (the default `lab/out`), else as given.
+        run_dir.strip_prefix(&p.root).unwrap_or(run_dir).display()
     );
     if p.slow_fail_ratio > 0.0 {
         let _ = writeln!(md, "**Not the seed's experiment:** in the slow phase {:.0} % of the upstream's answers are 503 (`--slow-fail-ratio`).\n", 100.0 * p.slow_fail_ratio);
