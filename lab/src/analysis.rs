@@ -175,22 +175,25 @@ fn upstream_levels(run: &VariantRun) -> Vec<(f64, u32, u32)> {
         .collect()
 }
 
+/// The levels set by the events in `[from, to)`.
+fn events_in(
+    levels: &[(f64, u32, u32)],
+    from: f64,
+    to: f64,
+) -> impl Iterator<Item = &(f64, u32, u32)> {
+    let start = levels.partition_point(|l| l.0 < from);
+    levels[start..].iter().take_while(move |l| l.0 < to)
+}
+
 /// The 99th percentile of the queue over the events in `[from, to)`.
 fn queue_p99_in(levels: &[(f64, u32, u32)], from: f64, to: f64) -> Option<u32> {
-    let start = levels.partition_point(|l| l.0 < from);
-    let mut q: Vec<f64> = levels[start..]
-        .iter()
-        .take_while(|l| l.0 < to)
-        .map(|l| l.2 as f64)
-        .collect();
+    let mut q: Vec<f64> = events_in(levels, from, to).map(|l| l.2 as f64).collect();
     percentile(&mut q, 0.99).map(|x| x as u32)
 }
 
 /// The events in `[from, to)` with a queue over `slots`, and all of them.
 fn queue_over_in(levels: &[(f64, u32, u32)], from: f64, to: f64, slots: u32) -> (usize, usize) {
-    let start = levels.partition_point(|l| l.0 < from);
-    let window = levels[start..].iter().take_while(|l| l.0 < to);
-    window.fold((0, 0), |(over, all), l| {
+    events_in(levels, from, to).fold((0, 0), |(over, all), l| {
         (over + usize::from(l.2 > slots), all + 1)
     })
 }

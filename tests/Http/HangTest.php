@@ -83,7 +83,7 @@ final class HangTest extends HttpTestCase
         $this->up->script($key, [['status' => 200, 'body' => 'hit']]);
         try {
             $this->assertSame('hit', $this->client($key, ['deadline' => 0.03, 'timeout' => 1])->get('/cache')->body());
-        } catch (\Resilient\DeadlineExceeded $e) {
+        } catch (DeadlineExceeded $e) {
             $this->assertStringNotContainsString('less than a useful attempt', $e->getMessage());
         }
         $this->assertNotEmpty($this->up->attempts($key, 1));

@@ -92,6 +92,8 @@ struct Slot {
 pub struct Server {
     target: Target,
     client: redis::Client,
+    /// How host names are looked up (the system's resolver but in tests).
+    resolver: Resolver,
     slot: Mutex<Slot>,
 }
 
@@ -139,6 +141,7 @@ impl Server {
         Ok(Server {
             target,
             client,
+            resolver,
             slot: Mutex::new(Slot::new(0, resolver)),
         })
     }
@@ -214,8 +217,7 @@ impl Server {
                 std::mem::forget(inherited);
             }
             slot.lookup.leave_inherited();
-            let resolver = slot.lookup.resolver();
-            *slot = Slot::new(pid, resolver);
+            *slot = Slot::new(pid, self.resolver);
         }
         // After a failure (no connection, no answer in time, or an error Redis answered:
         // OOM, BUSY, READONLY, WRONGTYPE under our key), nothing is sent until the back-off

@@ -7,8 +7,8 @@
 //! starting another one, so a resolver that hangs costs one thread per server, not one per
 //! connect.
 //!
-//! An answer is kept for [`KEEP_FOR`] and forgotten when no address of it could be connected to
-//! (the host may have moved).
+//! An answer is kept for [`KEEP_FOR`]. The connect moves an address that did not answer to the
+//! end of it, and forgets it when an address refused (the host may have moved).
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -109,10 +109,6 @@ impl Lookup {
         }
     }
 
-    pub fn resolver(&self) -> Resolver {
-        self.resolver
-    }
-
     /// In a forked child: a lookup under way is the parent's thread's, and its channel is left
     /// as it is (not dropped: that thread may have held the channel's lock at the fork).
     pub fn leave_inherited(&mut self) {
@@ -131,7 +127,7 @@ impl Lookup {
         }
     }
 
-    /// Drops the kept answer: none of its addresses could be connected to.
+    /// Drops the kept answer: a connect to one of its addresses was refused.
     pub fn forget(&mut self) {
         self.answer = None;
     }
