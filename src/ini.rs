@@ -138,6 +138,16 @@ fn masked(value: &str) -> String {
     {
         return HIDDEN.to_owned();
     }
+    // Only the query parameters the backend knows are shown: any other (refused when a client
+    // is made) may be a password typed where the query goes, as may a value that names one
+    // (`db=0;pass=…`).
+    const SHOWN: [&str; 7] = ["prefix", "timeout", "ca", "protocol", "db", "user", "pass"];
+    if url.query_pairs().any(|(k, v)| {
+        !SHOWN.contains(&k.as_ref())
+            || (k != "pass" && (v.contains(';') || v.to_ascii_lowercase().contains("pass")))
+    }) {
+        return HIDDEN.to_owned();
+    }
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
     }
@@ -647,9 +657,17 @@ mod tests {
             masked("redis://u:s3cret@127.0.0.1:6379/0"),
             "redis://u:***@127.0.0.1:6379/0"
         );
+        assert_eq!(
+            masked("unix:///run/redis.sock?db=2&pass=s3cret&prefix=app:"),
+            "unix:///run/redis.sock?db=2&pass=***&prefix=app%3A"
+        );
         for url in [
             "redis://default:8734?QwE#rT@10.0.0.5:6379/0",
             "redis://default:8734?QwE@10.0.0.5:6379/0",
+            // A password typed where the query goes; one hidden in a known parameter's value.
+            "redis://:s3cret@127.0.0.1:6379/0?s3cret",
+            "redis://127.0.0.1:6379/0?prefix=a:&Xk29sLq7=1",
+            "unix:///run/redis.sock?db=0;pass=s3cret",
         ] {
             assert_eq!(masked(url), "(not shown: it may hold a password)");
         }

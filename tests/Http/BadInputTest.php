@@ -46,7 +46,7 @@ final class BadInputTest extends HttpTestCase
             'budget ratio' => [['budget' => ['ratio' => -0.5]], $value, "option 'budget.ratio': "],
             'circuit ratio' => [['circuit' => ['failure_ratio' => 2]], $value, "option 'circuit.failure_ratio'"],
             'circuit streak' => [['circuit' => ['consecutive_failures' => 0]], $value, "option 'circuit.consecutive_failures': must be an integer between 1 and 1000000, got 0"],
-            'redis backend, bad db' => [['backend' => 'redis://:pw@127.0.0.1:6379/x'], $value, "option 'backend': is not a valid Redis URL"],
+            'redis backend, bad db' => [['backend' => 'redis://:pw@127.0.0.1:6379/x'], $value, "option 'backend': its path must be the database number (/0, /1, …) or nothing"],
             'unknown backend' => [['backend' => 'mysql://:pw@h'], $value, "option 'backend': must be 'shm' or a redis://, rediss:// or unix:// URL"],
             'on_backend_error' => [['on_backend_error' => 'retry'], $value, "option 'on_backend_error': must be 'local', 'open' or 'closed'"],
             'base_url not a url' => [['base_url' => 'not a url'], $value, "option 'base_url'"],

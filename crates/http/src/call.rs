@@ -190,7 +190,9 @@ impl Call {
         let deadline_ns =
             deadline.map(|d| started_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64));
         if let Some(budget) = &env.allowance {
-            let _left = time_left::scope(deadline.unwrap_or(Duration::MAX));
+            let _left = time_left::scope(deadline.map_or(Duration::MAX, |d| {
+                time_for_guards(d, Duration::ZERO, &policy)
+            }));
             budget.record_original(env.clock.monotonic_ms());
         }
         if let Some(events) = &env.events {
@@ -282,7 +284,7 @@ impl Call {
             return Err(self.unavailable(why.kind(), reason));
         }
         if let Some(budget) = &self.env.allowance {
-            let left = time_left::scope(self.remaining());
+            let left = time_left::scope(self.time_for_guards(delay));
             let allowed = budget.try_consume(self.env.clock.monotonic_ms());
             drop(left);
             if !allowed {
@@ -305,7 +307,7 @@ impl Call {
         }
         let started = self.env.clock.monotonic_ns();
         loop {
-            let left = time_left::scope(self.remaining());
+            let left = time_left::scope(self.time_for_guards(Duration::ZERO));
             let refusal = match admit_all(&self.env.guards, number, self.env.clock.monotonic_ms()) {
                 Ok(permits) => return Ok(permits),
                 Err(refusal) => refusal,
@@ -539,6 +541,15 @@ impl Call {
         }
     }
 
+    /// What a guard or the budget may spend asking its backend before an attempt that starts
+    /// after `delay`: [`time_for_guards`] of what is left.
+    fn time_for_guards(&self, delay: Duration) -> Duration {
+        match self.remaining() {
+            Duration::MAX => Duration::MAX,
+            left => time_for_guards(left, delay, &self.policy),
+        }
+    }
+
     fn elapsed(&self) -> Duration {
         Duration::from_nanos(
             self.env
@@ -577,6 +588,15 @@ impl Call {
         );
         Unavailable::new(kind, self.attempts, last_response, last_failure, message)
     }
+}
+
+/// What the decisions before an attempt (the budget's, the guards') may spend asking a backend
+/// (Redis) when `left` remains and the attempt starts after `delay`: the rest once the attempt
+/// has its least useful time. A backend takes at most half of it (`resilient_redis`), so a slow
+/// Redis asked with a short deadline leaves the attempt room to go out under
+/// `on_backend_error` 'open' or 'local', instead of eating the half the attempt needed.
+fn time_for_guards(left: Duration, delay: Duration, policy: &Policy) -> Duration {
+    left.saturating_sub(delay.saturating_add(policy.min_useful_attempt()))
 }
 
 /// Asks every guard in order; on the first refusal the permits already given are dropped.

@@ -185,3 +185,40 @@ async fn a_sink_failure_is_ours_and_the_guards_learn_nothing_from_it() {
     );
     assert_eq!(*guard.outcomes.lock().unwrap(), [Outcome::Status(503)]);
 }
+
+/// Records what the call lets it spend asking a backend (`call_time_left`) when asked.
+#[derive(Default)]
+struct TimeLeftSeen(Mutex<Vec<Option<std::time::Duration>>>);
+
+impl Guard for TimeLeftSeen {
+    fn admit(&self, _attempt: u32, _now_ms: u64) -> Result<Permit, Refusal> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(resilient_http::call_time_left());
+        Ok(Permit::free())
+    }
+}
+
+/// A guard asked before an attempt may spend what is left once the attempt has its least
+/// useful time (here 50 ms of a 100 ms deadline), not all of it: a Redis backend takes half of
+/// what it is given, and half of 100 ms left the attempt under its 50 ms, so under
+/// `on_backend_error` 'open' a stalled Redis failed every call instead of letting it through.
+#[tokio::test(start_paused = true)]
+async fn a_guard_may_spend_only_what_the_attempt_does_not_need() {
+    let mut rig = Rig::new(vec![], status(200));
+    let guard = Arc::new(TimeLeftSeen::default());
+    rig.env = rig.env.clone().guard(guard.clone());
+    let c = rig.client(json!({"deadline": 0.1, "timeout": 5.0}));
+    assert_eq!(get(&rig, &c).await.unwrap().status(), 200);
+    let seen = guard.0.lock().unwrap().clone();
+    let left = seen[0].expect("the call has a deadline");
+    assert!(
+        left <= std::time::Duration::from_millis(50) && left > std::time::Duration::from_millis(40),
+        "{seen:?}"
+    );
+    // No deadline: nothing to keep back.
+    let c = rig.client(json!({"timeout": 5.0}));
+    assert_eq!(get(&rig, &c).await.unwrap().status(), 200);
+    assert_eq!(guard.0.lock().unwrap()[1], None);
+}

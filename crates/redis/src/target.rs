@@ -72,7 +72,21 @@ impl Target {
         let mut timeout = DEFAULT_TIMEOUT;
         let mut ca = None;
         let mut rest = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
         for (k, v) in url.query_pairs() {
+            // Given twice, one of the two would be dropped without a word (the last one won).
+            if seen.iter().any(|s| *s == k) {
+                return Err(bad(format!(
+                    "query parameter '{}' is given twice",
+                    k.escape_debug()
+                )));
+            }
+            if matches!(
+                k.as_ref(),
+                "prefix" | "timeout" | "ca" | "protocol" | "db" | "user" | "pass"
+            ) {
+                seen.push(k.clone().into_owned());
+            }
             match k.as_ref() {
                 "prefix" => prefix = v.into_owned(),
                 "timeout" => {
@@ -140,6 +154,7 @@ impl Target {
                     .into(),
             ));
         }
+        shape(&url).map_err(bad)?;
         let info = url
             .as_str()
             .into_connection_info()
@@ -185,6 +200,50 @@ impl Target {
         key.push_str(what);
         key
     }
+}
+
+/// What the `redis` crate would refuse as "invalid client configuration", said in words
+/// (without quoting the URL: a password may sit where a database or a path was meant).
+fn shape(url: &resilient_http::Url) -> Result<(), String> {
+    // (A negative one is refused after, in its own words.)
+    let database = |text: &str| text.parse::<i64>().is_ok();
+    let protocol = |v: &str| matches!(v, "2" | "resp2" | "3" | "resp3");
+    let query = |key: &str| {
+        url.query_pairs()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.into_owned())
+    };
+    if query("protocol").is_some_and(|v| !protocol(&v)) {
+        return Err("query parameter 'protocol' must be resp2 or resp3".into());
+    }
+    if url.scheme() == "unix" {
+        if url.host_str().is_some_and(|h| !h.is_empty()) {
+            return Err(
+                "a unix:// URL names no host: unix:///path/to/redis.sock (three slashes)".into(),
+            );
+        }
+        if url.path().is_empty() || url.path() == "/" {
+            return Err("a unix:// URL must name the socket's path".into());
+        }
+        if query("db").is_some_and(|v| !database(&v)) {
+            return Err("query parameter 'db' must be a database number".into());
+        }
+        return Ok(());
+    }
+    match url.path().trim_matches('/') {
+        "" => {}
+        db if database(db) => {}
+        _ => return Err("its path must be the database number (/0, /1, …) or nothing".into()),
+    }
+    let utf8 = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .is_ok()
+    };
+    if !utf8(url.username()) || !url.password().is_none_or(utf8) {
+        return Err("the user name or password is not valid UTF-8 once percent-decoded".into());
+    }
+    Ok(())
 }
 
 trait KindName {
@@ -339,6 +398,48 @@ mod tests {
             (
                 bad_ca.as_str(),
                 "query parameter 'ca': the file holds no PEM certificate",
+            ),
+            // One of the two would be dropped without a word.
+            (
+                "redis://127.0.0.1:6390/0?prefix=a:&prefix=b:",
+                "query parameter 'prefix' is given twice",
+            ),
+            (
+                "redis://127.0.0.1:6390/0?timeout=0.25&timeout=1",
+                "query parameter 'timeout' is given twice",
+            ),
+            (
+                "unix:///run/redis.sock?db=1&db=2",
+                "query parameter 'db' is given twice",
+            ),
+            // What the redis crate calls "invalid client configuration", in words.
+            (
+                "redis://127.0.0.1:6390/s3cret",
+                "its path must be the database number (/0, /1, …) or nothing",
+            ),
+            (
+                "redis://127.0.0.1:6390/0/1",
+                "its path must be the database number",
+            ),
+            (
+                "redis://127.0.0.1:6390/99999999999999999999",
+                "its path must be the database number",
+            ),
+            (
+                "redis://127.0.0.1:6390/0?protocol=resp9",
+                "query parameter 'protocol' must be resp2 or resp3",
+            ),
+            (
+                "unix://host/run/redis.sock",
+                "a unix:// URL names no host: unix:///path/to/redis.sock",
+            ),
+            (
+                "unix:///run/redis.sock?db=abc",
+                "query parameter 'db' must be a database number",
+            ),
+            (
+                "redis://u:%FFs3cret@127.0.0.1:6390/0",
+                "the user name or password is not valid UTF-8 once percent-decoded",
             ),
         ] {
             let e = Target::parse(url).unwrap_err().to_string();
