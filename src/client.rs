@@ -24,7 +24,7 @@
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
@@ -75,6 +75,18 @@ struct Built {
 }
 
 impl Built {
+    /// When a call made now must end: its client's `deadline` (the web or console cap
+    /// included) or an enclosing `Deadline::within`, the earlier. Taken before the request's
+    /// options are read, so reading a part's stream counts in it.
+    fn deadline(&self) -> Option<Instant> {
+        let own = self.http.policy().deadline;
+        let left = match (own, enclosing_remaining()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        left.and_then(|d| Instant::now().checked_add(d))
+    }
+
     fn prepare(
         &self,
         method: &str,
@@ -333,12 +345,13 @@ impl Client {
         let path = path.utf8(REQUEST, 2, "path")?;
         let options = ArrayArg::optional(options.as_ref(), REQUEST, 3, "options")?;
         let b = self.built()?;
+        let until = b.deadline();
         let request = b.prepare(
             &method,
             &path,
-            options::request(options, None, &b.http.config().transport)?,
+            options::request(options, None, &b.http.config().transport, until)?,
         )?;
-        self.run(&b, request)
+        self.run(&b, request, until)
     }
 
     /// `validateRequest(string $method, string $path, array $options = [])`: checks the call
@@ -357,10 +370,11 @@ impl Client {
         let path = path.utf8(VALIDATE, 2, "path")?;
         let options = ArrayArg::optional(options.as_ref(), VALIDATE, 3, "options")?;
         let b = self.built()?;
+        let until = b.deadline();
         b.prepare(
             &method,
             &path,
-            options::request(options, None, &b.http.config().transport)?,
+            options::request(options, None, &b.http.config().transport, until)?,
         )?;
         Ok(())
     }
@@ -383,6 +397,7 @@ impl Client {
             return Err(exceptions::value_error(format!("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got {concurrency}")));
         }
         let b = self.built()?;
+        let until = b.deadline();
         let mut keys = Vec::with_capacity(requests.len());
         let mut prepared = Vec::with_capacity(requests.len());
         for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
@@ -390,7 +405,7 @@ impl Client {
             let (method, path, options) = pool_item(item, &label)?;
             // Every error of the item's request, its options' and its URL's, names the item.
             let request = exceptions::about_item(&format!("pool request '{label}': "), || {
-                let options = options::request(options, None, &b.http.config().transport)?;
+                let options = options::request(options, None, &b.http.config().transport, until)?;
                 b.http
                     .prepare(&method, &path, options)
                     .map_err(|e| exceptions::value_error(e.to_string()))
@@ -403,7 +418,7 @@ impl Client {
         let (env, events) = self.call_env(&b.http, io);
         let future = b
             .http
-            .pool(env, prepared, concurrency as usize, enclosing_remaining());
+            .pool(env, prepared, concurrency as usize, left_of(until));
         let mut failure = None;
         let (results, _summary) =
             match io.drive(future, events, Some(&interrupt::pending), |wake| {
@@ -454,12 +469,13 @@ impl Client {
             false => Data::Json(d),
         });
         let b = self.built()?;
+        let until = b.deadline();
         let request = b.prepare(
             method,
             &path,
-            options::request(options, data, &b.http.config().transport)?,
+            options::request(options, data, &b.http.config().transport, until)?,
         )?;
-        self.run(&b, request)
+        self.run(&b, request, until)
     }
 
     /// The HTTP client for a call. A long-running process (a queue worker, Octane) may keep a
@@ -501,11 +517,17 @@ impl Client {
 
     /// One call to its end: a Response, or the Unavailable subclass thrown (or given to the
     /// `fallback`, whose value is returned instead).
-    fn run(&self, b: &Built, request: Arc<PreparedRequest>) -> PhpResult<Zval> {
+    /// `until`: [`Built::deadline`], taken before the request was read.
+    fn run(
+        &self,
+        b: &Built,
+        request: Arc<PreparedRequest>,
+        until: Option<Instant>,
+    ) -> PhpResult<Zval> {
         check_stack()?;
         let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
         let (env, events) = self.call_env(&b.http, io);
-        let future = b.http.call(env, request, enclosing_remaining());
+        let future = b.http.call(env, request, left_of(until));
         let mut failure = None;
         let driven = io.drive(future, events, Some(&interrupt::pending), |wake| {
             self.wake(wake, &mut failure)
@@ -646,6 +668,12 @@ fn enclosing_remaining() -> Option<Duration> {
     deadline::remaining().map(|s| Duration::from_secs_f64(s.max(0.0)))
 }
 
+/// What is left until `until`, handed to the call as an enclosing deadline: the earlier of the
+/// client's `deadline` and an enclosing one, counted from before the request was read.
+fn left_of(until: Option<Instant>) -> Option<Duration> {
+    until.map(|u| u.saturating_duration_since(Instant::now()))
+}
+
 /// The Unavailable subclass for an error.
 fn kind_of(u: &Unavailable) -> Kind {
     if u.is_deadline_exceeded() {
@@ -718,16 +746,20 @@ fn pool_item<'a>(
         ))
     };
     let list = item.array().ok_or_else(bad)?;
-    let method = list
-        .get_index(0)
-        .and_then(Zval::str)
-        .ok_or_else(bad)?
-        .to_string();
-    let path = list
-        .get_index(1)
-        .and_then(Zval::str)
-        .ok_or_else(bad)?
-        .to_string();
+    // A string that is not UTF-8 is said as such (as `get()` says it), not as a wrong shape.
+    let text = |index: i64, what: &str| -> PhpResult<String> {
+        let z = list
+            .get_index(index)
+            .filter(|z| z.is_string())
+            .ok_or_else(bad)?;
+        z.str().map(str::to_owned).ok_or_else(|| {
+            exceptions::value_error(format!(
+                "pool request '{label}': the {what} is not valid UTF-8"
+            ))
+        })
+    };
+    let method = text(0, "method")?;
+    let path = text(1, "path")?;
     let options = match list.get_index(2) {
         None => None,
         Some(z) if z.is_null() => None,

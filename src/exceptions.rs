@@ -338,6 +338,12 @@ pub fn value_error(message: impl Into<String>) -> PhpException {
     PhpException::new(printable(about(message.into())), 0, ce::value_error())
 }
 
+/// `\RuntimeException` naming the option: something outside the caller's values failed (a
+/// part's stream that stalled).
+pub fn runtime_error(message: impl Into<String>) -> PhpException {
+    PhpException::new(printable(about(message.into())), 0, runtime_exception())
+}
+
 /// `\InvalidArgumentException` naming the option (e.g. an unknown option key).
 pub fn invalid_argument(message: impl Into<String>) -> PhpException {
     PhpException::new(

@@ -12,7 +12,7 @@
 //! (`\ValueError`, as through `new Funnel('x', 0)`: `limit: must be between 1 and 64, got 0`).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ext_php_rs::convert::IntoZvalDyn;
 use ext_php_rs::exception::PhpException;
@@ -526,10 +526,12 @@ pub fn key_string(key: &ArrayKey) -> String {
 /// (objects, `JsonSerializable`, floats exactly as PHP writes them); a string `body` is sent
 /// byte for byte. `$data` as a query comes first, the options' `query` replacing a key of the
 /// same name; `$data` as JSON beside another body is refused, never dropped.
+/// `until`: the call's deadline, which bounds reading a `multipart` part's stream.
 pub fn request(
     options: Option<&ZendHashTable>,
     data: Option<Data>,
     client: &TransportOptions,
+    until: Option<Instant>,
 ) -> PhpResult<RequestOptions> {
     let mut query: Vec<(String, &Zval)> = Vec::new();
     let mut bodies: Vec<(&str, &Zval)> = Vec::new();
@@ -637,7 +639,7 @@ pub fn request(
                 Some(s) => Body::Raw(s.as_bytes().to_vec()),
                 None => return Err(mismatch("string", value, "body")),
             },
-            "multipart" => Body::Multipart(transport_options::multipart(value)?),
+            "multipart" => Body::Multipart(transport_options::multipart(value, until)?),
             _ => {
                 let mut pairs = Vec::new();
                 if !off(value) {

@@ -4,6 +4,7 @@
 //! files and values by `resilient_http::TransportOptions`' setters.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use ext_php_rs::convert::IntoZvalDyn;
 use ext_php_rs::prelude::*;
@@ -264,7 +265,7 @@ fn flag(value: &Zval, path: &str) -> PhpResult<bool> {
 /// `multipart`: a list of `['name' => .., 'contents' => string|resource, 'filename' => ..,
 /// 'headers' => [..]]`. A plain-file stream is sent from its file (read while sending, on
 /// every attempt); any other stream is read now.
-pub fn multipart(value: &Zval) -> PhpResult<Vec<Part>> {
+pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
     let mut parts = Vec::new();
     for (i, item) in entries(table(value, "multipart")?, "multipart")? {
         let at = format!("multipart.{i}");
@@ -273,7 +274,7 @@ pub fn multipart(value: &Zval) -> PhpResult<Vec<Part>> {
             let path = format!("{at}.{key}");
             match key.as_str() {
                 "name" => name = Some(text(v, &path)?),
-                "contents" => contents = Some(part_contents(v, &path)?),
+                "contents" => contents = Some(part_contents(v, &path, until)?),
                 "filename" => filename = Some(text(v, &path)?),
                 "headers" => {
                     for (h, hv) in entries(table(v, &path)?, &path)? {
@@ -302,8 +303,13 @@ pub fn multipart(value: &Zval) -> PhpResult<Vec<Part>> {
     Ok(parts)
 }
 
-/// A part's contents, and the file name a plain-file stream suggests.
-fn part_contents(value: &Zval, path: &str) -> PhpResult<(PartContents, Option<String>)> {
+/// A part's contents, and the file name a plain-file stream suggests. `until`: the call's
+/// deadline, which bounds the read of a stream that may stall (a socket, a pipe).
+fn part_contents(
+    value: &Zval,
+    path: &str,
+    until: Option<Instant>,
+) -> PhpResult<(PartContents, Option<String>)> {
     let v = value.dereference();
     if let Some(s) = v.zend_str() {
         return Ok((
@@ -336,18 +342,99 @@ fn part_contents(value: &Zval, path: &str) -> PhpResult<(PartContents, Option<St
                 }
             }
         }
-        let read = call("stream_get_contents", v)?;
-        return match read.zend_str() {
-            Some(s) => Ok((
-                PartContents::Bytes(Bytes::copy_from_slice(s.as_bytes())),
-                name,
-            )),
-            None => Err(exceptions::value_error(format!(
-                "option '{path}': the stream cannot be read"
-            ))),
-        };
+        let read = read_stream(v, path, until)?;
+        return Ok((PartContents::Bytes(Bytes::from(read)), name));
     }
     Err(mismatch("string|resource", value, path))
+}
+
+/// How often a stream that may stall is looked at again while its data has not all come.
+const STREAM_POLL: Duration = Duration::from_millis(2);
+
+/// A part's stream read to its end, as Guzzle sends it: a seekable one (`php://temp`,
+/// `php://memory`) from its start, wherever it was left. One that may stall (a socket, a pipe)
+/// is read without blocking, at most until `until` (the call's deadline), and left in the mode
+/// it was in; a socket whose own timeout (`default_socket_timeout`) ran out is an error too,
+/// never a part cut short.
+fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8>> {
+    let meta = call("stream_get_meta_data", v)?;
+    let flag = |key: &str| {
+        meta.array()
+            .and_then(|m| m.get(key))
+            .and_then(Zval::bool)
+            .unwrap_or(false)
+    };
+    let cannot_read =
+        || exceptions::value_error(format!("option '{path}': the stream cannot be read"));
+    let bytes = |z: Zval| z.zend_str().map(|s| s.as_bytes().to_vec());
+    if flag("seekable") {
+        let mut from_start = Zval::new();
+        from_start.set_long(0);
+        let mut all = Zval::new();
+        all.set_long(-1);
+        return bytes(call_with("stream_get_contents", &[v, &all, &from_start])?)
+            .ok_or_else(cannot_read);
+    }
+    let blocking = |on: bool| -> PhpResult<bool> {
+        let mut flag = Zval::new();
+        flag.set_bool(on);
+        Ok(call_with("stream_set_blocking", &[v, &flag])?
+            .bool()
+            .unwrap_or(false))
+    };
+    // A stream the caller made non-blocking is polled too (read once, it gave what had come).
+    let was_blocking = flag("blocked");
+    let polled = !was_blocking || (until.is_some() && blocking(false)?);
+    if !polled {
+        let read = bytes(call("stream_get_contents", v)?).ok_or_else(cannot_read)?;
+        if timed_out(v)? {
+            return Err(stalled(
+                path,
+                "its socket's timeout (default_socket_timeout) ran out",
+            ));
+        }
+        return Ok(read);
+    }
+    let read = || -> PhpResult<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            out.extend(bytes(call("stream_get_contents", v)?).ok_or_else(cannot_read)?);
+            if call("feof", v)?.bool().unwrap_or(true) {
+                return Ok(out);
+            }
+            let left = until.map_or(Duration::MAX, |u| {
+                u.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Err(stalled(path, "the call's deadline came first"));
+            }
+            std::thread::sleep(left.min(STREAM_POLL));
+        }
+    };
+    let result = read();
+    // Left as the caller had it, whatever happened.
+    if was_blocking {
+        blocking(true)?;
+    }
+    result
+}
+
+/// Whether a read of the stream stopped at its socket's timeout.
+fn timed_out(v: &Zval) -> PhpResult<bool> {
+    let meta = call("stream_get_meta_data", v)?;
+    Ok(meta
+        .array()
+        .and_then(|m| m.get("timed_out"))
+        .and_then(Zval::bool)
+        .unwrap_or(false))
+}
+
+/// A part's stream that did not reach its end: nothing is sent (a part cut short would reach
+/// the upstream as if whole).
+fn stalled(path: &str, why: &str) -> PhpException {
+    exceptions::runtime_error(format!(
+        "option '{path}': the stream did not reach its end ({why}); nothing was sent"
+    ))
 }
 
 /// `sink`: a file path, or a plain-file stream (its file is written).
@@ -465,8 +552,13 @@ fn still_there(stream: &Zval, uri: &std::path::Path) -> PhpResult<bool> {
 }
 
 fn call(function: &str, argument: &Zval) -> PhpResult<Zval> {
+    call_with(function, &[argument])
+}
+
+/// PHP's `function(...arguments)`.
+fn call_with(function: &str, arguments: &[&Zval]) -> PhpResult<Zval> {
     let f = ZendCallable::try_from_name(function)
         .map_err(|_| PhpException::from(format!("{function} is not available")))?;
-    exceptions::outside_item(|| f.try_call(vec![argument as &dyn IntoZvalDyn]))
-        .map_err(PhpException::from)
+    let arguments = arguments.iter().map(|a| *a as &dyn IntoZvalDyn).collect();
+    exceptions::outside_item(|| f.try_call(arguments)).map_err(PhpException::from)
 }

@@ -160,6 +160,84 @@ final class StreamingTest extends ClientTestCase
     }
 
     /**
+     * A seekable stream (`php://temp`, `php://memory`) is sent whole from its start, wherever
+     * it was left, as Guzzle sends it: written and not rewound, it went out as an empty part.
+     */
+    public function testASeekableStreamIsSentFromItsStart(): void
+    {
+        $key = $this->up->key('multiseek');
+        $client = $this->client($this->up->base($key));
+        $memory = fopen('php://memory', 'w+');
+        fwrite($memory, 'MEMORY-DATA');
+        $temp = fopen('php://temp', 'w+');
+        fwrite($temp, 'TEMP-DATA');
+        rewind($temp);
+        fread($temp, 5);
+        $client->post('/upload', null, ['multipart' => [
+            ['name' => 'memory', 'contents' => $memory, 'filename' => 'm.txt'],
+            ['name' => 'temp', 'contents' => $temp, 'filename' => 't.txt'],
+        ]]);
+        $parts = $this->up->attempts($key, 1)[0]['parts'] ?? [];
+        $this->assertSame([11, 9], array_column($parts, 'len'), json_encode($parts));
+        $this->assertSame([hash('fnv1a64', 'MEMORY-DATA'), hash('fnv1a64', 'TEMP-DATA')], array_column($parts, 'fnv1a64'));
+    }
+
+    /**
+     * A part's stream that stalls (a socket whose peer sent half and went quiet, a pipe whose
+     * writer is slow) is read at most until the call's deadline, and then nothing is sent: it
+     * ran 60 s (default_socket_timeout) under a 1.5 s deadline and then sent the half it had as
+     * if whole, answered 200. Without a deadline, a socket's own timeout running out is the
+     * same error, never a part cut short.
+     */
+    public function testAStalledStreamIsNotSentCutShortNorReadPastTheDeadline(): void
+    {
+        $key = $this->up->key('multistall');
+        $server = stream_socket_server('tcp://127.0.0.1:0');
+        $socket = stream_socket_client('tcp://' . stream_socket_get_name($server, false));
+        $peer = stream_socket_accept($server);
+        fwrite($peer, 'FIRST-HALF-');
+        $t = hrtime(true);
+        $e = self::thrown(fn () => $this->client($this->up->base($key), ['deadline' => 0.3])
+            ->post('/upload', null, ['multipart' => [['name' => 'upload', 'contents' => $socket]]]));
+        $ms = (hrtime(true) - $t) / 1e6;
+        $this->assertInstanceOf(\RuntimeException::class, $e, self::describe($e));
+        $this->assertNotInstanceOf(Unavailable::class, $e, 'the stream is ours, not the upstream\'s: no fallback');
+        $this->assertSame("option 'multipart.0.contents': the stream did not reach its end (the call's deadline came first); nothing was sent", $e->getMessage());
+        $this->assertLessThan(1000, $ms, 'ended at the deadline (generous bound)');
+        $this->assertGreaterThanOrEqual(300, $ms, 'waited for the data until the deadline');
+
+        // An enclosing deadline bounds it too; a pipe, whose read has no timeout of its own.
+        $pipe = popen('sleep 1; echo late 2>/dev/null', 'r');
+        $t = hrtime(true);
+        $e = self::thrown(fn () => \Resilient\Deadline::within(0.3, fn () => $this->client($this->up->base($key))
+            ->post('/upload', null, ['multipart' => [['name' => 'a', 'contents' => $pipe]]])));
+        $ms = (hrtime(true) - $t) / 1e6;
+        $this->assertInstanceOf(\RuntimeException::class, $e, self::describe($e));
+        $this->assertStringContainsString('the stream did not reach its end', $e->getMessage());
+        $this->assertLessThan(1000, $ms, 'ended at the deadline (generous bound)');
+
+        // No deadline: the socket's own timeout.
+        $socket = stream_socket_client('tcp://' . stream_socket_get_name($server, false));
+        $peer2 = stream_socket_accept($server);
+        fwrite($peer2, 'HALF');
+        stream_set_timeout($socket, 0, 200_000);
+        $e = self::thrown(fn () => $this->client($this->up->base($key))
+            ->post('/upload', null, ['multipart' => [['name' => 'upload', 'contents' => $socket]]]));
+        $this->assertInstanceOf(\RuntimeException::class, $e, self::describe($e));
+        $this->assertStringContainsString("its socket's timeout (default_socket_timeout) ran out", $e->getMessage());
+        $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
+
+        // Data that does come within the deadline, from a pipe: sent whole.
+        $pipe = popen('printf part-one; sleep 0.1; printf part-two', 'r');
+        $this->client($this->up->base($key), ['deadline' => 2.0])
+            ->post('/upload', null, ['multipart' => [['name' => 'a', 'contents' => $pipe]]]);
+        $parts = $this->up->attempts($key, 1)[0]['parts'] ?? [];
+        $this->assertSame(hash('fnv1a64', 'part-onepart-two'), $parts[0]['fnv1a64'] ?? null, json_encode($parts));
+        fclose($peer);
+        fclose($peer2);
+    }
+
+    /**
      * A plain file whose size says nothing of its contents (/proc reports 0 bytes) is read
      * through its stream, not sent as an empty part; a directory stream is refused by name.
      */

@@ -134,6 +134,15 @@ final class BadInputTest extends HttpTestCase
                 $this->assertSame("pool request 'a': must be [method, path, options?]", $e->getMessage(), "item $i");
             }
         }
+        // A method or path that is not UTF-8 is said as such, as get() says it, not as a shape.
+        foreach ([[['GET', "/caf\xE9"], 'path'], [["G\xE9T", '/x'], 'method']] as [$item, $what]) {
+            try {
+                $client->pool(['a' => $item]);
+                $this->fail("$what: expected ValueError");
+            } catch (\ValueError $e) {
+                $this->assertSame("pool request 'a': the $what is not valid UTF-8", $e->getMessage());
+            }
+        }
         $this->assertCount(0, $this->up->attempts($key, 0), 'nothing was sent');
         $ok = $client->pool(['a' => ['GET', '/x'], 'b' => ['GET', '/x', null], 'c' => [1 => '/x', 0 => 'GET', 2 => []]]);
         $this->assertSame([200, 200, 200], array_map(fn ($r) => $r->status(), array_values($ok)));
