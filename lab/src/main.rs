@@ -156,9 +156,10 @@ async fn run_scenario(
     let dir = run_dir.join(sc.name());
     let _ = std::fs::create_dir_all(&dir);
     eprintln!(
-        "lab: scenario {}: {} variants × 3 phases × {} s, {} req/s; output in {}",
+        "lab: scenario {}: {} variants × {} phases × {} s, {} req/s; output in {}",
         sc.name(),
         p.variants.len(),
+        p.phases().len(),
         p.phase_secs,
         p.rate,
         dir.display()
