@@ -79,12 +79,10 @@ impl Built {
     /// included) or an enclosing `Deadline::within`, the earlier. Taken before the request's
     /// options are read, so reading a part's stream counts in it.
     fn deadline(&self) -> Option<Instant> {
-        let own = self.http.policy().deadline;
-        let left = match (own, enclosing_remaining()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        left.and_then(|d| Instant::now().checked_add(d))
+        self.http
+            .policy()
+            .deadline_within(enclosing_remaining())
+            .and_then(|d| Instant::now().checked_add(d))
     }
 
     fn prepare(

@@ -141,9 +141,8 @@ fn masked(value: &str) -> String {
     // Only the query parameters the backend knows are shown: any other (refused when a client
     // is made) may be a password typed where the query goes, as may a value that names one
     // (`db=0;pass=…`).
-    const SHOWN: [&str; 7] = ["prefix", "timeout", "ca", "protocol", "db", "user", "pass"];
     if url.query_pairs().any(|(k, v)| {
-        !SHOWN.contains(&k.as_ref())
+        !resilient_redis::QUERY_PARAMETERS.contains(&k.as_ref())
             || (k != "pass" && (v.contains(';') || v.to_ascii_lowercase().contains("pass")))
     }) {
         return HIDDEN.to_owned();

@@ -358,36 +358,26 @@ const STREAM_POLL: Duration = Duration::from_millis(2);
 /// never a part cut short.
 fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8>> {
     let meta = call("stream_get_meta_data", v)?;
-    let flag = |key: &str| {
-        meta.array()
-            .and_then(|m| m.get(key))
-            .and_then(Zval::bool)
-            .unwrap_or(false)
-    };
     let cannot_read =
         || exceptions::value_error(format!("option '{path}': the stream cannot be read"));
     let bytes = |z: Zval| z.zend_str().map(|s| s.as_bytes().to_vec());
-    if flag("seekable") {
-        let mut from_start = Zval::new();
-        from_start.set_long(0);
-        let mut all = Zval::new();
-        all.set_long(-1);
-        return bytes(call_with("stream_get_contents", &[v, &all, &from_start])?)
+    if meta_flag(&meta, "seekable") {
+        // stream_get_contents($stream, -1, 0): all of it, from offset 0.
+        return bytes(call_with("stream_get_contents", &[v, &-1i64, &0i64])?)
             .ok_or_else(cannot_read);
     }
     let blocking = |on: bool| -> PhpResult<bool> {
-        let mut flag = Zval::new();
-        flag.set_bool(on);
-        Ok(call_with("stream_set_blocking", &[v, &flag])?
+        Ok(call_with("stream_set_blocking", &[v, &on])?
             .bool()
             .unwrap_or(false))
     };
     // A stream the caller made non-blocking is polled too (read once, it gave what had come).
-    let was_blocking = flag("blocked");
+    let was_blocking = meta_flag(&meta, "blocked");
     let polled = !was_blocking || (until.is_some() && blocking(false)?);
     if !polled {
         let read = bytes(call("stream_get_contents", v)?).ok_or_else(cannot_read)?;
-        if timed_out(v)? {
+        // (Read again: the flag is set by the read.)
+        if meta_flag(&call("stream_get_meta_data", v)?, "timed_out") {
             return Err(stalled(
                 path,
                 "its socket's timeout (default_socket_timeout) ran out",
@@ -398,7 +388,8 @@ fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8
     let read = || -> PhpResult<Vec<u8>> {
         let mut out = Vec::new();
         loop {
-            out.extend(bytes(call("stream_get_contents", v)?).ok_or_else(cannot_read)?);
+            let chunk = call("stream_get_contents", v)?;
+            out.extend_from_slice(chunk.zend_str().ok_or_else(cannot_read)?.as_bytes());
             if call("feof", v)?.bool().unwrap_or(true) {
                 return Ok(out);
             }
@@ -419,14 +410,12 @@ fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8
     result
 }
 
-/// Whether a read of the stream stopped at its socket's timeout.
-fn timed_out(v: &Zval) -> PhpResult<bool> {
-    let meta = call("stream_get_meta_data", v)?;
-    Ok(meta
-        .array()
-        .and_then(|m| m.get("timed_out"))
+/// A true/false entry of `stream_get_meta_data()`'s array (false when it is missing).
+fn meta_flag(meta: &Zval, key: &str) -> bool {
+    meta.array()
+        .and_then(|m| m.get(key))
         .and_then(Zval::bool)
-        .unwrap_or(false))
+        .unwrap_or(false)
 }
 
 /// A part's stream that did not reach its end: nothing is sent (a part cut short would reach
@@ -556,9 +545,8 @@ fn call(function: &str, argument: &Zval) -> PhpResult<Zval> {
 }
 
 /// PHP's `function(...arguments)`.
-fn call_with(function: &str, arguments: &[&Zval]) -> PhpResult<Zval> {
+fn call_with(function: &str, arguments: &[&dyn IntoZvalDyn]) -> PhpResult<Zval> {
     let f = ZendCallable::try_from_name(function)
         .map_err(|_| PhpException::from(format!("{function} is not available")))?;
-    let arguments = arguments.iter().map(|a| *a as &dyn IntoZvalDyn).collect();
-    exceptions::outside_item(|| f.try_call(arguments)).map_err(PhpException::from)
+    exceptions::outside_item(|| f.try_call(arguments.to_vec())).map_err(PhpException::from)
 }

@@ -183,10 +183,7 @@ impl Call {
         enclosing_remaining: Option<Duration>,
     ) -> Self {
         let started_ns = env.clock.monotonic_ns();
-        let deadline = match (policy.deadline, enclosing_remaining) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = policy.deadline_within(enclosing_remaining);
         let deadline_ns =
             deadline.map(|d| started_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64));
         if let Some(budget) = &env.allowance {

@@ -98,6 +98,14 @@ impl Policy {
         self
     }
 
+    /// A call's deadline: this policy's own or what an enclosing one has left, the earlier.
+    pub fn deadline_within(&self, enclosing_remaining: Option<Duration>) -> Option<Duration> {
+        match (self.deadline, enclosing_remaining) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The smallest remainder worth starting an attempt with: 50 ms, or the attempt timeout or
     /// half the client's own deadline when smaller (a client told to finish within 30 ms
     /// expects answers faster than that: with the 50 ms it could never send, and with the whole

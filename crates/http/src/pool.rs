@@ -162,10 +162,7 @@ pub async fn run_pool(
             let env = env.clone();
             // The deadline bounds the whole batch, counted from the pool's start: a call that
             // starts late gets only what is left (none left: it fails as deadline exceeded).
-            let batch = match (item.policy.deadline, enclosing_remaining) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let batch = item.policy.deadline_within(enclosing_remaining);
             let enclosing = batch.map(|r| {
                 r.saturating_sub(Duration::from_nanos(
                     env.clock().monotonic_ns().saturating_sub(pool_start),

@@ -33,4 +33,4 @@ pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
 pub use leftovers::release_leftovers;
 pub use lookup::Resolver;
 pub use report::report_to;
-pub use target::{Target, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+pub use target::{Target, DEFAULT_PREFIX, DEFAULT_TIMEOUT, QUERY_PARAMETERS};

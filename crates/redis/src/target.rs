@@ -16,6 +16,13 @@ use resilient_http::ConfigError;
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "resilient:";
+/// The query parameters a Redis URL may have: a `unix://` URL all of them, a TCP URL the first
+/// four (its database is the path; its user and password come before the host).
+pub const QUERY_PARAMETERS: [&str; 7] =
+    ["prefix", "timeout", "ca", "protocol", "db", "user", "pass"];
+/// How many of [`QUERY_PARAMETERS`] a TCP URL may have.
+const TCP_QUERY_PARAMETERS: usize = 4;
+
 /// The default longest connect or command wait.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 
@@ -75,18 +82,14 @@ impl Target {
         let mut seen: Vec<String> = Vec::new();
         for (k, v) in url.query_pairs() {
             // Given twice, one of the two would be dropped without a word (the last one won).
+            // (Only a known name gets here twice: an unknown one is refused at once, below.)
             if seen.iter().any(|s| *s == k) {
                 return Err(bad(format!(
                     "query parameter '{}' is given twice",
                     k.escape_debug()
                 )));
             }
-            if matches!(
-                k.as_ref(),
-                "prefix" | "timeout" | "ca" | "protocol" | "db" | "user" | "pass"
-            ) {
-                seen.push(k.clone().into_owned());
-            }
+            seen.push(k.clone().into_owned());
             match k.as_ref() {
                 "prefix" => prefix = v.into_owned(),
                 "timeout" => {
@@ -110,15 +113,25 @@ impl Target {
                 // database and credentials. Anything else is a typo (`prefx`, `tiemout`,
                 // `db=` on a redis:// URL, where the database is the path) that would
                 // otherwise be dropped without a word.
+                // (Their values checked here: the redis crate would only say "invalid client
+                // configuration".)
+                "protocol" if !matches!(v.as_ref(), "2" | "resp2" | "3" | "resp3") => {
+                    return Err(bad(
+                        "query parameter 'protocol' must be resp2 or resp3".into()
+                    ));
+                }
+                "db" if url.scheme() == "unix" && v.parse::<i64>().is_err() => {
+                    return Err(bad("query parameter 'db' must be a database number".into()));
+                }
                 "protocol" => rest.push((k.into_owned(), v.into_owned())),
                 "db" | "user" | "pass" if url.scheme() == "unix" => {
                     rest.push((k.into_owned(), v.into_owned()))
                 }
                 other => {
-                    let known: &[&str] = if url.scheme() == "unix" {
-                        &["prefix", "timeout", "ca", "protocol", "db", "user", "pass"]
+                    let known = if url.scheme() == "unix" {
+                        &QUERY_PARAMETERS[..]
                     } else {
-                        &["prefix", "timeout", "ca", "protocol"]
+                        &QUERY_PARAMETERS[..TCP_QUERY_PARAMETERS]
                     };
                     // Quoted only when it is a typo of a known name: anything else may be a
                     // password typed in the wrong place.
@@ -204,18 +217,8 @@ impl Target {
 
 /// What the `redis` crate would refuse as "invalid client configuration", said in words
 /// (without quoting the URL: a password may sit where a database or a path was meant).
+/// (The query's values are checked where it is read.)
 fn shape(url: &resilient_http::Url) -> Result<(), String> {
-    // (A negative one is refused after, in its own words.)
-    let database = |text: &str| text.parse::<i64>().is_ok();
-    let protocol = |v: &str| matches!(v, "2" | "resp2" | "3" | "resp3");
-    let query = |key: &str| {
-        url.query_pairs()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.into_owned())
-    };
-    if query("protocol").is_some_and(|v| !protocol(&v)) {
-        return Err("query parameter 'protocol' must be resp2 or resp3".into());
-    }
     if url.scheme() == "unix" {
         if url.host_str().is_some_and(|h| !h.is_empty()) {
             return Err(
@@ -225,14 +228,12 @@ fn shape(url: &resilient_http::Url) -> Result<(), String> {
         if url.path().is_empty() || url.path() == "/" {
             return Err("a unix:// URL must name the socket's path".into());
         }
-        if query("db").is_some_and(|v| !database(&v)) {
-            return Err("query parameter 'db' must be a database number".into());
-        }
         return Ok(());
     }
+    // (A negative database is refused after, in its own words.)
     match url.path().trim_matches('/') {
         "" => {}
-        db if database(db) => {}
+        db if db.parse::<i64>().is_ok() => {}
         _ => return Err("its path must be the database number (/0, /1, …) or nothing".into()),
     }
     let utf8 = |text: &str| {
