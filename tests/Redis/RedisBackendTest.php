@@ -289,8 +289,8 @@ final class RedisBackendTest extends HttpTestCase
         $r = PhpProcess::runCode($code, ['resilient.backend' => '"' . $this->url() . '"']);
         $this->assertSame('200 200', trim($r->stdout), $r->describe());
         // The default budget (60 s window) of the first client lives in Redis; the second's not.
-        $this->assertSame('1', self::cli('EXISTS', Run::id() . ':{' . $name . '}:budget:60000ms'));
-        $this->assertSame('0', self::cli('EXISTS', Run::id() . ':{' . $name . '-shm}:budget:60000ms'));
+        $this->assertSame('1', self::cli('EXISTS', Run::id() . ':{' . $name . '}:budget:60000ms:sums'));
+        $this->assertSame('0', self::cli('EXISTS', Run::id() . ':{' . $name . '-shm}:budget:60000ms:sums'));
     }
 
     public function testASlotIsGivenBackWhenTheAttemptRanToTheDeadline(): void

@@ -174,11 +174,12 @@ impl Backend for Redis {
         Ok(Arc::new(RedisBudget {
             server: self.server.clone(),
             // The window (and an odd window's bucket width) is part of a budget's identity, as
-            // in shared memory.
+            // in shared memory; `sums`, the hash's layout (`scripts::BUDGET`), so that no hash
+            // of another layout is read as this one's.
             key: self
                 .server
                 .target()
-                .key(name, &config.key().replace('/', ":")),
+                .key(name, &format!("{}:sums", config.key().replace('/', ":"))),
             bucket_ms: config.bucket_ms(),
             floor: config.floor(),
             ratio: config.ratio(),

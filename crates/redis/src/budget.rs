@@ -1,14 +1,27 @@
 //! The retry budget on Redis: one EVALSHA per original and one per retry decision, with the
 //! shared memory's arithmetic over the same 20 buckets, on the server's clock
-//! (`scripts::BUDGET`). Nothing is batched, so there is no error bound to state beyond the
-//! shared memory's own: a decision is exact across every host.
+//! (`scripts::BUDGET`).
+//!
+//! An original's record is sent without waiting for its reply (read with the next command's,
+//! `connection::Pipelined::send_script`): its answer decides nothing, and a call would
+//! otherwise wait one round trip for it before its first attempt. A retry's decision waits
+//! for its answer. Redis runs the commands of one connection in order, so a process's retry is
+//! decided with its own originals counted; across processes and hosts a decision is exact up
+//! to the commands in flight, as it would be if every record waited.
+//!
+//! Error bound: an original is lost (not counted, with no fallback) only when Redis does not
+//! run its record after it was written: an error reply (OOM, BUSY, LOADING, or NOSCRIPT when
+//! the scripts were flushed on a live connection, at most 16 records per process before
+//! the reply is read and the script loaded again) or a connection dropped before
+//! Redis read it. Each lost original makes the budget stricter, by `ratio` of a retry, never
+//! looser.
 
 use std::sync::Arc;
 
 use resilient_http::RetryAllowance;
 
 use crate::backend::Fallback;
-use crate::connection::Server;
+use crate::connection::{evalsha, Server};
 use crate::scripts::BUDGET;
 
 pub struct RedisBudget {
@@ -20,31 +33,35 @@ pub struct RedisBudget {
     pub(crate) fallback: Fallback<Arc<dyn RetryAllowance>>,
 }
 
-impl RedisBudget {
-    fn ask(&self, op: &str) -> Result<bool, crate::connection::Unreachable> {
-        self.server.run(|c| {
-            BUDGET
-                .key(&self.key)
-                .arg(op)
-                .arg(self.bucket_ms)
-                .arg(self.floor)
-                .arg(self.ratio)
-                .invoke::<i64>(c)
-                .map(|n| n == 1)
-        })
-    }
-}
-
 impl RetryAllowance for RedisBudget {
     fn record_original(&self, now_ms: u64) {
-        if self.ask("o").is_err() {
+        let sent = self.server.run(|c| {
+            let mut record = evalsha(&BUDGET, &[&self.key]);
+            record
+                .arg("o")
+                .arg(self.bucket_ms)
+                .arg(self.floor)
+                .arg(self.ratio);
+            c.send_script(&BUDGET, &record)
+        });
+        if sent.is_err() {
             self.fallback
                 .decide(|local| local.record_original(now_ms), || (), || ());
         }
     }
 
     fn try_consume(&self, now_ms: u64) -> bool {
-        self.ask("r").unwrap_or_else(|_| {
+        let allowed = self.server.run(|c| {
+            BUDGET
+                .key(&self.key)
+                .arg("r")
+                .arg(self.bucket_ms)
+                .arg(self.floor)
+                .arg(self.ratio)
+                .invoke::<i64>(c)
+                .map(|n| n == 1)
+        });
+        allowed.unwrap_or_else(|_| {
             self.fallback
                 .decide(|local| local.try_consume(now_ms), || true, || false)
         })

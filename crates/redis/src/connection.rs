@@ -8,7 +8,7 @@
 //! leaves the connection out of step (its reply may still come), so it is dropped.
 //!
 //! The socket's timeouts bound each read, and one operation may read several replies (a
-//! release's reply read before a command's, SCRIPT LOAD and EVALSHA again after NOSCRIPT). So
+//! release's or an original's record's reply read before a command's, SCRIPT LOAD and EVALSHA again after NOSCRIPT). So
 //! once an operation has used a quarter of its wait, each further read gets only what is left
 //! of it: a slow Redis answering reply by reply cannot stretch an operation much past its
 //! wait: the read under way keeps the timeout it started with, so a reply that arrives in
@@ -28,7 +28,7 @@
 //! of idleness; when a command finds it dropped, no back-off, and an idempotent command (a
 //! funnel admission, [`Server::run_idempotent`]) is sent again on a new connection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,34 @@ pub enum Unreachable {
     Refused,
 }
 
+/// Replies left unread are read before anything more is sent once there are this many: a
+/// process that only sends (an original's record per call, [`Pipelined::send_script`]) reads
+/// them in batches rather than letting them pile up.
+const MAX_UNREAD: usize = 16;
+
+/// What a reply not read yet answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unread {
+    /// A release's ZREM (`leftovers.rs`), or a command sent with [`Server::send`].
+    Release,
+    /// An EVALSHA sent by [`Pipelined::send_script`] (the script's hash).
+    Script(&'static str),
+}
+
+/// What a connection was sent without waiting for its reply, and what those replies said.
+#[derive(Default)]
+struct Pending {
+    /// Replies not read yet, in order: read after the next command is written
+    /// ([`Pipelined`]).
+    unread: VecDeque<Unread>,
+    /// A release's reply read with [`Pipelined::drain`] was an error: a release Redis refused
+    /// (BUSY, LOADING, READONLY, MISCONF), to be sent again rather than taken as done.
+    refused: bool,
+    /// The scripts this connection loaded (SCRIPT LOAD answered), whose EVALSHA may be sent
+    /// without waiting: it will not come back NOSCRIPT unless the scripts were flushed since.
+    loaded: Vec<&'static str>,
+}
+
 struct Slot {
     pid: u32,
     conn: Option<redis::Connection>,
@@ -76,14 +104,10 @@ struct Slot {
     timeout: Option<Duration>,
     retry_at: Option<Instant>,
     backoff: Duration,
-    /// Replies of commands sent without waiting ([`Server::send`]), read after the next
-    /// command is written ([`Pipelined`]).
-    unread: u32,
+    /// What was sent on `conn` without waiting for its reply.
+    pending: Pending,
     /// The end of the last operation that succeeded on `conn` (see [`IDLE_CHECK`]).
     used_at: Option<Instant>,
-    /// A reply read with [`Pipelined::drain`] was an error: a release Redis refused (BUSY,
-    /// LOADING, READONLY, MISCONF), to be sent again rather than taken as done.
-    refused: bool,
     /// The host name's lookup (`lookup.rs`).
     lookup: Lookup,
 }
@@ -251,7 +275,7 @@ impl Server {
                     Ok(conn) => {
                         slot.conn = Some(conn);
                         slot.timeout = None;
-                        slot.unread = 0;
+                        slot.pending = Pending::default();
                         slot.used_at = None;
                     }
                     Err(e) => {
@@ -273,8 +297,7 @@ impl Server {
             let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
                 let mut c = Pipelined {
                     conn,
-                    unread: &mut slot.unread,
-                    refused: &mut slot.refused,
+                    pending: &mut slot.pending,
                     timeout: &mut slot.timeout,
                     started,
                     wait,
@@ -319,8 +342,8 @@ impl Server {
                 }
             }
         };
-        if slot.conn.is_some() && slot.unread == 0 {
-            if std::mem::take(&mut slot.refused) {
+        if slot.conn.is_some() && slot.pending.unread.is_empty() {
+            if std::mem::take(&mut slot.pending.refused) {
                 crate::leftovers::refused(self);
             } else {
                 crate::leftovers::answered(self);
@@ -429,10 +452,8 @@ impl Server {
 /// (the next admission would wait for the release's reply before it is even sent).
 pub struct Pipelined<'a> {
     conn: &'a mut redis::Connection,
-    /// Replies of commands sent without waiting, not read yet (the slot's count).
-    unread: &'a mut u32,
-    /// One of them was an error (the slot's flag).
-    refused: &'a mut bool,
+    /// What was sent without waiting (the slot's).
+    pending: &'a mut Pending,
     /// The read/write timeout set on `conn` now (the slot's).
     timeout: &'a mut Option<Duration>,
     /// When the operation began, and the wait it has in all.
@@ -454,31 +475,73 @@ impl Pipelined<'_> {
     /// Writes `packed` (`replies` commands), leaving their replies to be read after the next
     /// command is written.
     fn send(&mut self, packed: &[u8], replies: u32) -> redis::RedisResult<()> {
+        self.write(packed, Unread::Release, replies)
+    }
+
+    /// Sends `evalsha` (an EVALSHA of `script`, see [`evalsha`]) without waiting for its
+    /// reply, read with the next command's: for a script whose answer changes nothing here (an
+    /// original's record). On a connection that has not loaded `script` yet, SCRIPT LOAD
+    /// first: one round trip, once per connection. Should the reply be NOSCRIPT after all (the
+    /// scripts flushed on a live connection), the next one loads it again.
+    pub fn send_script(
+        &mut self,
+        script: &'static redis::Script,
+        evalsha: &redis::Cmd,
+    ) -> redis::RedisResult<()> {
+        let hash = script.get_hash();
+        if !self.pending.loaded.contains(&hash) {
+            script.load(self)?;
+            self.pending.loaded.push(hash);
+        }
+        self.write(&evalsha.get_packed_command(), Unread::Script(hash), 1)
+    }
+
+    fn write(&mut self, packed: &[u8], kind: Unread, replies: u32) -> redis::RedisResult<()> {
+        if self.pending.unread.len() >= MAX_UNREAD {
+            self.drain()?;
+        }
         self.bound()?;
         self.conn.send_packed_command(packed)?;
-        *self.unread += replies;
+        let replies = std::iter::repeat_n(kind, replies as usize);
+        self.pending.unread.extend(replies);
         Ok(())
     }
 
     /// Reads (and drops) the replies left unread. A release's ZREM has nothing to answer but
     /// a count: an error reply means Redis did not run it (BUSY, LOADING, READONLY, MISCONF),
     /// so it is marked to be sent again; WRONGTYPE (the key is not a funnel's) says there is
-    /// nothing to remove.
+    /// nothing to remove. A script's error reply means it did not run: NOSCRIPT has it loaded
+    /// again before the next one is sent; any other leaves it undone (see `budget.rs`).
     fn drain(&mut self) -> redis::RedisResult<()> {
-        while *self.unread > 0 {
+        while let Some(&kind) = self.pending.unread.front() {
             self.bound()?;
             // An error reply comes as a value (redis-rs leaves extracting it to the caller).
-            let refused = match self.conn.recv_response() {
-                Ok(redis::Value::ServerError(e)) => e.code() != "WRONGTYPE",
-                Ok(_) => false,
+            let code = match self.conn.recv_response() {
+                Ok(redis::Value::ServerError(e)) => Some(e.code().to_owned()),
+                Ok(_) => None,
                 Err(e) if leaves_out_of_step(&e) => return Err(e),
-                Err(e) => e.code() != Some("WRONGTYPE"),
+                Err(e) => Some(e.code().unwrap_or_default().to_owned()),
             };
-            *self.refused |= refused;
-            *self.unread -= 1;
+            self.pending.unread.pop_front();
+            match (kind, code.as_deref()) {
+                (_, None) => {}
+                (Unread::Release, Some(code)) => self.pending.refused |= code != "WRONGTYPE",
+                (Unread::Script(hash), Some("NOSCRIPT")) => {
+                    self.pending.loaded.retain(|&h| h != hash)
+                }
+                (Unread::Script(_), Some(_)) => {}
+            }
         }
         Ok(())
     }
+}
+
+/// An EVALSHA of `script` on `keys`, its arguments to be added (for
+/// [`Pipelined::send_script`]).
+pub fn evalsha(script: &redis::Script, keys: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+    cmd
 }
 
 impl redis::ConnectionLike for Pipelined<'_> {
@@ -592,9 +655,8 @@ impl Slot {
             timeout: None,
             retry_at: None,
             backoff: FIRST_BACKOFF,
-            unread: 0,
+            pending: Pending::default(),
             used_at: None,
-            refused: false,
             lookup: Lookup::new(resolver),
         }
     }
@@ -608,8 +670,7 @@ impl Slot {
         fit(conn, &mut self.timeout, wait)?;
         redis::cmd("PING").query::<()>(&mut Pipelined {
             conn,
-            unread: &mut self.unread,
-            refused: &mut self.refused,
+            pending: &mut self.pending,
             timeout: &mut self.timeout,
             started,
             wait,
@@ -620,7 +681,7 @@ impl Slot {
     /// they are sent again, and what its replies said is forgotten with it.
     fn drop_connection(&mut self, server: &Server) {
         self.conn = None;
-        self.refused = false;
+        self.pending = Pending::default();
         crate::leftovers::unsent(server);
     }
 

@@ -33,4 +33,7 @@ pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
 pub use leftovers::release_leftovers;
 pub use lookup::Resolver;
 pub use report::report_to;
+/// The budget's script, for the test that checks its arithmetic against the shared memory's.
+#[doc(hidden)]
+pub use scripts::BUDGET;
 pub use target::{Target, DEFAULT_PREFIX, DEFAULT_TIMEOUT, QUERY_PARAMETERS};

@@ -101,45 +101,74 @@ return 1
 });
 
 /// KEYS[1]: the budget's hash, 20 buckets of `window / 20` ms on the server's clock, as the
-/// shared memory's ring: fields `e<i>` (the bucket's epoch), `o<i>` (originals), `r<i>`
-/// (retries). ARGV: op (`o`: record an original; `r`: try to spend a retry), bucket ms,
-/// floor, ratio. Returns 1 (recorded / allowed) or 0 (denied). The arithmetic is
-/// `resilient_core::RetryBudget`'s: a retry is allowed while
-/// `retries + 1 <= floor + ratio × originals` (+1e-9) over the buckets of the window.
+/// shared memory's ring: fields `o<i>` (originals), `r<i>` (retries), beside `at` (the
+/// newest bucket's epoch) and the window's sums `o` and `r`. ARGV: op (`o`: record an
+/// original; `r`: try to spend a retry), bucket ms, floor, ratio. Returns 1 (recorded /
+/// allowed) or 0 (denied); ARGV[5], given by tests only, is the time in ms instead of the
+/// server's clock. The arithmetic is `resilient_core::RetryBudget`'s: a retry is
+/// allowed while `retries + 1 <= floor + ratio × originals` (+1e-9) over the buckets of the
+/// window. The sums make a decision as cheap as a record (no read of all 20 buckets): when the
+/// epoch moves on, the buckets it comes round to leave the window, so their counts are taken
+/// off the sums and zeroed. A clock that steps back counts in the newest bucket.
 pub static BUDGET: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[5])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local bucket_ms = tonumber(ARGV[2])
 local epoch = math.floor(now / bucket_ms)
-local i = epoch % 20
-local ttl = bucket_ms * 21
-local e = tonumber(redis.call('HGET', KEYS[1], 'e' .. i))
-if e ~= epoch then
-  redis.call('HSET', KEYS[1], 'e' .. i, epoch, 'o' .. i, 0, 'r' .. i, 0)
+local v = redis.call('HMGET', KEYS[1], 'at', 'o', 'r', 'o' .. epoch % 20, 'r' .. epoch % 20)
+local at = tonumber(v[1])
+local o, r = tonumber(v[2]) or 0, tonumber(v[3]) or 0
+local oi, ri = tonumber(v[4]) or 0, tonumber(v[5]) or 0
+if at and epoch < at then
+  epoch = at
+  v = redis.call('HMGET', KEYS[1], 'o' .. at % 20, 'r' .. at % 20)
+  oi, ri = tonumber(v[1]) or 0, tonumber(v[2]) or 0
 end
-if ARGV[1] == 'o' then
-  redis.call('HINCRBY', KEYS[1], 'o' .. i, 1)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  return 1
-end
-local all = redis.call('HGETALL', KEYS[1])
-local f = {}
-for k = 1, #all, 2 do f[all[k]] = tonumber(all[k + 1]) end
-local o, r = 0, 0
-for j = 0, 19 do
-  local ej = f['e' .. j]
-  if ej and ej <= epoch and epoch - ej < 20 then
-    o = o + (f['o' .. j] or 0)
-    r = r + (f['r' .. j] or 0)
+-- The buckets the epoch comes round to leave the window: their counts come off the sums,
+-- and are zeroed with the write (a denied retry writes nothing, as in shared memory).
+local set, fresh = {}, false
+if at ~= epoch then
+  set = {'at', epoch}
+  if not at or epoch - at >= 20 then
+    fresh = true
+    o, r = 0, 0
+  else
+    local fields = {}
+    for e = at + 1, epoch do
+      fields[#fields + 1] = 'o' .. e % 20
+      fields[#fields + 1] = 'r' .. e % 20
+    end
+    local old = redis.call('HMGET', KEYS[1], unpack(fields))
+    for k = 1, #fields do
+      local n = tonumber(old[k]) or 0
+      if k % 2 == 1 then o = o - n else r = r - n end
+      set[#set + 1] = fields[k]
+      set[#set + 1] = 0
+    end
   end
+  oi, ri = 0, 0
 end
-if r + 1 > tonumber(ARGV[3]) + tonumber(ARGV[4]) * o + 1e-9 then
+local i = epoch % 20
+if ARGV[1] == 'o' then
+  o, oi = o + 1, oi + 1
+elseif r + 1 > tonumber(ARGV[3]) + tonumber(ARGV[4]) * o + 1e-9 then
   return 0
+else
+  r, ri = r + 1, ri + 1
 end
-redis.call('HINCRBY', KEYS[1], 'r' .. i, 1)
-redis.call('PEXPIRE', KEYS[1], ttl)
+for _, f in ipairs({'o', o, 'r', r, 'o' .. i, oi, 'r' .. i, ri}) do
+  set[#set + 1] = f
+end
+if fresh then
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], unpack(set))
+redis.call('PEXPIRE', KEYS[1], bucket_ms * 21)
 return 1
 ",
     )

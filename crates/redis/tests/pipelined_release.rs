@@ -1,13 +1,18 @@
-//! A release (sent without waiting for its reply) costs no round trip of its own: the next
-//! command is written before the release's reply is read. Replayed against a server that
-//! answers a ZREM only once the command after it has arrived: a client that read the
-//! release's reply first would wait for it until its timeout, and the command would fail.
+//! A release, or a budget's record of an original (each sent without waiting for its reply),
+//! costs no round trip of its own: the next command is written before its reply is read.
+//! Replayed against a server that answers such a command only once the command after it has
+//! arrived: a client that read the reply first would wait for it until its timeout, and the
+//! command would fail.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use resilient_core::BudgetConfig;
+use resilient_http::{Backend, OnBackendError};
 use resilient_redis::{Server, Target};
+
+mod common;
 
 /// Reads one command (a RESP array of bulk strings); None at the end of the stream.
 fn read_command(r: &mut BufReader<TcpStream>) -> Option<Vec<String>> {
@@ -30,7 +35,9 @@ fn read_command(r: &mut BufReader<TcpStream>) -> Option<Vec<String>> {
 }
 
 /// Serves one connection: `+OK` to everything (the client's hello included), `+PONG` to
-/// PING, and a ZREM's `:1` only after the next command has arrived. Returns the commands seen.
+/// PING, a script's hash to SCRIPT LOAD, `:1` to EVALSHA; a ZREM's `:1`, and an EVALSHA's whose
+/// first argument is `o` (a budget's record of an original), only after the next command has
+/// arrived. Returns the commands seen.
 fn withholding_server(listener: TcpListener) -> std::thread::JoinHandle<Vec<String>> {
     std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
@@ -41,22 +48,35 @@ fn withholding_server(listener: TcpListener) -> std::thread::JoinHandle<Vec<Stri
         while let Some(cmd) = read_command(&mut r) {
             let name = cmd[0].to_ascii_uppercase();
             seen.push(name.clone());
-            if name == "ZREM" {
+            let record = name == "EVALSHA" && cmd.get(4).is_some_and(|op| op == "o");
+            if name == "ZREM" || record {
                 withheld += 1;
                 continue;
             }
             for _ in 0..std::mem::take(&mut withheld) {
                 w.write_all(b":1\r\n").unwrap();
             }
-            let reply: &[u8] = if name == "PING" {
-                b"+PONG\r\n"
-            } else {
-                b"+OK\r\n"
+            let reply = match name.as_str() {
+                "PING" => "+PONG\r\n".to_owned(),
+                "EVALSHA" => ":1\r\n".to_owned(),
+                "SCRIPT" => {
+                    let hash = redis::Script::new(&cmd[2]).get_hash().to_owned();
+                    format!("${}\r\n{hash}\r\n", hash.len())
+                }
+                _ => "+OK\r\n".to_owned(),
             };
-            w.write_all(reply).unwrap();
+            w.write_all(reply.as_bytes()).unwrap();
         }
         seen
     })
+}
+
+/// The commands `seen` but the client's hello.
+fn ours(seen: &[String]) -> Vec<&str> {
+    seen.iter()
+        .map(String::as_str)
+        .filter(|c| *c != "CLIENT")
+        .collect()
 }
 
 #[test]
@@ -86,10 +106,39 @@ fn a_release_is_answered_with_the_next_command_not_before_it() {
 
     drop(server);
     let seen = served.join().unwrap();
-    let ours: Vec<&str> = seen
-        .iter()
-        .map(String::as_str)
-        .filter(|c| *c != "CLIENT")
-        .collect();
-    assert_eq!(ours, ["ZREM", "ZREM", "PING", "PING"]);
+    assert_eq!(ours(&seen), ["ZREM", "ZREM", "PING", "PING"]);
+}
+
+#[test]
+fn a_budget_records_an_original_without_waiting_for_its_reply() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = withholding_server(listener);
+    let url = format!("redis://127.0.0.1:{port}/0?timeout=2");
+    let redis = common::backend(&url, OnBackendError::Closed, 1, "pipelined-budget");
+    let config = BudgetConfig::new(0.1, 5, Duration::from_secs(10)).unwrap();
+    let budget = redis.budget("sap", config).unwrap();
+
+    let started = Instant::now();
+    budget.record_original(0);
+    budget.record_original(0);
+    assert!(
+        budget.try_consume(0),
+        "the decision is answered after the records' replies"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "waited {:?}: a record's reply was awaited before the next command was sent",
+        started.elapsed()
+    );
+    budget.record_original(0);
+    assert!(budget.try_consume(0));
+
+    drop((budget, redis));
+    let seen = served.join().unwrap();
+    // The script loaded once for the connection; every command on that one connection.
+    assert_eq!(
+        ours(&seen),
+        ["SCRIPT", "EVALSHA", "EVALSHA", "EVALSHA", "EVALSHA", "EVALSHA"]
+    );
 }

@@ -135,6 +135,39 @@ fn one_budget_obeys_floor_plus_ratio_across_hosts() {
 }
 
 #[test]
+fn originals_recorded_without_waiting_are_counted_and_a_script_flush_loses_few() {
+    let redis = RedisServer::start();
+    let budget = backend(&redis.url("t4w:"), OnBackendError::Closed, 1, "b4w")
+        .budget(
+            "sap",
+            BudgetConfig::new(1.0, 0, Duration::from_secs(60)).unwrap(),
+        )
+        .unwrap();
+    // Many more records than are ever left unread on the connection: every one counted.
+    for _ in 0..100 {
+        budget.record_original(0);
+    }
+    let allowed = (0..150).filter(|_| budget.try_consume(0)).count();
+    assert_eq!(allowed, 100, "0 + 1.0 × 100 originals");
+
+    // The scripts flushed under a live connection: the records sent before a reply says
+    // NOSCRIPT are lost (the budget stricter, not looser); the next ones load it again.
+    assert_eq!(redis.cli(&["SCRIPT", "FLUSH"]), "OK");
+    for _ in 0..5 {
+        budget.record_original(0);
+    }
+    assert!(
+        !budget.try_consume(0),
+        "the 5 records after the flush were not run"
+    );
+    for _ in 0..3 {
+        budget.record_original(0);
+    }
+    let allowed = (0..10).filter(|_| budget.try_consume(0)).count();
+    assert_eq!(allowed, 3, "counted again once the script was loaded");
+}
+
+#[test]
 fn one_probe_across_hosts_when_the_breaker_half_opens() {
     let redis = RedisServer::start();
     let url = redis.url("t5:");
