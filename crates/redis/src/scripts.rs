@@ -226,7 +226,9 @@ elseif op == 'record' then
   redis.call('HINCRBY', k, 'c' .. i, 1)
   keep(at)
   if ARGV[3] ~= '1' then
-    redis.call('HSET', k, 's', 0)
+    if streak ~= 0 then
+      redis.call('HSET', k, 's', 0)
+    end
     return 0
   end
   redis.call('HINCRBY', k, 'f' .. i, 1)
