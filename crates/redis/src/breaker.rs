@@ -1,6 +1,7 @@
 //! The circuit breaker on Redis: one state for every host, so one probe goes out across the
 //! fleet when the open period ends (`scripts::BREAKER`, one EVALSHA per admission and one per
-//! outcome, on the server's clock), with `resilient_core::CircuitBreaker`'s rules: count calls
+//! outcome, on the server's clock; a success's is written without waiting for its reply, which
+//! is always "not opened"), with `resilient_core::CircuitBreaker`'s rules: count calls
 //! and failures in 20 buckets of the window (those since the last close), open when
 //! `consecutive_failures` failed in a row, or when `min_calls` were counted and failures
 //! reached `failure_ratio`, stay open `open_for` ± 20 %,
@@ -11,6 +12,11 @@
 //! guard again at each millisecond of a `funnel.wait`). Bound: a transition made by another
 //! host is seen here at most 5 ms late; this process's own transitions clear it at once; a probe
 //! is never reused.
+//!
+//! A success's record that Redis does not run once written (an error answer, a connection
+//! dropped before Redis read it, a script flush: at most 16 per process before the answer is
+//! read) is lost: the window counts one success less and a streak of failures goes on, so the
+//! breaker may open a little earlier, never later.
 //!
 //! Tickets: a Redis ticket is the word `3 << 62 | generation` (phase bits 3, which a
 //! shared-memory ticket never has), so an outcome goes back to the store that issued its
@@ -23,7 +29,7 @@ use resilient_core::{Admission, BreakerConfig, Ticket, Transition};
 use resilient_http::BreakerStore;
 
 use crate::backend::Fallback;
-use crate::connection::Server;
+use crate::connection::{evalsha, Server};
 use crate::scripts::BREAKER;
 
 const REDIS_TICKET: u64 = 3 << 62;
@@ -142,18 +148,22 @@ impl BreakerStore for RedisBreaker {
     ) -> Option<Transition> {
         // The server's clock is not ours: it gets how long ago the attempt was sent.
         let duration_ms = now_ms.saturating_sub(started_ms);
-        let answer = self.server.run_after_attempt(|c| {
-            BREAKER
-                .key(&self.key)
-                .arg("record")
-                .arg(self.config.bucket_ms())
-                .arg(u8::from(failure))
-                .arg(self.config.min_calls())
-                .arg(self.config.failure_ratio())
-                .arg(self.config.open_ms(jitter))
-                .arg(self.config.consecutive_failures())
-                .arg(duration_ms)
-                .invoke::<i64>(c)
+        let mut command = evalsha(&BREAKER, &[&self.key]);
+        command
+            .arg("record")
+            .arg(self.config.bucket_ms())
+            .arg(u8::from(failure))
+            .arg(self.config.min_calls())
+            .arg(self.config.failure_ratio())
+            .arg(self.config.open_ms(jitter))
+            .arg(self.config.consecutive_failures())
+            .arg(duration_ms);
+        // A success never opens the breaker (its answer is always 0): written without waiting,
+        // its reply read with the next command's, so a successful call returns without a round
+        // trip after its attempt. A failure waits: it may open the breaker.
+        let answer = self.server.run_after_attempt(|c| match failure {
+            false => c.send_script(&BREAKER, &command).map(|()| 0),
+            true => c.query_script::<i64>(&BREAKER, &command),
         });
         match answer {
             Ok(1) => {

@@ -496,6 +496,29 @@ impl Pipelined<'_> {
         self.write(&evalsha.get_packed_command(), Unread::Script(hash), 1)
     }
 
+    /// Runs `evalsha` (an EVALSHA of `script`, see [`evalsha`]) and reads its reply, loading
+    /// the script first on a connection that has not, and again after NOSCRIPT: as
+    /// `ScriptInvocation::invoke`, for a command also sent without waiting
+    /// ([`Pipelined::send_script`]) in other cases.
+    pub fn query_script<T: redis::FromRedisValue>(
+        &mut self,
+        script: &'static redis::Script,
+        evalsha: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        let hash = script.get_hash();
+        if !self.pending.loaded.contains(&hash) {
+            script.load(self)?;
+            self.pending.loaded.push(hash);
+        }
+        match evalsha.query(self) {
+            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                script.load(self)?;
+                evalsha.query(self)
+            }
+            answer => answer,
+        }
+    }
+
     fn write(&mut self, packed: &[u8], kind: Unread, replies: u32) -> redis::RedisResult<()> {
         if self.pending.unread.len() >= MAX_UNREAD {
             self.drain()?;

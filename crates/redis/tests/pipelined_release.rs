@@ -1,5 +1,5 @@
-//! A release, or a budget's record of an original (each sent without waiting for its reply),
-//! costs no round trip of its own: the next command is written before its reply is read.
+//! A release, a budget's record of an original or a breaker's record of a success (each sent
+//! without waiting for its reply) costs no round trip of its own: the next command is written before its reply is read.
 //! Replayed against a server that answers such a command only once the command after it has
 //! arrived: a client that read the reply first would wait for it until its timeout, and the
 //! command would fail.
@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use resilient_core::BudgetConfig;
+use resilient_core::{BreakerConfig, BudgetConfig, Transition};
 use resilient_http::{Backend, OnBackendError};
 use resilient_redis::{Server, Target};
 
@@ -36,8 +36,8 @@ fn read_command(r: &mut BufReader<TcpStream>) -> Option<Vec<String>> {
 
 /// Serves one connection: `+OK` to everything (the client's hello included), `+PONG` to
 /// PING, a script's hash to SCRIPT LOAD, `:1` to EVALSHA; a ZREM's `:1`, and an EVALSHA's whose
-/// first argument is `o` (a budget's record of an original), only after the next command has
-/// arrived. Returns the commands seen.
+/// first argument is `o` (a budget's record of an original) or `record` with a success (a
+/// breaker's), only after the next command has arrived. Returns the commands seen.
 fn withholding_server(listener: TcpListener) -> std::thread::JoinHandle<Vec<String>> {
     std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
@@ -48,7 +48,8 @@ fn withholding_server(listener: TcpListener) -> std::thread::JoinHandle<Vec<Stri
         while let Some(cmd) = read_command(&mut r) {
             let name = cmd[0].to_ascii_uppercase();
             seen.push(name.clone());
-            let record = name == "EVALSHA" && cmd.get(4).is_some_and(|op| op == "o");
+            let op = |i: usize, text: &str| cmd.get(i).is_some_and(|a| a == text);
+            let record = name == "EVALSHA" && (op(4, "o") || (op(4, "record") && op(6, "0")));
             if name == "ZREM" || record {
                 withheld += 1;
                 continue;
@@ -141,4 +142,31 @@ fn a_budget_records_an_original_without_waiting_for_its_reply() {
         ours(&seen),
         ["SCRIPT", "EVALSHA", "EVALSHA", "EVALSHA", "EVALSHA", "EVALSHA"]
     );
+}
+
+#[test]
+fn a_breaker_records_a_success_without_waiting_for_its_reply() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = withholding_server(listener);
+    let url = format!("redis://127.0.0.1:{port}/0?timeout=2");
+    let redis = common::backend(&url, OnBackendError::Closed, 1, "pipelined-breaker");
+    let ms = Duration::from_millis;
+    let config = BreakerConfig::new(0.5, 4, ms(10_000), ms(100), ms(1000)).unwrap();
+    let breaker = redis.breaker("sap", config).unwrap();
+
+    let started = Instant::now();
+    assert_eq!(breaker.record(false, 0, 0, 0), None);
+    assert_eq!(breaker.record(false, 0, 0, 0), None);
+    // A failure waits for its answer (it may open the breaker): here, "opened".
+    assert_eq!(breaker.record(true, 0, 0, 0), Some(Transition::Opened));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "waited {:?}: a success's record was awaited before the next command was sent",
+        started.elapsed()
+    );
+
+    drop((breaker, redis));
+    let seen = served.join().unwrap();
+    assert_eq!(ours(&seen), ["SCRIPT", "EVALSHA", "EVALSHA", "EVALSHA"]);
 }
