@@ -349,6 +349,21 @@ impl<'a> ArrayArg<'a> {
 }
 
 impl StringArg<'_> {
+    /// As [`StringArg::utf8`], also taking an int as its decimal text: for a name that comes
+    /// back as an array key (PHP makes the key `'404'` the int `404`), such as
+    /// `Metrics::snapshot()`'s.
+    pub fn utf8_or_key(
+        &self,
+        function: &str,
+        position: u32,
+        name: &str,
+    ) -> Result<String, PhpException> {
+        match self.0.long() {
+            Some(n) => Ok(n.to_string()),
+            None => self.utf8(function, position, name),
+        }
+    }
+
     /// Argument `position` (`name`) of `function`, which must be UTF-8 text (`\ValueError`
     /// otherwise).
     pub fn utf8(&self, function: &str, position: u32, name: &str) -> Result<String, PhpException> {

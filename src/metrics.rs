@@ -292,9 +292,12 @@ impl Metrics {
     /// float, 'no_load_rtt_ms' => float, 'rtt_ms' => float, 'intervals' => int] (a funnel
     /// `'limit' => 'auto'`, as `Funnel::stats()`)]]`, where `h` = `['buckets' =>
     /// [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
-    /// in ms), 'sum' => float (s), 'count' => int]`.
+    /// in ms), 'sum' => float (s), 'count' => int]`. A name that looks like an int is an int
+    /// key, as PHP makes it. Throws `Resilient\SharedMemoryError` when this process cannot use
+    /// the host's segment (the degraded mode, see `Funnel::degradedReason()`): its own counters
+    /// are never given as the host's.
     pub fn snapshot() -> PhpResult<ZBox<ZendHashTable>> {
-        let seg = segment::shared()?;
+        let seg = segment::host_wide("Resilient\\Metrics::snapshot()")?;
         let keys = KEYS.keys();
         let mut builder = Builder {
             shapes: Shapes::new(&keys),
@@ -314,9 +317,9 @@ impl Metrics {
 
     /// The same metrics in Prometheus's text exposition format 0.0.4 (serve it with
     /// `Content-Type: text/plain; version=0.0.4`). Labels: `upstream`, and `reason` or
-    /// `outcome`.
+    /// `outcome`. Throws `Resilient\SharedMemoryError` as `snapshot()` does.
     pub fn prometheus() -> PhpResult<String> {
-        let seg = segment::shared()?;
+        let seg = segment::host_wide("Resilient\\Metrics::prometheus()")?;
         Ok(resilient_core::exposition::prometheus(
             &metrics::snapshot_all(&seg),
         ))
@@ -330,11 +333,12 @@ impl Metrics {
     }
 
     /// Zeroes the counters and histograms of `$name` (not the attempts in flight now, nor the
-    /// breaker's state). Returns false when the name has no entry on this host. Throws
-    /// `\ValueError` for an invalid name.
+    /// breaker's state). Returns false when the name has no metrics on this host. Throws
+    /// `\ValueError` for an invalid name, `Resilient\SharedMemoryError` as `snapshot()` does.
+    /// An int is taken as its text (a `snapshot()` key).
     pub fn reset(name: crate::coerce::StringArg) -> PhpResult<bool> {
-        let name = name.utf8("Resilient\\Metrics::reset", 1, "name")?;
-        let seg = segment::shared()?;
+        let name = name.utf8_or_key("Resilient\\Metrics::reset", 1, "name")?;
+        let seg = segment::host_wide("Resilient\\Metrics::reset()")?;
         metrics::reset(&seg, &name).map_err(errors::php)
     }
 

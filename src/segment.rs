@@ -97,6 +97,20 @@ pub fn degraded_reason() -> Result<Option<String>, PhpException> {
     Ok(open()?.1)
 }
 
+/// The host's segment, for what only the host's counters can answer (`Resilient\Metrics`):
+/// in the degraded mode `Resilient\SharedMemoryError` naming why, never this process's own
+/// counters passed off as the host's (under FPM, each worker's: a scrape would see counters go
+/// down). `what` names the caller.
+pub fn host_wide(what: &str) -> Result<Arc<Segment>, PhpException> {
+    match open()? {
+        (segment, None) => Ok(segment),
+        (_, Some(reason)) => Err(config_error(format!(
+            "{what}: the host's counters are in the shared memory segment, which this process \
+             cannot use ({reason}); this process's own counters are not the host's"
+        ))),
+    }
+}
+
 fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
     let pid = resilient_core::current_pid();
     let path = path()?;

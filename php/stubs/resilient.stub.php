@@ -421,7 +421,7 @@ namespace Resilient {
         /**
          * The same metrics in Prometheus's text exposition format 0.0.4 (serve it with
          * `Content-Type: text/plain; version=0.0.4`). Labels: `upstream`, and `reason` or
-         * `outcome`.
+         * `outcome`. Throws `Resilient\SharedMemoryError` as `snapshot()` does.
          *
          * @return string
          */
@@ -441,8 +441,9 @@ namespace Resilient {
 
         /**
          * Zeroes the counters and histograms of `$name` (not the attempts in flight now, nor the
-         * breaker's state). Returns false when the name has no entry on this host. Throws
-         * `\ValueError` for an invalid name.
+         * breaker's state). Returns false when the name has no metrics on this host. Throws
+         * `\ValueError` for an invalid name, `Resilient\SharedMemoryError` as `snapshot()` does.
+         * An int is taken as its text (a `snapshot()` key).
          *
          * @param string $name
          * @return bool
@@ -472,7 +473,10 @@ namespace Resilient {
          * float, 'no_load_rtt_ms' => float, 'rtt_ms' => float, 'intervals' => int] (a funnel
          * `'limit' => 'auto'`, as `Funnel::stats()`)]]`, where `h` = `['buckets' =>
          * [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
-         * in ms), 'sum' => float (s), 'count' => int]`.
+         * in ms), 'sum' => float (s), 'count' => int]`. A name that looks like an int is an int
+         * key, as PHP makes it. Throws `Resilient\SharedMemoryError` when this process cannot use
+         * the host's segment (the degraded mode, see `Funnel::degradedReason()`): its own counters
+         * are never given as the host's.
          *
          * @return array
          */

@@ -41,6 +41,35 @@ final class MetricsScriptTest extends TestCase
         $this->assertLessThanOrEqual(1, substr_count(rtrim($r->stderr), "\n"), 'one line');
     }
 
+    /**
+     * Without shm_required the guards fall back to this process's own segment (the degraded
+     * mode); the metrics must not: an exposition of this process's empty counters, exit 0, would
+     * replace a textfile collector's real figures with "no upstreams".
+     */
+    public function testAnUnusableSegmentIsExitTwoNeverThisProcesssOwnCounters(): void
+    {
+        $path = Run::tempDir('metrics-script') . '/foreign.shm';
+        file_put_contents($path, random_bytes(4096));
+        chmod($path, 0600);
+        foreach ([[], ['--json'], ['--reset', 'shipping']] as $args) {
+            $r = self::script($args, ['resilient.shm_path' => $path, 'resilient.shm_required' => '0']);
+            $this->assertSame(2, $r->exitCode, $r->describe());
+            $this->assertSame('', $r->stdout, $r->describe());
+            $this->assertStringNotContainsString('Uncaught', $r->stderr);
+            $this->assertStringContainsString("resilient-metrics: Resilient\\Metrics::", $r->stderr);
+            $this->assertStringContainsString($path, $r->stderr);
+        }
+    }
+
+    public function testANameWithOnlyAFunnelHasNoMetricsToReset(): void
+    {
+        $name = Run::name('funnel-only');
+        $w = PhpProcess::runCode(sprintf('new Resilient\\Funnel(%s, limit: 2); echo "made";', var_export($name, true)));
+        $this->assertSame('made', $w->stdout, $w->describe());
+        $r = self::script(['--reset', $name]);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+    }
+
     public function testAnUnusableSegmentWithShmRequiredIsExitTwo(): void
     {
         $dir = Run::tempDir('metrics-script');

@@ -71,6 +71,8 @@ final class SnapshotArrayTest extends TestCase
         $this->assertSame(0, $s[$busy]['attempts']);
         $this->assertSame(0, $s[$busy]['latency']['success']['count']);
         $this->assertSame(1, $s[(int) $numeric]['latency']['success']['buckets'][1], 'a numeric name is an integer key, as PHP makes it');
+        $this->assertTrue(Metrics::reset((int) $numeric), 'the key snapshot() gives is a name reset() takes');
+        $this->assertSame(0, Metrics::snapshot()[(int) $numeric]['originals']);
 
         $s[$a]['shed']['budget'] = 7;
         $s[$a]['latency']['failure']['buckets']['+Inf'] = 7;

@@ -39,4 +39,19 @@ final class StatusPrometheusTest extends TestCase
         exec('promtool check metrics < ' . escapeshellarg($file) . ' 2>&1', $out, $rc);
         $this->assertSame(0, $rc, implode("\n", $out));
     }
+
+    /** An unusable segment: exit 2 with the reason, as resilient:status without the flag. */
+    public function testAnUnusableSegmentIsExitTwoNotThisProcesssCounters(): void
+    {
+        $app = new FixtureApp();
+        $path = $app->ini()['resilient.shm_path'];
+        file_put_contents($path, random_bytes(4096));
+        chmod($path, 0600);
+
+        $r = $app->artisan(['resilient:status', '--prometheus']);
+        $this->assertSame(2, $r->exitCode, $r->describe());
+        $this->assertStringNotContainsString('resilient_', $r->stdout);
+        $this->assertStringContainsString('segment unusable', $r->stdout . $r->stderr);
+        $this->assertStringContainsString($path, $r->stdout . $r->stderr);
+    }
 }

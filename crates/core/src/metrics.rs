@@ -452,15 +452,16 @@ pub fn for_each_snapshot(seg: &Segment, mut visit: impl FnMut(&str, &MetricsSnap
 }
 
 /// Zeroes the counters of `name` (not its in-flight gauge nor its breaker state). False when
-/// the name has no entry.
+/// the name has no metrics: no entry, or an entry only a funnel or a budget uses (not listed in
+/// snapshots either).
 pub fn reset(seg: &Segment, name: &str) -> Result<bool, Error> {
     validate::name("name", name)?;
     match table::find(seg.entries(), name) {
-        Some(i) => {
+        Some(i) if seg.entries()[i].metrics.active.load(Relaxed) != 0 => {
             seg.entries()[i].metrics.reset();
             Ok(true)
         }
-        None => Ok(false),
+        _ => Ok(false),
     }
 }
 
@@ -541,6 +542,9 @@ mod tests {
 
         assert!(reset(&seg, "shipping").unwrap());
         assert!(!reset(&seg, "unknown").unwrap());
+        // An entry without metrics (a funnel's, a budget's): none to reset, as snapshots say.
+        Metrics::unlisted(seg.clone(), "funnel-only").unwrap();
+        assert!(!reset(&seg, "funnel-only").unwrap());
         let s = a.snapshot();
         assert_eq!(
             (s.originals, s.attempts, s.success_latency.count()),

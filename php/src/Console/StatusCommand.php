@@ -38,7 +38,16 @@ final class StatusCommand extends Command
 
                 return 2;
             }
-            $this->output->write(\Resilient\Metrics::prometheus(), false, OutputInterface::OUTPUT_RAW);
+            try {
+                $text = \Resilient\Metrics::prometheus();
+            } catch (\RuntimeException $e) {
+                // Resilient\SharedMemoryError: the segment is unusable, and this process's own
+                // counters are not the host's.
+                $this->error('segment unusable: ' . $e->getMessage());
+
+                return 2;
+            }
+            $this->output->write($text, false, OutputInterface::OUTPUT_RAW);
 
             return 0;
         }
