@@ -10,11 +10,13 @@
 //! to the commands in flight, as it would be if every record waited.
 //!
 //! Error bound: an original is lost (not counted, with no fallback) only when Redis does not
-//! run its record after it was written: an error reply (OOM, BUSY, LOADING, or NOSCRIPT when
-//! the scripts were flushed on a live connection, at most 16 records per process before
-//! the reply is read and the script loaded again) or a connection dropped before
-//! Redis read it. Each lost original makes the budget stricter, by `ratio` of a retry, never
-//! looser.
+//! run a record it was written: a connection dropped before Redis read it (a restart between
+//! two calls: that one record), or an error reply. NOSCRIPT (the scripts flushed on a live
+//! connection) has the script loaded again; any other error (READONLY, OOM, NOPERM, MOVED...)
+//! has the next records waited for until one runs, so that each refused one falls back to the
+//! local budget with the back-off of any failed command. Either way at most the 16 records
+//! sent before the error reply is read are lost, per process and event. Each lost original
+//! makes the budget stricter, by `ratio` of a retry, never looser.
 
 use std::sync::Arc;
 

@@ -26,7 +26,8 @@
 //! A connection dropped at the server's end while unused (idle `timeout`, a restart, a proxy)
 //! is opened again rather than counted as a failure: checked with a PING after [`IDLE_CHECK`]
 //! of idleness; when a command finds it dropped, no back-off, and an idempotent command (a
-//! funnel admission, [`Server::run_idempotent`]) is sent again on a new connection.
+//! funnel admission, [`Server::run_idempotent`]), or one Redis did not read (found dropped
+//! before its reply was due, see [`Pipelined`]), is sent again on a new connection.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -95,6 +96,10 @@ struct Pending {
     /// The scripts this connection loaded (SCRIPT LOAD answered), whose EVALSHA may be sent
     /// without waiting: it will not come back NOSCRIPT unless the scripts were flushed since.
     loaded: Vec<&'static str>,
+    /// A script sent without waiting was answered with an error other than NOSCRIPT: Redis
+    /// refuses to run it (a replica's READONLY, OOM, NOPERM...), so the next ones are waited
+    /// for until one runs, and their errors fall back as any command's.
+    scripts_refused: bool,
 }
 
 struct Slot {
@@ -184,12 +189,15 @@ impl Server {
     }
 
     /// Runs `f` on this process's connection, one round trip at most (a script not loaded yet
-    /// takes a second and third: SCRIPT LOAD, EVALSHA again).
+    /// takes a second and third: SCRIPT LOAD, EVALSHA again). Sent again on a new connection
+    /// only when the connection is found dropped before Redis could have read `f`'s command
+    /// (its write failed, or a reply ahead of it, of a command sent without waiting, never
+    /// came), see [`Pipelined`].
     pub fn run<T>(
         &self,
-        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+        f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(once(f), Duration::ZERO, false, false)
+        self.exec(f, Duration::ZERO, false, false)
     }
 
     /// [`Server::run`] for an `f` that Redis may run twice with the same effect (a funnel
@@ -209,9 +217,9 @@ impl Server {
     /// count), waiting at most [`RELEASE_WAIT`] then.
     pub fn run_after_attempt<T>(
         &self,
-        f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+        f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(once(f), RELEASE_WAIT, false, false)
+        self.exec(f, RELEASE_WAIT, false, false)
     }
 
     /// Runs `f` with every wait bounded as [`Server::wait`] says, never under `floor`; with
@@ -294,6 +302,7 @@ impl Server {
             };
             // Connected already: the whole wait; after connecting, what the connect left.
             let first = if connecting { left() } else { wait };
+            let mut unread_by_redis = false;
             let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
                 let mut c = Pipelined {
                     conn,
@@ -301,6 +310,7 @@ impl Server {
                     timeout: &mut slot.timeout,
                     started,
                     wait,
+                    unread_by_redis: &mut unread_by_redis,
                 };
                 // Slots to give back first (releases not sent yet, admissions never
                 // answered): one more write, read with this operation's replies.
@@ -323,11 +333,13 @@ impl Server {
                     }
                     // A connection used before and found dropped (EOF, reset, broken pipe)
                     // lost its server's end while unused, the server being alive to close it:
-                    // no back-off. An idempotent `f` is sent again at once on a new connection;
-                    // any other falls back (Redis may have run it before the drop), and the
-                    // next command connects again (a failed connect starts the back-off).
+                    // no back-off. An idempotent `f` is sent again at once on a new connection,
+                    // and so is any `f` whose command Redis did not read (found dropped before
+                    // its reply was due); any other falls back (Redis may have run it before
+                    // the drop), and the next command connects again (a failed connect starts
+                    // the back-off).
                     let dropped = !connecting && e.is_connection_dropped();
-                    if dropped && resend && !resent && left() >= MIN_WAIT {
+                    if dropped && (resend || unread_by_redis) && !resent && left() >= MIN_WAIT {
                         resent = true;
                         continue;
                     }
@@ -459,6 +471,12 @@ pub struct Pipelined<'a> {
     /// When the operation began, and the wait it has in all.
     started: Instant,
     wait: Duration,
+    /// Set when the connection is found dropped as a command is written, or as the replies
+    /// ahead of its own (commands sent without waiting) are read: Redis closed it before it read
+    /// the command (a restart, its idle `timeout`), so the operation may go again on a new
+    /// connection. (Unless Redis ran it and died before answering, within microseconds: then
+    /// a budget or breaker decision counts twice.)
+    unread_by_redis: &'a mut bool,
 }
 
 impl Pipelined<'_> {
@@ -482,12 +500,24 @@ impl Pipelined<'_> {
     /// reply, read with the next command's: for a script whose answer changes nothing here (an
     /// original's record). On a connection that has not loaded `script` yet, SCRIPT LOAD
     /// first: one round trip, once per connection. Should the reply be NOSCRIPT after all (the
-    /// scripts flushed on a live connection), the next one loads it again.
+    /// scripts flushed on a live connection), the next one loads it again; any other error reply
+    /// (READONLY, OOM, NOPERM, MOVED...) has the next ones waited for, until one is run.
     pub fn send_script(
         &mut self,
         script: &'static redis::Script,
         evalsha: &redis::Cmd,
     ) -> redis::RedisResult<()> {
+        // Replies read first at the bound, so that a NOSCRIPT among them counts for this one.
+        if self.pending.unread.len() >= MAX_UNREAD {
+            self.drain()?;
+        }
+        if self.pending.scripts_refused {
+            // Waited for until Redis runs one: an error now is this operation's, reported, with
+            // its back-off, and the caller's fallback.
+            self.query_script::<redis::Value>(script, evalsha)?;
+            self.pending.scripts_refused = false;
+            return Ok(());
+        }
         let hash = script.get_hash();
         if !self.pending.loaded.contains(&hash) {
             script.load(self)?;
@@ -519,12 +549,22 @@ impl Pipelined<'_> {
         }
     }
 
+    /// `result` of writing a command or reading the replies ahead of its own: a dropped
+    /// connection there means Redis did not read the command ([`Pipelined::unread_by_redis`]).
+    fn not_read_if_dropped(&mut self, result: redis::RedisResult<()>) -> redis::RedisResult<()> {
+        if result.as_ref().is_err_and(|e| e.is_connection_dropped()) {
+            *self.unread_by_redis = true;
+        }
+        result
+    }
+
     fn write(&mut self, packed: &[u8], kind: Unread, replies: u32) -> redis::RedisResult<()> {
         if self.pending.unread.len() >= MAX_UNREAD {
             self.drain()?;
         }
         self.bound()?;
-        self.conn.send_packed_command(packed)?;
+        let written = self.conn.send_packed_command(packed);
+        self.not_read_if_dropped(written)?;
         let replies = std::iter::repeat_n(kind, replies as usize);
         self.pending.unread.extend(replies);
         Ok(())
@@ -534,7 +574,7 @@ impl Pipelined<'_> {
     /// a count: an error reply means Redis did not run it (BUSY, LOADING, READONLY, MISCONF),
     /// so it is marked to be sent again; WRONGTYPE (the key is not a funnel's) says there is
     /// nothing to remove. A script's error reply means it did not run: NOSCRIPT has it loaded
-    /// again before the next one is sent; any other leaves it undone (see `budget.rs`).
+    /// again before the next one is sent; any other has the next ones waited for.
     fn drain(&mut self) -> redis::RedisResult<()> {
         while let Some(&kind) = self.pending.unread.front() {
             self.bound()?;
@@ -552,7 +592,7 @@ impl Pipelined<'_> {
                 (Unread::Script(hash), Some("NOSCRIPT")) => {
                     self.pending.loaded.retain(|&h| h != hash)
                 }
-                (Unread::Script(_), Some(_)) => {}
+                (Unread::Script(_), Some(_)) => self.pending.scripts_refused = true,
             }
         }
         Ok(())
@@ -570,8 +610,11 @@ pub fn evalsha(script: &redis::Script, keys: &[&str]) -> redis::Cmd {
 impl redis::ConnectionLike for Pipelined<'_> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
         self.bound()?;
-        self.conn.send_packed_command(cmd)?;
-        self.drain()?;
+        let ahead = self
+            .conn
+            .send_packed_command(cmd)
+            .and_then(|()| self.drain());
+        self.not_read_if_dropped(ahead)?;
         self.bound()?;
         self.conn.recv_response()
     }
@@ -582,7 +625,8 @@ impl redis::ConnectionLike for Pipelined<'_> {
         offset: usize,
         count: usize,
     ) -> redis::RedisResult<Vec<redis::Value>> {
-        self.drain()?;
+        let ahead = self.drain();
+        self.not_read_if_dropped(ahead)?;
         self.bound()?;
         self.conn.req_packed_commands(cmd, offset, count)
     }
@@ -597,17 +641,6 @@ impl redis::ConnectionLike for Pipelined<'_> {
 
     fn is_open(&self) -> bool {
         self.conn.is_open()
-    }
-}
-
-/// `f` as the `FnMut` that [`Server::exec`] takes, for an operation never sent twice.
-fn once<T>(
-    f: impl FnOnce(&mut Pipelined<'_>) -> redis::RedisResult<T>,
-) -> impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T> {
-    let mut f = Some(f);
-    move |c| match f.take() {
-        Some(f) => f(c),
-        None => Err((redis::ErrorKind::ClientError, "sent twice").into()),
     }
 }
 
@@ -697,6 +730,8 @@ impl Slot {
             timeout: &mut self.timeout,
             started,
             wait,
+            // A drop found here has the connection opened again before any command.
+            unread_by_redis: &mut false,
         })
     }
 

@@ -109,7 +109,9 @@ return 1
 /// allowed while `retries + 1 <= floor + ratio × originals` (+1e-9) over the buckets of the
 /// window. The sums make a decision as cheap as a record (no read of all 20 buckets): when the
 /// epoch moves on, the buckets it comes round to leave the window, so their counts are taken
-/// off the sums and zeroed. A clock that steps back counts in the newest bucket.
+/// off the sums and zeroed. A clock that steps back counts in the newest bucket. The key
+/// expires one bucket after its newest bucket has left the window (reckoned from that bucket,
+/// which a clock stepped back keeps ahead of now).
 pub static BUDGET: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -168,7 +170,7 @@ if fresh then
   redis.call('DEL', KEYS[1])
 end
 redis.call('HSET', KEYS[1], unpack(set))
-redis.call('PEXPIRE', KEYS[1], bucket_ms * 21)
+redis.call('PEXPIRE', KEYS[1], (epoch + 21) * bucket_ms - now)
 return 1
 ",
     )

@@ -3,12 +3,13 @@
 //! ARGV[5]) give the same answers, through bucket turns, gaps longer than the window and a
 //! clock that steps back.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use resilient_core::{BudgetConfig, RetryBudget};
 use resilient_redis::BUDGET;
 
 mod common;
+use common::RedisServer;
 
 /// A small deterministic generator (xorshift64*): the sequence is the same on every run.
 struct Steps(u64);
@@ -73,5 +74,119 @@ fn the_script_decides_as_the_shared_memory_does() {
     assert!(
         allowed > 200 && decisions - allowed > 200,
         "{allowed} of {decisions} allowed"
+    );
+}
+
+/// As above, at the edges: gaps of exactly 19, 20, 21 buckets, steps back of whole buckets (up
+/// to 60 buckets, inside the shared memory's look-ahead), ratio 0.1, floors 0 and 1, windows of
+/// 20 and 39 ms.
+#[test]
+fn the_script_matches_the_shared_memory_at_the_edges() {
+    let redis = RedisServer::start();
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for (n, (ratio, floor, window)) in [
+        (0.1, 0, 2000u64),
+        (0.1, 1, 2000),
+        (0.3, 0, 20),
+        (1.0, 0, 39),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let config = BudgetConfig::new(ratio, floor, Duration::from_millis(window)).unwrap();
+        let b = config.bucket_ms();
+        let shm = RetryBudget::new(common::segment(&format!("edge{n}")), "sap", config).unwrap();
+        let key = format!("sap:edge{n}");
+        let mut ask = |op: &str, now_ms: u64| -> bool {
+            BUDGET
+                .key(&key)
+                .arg(op)
+                .arg(b)
+                .arg(config.floor())
+                .arg(config.ratio())
+                .arg(now_ms)
+                .invoke::<i64>(&mut conn)
+                .unwrap()
+                == 1
+        };
+        let mut x: u64 = 0x1234_5678_9abc_def1 ^ (n as u64);
+        let mut rnd = |m: u64| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d) % m
+        };
+        let mut now: u64 = 5_000_000_000;
+        for step in 0..6000 {
+            now = match rnd(100) {
+                0..=59 => now + rnd(b),
+                60..=69 => now + b * 19 + rnd(2),
+                70..=74 => now + b * 20,
+                75..=79 => now + b * 21,
+                80..=89 => now + b * (1 + rnd(25)),
+                90..=95 => now.saturating_sub(b * (1 + rnd(30))),
+                _ => now.saturating_sub(b * rnd(60)),
+            };
+            if rnd(100) < 70 {
+                shm.record_original(now);
+                assert!(ask("o", now));
+            } else {
+                let e = shm.try_consume(now);
+                assert_eq!(ask("r", now), e, "config {n} step {step} at {now}");
+            }
+        }
+    }
+}
+
+/// The key lives until its newest bucket has left the window, reckoned from that bucket, not
+/// from the last write: after the server's clock stepped back, writes count in the newest
+/// bucket, whose retries stay in the window longer than 21 buckets after the last write.
+#[test]
+fn after_a_clock_step_back_the_key_outlives_the_retries_still_in_the_window() {
+    let redis = RedisServer::start();
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    // window 400 ms: buckets of 20 ms, TTL 420 ms.
+    let config = BudgetConfig::new(0.0, 3, Duration::from_millis(400)).unwrap();
+    let shm = RetryBudget::new(common::segment("ttl4"), "sap", config).unwrap();
+    let mut ask = |op: &str, now_ms: u64| -> bool {
+        BUDGET
+            .key("sap:ttl")
+            .arg(op)
+            .arg(config.bucket_ms())
+            .arg(config.floor())
+            .arg(config.ratio())
+            .arg(now_ms)
+            .invoke::<i64>(&mut conn)
+            .unwrap()
+            == 1
+    };
+    let start = Instant::now();
+    let base: u64 = 1_000_000_000;
+    let clock = |ahead: u64| base + start.elapsed().as_millis() as u64 + ahead;
+    // The clock 200 ms (10 buckets) ahead: 3 retries spent.
+    let t = clock(200);
+    for _ in 0..3 {
+        assert_eq!(ask("r", t), shm.try_consume(t));
+    }
+    assert!(!ask("r", t) && !shm.try_consume(t));
+    // The clock steps back 200 ms; an original is recorded (the last write).
+    let t = clock(0);
+    shm.record_original(t);
+    assert!(ask("o", t));
+    // Quiet for 21 buckets: the key expires.
+    std::thread::sleep(Duration::from_millis(440));
+    let t = clock(0);
+    let expected = shm.try_consume(t);
+    assert_eq!(
+        ask("r", t),
+        expected,
+        "at {t}: the retries of bucket {} are still in the window (shared memory: {expected})",
+        (base + 200) / 20
     );
 }
