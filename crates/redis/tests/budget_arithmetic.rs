@@ -23,28 +23,65 @@ impl Steps {
     }
 }
 
-#[test]
-fn the_script_decides_as_the_shared_memory_does() {
-    let redis = common::RedisServer::start();
-    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port()))
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let config = BudgetConfig::new(0.5, 2, Duration::from_secs(2)).unwrap();
-    let shm = RetryBudget::new(common::segment("budget-arithmetic"), "sap", config).unwrap();
-    let mut ask = |op: &str, now_ms: u64| -> bool {
+/// One budget twice: the script on Redis under `key`, and the shared memory's.
+struct Both {
+    conn: redis::Connection,
+    key: String,
+    config: BudgetConfig,
+    shm: RetryBudget,
+}
+
+impl Both {
+    fn new(redis: &RedisServer, key: &str, config: BudgetConfig) -> Both {
+        let conn = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port()))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let shm = RetryBudget::new(common::segment(key), "sap", config).unwrap();
+        Both {
+            conn,
+            key: key.to_owned(),
+            config,
+            shm,
+        }
+    }
+
+    /// The script's answer to `op` (`o`: an original, `r`: a retry) at `now_ms`.
+    fn script(&mut self, op: &str, now_ms: u64) -> bool {
         BUDGET
-            .key("sap:budget")
+            .key(&self.key)
             .arg(op)
-            .arg(config.bucket_ms())
-            .arg(config.floor())
-            .arg(config.ratio())
+            .arg(self.config.bucket_ms())
+            .arg(self.config.floor())
+            .arg(self.config.ratio())
             .arg(now_ms)
-            .invoke::<i64>(&mut conn)
+            .invoke::<i64>(&mut self.conn)
             .unwrap()
             == 1
-    };
+    }
 
+    fn record_original(&mut self, now_ms: u64) {
+        self.shm.record_original(now_ms);
+        assert!(self.script("o", now_ms));
+    }
+
+    /// A retry decision, the same from both (else a failure naming `at`); the answer.
+    fn try_consume(&mut self, now_ms: u64, at: &str) -> bool {
+        let expected = self.shm.try_consume(now_ms);
+        assert_eq!(
+            self.script("r", now_ms),
+            expected,
+            "{at}, {now_ms} ms: the shared memory says {expected}"
+        );
+        expected
+    }
+}
+
+#[test]
+fn the_script_decides_as_the_shared_memory_does() {
+    let redis = RedisServer::start();
+    let config = BudgetConfig::new(0.5, 2, Duration::from_secs(2)).unwrap();
+    let mut both = Both::new(&redis, "budget-arithmetic", config);
     let mut steps = Steps(0x9e37_79b9_7f4a_7c15);
     let mut now_ms: u64 = 1_000_000_000;
     let (mut decisions, mut allowed) = (0, 0);
@@ -57,17 +94,10 @@ fn the_script_decides_as_the_shared_memory_does() {
             _ => now_ms - steps.below(250),
         };
         if steps.below(100) < 55 {
-            shm.record_original(now_ms);
-            assert!(ask("o", now_ms));
+            both.record_original(now_ms);
         } else {
-            let expected = shm.try_consume(now_ms);
-            assert_eq!(
-                ask("r", now_ms),
-                expected,
-                "step {step} at {now_ms} ms: shared memory says {expected}"
-            );
             decisions += 1;
-            allowed += u32::from(expected);
+            allowed += u32::from(both.try_consume(now_ms, &format!("step {step}")));
         }
     }
     // Both answers seen often, or the comparison says little.
@@ -83,10 +113,6 @@ fn the_script_decides_as_the_shared_memory_does() {
 #[test]
 fn the_script_matches_the_shared_memory_at_the_edges() {
     let redis = RedisServer::start();
-    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port()))
-        .unwrap()
-        .get_connection()
-        .unwrap();
     for (n, (ratio, floor, window)) in [
         (0.1, 0, 2000u64),
         (0.1, 1, 2000),
@@ -98,44 +124,23 @@ fn the_script_matches_the_shared_memory_at_the_edges() {
     {
         let config = BudgetConfig::new(ratio, floor, Duration::from_millis(window)).unwrap();
         let b = config.bucket_ms();
-        let shm = RetryBudget::new(common::segment(&format!("edge{n}")), "sap", config).unwrap();
-        let key = format!("sap:edge{n}");
-        let mut ask = |op: &str, now_ms: u64| -> bool {
-            BUDGET
-                .key(&key)
-                .arg(op)
-                .arg(b)
-                .arg(config.floor())
-                .arg(config.ratio())
-                .arg(now_ms)
-                .invoke::<i64>(&mut conn)
-                .unwrap()
-                == 1
-        };
-        let mut x: u64 = 0x1234_5678_9abc_def1 ^ (n as u64);
-        let mut rnd = |m: u64| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            x.wrapping_mul(0x2545_f491_4f6c_dd1d) % m
-        };
+        let mut both = Both::new(&redis, &format!("edge{n}"), config);
+        let mut steps = Steps(0x1234_5678_9abc_def1 ^ (n as u64));
         let mut now: u64 = 5_000_000_000;
         for step in 0..6000 {
-            now = match rnd(100) {
-                0..=59 => now + rnd(b),
-                60..=69 => now + b * 19 + rnd(2),
+            now = match steps.below(100) {
+                0..=59 => now + steps.below(b),
+                60..=69 => now + b * 19 + steps.below(2),
                 70..=74 => now + b * 20,
                 75..=79 => now + b * 21,
-                80..=89 => now + b * (1 + rnd(25)),
-                90..=95 => now.saturating_sub(b * (1 + rnd(30))),
-                _ => now.saturating_sub(b * rnd(60)),
+                80..=89 => now + b * (1 + steps.below(25)),
+                90..=95 => now.saturating_sub(b * (1 + steps.below(30))),
+                _ => now.saturating_sub(b * steps.below(60)),
             };
-            if rnd(100) < 70 {
-                shm.record_original(now);
-                assert!(ask("o", now));
+            if steps.below(100) < 70 {
+                both.record_original(now);
             } else {
-                let e = shm.try_consume(now);
-                assert_eq!(ask("r", now), e, "config {n} step {step} at {now}");
+                both.try_consume(now, &format!("config {n} step {step}"));
             }
         }
     }
@@ -147,46 +152,21 @@ fn the_script_matches_the_shared_memory_at_the_edges() {
 #[test]
 fn after_a_clock_step_back_the_key_outlives_the_retries_still_in_the_window() {
     let redis = RedisServer::start();
-    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port()))
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    // window 400 ms: buckets of 20 ms, TTL 420 ms.
+    // A window of 400 ms: buckets of 20 ms.
     let config = BudgetConfig::new(0.0, 3, Duration::from_millis(400)).unwrap();
-    let shm = RetryBudget::new(common::segment("ttl4"), "sap", config).unwrap();
-    let mut ask = |op: &str, now_ms: u64| -> bool {
-        BUDGET
-            .key("sap:ttl")
-            .arg(op)
-            .arg(config.bucket_ms())
-            .arg(config.floor())
-            .arg(config.ratio())
-            .arg(now_ms)
-            .invoke::<i64>(&mut conn)
-            .unwrap()
-            == 1
-    };
+    let mut both = Both::new(&redis, "ttl", config);
     let start = Instant::now();
     let base: u64 = 1_000_000_000;
     let clock = |ahead: u64| base + start.elapsed().as_millis() as u64 + ahead;
-    // The clock 200 ms (10 buckets) ahead: 3 retries spent.
+    // The clock 200 ms (10 buckets) ahead: the 3 retries of the floor spent.
     let t = clock(200);
     for _ in 0..3 {
-        assert_eq!(ask("r", t), shm.try_consume(t));
+        assert!(both.try_consume(t, "ahead"));
     }
-    assert!(!ask("r", t) && !shm.try_consume(t));
+    assert!(!both.try_consume(t, "ahead, spent"));
     // The clock steps back 200 ms; an original is recorded (the last write).
-    let t = clock(0);
-    shm.record_original(t);
-    assert!(ask("o", t));
-    // Quiet for 21 buckets: the key expires.
+    both.record_original(clock(0));
+    // Quiet for more than 21 buckets of real time: a key reckoned from the last write is gone.
     std::thread::sleep(Duration::from_millis(440));
-    let t = clock(0);
-    let expected = shm.try_consume(t);
-    assert_eq!(
-        ask("r", t),
-        expected,
-        "at {t}: the retries of bucket {} are still in the window (shared memory: {expected})",
-        (base + 200) / 20
-    );
+    both.try_consume(clock(0), "after the quiet time");
 }
