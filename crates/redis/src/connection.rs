@@ -7,10 +7,10 @@
 //! Redis never takes more than half of a request's remaining time. A command that timed out
 //! leaves the connection out of step (its reply may still come), so it is dropped.
 //!
-//! The socket's timeouts bound each read, and one operation may read several replies (a
-//! release's or an original's record's reply read before a command's, SCRIPT LOAD and EVALSHA again after NOSCRIPT). So
-//! once an operation has used a quarter of its wait, each further read gets only what is left
-//! of it: a slow Redis answering reply by reply cannot stretch an operation much past its
+//! The socket's timeouts bound each read, and one operation may read several replies (the
+//! replies of a release or of an original's record read before a command's, SCRIPT LOAD and
+//! EVALSHA again after NOSCRIPT). So once an operation has used a quarter of its wait, each
+//! further read gets only what is left of it: a slow Redis answering reply by reply cannot stretch an operation much past its
 //! wait: the read under way keeps the timeout it started with, so a reply that arrives in
 //! pieces may take that long once more (about 1.35 × the wait measured in
 //! tests/slow_replies.rs; the wait is at most half of what the call has left). A connect gets
