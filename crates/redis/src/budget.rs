@@ -35,37 +35,40 @@ pub struct RedisBudget {
     pub(crate) fallback: Fallback<Arc<dyn RetryAllowance>>,
 }
 
+impl RedisBudget {
+    /// The budget script's command for `op` (`o`: an original, `r`: a retry).
+    fn command(&self, op: &str) -> redis::Cmd {
+        let mut command = evalsha(&BUDGET, &[&self.key]);
+        command
+            .arg(op)
+            .arg(self.bucket_ms)
+            .arg(self.floor)
+            .arg(self.ratio);
+        command
+    }
+}
+
 impl RetryAllowance for RedisBudget {
     fn record_original(&self, now_ms: u64) {
-        let sent = self.server.run(|c| {
-            let mut record = evalsha(&BUDGET, &[&self.key]);
-            record
-                .arg("o")
-                .arg(self.bucket_ms)
-                .arg(self.floor)
-                .arg(self.ratio);
-            c.send_script(&BUDGET, &record)
-        });
-        if sent.is_err() {
+        let record = self.command("o");
+        if self
+            .server
+            .run(|c| c.send_script(&BUDGET, &record))
+            .is_err()
+        {
             self.fallback
                 .decide(|local| local.record_original(now_ms), || (), || ());
         }
     }
 
     fn try_consume(&self, now_ms: u64) -> bool {
-        let allowed = self.server.run(|c| {
-            BUDGET
-                .key(&self.key)
-                .arg("r")
-                .arg(self.bucket_ms)
-                .arg(self.floor)
-                .arg(self.ratio)
-                .invoke::<i64>(c)
-                .map(|n| n == 1)
-        });
-        allowed.unwrap_or_else(|_| {
-            self.fallback
-                .decide(|local| local.try_consume(now_ms), || true, || false)
-        })
+        let decision = self.command("r");
+        self.server
+            .run(|c| c.query_script::<i64>(&BUDGET, &decision))
+            .map(|n| n == 1)
+            .unwrap_or_else(|_| {
+                self.fallback
+                    .decide(|local| local.try_consume(now_ms), || true, || false)
+            })
     }
 }

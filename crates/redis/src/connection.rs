@@ -518,11 +518,8 @@ impl Pipelined<'_> {
             self.pending.scripts_refused = false;
             return Ok(());
         }
+        self.load_once(script)?;
         let hash = script.get_hash();
-        if !self.pending.loaded.contains(&hash) {
-            script.load(self)?;
-            self.pending.loaded.push(hash);
-        }
         self.write(&evalsha.get_packed_command(), Unread::Script(hash), 1)
     }
 
@@ -535,11 +532,7 @@ impl Pipelined<'_> {
         script: &'static redis::Script,
         evalsha: &redis::Cmd,
     ) -> redis::RedisResult<T> {
-        let hash = script.get_hash();
-        if !self.pending.loaded.contains(&hash) {
-            script.load(self)?;
-            self.pending.loaded.push(hash);
-        }
+        self.load_once(script)?;
         match evalsha.query(self) {
             Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
                 script.load(self)?;
@@ -547,6 +540,16 @@ impl Pipelined<'_> {
             }
             answer => answer,
         }
+    }
+
+    /// SCRIPT LOAD of `script`, once per connection (see [`Pending::loaded`]).
+    fn load_once(&mut self, script: &'static redis::Script) -> redis::RedisResult<()> {
+        let hash = script.get_hash();
+        if !self.pending.loaded.contains(&hash) {
+            script.load(self)?;
+            self.pending.loaded.push(hash);
+        }
+        Ok(())
     }
 
     /// `result` of writing a command or reading the replies ahead of its own: a dropped
