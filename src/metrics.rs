@@ -333,11 +333,18 @@ impl Metrics {
     }
 
     /// Zeroes the counters and histograms of `$name` (not the attempts in flight now, nor the
-    /// breaker's state). Returns false when the name has no metrics on this host. Throws
-    /// `\ValueError` for an invalid name, `Resilient\SharedMemoryError` as `snapshot()` does.
-    /// An int is taken as its text (a `snapshot()` key).
+    /// breaker's state). Returns false when the name has no metrics on this host, or no
+    /// segment file exists yet in its folder (it is not created: a segment made by an
+    /// operator's user would lock PHP-FPM's workers out). Throws `\ValueError` for an invalid name,
+    /// `Resilient\SharedMemoryError` as `snapshot()` does. An int is taken as its text (a
+    /// `snapshot()` key).
     pub fn reset(name: crate::coerce::StringArg) -> PhpResult<bool> {
         let name = name.utf8_or_key("Resilient\\Metrics::reset", 1, "name")?;
+        resilient_core::validate::name("name", &name).map_err(errors::php)?;
+        let path = segment::path()?;
+        if !path.exists() && path.parent().is_some_and(|dir| dir.is_dir()) {
+            return Ok(false);
+        }
         let seg = segment::host_wide("Resilient\\Metrics::reset()")?;
         metrics::reset(&seg, &name).map_err(errors::php)
     }

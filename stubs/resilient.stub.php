@@ -441,9 +441,11 @@ namespace Resilient {
 
         /**
          * Zeroes the counters and histograms of `$name` (not the attempts in flight now, nor the
-         * breaker's state). Returns false when the name has no metrics on this host. Throws
-         * `\ValueError` for an invalid name, `Resilient\SharedMemoryError` as `snapshot()` does.
-         * An int is taken as its text (a `snapshot()` key).
+         * breaker's state). Returns false when the name has no metrics on this host, or no
+         * segment file exists yet in its folder (it is not created: a segment made by an
+         * operator's user would lock PHP-FPM's workers out). Throws `\ValueError` for an invalid name,
+         * `Resilient\SharedMemoryError` as `snapshot()` does. An int is taken as its text (a
+         * `snapshot()` key).
          *
          * @param string $name
          * @return bool

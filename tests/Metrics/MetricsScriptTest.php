@@ -61,6 +61,30 @@ final class MetricsScriptTest extends TestCase
         }
     }
 
+    /**
+     * Run as another user than PHP-FPM's, or before any worker recorded anything, the script
+     * finds no segment. It must not create one: a file made by root at FPM's
+     * resilient.shm_path would lock FPM's workers out of it.
+     */
+    public function testAMissingSegmentIsReportedAndNotCreated(): void
+    {
+        $path = Run::tempDir('metrics-script') . '/not-yet.shm';
+        $ini = ['resilient.shm_path' => $path];
+        $cases = [[[], 0, ''], [['--json'], 0, "{}\n"], [['--reset', 'shipping'], 1, '']];
+        foreach ($cases as [$args, $code, $stdout]) {
+            $r = self::script($args, $ini);
+            $this->assertSame($code, $r->exitCode, $r->describe());
+            $this->assertSame($stdout, $r->stdout, $r->describe());
+            if ($args !== ['--reset', 'shipping']) {
+                $this->assertStringContainsString("no shared memory segment at $path yet", $r->stderr);
+            }
+            $this->assertFileDoesNotExist($path, implode(' ', $args) . ' created the segment');
+        }
+        $r = self::script(['--reset', ''], $ini);
+        $this->assertSame(64, $r->exitCode, 'a bad name is a usage error without a segment too: ' . $r->describe());
+        $this->assertFileDoesNotExist($path);
+    }
+
     public function testANameWithOnlyAFunnelHasNoMetricsToReset(): void
     {
         $name = Run::name('funnel-only');
