@@ -119,7 +119,9 @@ pub struct AdaptiveBlock {
     /// When the limit was last cut (ms, the segment's clock); 0: never. Attempts started
     /// before it are not counted: they were admitted under the higher limit.
     pub cut_ms: AtomicU64,
-    pub _reserved: [AtomicU64; 1],
+    /// `limit × 256`: the limit the last interval without a cut installed, when its callers
+    /// left it unused; 0: they used it, or none yet (a reserved word before, always 0 there).
+    pub unused_limit: AtomicU64,
 }
 
 pub const HEADER_SIZE: usize = 64;

@@ -265,6 +265,7 @@ impl AdaptiveLimit {
             streak: (trend >> 56) as u8,
             ref_limit: (start >> 32) as f64 / LIMIT_ONE,
             ref_rtt_us: start as u32,
+            unused_limit: b.unused_limit.load(Relaxed) as f64 / LIMIT_ONE,
         };
         let next = policy::next(prev, window, self.config.bounds());
         let installed = pack_state(now_ms, next.limit);
@@ -281,6 +282,8 @@ impl AdaptiveLimit {
         let ref_fp = (next.ref_limit * LIMIT_ONE) as u64;
         b.streak_start
             .store(ref_fp << 32 | next.ref_rtt_us as u64, Relaxed);
+        b.unused_limit
+            .store((next.unused_limit * LIMIT_ONE) as u64, Relaxed);
         if next.limit < prev.limit * CUT {
             b.cut_ms.store(now_ms, Relaxed);
         }

@@ -28,7 +28,9 @@
 //!   10 % (a move either way starts the count again; an rtt still climbing from the last
 //!   interval's starts none: after a fall in capacity the queue is still building, and the
 //!   cuts that follow would look unmoved beside it). A queue of our own shrinks when we
-//!   shrink the limit; a slower upstream does not.
+//!   shrink the limit; a slower upstream does not. And at once when the rtt is more than
+//!   any queue of ours could make ([`a_slower_upstream`]: a light load that a latency step
+//!   piles up), the limit of before coming back.
 //!   Known limit: a no_load re-learnt too high (a slowdown and a queue of ours at once) is
 //!   corrected only when the rtt falls below it or the limit reaches its floor; until then
 //!   the queue at the upstream is longer than the tolerance.
@@ -93,6 +95,22 @@ pub struct Estimates {
     /// The limit and the rtt when that streak began.
     pub ref_limit: f64,
     pub ref_rtt_us: u32,
+    /// The limit the last interval without a cut installed, when the callers left it unused
+    /// (0: they used it, or drops came since). Cuts only lower the limit, so no more than its
+    /// whole slots were in flight since: the bound on any queue of ours that
+    /// [`a_slower_upstream`] compares the rtt with.
+    pub unused_limit: f64,
+}
+
+/// Whether the rtt is more than any queue of ours could make: with at most `⌊unused_limit⌋`
+/// attempts in flight and an upstream of at least one slot, each waits behind at most
+/// `⌊unused_limit⌋ − 1` others, so a rtt over `TOLERANCE × no_load × ⌊unused_limit⌋` means the
+/// upstream itself got slower. Only a limit the callers left unused is a bound worth using:
+/// one they filled may hide a queue the upstream's speed cannot be told from.
+fn a_slower_upstream(prev: &Estimates, rtt_us: u32) -> bool {
+    prev.unused_limit >= 1.0
+        && prev.no_load_us > 0
+        && rtt_us as f64 > TOLERANCE * prev.no_load_us as f64 * prev.unused_limit.floor()
 }
 
 /// The limit's bounds.
@@ -117,12 +135,25 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         let factor = (1.0 - ratio).clamp(DROP_FACTOR_MIN, DROP_FACTOR_MAX);
         e.limit = (prev.limit * factor).clamp(bounds.min, bounds.max);
         e.streak = 0;
+        e.unused_limit = 0.0;
         if answers > 0 && (e.no_load_us == 0 || e.rtt_us < e.no_load_us) {
             e.no_load_us = e.rtt_us;
         }
         return e;
     }
     let rtt = e.rtt_us;
+    if a_slower_upstream(&prev, rtt) {
+        // Not a queue of ours: the latency without queueing is this one now, and the limit
+        // of before (the cuts made while the rtt climbed bought nothing) comes back.
+        e.no_load_us = rtt;
+        e.limit = prev
+            .limit
+            .max(prev.unused_limit)
+            .clamp(bounds.min, bounds.max);
+        e.streak = 0;
+        e.unused_limit = 0.0;
+        return e;
+    }
     let at_floor = prev.limit <= bounds.min;
     if e.no_load_us == 0 || rtt < e.no_load_us || at_floor {
         e.no_load_us = rtt;
@@ -131,7 +162,8 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
     if gradient >= 1.0 {
         e.streak = 0;
         let used = w.inflight_sum as f64 / w.samples as f64;
-        if used >= prev.limit.floor() * USED_SHARE {
+        let unused = used < prev.limit.floor() * USED_SHARE;
+        if !unused {
             // √L only after a second interval without a queue: the first one after a cut
             // only shows that the cut went below the capacity, and a √L step from there
             // overshoots it by as much (a small capacity: from 2 slots to 4).
@@ -151,6 +183,11 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
                 e.limit = (prev.limit * UNUSED_DECAY).max(room);
             }
         }
+        e.unused_limit = if unused {
+            e.limit.clamp(bounds.min, bounds.max)
+        } else {
+            0.0
+        };
     } else {
         let cut = prev
             .limit
@@ -208,6 +245,7 @@ mod tests {
             streak: 0,
             ref_limit: 0.0,
             ref_rtt_us: 0,
+            unused_limit: 0.0,
         }
     }
 
@@ -271,6 +309,42 @@ mod tests {
             (limits[3] - (16.5 + 16.5f64.sqrt())).abs() < 1e-9,
             "{limits:?}"
         );
+    }
+
+    /// An rtt over `TOLERANCE × no_load × ⌊unused limit⌋` is the upstream's: re-learnt, and
+    /// the unused limit comes back; at the bound, or after a limit the callers filled, it is
+    /// a queue like any other and cut.
+    #[test]
+    fn an_rtt_no_queue_of_ours_could_make_is_relearnt_at_once() {
+        // 20 ms, one caller of a limit of 3: it is left unused, and remembered.
+        let light = next(est(3.0, 20_000, 20_000), answers(50, 20_000, 1), B);
+        assert_eq!(light.unused_limit, light.limit);
+        let filled = next(est(3.0, 20_000, 20_000), answers(50, 20_000, 3), B);
+        assert_eq!(filled.unused_limit, 0.0);
+        // Cut while the rtt climbed: the unused limit stays.
+        let climbing = next(light, answers(20, 40_000, 2), B);
+        assert!(climbing.limit < light.limit, "{climbing:?}");
+        assert_eq!(climbing.unused_limit, light.unused_limit);
+        // 120 ms with at most 2 in flight (⌊2.25⌋): over 1.25 × 20 × 2 = 50 ms.
+        let e = next(climbing, answers(20, 120_000, 2), B);
+        assert_eq!(e.no_load_us, 120_000);
+        assert_eq!(e.limit, light.limit);
+        assert_eq!((e.streak, e.unused_limit), (0, 0.0));
+        // At the bound: still possibly ours.
+        let e = next(climbing, answers(20, 50_000, 2), B);
+        assert_eq!(e.no_load_us, 20_000);
+        assert!(e.limit < climbing.limit);
+        // The same step after a filled limit: a queue, cut.
+        let e = next(
+            next(filled, answers(20, 40_000, 3), B),
+            answers(20, 120_000, 3),
+            B,
+        );
+        assert_eq!(e.no_load_us, 20_000);
+        // Drops forget the bound.
+        let mut w = answers(20, 20_000, 1);
+        w.drops = 5;
+        assert_eq!(next(light, w, B).unused_limit, 0.0);
     }
 
     #[test]

@@ -202,6 +202,61 @@ fn it_finds_the_capacity_without_a_queue_longer_than_the_slots() {
     std::fs::remove_file(p).unwrap();
 }
 
+/// The seed's slowdown: a light load (one caller at 20 ms keeps the limit near its use, 2.25)
+/// meets an upstream six times slower, and the callers pile up (6). At 120 ms, an rtt no queue
+/// of ours could make (over `TOLERANCE × no_load × ⌊the limit in force⌋` = 50 ms): the upstream
+/// got slower, and the limit of before the step comes back at once instead of being cut for
+/// intervals first (2.25 → 1.6 → 1.3 → 1.1 → undone to 1.6: 1.5 s under the 4 slots).
+#[test]
+fn a_latency_step_from_a_light_load_is_not_cut_below_the_limit_of_before() {
+    let (l, p) = limit("light-step", 1, 64, 4);
+    let mut sim = Sim::new(l, 1);
+    sim.run(
+        Upstream::Slots {
+            slots: 4,
+            service_ms: 20,
+        },
+        5_000,
+    );
+    let before = sim.l.current();
+    assert!((2.0..=2.5).contains(&before), "light use: {before}");
+    sim.demand = 6;
+    let start = sim.now;
+    let seen = sim.run(
+        Upstream::Slots {
+            slots: 4,
+            service_ms: 120,
+        },
+        3_000,
+    );
+    let lowest = seen[..4].iter().copied().fold(f64::MAX, f64::min);
+    let stats = sim.l.stats();
+    assert!(
+        lowest >= 1.5,
+        "cut to {lowest} for a queue that was not ours: {seen:?}"
+    );
+    assert!(
+        (110.0..=160.0).contains(&stats.no_load_rtt_ms()),
+        "no_load relearnt: {stats:?}"
+    );
+    let served = sim.served;
+    sim.served = 0;
+    sim.run(
+        Upstream::Slots {
+            slots: 4,
+            service_ms: 120,
+        },
+        1_000,
+    );
+    assert!(
+        sim.served as f64 >= 0.95 * 4.0 * 1_000.0 / 120.0,
+        "served {} in the second after {} ms of the step ({served} before): {seen:?}",
+        sim.served,
+        sim.now - start - 1_000
+    );
+    std::fs::remove_file(p).unwrap();
+}
+
 #[test]
 fn a_step_in_latency_is_relearnt_not_taken_for_a_queue() {
     let (l, p) = limit("step", 1, 64, 4);
