@@ -38,7 +38,8 @@ final class FunnelReleaseTest extends HttpTestCase
         $this->up->script($keyB, [['status' => 200, 'body' => 'B']]);
         $a = $this->startA($funnel, $keyA);
         $this->up->attempts($keyA, 1); // A's first attempt has been answered: A now sleeps ~1 s
-        usleep(100_000);
+        // A gives its slot back before it sleeps: well before its retry, 1 s after the answer.
+        $this->waitFor(fn () => (new \Resilient\Funnel($funnel, 1))->inFlight() === 0, 0.8, 'A to give its slot back before sleeping', 0.005);
 
         $b = new \Resilient\Client($funnel, ['base_url' => $this->up->base($keyB), 'funnel' => ['limit' => 1], 'budget' => false]);
         $this->assertSame('B', $b->get('/b')->body(), 'B must get the slot A released before sleeping');

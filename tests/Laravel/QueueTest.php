@@ -85,6 +85,7 @@ final class QueueTest extends TestCase
 
         $before = time();
         $worker = $this->work($app);
+        $after = time();
         $this->assertSame(0, $worker->exitCode, $worker->describe());
 
         $this->assertCount(1, $this->up->attempts($key, 1));
@@ -92,8 +93,9 @@ final class QueueTest extends TestCase
         [$d] = $app->delayed();
         $this->assertSame(1, $d['payload']['attempts']);
         $this->assertGreaterThanOrEqual(7, $d['available_at'] - $before, 'available again no sooner than Retry-After');
-        // Retry-After plus up to a tenth (at least 1 s) of jitter, not the refusal range.
-        $this->assertLessThanOrEqual(7 + 1 + 1, $d['available_at'] - $before);
+        // Retry-After plus up to a tenth (at least 1 s) of jitter, not the refusal range; counted
+        // from when the worker returned, however long the framework took to boot.
+        $this->assertLessThanOrEqual(7 + 1, $d['available_at'] - $after);
     }
 
     public function testWithinDeadlineEndsAHangingCallBeforeTheJobTimeout(): void
