@@ -316,7 +316,7 @@ mod tests {
     /// a queue like any other and cut.
     #[test]
     fn an_rtt_no_queue_of_ours_could_make_is_relearnt_at_once() {
-        // 20 ms, one caller of a limit of 3: it is left unused, and remembered.
+        // 20 ms, one caller of a limit of 3: it is left unused (down to 2.7), and remembered.
         let light = next(est(3.0, 20_000, 20_000), answers(50, 20_000, 1), B);
         assert_eq!(light.unused_limit, light.limit);
         let filled = next(est(3.0, 20_000, 20_000), answers(50, 20_000, 3), B);
@@ -325,7 +325,7 @@ mod tests {
         let climbing = next(light, answers(20, 40_000, 2), B);
         assert!(climbing.limit < light.limit, "{climbing:?}");
         assert_eq!(climbing.unused_limit, light.unused_limit);
-        // 120 ms with at most 2 in flight (⌊2.25⌋): over 1.25 × 20 × 2 = 50 ms.
+        // 120 ms with at most 2 in flight (⌊2.7⌋, the unused limit): over 1.25 × 20 × 2 = 50 ms.
         let e = next(climbing, answers(20, 120_000, 2), B);
         assert_eq!(e.no_load_us, 120_000);
         assert_eq!(e.limit, light.limit);
