@@ -206,7 +206,8 @@ fn it_finds_the_capacity_without_a_queue_longer_than_the_slots() {
 /// meets an upstream six times slower, and the callers pile up (6). At 120 ms, an rtt no queue
 /// of ours could make (over `TOLERANCE × no_load × ⌊the limit in force⌋` = 50 ms): the upstream
 /// got slower, and the limit of before the step comes back at once instead of being cut for
-/// intervals first (2.25 → 1.6 → 1.3 → 1.1 → undone to 1.6: 1.5 s under the 4 slots).
+/// intervals first (before the rule: 2.25 → 1.9 → 1.45 → 1.23 → 1.11 → 1.06, undone to 1.45,
+/// and 4 reached 2.5 s after the step; with it, 1.0 s).
 #[test]
 fn a_latency_step_from_a_light_load_is_not_cut_below_the_limit_of_before() {
     let (l, p) = limit("light-step", 1, 64, 4);
