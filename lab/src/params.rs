@@ -351,6 +351,28 @@ usage: resilient-lab [options]
         )
     }
 
+    /// The upstream in the run's phases, for the report: its slots and service time.
+    /// capacity-shift changes the slots too (and ignores `--capacity`).
+    pub fn upstream_phases(&self) -> String {
+        if self.scenario == Scenario::CapacityShift {
+            return self
+                .phases()
+                .iter()
+                .map(|ph| format!("{} slots at {} ms", ph.slots, ph.upstream.service_ms))
+                .collect::<Vec<_>>()
+                .join(" → ");
+        }
+        let bad_ms = if self.bad_is_slow() {
+            self.slow_ms
+        } else {
+            self.normal_ms
+        };
+        format!(
+            "{} slots, {} ms → {bad_ms} ms → {} ms",
+            self.capacity, self.normal_ms, self.normal_ms
+        )
+    }
+
     /// The phases' names.
     pub fn phase_names(&self) -> Vec<String> {
         self.phases().into_iter().map(|x| x.name).collect()
@@ -435,6 +457,17 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Params, String> {
         Params::from_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn the_report_names_each_phase_of_the_upstream() {
+        let p = parse(&[]).unwrap();
+        assert_eq!(p.upstream_phases(), "4 slots, 20 ms → 120 ms → 20 ms");
+        let p = parse(&["--scenario", "capacity-shift", "--capacity", "6"]).unwrap();
+        assert_eq!(
+            p.upstream_phases(),
+            "4 slots at 20 ms → 4 slots at 120 ms → 8 slots at 120 ms → 2 slots at 120 ms → 4 slots at 20 ms"
+        );
     }
 
     #[test]

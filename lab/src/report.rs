@@ -366,13 +366,14 @@ pub fn markdown(
         }
         _ => {}
     }
+    let upstream = p.upstream_phases();
     let _ = writeln!(
         md,
-        "Run {started} UTC{}: upstream {} slots, {} ms → {} ms → {} ms, {} s per phase, {} req/s open loop on /checkout \
+        "Run {started} UTC{}: upstream {upstream}, {} s per phase, {} req/s open loop on /checkout \
          + {} req/s on /health, php-fpm pm static {} workers behind nginx, deadline {} ms in every variant. \
          Raw data (CSV, JSON), generated configs and logs: `{}/`.\n",
         if p.quick { " (--quick)" } else { "" },
-        p.capacity, p.normal_ms, if p.bad_is_slow() { p.slow_ms } else { p.normal_ms }, p.normal_ms, p.phase_secs, p.rate, p.health_rate, p.workers, p.deadline_ms,
+        p.phase_secs, p.rate, p.health_rate, p.workers, p.deadline_ms,
         // Relative to the repository when under it (the default `lab/out`), else as given.
         run_dir.strip_prefix(&p.root).unwrap_or(run_dir).display()
     );
