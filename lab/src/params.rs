@@ -351,26 +351,23 @@ usage: resilient-lab [options]
         )
     }
 
-    /// The upstream in the run's phases, for the report: its slots and service time.
-    /// capacity-shift changes the slots too (and ignores `--capacity`).
+    /// The upstream in the run's phases, for the report, read from [`Params::phases`]: the
+    /// service times, and the slots once when no phase changes them (capacity-shift's do, and
+    /// it ignores `--capacity`).
     pub fn upstream_phases(&self) -> String {
-        if self.scenario == Scenario::CapacityShift {
-            return self
-                .phases()
-                .iter()
-                .map(|ph| format!("{} slots at {} ms", ph.slots, ph.upstream.service_ms))
-                .collect::<Vec<_>>()
-                .join(" → ");
-        }
-        let bad_ms = if self.bad_is_slow() {
-            self.slow_ms
-        } else {
-            self.normal_ms
+        let phases = self.phases();
+        let slots = phases[0].slots;
+        let each = |f: &dyn Fn(&scenario::PhasePlan) -> String| {
+            phases.iter().map(f).collect::<Vec<_>>().join(" → ")
         };
-        format!(
-            "{} slots, {} ms → {bad_ms} ms → {} ms",
-            self.capacity, self.normal_ms, self.normal_ms
-        )
+        if phases.iter().all(|ph| ph.slots == slots) {
+            format!(
+                "{slots} slots, {}",
+                each(&|ph| format!("{} ms", ph.upstream.service_ms))
+            )
+        } else {
+            each(&|ph| format!("{} slots at {} ms", ph.slots, ph.upstream.service_ms))
+        }
     }
 
     /// The phases' names.
@@ -463,6 +460,8 @@ mod tests {
     fn the_report_names_each_phase_of_the_upstream() {
         let p = parse(&[]).unwrap();
         assert_eq!(p.upstream_phases(), "4 slots, 20 ms → 120 ms → 20 ms");
+        let p = parse(&["--scenario", "errors"]).unwrap();
+        assert_eq!(p.upstream_phases(), "4 slots, 20 ms → 20 ms → 20 ms");
         let p = parse(&["--scenario", "capacity-shift", "--capacity", "6"]).unwrap();
         assert_eq!(
             p.upstream_phases(),
