@@ -105,7 +105,7 @@ impl BreakerStore for RedisBreaker {
             }
         }
         let probe_ms = self.config.probe_timeout().as_millis() as u64;
-        let answer = self.server.run(|c| {
+        let answer = self.server.route(&self.key).run(|c| {
             BREAKER
                 .key(&self.key)
                 .arg("admit")
@@ -161,10 +161,13 @@ impl BreakerStore for RedisBreaker {
         // A success never opens the breaker (its answer is always 0): written without waiting,
         // its reply read with the next command's, so a successful call returns without a round
         // trip after its attempt. A failure waits: it may open the breaker.
-        let answer = self.server.run_after_attempt(|c| match failure {
-            false => c.send_script(&BREAKER, &command).map(|()| 0),
-            true => c.query_script::<i64>(&BREAKER, &command),
-        });
+        let answer = self
+            .server
+            .route(&self.key)
+            .run_after_attempt(|c| match failure {
+                false => c.send_script(&BREAKER, &command).map(|()| 0),
+                true => c.query_script::<i64>(&BREAKER, &command),
+            });
         match answer {
             Ok(1) => {
                 self.forget();
@@ -193,7 +196,7 @@ impl BreakerStore for RedisBreaker {
                 .and_then(|local| local.resolve(ticket, success, now_ms, jitter));
         }
         let generation = ticket.to_word() & !REDIS_TICKET;
-        let answer = self.server.run_after_attempt(|c| {
+        let answer = self.server.route(&self.key).run_after_attempt(|c| {
             BREAKER
                 .key(&self.key)
                 .arg("resolve")
@@ -220,6 +223,7 @@ impl BreakerStore for RedisBreaker {
         }
         let generation = ticket.to_word() & !REDIS_TICKET;
         self.server
+            .route(&self.key)
             .run_after_attempt(|c| {
                 BREAKER
                     .key(&self.key)

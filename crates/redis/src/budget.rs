@@ -53,6 +53,7 @@ impl RetryAllowance for RedisBudget {
         let record = self.command("o");
         if self
             .server
+            .route(&self.key)
             .run(|c| c.send_script(&BUDGET, &record))
             .is_err()
         {
@@ -64,6 +65,7 @@ impl RetryAllowance for RedisBudget {
     fn try_consume(&self, now_ms: u64) -> bool {
         let decision = self.command("r");
         self.server
+            .route(&self.key)
             .run(|c| c.query_script::<i64>(&BUDGET, &decision))
             .map(|n| n == 1)
             .unwrap_or_else(|_| {

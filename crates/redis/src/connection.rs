@@ -28,9 +28,17 @@
 //! of idleness; when a command finds it dropped, no back-off, and an idempotent command (a
 //! funnel admission, [`Server::run_idempotent`]), or one Redis did not read (found dropped
 //! before its reply was due, see [`Pipelined`]), is sent again on a new connection.
+//!
+//! Redis Cluster: a guard's commands go through [`Server::route`] with its key. A node that
+//! does not serve the key's slot answers `MOVED slot host:port`; the operation is sent again
+//! at once to that node, which this process then uses for that key (one more connection per
+//! node, each as the URL's: same credentials, TLS, timeouts, back-off of its own). A redirection
+//! is no failure: no back-off, nothing reported. `ASK` (a slot being migrated) is not followed:
+//! that key's calls fall back while the migration lasts.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::lookup::{self, Lookup, Resolver};
@@ -66,8 +74,11 @@ pub enum Unreachable {
     /// The command failed or timed out: Redis may have run it, or may run it still.
     Failed,
     /// Redis answered with an error it gives before running a command (READONLY, NOPERM, OOM,
-    /// BUSY, LOADING, MOVED...): it ran nothing that holds a slot.
+    /// BUSY, LOADING, ASK...): it ran nothing that holds a slot.
     Refused,
+    /// A cluster node answered `MOVED`: it ran nothing, and the key's node is now known
+    /// ([`Route`] sends the operation there).
+    Moved,
 }
 
 /// Replies left unread are read before anything more is sent once there are this many: a
@@ -124,6 +135,163 @@ pub struct Server {
     /// How host names are looked up (the system's resolver but in tests).
     resolver: Resolver,
     slot: Mutex<Slot>,
+    /// The cluster nodes a redirection named, shared by the URL's server and those nodes'.
+    redirects: Link,
+}
+
+/// What a Redis Cluster's redirections (`MOVED`) taught this process: a server per node they
+/// named, and the node serving each key redirected.
+#[derive(Default)]
+struct Redirects {
+    /// By `host:port` as the redirection gave it.
+    nodes: Mutex<HashMap<String, Arc<Server>>>,
+    /// By key. (A name's keys share one slot, but each is learnt on its own first redirection:
+    /// one round trip per key and process, with no slot arithmetic here.)
+    routes: Mutex<HashMap<String, Arc<Server>>>,
+    /// Whether `routes` holds anything: a server no cluster redirected pays one load per
+    /// operation.
+    any: AtomicBool,
+}
+
+/// The URL's server owns its [`Redirects`]; a node's server refers to them without owning
+/// them (they own it).
+enum Link {
+    Owner(Arc<Redirects>),
+    Node(Weak<Redirects>),
+}
+
+impl Link {
+    fn get(&self) -> Option<Arc<Redirects>> {
+        match self {
+            Link::Owner(r) => Some(r.clone()),
+            Link::Node(r) => r.upgrade(),
+        }
+    }
+
+    /// The node a redirection named for `key`, if any.
+    fn node_for(&self, key: &str) -> Option<Arc<Server>> {
+        match self {
+            Link::Owner(r) => r.node_for(key),
+            Link::Node(r) => r.upgrade()?.node_for(key),
+        }
+    }
+}
+
+impl Redirects {
+    /// `key` is served by the node at `addr` (`host:port`; an empty host: `from`'s): that
+    /// node's server from now on, made the first time, as `from` with another address. False
+    /// when `addr` cannot be connected to that way (malformed, or `from` is a unix socket).
+    fn learn(self: &Arc<Self>, from: &Server, key: &str, addr: &str) -> bool {
+        let Some((host, port)) = addr.rsplit_once(':') else {
+            return false;
+        };
+        let Ok(port) = port.parse::<u16>() else {
+            return false;
+        };
+        let mut info = from.target.info.clone();
+        info.addr = match info.addr {
+            redis::ConnectionAddr::Tcp(h, _) => {
+                redis::ConnectionAddr::Tcp(if host.is_empty() { h } else { host.into() }, port)
+            }
+            redis::ConnectionAddr::TcpTls {
+                host: h,
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host: if host.is_empty() { h } else { host.into() },
+                port,
+                insecure,
+                tls_params,
+            },
+            _ => return false,
+        };
+        let addr = info.addr.to_string();
+        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        let node = match nodes.get(&addr) {
+            Some(node) => node.clone(),
+            None => {
+                let mut target = from.target.clone();
+                target.info = info;
+                let Ok(node) =
+                    Server::build(target, from.resolver, Link::Node(Arc::downgrade(self)))
+                else {
+                    return false;
+                };
+                let node = Arc::new(node);
+                nodes.insert(addr, node.clone());
+                node
+            }
+        };
+        let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+        routes.insert(key.to_owned(), node);
+        self.any.store(true, Ordering::Relaxed);
+        true
+    }
+
+    fn node_for(&self, key: &str) -> Option<Arc<Server>> {
+        if !self.any.load(Ordering::Relaxed) {
+            return None;
+        }
+        let routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+        routes.get(key).cloned()
+    }
+}
+
+/// The operations of one key, sent to the node that serves it ([`Server::route`]).
+pub struct Route<'a> {
+    server: &'a Arc<Server>,
+    key: &'a str,
+}
+
+impl Route<'_> {
+    /// [`Server::run`] on the key's node.
+    pub fn run<T>(
+        &self,
+        f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+    ) -> Result<T, Unreachable> {
+        self.exec(f, Duration::ZERO, false).0
+    }
+
+    /// [`Server::run_idempotent`] on the key's node, and the server of that node (where a
+    /// funnel slot taken is given back).
+    pub fn run_idempotent<T>(
+        &self,
+        f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+    ) -> (Result<T, Unreachable>, Arc<Server>) {
+        self.exec(f, Duration::ZERO, true)
+    }
+
+    /// [`Server::run_after_attempt`] on the key's node.
+    pub fn run_after_attempt<T>(
+        &self,
+        f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+    ) -> Result<T, Unreachable> {
+        self.exec(f, RELEASE_WAIT, false).0
+    }
+
+    /// On the node known for the key; after a `MOVED`, once more on the node it named.
+    fn exec<T>(
+        &self,
+        mut f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+        floor: Duration,
+        resend: bool,
+    ) -> (Result<T, Unreachable>, Arc<Server>) {
+        let node = || {
+            self.server
+                .redirects
+                .node_for(self.key)
+                .unwrap_or_else(|| self.server.clone())
+        };
+        let server = node();
+        let result = server.exec(&mut f, floor, resend, false, Some(self.key));
+        if result.as_ref().err() != Some(&Unreachable::Moved) {
+            return (result, server);
+        }
+        let server = node();
+        let result = server.exec(&mut f, floor, resend, false, Some(self.key));
+        (result, server)
+    }
 }
 
 impl Server {
@@ -151,6 +319,14 @@ impl Server {
         target: Target,
         resolver: Resolver,
     ) -> Result<Server, resilient_http::ConfigError> {
+        Server::build(target, resolver, Link::Owner(Default::default()))
+    }
+
+    fn build(
+        target: Target,
+        resolver: Resolver,
+        redirects: Link,
+    ) -> Result<Server, resilient_http::ConfigError> {
         let client = match &target.ca {
             None => redis::Client::open(target.info.clone()),
             Some(pem) => redis::Client::build_with_tls(
@@ -172,11 +348,18 @@ impl Server {
             client,
             resolver,
             slot: Mutex::new(Slot::new(0, resolver)),
+            redirects,
         })
     }
 
     pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// The operations of `key`: on this server, or on the cluster node a `MOVED` named for
+    /// it.
+    pub fn route<'a>(self: &'a Arc<Server>, key: &'a str) -> Route<'a> {
+        Route { server: self, key }
     }
 
     /// The longest wait for one connect or command now; `floor`: at least this (a release).
@@ -197,7 +380,7 @@ impl Server {
         &self,
         f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, Duration::ZERO, false, false)
+        self.exec(f, Duration::ZERO, false, false, None)
     }
 
     /// [`Server::run`] for an `f` that Redis may run twice with the same effect (a funnel
@@ -209,7 +392,7 @@ impl Server {
         &self,
         f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, Duration::ZERO, true, false)
+        self.exec(f, Duration::ZERO, true, false, None)
     }
 
     /// [`Server::run`] for what follows an attempt (recording its outcome): tried even when the
@@ -219,19 +402,21 @@ impl Server {
         &self,
         f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
     ) -> Result<T, Unreachable> {
-        self.exec(f, RELEASE_WAIT, false, false)
+        self.exec(f, RELEASE_WAIT, false, false, None)
     }
 
     /// Runs `f` with every wait bounded as [`Server::wait`] says, never under `floor`; with
     /// `resend`, as [`Server::run_idempotent`] says. `releasing`: `f` only gives slots back,
     /// which goes through a back-off on a connection that is open (an error Redis answered to
     /// another command says nothing against a ZREM, which Redis runs even out of memory).
+    /// `key`: the key `f` works on, whose node a `MOVED` answer names (see [`Route`]).
     fn exec<T>(
         &self,
         mut f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
         floor: Duration,
         resend: bool,
         releasing: bool,
+        key: Option<&str>,
     ) -> Result<T, Unreachable> {
         let wait = self.wait(floor);
         if wait < MIN_WAIT {
@@ -325,6 +510,29 @@ impl Server {
                     slot.backoff = FIRST_BACKOFF;
                     slot.used_at = Some(Instant::now());
                     break Ok(v);
+                }
+                Err(e) if e.kind() == redis::ErrorKind::Moved => {
+                    // The key is served by another node: no failure of this server's.
+                    slot.used_at = Some(Instant::now());
+                    let learnt = match (key, e.redirect_node(), self.redirects.get()) {
+                        (Some(key), Some((addr, _)), Some(r)) => r.learn(self, key, addr),
+                        _ => false,
+                    };
+                    if !learnt {
+                        crate::report::failure(&e);
+                    }
+                    break Err(if learnt {
+                        Unreachable::Moved
+                    } else {
+                        Unreachable::Refused
+                    });
+                }
+                Err(e) if e.kind() == redis::ErrorKind::Ask => {
+                    // A slot being migrated: this key's calls fall back meanwhile; the server
+                    // is fine.
+                    crate::report::failure(&e);
+                    slot.used_at = Some(Instant::now());
+                    break Err(Unreachable::Refused);
                 }
                 Err(e) => {
                     crate::report::failure(&e);
@@ -438,6 +646,7 @@ impl Server {
             RELEASE_WAIT,
             false,
             true,
+            None,
         )
     }
 
@@ -445,7 +654,7 @@ impl Server {
     /// their replies, as [`Server::send`]; they stay to be sent with a later command when
     /// Redis is unreachable now.
     pub(crate) fn send_releases(&self) -> Result<(), Unreachable> {
-        self.exec(|_| Ok(()), RELEASE_WAIT, false, true)
+        self.exec(|_| Ok(()), RELEASE_WAIT, false, true, None)
     }
 
     /// [`Server::send_releases`], then reads every reply still unread on the connection
@@ -453,7 +662,7 @@ impl Server {
     /// into it never reached Redis) is opened again and the ZREMs sent on it; a ZREM Redis
     /// refused stays to be sent with a later command.
     pub(crate) fn settle_releases(&self) -> Result<(), Unreachable> {
-        self.exec(|c| c.drain(), RELEASE_WAIT, true, true)
+        self.exec(|c| c.drain(), RELEASE_WAIT, true, true, None)
     }
 }
 

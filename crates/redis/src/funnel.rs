@@ -89,40 +89,45 @@ impl Guard for RedisFunnel {
         }
         let token = token::next();
         let lease = std::time::Duration::from_millis(self.lease_ms);
+        let sent = std::time::Instant::now();
+        // Sent again with the same token if the connection is found dropped: the scripts
+        // are idempotent by token, so a lost reply never costs a second slot. `server`: the
+        // one that ran it (a cluster's node serving the key), where the slot goes back.
+        let (taken, server) = self
+            .server
+            .route(&self.key)
+            .run_idempotent(|c| match &self.share {
+                None => FUNNEL_ACQUIRE
+                    .key(&self.key)
+                    .arg(self.cap)
+                    .arg(self.lease_ms)
+                    .arg(&token)
+                    .invoke::<i64>(c),
+                Some(share) => FUNNEL_ACQUIRE_SHARED
+                    .key(&self.key)
+                    .key(&share.background_key)
+                    .key(&share.demand_key)
+                    .arg(self.cap)
+                    .arg(self.lease_ms)
+                    .arg(&token)
+                    .arg(if share.background { "b" } else { "w" })
+                    .arg(share.part)
+                    .arg(share.demand_ms)
+                    .invoke::<i64>(c),
+            });
         let asked = leftovers::Asked {
-            server: &self.server,
+            server: &server,
             key: &self.key,
             background_key: self.background_key(),
             token: &token,
-            sent: std::time::Instant::now(),
+            sent,
             lease,
         };
-        // Sent again with the same token if the connection is found dropped: the scripts
-        // are idempotent by token, so a lost reply never costs a second slot.
-        let taken = self.server.run_idempotent(|c| match &self.share {
-            None => FUNNEL_ACQUIRE
-                .key(&self.key)
-                .arg(self.cap)
-                .arg(self.lease_ms)
-                .arg(&token)
-                .invoke::<i64>(c),
-            Some(share) => FUNNEL_ACQUIRE_SHARED
-                .key(&self.key)
-                .key(&share.background_key)
-                .key(&share.demand_key)
-                .arg(self.cap)
-                .arg(self.lease_ms)
-                .arg(&token)
-                .arg(if share.background { "b" } else { "w" })
-                .arg(share.part)
-                .arg(share.demand_ms)
-                .invoke::<i64>(c),
-        });
         match taken {
             Ok(1) => {
                 self.quiet_ms.store(FIRST_QUIET_MS, Ordering::Relaxed);
                 leftovers::add(&asked);
-                let server = self.server.clone();
+                let server = server.clone();
                 let permit = Permit::holding(move || RedisFunnel::release(&server, &token));
                 // The slot lapses at its lease's end: the attempt must be over by then.
                 Ok(permit.lasting(lease))

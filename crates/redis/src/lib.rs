@@ -28,7 +28,7 @@ mod target;
 mod token;
 
 pub use backend::Redis;
-pub use connection::{Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};
+pub use connection::{Route, Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};
 pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
 pub use leftovers::release_leftovers;
 pub use lookup::Resolver;

@@ -1,0 +1,168 @@
+//! A Redis Cluster of three masters, the URL naming one of them: each name's funnel, budget and
+//! breaker are kept on the node that serves its slot, the first `MOVED` followed at once and
+//! the node remembered, so no call falls back and no other name backs off. `on_backend_error`
+//! is `open` throughout: a redirection that was not followed would let every call through,
+//! which the caps below would see.
+
+mod common;
+use common::*;
+
+use std::time::{Duration, Instant};
+
+use resilient_core::{Admission, BreakerConfig, BudgetConfig, Transition};
+use resilient_http::{Backend, OnBackendError, Refusal};
+
+/// Three cluster nodes sharing the 16384 slots, each knowing the others.
+fn cluster() -> [RedisServer; 3] {
+    let args = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ];
+    let nodes = [
+        RedisServer::start_with(&args),
+        RedisServer::start_with(&args),
+        RedisServer::start_with(&args),
+    ];
+    for (node, (first, last)) in
+        nodes
+            .iter()
+            .zip([("0", "5460"), ("5461", "10922"), ("10923", "16383")])
+    {
+        assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", first, last]), "OK");
+    }
+    for other in &nodes[1..] {
+        let port = other.port().to_string();
+        assert_eq!(nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &port]), "OK");
+    }
+    let until = Instant::now() + Duration::from_secs(10);
+    while !nodes.iter().all(|n| {
+        let info = n.cli(&["CLUSTER", "INFO"]);
+        info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
+    }) {
+        assert!(Instant::now() < until, "the cluster did not become ok");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nodes
+}
+
+/// The index of the node serving `key`'s slot.
+fn owner(nodes: &[RedisServer; 3], key: &str) -> usize {
+    let slot: u32 = nodes[0].cli(&["CLUSTER", "KEYSLOT", key]).parse().unwrap();
+    match slot {
+        0..=5460 => 0,
+        5461..=10922 => 1,
+        _ => 2,
+    }
+}
+
+/// A name whose keys (`prefix{name}:…`) the node `want` serves.
+fn name_on(nodes: &[RedisServer; 3], want: usize) -> String {
+    (0..)
+        .map(|i| format!("n{i}"))
+        .find(|name| owner(nodes, &format!("{{{name}}}")) == want)
+        .unwrap()
+}
+
+#[test]
+fn each_names_guards_live_on_the_node_serving_its_slot() {
+    let nodes = cluster();
+    // The URL names node 0 only.
+    let redis = backend(&nodes[0].url("c:"), OnBackendError::Open, 1, "cluster");
+    let lease = Duration::from_secs(10);
+
+    // Node 2's name first, then node 1's, then node 0's own: a redirection followed for one
+    // name must not hold the others back.
+    for want in [2, 1, 0] {
+        let name = name_on(&nodes, want);
+        let key = format!("c:{{{name}}}:funnel");
+        let funnel = web_funnel(&redis, &name, 2, lease);
+        let a = funnel.admit(1, now_ms()).expect("first slot");
+        let b = funnel.admit(1, now_ms()).expect("second slot");
+        assert_eq!(
+            funnel.admit(1, now_ms() + 10).err(),
+            Some(Refusal::Full),
+            "{name} (node {want}): a third holder was let in; Redis did not decide"
+        );
+        assert_eq!(nodes[want].cli(&["ZCARD", &key]), "2", "{name}'s holders");
+        drop((a, b));
+        // Given back on the node that admitted them (a release is not waited for).
+        let until = Instant::now() + Duration::from_secs(5);
+        while nodes[want].cli(&["ZCARD", &key]) != "0" {
+            assert!(Instant::now() < until, "{name}'s slots were not given back");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    // A budget of one retry, and a breaker that opens at the first failure, on node 1.
+    let name = name_on(&nodes, 1);
+    let budget = redis
+        .budget(
+            &name,
+            BudgetConfig::new(0.0, 1, Duration::from_secs(60)).unwrap(),
+        )
+        .unwrap();
+    budget.record_original(0);
+    assert!(budget.try_consume(0), "the floor's one retry");
+    assert!(
+        !budget.try_consume(0),
+        "a second retry was allowed: Redis did not decide"
+    );
+    let ms = Duration::from_millis;
+    let breaker = redis
+        .breaker(
+            &name,
+            BreakerConfig::new(1.0, 1, ms(10_000), ms(10_000), ms(1000)).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(breaker.admit(0), Admission::Closed);
+    assert_eq!(breaker.record(true, 0, 0, 0), Some(Transition::Opened));
+    assert!(
+        matches!(breaker.admit(100), Admission::Refused { .. }),
+        "the breaker did not stay open: Redis did not decide"
+    );
+    let keys = nodes[1].cli(&["KEYS", &format!("c:{{{name}}}:*")]);
+    assert!(
+        keys.contains(":budget:") && keys.contains(":breaker"),
+        "node 1 holds {keys:?}"
+    );
+}
+
+#[test]
+fn a_slot_moved_to_another_node_is_followed_there() {
+    let nodes = cluster();
+    let redis = backend(
+        &nodes[0].url("m:"),
+        OnBackendError::Open,
+        1,
+        "cluster-moved",
+    );
+    let lease = Duration::from_secs(10);
+    let name = name_on(&nodes, 1);
+    let key = format!("m:{{{name}}}:funnel");
+    let funnel = web_funnel(&redis, &name, 1, lease);
+    // Node 1 learnt as the key's node; the slot given back (the empty set is deleted).
+    drop(funnel.admit(1, now_ms()).expect("admitted on node 1"));
+    let until = Instant::now() + Duration::from_secs(5);
+    while nodes[1].cli(&["EXISTS", &key]) != "0" {
+        assert!(Instant::now() < until, "the slot was not given back");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // The key's (empty) slot now belongs to node 2: node 1 answers MOVED to node 2.
+    let slot = nodes[0].cli(&["CLUSTER", "KEYSLOT", &key]);
+    let id = nodes[2].cli(&["CLUSTER", "MYID"]);
+    for node in [&nodes[2], &nodes[1]] {
+        assert_eq!(node.cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &id]), "OK");
+    }
+
+    let held = funnel.admit(1, now_ms() + 10).expect("admitted on node 2");
+    assert_eq!(
+        funnel.admit(1, now_ms() + 20).err(),
+        Some(Refusal::Full),
+        "a second holder was let in: Redis did not decide"
+    );
+    assert_eq!(nodes[2].cli(&["ZCARD", &key]), "1", "the holder on node 2");
+    drop(held);
+}
