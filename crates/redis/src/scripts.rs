@@ -109,7 +109,9 @@ return 1
 /// allowed while `retries + 1 <= floor + ratio × originals` (+1e-9) over the buckets of the
 /// window. The sums make a decision as cheap as a record (no read of all 20 buckets): when the
 /// epoch moves on, the buckets it comes round to leave the window, so their counts are taken
-/// off the sums and zeroed. A clock that steps back counts in the newest bucket. The key
+/// off the sums and zeroed. A clock that steps back counts in the newest bucket; one that steps
+/// back more than 1024 buckets (the shared memory's look-ahead) starts a new window, so an
+/// hour's correction neither keeps a spent floor spent nor the key alive for that hour. The key
 /// expires one bucket after its newest bucket has left the window (reckoned from that bucket,
 /// which a clock stepped back keeps ahead of now).
 pub static BUDGET: LazyLock<Script> = LazyLock::new(|| {
@@ -126,7 +128,9 @@ local v = redis.call('HMGET', KEYS[1], 'at', 'o', 'r', 'o' .. epoch % 20, 'r' ..
 local at = tonumber(v[1])
 local o, r = tonumber(v[2]) or 0, tonumber(v[3]) or 0
 local oi, ri = tonumber(v[4]) or 0, tonumber(v[5]) or 0
-if at and epoch < at then
+if at and at - epoch > 1024 then
+  at = nil
+elseif at and epoch < at then
   epoch = at
   v = redis.call('HMGET', KEYS[1], 'o' .. at % 20, 'r' .. at % 20)
   oi, ri = tonumber(v[1]) or 0, tonumber(v[2]) or 0

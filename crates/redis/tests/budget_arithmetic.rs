@@ -170,3 +170,40 @@ fn after_a_clock_step_back_the_key_outlives_the_retries_still_in_the_window() {
     std::thread::sleep(Duration::from_millis(440));
     both.try_consume(clock(0), "after the quiet time");
 }
+
+/// A server clock stepped back far (an NTP correction of hours, a restored VM): the window
+/// starts again at the new time, as the shared memory judges a caller further behind than its
+/// look-ahead (1024 buckets). Pinned to the newest bucket instead, the spent floor would stay
+/// spent and the key would live until the clock caught up (hours).
+#[test]
+fn a_clock_stepped_back_beyond_the_look_ahead_starts_a_new_window() {
+    let redis = RedisServer::start();
+    // A window of 2 s: buckets of 100 ms; a floor of 3 retries.
+    let config = BudgetConfig::new(0.0, 3, Duration::from_secs(2)).unwrap();
+    let mut both = Both::new(&redis, "step-back-far", config);
+    let t0: u64 = 5_000_000_000;
+    for _ in 0..3 {
+        assert!(both.script("r", t0));
+    }
+    assert!(!both.script("r", t0), "the floor is spent");
+    // Back one hour (36,000 buckets).
+    let t1 = t0 - 3_600_000;
+    for n in 0..3 {
+        assert!(both.script("r", t1), "retry {n} of a new window's floor");
+    }
+    assert!(!both.script("r", t1), "the new window's floor is spent");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&both.key)
+        .query(&mut both.conn)
+        .unwrap();
+    assert!(
+        (0..=2100).contains(&ttl),
+        "the key lives one window and a bucket from the new time, not until the old one: {ttl} ms"
+    );
+    // Back by the look-ahead exactly (1024 buckets): still taken as this clock's newest bucket.
+    let t2 = t1 - 1024 * 100;
+    assert!(
+        !both.script("r", t2),
+        "within the look-ahead the window is kept"
+    );
+}
