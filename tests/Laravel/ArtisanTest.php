@@ -139,6 +139,9 @@ final class ArtisanTest extends TestCase
         file_put_contents($other, '');
         chmod($other, 0600);
         chown($other, 'nobody');
+        // The app's segment, as its first user creates it (doctor itself creates none).
+        $made = PhpProcess::code('$f = new Resilient\\Funnel("x", 1); echo $f->limit();', ['resilient.shm_path' => $app->shmPath])->wait(20);
+        $this->assertSame('1', $made->stdout, $made->describe());
 
         $r = $app->artisan(['resilient:doctor']);
         $this->assertSame(1, $r->exitCode, $r->describe());

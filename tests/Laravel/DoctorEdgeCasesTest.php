@@ -36,7 +36,7 @@ final class DoctorEdgeCasesTest extends PackageTestCase
         $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => $path, 'resilient.shm_required' => '1'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
         $out = $result->stdout;
         $this->assertStringStartsWith("exit 1\n", $out, $result->describe());
-        $this->assertStringContainsString("segment    $path (not created yet)", $out);
+        $this->assertStringContainsString("segment    $path (not created: its folder is missing or not writable)", $out);
         $this->assertStringContainsString("error: segment unusable: shared memory segment $path: cannot create", $out);
         // The rest of the report.
         $this->assertStringContainsString('web caps   timeout', $out);

@@ -84,6 +84,54 @@ final class StatusEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * Before any process of the host used resilient, its segment does not exist. Status, its
+     * `--prometheus` form and doctor say so and leave it absent: the segment is created 0600 by
+     * the first process that opens it, so an operator's `php artisan resilient:status` run as
+     * root before the first web request, with a `resilient.shm_path` shared with PHP-FPM, would
+     * lock every FPM worker out of it (each would then count alone).
+     */
+    public function testAnAbsentSegmentIsSaidAndNotCreated(): void
+    {
+        $path = Run::shmPath('status-absent');   // the run's cleanup removes it if it appears
+        @unlink($path);
+        $code = self::childApp([
+            'funnels' => ['sap' => ['limit' => 3, 'reserve' => 1]],
+            'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['ratio' => 0.1]]],
+        ]) . <<<'PHP'
+            $app->boot();
+            foreach ([
+                [Resilient\Laravel\Console\StatusCommand::class, ['--json' => true]],
+                [Resilient\Laravel\Console\StatusCommand::class, []],
+                [Resilient\Laravel\Console\StatusCommand::class, ['--prometheus' => true]],
+                [Resilient\Laravel\Console\DoctorCommand::class, []],
+            ] as [$class, $input]) {
+                $command = new $class();
+                $command->setLaravel($app);
+                $out = new Symfony\Component\Console\Output\BufferedOutput();
+                $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput($input), $out);
+                echo "--- exit $exit\n", $out->fetch(), "\n";
+            }
+            PHP;
+        $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => $path], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $this->assertFileDoesNotExist($path, $result->describe());
+        [, $json, $text, $prometheus, $doctor] = explode('--- exit ', $result->stdout) + [4 => ''];
+        $this->assertStringStartsWith('0', $json, $result->describe());
+        $data = json_decode(substr($json, 2), true);
+        $this->assertTrue($data['ok'], $json);
+        $this->assertFalse($data['segment_created'], $json);
+        // What the config asks for, and nothing held or spent.
+        $this->assertSame(3, $data['names']['sap']['funnel']['limit'], $json);
+        $this->assertSame(0, $data['names']['sap']['funnel']['in_flight'], $json);
+        $this->assertSame(0, $data['names']['s']['budget']['retries'], $json);
+        $this->assertStringStartsWith('0', $text, $result->describe());
+        $this->assertStringContainsString("No segment yet ($path)", $text);
+        $this->assertMatchesRegularExpression('/\\|\s*sap\s*\|\s*3 \\(1 reserved for web\\)\s*\|\s*0\s*\|/', $text);
+        $this->assertSame([], glob(dirname($path) . '/resilient-standin-*.shm'), 'the stand-in is removed');
+        $this->assertSame("0\n\n", $prometheus, 'an empty exposition: no counter was ever written');
+        $this->assertStringContainsString("segment    $path (not created yet", $doctor);
+    }
+
+    /**
      * A budget entry that cannot build the RetryBudget its users build, or a client entry that
      * is not an array, is trouble on its own row, naming the entry; every other row is still
      * shown and `--json` is still JSON (before, status stopped with the extension's exception).

@@ -62,19 +62,17 @@ final class DoctorCommand extends Command
     private function segment(): void
     {
         $path = SegmentFiles::path();
-        $required = null;
-        try {
-            $reason = Funnel::degradedReason();   // opens (or creates) the segment
-        } catch (\RuntimeException $e) {
-            // Resilient\SharedMemoryError (resilient.shm_required=1, or a refused shm_* value):
-            // this check's error, as resilient:status reports it; the rest of the report runs.
-            [$reason, $required] = [null, $e->getMessage()];
-        }
-        $d = SegmentFiles::describe($path);
-        if ($d['exists']) {
-            $this->line(sprintf('segment    %s owner %s mode %s size %d bytes', $path, $d['owner'], $d['mode'], $d['size']));
+        if (SegmentFiles::notCreatedYet() === null) {
+            [$reason, $required] = $this->open();
+            $d = SegmentFiles::describe($path);
+            $this->line($d['exists']
+                ? sprintf('segment    %s owner %s mode %s size %d bytes', $path, $d['owner'], $d['mode'], $d['size'])
+                : "segment    $path (not created: its folder is missing or not writable)");
         } else {
-            $this->line("segment    $path (not created yet)");
+            // Checked on a stand-in beside it: opening it would create it for this user.
+            [$reason, $required] = SegmentFiles::withStandIn($path, fn () => $this->open());
+            $this->line("segment    $path (not created yet: the first process that uses resilient creates it, mode 0600 for its user;"
+                . ' a stand-in beside it was created and used)');
         }
         if ($reason !== null) {
             $this->problem('error', "segment unusable, funnels and budgets count this process only: $reason");
@@ -89,6 +87,23 @@ final class DoctorCommand extends Command
                 . 'run both as one user, or give both the same resilient.shm_path',
                 $other['path'], $other['owner'], $other['uid'], SegmentFiles::userName(SegmentFiles::uid()), SegmentFiles::uid(),
             ));
+        }
+    }
+
+    /**
+     * Opens this process's segment: [why it is unusable (its guards count this process only),
+     * the error that makes every use throw], each null when there is none.
+     *
+     * @return array{0: ?string, 1: ?string}
+     */
+    private function open(): array
+    {
+        try {
+            return [Funnel::degradedReason(), null];
+        } catch (\RuntimeException $e) {
+            // Resilient\SharedMemoryError (resilient.shm_required=1, or a refused shm_* value):
+            // this check's error, as resilient:status reports it; the rest of the report runs.
+            return [null, $e->getMessage()];
         }
     }
 

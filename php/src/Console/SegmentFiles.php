@@ -28,6 +28,42 @@ final class SegmentFiles
         return sprintf('/dev/shm/resilient-%d.v%d.shm', self::uid(), self::LAYOUT);
     }
 
+    /**
+     * The segment's path when no process created it yet and one could (the file is absent, its
+     * folder is there), else null. A command that only reads state checks this first: opening
+     * the segment creates it, mode 0600 for this process's user, and created by an operator's
+     * user at a `resilient.shm_path` PHP-FPM shares, it would lock the FPM workers out.
+     */
+    public static function notCreatedYet(): ?string
+    {
+        $path = self::path();
+        clearstatcache(true, $path);
+
+        return ! file_exists($path) && is_dir(dirname($path)) ? $path : null;
+    }
+
+    /**
+     * `$run()` with this process's segment moved to a stand-in beside `$path` (removed after): a
+     * command that reads state before any process created the segment still builds what its
+     * users build (and so validates their options and this folder) without creating it.
+     *
+     * @template T
+     * @param callable(): T $run
+     * @return T
+     */
+    public static function withStandIn(string $path, callable $run): mixed
+    {
+        $standIn = sprintf('%s/resilient-standin-%d-%s.shm', dirname($path), getmypid(), bin2hex(random_bytes(4)));
+        $old = ini_get('resilient.shm_path');
+        ini_set('resilient.shm_path', $standIn);
+        try {
+            return $run();
+        } finally {
+            ini_set('resilient.shm_path', $old === false ? '' : $old);
+            @unlink($standIn);
+        }
+    }
+
     public static function uid(): int
     {
         return function_exists('posix_getuid') ? posix_getuid() : (int) getmyuid();

@@ -15,7 +15,8 @@ use Symfony\Component\Console\Output\OutputInterface;
  * deploy script can act on it (as `horizon:status` does); 2 when the host's state cannot be
  * read (no extension, or an unusable segment: the counters are then this process's own).
  * `--json` and `--prometheus` are written raw: a name is data, never console markup
- * (`pay<info>v2</info>` stays as it is).
+ * (`pay<info>v2</info>` stays as it is). A segment no process created yet is said, not created
+ * (see SegmentFiles::notCreatedYet()).
  */
 final class StatusCommand extends Command
 {
@@ -38,6 +39,10 @@ final class StatusCommand extends Command
 
                 return 2;
             }
+            if (SegmentFiles::notCreatedYet() !== null) {
+                // No process wrote a counter yet: an empty exposition, and the file left absent.
+                return 0;
+            }
             try {
                 $text = \Resilient\Metrics::prometheus();
             } catch (\RuntimeException $e) {
@@ -59,6 +64,16 @@ final class StatusCommand extends Command
 
             return 2;
         }
+        // Before any process used resilient here, the state is read from a stand-in segment: the
+        // config's limits, nothing held, nothing spent; opening the real one would create it.
+        $absent = SegmentFiles::notCreatedYet();
+
+        return $absent === null ? $this->report(null) : SegmentFiles::withStandIn($absent, fn () => $this->report($absent));
+    }
+
+    /** The report and its exit code; `$absent`: the segment's path when no process created it yet. */
+    private function report(?string $absent): int
+    {
         // An unusable segment (degraded mode): every count below is this process's own, which
         // says nothing about the host. Exit 2, as for a missing extension: the state is unknown.
         try {
@@ -71,10 +86,12 @@ final class StatusCommand extends Command
 
             return 2;
         }
-        $status = UpstreamStatus::of(
-            (array) $this->laravel['config']->get('resilient', []),
-            $this->laravel->make(ResilientManager::class),
-        );
+        $config = (array) $this->laravel['config']->get('resilient', []);
+        // On a stand-in, a manager of its own: the app's keeps the clients it builds, and one
+        // built on the stand-in would count on it after the command (a worker that runs it).
+        $status = UpstreamStatus::of($config, $absent === null
+            ? $this->laravel->make(ResilientManager::class)
+            : new ResilientManager($config, extensionProblem: ExtensionCheck::problem()));
         if ($degraded !== null) {
             foreach ($status as &$s) {
                 $s['trouble'][] = "degraded: this process's own counters, not the host's";
@@ -86,11 +103,14 @@ final class StatusCommand extends Command
 
         if ($this->option('json')) {
             // A name that is not UTF-8 is written with U+FFFD rather than failing the whole output.
-            $this->output->writeln(json_encode(['ok' => $exit === 0, 'degraded' => $degraded, 'names' => (object) $status], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE), OutputInterface::OUTPUT_RAW);
+            $this->output->writeln(json_encode(['ok' => $exit === 0, 'degraded' => $degraded, 'segment_created' => $absent === null, 'names' => (object) $status], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE), OutputInterface::OUTPUT_RAW);
 
             return $exit;
         }
 
+        if ($absent !== null) {
+            $this->line("No segment yet ($absent): no process of this user has used resilient on this host since boot (or since the file was removed), so nothing is held and no budget is spent. This command does not create it.");
+        }
         if ($degraded !== null) {
             $this->error("segment unusable: $degraded: every number below is this process's own counters, not the host's (see resilient:doctor)");
         }
