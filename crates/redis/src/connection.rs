@@ -33,8 +33,12 @@
 //! does not serve the key's slot answers `MOVED slot host:port`; the operation is sent again
 //! at once to that node, which this process then uses for that key (one more connection per
 //! node, each as the URL's: same credentials, TLS, timeouts, back-off of its own). A redirection
-//! is no failure: no back-off, nothing reported. `ASK` (a slot being migrated) is not followed:
-//! that key's calls fall back while the migration lasts.
+//! is no failure: no back-off, nothing reported. The operation sent again gets half of what is
+//! left then, so the two take at most three quarters of the call's remaining time. A node that
+//! cannot be reached is forgotten for the key (the URL's server is asked again, and names the
+//! node that took the slot over after a failover); a release answered `MOVED` (its slot
+//! resharded while held) follows its key (`leftovers.rs`). `ASK` (a slot being migrated) is not
+//! followed: that key's calls fall back while the migration lasts.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,8 +93,9 @@ const MAX_UNREAD: usize = 16;
 /// What a reply not read yet answers.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Unread {
-    /// A release's ZREM (`leftovers.rs`), or a command sent with [`Server::send`].
-    Release,
+    /// A release's ZREM (`leftovers.rs`: its entry), or a command sent with
+    /// [`Server::send`].
+    Release(Option<u64>),
     /// An EVALSHA sent by [`Pipelined::send_script`] (the script's hash).
     Script(&'static str),
 }
@@ -104,6 +109,9 @@ struct Pending {
     /// A release's reply read with [`Pipelined::drain`] was an error: a release Redis refused
     /// (BUSY, LOADING, READONLY, MISCONF), to be sent again rather than taken as done.
     refused: bool,
+    /// Releases answered `MOVED` (their entry, the node named): the slot was resharded while
+    /// held, and the release follows its key.
+    moved: Vec<(u64, String)>,
     /// The scripts this connection loaded (SCRIPT LOAD answered), whose EVALSHA may be sent
     /// without waiting: it will not come back NOSCRIPT unless the scripts were flushed since.
     loaded: Vec<&'static str>,
@@ -179,15 +187,12 @@ impl Link {
 
 impl Redirects {
     /// `key` is served by the node at `addr` (`host:port`; an empty host: `from`'s): that
-    /// node's server from now on, made the first time, as `from` with another address. False
-    /// when `addr` cannot be connected to that way (malformed, or `from` is a unix socket).
-    fn learn(self: &Arc<Self>, from: &Server, key: &str, addr: &str) -> bool {
-        let Some((host, port)) = addr.rsplit_once(':') else {
-            return false;
-        };
-        let Ok(port) = port.parse::<u16>() else {
-            return false;
-        };
+    /// node's server from now on, made the first time, as `from` with another address; that
+    /// server. None when `addr` cannot be connected to that way (malformed, or `from` is a unix
+    /// socket).
+    fn learn(self: &Arc<Self>, from: &Server, key: &str, addr: &str) -> Option<Arc<Server>> {
+        let (host, port) = addr.rsplit_once(':')?;
+        let port = port.parse::<u16>().ok()?;
         let mut info = from.target.info.clone();
         info.addr = match info.addr {
             redis::ConnectionAddr::Tcp(h, _) => {
@@ -204,7 +209,7 @@ impl Redirects {
                 insecure,
                 tls_params,
             },
-            _ => return false,
+            _ => return None,
         };
         let addr = info.addr.to_string();
         let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
@@ -213,20 +218,26 @@ impl Redirects {
             None => {
                 let mut target = from.target.clone();
                 target.info = info;
-                let Ok(node) =
-                    Server::build(target, from.resolver, Link::Node(Arc::downgrade(self)))
-                else {
-                    return false;
-                };
+                let node =
+                    Server::build(target, from.resolver, Link::Node(Arc::downgrade(self))).ok()?;
                 let node = Arc::new(node);
                 nodes.insert(addr, node.clone());
                 node
             }
         };
         let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
-        routes.insert(key.to_owned(), node);
+        routes.insert(key.to_owned(), node.clone());
         self.any.store(true, Ordering::Relaxed);
-        true
+        Some(node)
+    }
+
+    /// `key` is no longer sent to `node` (it failed): the next operation asks the URL's
+    /// server again, whose `MOVED` names the node serving it now (another after a failover).
+    fn forget(&self, key: &str, node: &Arc<Server>) {
+        let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+        if routes.get(key).is_some_and(|n| Arc::ptr_eq(n, node)) {
+            routes.remove(key);
+        }
     }
 
     fn node_for(&self, key: &str) -> Option<Arc<Server>> {
@@ -270,7 +281,9 @@ impl Route<'_> {
         self.exec(f, RELEASE_WAIT, false).0
     }
 
-    /// On the node known for the key; after a `MOVED`, once more on the node it named.
+    /// On the node known for the key; after a `MOVED`, once more on the node it named. A
+    /// known node that cannot be reached is forgotten for the key: a node that died is never
+    /// asked again, and the URL's server names the one that took its slots over.
     fn exec<T>(
         &self,
         mut f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
@@ -285,12 +298,22 @@ impl Route<'_> {
         };
         let server = node();
         let result = server.exec(&mut f, floor, resend, false, Some(self.key));
-        if result.as_ref().err() != Some(&Unreachable::Moved) {
-            return (result, server);
+        match result.as_ref().err() {
+            Some(Unreachable::Moved) => {
+                let server = node();
+                let result = server.exec(&mut f, floor, resend, false, Some(self.key));
+                (result, server)
+            }
+            Some(Unreachable::BackingOff | Unreachable::NotSent | Unreachable::Failed)
+                if !Arc::ptr_eq(&server, self.server) =>
+            {
+                if let Some(r) = self.server.redirects.get() {
+                    r.forget(self.key, &server);
+                }
+                (result, server)
+            }
+            _ => (result, server),
         }
-        let server = node();
-        let result = server.exec(&mut f, floor, resend, false, Some(self.key));
-        (result, server)
     }
 }
 
@@ -499,8 +522,8 @@ impl Server {
                 };
                 // Slots to give back first (releases not sent yet, admissions never
                 // answered): one more write, read with this operation's replies.
-                if let Some((packed, replies)) = crate::leftovers::take_to_send(self) {
-                    c.send(&packed, replies)?;
+                if let Some((packed, ids)) = crate::leftovers::take_to_send(self) {
+                    c.send_releases(&packed, &ids)?;
                 }
                 f(&mut c)
             });
@@ -515,7 +538,7 @@ impl Server {
                     // The key is served by another node: no failure of this server's.
                     slot.used_at = Some(Instant::now());
                     let learnt = match (key, e.redirect_node(), self.redirects.get()) {
-                        (Some(key), Some((addr, _)), Some(r)) => r.learn(self, key, addr),
+                        (Some(key), Some((addr, _)), Some(r)) => r.learn(self, key, addr).is_some(),
                         _ => false,
                     };
                     if !learnt {
@@ -562,9 +585,14 @@ impl Server {
                 }
             }
         };
+        for (id, to) in std::mem::take(&mut slot.pending.moved) {
+            let learnt =
+                crate::leftovers::moved(id, |key| self.redirects.get()?.learn(self, key, &to));
+            slot.pending.refused |= !learnt;
+        }
         if slot.conn.is_some() && slot.pending.unread.is_empty() {
             if std::mem::take(&mut slot.pending.refused) {
-                crate::leftovers::refused(self);
+                crate::leftovers::send_again(self);
             } else {
                 crate::leftovers::answered(self);
             }
@@ -702,7 +730,16 @@ impl Pipelined<'_> {
     /// Writes `packed` (`replies` commands), leaving their replies to be read after the next
     /// command is written.
     fn send(&mut self, packed: &[u8], replies: u32) -> redis::RedisResult<()> {
-        self.write(packed, Unread::Release, replies)
+        self.write(
+            packed,
+            std::iter::repeat_n(Unread::Release(None), replies as usize),
+        )
+    }
+
+    /// [`Pipelined::send`] of releases' ZREMs, one reply per entry of `ids`, the entry it
+    /// answers for (`leftovers.rs`).
+    fn send_releases(&mut self, packed: &[u8], ids: &[u64]) -> redis::RedisResult<()> {
+        self.write(packed, ids.iter().map(|&id| Unread::Release(Some(id))))
     }
 
     /// Sends `evalsha` (an EVALSHA of `script`, see [`evalsha`]) without waiting for its
@@ -729,7 +766,10 @@ impl Pipelined<'_> {
         }
         self.load_once(script)?;
         let hash = script.get_hash();
-        self.write(&evalsha.get_packed_command(), Unread::Script(hash), 1)
+        self.write(
+            &evalsha.get_packed_command(),
+            std::iter::once(Unread::Script(hash)),
+        )
     }
 
     /// Runs `evalsha` (an EVALSHA of `script`, see [`evalsha`]) and reads its reply, loading
@@ -770,14 +810,18 @@ impl Pipelined<'_> {
         result
     }
 
-    fn write(&mut self, packed: &[u8], kind: Unread, replies: u32) -> redis::RedisResult<()> {
+    /// Writes `packed`, whose replies will answer for `replies`.
+    fn write(
+        &mut self,
+        packed: &[u8],
+        replies: impl Iterator<Item = Unread>,
+    ) -> redis::RedisResult<()> {
         if self.pending.unread.len() >= MAX_UNREAD {
             self.drain()?;
         }
         self.bound()?;
         let written = self.conn.send_packed_command(packed);
         self.not_read_if_dropped(written)?;
-        let replies = std::iter::repeat_n(kind, replies as usize);
         self.pending.unread.extend(replies);
         Ok(())
     }
@@ -785,26 +829,33 @@ impl Pipelined<'_> {
     /// Reads (and drops) the replies left unread. A release's ZREM has nothing to answer but
     /// a count: an error reply means Redis did not run it (BUSY, LOADING, READONLY, MISCONF),
     /// so it is marked to be sent again; WRONGTYPE (the key is not a funnel's) says there is
-    /// nothing to remove. A script's error reply means it did not run: NOSCRIPT has it loaded
+    /// nothing to remove; MOVED names the node the key went to (see [`Pending::moved`]). A script's error reply means it did not run: NOSCRIPT has it loaded
     /// again before the next one is sent; any other has the next ones waited for.
     fn drain(&mut self) -> redis::RedisResult<()> {
         while let Some(&kind) = self.pending.unread.front() {
             self.bound()?;
             // An error reply comes as a value (redis-rs leaves extracting it to the caller).
-            let code = match self.conn.recv_response() {
-                Ok(redis::Value::ServerError(e)) => Some(e.code().to_owned()),
-                Ok(_) => None,
+            let (code, moved_to) = match self.conn.recv_response() {
+                Ok(redis::Value::ServerError(e)) => {
+                    // `MOVED <slot> <host:port>`
+                    let to = e.details().and_then(|d| d.split_whitespace().nth(1));
+                    (Some(e.code().to_owned()), to.map(str::to_owned))
+                }
+                Ok(_) => (None, None),
                 Err(e) if leaves_out_of_step(&e) => return Err(e),
-                Err(e) => Some(e.code().unwrap_or_default().to_owned()),
+                Err(e) => (Some(e.code().unwrap_or_default().to_owned()), None),
             };
             self.pending.unread.pop_front();
-            match (kind, code.as_deref()) {
-                (_, None) => {}
-                (Unread::Release, Some(code)) => self.pending.refused |= code != "WRONGTYPE",
-                (Unread::Script(hash), Some("NOSCRIPT")) => {
+            match (kind, code.as_deref(), moved_to) {
+                (_, None, _) => {}
+                (Unread::Release(Some(id)), Some("MOVED"), Some(to)) => {
+                    self.pending.moved.push((id, to))
+                }
+                (Unread::Release(_), Some(code), _) => self.pending.refused |= code != "WRONGTYPE",
+                (Unread::Script(hash), Some("NOSCRIPT"), _) => {
                     self.pending.loaded.retain(|&h| h != hash)
                 }
-                (Unread::Script(_), Some(_)) => self.pending.scripts_refused = true,
+                (Unread::Script(_), Some(_), _) => self.pending.scripts_refused = true,
             }
         }
         Ok(())
@@ -952,7 +1003,7 @@ impl Slot {
     fn drop_connection(&mut self, server: &Server) {
         self.conn = None;
         self.pending = Pending::default();
-        crate::leftovers::unsent(server);
+        crate::leftovers::send_again(server);
     }
 
     fn failed(&mut self) {

@@ -19,15 +19,20 @@
 //! were waiting when the stall ended); should the ZREM ever come first, the lease still ends.
 //!
 //! Entries of another pid (inherited across fork) are dropped, never released: the parent's
-//! slots are the parent's. A release Redis refused with an error is sent again until the
-//! slot's lease has ended, then dropped: Redis no longer counts the slot (the next admission at
-//! the cap removes it), and a ZREM Redis keeps refusing (a server that became a replica, an ACL
-//! that lost the key) would otherwise ride on every command of the process for as long as it
-//! lives. (The end is reckoned from when the admission was sent, by this host's clock: Redis
-//! starts the lease when it runs the admission, a round trip later at most for an admission it
-//! answered.)
+//! slots are the parent's. A release Redis refused with an error, or could not be sent, is sent
+//! again until the slot's lease has ended, then dropped: Redis no longer counts the slot (the
+//! next admission at the cap removes it), and a ZREM Redis keeps refusing (a server that became
+//! a replica, an ACL that lost the key) or a server that is gone (a cluster node replaced at
+//! another address) would otherwise have every command, and every request end, of the process
+//! try it for as long as it lives. (The end is reckoned from when the admission was sent, by
+//! this host's clock: Redis starts the lease when it runs the admission, a round trip later at
+//! most for an admission it answered. An admission Redis runs only after a stall longer than
+//! its lease holds its slot until that lease ends.)
+//!
+//! Redis Cluster: a release answered `MOVED` (the slot was resharded while it was held, its key
+//! moved with it) goes to the node named, which this process then uses for the key.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -41,6 +46,8 @@ enum State {
 }
 
 struct Slot {
+    /// Names the entry in a reply's place ([`take_to_send`], [`moved`]).
+    id: u64,
     pid: u32,
     server: Arc<Server>,
     key: String,
@@ -48,10 +55,8 @@ struct Slot {
     background_key: Option<String>,
     token: String,
     state: State,
-    /// When the admission was sent plus the lease: a refused release is dropped then.
+    /// When the admission was sent plus the lease: a release not done by then is dropped.
     until: Instant,
-    /// Its ZREM was answered with an error.
-    refused: bool,
 }
 
 static SLOTS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
@@ -83,8 +88,10 @@ fn push(asked: &Asked<'_>, state: State) {
         token,
         ..
     } = *asked;
+    static IDS: AtomicU64 = AtomicU64::new(0);
     let mut slots = slots();
     slots.push(Slot {
+        id: IDS.fetch_add(1, Ordering::Relaxed),
         pid: resilient_core::current_pid(),
         server: server.clone(),
         key: key.to_owned(),
@@ -92,16 +99,15 @@ fn push(asked: &Asked<'_>, state: State) {
         token: token.to_owned(),
         state,
         until: asked.sent + asked.lease,
-        refused: false,
     });
     recount(&slots);
 }
 
-/// Keeps this process's entries, but a refused release past its lease.
+/// Keeps this process's entries, but a release past its slot's lease.
 fn prune(slots: &mut Vec<Slot>) {
     let pid = resilient_core::current_pid();
     let now = Instant::now();
-    slots.retain(|s| s.pid == pid && !(s.refused && now >= s.until));
+    slots.retain(|s| s.pid == pid && (s.state == State::Held || now < s.until));
 }
 
 fn recount(slots: &[Slot]) {
@@ -135,16 +141,16 @@ pub(crate) fn release(token: &str) {
     recount(&slots);
 }
 
-/// The ZREMs of `server`'s slots to release, packed in one write, with how many replies they
-/// get; marked sent. None when there are none.
-pub(crate) fn take_to_send(server: &Server) -> Option<(Vec<u8>, u32)> {
+/// The ZREMs of `server`'s slots to release, packed in one write, with the entry each reply
+/// answers for; marked sent. None when there are none.
+pub(crate) fn take_to_send(server: &Server) -> Option<(Vec<u8>, Vec<u64>)> {
     if UNSETTLED.load(Ordering::Relaxed) == 0 {
         return None;
     }
     let mut slots = slots();
     prune(&mut slots);
     let mut packed = Vec::new();
-    let mut replies = 0;
+    let mut replies = Vec::new();
     for s in slots
         .iter_mut()
         .filter(|s| s.state == State::ToRelease && of(s, server))
@@ -156,12 +162,20 @@ pub(crate) fn take_to_send(server: &Server) -> Option<(Vec<u8>, u32)> {
                     .arg(&s.token)
                     .get_packed_command(),
             );
-            replies += 1;
+            replies.push(s.id);
         }
         s.state = State::Sent;
     }
     recount(&slots);
-    (replies > 0).then_some((packed, replies))
+    (!replies.is_empty()).then_some((packed, replies))
+}
+
+/// How many slots this process still has to give back (released, not yet answered by Redis).
+#[doc(hidden)]
+pub fn releases_owed() -> usize {
+    let mut slots = slots();
+    prune(&mut slots);
+    slots.iter().filter(|s| s.state != State::Held).count()
 }
 
 /// Every reply on `server`'s connection was read: the ZREMs sent on it reached Redis.
@@ -169,29 +183,36 @@ pub(crate) fn answered(server: &Server) {
     settle(|slots| slots.retain(|s| !(s.state == State::Sent && of(s, server))));
 }
 
-/// Redis answered one of the ZREMs sent on `server`'s connection with an error: they are
-/// sent again (until their leases end).
-pub(crate) fn refused(server: &Server) {
-    send_again(server, true);
-}
-
-/// `server`'s connection was dropped with replies unread: its ZREMs are sent again.
-pub(crate) fn unsent(server: &Server) {
-    send_again(server, false);
-}
-
-/// Marks the ZREMs sent on `server`'s connection to be sent again (`refused`: Redis answered
-/// one with an error).
-fn send_again(server: &Server, refused: bool) {
+/// Redis answered one of the ZREMs sent on `server`'s connection with an error, or the
+/// connection was dropped with replies unread: they are sent again (until their leases end).
+pub(crate) fn send_again(server: &Server) {
     settle(|slots| {
         for s in slots
             .iter_mut()
             .filter(|s| s.state == State::Sent && of(s, server))
         {
             s.state = State::ToRelease;
-            s.refused |= refused;
         }
     });
+}
+
+/// The release of entry `id` was answered `MOVED`: `node_for` learns the node now serving the
+/// entry's key, and the release goes there (with that node's next command, or at request
+/// end). False when no node could be learnt: the release stays to be sent again as refused.
+pub(crate) fn moved(id: u64, node_for: impl FnOnce(&str) -> Option<Arc<Server>>) -> bool {
+    let Some(key) = slots().iter().find(|s| s.id == id).map(|s| s.key.clone()) else {
+        return true; // already dropped
+    };
+    let Some(node) = node_for(&key) else {
+        return false;
+    };
+    let mut slots = slots();
+    if let Some(s) = slots.iter_mut().find(|s| s.id == id) {
+        s.server = node;
+        s.state = State::ToRelease;
+    }
+    recount(&slots);
+    true
 }
 
 fn settle(change: impl FnOnce(&mut Vec<Slot>)) {
@@ -209,31 +230,41 @@ fn settle(change: impl FnOnce(&mut Vec<Slot>)) {
 /// sent. Those that cannot be sent now (Redis in back-off) stay, and go with the next command
 /// of this process.
 pub fn release_leftovers() -> usize {
-    let servers: Vec<Arc<Server>> = {
-        let mut slots = slots();
-        prune(&mut slots);
-        let mut servers: Vec<Arc<Server>> = Vec::new();
-        // Sent ones too: their replies are read now, which tells whether Redis got them.
-        for s in slots.iter_mut() {
-            if s.state != State::Sent {
-                s.state = State::ToRelease;
-            }
-            if !servers.iter().any(|known| Arc::ptr_eq(known, &s.server)) {
-                servers.push(s.server.clone());
-            }
-        }
-        recount(&slots);
-        servers
-    };
     let to_release = || {
         slots()
             .iter()
             .filter(|s| s.state == State::ToRelease)
             .count()
     };
-    let before = to_release();
-    for server in servers {
-        let _ = server.settle_releases();
+    let mut settled: Vec<Arc<Server>> = Vec::new();
+    let mut before = None;
+    // Twice at most: a release answered `MOVED` in the first round goes to another node.
+    for _ in 0..2 {
+        let servers: Vec<Arc<Server>> = {
+            let mut slots = slots();
+            prune(&mut slots);
+            let mut servers: Vec<Arc<Server>> = Vec::new();
+            // Sent ones too: their replies are read now, which tells whether Redis got them.
+            for s in slots.iter_mut() {
+                if s.state != State::Sent {
+                    s.state = State::ToRelease;
+                }
+                let known = |k: &Arc<Server>| Arc::ptr_eq(k, &s.server);
+                if !settled.iter().any(known) && !servers.iter().any(known) {
+                    servers.push(s.server.clone());
+                }
+            }
+            recount(&slots);
+            servers
+        };
+        before.get_or_insert_with(to_release);
+        if servers.is_empty() {
+            break;
+        }
+        for server in servers {
+            let _ = server.settle_releases();
+            settled.push(server);
+        }
     }
-    before.saturating_sub(to_release())
+    before.unwrap_or(0).saturating_sub(to_release())
 }

@@ -5,65 +5,13 @@
 //! which the caps below would see.
 
 mod common;
+use common::cluster::*;
 use common::*;
 
 use std::time::{Duration, Instant};
 
 use resilient_core::{Admission, BreakerConfig, BudgetConfig, Transition};
 use resilient_http::{Backend, OnBackendError, Refusal};
-
-/// Three cluster nodes sharing the 16384 slots, each knowing the others.
-fn cluster() -> [RedisServer; 3] {
-    let args = [
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-    ];
-    let nodes = [
-        RedisServer::start_with(&args),
-        RedisServer::start_with(&args),
-        RedisServer::start_with(&args),
-    ];
-    for (node, (first, last)) in
-        nodes
-            .iter()
-            .zip([("0", "5460"), ("5461", "10922"), ("10923", "16383")])
-    {
-        assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", first, last]), "OK");
-    }
-    for other in &nodes[1..] {
-        let port = other.port().to_string();
-        assert_eq!(nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &port]), "OK");
-    }
-    let until = Instant::now() + Duration::from_secs(10);
-    while !nodes.iter().all(|n| {
-        let info = n.cli(&["CLUSTER", "INFO"]);
-        info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
-    }) {
-        assert!(Instant::now() < until, "the cluster did not become ok");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    nodes
-}
-
-/// The index of the node serving `key`'s slot.
-fn owner(nodes: &[RedisServer; 3], key: &str) -> usize {
-    let slot: u32 = nodes[0].cli(&["CLUSTER", "KEYSLOT", key]).parse().unwrap();
-    match slot {
-        0..=5460 => 0,
-        5461..=10922 => 1,
-        _ => 2,
-    }
-}
-
-/// A name whose keys (`prefix{name}:…`) the node `want` serves.
-fn name_on(nodes: &[RedisServer; 3], want: usize) -> String {
-    (0..)
-        .map(|i| format!("n{i}"))
-        .find(|name| owner(nodes, &format!("{{{name}}}")) == want)
-        .unwrap()
-}
 
 #[test]
 fn each_names_guards_live_on_the_node_serving_its_slot() {

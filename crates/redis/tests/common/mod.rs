@@ -1,6 +1,8 @@
 //! A redis-server per test on a free loopback port, and backends over it.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

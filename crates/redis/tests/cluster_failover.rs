@@ -1,0 +1,83 @@
+//! A Redis Cluster whose nodes change under a running process: a slot resharded while a funnel
+//! slot in it is held, and a node that dies and whose slot another node takes over (as after a
+//! failover, at another address). The URL names node 0; `on_backend_error` is `open`, so a
+//! call that fell back would go through without a slot, which the counts below would see.
+
+mod common;
+use common::cluster::*;
+use common::*;
+
+use std::time::Duration;
+
+use resilient_http::{OnBackendError, Refusal};
+
+/// A slot held on node 1 while its key moves to node 2 goes back on node 2: node 1 answers the
+/// release `MOVED`, and the release follows. (Sent again to node 1 instead, it would be refused
+/// until the lease ended, and node 2 would count the slot all that time: a full funnel
+/// resharded would refuse every call for a whole lease.)
+#[test]
+fn a_slot_held_while_its_key_moves_is_given_back_where_the_key_went() {
+    let nodes = cluster();
+    let redis = backend(&nodes[0].url("r:"), OnBackendError::Open, 1, "reshard");
+    let name = name_on(&nodes, 1);
+    let key = format!("r:{{{name}}}:funnel");
+    let funnel = web_funnel(&redis, &name, 1, Duration::from_secs(60));
+    let held = funnel.admit(1, now_ms()).expect("admitted on node 1");
+    assert_eq!(nodes[1].cli(&["ZCARD", &key]), "1");
+
+    move_slot(&nodes, &key, 1, 2);
+    assert_eq!(
+        nodes[2].cli(&["ZCARD", &key]),
+        "1",
+        "the holder moved with the key"
+    );
+
+    drop(held);
+    resilient_redis::release_leftovers(); // request end
+    assert_eq!(
+        nodes[2].cli(&["ZCARD", &key]),
+        "0",
+        "the slot was not given back on the node the key moved to"
+    );
+    let again = funnel.admit(1, now_ms()).expect("admitted on node 2");
+    assert_eq!(funnel.admit(1, now_ms()).err(), Some(Refusal::Full));
+    assert_eq!(nodes[2].cli(&["ZCARD", &key]), "1", "decided on node 2");
+    drop(again);
+}
+
+/// Node 1 dies and node 2 takes its slot over: the key's calls are not sent to the dead node
+/// for the rest of the process's life. The first call after the death finds it unreachable and
+/// falls back; the next asks the URL's node again, which names node 2.
+#[test]
+fn a_dead_nodes_keys_go_back_to_the_urls_node() {
+    let mut nodes = cluster();
+    let redis = backend(&nodes[0].url("d:"), OnBackendError::Open, 1, "dead");
+    let name = name_on(&nodes, 1);
+    let key = format!("d:{{{name}}}:funnel");
+    let funnel = web_funnel(&redis, &name, 1, Duration::from_secs(60));
+    drop(
+        funnel
+            .admit(1, now_ms())
+            .expect("admitted on node 1: learnt"),
+    );
+
+    nodes[1].kill();
+    let slot = nodes[0].cli(&["CLUSTER", "KEYSLOT", &key]);
+    let id = nodes[2].cli(&["CLUSTER", "MYID"]);
+    for n in [0, 2] {
+        assert_eq!(
+            nodes[n].cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &id]),
+            "OK"
+        );
+    }
+
+    let first = funnel.admit(1, now_ms()); // node 1 unreachable: falls back (open)
+    let held = funnel.admit(1, now_ms()).expect("admitted");
+    assert_eq!(
+        nodes[2].cli(&["ZCARD", &key]),
+        "1",
+        "the call was not decided on node 2 (the dead node was asked again)"
+    );
+    assert_eq!(funnel.admit(1, now_ms()).err(), Some(Refusal::Full));
+    drop((first, held));
+}

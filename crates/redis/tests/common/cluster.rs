@@ -1,0 +1,89 @@
+//! A Redis Cluster of three masters on loopback, slots split evenly, for the redirection tests.
+
+use std::time::{Duration, Instant};
+
+use super::RedisServer;
+
+/// Three cluster nodes sharing the 16384 slots, each knowing the others.
+pub fn cluster() -> [RedisServer; 3] {
+    let args = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ];
+    let nodes = [
+        RedisServer::start_with(&args),
+        RedisServer::start_with(&args),
+        RedisServer::start_with(&args),
+    ];
+    for (node, (first, last)) in
+        nodes
+            .iter()
+            .zip([("0", "5460"), ("5461", "10922"), ("10923", "16383")])
+    {
+        assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", first, last]), "OK");
+    }
+    for other in &nodes[1..] {
+        let port = other.port().to_string();
+        assert_eq!(nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &port]), "OK");
+    }
+    let until = Instant::now() + Duration::from_secs(10);
+    while !nodes.iter().all(|n| {
+        let info = n.cli(&["CLUSTER", "INFO"]);
+        info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
+    }) {
+        assert!(Instant::now() < until, "the cluster did not become ok");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nodes
+}
+
+/// The index of the node serving `key`'s slot.
+pub fn owner(nodes: &[RedisServer; 3], key: &str) -> usize {
+    let slot: u32 = nodes[0].cli(&["CLUSTER", "KEYSLOT", key]).parse().unwrap();
+    match slot {
+        0..=5460 => 0,
+        5461..=10922 => 1,
+        _ => 2,
+    }
+}
+
+/// A name whose keys (`prefix{name}:…`) the node `want` serves.
+pub fn name_on(nodes: &[RedisServer; 3], want: usize) -> String {
+    (0..)
+        .map(|i| format!("n{i}"))
+        .find(|name| owner(nodes, &format!("{{{name}}}")) == want)
+        .unwrap()
+}
+
+/// Moves `key`'s slot, with the keys in it, from node `from` to node `to`, as
+/// `redis-cli --cluster reshard` does (IMPORTING / MIGRATING, MIGRATE, then the new owner told
+/// to every node).
+pub fn move_slot(nodes: &[RedisServer; 3], key: &str, from: usize, to: usize) {
+    let slot = nodes[0].cli(&["CLUSTER", "KEYSLOT", key]);
+    let from_id = nodes[from].cli(&["CLUSTER", "MYID"]);
+    let to_id = nodes[to].cli(&["CLUSTER", "MYID"]);
+    assert_eq!(
+        nodes[to].cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]),
+        "OK"
+    );
+    assert_eq!(
+        nodes[from].cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]),
+        "OK"
+    );
+    let keys = nodes[from].cli(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+    for k in keys.lines().filter(|k| !k.is_empty()) {
+        let port = nodes[to].port().to_string();
+        assert_eq!(
+            nodes[from].cli(&["MIGRATE", "127.0.0.1", &port, k, "0", "5000"]),
+            "OK"
+        );
+    }
+    for node in nodes {
+        assert_eq!(
+            node.cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
+            "OK"
+        );
+    }
+}
