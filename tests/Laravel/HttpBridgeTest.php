@@ -237,6 +237,70 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame(['PATCH', 'raw-bytes', 'text/plain'], [$raw['method'], $raw['body'], $h($raw, 'content-type')]);
     }
 
+    /**
+     * A `base_url` with a query (`?api-version=2`, an API key) keeps it, as the client does:
+     * the base's query first, then the request's. Laravel 8 joins the strings
+     * (`/api?v=2/items`), and Guzzle's `query` option then replaced the whole query: the
+     * request went to the base's path, without the base's query, and no error said so.
+     */
+    public function testABaseUrlsQueryIsKeptAsTheClientKeepsIt(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-basequery');
+        $client['base_url'] .= '/api?v=2&key=K';
+        $this->bootWith($name, $client);
+
+        Http::resilient($name)->get('/items', ['q' => 1]);
+        Http::resilient($name)->get('/items?page=3');
+        Http::resilient($name)->get('items');
+        Resilient::client($name)->get('/items', ['q' => 1]);
+        $got = array_map(fn ($a) => [$a['path'], $a['query']], $this->up->attempts($key, 4));
+        $this->assertSame([
+            ['/api/items', 'v=2&key=K&q=1'],
+            ['/api/items', 'v=2&key=K&page=3'],
+            ['/api/items', 'v=2&key=K'],
+            ['/api/items', 'v=2&key=K&q=1'],
+        ], $got);
+    }
+
+    /**
+     * A `User-Agent` in the client's configured `headers` is sent, as `Resilient::client()`
+     * sends it, not Guzzle's default one nobody asked for (some APIs refuse that one).
+     */
+    public function testAUserAgentInTheConfiguredHeadersIsSent(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-ua', ['headers' => ['user-agent' => 'Shop/1.2 (ops@example.com)']]);
+        $this->bootWith($name, $client);
+
+        Http::resilient($name)->get('/x');
+        Http::resilient($name)->withUserAgent('Asked/1')->get('/x');
+        $agents = array_map(fn ($a) => $a['headers']['user-agent'] ?? null, $this->up->attempts($key, 2));
+        $this->assertSame(['Shop/1.2 (ops@example.com)', 'Asked/1'], $agents, 'the request\'s own still wins');
+    }
+
+    /**
+     * The client follows redirects inside the call, so Guzzle's cookie middleware above it saw
+     * only the first request: a cookie the last hop set was filed under the first host, and
+     * sent there by the next request using the jar. It is filed under the host that set it.
+     */
+    public function testACookieSetAfterARedirectIsFiledUnderTheHostThatSetIt(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-cookie');
+        $other = str_replace('://127.0.0.1:', '://localhost:', $this->up->base($key));
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => "$other/to"]]], path: '/from');
+        $this->up->script($key, [['status' => 200, 'body' => 'landed', 'headers' => ['Set-Cookie' => 'sid=abc; Path=/']]], path: '/to');
+        $this->bootWith($name, $client);
+
+        $landed = Http::resilient($name)->get('/from');
+        $this->assertSame('landed', $landed->body());
+        $jar = $landed->cookies();
+        $this->assertSame([['sid', 'localhost']], array_map(fn ($c) => [$c->getName(), $c->getDomain()], iterator_to_array($jar)));
+        Http::resilient($name)->withOptions(['cookies' => $jar])->get('/echo');
+        Http::resilient($name)->withOptions(['cookies' => $jar])->get("$other/echo");
+        [, , $first, $second] = $this->up->attempts($key, 4);
+        $this->assertArrayNotHasKey('cookie', $first['headers'], 'another host\'s cookie was sent to 127.0.0.1');
+        $this->assertSame('sid=abc', $second['headers']['cookie'] ?? null, 'sent back to the host that set it');
+    }
+
     public function testTheClientsRulesApplyAPostIsRetriedOnlyWithAnIdempotencyKey(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-post', ['backoff' => ['base' => 0.001, 'cap' => 0.002]]);

@@ -2,6 +2,7 @@
 
 namespace Resilient\Laravel\Http;
 
+use GuzzleHttp\Cookie\CookieJarInterface;
 use GuzzleHttp\Exception\ConnectException;
 use GuzzleHttp\Promise\Create;
 use GuzzleHttp\Promise\PromiseInterface;
@@ -45,6 +46,7 @@ final class ResilientHandler
         private string $name,
         private array $explicit = [],
         private array $laravelDefaults = [],
+        private string $baseQuery = '',
     ) {
     }
 
@@ -68,6 +70,11 @@ final class ResilientHandler
                 $clientOptions['body'] = $body;
             }
             $uri = $request->getUri()->withFragment('');
+            if ($this->baseQuery !== '') {
+                // The base URL's query, which Laravel's join and Guzzle's `query` dropped
+                // (ResilientPendingRequest::send()), in front of the request's, as the client joins.
+                $uri = $uri->withQuery($this->baseQuery . ($uri->getQuery() === '' ? '' : '&' . $uri->getQuery()));
+            }
             $answer = $this->manager->clientWithoutFallback($this->name)->request($request->getMethod(), (string) $uri, $clientOptions);
         } catch (UpstreamFailed $e) {
             $answer = $e->response();
@@ -84,6 +91,12 @@ final class ResilientHandler
         }
         $response = new PsrResponse($answer->status(), self::titleCased($answer->headers()), $this->responseBody($answer, $sink ?? null));
         $this->stats($options, $request, $response, null, $started, $answer);
+        if (($options['cookies'] ?? null) instanceof CookieJarInterface) {
+            // Here, not in Guzzle's cookie middleware: the client followed any redirects, and
+            // the cookies are the last hop's, for its host (the middleware knows only the first).
+            $last = $answer->url();
+            $options['cookies']->extractCookies($last === null ? $request : $request->withUri(new Uri($last)), $response);
+        }
 
         return Create::promiseFor($response);
     }
@@ -126,12 +139,32 @@ final class ResilientHandler
         }
     }
 
+    /** Whether the client's config sets a user agent: `user_agent`, or a `User-Agent` header. */
+    private function userAgentConfigured(): bool
+    {
+        try {
+            $config = $this->manager->clientConfig($this->name);
+        } catch (\InvalidArgumentException) {
+            return false;
+        }
+        if (array_key_exists('user_agent', $config)) {
+            return true;
+        }
+        foreach (is_array($config['headers'] ?? null) ? $config['headers'] : [] as $header => $value) {
+            if (strcasecmp((string) $header, 'user-agent') === 0) {
+                return true;
+            }
+        }
+
+        return false;
+    }
+
     /** @return array<string, list<string>> */
     private function headers(RequestInterface $request): array
     {
         $out = [];
         $authority = $request->getUri()->getAuthority();
-        $userAgentConfigured = in_array('user_agent', $this->configured(), true);
+        $userAgentConfigured = $this->userAgentConfigured();
         foreach ($request->getHeaders() as $name => $values) {
             $lower = strtolower((string) $name);
             if (in_array($lower, self::DROPPED_HEADERS, true)) {
@@ -142,7 +175,8 @@ final class ResilientHandler
                 continue;
             }
             // Guzzle's own User-Agent, which nobody asked for, gives way to the client's
-            // configured `user_agent` (without one, Laravel's behaviour stays).
+            // configured `user_agent` or `User-Agent` header (without one, Laravel's behaviour
+            // stays).
             if ($lower === 'user-agent' && $userAgentConfigured && implode(', ', $values) === \GuzzleHttp\Utils::defaultUserAgent()) {
                 continue;
             }

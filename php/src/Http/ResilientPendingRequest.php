@@ -2,6 +2,7 @@
 
 namespace Resilient\Laravel\Http;
 
+use GuzzleHttp\Cookie\CookieJarInterface;
 use GuzzleHttp\HandlerStack;
 use GuzzleHttp\Middleware;
 use Illuminate\Http\Client\PendingRequest;
@@ -19,13 +20,21 @@ use Resilient\Laravel\ResilientManager;
  * - Guzzle's redirect middleware is left out: redirects are followed by the client inside
  *   one attempt (`allow_redirects`), so a redirect is never a second call with its own
  *   funnel slot and budget deposit;
- * - `->async()` and Http::pool() are refused: a client call is synchronous.
+ * - `->async()` and Http::pool() are refused: a client call is synchronous;
+ * - a `base_url` with a query keeps it, in front of the request's, as the client joins it
+ *   (Laravel 8 joins the strings, `/api?v=2/items`); events and Http::fake() see the URL
+ *   without it;
+ * - cookies the last hop of a redirect set are filed under that hop's host; those an
+ *   intermediate redirect response set are not sent on the next hops.
  */
 class ResilientPendingRequest extends PendingRequest
 {
     protected string $resilientName = '';
 
     protected ?ResilientManager $resilientManager = null;
+
+    /** The query of the `base_url` the send() in progress joins to (see send()). */
+    protected string $resilientBaseQuery = '';
 
     /** @var list<string> option names given to the send() in progress: the request's own too */
     protected array $resilientSendOptions = [];
@@ -102,6 +111,9 @@ class ResilientPendingRequest extends PendingRequest
         $base = $this->baseUrl;
         if (preg_match('#^https?://#i', $url) === 1) {
             $this->baseUrl = '';
+        } elseif (($at = strpos((string) $base, '?')) !== false) {
+            // Joined to the base's path; the handler puts the base's query back in front.
+            [$this->baseUrl, $this->resilientBaseQuery] = [substr($base, 0, $at), substr($base, $at + 1)];
         }
         $this->resilientSendOptions = array_keys($options);
         try {
@@ -109,6 +121,7 @@ class ResilientPendingRequest extends PendingRequest
         } finally {
             $this->baseUrl = $base;
             $this->resilientSendOptions = [];
+            $this->resilientBaseQuery = '';
         }
     }
 
@@ -123,9 +136,18 @@ class ResilientPendingRequest extends PendingRequest
             // and `connect_timeout` 10, 11+ `crypto_method`): Laravel's defaults, not the
             // caller's wishes, so they never override the client's config (GuzzleOptions).
             (new PendingRequest())->getOptions(),
+            $this->resilientBaseQuery,
         ));
         $stack->push(Middleware::httpErrors(), 'http_errors');
-        $stack->push(Middleware::cookies(), 'cookies');
+        // The jar's cookies for the request; the handler files the answer's (after redirects).
+        $stack->push(static fn (callable $next) => static function ($request, array $options) use ($next) {
+            $jar = $options['cookies'] ?? null;
+            if (! empty($jar) && ! $jar instanceof CookieJarInterface) {
+                throw new \InvalidArgumentException('cookies must be an instance of GuzzleHttp\Cookie\CookieJarInterface');
+            }
+
+            return $next($jar instanceof CookieJarInterface ? $jar->withCookieHeader($request) : $request, $options);
+        }, 'cookies');
         $stack->push(Middleware::prepareBody(), 'prepare_body');
 
         return $this->createClient($this->pushHandlers($stack));
