@@ -128,6 +128,19 @@ final class CheckEdgeCasesTest extends PackageTestCase
         $this->assertStringNotContainsString('No queued job classes', $out);
     }
 
+    /**
+     * A name that is not UTF-8 (a config key read from a Latin-1 file) is written with U+FFFD,
+     * as resilient:status writes it: before, json_encode() failed and `--json` printed an empty
+     * line, which a CI step reading it took for no output.
+     */
+    public function testJsonOutputSurvivesANameThatIsNotUtf8(): void
+    {
+        [$exit, $json] = $this->check([], ['clients' => self::CLIENTS + ["caf\xe9" => null]]);
+        $this->assertSame(2, $exit, json_encode($json, JSON_INVALID_UTF8_SUBSTITUTE));
+        $this->assertFalse($json['ok']);
+        $this->assertContains("resilient.clients.caf\u{FFFD}: must be an array of client options, got null", $json['errors']);
+    }
+
     /** A negative `queue.deadline_margin` would put WithinDeadline() past the job's timeout: refused. */
     public function testANegativeDeadlineMarginIsAnError(): void
     {

@@ -82,7 +82,7 @@ final class CheckCommand extends Command
                 'jobs' => $jobs,
                 'findings' => array_map(fn (Finding $f) => $f->toArray(), $findings),
                 'unchecked' => $unchecked,
-            ] + ($errors === [] ? [] : ['errors' => $errors]), JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW);
+            ] + ($errors === [] ? [] : ['errors' => $errors]), JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE), OutputInterface::OUTPUT_RAW);
 
             return $exit;
         }
