@@ -141,6 +141,33 @@ final class CheckEdgeCasesTest extends PackageTestCase
         $this->assertContains("resilient.clients.caf\u{FFFD}: must be an array of client options, got null", $json['errors']);
     }
 
+    /**
+     * A job class the autoloader cannot load (its parent class is gone) is an error naming it,
+     * exit 2: before, the check stopped with the uncaught Error, exit 1 like a finding.
+     */
+    public function testAJobClassThatCannotBeLoadedIsAnError(): void
+    {
+        $dir = Run::tempDir('check-broken');
+        $namespace = 'CheckBroken' . bin2hex(random_bytes(4));
+        file_put_contents("$dir/Broken.php", "<?php\n\nnamespace $namespace;\n\nclass Broken extends MissingParent implements \\Illuminate\\Contracts\\Queue\\ShouldQueue {}\n");
+        $load = function (string $class) use ($dir, $namespace) {
+            if ($class === "$namespace\\Broken") {
+                require "$dir/Broken.php";
+            }
+        };
+        spl_autoload_register($load);
+        try {
+            $this->boot(['clients' => self::CLIENTS, 'check' => ['paths' => [$dir]]]);
+            [$exit, $out] = $this->artisan(['--json' => true]);
+        } finally {
+            spl_autoload_unregister($load);
+        }
+        $this->assertSame(2, $exit, $out);
+        $json = json_decode($out, true);
+        $this->assertCount(1, $json['errors'], $out);
+        $this->assertStringContainsString("class $namespace\\Broken cannot be loaded: Class \"$namespace\\MissingParent\" not found", $json['errors'][0]);
+    }
+
     /** A negative `queue.deadline_margin` would put WithinDeadline() past the job's timeout: refused. */
     public function testANegativeDeadlineMarginIsAnError(): void
     {

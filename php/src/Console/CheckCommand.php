@@ -64,7 +64,7 @@ final class CheckCommand extends Command
             fn (string $name) => $manager->funnelOptions($name),
         );
 
-        $jobs = JobClasses::in($paths);
+        $jobs = JobClasses::in($paths, $errors);
         $findings = [];
         $unchecked = [];
         foreach ($jobs as $class) {

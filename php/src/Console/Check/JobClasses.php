@@ -11,8 +11,13 @@ use Illuminate\Contracts\Queue\ShouldQueue;
  */
 final class JobClasses
 {
-    /** @param list<string> $paths @return list<class-string> */
-    public static function in(array $paths): array
+    /**
+     * @param list<string> $paths
+     * @param list<string> $errors gets a line per class that cannot be loaded (a missing parent,
+     *        a parse error): the check cannot judge it, so it must not pass as "no findings"
+     * @return list<class-string>
+     */
+    public static function in(array $paths, array &$errors = []): array
     {
         $classes = [];
         foreach ($paths as $path) {
@@ -25,7 +30,13 @@ final class JobClasses
                     continue;
                 }
                 foreach (self::declaredIn((string) file_get_contents($file->getPathname())) as $class) {
-                    if (class_exists($class) && is_subclass_of($class, ShouldQueue::class)) {
+                    try {
+                        $queued = class_exists($class) && is_subclass_of($class, ShouldQueue::class);
+                    } catch (\Throwable $e) {
+                        $errors[] = sprintf('%s: class %s cannot be loaded: %s', $file->getPathname(), $class, $e->getMessage());
+                        continue;
+                    }
+                    if ($queued) {
                         $classes[] = $class;
                     }
                 }
