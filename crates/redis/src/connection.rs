@@ -829,8 +829,9 @@ impl Pipelined<'_> {
     /// Reads (and drops) the replies left unread. A release's ZREM has nothing to answer but
     /// a count: an error reply means Redis did not run it (BUSY, LOADING, READONLY, MISCONF),
     /// so it is marked to be sent again; WRONGTYPE (the key is not a funnel's) says there is
-    /// nothing to remove; MOVED names the node the key went to (see [`Pending::moved`]). A script's error reply means it did not run: NOSCRIPT has it loaded
-    /// again before the next one is sent; any other has the next ones waited for.
+    /// nothing to remove; MOVED names the node the key went to (see [`Pending::moved`]). A
+    /// script's error reply means it did not run: NOSCRIPT has it loaded again before the next
+    /// one is sent; any other has the next ones waited for.
     fn drain(&mut self) -> redis::RedisResult<()> {
         while let Some(&kind) = self.pending.unread.front() {
             self.bound()?;

@@ -230,41 +230,43 @@ fn settle(change: impl FnOnce(&mut Vec<Slot>)) {
 /// sent. Those that cannot be sent now (Redis in back-off) stay, and go with the next command
 /// of this process.
 pub fn release_leftovers() -> usize {
-    let to_release = || {
-        slots()
-            .iter()
-            .filter(|s| s.state == State::ToRelease)
-            .count()
-    };
-    let mut settled: Vec<Arc<Server>> = Vec::new();
-    let mut before = None;
-    // Twice at most: a release answered `MOVED` in the first round goes to another node.
-    for _ in 0..2 {
-        let servers: Vec<Arc<Server>> = {
-            let mut slots = slots();
-            prune(&mut slots);
-            let mut servers: Vec<Arc<Server>> = Vec::new();
-            // Sent ones too: their replies are read now, which tells whether Redis got them.
-            for s in slots.iter_mut() {
-                if s.state != State::Sent {
-                    s.state = State::ToRelease;
-                }
-                let known = |k: &Arc<Server>| Arc::ptr_eq(k, &s.server);
-                if !settled.iter().any(known) && !servers.iter().any(known) {
-                    servers.push(s.server.clone());
-                }
-            }
-            recount(&slots);
-            servers
-        };
-        before.get_or_insert_with(to_release);
-        if servers.is_empty() {
-            break;
+    let first = servers_to_settle(&[]);
+    let before = to_release();
+    settle_on(&first);
+    // A release answered `MOVED` there now goes to another node: settled there too.
+    settle_on(&servers_to_settle(&first));
+    before.saturating_sub(to_release())
+}
+
+/// Marks every slot still here to be given back (but those sent, whose replies are read when
+/// their server is settled: that tells whether Redis got them); the servers they go to, but
+/// those in `settled`.
+fn servers_to_settle(settled: &[Arc<Server>]) -> Vec<Arc<Server>> {
+    let mut slots = slots();
+    prune(&mut slots);
+    let mut servers: Vec<Arc<Server>> = Vec::new();
+    for s in slots.iter_mut() {
+        if s.state != State::Sent {
+            s.state = State::ToRelease;
         }
-        for server in servers {
-            let _ = server.settle_releases();
-            settled.push(server);
+        let known = |k: &Arc<Server>| Arc::ptr_eq(k, &s.server);
+        if !settled.iter().any(known) && !servers.iter().any(known) {
+            servers.push(s.server.clone());
         }
     }
-    before.unwrap_or(0).saturating_sub(to_release())
+    recount(&slots);
+    servers
+}
+
+fn settle_on(servers: &[Arc<Server>]) {
+    for server in servers {
+        let _ = server.settle_releases();
+    }
+}
+
+fn to_release() -> usize {
+    slots()
+        .iter()
+        .filter(|s| s.state == State::ToRelease)
+        .count()
 }

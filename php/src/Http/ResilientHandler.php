@@ -55,13 +55,14 @@ final class ResilientHandler
         $started = hrtime(true);
         try {
             GuzzleOptions::checkProtocolVersion($request->getProtocolVersion(), $request->getUri()->getScheme(), $this->name);
-            $clientOptions = GuzzleOptions::toClient($options, $this->explicit, $this->configured(), $this->name, $this->laravelDefaults);
+            $config = $this->config();
+            $clientOptions = GuzzleOptions::toClient($options, $this->explicit, array_keys($config), $this->name, $this->laravelDefaults);
             $sink = $options['sink'] ?? null;
             if (is_string($sink) || (is_resource($sink) && (stream_get_meta_data($sink)['wrapper_type'] ?? '') === 'plainfile')) {
                 // Written by the client as the body arrives (a path or a plain-file stream).
                 $clientOptions['sink'] = $sink;
             }
-            $headers = $this->headers($request);
+            $headers = $this->headers($request, $config);
             if ($headers !== []) {
                 $clientOptions['headers'] = $headers;
             }
@@ -129,24 +130,19 @@ final class ResilientHandler
         return $out;
     }
 
-    /** The option names the client's config sets ([] for a name that is only faked). */
-    private function configured(): array
+    /** The client's config ([] for a name that is only faked). */
+    private function config(): array
     {
         try {
-            return array_keys($this->manager->clientConfig($this->name));
+            return $this->manager->clientConfig($this->name);
         } catch (\InvalidArgumentException) {
             return [];
         }
     }
 
-    /** Whether the client's config sets a user agent: `user_agent`, or a `User-Agent` header. */
-    private function userAgentConfigured(): bool
+    /** Whether a client's config sets a user agent: `user_agent`, or a `User-Agent` header. */
+    private static function userAgentConfigured(array $config): bool
     {
-        try {
-            $config = $this->manager->clientConfig($this->name);
-        } catch (\InvalidArgumentException) {
-            return false;
-        }
         if (array_key_exists('user_agent', $config)) {
             return true;
         }
@@ -160,11 +156,11 @@ final class ResilientHandler
     }
 
     /** @return array<string, list<string>> */
-    private function headers(RequestInterface $request): array
+    private function headers(RequestInterface $request, array $config): array
     {
         $out = [];
         $authority = $request->getUri()->getAuthority();
-        $userAgentConfigured = $this->userAgentConfigured();
+        $userAgentConfigured = self::userAgentConfigured($config);
         foreach ($request->getHeaders() as $name => $values) {
             $lower = strtolower((string) $name);
             if (in_array($lower, self::DROPPED_HEADERS, true)) {
