@@ -9,6 +9,8 @@ require_once __DIR__ . '/support/PackageTestCase.php';
 use GuzzleHttp\Psr7\Response as PsrResponse;
 use Illuminate\Http\Client\RequestException;
 use Illuminate\Http\Client\Response;
+use Resilient\BudgetExhausted;
+use Resilient\DeadlineExceeded;
 use Resilient\Laravel\Queue\ReleaseDelay;
 use Resilient\Laravel\Queue\ReleaseWhenUnavailable;
 use Resilient\Laravel\Queue\RetryAfter;
@@ -58,6 +60,94 @@ final class QueueEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * The upstream's Retry-After is obeyed whichever of our exceptions carries it: before, only an
+     * UpstreamFailed's was read, so the README's own shipping client (deadline 0.85 s, 3 attempts)
+     * failed the job on a 503 with `Retry-After: 5` (the wait does not fit the deadline: a
+     * DeadlineExceeded), and a spent budget released it after [3, 5] s where the upstream asked 120.
+     */
+    public function testARetryAfterIsObeyedWhicheverExceptionCarriesIt(): void
+    {
+        [$deadlineName, $deadlineKey, $deadlineClient] = $this->upstreamClient('qe-ra-deadline', ['deadline' => 0.85, 'max_attempts' => 3]);
+        [$budgetName, $budgetKey, $budgetClient] = $this->upstreamClient('qe-ra-budget', [
+            'deadline' => 300, 'max_attempts' => 3, 'max_retry_after' => 300, 'budget' => ['ratio' => 0.0, 'floor' => 0],
+        ]);
+        $this->boot(['clients' => [$deadlineName => $deadlineClient, $budgetName => $budgetClient]]);
+        $this->up->script($deadlineKey, [['status' => 503, 'headers' => ['Retry-After' => '5']]]);
+        $this->up->script($budgetKey, [['status' => 503, 'headers' => ['Retry-After' => '120']]]);
+        $middleware = new ReleaseWhenUnavailable(3, 5);
+
+        foreach ([[$deadlineName, DeadlineExceeded::class, 5], [$budgetName, BudgetExhausted::class, 120]] as [$name, $class, $after]) {
+            $job = $this->releasable();
+            $thrown = null;
+            $middleware->handle($job, function () use ($name, &$thrown) {
+                try {
+                    return \Resilient\Laravel\Facades\Resilient::client($name)->get('/x');
+                } catch (\Throwable $e) {
+                    throw $thrown = $e;
+                }
+            });
+            $this->assertInstanceOf($class, $thrown, $name);
+            $this->assertCount(1, $job->released, "$class with Retry-After $after: released, not failed");
+            $this->assertThat($job->released[0], $this->logicalAnd(
+                $this->greaterThanOrEqual($after),
+                $this->lessThanOrEqual($after + max(1, intdiv($after, 10))),
+            ), "$class: no sooner than the upstream asked ($after s)");
+        }
+        $this->assertCount(1, $this->up->attempts($deadlineKey, 1), 'the 503 was not retried: its wait did not fit');
+        $this->assertCount(1, $this->up->attempts($budgetKey, 1), 'the 503 was not retried: the budget was spent');
+    }
+
+    /**
+     * Retry-After as the client reads it (RFC 9110 §10.2.3): the three HTTP-date forms, and the
+     * longest of several values. Before, an RFC 850 or asctime date, or two headers (joined
+     * '5, 120'), read as no Retry-After at all and the job failed.
+     */
+    public function testRetryAfterIsReadAsTheClientReadsIt(): void
+    {
+        $now = 1_796_000_000.0;   // 2026-11-30 00:53:20 UTC
+        $in120 = (int) $now + 120;
+        foreach ([
+            gmdate('D, d M Y H:i:s', $in120) . ' GMT',                                // IMF-fixdate
+            gmdate('l, d-M-y H:i:s', $in120) . ' GMT',                                // RFC 850
+            gmdate('D M ', $in120) . sprintf('%2d', (int) gmdate('j', $in120)) . gmdate(' H:i:s Y', $in120),   // asctime
+            ' 120 ',
+        ] as $value) {
+            $this->assertSame(120.0, RetryAfter::parse($value, $now), $value);
+        }
+        foreach (['', '-1', '1.5', 'soon', 'Mon, 32 Dec 2026 00:00:00 GMT', 'Fri, 04 Dec 2026 06:55:49 UTC'] as $value) {
+            $this->assertNull(RetryAfter::parse($value, $now), var_export($value, true));
+        }
+        $this->assertSame(0.0, RetryAfter::parse('Thu, 01 Jan 1970 00:00:00 GMT', $now), 'a date past is now');
+        $this->assertSame(120.0, RetryAfter::longest(['5', gmdate('D, d M Y H:i:s', $in120) . ' GMT', 'soon'], $now));
+        $this->assertNull(RetryAfter::longest(['soon', ''], $now));
+
+        // Through the middleware: two Retry-After headers on a Laravel 429, as on an UpstreamFailed.
+        $this->boot([]);
+        $job = $this->releasable();
+        (new ReleaseWhenUnavailable(3, 5))->handle($job, fn () => throw new RequestException(new Response(new PsrResponse(429, ['Retry-After' => ['5', '120']]))));
+        $this->assertThat($job->released[0] ?? null, $this->logicalAnd($this->greaterThanOrEqual(120), $this->lessThanOrEqual(132)));
+        [$name, $key, $client] = $this->upstreamClient('qe-ra-two', ['max_attempts' => 1]);
+        $this->boot(['clients' => [$name => $client]]);
+        $this->up->script($key, [['status' => 503, 'headers' => ['Retry-After' => ['5', gmdate('l, d-M-y H:i:s', time() + 60) . ' GMT']]]]);
+        $job = $this->releasable();
+        (new ReleaseWhenUnavailable(3, 5))->handle($job, fn () => \Resilient\Laravel\Facades\Resilient::client($name)->get('/x'));
+        $this->assertThat($job->released[0] ?? null, $this->logicalAnd($this->greaterThanOrEqual(58), $this->lessThanOrEqual(67)), 'the longer of the two, an RFC 850 date');
+    }
+
+    /** A job stand-in that records its releases. */
+    private function releasable(): object
+    {
+        return new class () {
+            public array $released = [];
+
+            public function release(int $delay): void
+            {
+                $this->released[] = $delay;
+            }
+        };
+    }
+
+    /**
      * `resilient.queue.deadline_margin` below 0 (or not finite) would give a deadline past the
      * job's `$timeout` (-5 with $timeout 20: 25 s), defeating the middleware: refused by name.
      */
@@ -91,7 +181,6 @@ final class QueueEdgeCasesTest extends PackageTestCase
         new WithinDeadline(margin: -5);
     }
 
-    /** Seconds of 0 or less (or not finite) would refuse every call of the job at once: refused, as the route middleware's. */
     /** `release_delay => [env('MIN'), env('MAX')]` with both unset is the default range, not [0, 0]. */
     public function testANullReleaseDelayEndIsTheDefaults(): void
     {
@@ -131,6 +220,7 @@ final class QueueEdgeCasesTest extends PackageTestCase
         }
     }
 
+    /** Seconds of 0 or less (or not finite) would refuse every call of the job at once: refused, as the route middleware's. */
     public function testSecondsThatLeaveNoTimeAreRefused(): void
     {
         foreach ([0.0, -1.0, INF, NAN] as $seconds) {

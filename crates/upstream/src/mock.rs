@@ -107,16 +107,18 @@ async fn run_step(
         }
         None => echo(key, guard.seq(), info, body_len, status),
     };
-    for (name, value) in &step.headers {
-        // Validated when the script was set.
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(value),
-        ) {
-            if n == header::CONTENT_TYPE {
-                response.headers_mut().insert(n, v);
-            } else {
-                response.headers_mut().append(n, v);
+    for (name, values) in &step.headers {
+        for value in values.iter() {
+            // Validated when the script was set.
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                if n == header::CONTENT_TYPE {
+                    response.headers_mut().insert(n, v);
+                } else {
+                    response.headers_mut().append(n, v);
+                }
             }
         }
     }

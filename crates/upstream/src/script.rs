@@ -41,6 +41,25 @@ pub enum Then {
     Echo,
 }
 
+/// A scripted header's value, or its values in order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum HeaderValues {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl HeaderValues {
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        match self {
+            HeaderValues::One(v) => std::slice::from_ref(v),
+            HeaderValues::Many(vs) => vs.as_slice(),
+        }
+        .iter()
+        .map(String::as_str)
+    }
+}
+
 /// One scripted answer.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,9 +67,10 @@ pub struct Step {
     /// Response status (default 200).
     #[serde(default = "default_status")]
     pub status: u16,
-    /// Extra response headers, e.g. `{"Retry-After": "2"}`.
+    /// Extra response headers, e.g. `{"Retry-After": "2"}`; a list sends the header once per
+    /// value (`{"Retry-After": ["5", "120"]}`).
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, HeaderValues>,
     /// Response body as text. Without `body` and `json` the echo JSON is sent.
     pub body: Option<String>,
     /// Response body as JSON (sets `Content-Type: application/json`).
@@ -149,11 +169,13 @@ impl Step {
                     self.status
                 )
             })?;
-        for (name, value) in &self.headers {
+        for (name, values) in &self.headers {
             HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| format!("header name {name:?} is invalid"))?;
-            HeaderValue::from_str(value)
-                .map_err(|_| format!("header {name:?} has an invalid value"))?;
+            for value in values.iter() {
+                HeaderValue::from_str(value)
+                    .map_err(|_| format!("header {name:?} has an invalid value"))?;
+            }
         }
         let actions = [
             self.hang,
@@ -237,6 +259,8 @@ mod tests {
             .contains("steps[0]"));
         assert!(parse(r#"{"key":"k","steps":[{"hang":true,"close":true}]}"#).is_err());
         assert!(parse(r#"{"key":"k","steps":[{"headers":{"Bad Name":"x"}}]}"#).is_err());
+        assert!(parse(r#"{"key":"k","steps":[{"headers":{"A":["x","y\n"]}}]}"#).is_err());
+        assert!(parse(r#"{"key":"k","steps":[{"headers":{"A":["x","y"]}}]}"#).is_ok());
         assert!(parse(r#"{"key":"k","steps":[]}"#).is_err());
         assert!(parse(r#"{"key":"k","steps":[{}],"then":"loop"}"#).is_err());
     }

@@ -7,7 +7,6 @@ use Illuminate\Http\Client\RequestException;
 use Resilient\BudgetExhausted;
 use Resilient\FunnelFull;
 use Resilient\Unavailable;
-use Resilient\UpstreamFailed;
 
 /**
  * Job middleware: a job that meets our own refusal goes back on the queue instead of failing.
@@ -17,11 +16,13 @@ use Resilient\UpstreamFailed;
  * - FunnelFull, BudgetExhausted, CircuitOpen: nothing was wrong with the job, the host is
  *   protecting the upstream; release with a delay drawn from the range (constructor, else
  *   `resilient.queue.release_delay`, else [5, 30] s), so the refused jobs come back spread out.
- * - UpstreamFailed whose last response carries Retry-After: release no sooner than it; so
- *   also Laravel's RequestException (`Http::resilient()->...->throw()`, where such an answer
- *   comes back as a Laravel response) of a 429 or 503 with Retry-After.
- * - Anything else (DeadlineExceeded, UpstreamFailed without Retry-After, other exceptions) is
- *   rethrown: the job's own `$tries` and `backoff()` decide, as without this middleware.
+ * - Any of our exceptions whose last response carries Retry-After (an UpstreamFailed; a
+ *   DeadlineExceeded thrown because the wait asked for did not fit the deadline; a refusal
+ *   after such an answer): release no sooner than it; so also Laravel's RequestException
+ *   (`Http::resilient()->...->throw()`, where such an answer comes back as a Laravel response)
+ *   of a 429 or 503 with Retry-After.
+ * - Anything else (DeadlineExceeded or UpstreamFailed without Retry-After, other exceptions)
+ *   is rethrown: the job's own `$tries` and `backoff()` decide, as without this middleware.
  *
  * A release counts as an attempt (Laravel's rule), so give the job `$tries` or `retryUntil()`
  * room for it. Where nothing can take the job back (the `sync` queue, a job run by hand), the
@@ -69,7 +70,7 @@ final class ReleaseWhenUnavailable
         if (! in_array($response->status(), [429, 503], true)) {
             return null;
         }
-        $after = RetryAfter::parse($response->header('Retry-After'), microtime(true));
+        $after = RetryAfter::longest($response->toPsrResponse()->getHeader('Retry-After'), microtime(true));
 
         return $after === null ? null : ReleaseDelay::afterRetryAfter($after);
     }
@@ -77,17 +78,14 @@ final class ReleaseWhenUnavailable
     /** Seconds to wait before the job runs again, or null when this exception is not ours to absorb. */
     public function delayFor(Unavailable $e): ?int
     {
+        $after = RetryAfter::of($e);
+        $told = $after === null ? null : ReleaseDelay::afterRetryAfter($after);
         foreach (self::REFUSALS as $class) {
             if ($e instanceof $class) {
-                return $this->delay->draw();
+                return max($this->delay->draw(), $told ?? 0);
             }
         }
-        if ($e instanceof UpstreamFailed) {
-            $after = RetryAfter::of($e);
 
-            return $after === null ? null : ReleaseDelay::afterRetryAfter($after);
-        }
-
-        return null;
+        return $told;
     }
 }

@@ -2,14 +2,20 @@
 
 namespace Resilient\Laravel\Queue;
 
+use DateTimeImmutable;
+use DateTimeZone;
 use Resilient\Unavailable;
 
 /**
- * Reads the `Retry-After` of the last response an exception carries: delta-seconds or an
- * HTTP-date (RFC 9110 §10.2.3), as the client itself obeys it.
+ * Reads the `Retry-After` of the last response an exception carries as the client itself
+ * obeys it (RFC 9110 §10.2.3): delta-seconds or an HTTP-date in any of its three forms
+ * (IMF-fixdate, RFC 850, asctime); of several values, the longest wait.
  */
 final class RetryAfter
 {
+    /** The HTTP-date forms, as createFromFormat() reads them (asctime's padded day made single-spaced first). */
+    private const DATE_FORMATS = ['!D, d M Y H:i:s \G\M\T', '!l, d-M-y H:i:s \G\M\T', '!D M j H:i:s Y'];
+
     /** Seconds from now, or null when there is no response or no usable header. */
     public static function of(Unavailable $e, ?float $now = null): ?float
     {
@@ -17,25 +23,38 @@ final class RetryAfter
         if ($response === null) {
             return null;
         }
-        $value = $response->header('Retry-After');
 
-        return is_string($value) ? self::parse($value, $now ?? microtime(true)) : null;
+        return self::longest($response->headers()['retry-after'] ?? [], $now ?? microtime(true));
     }
 
+    /** The longest wait among the values (each header line one value), or null when none is usable. */
+    public static function longest(array $values, float $now): ?float
+    {
+        $waits = array_filter(array_map(fn ($v) => is_string($v) ? self::parse($v, $now) : null, $values), 'is_float');
+
+        return $waits === [] ? null : max($waits);
+    }
+
+    /** One value's wait in seconds from `$now`, or null when it is not a valid Retry-After. */
     public static function parse(string $value, float $now): ?float
     {
-        $value = trim($value);
+        $value = trim($value, " \t");
         if ($value === '') {
             return null;
         }
         if (ctype_digit($value)) {
             return (float) $value;
         }
-        $date = \DateTimeImmutable::createFromFormat('D, d M Y H:i:s \G\M\T', $value, new \DateTimeZone('UTC'));
-        if ($date === false) {
-            return null;
+        $text = preg_replace('/ {2,}/', ' ', $value);
+        foreach (self::DATE_FORMATS as $format) {
+            $date = DateTimeImmutable::createFromFormat($format, $text, new DateTimeZone('UTC'));
+            // A date PHP had to roll over (the 32nd of a month) is no date.
+            $errors = DateTimeImmutable::getLastErrors();
+            if ($date !== false && ($errors === false || $errors['warning_count'] + $errors['error_count'] === 0)) {
+                return max(0.0, (float) $date->getTimestamp() - $now);
+            }
         }
 
-        return max(0.0, (float) $date->getTimestamp() - $now);
+        return null;
     }
 }
