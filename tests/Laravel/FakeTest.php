@@ -108,6 +108,28 @@ final class FakeTest extends PackageTestCase
         $this->assertCount(1, $this->up->attempts($key, 1));
     }
 
+    /**
+     * The recorded URL and query are the ones the real client sends, also when `base_url` has a
+     * query of its own (an API version): before, the base's query was left in the middle of the
+     * URL (`/api?v=2/quote`) and out of query().
+     */
+    public function testTheRecordedUrlAndQueryAreTheOnesTheRealClientSends(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-base-query');
+        $this->up->script($key, [['status' => 200]], 'echo');
+        foreach (['/api/?v=2', '/api?v=2#frag', '/api/'] as $base) {
+            $this->boot(['clients' => [$name => ['base_url' => $client['base_url'] . $base] + $client]]);
+            Resilient::fake(['someone-else' => Response::fake(200)]);   // $name's calls reach the real client
+            foreach (['/quote', 'quote?x=1', '', '?x=1'] as $path) {
+                $sent = Resilient::client($name)->get($path, ['postcode' => '10110'])->url();
+                parse_str((string) parse_url($sent, PHP_URL_QUERY), $query);
+                Resilient::assertSent(fn (RecordedRequest $r) => $r->path() === $path
+                    && $r->url() === strtok($sent, '?')
+                    && $r->query() === $query, "$base + '$path': sent $sent");
+            }
+        }
+    }
+
     public function testAStrayCallThatTheRealClientCannotServeGetsTheClientsFallback(): void
     {
         [$name, $key, $client] = $this->upstreamClient('fake-stray-fallback');

@@ -40,15 +40,25 @@ final class RecordedRequest
         return $this->path;
     }
 
-    /** The URL the real client would call: the path joined to `base_url` (Laravel's join), without the query. */
+    /**
+     * The URL the real client would call, without the query: the path joined to `base_url`
+     * (Laravel's join, the base's own query and fragment left out).
+     */
     public function url(): string
     {
-        $path = strtok($this->path, '?') ?: '';
-        if ($this->baseUrl === null || preg_match('#^https?://#i', $path)) {
+        $path = explode('?', trim($this->path), 2)[0];
+        if (! $this->joinsBase()) {
             return $path;
         }
+        $base = rtrim(preg_split('/[?#]/', $this->baseUrl)[0], '/');
 
-        return rtrim($this->baseUrl, '/') . '/' . ltrim($path, '/');
+        return trim($this->path) === '' ? $base : $base . '/' . ltrim($path, '/');
+    }
+
+    /** Whether the path is joined to `base_url` (a relative path), as the real client does. */
+    private function joinsBase(): bool
+    {
+        return $this->baseUrl !== null && ! preg_match('#^\s*https?://#i', $this->path);
     }
 
     /**
@@ -79,19 +89,23 @@ final class RecordedRequest
     }
 
     /**
-     * The query: the path's own query string (`/quote?postcode=10110`, as `Http::resilient()`
-     * passes it), then get()/head()'s data, then the options' `query` (later keys win).
+     * The query, in the order the real client sends it (later keys win): `base_url`'s own
+     * (`?v=2`, for a relative path), the path's (`/quote?postcode=10110`, as `Http::resilient()`
+     * passes it), get()/head()'s data, the options' `query`.
      */
     public function query(): array
     {
-        $fromPath = [];
+        $fromBase = $fromPath = [];
+        if ($this->joinsBase()) {
+            parse_str((string) parse_url($this->baseUrl, PHP_URL_QUERY), $fromBase);
+        }
         $q = strpos($this->path, '?');
         if ($q !== false) {
             parse_str(substr($this->path, $q + 1), $fromPath);
         }
         $verb = in_array($this->method, ['GET', 'HEAD'], true) ? ($this->data ?? []) : [];
 
-        return array_replace($fromPath, $verb, $this->options['query'] ?? []);
+        return array_replace($fromBase, $fromPath, $verb, $this->options['query'] ?? []);
     }
 
     /**
