@@ -181,6 +181,27 @@ final class QueueEdgeCasesTest extends PackageTestCase
         new WithinDeadline(margin: -5);
     }
 
+    /**
+     * A `resilient.queue.worker_timeout` that is not a number of seconds is refused by name:
+     * before, '2m' was read as no setting at all, 60 s.
+     */
+    public function testAWorkerTimeoutThatIsNotSecondsIsRefusedNamingTheSetting(): void
+    {
+        foreach (['2m', 'sixty', [60], true] as $timeout) {
+            $this->boot(['queue' => ['worker_timeout' => $timeout]]);
+            try {
+                $seconds = (new WithinDeadline())->secondsFor(new \stdClass());
+                $this->fail(sprintf('worker_timeout %s accepted: %s s', var_export($timeout, true), var_export($seconds, true)));
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString('resilient.queue.worker_timeout', $e->getMessage());
+            }
+        }
+        foreach ([[null, 58.0], ['', 58.0], ['90', 88.0], [30.5, 28.5], [0, null]] as [$timeout, $seconds]) {
+            $this->boot(['queue' => ['worker_timeout' => $timeout, 'deadline_margin' => 2]]);
+            $this->assertSame($seconds, WithinDeadline::timeoutOf(new \stdClass()) === null ? null : (new WithinDeadline())->secondsFor(new \stdClass()), var_export($timeout, true));
+        }
+    }
+
     /** `release_delay => [env('MIN'), env('MAX')]` with both unset is the default range, not [0, 0]. */
     public function testANullReleaseDelayEndIsTheDefaults(): void
     {

@@ -97,10 +97,17 @@ final class WithinDeadline
     public static function timeoutOf(object $job): ?float
     {
         $queued = $job->job ?? null;
+        $worker = self::config('resilient.queue.worker_timeout');
+        if ($worker !== null && $worker !== '' && ! is_numeric($worker)) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient: resilient.queue.worker_timeout must be the seconds of `queue:work --timeout` (a number, 0 for none), got %s',
+                is_string($worker) ? "'$worker'" : get_debug_type($worker),
+            ));
+        }
         foreach ([
             $job->timeout ?? null,
             is_object($queued) && method_exists($queued, 'timeout') ? $queued->timeout() : null,
-            self::config('resilient.queue.worker_timeout'),
+            $worker,
         ] as $timeout) {
             if (is_numeric($timeout)) {
                 return $timeout > 0 ? (float) $timeout : null;
