@@ -9,6 +9,7 @@ require_once __DIR__ . '/support/PackageTestCase.php';
 use Illuminate\Http\Request;
 use Resilient\Deadline;
 use Resilient\Laravel\Middleware\WithinDeadline;
+use Symfony\Component\HttpFoundation\StreamedResponse;
 
 /**
  * `->middleware('resilient.deadline:<seconds>')` through Laravel's router: a parameter that is
@@ -21,6 +22,35 @@ final class DeadlineParameterTest extends PackageTestCase
         $remaining = $this->request('0.9');
         $this->assertGreaterThan(0.5, $remaining);
         $this->assertLessThanOrEqual(0.9, $remaining);
+    }
+
+    /**
+     * A streamed body (`response()->stream()`, `streamDownload()`) is written after the route's
+     * middleware returned: its calls keep the request's deadline, counted from the request's
+     * start. Before, they ran with none (`Deadline::remaining()` null in the callback).
+     */
+    public function testAStreamedBodyKeepsTheRequestsDeadline(): void
+    {
+        $this->boot([]);
+        $seen = [];
+        $router = $this->app['router'];
+        $router->get('/export', function () use (&$seen) {
+            $seen['controller'] = Deadline::remaining();
+
+            return new StreamedResponse(function () use (&$seen) {
+                $seen['stream'] = Deadline::remaining();
+                echo 'rows';
+            });
+        })->middleware('resilient.deadline:0.9');
+        $response = $router->dispatch(Request::create('/export'));
+        $this->assertNull(Deadline::remaining(), 'no deadline outside the request');
+        ob_start();
+        $response->sendContent();
+        $this->assertSame('rows', ob_get_clean());
+        $this->assertNull(Deadline::remaining(), 'none after the body either');
+        $this->assertIsFloat($seen['stream'] ?? null, 'the streamed body ran within the deadline');
+        $this->assertGreaterThan(0.0, $seen['stream']);
+        $this->assertLessThan($seen['controller'], $seen['stream'], 'the same deadline, counted from the request start');
     }
 
     public function testABadParameterIsRefusedByName(): void

@@ -6,6 +6,7 @@ use Closure;
 use InvalidArgumentException;
 use Resilient\Deadline;
 use Resilient\Laravel\ExtensionCheck;
+use Symfony\Component\HttpFoundation\StreamedResponse;
 
 /**
  * One deadline for everything a web request or a queued job does upstream.
@@ -15,7 +16,8 @@ use Resilient\Laravel\ExtensionCheck;
  * (for jobs prefer Resilient\Laravel\Queue\WithinDeadline: without seconds it follows the job's
  * `$timeout`, where this one is always 30 s).
  *
- * Every Resilient\Client call inside gets min(its own deadline, what is left of this one).
+ * Every Resilient\Client call inside gets min(its own deadline, what is left of this one),
+ * also those a streamed response's body makes after the route returned.
  *
  * The seconds must be a finite number above 0: anything else (`:abc`, `:INF`, `:-1`, `:1.5s`,
  * or `:0,9`, which Laravel splits on the comma into '0' and '9') throws instead of becoming a
@@ -37,8 +39,33 @@ final class WithinDeadline
     {
         ExtensionCheck::assertFits();
         $seconds = $parameters === [] ? ($this->seconds ?? 30.0) : self::parameter($parameters);
+        $started = hrtime(true);
+        $response = Deadline::within($seconds, fn () => $next($passable));
+        if ($response instanceof StreamedResponse) {
+            self::streamWithin($response, $seconds, $started);
+        }
 
-        return Deadline::within($seconds, fn () => $next($passable));
+        return $response;
+    }
+
+    /**
+     * A streamed body is written after this middleware returned (by `send()`): its callback
+     * runs within what is left then of the same deadline, counted from `$started` (none left:
+     * its calls fail at once, as any call past the request's deadline).
+     */
+    private static function streamWithin(StreamedResponse $response, float $seconds, int $started): void
+    {
+        // Symfony 5.4 (Laravel 8) has no getCallback().
+        $callback = method_exists($response, 'getCallback')
+            ? $response->getCallback()
+            : (fn () => $this->callback)->call($response);
+        if ($callback === null) {
+            return;
+        }
+        $response->setCallback(fn () => Deadline::within(
+            max(0.0, $seconds - (hrtime(true) - $started) / 1e9),
+            $callback,
+        ));
     }
 
     /** The route parameter as seconds, or an exception naming it. */
