@@ -45,6 +45,10 @@ final class FakeValidationTest extends PackageTestCase
             'a pool item with an option of the wrong type' => fn ($c) => $c->pool(['a' => ['GET', '/x', ['timeout' => []]]]),
             'a pool item with a URL too long' => fn ($c) => $c->pool(['long' => ['GET', '/x', ['query' => ['q' => str_repeat('a', 70_000)]]]]),
             'a pool concurrency of 0' => fn ($c) => $c->pool([['GET', '/x']], 0),
+            // call_user_func() calls in PHP's coercive mode, as a file without strict_types does.
+            'a pool concurrency of 5.5, from coercive code' => fn ($c) => call_user_func([$c, 'pool'], [['GET', '/x']], 5.5),
+            'a pool concurrency of true, from coercive code' => fn ($c) => call_user_func([$c, 'pool'], [['GET', '/x']], true),
+            "a pool concurrency of '2.5', from coercive code" => fn ($c) => call_user_func([$c, 'pool'], [['GET', '/x']], '2.5'),
         ];
     }
 
@@ -69,9 +73,12 @@ final class FakeValidationTest extends PackageTestCase
         $this->assertSame('fake', Resilient::client($name)->post('/echo', [], ['json' => ['b' => 2]])->body());
         $this->assertSame('fake', Resilient::client($name)->request(' patch ', '/echo', ['form' => ['c' => 3]])->body());
         $this->assertSame(['ok'], array_keys(Resilient::client($name)->pool(['ok' => ['GET', '/x', null]])));
+        foreach (['5', 5.0, '1e1'] as $concurrency) {   // accepted by the real client too
+            $this->assertSame(['ok'], array_keys(call_user_func([Resilient::client($name), 'pool'], ['ok' => ['GET', '/x']], $concurrency)));
+        }
         Resilient::assertSent(fn (RecordedRequest $r) => $r->method() === 'GET' && $r->query() === ['a' => 1, 'b' => 2]);
         Resilient::assertSent(fn (RecordedRequest $r) => $r->method() === 'PATCH' && $r->data() === ['c' => 3]);
-        Resilient::assertSentCount(4);
+        Resilient::assertSentCount(7);
     }
 
     /** Through `Http::resilient()` too: the bridge sends through the fake, which checks the call. */

@@ -95,12 +95,9 @@ final class ClientFake
      *
      * @return array<array-key, Response|Unavailable>
      */
-    public function pool(array $requests, ?int $concurrency = null): array
+    public function pool(array $requests, mixed $concurrency = null): array
     {
-        $concurrency ??= 5;   // the real client's default
-        if ($concurrency < 1 || $concurrency > 1024) {
-            throw new \ValueError("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got $concurrency");
-        }
+        $concurrency = self::concurrency($concurrency);
         // Every item is checked before any is answered: the real pool sends none of them when one is refused.
         $items = [];
         foreach ($requests as $key => $item) {
@@ -127,6 +124,25 @@ final class ClientFake
      *
      * @return array{0: string, 1: string, 2: array}
      */
+    /**
+     * The pool's concurrency as the real client reads it, also from code in PHP's coercive mode
+     * (where an `?int` parameter would take 5.5 as 5): an int, or a number or numeric string
+     * whose value is one; 5 when null.
+     */
+    private static function concurrency(mixed $given): int
+    {
+        $number = is_string($given) && is_numeric($given) ? +$given : ($given ?? 5);
+        if (! is_int($number) && ! (is_float($number) && floor($number) === $number && abs($number) < 2 ** 62)) {
+            throw new \TypeError(sprintf('Resilient\\Client::pool(): Argument #2 ($concurrency) must be of type int, %s given', get_debug_type($given)));
+        }
+        $number = (int) $number;
+        if ($number < 1 || $number > 1024) {
+            throw new \ValueError("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got $number");
+        }
+
+        return $number;
+    }
+
     private function poolItem(string $label, mixed $item): array
     {
         if (! is_array($item) || array_diff_key($item, [0, 1, 2]) !== [] || ! is_string($item[0] ?? null) || ! is_string($item[1] ?? null)
