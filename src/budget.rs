@@ -74,6 +74,7 @@ impl RetryBudget {
         window: Option<&Zval>,
     ) -> PhpResult<Self> {
         const CTOR: &str = "Resilient\\RetryBudget::__construct";
+        crate::construct_once::refuse_second_call::<Self>(CTOR)?;
         let name = name.utf8(CTOR, 1, "name")?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let ratio = match coerce::given(ratio) {

@@ -167,6 +167,7 @@ impl Client {
     /// float, array given`). Numeric strings (`'0.5'`, `'4'`) are accepted as PHP accepts
     /// them. See docs/errors.md.
     pub fn __construct(name: StringArg, options: Option<ArrayArg>) -> PhpResult<Self> {
+        crate::construct_once::refuse_second_call::<Self>("Resilient\\Client::__construct")?;
         let name = name.utf8("Resilient\\Client::__construct", 1, "name")?;
         let options = ArrayArg::optional(
             options.as_ref(),

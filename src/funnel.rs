@@ -146,6 +146,7 @@ impl Funnel {
         share: Option<BoolArg>,
     ) -> PhpResult<Self> {
         const CTOR: &str = "Resilient\\Funnel::__construct";
+        crate::construct_once::refuse_second_call::<Self>(CTOR)?;
         let name = name.utf8(CTOR, 1, "name")?;
         let share = BoolArg::optional(share.as_ref(), CTOR, 5, "share")?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;

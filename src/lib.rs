@@ -10,7 +10,8 @@
 //! - `errors`: core error → PHP exception; `engine`: dlsym'd engine symbols.
 //! - `segment`: the per-process, lazily opened shared-memory segment.
 //! - `held`: leases to release at request end.
-//! - `funnel`, `budget`, `deadline`, `context`, `metrics`: the PHP classes.
+//! - `funnel`, `budget`, `deadline`, `context`, `metrics`: the PHP classes;
+//!   `construct_once`: their constructors refuse a second call.
 //! - `client`, `response`: `Resilient\Client` / `Resilient\Response`; `options`: the
 //!   client's options array → `resilient_http::ClientConfig` (shape and type, with `coerce`:
 //!   PHP's coercive typing; `transport_options`: TLS, proxy, redirects, multipart, sink); the
@@ -23,6 +24,7 @@ pub mod array_keys;
 pub mod budget;
 pub mod client;
 pub mod coerce;
+pub mod construct_once;
 pub mod context;
 pub mod deadline;
 pub mod engine;

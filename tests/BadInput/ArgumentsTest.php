@@ -231,6 +231,44 @@ final class ArgumentsTest extends TestCase
         $this->assertSame([$class, $message], [$result['class'], $result['message']]);
     }
 
+    /**
+     * PHP lets code call `__construct()` again on a live object; the Rust value behind it was
+     * then replaced in place, also while a method of it ran (a client re-constructed by its own
+     * `on_attempt` in mid-call went on under the new name, with references into the dropped
+     * value). A second construction is refused and the object stays what it was.
+     */
+    public function testAnObjectIsConstructedOnlyOnce(): void
+    {
+        foreach ([
+            'Client' => ["new Resilient\\Client('first')", "'second'"],
+            'Funnel' => ["new Resilient\\Funnel('first', 2)", "'second', 3"],
+            'RetryBudget' => ["new Resilient\\RetryBudget('first')", "'second'"],
+        ] as $class => [$make, $again]) {
+            $r = PhpProcess::runScript('expect_throw.php', ["\$o = $make; try { \$o->__construct($again); return 'accepted'; } "
+                . 'catch (Error $e) { return json_encode([get_class($e), $e->getMessage(), $o->name()]); }'], [], 20);
+            $this->assertSame(0, $r->exitCode, $r->describe());
+            $this->assertSame(
+                ['Error', "Resilient\\$class::__construct(): the object is constructed already: make a new one", 'first'],
+                json_decode((string) $r->json()['returned'], true) ?? $r->json()['returned'],
+                $class,
+            );
+        }
+        $code = <<<'PHP'
+            $seen = [];
+            $c = new Resilient\Client('first', ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 3, 'timeout' => 0.2,
+                'backoff' => ['base' => 0.001, 'cap' => 0.002], 'budget' => ['floor' => 100],
+                'on_attempt' => function (array $a) use (&$c, &$seen) {
+                    $seen[] = $a['client'];
+                    try { $c->__construct('second'); } catch (Error $e) { $seen[] = $e->getMessage(); }
+                }]);
+            try { $c->get('/x'); } catch (Resilient\Unavailable) {}
+            return json_encode([$c->name(), array_values(array_unique($seen))]);
+            PHP;
+        $r = PhpProcess::runScript('expect_throw.php', [$code], [], 20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame(['first', ['first', 'Resilient\\Client::__construct(): the object is constructed already: make a new one']], json_decode($r->json()['returned'], true));
+    }
+
     public function testTheProcessGoesOnAfterABadArgument(): void
     {
         $code = 'try { new Resilient\Funnel("a", limit: -1); } catch (Throwable) {} '
