@@ -60,6 +60,7 @@ final class ArgumentsTest extends TestCase
         yield 'reserve PHP_INT_MAX' => ["new Resilient\\Funnel('a', 3, PHP_INT_MAX);", 'reserve: must be between 0 and 63, got ' . PHP_INT_MAX];
         yield 'floor PHP_INT_MAX' => ["new Resilient\\RetryBudget('a', 0.1, PHP_INT_MAX);", 'floor: must be between 0 and 1048575, got ' . PHP_INT_MAX];
         yield 'lease 1e-300' => ["new Resilient\\Funnel('a', 3, 0, 1e-300);", 'lease: must be at least 1e-9 seconds, got 1e-300'];
+        yield 'lease 5e-10 (a Duration rounds it to 1 ns)' => ["new Resilient\\Funnel('a', 3, 0, 5e-10);", 'lease: must be at least 1e-9 seconds, got 5e-10'];
         // Shown short, not with all 301 digits.
         yield 'Deadline::cap 1e300' => ['Resilient\\Deadline::cap(1e300);', 'seconds: must be at most 31536000 seconds, got 1e300'];
         // Every timeout under the client's 1 ms gets the same words, however small.

@@ -70,15 +70,15 @@ pub fn timeout_seconds(argument: &str, value: f64) -> Result<f64, Error> {
 /// A duration given in seconds (a PHP float): finite, not negative, at most a year.
 pub fn duration(argument: &str, seconds_value: f64) -> Result<Duration, Error> {
     let value = seconds(argument, seconds_value)?;
-    let duration = Duration::from_secs_f64(value);
-    if duration.is_zero() && value > 0.0 {
-        // Positive, but under the nanosecond a Duration counts in: not "zero" to the caller.
+    if value > 0.0 && value < 1e-9 {
+        // Positive, but under the nanosecond a Duration counts in (which rounds 5e-10 up to
+        // it and less down to zero): not "zero" to the caller, and not what was asked.
         return Err(Error::invalid_argument(
             argument,
             format!("must be at least 1e-9 seconds, got {value:e}"),
         ));
     }
-    Ok(duration)
+    Ok(Duration::from_secs_f64(value))
 }
 
 /// A duration that must be positive and at most a year; the rule [`duration`] values and the
@@ -183,6 +183,18 @@ mod tests {
             );
         }
         assert_eq!(timeout_seconds("timeout", 0.001).unwrap(), 0.001);
+    }
+
+    /// A positive duration under a nanosecond is refused as the message says ("at least
+    /// 1e-9"), also 5e-10, which a `Duration` would round up to 1 ns.
+    #[test]
+    fn a_duration_under_a_nanosecond_is_refused() {
+        for tiny in [5e-324, 1e-10, 5e-10, 9.99e-10] {
+            let e = duration("lease", tiny).unwrap_err().to_string();
+            assert!(e.starts_with("lease: must be at least 1e-9 seconds, got "), "{e}");
+        }
+        assert_eq!(duration("lease", 1e-9).unwrap(), Duration::from_nanos(1));
+        assert_eq!(duration("lease", 0.0).unwrap(), Duration::ZERO);
     }
 
     /// 1e300 was shown with all its 301 digits (a 348-byte message), 1e-320 likewise.
