@@ -191,7 +191,10 @@ mod tests {
     fn a_duration_under_a_nanosecond_is_refused() {
         for tiny in [5e-324, 1e-10, 5e-10, 9.99e-10] {
             let e = duration("lease", tiny).unwrap_err().to_string();
-            assert!(e.starts_with("lease: must be at least 1e-9 seconds, got "), "{e}");
+            assert!(
+                e.starts_with("lease: must be at least 1e-9 seconds, got "),
+                "{e}"
+            );
         }
         assert_eq!(duration("lease", 1e-9).unwrap(), Duration::from_nanos(1));
         assert_eq!(duration("lease", 0.0).unwrap(), Duration::ZERO);

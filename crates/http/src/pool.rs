@@ -62,27 +62,56 @@ thread_local! {
     static TASKS: RefCell<ForkLocal<Vec<AbortHandle>>> = const {
         RefCell::new(ForkLocal::new(Vec::new()))
     };
+    /// The tasks of pools dropped before they ended (a call cancelled by a throwing callable
+    /// or a signal handler): aborted, but only dropped, their funnel slots and other permits
+    /// given back, when the runtime next runs them. The binding's driver runs it until they
+    /// are ([`take_dropped_pools`]).
+    static DROPPED: RefCell<ForkLocal<Vec<AbortHandle>>> = const {
+        RefCell::new(ForkLocal::new(Vec::new()))
+    };
 }
 
-/// Registers a pool's tasks in [`TASKS`] and, when the pool ends or is dropped, takes them out.
+/// Registers a pool's tasks in [`TASKS`] and, when the pool ends or is dropped, takes them out;
+/// those still running then (the pool was dropped) go to [`DROPPED`].
 #[derive(Default)]
-struct Registered(Vec<Id>);
+struct Registered(Vec<AbortHandle>);
 
 impl Registered {
     fn add(&mut self, task: AbortHandle) {
-        self.0.push(task.id());
+        self.0.push(task.clone());
         let _ = TASKS.try_with(|t| t.borrow_mut().here().push(task));
     }
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
+        let ids: Vec<Id> = self.0.iter().map(AbortHandle::id).collect();
         let _ = TASKS.try_with(|t| {
             t.borrow_mut()
                 .here()
-                .retain(|task| !self.0.contains(&task.id()))
+                .retain(|task| !ids.contains(&task.id()))
         });
+        let unfinished: Vec<AbortHandle> = self
+            .0
+            .drain(..)
+            .filter(|task| !task.is_finished())
+            .collect();
+        if !unfinished.is_empty() {
+            for task in &unfinished {
+                // The pool's JoinSet aborts them too as it drops: the same, whichever is first.
+                task.abort();
+            }
+            let _ = DROPPED.try_with(|d| d.borrow_mut().here().extend(unfinished));
+        }
     }
+}
+
+/// The tasks of pools dropped before they ended, aborted and not yet known to be dropped
+/// ([`DROPPED`]), taken out: the caller runs the runtime until they are finished.
+pub fn take_dropped_pools() -> Vec<AbortHandle> {
+    DROPPED
+        .try_with(|d| std::mem::take(d.borrow_mut().here()))
+        .unwrap_or_default()
 }
 
 /// Aborts the tasks of every pool of this thread that neither ended nor was dropped; the

@@ -17,6 +17,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::AbortHandle;
 
 use crate::attempt::AttemptRecord;
 use crate::http1_transport::Http1Transport;
@@ -56,24 +57,21 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
 }
 
 /// Ends what a call cut short by a fatal error left on this process's runtime: aborts the
-/// tasks of its pools ([`crate::pool::abort_abandoned_pools`]) and runs the runtime briefly so
-/// they are dropped now, giving back their funnel slots and other permits. Creates nothing:
-/// a process without a runtime has nothing to end. Returns how many tasks it aborted.
+/// tasks of its pools ([`crate::pool::abort_abandoned_pools`]) and runs the runtime until they
+/// (and any of a pool dropped earlier and not yet ended) are dropped, giving back their funnel
+/// slots and other permits. Creates nothing: a process without a runtime has nothing to end.
+/// Returns how many tasks it aborted.
 pub fn end_abandoned_tasks() -> usize {
-    let aborted = crate::pool::abort_abandoned_pools();
+    let mut aborted = crate::pool::abort_abandoned_pools();
+    let count = aborted.len();
+    aborted.extend(crate::pool::take_dropped_pools());
     if !aborted.is_empty() {
         let current = *CURRENT.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(io) = current.filter(|io| io.pid == resilient_core::current_pid()) {
-            // Each pass runs a bounded batch of tasks; a large pool needs a few.
-            for _ in 0..64 {
-                if aborted.iter().all(|task| task.is_finished()) {
-                    break;
-                }
-                io.runtime.block_on(tokio::task::yield_now());
-            }
+            io.run_until_finished(&aborted);
         }
     }
-    aborted.len()
+    count
 }
 
 /// One step of [`ProcessIo::drive`].
@@ -204,11 +202,21 @@ impl ProcessIo {
                 // requests), but an aborted task is only dropped, and its funnel slot
                 // given back, when the runtime next runs. Run it now, not at the next call.
                 drop(future);
-                for _ in 0..3 {
-                    self.runtime.block_on(tokio::task::yield_now());
-                }
+                self.run_until_finished(&crate::pool::take_dropped_pools());
                 return Driven::Cancelled;
             }
+        }
+    }
+
+    /// Runs the runtime until `aborted` tasks are finished (dropped, with their permits). Each
+    /// pass runs a bounded batch of tasks (61, tokio's event interval); a pool has at most 1024
+    /// tasks, 17 passes: the bound only guards against a task that never ends.
+    fn run_until_finished(&self, aborted: &[AbortHandle]) {
+        for _ in 0..64 {
+            if aborted.iter().all(AbortHandle::is_finished) {
+                break;
+            }
+            self.runtime.block_on(tokio::task::yield_now());
         }
     }
 
