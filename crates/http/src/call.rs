@@ -175,7 +175,8 @@ pub struct Call {
 
 impl Call {
     /// Starts a call: fixes the deadline (`enclosing_remaining` is what an enclosing
-    /// `Deadline::within` has left, measured by the caller) and records the original.
+    /// `Deadline::within` has left, measured by the caller). The original is recorded in the
+    /// budget when its first attempt is admitted ([`Call::attempt`]).
     pub fn start(
         env: CallEnv,
         policy: Arc<Policy>,
@@ -186,12 +187,6 @@ impl Call {
         let deadline = policy.deadline_within(enclosing_remaining);
         let deadline_ns =
             deadline.map(|d| started_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64));
-        if let Some(budget) = &env.allowance {
-            let _left = time_left::scope(deadline.map_or(Duration::MAX, |d| {
-                time_for_guards(d, Duration::ZERO, &policy)
-            }));
-            budget.record_original(env.clock.monotonic_ms());
-        }
         if let Some(events) = &env.events {
             events.call_started();
         }
@@ -358,6 +353,13 @@ impl Call {
             Ok(permits) => permits,
             Err(e) => return Some(Err(e)),
         };
+        // The budget is a share of the load the upstream gets: an original deposits once it is
+        // sent, never when our guards refused it (a demand the funnel turned away would earn
+        // retries for calls that never reached the upstream).
+        if let (1, Some(budget)) = (number, &self.env.allowance) {
+            let _left = time_left::scope(self.time_for_guards(Duration::ZERO));
+            budget.record_original(self.env.clock.monotonic_ms());
+        }
         if let Some(events) = &self.env.events {
             permits.push(events.attempt_sent(number));
         }

@@ -493,6 +493,43 @@ async fn the_budget_bounds_total_attempts_under_a_failing_upstream() {
     assert_eq!(rig.sleeps().len() as u32, attempts - 100);
 }
 
+/// The budget is a share of the load the upstream got: a call our guards refused before it sent
+/// anything (funnel full, circuit open, no time left) deposits nothing. Before, each deposited
+/// its ratio: with the funnel refusing 90 % of a demand of 1000 calls, the 100 sent earned 100
+/// retries, a retry per original sent where the ratio allows one per ten.
+#[tokio::test(start_paused = true)]
+async fn only_a_call_that_sends_deposits_in_the_budget() {
+    let mut rig = Rig::new(vec![], status(200));
+    let budget = Arc::new(FakeBudget {
+        ratio: 0.1,
+        floor: 5,
+        originals: AtomicU32::new(0),
+        retries: AtomicU32::new(0),
+    });
+    let gate = Arc::new(FreesAfter {
+        full_polls: AtomicU32::new(9),
+        polls: AtomicU32::new(0),
+    });
+    rig.env = rig.env.clone().allowance(budget.clone()).guard(gate);
+    let c = rig.client(json!({"funnel": {"limit": 4}}));
+    for _ in 0..9 {
+        let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
+        assert!(e.is_funnel_full() && e.attempts() == 0, "{e}");
+    }
+    assert_eq!(
+        budget.originals.load(Ordering::SeqCst),
+        0,
+        "refused: no deposit"
+    );
+    call(&rig, &c, "GET", "/", json!({})).await.unwrap();
+    assert_eq!(
+        budget.originals.load(Ordering::SeqCst),
+        1,
+        "sent: one deposit"
+    );
+    assert_eq!(rig.sends(), 1);
+}
+
 /// A client of `options` (a web caller when `web`) on a real shared-memory segment of its own.
 fn shared_rig(
     tag: &str,
