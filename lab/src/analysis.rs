@@ -4,7 +4,8 @@
 //! Definitions (also printed in the report):
 //! - goodput: /checkout answered `live` within `good_within_s` (1 s: the seed's 900 ms page budget
 //!   plus slack), per second of the phase;
-//! - amplification: upstream attempts arriving in the phase / /checkout requests sent in it;
+//! - amplification: upstream attempts arriving in the phase / /checkout requests sent in it (a
+//!   backlog that reaches the upstream after a switch counts in the later phase);
 //! - recovery: from the upstream's switch back to normal until the first instant t from which the
 //!   requests sent in [t, t+2 s) got ≥ 95 % goodput;
 //! - FPM out of idle workers: a sample saw 0 idle workers, or FPM's own "max active processes"
@@ -122,7 +123,8 @@ pub struct VariantSummary {
     pub fpm_out_of_idle_whole_run: bool,
     /// Over the whole run (every phase): web attempts / web requests sent.
     pub amplification_whole_run: f64,
-    /// After the upstream healed: seconds until the first request sent then got a live answer.
+    /// After the upstream healed: the send time (seconds after healing) of the first request sent
+    /// then that got a live answer, however long it took (not when that answer came).
     pub first_live_after_heal_s: Option<f64>,
     /// The extension's own metrics at the end of the run, when it has them.
     pub metrics: Option<serde_json::Value>,

@@ -389,7 +389,7 @@ pub fn outage_goals(all: &[VariantSummary]) -> Vec<Verdict> {
         out.push(Verdict {
             what: format!("{name}: serves again within {limit:.0} s of the upstream's return"),
             measured: format!(
-                "first live answer {}, recovery (95 % goodput over 2 s) {}",
+                "first request answered live sent at {}, recovery (95 % goodput over 2 s) {}",
                 v.first_live_after_heal_s
                     .map(|x| format!("{x:.2} s"))
                     .unwrap_or("never".into()),

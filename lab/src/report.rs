@@ -146,7 +146,7 @@ fn rows(p: &Params, s: &PhaseStats, last: bool, v: &VariantSummary) -> Vec<(Stri
     }
     if last {
         r.push((
-            "first live answer after healing".into(),
+            "first request after healing answered live (sent at)".into(),
             v.first_live_after_heal_s
                 .map(|x| format!("{x:.2} s"))
                 .unwrap_or_else(|| "never".into()),
@@ -412,7 +412,11 @@ pub fn markdown(
          - fallback: the page answered with the estimate; the reason is the page's: `funnel_full`, `budget`, `deadline`, \
            `circuit` are our own refusals, `upstream` means the retries were used up.\n\
          - errors: HTTP ≠ 200, a body that is not the page's JSON, transport errors, or no answer by the end of the run (+{} s drain).\n\
-         - amplification: upstream attempts / `/checkout` requests sent, in the same phase.\n\
+         - amplification: upstream attempts / `/checkout` requests sent, in the same phase (attempts by arrival: a \
+           backlog of calls that reach the upstream only after a switch counts in the later phase; \"attempts per call\" \
+           counts each call's attempts together).\n\
+         - first request after healing answered live: the send time (after the switch back) of the first request \
+           that got a live answer, however long that answer took.\n\
          - upstream in service / queue: computed from the upstream's own per-attempt rows (start and end of service); \
            utilization = busy slot-seconds / (slots × phase length), work for clients that had gone included.\n\
          - latency is measured by the load generator (send to full answer); live and fallback apart.\n\
