@@ -129,8 +129,9 @@ impl Guard for RedisFunnel {
                 leftovers::add(&asked);
                 let server = server.clone();
                 let permit = Permit::holding(move || RedisFunnel::release(&server, &token));
-                // The slot lapses at its lease's end: the attempt must be over by then.
-                Ok(permit.lasting(lease))
+                // The slot lapses at its lease's end, counted on Redis from when the script
+                // ran, after `sent`: the attempt must be over by then.
+                Ok(permit.lasting(lease.saturating_sub(sent.elapsed())))
             }
             Ok(_) => {
                 let quiet = self.quiet_ms.load(Ordering::Relaxed).max(FIRST_QUIET_MS);

@@ -130,3 +130,38 @@ fn a_distant_redis_with_a_password_and_a_database_connects_within_its_wait() {
         admitted.err()
     );
 }
+
+/// The slot's lease on Redis starts when the admission runs there, not when its reply comes
+/// back: a permit lasts the lease less the time the admission took, so that an attempt never
+/// outlives its slot. Before, it lasted the whole lease from the reply: with Redis 100 ms away
+/// and a lease of 200 ms, an attempt ran 100 ms past its slot, while another process could
+/// hold the same slot (two in flight on a funnel of 1).
+#[test]
+fn a_permit_lasts_the_lease_less_the_admissions_round_trip() {
+    let redis = RedisServer::start();
+    let near = backend(
+        &format!("redis://127.0.0.1:{}/0?prefix=lease:", redis.port()),
+        OnBackendError::Closed,
+        1,
+        "near",
+    );
+    // The scripts loaded by a near connection first: the admission is one round trip.
+    drop(
+        web_funnel(&near, "sap", 1, Duration::from_millis(200))
+            .admit(1, now_ms())
+            .unwrap(),
+    );
+    let proxy = distant_proxy(redis.port(), Duration::from_millis(100));
+    let url = format!("redis://127.0.0.1:{proxy}/0?prefix=lease:&timeout=1");
+    let b = backend(&url, OnBackendError::Closed, 1, "far");
+    let funnel = web_funnel(&b, "sap", 1, Duration::from_millis(200));
+    let started = Instant::now();
+    let permit = funnel.admit(1, now_ms()).expect("admitted");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(100), "{took:?}");
+    let lasts = permit.lasts().expect("bounded by its lease");
+    assert!(
+        lasts <= Duration::from_millis(200) - took + Duration::from_millis(1),
+        "lasts {lasts:?} after an admission of {took:?}"
+    );
+}
