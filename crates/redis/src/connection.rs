@@ -836,15 +836,16 @@ impl Pipelined<'_> {
         while let Some(&kind) = self.pending.unread.front() {
             self.bound()?;
             // An error reply comes as a value (redis-rs leaves extracting it to the caller).
-            let (code, moved_to) = match self.conn.recv_response() {
+            let (code, moved_to, error) = match self.conn.recv_response() {
                 Ok(redis::Value::ServerError(e)) => {
                     // `MOVED <slot> <host:port>`
                     let to = e.details().and_then(|d| d.split_whitespace().nth(1));
-                    (Some(e.code().to_owned()), to.map(str::to_owned))
+                    let (code, to) = (e.code().to_owned(), to.map(str::to_owned));
+                    (Some(code), to, Some(redis::RedisError::from(e)))
                 }
-                Ok(_) => (None, None),
+                Ok(_) => (None, None, None),
                 Err(e) if leaves_out_of_step(&e) => return Err(e),
-                Err(e) => (Some(e.code().unwrap_or_default().to_owned()), None),
+                Err(e) => (Some(e.code().unwrap_or_default().to_owned()), None, Some(e)),
             };
             self.pending.unread.pop_front();
             match (kind, code.as_deref(), moved_to) {
@@ -852,7 +853,15 @@ impl Pipelined<'_> {
                 (Unread::Release(Some(id)), Some("MOVED"), Some(to)) => {
                     self.pending.moved.push((id, to))
                 }
-                (Unread::Release(_), Some(code), _) => self.pending.refused |= code != "WRONGTYPE",
+                (Unread::Release(_), Some("WRONGTYPE"), _) => {}
+                (Unread::Release(_), Some(_), _) => {
+                    // Reported as a refused command is (a NOPERM on ZREM: a misconfiguration
+                    // that holds every slot until its lease ends is never silent).
+                    self.pending.refused = true;
+                    if let Some(e) = &error {
+                        crate::report::failure(e);
+                    }
+                }
                 (Unread::Script(hash), Some("NOSCRIPT"), _) => {
                     self.pending.loaded.retain(|&h| h != hash)
                 }

@@ -1,0 +1,45 @@
+//! A release Redis refuses for good (an ACL that allows the scripts but not ZREM) is reported
+//! once, as a refused command is: the slot stays held until its lease ends, so the
+//! misconfiguration must not be silent. Before, nothing was logged.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use resilient_http::OnBackendError;
+
+mod common;
+use common::*;
+
+static REPORTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn collect(message: &str) {
+    REPORTS.lock().unwrap().push(message.to_owned());
+}
+
+#[test]
+fn a_release_refused_by_an_acl_is_reported_once() {
+    resilient_redis::report_to(collect);
+    let redis = RedisServer::start();
+    redis.cli(&[
+        "ACL", "SETUSER", "norel", "on", ">s3cret", "~*", "&*", "+@all", "-zrem",
+    ]);
+    let url = format!(
+        "redis://norel:s3cret@127.0.0.1:{}/0?prefix=norel:",
+        redis.port()
+    );
+    let b = backend(&url, OnBackendError::Closed, 1, "norel");
+    let funnel = web_funnel(&b, "sap", 4, Duration::from_secs(10));
+    for _ in 0..3 {
+        // Admitted (the script may run), then released: the ZREM is refused, its reply read
+        // with the next admission's.
+        drop(funnel.admit(1, now_ms()).expect("admitted"));
+    }
+    let reports = REPORTS.lock().unwrap().clone();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].starts_with("resilient: Redis answered NOPERM"),
+        "{}",
+        reports[0]
+    );
+    assert!(!reports[0].contains("127.0.0.1") && !reports[0].contains("s3cret"));
+}
