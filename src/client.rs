@@ -167,14 +167,10 @@ impl Client {
     /// float, array given`). Numeric strings (`'0.5'`, `'4'`) are accepted as PHP accepts
     /// them. See docs/errors.md.
     pub fn __construct(name: StringArg, options: Option<ArrayArg>) -> PhpResult<Self> {
-        crate::construct_once::refuse_second_call::<Self>("Resilient\\Client::__construct")?;
-        let name = name.utf8("Resilient\\Client::__construct", 1, "name")?;
-        let options = ArrayArg::optional(
-            options.as_ref(),
-            "Resilient\\Client::__construct",
-            2,
-            "options",
-        )?;
+        const CTOR: &str = "Resilient\\Client::__construct";
+        crate::construct_once::refuse_second_call::<Self>(CTOR)?;
+        let name = name.utf8(CTOR, 1, "name")?;
+        let options = ArrayArg::optional(options.as_ref(), CTOR, 2, "options")?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let (mut config, binding) = options::client(options)?;
         if options.is_none_or(|o| o.get("backend").is_none()) {

@@ -2,7 +2,6 @@
 //! once, as a refused command is: the slot stays held until its lease ends, so the
 //! misconfiguration must not be silent. Before, nothing was logged.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use resilient_http::OnBackendError;
@@ -10,15 +9,9 @@ use resilient_http::OnBackendError;
 mod common;
 use common::*;
 
-static REPORTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-fn collect(message: &str) {
-    REPORTS.lock().unwrap().push(message.to_owned());
-}
-
 #[test]
 fn a_release_refused_by_an_acl_is_reported_once() {
-    resilient_redis::report_to(collect);
+    collect_reports();
     let redis = RedisServer::start();
     redis.cli(&[
         "ACL", "SETUSER", "norel", "on", ">s3cret", "~*", "&*", "+@all", "-zrem",
@@ -34,7 +27,7 @@ fn a_release_refused_by_an_acl_is_reported_once() {
         // with the next admission's.
         drop(funnel.admit(1, now_ms()).expect("admitted"));
     }
-    let reports = REPORTS.lock().unwrap().clone();
+    let reports = reports();
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert!(
         reports[0].starts_with("resilient: Redis answered NOPERM"),

@@ -1,7 +1,6 @@
 //! An error Redis answers (here NOAUTH: a server that wants a password the URL does not give)
 //! is reported once per process and kind, without the URL; the guard falls back as configured.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use resilient_http::{OnBackendError, Refusal};
@@ -9,15 +8,9 @@ use resilient_http::{OnBackendError, Refusal};
 mod common;
 use common::*;
 
-static REPORTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-fn collect(message: &str) {
-    REPORTS.lock().unwrap().push(message.to_owned());
-}
-
 #[test]
 fn a_server_error_is_reported_once_per_kind() {
-    resilient_redis::report_to(collect);
+    collect_reports();
     let redis = RedisServer::start();
     redis.cli(&["CONFIG", "SET", "requirepass", "s3cret"]);
     let b = backend(&redis.url("rep:"), OnBackendError::Closed, 1, "rep");
@@ -27,7 +20,7 @@ fn a_server_error_is_reported_once_per_kind() {
         // Past the back-off, so that each turn asks Redis again.
         std::thread::sleep(resilient_redis::MAX_BACKOFF + Duration::from_millis(50));
     }
-    let reports = REPORTS.lock().unwrap().clone();
+    let reports = reports();
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert!(
         reports[0].starts_with("resilient: Redis answered NOAUTH"),

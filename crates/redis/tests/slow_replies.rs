@@ -99,24 +99,27 @@ fn distant_proxy(port: u16, delay: Duration) -> u16 {
     )
 }
 
+/// One admission (given back) of funnel `sap` through a near connection to `url`: the scripts
+/// are loaded, so that an admission through a distant proxy is then one round trip.
+fn load_scripts(url: &str) {
+    let near = backend(url, OnBackendError::Closed, 1, "near");
+    drop(
+        web_funnel(&near, "sap", 1, Duration::from_secs(10))
+            .admit(1, now_ms())
+            .unwrap(),
+    );
+}
+
 /// redis-rs sends the handshake (AUTH, SELECT, CLIENT SETINFO) as one pipeline: one round
 /// trip, whatever its replies. A Redis 100 ms away with a password and a database other than 0
 /// connects within a 250 ms wait, so its admissions do not fall back.
 #[test]
 fn a_distant_redis_with_a_password_and_a_database_connects_within_its_wait() {
     let redis = RedisServer::start_with(&["--requirepass", "pw"]);
-    // The scripts loaded by a near connection first: an admission is then one round trip.
-    let near = backend(
-        &format!("redis://:pw@127.0.0.1:{}/2?prefix=far:", redis.port()),
-        OnBackendError::Closed,
-        1,
-        "near",
-    );
-    drop(
-        web_funnel(&near, "sap", 4, Duration::from_secs(10))
-            .admit(1, now_ms())
-            .unwrap(),
-    );
+    load_scripts(&format!(
+        "redis://:pw@127.0.0.1:{}/2?prefix=far:",
+        redis.port()
+    ));
     let proxy = distant_proxy(redis.port(), Duration::from_millis(100));
     let url = format!("redis://:pw@127.0.0.1:{proxy}/2?prefix=far:&timeout=0.25");
     let b = backend(&url, OnBackendError::Closed, 1, "far");
@@ -139,18 +142,10 @@ fn a_distant_redis_with_a_password_and_a_database_connects_within_its_wait() {
 #[test]
 fn a_permit_lasts_the_lease_less_the_admissions_round_trip() {
     let redis = RedisServer::start();
-    let near = backend(
-        &format!("redis://127.0.0.1:{}/0?prefix=lease:", redis.port()),
-        OnBackendError::Closed,
-        1,
-        "near",
-    );
-    // The scripts loaded by a near connection first: the admission is one round trip.
-    drop(
-        web_funnel(&near, "sap", 1, Duration::from_millis(200))
-            .admit(1, now_ms())
-            .unwrap(),
-    );
+    load_scripts(&format!(
+        "redis://127.0.0.1:{}/0?prefix=lease:",
+        redis.port()
+    ));
     let proxy = distant_proxy(redis.port(), Duration::from_millis(100));
     let url = format!("redis://127.0.0.1:{proxy}/0?prefix=lease:&timeout=1");
     let b = backend(&url, OnBackendError::Closed, 1, "far");

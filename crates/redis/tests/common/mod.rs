@@ -163,3 +163,18 @@ pub fn until_ok<T, E: std::fmt::Debug>(what: &str, mut f: impl FnMut() -> Result
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+static REPORTS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Sends this test process's reports (`resilient_redis::report_to`) to [`reports`].
+pub fn collect_reports() {
+    fn collect(message: &str) {
+        REPORTS.lock().unwrap().push(message.to_owned());
+    }
+    resilient_redis::report_to(collect);
+}
+
+/// The reports collected so far.
+pub fn reports() -> Vec<String> {
+    REPORTS.lock().unwrap().clone()
+}
