@@ -16,7 +16,7 @@
 //! before it is not counted (`cut_ms`). Those attempts were let in by the higher limit and
 //! still carry its queue (or its timeouts); counting them would cut again for the same queue,
 //! interval after interval, down to the floor (TCP reacts once per round trip for the same
-//! reason).
+//! reason). The same after a probe ends: the attempts it admitted found a shorter queue.
 //!
 //! Different processes may configure different bounds for one name: each clamps what it
 //! reads to its own `[min, max]`.
@@ -35,10 +35,6 @@ pub const MIN_INTERVAL_MS: u64 = 100;
 pub const MAX_INTERVAL_MS: u64 = 2_000;
 /// Attempts an interval needs before it closes (unless 10 intervals passed).
 pub const MIN_SAMPLES: u32 = 3;
-/// A new limit below this share of the last one is a cut: attempts started before it no
-/// longer count (the small moves around the equilibrium are not cuts; an unused limit's 10 %
-/// step down is, which only makes the next interval wait for attempts sent after it).
-pub const CUT: f64 = 0.95;
 /// Fixed point of the stored limit: 1/256 of a slot.
 const LIMIT_ONE: f64 = 256.0;
 const LIMIT_BITS: u32 = 24;
@@ -266,6 +262,7 @@ impl AdaptiveLimit {
             ref_limit: (start >> 32) as f64 / LIMIT_ONE,
             ref_rtt_us: start as u32,
             unused_limit: b.unused_limit.load(Relaxed) as f64 / LIMIT_ONE,
+            intervals: trend & ((1 << 56) - 1),
         };
         let next = policy::next(prev, window, self.config.bounds());
         let installed = pack_state(now_ms, next.limit);
@@ -284,12 +281,11 @@ impl AdaptiveLimit {
             .store(ref_fp << 32 | next.ref_rtt_us as u64, Relaxed);
         b.unused_limit
             .store((next.unused_limit * LIMIT_ONE) as u64, Relaxed);
-        if next.limit < prev.limit * CUT {
+        if policy::judged_afresh(&prev, &next) {
             b.cut_ms.store(now_ms, Relaxed);
         }
-        let intervals = (trend & ((1 << 56) - 1)) + 1;
         b.trend
-            .store((next.streak as u64) << 56 | intervals, Release);
+            .store((next.streak as u64) << 56 | (prev.intervals + 1), Release);
     }
 
     /// What the limit has learned (the limit within this config's bounds).

@@ -31,6 +31,16 @@
 //!   shrink the limit; a slower upstream does not. And at once when the rtt is more than
 //!   any queue of ours could make ([`a_slower_upstream`]: a light load that a latency step
 //!   piles up), the limit of before coming back.
+//! - **Probes**: the latency rule holds a limit where `L × gradient + 0.5 ≈ L`: at the
+//!   equilibrium of a queue of ours, and also when no_load is too low while no queue of ours
+//!   exists (an upstream that slowed in steps, or one interval that mixed the answers of
+//!   before and after a step: 70 ms learnt, 120 ms now, a limit of 3 held on 4 slots for good).
+//!   Nothing above tells them apart, and a hold never cuts. So a hold probes on every
+//!   [`PROBE_EVERY`]-th interval: the limit drops by [`PROBE_SHARE`] for one interval, and if
+//!   the rtt does not move, the queue was not ours and no_load is re-learnt. Either way the
+//!   limit of before comes back. With one slot in flight no queue of ours can exist at all:
+//!   a limit under 2 adopts its rtt as the floor does.
+//!
 //!   Known limit: a no_load re-learnt too high (a slowdown and a queue of ours at once) is
 //!   corrected only when the rtt falls below it or the limit reaches its floor; until then
 //!   the queue at the upstream is longer than the tolerance.
@@ -54,6 +64,21 @@ const NO_QUEUE: f64 = 1.1;
 const USED_SHARE: f64 = 0.8;
 /// How fast a limit the callers leave unused comes down toward their use, per interval.
 const UNUSED_DECAY: f64 = 0.9;
+/// A hold probes on every this many intervals (of the name's count)...
+pub const PROBE_EVERY: u64 = 5;
+/// ...by dropping the limit to this share of its whole slots, rounded down, for one interval.
+/// A queue of ours at the equilibrium (`⌊1.25 C + 0.5⌋` in flight) then shortens by more than
+/// the 10 % that tells (`1 / 0.85`), and the probe still keeps every slot the upstream has
+/// (`⌊0.85 × ⌊1.25 C + 0.5⌋⌋ ≥ C`): it costs the queue, not throughput.
+pub const PROBE_SHARE: f64 = 0.85;
+/// `streak` while a probe runs...
+const PROBING: u8 = u8::MAX;
+/// ...and in the interval after it, which only shows the queue filling again: no growth.
+const SETTLING: u8 = u8::MAX - 1;
+/// A new limit below this share of the last one is a cut (the small moves around the
+/// equilibrium are not; an unused limit's 10 % step down is, which only makes the next
+/// interval wait for attempts sent after it).
+pub const CUT: f64 = 0.95;
 /// Slots over `TOLERANCE × C` the latency rule leaves: a little queue, so a slot that frees
 /// never waits for the next caller.
 pub const QUEUE_ALLOWANCE: f64 = 0.5;
@@ -90,9 +115,10 @@ pub struct Estimates {
     pub no_load_us: u32,
     /// The last interval's mean latency (answers only), µs; 0 = none yet.
     pub rtt_us: u32,
-    /// Latency-driven cuts since the rtt last came down by 10 % (0: not cutting).
+    /// Latency-driven cuts since the rtt last came down by 10 % (0: not cutting; at most
+    /// [`REBASELINE_AFTER`]), or [`PROBING`].
     pub streak: u8,
-    /// The limit and the rtt when that streak began.
+    /// The limit and the rtt when that streak began, or of the hold a probe left.
     pub ref_limit: f64,
     pub ref_rtt_us: u32,
     /// The limit the last interval without a cut installed, when the callers left it unused
@@ -100,6 +126,23 @@ pub struct Estimates {
     /// whole slots were in flight since: the bound on any queue of ours that
     /// [`a_slower_upstream`] compares the rtt with.
     pub unused_limit: f64,
+    /// Intervals closed before this one (by every process): when a hold probes.
+    pub intervals: u64,
+}
+
+/// Whether a hold probes now: on every [`PROBE_EVERY`]-th interval, when the callers fill the
+/// limit and the probe takes whole slots from them (else the rtt could not move, queue of
+/// ours or not).
+fn probe_due(prev: &Estimates, used: f64, bounds: Bounds) -> bool {
+    let cap = prev.limit.floor();
+    prev.intervals % PROBE_EVERY == PROBE_EVERY - 1
+        && used >= cap * USED_SHARE
+        && probe(prev.limit, bounds) < cap
+}
+
+/// The limit a probe runs at.
+fn probe(limit: f64, bounds: Bounds) -> f64 {
+    (limit.floor() * PROBE_SHARE).floor().max(bounds.min)
 }
 
 /// Whether the rtt is more than any queue of ours could make: with at most `⌊unused_limit⌋`
@@ -118,6 +161,13 @@ fn a_slower_upstream(prev: &Estimates, rtt_us: u32) -> bool {
 pub struct Bounds {
     pub min: f64,
     pub max: f64,
+}
+
+/// Whether the attempts that started before `next` was installed must not judge it: after a
+/// cut (they carry the higher limit's queue) and when a probe ends (they found its shorter
+/// one: counted, the restored limit would grow past its hold at once).
+pub fn judged_afresh(prev: &Estimates, next: &Estimates) -> bool {
+    next.limit < prev.limit * CUT || prev.streak == PROBING
 }
 
 /// The estimates after `window`.
@@ -142,6 +192,22 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         return e;
     }
     let rtt = e.rtt_us;
+    if prev.streak == PROBING {
+        // The interval after a probe. Its attempts were all admitted under the probe (the
+        // mechanism counts none from before a cut): an rtt that did not move by 10 % shows
+        // that the queue the hold saw was not ours.
+        if (rtt as f64 - prev.ref_rtt_us as f64).abs() <= 0.1 * prev.ref_rtt_us as f64 {
+            e.no_load_us = rtt;
+        }
+        e.limit = prev.ref_limit.clamp(bounds.min, bounds.max);
+        e.streak = SETTLING;
+        return e;
+    }
+    let settling = prev.streak == SETTLING;
+    let prev = Estimates {
+        streak: if settling { 0 } else { prev.streak },
+        ..prev
+    };
     if a_slower_upstream(&prev, rtt) {
         // Not a queue of ours: the latency without queueing is this one now, and the limit
         // of before (the cuts made while the rtt climbed bought nothing) comes back.
@@ -154,7 +220,8 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         e.unused_limit = 0.0;
         return e;
     }
-    let at_floor = prev.limit <= bounds.min;
+    // One attempt in flight (a limit under 2) cannot queue behind one of ours either.
+    let at_floor = prev.limit <= bounds.min || prev.limit < 2.0;
     if e.no_load_us == 0 || rtt < e.no_load_us || at_floor {
         e.no_load_us = rtt;
     }
@@ -163,7 +230,9 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         e.streak = 0;
         let used = w.inflight_sum as f64 / w.samples as f64;
         let unused = used < prev.limit.floor() * USED_SHARE;
-        if !unused {
+        if settling {
+            // Left as the probe's end restored it.
+        } else if !unused {
             // √L only after a second interval without a queue: the first one after a cut
             // only shows that the cut went below the capacity, and a √L step from there
             // overshoots it by as much (a small capacity: from 2 slots to 4).
@@ -192,7 +261,7 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         let cut = prev
             .limit
             .min(prev.limit * gradient.max(MIN_GRADIENT) + QUEUE_ALLOWANCE);
-        if cut < prev.limit * 0.95 || gradient <= MIN_GRADIENT {
+        if cut < prev.limit * CUT || gradient <= MIN_GRADIENT {
             // A real cut. A queue of our own answers cuts with a lower rtt; a slower upstream
             // does not. The streak starts again whenever the rtt moved by 10 % either way
             // (down: the cuts worked; up: something else changed, judge from here).
@@ -208,7 +277,7 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
                 e.ref_rtt_us = rtt;
                 e.streak = 1;
             } else {
-                e.streak = prev.streak.saturating_add(1);
+                e.streak = (prev.streak + 1).min(REBASELINE_AFTER);
             }
             if e.streak >= REBASELINE_AFTER && prev.limit <= REBASELINE_CUT * e.ref_limit {
                 // Cut by a quarter and more without the rtt moving: the upstream got slower,
@@ -219,6 +288,11 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
             } else {
                 e.limit = cut;
             }
+        } else if probe_due(&prev, w.inflight_sum as f64 / w.samples as f64, bounds) {
+            e.limit = probe(prev.limit, bounds);
+            e.ref_limit = prev.limit;
+            e.ref_rtt_us = rtt;
+            e.streak = PROBING;
         } else {
             // Holding at the equilibrium `TOLERANCE × C + 0.5`: neither counts nor forgets.
             e.limit = cut;
@@ -246,6 +320,7 @@ mod tests {
             ref_limit: 0.0,
             ref_rtt_us: 0,
             unused_limit: 0.0,
+            intervals: 1,
         }
     }
 
@@ -345,6 +420,42 @@ mod tests {
         let mut w = answers(20, 20_000, 1);
         w.drops = 5;
         assert_eq!(next(light, w, B).unused_limit, 0.0);
+    }
+
+    /// `intervals` of answers from an upstream of `slots` slots of 120 ms, with the limit's
+    /// whole slots in flight; the limit after each.
+    fn on_slots(mut e: Estimates, slots: u64, intervals: u64) -> (Estimates, Vec<f64>) {
+        let mut limits = Vec::new();
+        for i in 0..intervals {
+            e.intervals = i;
+            let n = e.limit.floor() as u32;
+            e = next(e, answers(20, 120_000 * slots.max(n as u64) / slots, n), B);
+            limits.push(e.limit);
+        }
+        (e, limits)
+    }
+
+    /// At the equilibrium of a queue of ours (2 slots, 3 in flight: rtt 1.5 × no_load) the
+    /// hold probes: with 2 in flight the rtt falls, so no_load is kept and the limit of before
+    /// comes back, without growing in the interval after; and the probe kept both slots busy.
+    #[test]
+    fn a_probe_of_our_own_queue_keeps_no_load_and_every_slot() {
+        let (e, limits) = on_slots(est(3.3, 120_000, 180_000), 2, 3 * PROBE_EVERY);
+        assert_eq!(e.no_load_us, 120_000, "{limits:?}");
+        let probes = limits.iter().filter(|l| **l == 2.0).count();
+        assert_eq!(probes as u64, 3, "{limits:?}");
+        assert!(limits.iter().all(|l| (2.0..=3.3).contains(l)), "{limits:?}");
+    }
+
+    /// No queue of ours (4 slots, 3 in flight) but no_load learnt too low (82 ms for 120): the
+    /// latency rule holds the limit at 3.3 for good. The probe's rtt does not move: no_load is
+    /// re-learnt, and the limit grows to the capacity and its queue allowance.
+    #[test]
+    fn a_probe_relearns_a_no_load_learnt_too_low() {
+        let (e, limits) = on_slots(est(3.3, 82_000, 120_000), 4, PROBE_EVERY + 1);
+        assert_eq!(e.no_load_us, 120_000, "{limits:?}");
+        let (_, limits) = on_slots(e, 4, 4);
+        assert!(limits.iter().any(|l| *l >= 5.0), "{limits:?}");
     }
 
     #[test]

@@ -258,6 +258,44 @@ fn a_latency_step_from_a_light_load_is_not_cut_below_the_limit_of_before() {
     std::fs::remove_file(p).unwrap();
 }
 
+/// A slowdown in two steps (20 → 70 or 85 → 120 ms; what an interval that mixes the answers
+/// of before and after a step also looks like): the first step is re-learnt as the no-load
+/// latency, and at 120 ms the latency rule holds the limit (`L × 1.25 × 85 / 120 + 0.5 ≈ L`
+/// for a small `L`) under the upstream's 4 slots: 1.85 after 70 ms, 2.25 after 85 ms. A hold
+/// never cuts, so before probes nothing judged it: the no-load latency stayed at the first step
+/// and the limit under the capacity for good (the lab's capacity-shift, twice in CI: 3.3 at 4
+/// and at 8 slots). Now a limit under 2 adopts its rtt (one in flight queues behind nothing
+/// of ours), and a hold probes.
+#[test]
+fn a_slowdown_in_steps_is_relearnt_not_held_under_the_capacity() {
+    for first_step_ms in [70, 85] {
+        let (l, p) = limit(&format!("two-steps-{first_step_ms}"), 1, 32, 1);
+        let mut sim = Sim::new(l, 1);
+        let at = |service_ms| Upstream::Slots {
+            slots: 4,
+            service_ms,
+        };
+        sim.run(at(20), 5_000);
+        sim.demand = 6;
+        sim.run(at(first_step_ms), 160);
+        let seen = sim.run(at(120), 5_000);
+        let stats = sim.l.stats();
+        assert!(
+            (110.0..=160.0).contains(&stats.no_load_rtt_ms()),
+            "{first_step_ms} ms first: no_load relearnt: {stats:?}: {seen:?}"
+        );
+        sim.served = 0;
+        sim.run(at(120), 1_000);
+        assert!(
+            sim.served as f64 >= 0.9 * 4.0 * 1_000.0 / 120.0,
+            "{first_step_ms} ms first: served {} of {:.0} at 4 slots: {seen:?}",
+            sim.served,
+            4.0 * 1_000.0 / 120.0
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+}
+
 #[test]
 fn a_step_in_latency_is_relearnt_not_taken_for_a_queue() {
     let (l, p) = limit("step", 1, 64, 4);
