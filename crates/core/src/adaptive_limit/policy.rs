@@ -38,8 +38,8 @@
 //!   Nothing above tells them apart, and a hold never cuts. So a hold probes on every
 //!   [`PROBE_EVERY`]-th interval: the limit drops by [`PROBE_SHARE`] for one interval, and if
 //!   the rtt does not move, the queue was not ours and no_load is re-learnt. Either way the
-//!   limit of before comes back. With one slot in flight no queue of ours can exist at all:
-//!   a limit under 2 adopts its rtt as the floor does.
+//!   limit of before comes back. When every attempt of an interval ended alone (a limit under 2,
+//!   or a light load), no queue of ours can exist at all: its rtt is adopted as the floor's.
 //!
 //!   Known limit: a no_load re-learnt too high (a slowdown and a queue of ours at once) is
 //!   corrected only when the rtt falls below it or the limit reaches its floor; until then
@@ -220,9 +220,11 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         e.unused_limit = 0.0;
         return e;
     }
-    // One attempt in flight (a limit under 2) cannot queue behind one of ours either.
-    let at_floor = prev.limit <= bounds.min || prev.limit < 2.0;
-    if e.no_load_us == 0 || rtt < e.no_load_us || at_floor {
+    let at_floor = prev.limit <= bounds.min;
+    // Every attempt ended alone (in flight: itself, as under a limit below 2): none queued
+    // behind one of ours.
+    let alone = w.inflight_sum <= w.samples;
+    if e.no_load_us == 0 || rtt < e.no_load_us || at_floor || alone {
         e.no_load_us = rtt;
     }
     let gradient = TOLERANCE * e.no_load_us as f64 / rtt as f64;

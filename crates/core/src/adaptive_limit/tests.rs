@@ -261,11 +261,11 @@ fn a_latency_step_from_a_light_load_is_not_cut_below_the_limit_of_before() {
 /// A slowdown in two steps (20 → 70 or 85 → 120 ms; what an interval that mixes the answers
 /// of before and after a step also looks like): the first step is re-learnt as the no-load
 /// latency, and at 120 ms the latency rule holds the limit (`L × 1.25 × 85 / 120 + 0.5 ≈ L`
-/// for a small `L`) under the upstream's 4 slots: 1.85 after 70 ms, 2.25 after 85 ms. A hold
+/// for a small `L`) under the upstream's 4 slots: 1.85 after 70 ms, 2.0 after 85 ms. A hold
 /// never cuts, so before probes nothing judged it: the no-load latency stayed at the first step
-/// and the limit under the capacity for good (the lab's capacity-shift, twice in CI: 3.3 at 4
-/// and at 8 slots). Now a limit under 2 adopts its rtt (one in flight queues behind nothing
-/// of ours), and a hold probes.
+/// and the limit under the capacity for good (the lab's capacity-shift check saw it: 3.3 at 4
+/// and at 8 slots). Now an interval whose attempts all ended alone (the limit under 2) adopts
+/// its rtt, and a hold probes.
 #[test]
 fn a_slowdown_in_steps_is_relearnt_not_held_under_the_capacity() {
     for first_step_ms in [70, 85] {
