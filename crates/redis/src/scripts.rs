@@ -198,7 +198,10 @@ return 1
 /// - `give_back`, bucket ms, generation → 1, or 0 when it had been given up.
 ///
 /// Every write keeps the key for one window past its state's moment (the open period's end,
-/// the probe's bound, or now), so an idle breaker's key goes away, never an open one's.
+/// the probe's bound, or now), and an open or half-open one a day more: a closed breaker
+/// nobody calls goes away (its absence reads as closed), an open one stays open as in shared
+/// memory, its next admission the one probe, however long nobody called (a day at most: a
+/// name no longer used leaves no key for good).
 pub static BREAKER: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -210,12 +213,16 @@ local p, g, at = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0
 local streak, streak_epoch = tonumber(s[4]) or 0, tonumber(s[5]) or 0
 local op = ARGV[1]
 local bucket_ms = tonumber(ARGV[2])
-local function keep(until_ms)
-  redis.call('PEXPIRE', k, math.max(until_ms, now) - now + bucket_ms * 21)
+local function keep(phase, until_ms)
+  local ttl = math.max(until_ms, now) - now + bucket_ms * 21
+  if phase ~= 0 then
+    ttl = ttl + 86400000
+  end
+  redis.call('PEXPIRE', k, ttl)
 end
 local function set(phase, until_ms)
   redis.call('HSET', k, 'p', phase, 'g', g + 1, 'at', until_ms)
-  keep(until_ms)
+  keep(phase, until_ms)
 end
 if op == 'admit' then
   if p == 0 then return {0} end
@@ -230,7 +237,7 @@ elseif op == 'record' then
     redis.call('HSET', k, 'e' .. i, epoch, 'c' .. i, 0, 'f' .. i, 0)
   end
   redis.call('HINCRBY', k, 'c' .. i, 1)
-  keep(at)
+  keep(p, at)
   if ARGV[3] ~= '1' then
     if streak ~= 0 then
       redis.call('HSET', k, 's', 0)

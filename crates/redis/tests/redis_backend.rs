@@ -495,6 +495,37 @@ fn an_open_or_half_open_breaker_outlives_a_short_window_on_redis() {
     assert!(pttl() > 1_000, "kept past the open period: {} ms", pttl());
 }
 
+/// An open breaker nobody calls past its open period and a whole window is still open on
+/// Redis, as in shared memory: the next admission is the one probe, the others refused. Before,
+/// its key expired a window after the open period, read as closed, and every host sent until
+/// `consecutive_failures` new failures opened it again.
+#[test]
+fn an_open_breaker_left_idle_is_still_open_on_redis() {
+    let redis = RedisServer::start();
+    let ms = Duration::from_millis;
+    // Window 100 ms, open 100 ms: the key lived 205 ms past the opening.
+    let config = BreakerConfig::new(0.5, 4, ms(100), ms(100), ms(1_000)).unwrap();
+    let b = backend(&redis.url("t16:"), OnBackendError::Closed, 1, "idle")
+        .breaker("up", config)
+        .unwrap();
+    for _ in 0..4 {
+        b.record(true, 0, 0, 0);
+    }
+    assert!(
+        matches!(b.admit(now_ms()), Admission::Refused { .. }),
+        "open"
+    );
+    std::thread::sleep(ms(400));
+    assert!(
+        matches!(b.admit(now_ms()), Admission::Probe { .. }),
+        "one probe after an idle spell"
+    );
+    assert!(
+        matches!(b.admit(now_ms()), Admission::Refused { .. }),
+        "the others refused while it is out"
+    );
+}
+
 /// As in shared memory: a close empties the bucket it falls in (the failures that opened the
 /// breaker), and an attempt sent before the close does not count after it.
 #[test]
