@@ -12,6 +12,8 @@
 //! The retry budget is not a guard: it decides whether a *retry* may go out, not whether an
 //! attempt is admitted. It sits behind [`RetryAllowance`], chosen once when the client is built.
 
+use std::time::{Duration, Instant};
+
 use crate::decision::Outcome;
 
 /// Permission for one attempt. Whatever it holds (a funnel slot) is given back exactly once:
@@ -21,8 +23,8 @@ use crate::decision::Outcome;
 #[derive(Default)]
 pub struct Permit {
     release: Option<Release>,
-    /// The longest its attempt may last (what it holds lapses then), if bounded.
-    lasts: Option<std::time::Duration>,
+    /// When what it holds lapses, if bounded: its attempt must be over by then.
+    lapses: Option<Instant>,
 }
 
 /// A closure told how the attempt ended (`None`: dropped without one).
@@ -72,25 +74,30 @@ impl Permit {
     pub fn calling(release: fn(usize, u64), a: usize, b: u64) -> Self {
         Self {
             release: Some(Release::Plain(release, a, b)),
-            lasts: None,
+            lapses: None,
         }
     }
     /// A permit that runs `release` with how its attempt ended (`None`: dropped without one).
     pub fn ending(release: impl FnOnce(Option<&Ended>) + Send + 'static) -> Self {
         Self {
             release: Some(Release::Closure(Box::new(release))),
-            lasts: None,
+            lapses: None,
         }
     }
-    /// The permit, for an attempt of at most `d`: the loop cuts the attempt's timeout to it, so
-    /// an attempt never outlives what admitted it (a funnel slot's lease, a probe's ticket).
-    pub fn lasting(mut self, d: std::time::Duration) -> Self {
-        self.lasts = Some(self.lasts.map_or(d, |l| l.min(d)));
+    /// The permit, for an attempt that must be over within `d` from now: the loop cuts the
+    /// attempt's timeout to what is left of it when the attempt starts (after the guards that
+    /// admit it next, a Redis round trip each), so an attempt never outlives what admitted it
+    /// (a funnel slot's lease, a probe's ticket).
+    pub fn lasting(mut self, d: Duration) -> Self {
+        if let Some(at) = Instant::now().checked_add(d) {
+            self.lapses = Some(self.lapses.map_or(at, |l| l.min(at)));
+        }
         self
     }
-    /// The longest its attempt may last, if bounded.
-    pub fn lasts(&self) -> Option<std::time::Duration> {
-        self.lasts
+    /// What is left of the time its attempt may last, if bounded.
+    pub fn lasts(&self) -> Option<Duration> {
+        self.lapses
+            .map(|at| at.saturating_duration_since(Instant::now()))
     }
     /// Gives back what the permit holds, told how its attempt ended.
     pub fn end(mut self, ended: &Ended) {
@@ -145,5 +152,23 @@ impl RetryAllowance for resilient_core::RetryBudget {
     }
     fn try_consume(&self, now_ms: u64) -> bool {
         resilient_core::RetryBudget::try_consume(self, now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a permit allows runs from when it was given, not from when the attempt starts:
+    /// the guards after it (a Redis round trip each) and the budget take their time first.
+    #[test]
+    fn a_permits_time_runs_from_when_it_was_given() {
+        let ms = Duration::from_millis;
+        let permit = Permit::free().lasting(ms(200)).lasting(ms(500));
+        std::thread::sleep(ms(50));
+        let lasts = permit.lasts().expect("bounded");
+        assert!(lasts <= ms(150), "{lasts:?}");
+        assert_eq!(Permit::free().lasts(), None);
+        assert_eq!(Permit::free().lasting(Duration::MAX).lasts(), None);
     }
 }

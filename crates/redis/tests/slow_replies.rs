@@ -7,7 +7,8 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use resilient_http::{OnBackendError, Refusal};
+use resilient_core::BreakerConfig;
+use resilient_http::{Backend, BreakerGuard, Guard, OnBackendError, Refusal};
 
 mod common;
 use common::*;
@@ -157,6 +158,36 @@ fn a_permit_lasts_the_lease_less_the_admissions_round_trip() {
     let lasts = permit.lasts().expect("bounded by its lease");
     assert!(
         lasts <= Duration::from_millis(200) - took + Duration::from_millis(1),
+        "lasts {lasts:?} after an admission of {took:?}"
+    );
+}
+
+/// A probe's ticket on Redis is given up at the client's `timeout` plus a margin counted from
+/// when the admission ran there, and another host may then probe: the probe's attempt lasts
+/// its `timeout` less the time its admission took. Before, it lasted the whole `timeout` from
+/// the reply, and with Redis 100 ms away each way and a funnel admission after it, two probes
+/// were in flight at once across hosts.
+#[test]
+fn a_probe_lasts_its_timeout_less_the_admissions_round_trip() {
+    let redis = RedisServer::start();
+    let proxy = distant_proxy(redis.port(), Duration::from_millis(100));
+    let url = format!("redis://127.0.0.1:{proxy}/0?prefix=probe:&timeout=1");
+    let b = backend(&url, OnBackendError::Closed, 1, "far-probe");
+    let ms = Duration::from_millis;
+    let config = BreakerConfig::new(0.5, 4, ms(10_000), ms(100), ms(1_250)).unwrap();
+    let store = b.breaker("up", config).unwrap();
+    for _ in 0..4 {
+        store.record(true, 0, 0, 0);
+    }
+    thread::sleep(ms(150));
+    let guard = BreakerGuard::new(store, &[503], Duration::from_secs(1));
+    let started = Instant::now();
+    let probe = guard.admit(1, now_ms()).expect("the probe");
+    let took = started.elapsed();
+    assert!(took >= ms(100), "{took:?}");
+    let lasts = probe.lasts().expect("bounded by its ticket");
+    assert!(
+        lasts <= Duration::from_secs(1) - took + ms(1),
         "lasts {lasts:?} after an admission of {took:?}"
     );
 }
