@@ -99,6 +99,21 @@ final class ArgumentsTest extends TestCase
     }
 
     /**
+     * The longest `timeout` (a year) with a circuit breaker: its probe's ticket is given up
+     * after `timeout` + 0.25 s, kept within a year. Before, the client was refused naming
+     * `probe_timeout`, which is no option.
+     */
+    public function testTheLongestTimeoutIsAcceptedWithACircuit(): void
+    {
+        $c = new \Resilient\Client('year-' . bin2hex(random_bytes(3)), [
+            'base_url' => 'http://127.0.0.1:9',
+            'timeout' => 31536000,
+            'circuit' => ['failure_ratio' => 0.5],
+        ]);
+        $this->assertInstanceOf(\Resilient\Client::class, $c);
+    }
+
+    /**
      * Numbers arrive as PHP's own functions take them (docs/errors.md): numeric strings and
      * integral floats are accepted; anything else is a \TypeError in PHP's own words, naming the
      * function, the argument and the type given.

@@ -110,7 +110,11 @@ impl HttpClientBuilder {
     ) -> Result<Self, resilient_core::Error> {
         let policy = HttpClient::policy_for(&self.config, self.caps);
         if let Some(c) = self.config.circuit {
-            let probe = policy.timeout.saturating_add(PROBE_MARGIN);
+            // Within the longest duration a setting may have (a `timeout` of a year is one).
+            let probe = policy
+                .timeout
+                .saturating_add(PROBE_MARGIN)
+                .min(Duration::from_secs_f64(resilient_core::validate::MAX_SECONDS));
             let config = c.breaker_config(probe)?;
             let store = backend.breaker(name, config)?;
             let mut guard = BreakerGuard::new(store, &policy.retry_on, policy.timeout);
