@@ -85,25 +85,29 @@ final class StatusEdgeCasesTest extends PackageTestCase
 
     /**
      * Before any process of the host used resilient, its segment does not exist. Status, its
-     * `--prometheus` form and doctor say so and leave it absent: the segment is created 0600 by
-     * the first process that opens it, so an operator's `php artisan resilient:status` run as
-     * root before the first web request, with a `resilient.shm_path` shared with PHP-FPM, would
-     * lock every FPM worker out of it (each would then count alone).
+     * `--prometheus` form, doctor and check say so or check on a stand-in, and leave it absent:
+     * the segment is created 0600 by the first process that opens it, so an operator's `php
+     * artisan resilient:status` run as root before the first web request, with a
+     * `resilient.shm_path` shared with PHP-FPM, would lock every FPM worker out of it (each would
+     * then count alone). Before, `resilient:check` created it, building a job's funnel.
      */
     public function testAnAbsentSegmentIsSaidAndNotCreated(): void
     {
         $path = Run::shmPath('status-absent');   // the run's cleanup removes it if it appears
         @unlink($path);
+        $jobs = self::jobWithAFunnel('sap');
         $code = self::childApp([
             'funnels' => ['sap' => ['limit' => 3, 'reserve' => 1]],
             'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['ratio' => 0.1]]],
-        ]) . <<<'PHP'
+            'check' => ['paths' => [$jobs]],
+        ]) . "require '$jobs/SapJob.php';\n" . <<<'PHP'
             $app->boot();
             foreach ([
                 [Resilient\Laravel\Console\StatusCommand::class, ['--json' => true]],
                 [Resilient\Laravel\Console\StatusCommand::class, []],
                 [Resilient\Laravel\Console\StatusCommand::class, ['--prometheus' => true]],
                 [Resilient\Laravel\Console\DoctorCommand::class, []],
+                [Resilient\Laravel\Console\CheckCommand::class, ['--json' => true]],
             ] as [$class, $input]) {
                 $command = new $class();
                 $command->setLaravel($app);
@@ -114,7 +118,7 @@ final class StatusEdgeCasesTest extends PackageTestCase
             PHP;
         $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => $path], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
         $this->assertFileDoesNotExist($path, $result->describe());
-        [, $json, $text, $prometheus, $doctor] = explode('--- exit ', $result->stdout) + [4 => ''];
+        [, $json, $text, $prometheus, $doctor, $check] = explode('--- exit ', $result->stdout) + [5 => ''];
         $this->assertStringStartsWith('0', $json, $result->describe());
         $data = json_decode(substr($json, 2), true);
         $this->assertTrue($data['ok'], $json);
@@ -129,6 +133,72 @@ final class StatusEdgeCasesTest extends PackageTestCase
         $this->assertSame([], glob(dirname($path) . '/resilient-standin-*.shm'), 'the stand-in is removed');
         $this->assertSame("0\n\n", $prometheus, 'an empty exposition: no counter was ever written');
         $this->assertStringContainsString("segment    $path (not created yet", $doctor);
+        $this->assertStringStartsWith('0', $check, $result->describe());
+        $this->assertSame(['StatusEdge\\SapJob'], json_decode(substr($check, 2), true)['jobs'], $check);
+    }
+
+    /**
+     * A `resilient.shm_path` the extension refuses (relative): every command says so, status
+     * exits 2 (`--json` still JSON), doctor reports it as an error and goes on, check reports
+     * it as an error. Before, each stopped with the extension's exception.
+     */
+    public function testARefusedSegmentPathIsSaidByEveryCommand(): void
+    {
+        $jobs = self::jobWithAFunnel('sap');
+        $code = self::childApp([
+            'funnels' => ['sap' => ['limit' => 3]],
+            'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9']],
+            'check' => ['paths' => [$jobs]],
+        ]) . "require '$jobs/SapJob.php';\n" . <<<'PHP'
+            $app->boot();
+            foreach ([
+                [Resilient\Laravel\Console\StatusCommand::class, ['--json' => true]],
+                [Resilient\Laravel\Console\StatusCommand::class, []],
+                [Resilient\Laravel\Console\StatusCommand::class, ['--prometheus' => true]],
+                [Resilient\Laravel\Console\DoctorCommand::class, []],
+                [Resilient\Laravel\Console\CheckCommand::class, ['--json' => true]],
+            ] as [$class, $input]) {
+                $command = new $class();
+                $command->setLaravel($app);
+                $out = new Symfony\Component\Console\Output\BufferedOutput();
+                try {
+                    $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput($input), $out);
+                    echo "--- exit $exit\n", $out->fetch(), "\n";
+                } catch (Throwable $e) {
+                    echo '--- thrown ', get_class($e), ': ', $e->getMessage(), "\n";
+                }
+            }
+            PHP;
+        $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => 'relative.shm'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $this->assertStringNotContainsString('--- thrown', $result->stdout, $result->describe());
+        [, $json, $text, $prometheus, $doctor, $check] = explode('--- exit ', $result->stdout) + [5 => ''];
+        $why = 'resilient.shm_path';
+        $this->assertStringStartsWith('2', $json, $result->describe());
+        $data = json_decode(substr($json, 2), true);
+        $this->assertFalse($data['ok'], $json);
+        $this->assertStringContainsString($why, $data['degraded']);
+        $this->assertStringStartsWith('2', $text);
+        $this->assertStringContainsString("segment unusable: ", $text);
+        $this->assertStringStartsWith('2', $prometheus);
+        $this->assertStringStartsWith('1', $doctor);
+        $this->assertStringContainsString('error: segment unusable: ', $doctor);
+        $this->assertMatchesRegularExpression('/\n\d+ problem\(s\) found\.\n/', $doctor);
+        $this->assertStringStartsWith('2', $check);
+        $errors = json_decode(substr($check, 2), true)['errors'] ?? [];
+        $this->assertStringContainsString($why, implode("\n", $errors), $check);
+    }
+
+    /** A folder with one queued job, `StatusEdge\SapJob`, through the funnel `$name`. */
+    private static function jobWithAFunnel(string $name): string
+    {
+        $dir = Run::tempDir('status-jobs');
+        file_put_contents("$dir/SapJob.php", "<?php\n\nnamespace StatusEdge;\n\n"
+            . "use Illuminate\\Contracts\\Queue\\ShouldQueue;\nuse Resilient\\Laravel\\Queue\\Funnel;\n"
+            . "final class SapJob implements ShouldQueue\n{\n    public \$timeout = 20;\n    public \$tries = 1;\n"
+            . "    public function middleware(): array { return [new Funnel('$name')]; }\n"
+            . "    public function handle(): void { }\n}\n");
+
+        return $dir;
     }
 
     /**

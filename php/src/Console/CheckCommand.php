@@ -29,11 +29,27 @@ final class CheckCommand extends Command
 
     public function handle(): int
     {
+        // The job funnels' options are checked by building them, as their jobs do: on a
+        // stand-in before any process created the segment (built here, by an operator's user,
+        // it would lock PHP-FPM's workers out: SegmentFiles::notCreatedYet()).
+        try {
+            $absent = class_exists(\Resilient\Funnel::class, false) ? SegmentFiles::notCreatedYet() : null;
+        } catch (\RuntimeException $e) {
+            // Resilient\SharedMemoryError: a `resilient.shm_path` the extension refuses.
+            return $this->check('segment unusable: ' . $e->getMessage());
+        }
+
+        return $absent === null ? $this->check(null) : SegmentFiles::withStandIn($absent, fn () => $this->check(null));
+    }
+
+    /** The check and its exit code; `$segment`: why the segment cannot be used, if so. */
+    private function check(?string $segment): int
+    {
         $config = $this->laravel['config'];
         // The published config has `'paths' => null`: null means the default, as documented.
         $paths = (array) ($config->get('resilient.check.paths') ?? [$this->laravel->path('Jobs')]);
         $margin = $config->get('resilient.queue.deadline_margin');
-        $errors = [];
+        $errors = $segment === null ? [] : [$segment];
         if ($paths === []) {
             // `array_filter([env('JOBS_PATH')])` with the variable unset: nothing would be checked.
             $errors[] = 'resilient.check.paths: is empty, so no job would be checked (null checks app/Jobs)';
@@ -61,7 +77,14 @@ final class CheckCommand extends Command
             // Empty or not a number (`RESILIENT_WORKER_TIMEOUT=`): queue:work's default.
             is_numeric($t = $config->get('resilient.queue.worker_timeout')) ? (float) $t : 60.0,
             is_numeric($margin) ? (float) $margin : null,
-            fn (string $name) => $manager->funnelOptions($name),
+            function (string $name) use ($manager) {
+                try {
+                    return $manager->funnelOptions($name);
+                } catch (\RuntimeException $e) {
+                    // Resilient\SharedMemoryError (`resilient.shm_required=1`): every run throws it.
+                    throw new \InvalidArgumentException('segment unusable: ' . $e->getMessage(), 0, $e);
+                }
+            },
         );
 
         $jobs = JobClasses::in($paths, $errors);

@@ -61,8 +61,16 @@ final class DoctorCommand extends Command
 
     private function segment(): void
     {
-        $path = SegmentFiles::path();
-        if (SegmentFiles::notCreatedYet() === null) {
+        try {
+            $path = SegmentFiles::path();
+            $absent = SegmentFiles::notCreatedYet();
+        } catch (\RuntimeException $e) {
+            // Resilient\SharedMemoryError: a `resilient.shm_path` the extension refuses.
+            $this->problem('error', 'segment unusable: ' . $e->getMessage());
+
+            return;
+        }
+        if ($absent === null) {
             [$reason, $required] = $this->open();
             $d = SegmentFiles::describe($path);
             $this->line($d['exists']

@@ -39,11 +39,11 @@ final class StatusCommand extends Command
 
                 return 2;
             }
-            if (SegmentFiles::notCreatedYet() !== null) {
-                // No process wrote a counter yet: an empty exposition, and the file left absent.
-                return 0;
-            }
             try {
+                if (SegmentFiles::notCreatedYet() !== null) {
+                    // No process wrote a counter yet: an empty exposition, and the file left absent.
+                    return 0;
+                }
                 $text = \Resilient\Metrics::prometheus();
             } catch (\RuntimeException $e) {
                 // Resilient\SharedMemoryError: the segment is unusable, and this process's own
@@ -66,9 +66,24 @@ final class StatusCommand extends Command
         }
         // Before any process used resilient here, the state is read from a stand-in segment: the
         // config's limits, nothing held, nothing spent; opening the real one would create it.
-        $absent = SegmentFiles::notCreatedYet();
+        try {
+            $absent = SegmentFiles::notCreatedYet();
+        } catch (\RuntimeException $e) {
+            // Resilient\SharedMemoryError: a `resilient.shm_path` the extension refuses.
+            return $this->unusable($e->getMessage());
+        }
 
         return $absent === null ? $this->report(null) : SegmentFiles::withStandIn($absent, fn () => $this->report($absent));
+    }
+
+    /** No state to show: the segment cannot be used at all. Exit 2, as for a missing extension. */
+    private function unusable(string $why): int
+    {
+        $this->option('json')
+            ? $this->output->writeln(json_encode(['ok' => false, 'degraded' => $why, 'names' => (object) []], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE), OutputInterface::OUTPUT_RAW)
+            : $this->error('segment unusable: ' . $why);
+
+        return 2;
     }
 
     /** The report and its exit code; `$absent`: the segment's path when no process created it yet. */
@@ -80,11 +95,7 @@ final class StatusCommand extends Command
             $degraded = Funnel::degradedReason();
         } catch (\RuntimeException $e) {
             // Resilient\SharedMemoryError (resilient.shm_required=1): not even this process's counters.
-            $this->option('json')
-                ? $this->output->writeln(json_encode(['ok' => false, 'degraded' => $e->getMessage(), 'names' => (object) []], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES), OutputInterface::OUTPUT_RAW)
-                : $this->error('segment unusable: ' . $e->getMessage());
-
-            return 2;
+            return $this->unusable($e->getMessage());
         }
         $config = (array) $this->laravel['config']->get('resilient', []);
         // On a stand-in, a manager of its own: the app's keeps the clients it builds, and one
