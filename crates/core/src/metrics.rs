@@ -368,7 +368,8 @@ impl Metrics {
     /// An attempt ended with an answer or an upstream failure, after `latency`.
     pub fn attempt_ended(&self, class: AttemptClass, latency: Duration) {
         let b = self.block();
-        let us = latency.as_micros().min(u64::MAX as u128) as u64;
+        // Rounded up to whole µs: a latency over a bound (`le`) by less than one is over it.
+        let us = latency.as_nanos().div_ceil(1000).min(u64::MAX as u128) as u64;
         match class {
             AttemptClass::Success => b.success_latency.observe(us),
             AttemptClass::Failure(f) => {
@@ -500,6 +501,17 @@ mod tests {
         assert_eq!(bucket_of(1001), 1);
         assert_eq!(bucket_of(10_000_000), 12);
         assert_eq!(bucket_of(10_000_001), 13);
+    }
+
+    /// `le` is "less than or equal": a latency over a bound by less than a microsecond is over
+    /// it (before, truncated to whole µs, 1.0009 ms counted in `le="0.001"`).
+    #[test]
+    fn a_latency_just_over_a_bound_is_counted_over_it() {
+        let m = Metrics::new(segment("edge"), "edge").unwrap();
+        m.attempt_ended(AttemptClass::Success, Duration::from_nanos(1_000_900));
+        m.attempt_ended(AttemptClass::Success, Duration::from_millis(1));
+        let h = m.snapshot().success_latency;
+        assert_eq!((h.buckets[0], h.buckets[1]), (1, 1), "{h:?}");
     }
 
     #[test]
