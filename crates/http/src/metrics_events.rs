@@ -135,16 +135,18 @@ pub fn end_open_attempts() -> u64 {
     end_all(counts)
 }
 
-/// How metrics class an attempt's outcome.
-pub fn attempt_class(outcome: Outcome) -> AttemptClass {
-    match outcome {
+/// How metrics class an attempt's outcome; `None` for a failure of ours (the sink file could
+/// not be written), which is neither an answer nor an upstream failure.
+pub fn attempt_class(outcome: Outcome) -> Option<AttemptClass> {
+    Some(match outcome {
         Outcome::Status(s) if s < 400 => AttemptClass::Success,
         Outcome::Status(s) if s < 500 => AttemptClass::Failure(FailureClass::Status4xx),
         Outcome::Status(_) => AttemptClass::Failure(FailureClass::Status5xx),
         Outcome::Failed(FailureKind::Timeout) => AttemptClass::Failure(FailureClass::Timeout),
         Outcome::Failed(FailureKind::Connect) => AttemptClass::Failure(FailureClass::Connection),
+        Outcome::Failed(FailureKind::Sink) => return None,
         Outcome::Failed(_) => AttemptClass::Failure(FailureClass::Other),
-    }
+    })
 }
 
 /// Our refusal behind an unavailable call; `None` for an upstream failure.
@@ -189,7 +191,9 @@ impl CallEvents for MetricsEvents {
     }
 
     fn attempt_ended(&self, _attempt: u32, outcome: Outcome, duration: Duration) {
-        self.0.attempt_ended(attempt_class(outcome), duration);
+        if let Some(class) = attempt_class(outcome) {
+            self.0.attempt_ended(class, duration);
+        }
     }
 
     fn call_ended(&self, end: CallEnd) {

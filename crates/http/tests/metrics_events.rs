@@ -236,3 +236,21 @@ fn a_thread_that_ends_ends_its_attempts_once() {
     drop(permit);
     assert_eq!(metrics.snapshot().in_flight, 0, "and not twice");
 }
+
+/// A failure of ours (the sink file could not be written when the answer came) is neither an
+/// answer nor an upstream failure: metrics leave it out of both, as the breaker and the learned
+/// limit do. Before, it counted as an upstream failure (`other`) with a latency sample.
+#[test]
+fn a_sink_failure_is_no_upstream_failure() {
+    use resilient_core::AttemptClass;
+    use resilient_http::{attempt_class, Outcome};
+    assert_eq!(attempt_class(Outcome::Failed(FailureKind::Sink)), None);
+    assert_eq!(
+        attempt_class(Outcome::Failed(FailureKind::Closed)),
+        Some(AttemptClass::Failure(FailureClass::Other))
+    );
+    assert_eq!(
+        attempt_class(Outcome::Status(200)),
+        Some(AttemptClass::Success)
+    );
+}
