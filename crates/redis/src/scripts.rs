@@ -185,8 +185,8 @@ return 1
 /// bound; ms on the server's clock) and 20 counting buckets `e<i>`/`c<i>`/`f<i>` of
 /// `window / 20` ms, as `resilient_core::CircuitBreaker`'s. ARGV[1] is the operation, ARGV[2]
 /// the bucket ms:
-/// - `admit`, bucket ms, probe ms → {0} closed, {1, until} refused, {2, generation, took_over}
-///   probe;
+/// - `admit`, bucket ms, probe ms, longest open ms → {0} closed, {1, until} refused,
+///   {2, generation, took_over} probe;
 /// - `record`, bucket ms, failure (0/1), min calls, failure ratio, open ms, consecutive
 ///   failures, the attempt's duration ms → 1 opened, else 0. An attempt sent before the close
 ///   (now − duration < `at`) is not counted. `s`/`se`: the streak of failures in a row and the
@@ -196,6 +196,11 @@ return 1
 /// - `resolve`, bucket ms, generation, success (0/1), open ms → 1 closed, 2 reopened, 0 given
 ///   up. A close empties the bucket it falls in (the window starts afresh);
 /// - `give_back`, bucket ms, generation → 1, or 0 when it had been given up.
+///
+/// A server clock stepped back leaves `at` ahead of now: closed, it counts as now (else every
+/// attempt would pass for one sent before the close); open or half-open, a moment further ahead
+/// than the longest open period or the probe bound is over (else every host would be refused
+/// for as long as the step).
 ///
 /// Every write keeps the key for one window past its state's moment (the open period's end,
 /// the probe's bound, or now), and an open or half-open one a day more: a closed breaker
@@ -226,10 +231,17 @@ local function set(phase, until_ms)
 end
 if op == 'admit' then
   if p == 0 then return {0} end
-  if now < at then return {1, at} end
+  -- Further ahead than any open period or probe bound: the server's clock stepped back, and
+  -- the moment is over.
+  local ahead = at - now
+  if ahead > 0 and ahead <= tonumber(p == 1 and ARGV[4] or ARGV[3]) then return {1, at} end
   set(2, now + tonumber(ARGV[3]))
   return {2, g + 1, p == 2 and 1 or 0}
 elseif op == 'record' then
+  if p == 0 and at > now then
+    -- Closed since a moment ahead: the server's clock stepped back. Since now, then.
+    at = now
+  end
   if p == 0 and now - tonumber(ARGV[8]) < at then return 0 end
   local epoch = math.floor(now / bucket_ms)
   local i = epoch % 20

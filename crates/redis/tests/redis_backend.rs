@@ -526,6 +526,56 @@ fn an_open_breaker_left_idle_is_still_open_on_redis() {
     );
 }
 
+/// A Redis server whose clock stepped back (an hour here, as a VM restored from a snapshot)
+/// leaves the breaker's moment ahead of now. Closed, its failures still count (before, every
+/// attempt passed for one sent before the close, for that hour); open, a moment further ahead
+/// than any open period is over (before, every host was refused for that hour).
+#[test]
+fn a_server_clock_stepped_back_neither_blinds_nor_holds_the_breaker() {
+    let redis = RedisServer::start();
+    let ms = Duration::from_millis;
+    let config = BreakerConfig::new(0.5, 4, ms(10_000), ms(100), ms(1_000)).unwrap();
+    let b = backend(&redis.url("t17:"), OnBackendError::Closed, 1, "clock")
+        .breaker("up", config)
+        .unwrap();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let hour_ahead = (wall + 3_600_000).to_string();
+    // Closed since an hour from now.
+    redis.cli(&[
+        "HSET",
+        "t17:{up}:breaker",
+        "p",
+        "0",
+        "g",
+        "1",
+        "at",
+        &hour_ahead,
+    ]);
+    let opened = (0..4)
+        .filter_map(|_| b.record(true, 0, 0, 0))
+        .collect::<Vec<_>>();
+    assert_eq!(opened, [resilient_core::Transition::Opened]);
+    // Open until an hour from now, with an open period of 100 ms.
+    redis.cli(&[
+        "HSET",
+        "t17:{up}:breaker",
+        "p",
+        "1",
+        "g",
+        "2",
+        "at",
+        &hour_ahead,
+    ]);
+    std::thread::sleep(ms(10)); // past the 5 ms an admission answer is kept
+    assert!(
+        matches!(b.admit(now_ms()), Admission::Probe { .. }),
+        "over: one probe"
+    );
+}
+
 /// As in shared memory: a close empties the bucket it falls in (the failures that opened the
 /// breaker), and an attempt sent before the close does not count after it.
 #[test]
