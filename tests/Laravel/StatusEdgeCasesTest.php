@@ -95,30 +95,11 @@ final class StatusEdgeCasesTest extends PackageTestCase
     {
         $path = Run::shmPath('status-absent');   // the run's cleanup removes it if it appears
         @unlink($path);
-        $jobs = self::jobWithAFunnel('sap');
-        $code = self::childApp([
+        [$result, $json, $text, $prometheus, $doctor, $check] = $this->everyCommand([
             'funnels' => ['sap' => ['limit' => 3, 'reserve' => 1]],
             'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['ratio' => 0.1]]],
-            'check' => ['paths' => [$jobs]],
-        ]) . "require '$jobs/SapJob.php';\n" . <<<'PHP'
-            $app->boot();
-            foreach ([
-                [Resilient\Laravel\Console\StatusCommand::class, ['--json' => true]],
-                [Resilient\Laravel\Console\StatusCommand::class, []],
-                [Resilient\Laravel\Console\StatusCommand::class, ['--prometheus' => true]],
-                [Resilient\Laravel\Console\DoctorCommand::class, []],
-                [Resilient\Laravel\Console\CheckCommand::class, ['--json' => true]],
-            ] as [$class, $input]) {
-                $command = new $class();
-                $command->setLaravel($app);
-                $out = new Symfony\Component\Console\Output\BufferedOutput();
-                $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput($input), $out);
-                echo "--- exit $exit\n", $out->fetch(), "\n";
-            }
-            PHP;
-        $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => $path], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        ], $path);
         $this->assertFileDoesNotExist($path, $result->describe());
-        [, $json, $text, $prometheus, $doctor, $check] = explode('--- exit ', $result->stdout) + [5 => ''];
         $this->assertStringStartsWith('0', $json, $result->describe());
         $data = json_decode(substr($json, 2), true);
         $this->assertTrue($data['ok'], $json);
@@ -144,12 +125,35 @@ final class StatusEdgeCasesTest extends PackageTestCase
      */
     public function testARefusedSegmentPathIsSaidByEveryCommand(): void
     {
-        $jobs = self::jobWithAFunnel('sap');
-        $code = self::childApp([
+        [$result, $json, $text, $prometheus, $doctor, $check] = $this->everyCommand([
             'funnels' => ['sap' => ['limit' => 3]],
             'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9']],
-            'check' => ['paths' => [$jobs]],
-        ]) . "require '$jobs/SapJob.php';\n" . <<<'PHP'
+        ], 'relative.shm');
+        $why = 'resilient.shm_path';
+        $this->assertStringStartsWith('2', $json, $result->describe());
+        $data = json_decode(substr($json, 2), true);
+        $this->assertFalse($data['ok'], $json);
+        $this->assertStringContainsString($why, $data['degraded']);
+        $this->assertStringStartsWith('2', $text);
+        $this->assertStringContainsString("segment unusable: ", $text);
+        $this->assertStringStartsWith('2', $prometheus);
+        $this->assertStringStartsWith('1', $doctor);
+        $this->assertStringContainsString('error: segment unusable: ', $doctor);
+        $this->assertMatchesRegularExpression('/\n\d+ problem\(s\) found\.\n/', $doctor);
+        $this->assertStringStartsWith('2', $check);
+        $errors = json_decode(substr($check, 2), true)['errors'] ?? [];
+        $this->assertStringContainsString($why, implode("\n", $errors), $check);
+    }
+
+    /**
+     * Status (`--json`, plain, `--prometheus`), doctor and check `--json` in a child app with
+     * `$resilient` and one job through the funnel `sap`, at `resilient.shm_path` = `$shmPath`:
+     * the process, then each command's output after its exit code ("N\n...").
+     */
+    private function everyCommand(array $resilient, string $shmPath): array
+    {
+        $jobs = self::jobWithAFunnel('sap');
+        $code = self::childApp($resilient + ['check' => ['paths' => [$jobs]]]) . "require '$jobs/SapJob.php';\n" . <<<'PHP'
             $app->boot();
             foreach ([
                 [Resilient\Laravel\Console\StatusCommand::class, ['--json' => true]],
@@ -169,23 +173,10 @@ final class StatusEdgeCasesTest extends PackageTestCase
                 }
             }
             PHP;
-        $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => 'relative.shm'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => $shmPath], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
         $this->assertStringNotContainsString('--- thrown', $result->stdout, $result->describe());
-        [, $json, $text, $prometheus, $doctor, $check] = explode('--- exit ', $result->stdout) + [5 => ''];
-        $why = 'resilient.shm_path';
-        $this->assertStringStartsWith('2', $json, $result->describe());
-        $data = json_decode(substr($json, 2), true);
-        $this->assertFalse($data['ok'], $json);
-        $this->assertStringContainsString($why, $data['degraded']);
-        $this->assertStringStartsWith('2', $text);
-        $this->assertStringContainsString("segment unusable: ", $text);
-        $this->assertStringStartsWith('2', $prometheus);
-        $this->assertStringStartsWith('1', $doctor);
-        $this->assertStringContainsString('error: segment unusable: ', $doctor);
-        $this->assertMatchesRegularExpression('/\n\d+ problem\(s\) found\.\n/', $doctor);
-        $this->assertStringStartsWith('2', $check);
-        $errors = json_decode(substr($check, 2), true)['errors'] ?? [];
-        $this->assertStringContainsString($why, implode("\n", $errors), $check);
+
+        return [$result, ...array_slice(explode('--- exit ', $result->stdout) + [5 => ''], 1, 5)];
     }
 
     /** A folder with one queued job, `StatusEdge\SapJob`, through the funnel `$name`. */
