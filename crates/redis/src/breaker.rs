@@ -111,7 +111,6 @@ impl BreakerStore for RedisBreaker {
                 .arg("admit")
                 .arg(self.config.bucket_ms())
                 .arg(probe_ms.max(1))
-                .arg(self.config.open_ms(u64::MAX))
                 .invoke::<Vec<i64>>(c)
         });
         match answer.as_deref() {

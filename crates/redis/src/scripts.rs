@@ -182,11 +182,12 @@ return 1
 
 /// KEYS[1]: the breaker's hash: `p` (phase: 0 closed, 1 open, 2 half-open), `g` (generation,
 /// +1 on every transition), `at` (closed: since when; open: until when; half-open: the probe's
-/// bound; ms on the server's clock) and 20 counting buckets `e<i>`/`c<i>`/`f<i>` of
+/// bound; ms on the server's clock), `l` (how far ahead `at` was set: the open period or the
+/// probe bound, as the process that set it had them) and 20 counting buckets `e<i>`/`c<i>`/`f<i>` of
 /// `window / 20` ms, as `resilient_core::CircuitBreaker`'s. ARGV[1] is the operation, ARGV[2]
 /// the bucket ms:
-/// - `admit`, bucket ms, probe ms, longest open ms → {0} closed, {1, until} refused,
-///   {2, generation, took_over} probe;
+/// - `admit`, bucket ms, probe ms → {0} closed, {1, until} refused, {2, generation,
+///   took_over} probe;
 /// - `record`, bucket ms, failure (0/1), min calls, failure ratio, open ms, consecutive
 ///   failures, the attempt's duration ms → 1 opened, else 0. An attempt sent before the close
 ///   (now − duration < `at`) is not counted. `s`/`se`: the streak of failures in a row and the
@@ -197,10 +198,9 @@ return 1
 ///   up. A close empties the bucket it falls in (the window starts afresh);
 /// - `give_back`, bucket ms, generation → 1, or 0 when it had been given up.
 ///
-/// A server clock stepped back leaves `at` ahead of now: closed, it counts as now (else every
+/// A server clock stepped back leaves `at` ahead of now: closed, it becomes now (else every
 /// attempt would pass for one sent before the close); open or half-open, a moment further ahead
-/// than the longest open period or the probe bound is over (else every host would be refused
-/// for as long as the step).
+/// than `l` is over (else every host would be refused for as long as the step).
 ///
 /// Every write keeps the key for one window past its state's moment (the open period's end,
 /// the probe's bound, or now), and an open or half-open one a day more: a closed breaker
@@ -213,7 +213,7 @@ pub static BREAKER: LazyLock<Script> = LazyLock::new(|| {
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local k = KEYS[1]
-local s = redis.call('HMGET', k, 'p', 'g', 'at', 's', 'se')
+local s = redis.call('HMGET', k, 'p', 'g', 'at', 's', 'se', 'l')
 local p, g, at = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0
 local streak, streak_epoch = tonumber(s[4]) or 0, tonumber(s[5]) or 0
 local op = ARGV[1]
@@ -226,21 +226,22 @@ local function keep(phase, until_ms)
   redis.call('PEXPIRE', k, ttl)
 end
 local function set(phase, until_ms)
-  redis.call('HSET', k, 'p', phase, 'g', g + 1, 'at', until_ms)
+  redis.call('HSET', k, 'p', phase, 'g', g + 1, 'at', until_ms, 'l', until_ms - now)
   keep(phase, until_ms)
 end
 if op == 'admit' then
   if p == 0 then return {0} end
-  -- Further ahead than any open period or probe bound: the server's clock stepped back, and
-  -- the moment is over.
+  -- Further ahead than the period that set it: the server's clock stepped back, and the
+  -- moment is over. (A key written without `l` is taken at its word.)
   local ahead = at - now
-  if ahead > 0 and ahead <= tonumber(p == 1 and ARGV[4] or ARGV[3]) then return {1, at} end
+  if ahead > 0 and ahead <= (tonumber(s[6]) or ahead) then return {1, at} end
   set(2, now + tonumber(ARGV[3]))
   return {2, g + 1, p == 2 and 1 or 0}
 elseif op == 'record' then
   if p == 0 and at > now then
     -- Closed since a moment ahead: the server's clock stepped back. Since now, then.
     at = now
+    redis.call('HSET', k, 'at', at)
   end
   if p == 0 and now - tonumber(ARGV[8]) < at then return 0 end
   local epoch = math.floor(now / bucket_ms)

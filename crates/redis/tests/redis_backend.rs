@@ -529,7 +529,8 @@ fn an_open_breaker_left_idle_is_still_open_on_redis() {
 /// A Redis server whose clock stepped back (an hour here, as a VM restored from a snapshot)
 /// leaves the breaker's moment ahead of now. Closed, its failures still count (before, every
 /// attempt passed for one sent before the close, for that hour); open, a moment further ahead
-/// than any open period is over (before, every host was refused for that hour).
+/// than the open period that set it is over (before, every host was refused for that hour).
+/// A moment set by a process with a longer period than this one's is no step.
 #[test]
 fn a_server_clock_stepped_back_neither_blinds_nor_holds_the_breaker() {
     let redis = RedisServer::start();
@@ -542,38 +543,63 @@ fn a_server_clock_stepped_back_neither_blinds_nor_holds_the_breaker() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let hour_ahead = (wall + 3_600_000).to_string();
-    // Closed since an hour from now.
+    let ahead = |ms: u64| (wall + ms).to_string();
+    let key = "t17:{up}:breaker";
+    // Closed since an hour from now: attempts of 5 ms fail. The first, in flight when the step
+    // is seen, may have been sent before the close: not counted; those sent after it count.
     redis.cli(&[
         "HSET",
-        "t17:{up}:breaker",
+        key,
         "p",
         "0",
         "g",
         "1",
         "at",
-        &hour_ahead,
+        &ahead(3_600_000),
+        "l",
+        "0",
     ]);
-    let opened = (0..4)
-        .filter_map(|_| b.record(true, 0, 0, 0))
-        .collect::<Vec<_>>();
+    let failed = || {
+        let now = now_ms();
+        b.record(true, now - 5, now, 0)
+    };
+    assert_eq!(failed(), None);
+    std::thread::sleep(ms(10));
+    let opened = (0..4).filter_map(|_| failed()).collect::<Vec<_>>();
     assert_eq!(opened, [resilient_core::Transition::Opened]);
-    // Open until an hour from now, with an open period of 100 ms.
+    // Open until an hour from now, set with an open period of 100 ms: over.
     redis.cli(&[
         "HSET",
-        "t17:{up}:breaker",
+        key,
         "p",
         "1",
         "g",
         "2",
         "at",
-        &hour_ahead,
+        &ahead(3_600_000),
+        "l",
+        "100",
     ]);
     std::thread::sleep(ms(10)); // past the 5 ms an admission answer is kept
     assert!(
         matches!(b.admit(now_ms()), Admission::Probe { .. }),
         "over: one probe"
     );
+    // Open for a minute by a process whose open period is a minute: still open here.
+    redis.cli(&[
+        "HSET",
+        key,
+        "p",
+        "1",
+        "g",
+        "4",
+        "at",
+        &ahead(60_000),
+        "l",
+        "60000",
+    ]);
+    std::thread::sleep(ms(10));
+    assert!(matches!(b.admit(now_ms()), Admission::Refused { .. }));
 }
 
 /// As in shared memory: a close empties the bucket it falls in (the failures that opened the
