@@ -16,8 +16,8 @@ use Symfony\Component\Console\Output\OutputInterface;
  * mistakes before they reach production: timeouts that do not nest, retries in two layers (with
  * the multiplication), fixed backoff where jitter belongs. Exits 1 on any violation, for CI, and
  * 2 when it cannot check what config points it at (an empty `check.paths`, an entry that is not
- * a directory, a client entry that is not an array, a negative `queue.deadline_margin`): an
- * empty check must not pass. What a job
+ * a directory, a client entry that is not an array, a negative `queue.deadline_margin`, a
+ * `resilient.shm_path` the extension refuses): an empty check must not pass. What a job
  * computes at run time (a client name in a variable) is listed as not checked, without failing.
  * `--json` is written raw: a name in a finding is data, never console markup.
  */
