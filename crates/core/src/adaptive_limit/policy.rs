@@ -183,7 +183,13 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
     if w.drops > 0 {
         let ratio = w.drops as f64 / w.samples as f64;
         let factor = (1.0 - ratio).clamp(DROP_FACTOR_MIN, DROP_FACTOR_MAX);
-        e.limit = (prev.limit * factor).clamp(bounds.min, bounds.max);
+        // During a probe, from the limit it left (the probe's own is no judgement).
+        let from = if prev.streak == PROBING {
+            prev.ref_limit
+        } else {
+            prev.limit
+        };
+        e.limit = (from * factor).clamp(bounds.min, bounds.max);
         e.streak = 0;
         e.unused_limit = 0.0;
         if answers > 0 && (e.no_load_us == 0 || e.rtt_us < e.no_load_us) {
@@ -196,7 +202,9 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         // The interval after a probe. Its attempts were all admitted under the probe (the
         // mechanism counts none from before a cut): an rtt that did not move by 10 % shows
         // that the queue the hold saw was not ours.
-        if (rtt as f64 - prev.ref_rtt_us as f64).abs() <= 0.1 * prev.ref_rtt_us as f64 {
+        // And as in any interval, a lower rtt is the no-load latency at once.
+        let unmoved = (rtt as f64 - prev.ref_rtt_us as f64).abs() <= 0.1 * prev.ref_rtt_us as f64;
+        if unmoved || rtt < e.no_load_us {
             e.no_load_us = rtt;
         }
         e.limit = prev.ref_limit.clamp(bounds.min, bounds.max);
@@ -458,6 +466,24 @@ mod tests {
         assert_eq!(e.no_load_us, 120_000, "{limits:?}");
         let (_, limits) = on_slots(e, 4, 4);
         assert!(limits.iter().any(|l| *l >= 5.0), "{limits:?}");
+    }
+
+    /// The interval after a probe: an rtt under no_load is adopted as in any other, and a
+    /// drop cuts from the limit the probe left, not from the probe's.
+    #[test]
+    fn a_probe_adopts_a_lower_rtt_and_a_drop_cuts_from_the_hold() {
+        let probing = Estimates {
+            streak: PROBING,
+            ref_limit: 20.5,
+            ref_rtt_us: 180_000,
+            ..est(17.0, 140_000, 180_000)
+        };
+        let e = next(probing, answers(20, 132_000, 17), B);
+        assert_eq!((e.no_load_us, e.limit), (132_000, 20.5));
+        let mut w = answers(100, 150_000, 17);
+        w.drops = 1;
+        let e = next(probing, w, B);
+        assert!((e.limit - 20.5 * 0.9).abs() < 1e-9, "{}", e.limit);
     }
 
     #[test]
