@@ -116,7 +116,7 @@ pub struct Estimates {
     /// The last interval's mean latency (answers only), µs; 0 = none yet.
     pub rtt_us: u32,
     /// Latency-driven cuts since the rtt last came down by 10 % (0: not cutting; at most
-    /// [`REBASELINE_AFTER`]), or [`PROBING`].
+    /// [`REBASELINE_AFTER`]), or [`PROBING`] or [`SETTLING`].
     pub streak: u8,
     /// The limit and the rtt when that streak began, or of the hold a probe left.
     pub ref_limit: f64,
@@ -201,8 +201,8 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
     if prev.streak == PROBING {
         // The interval after a probe. Its attempts were all admitted under the probe (the
         // mechanism counts none from before a cut): an rtt that did not move by 10 % shows
-        // that the queue the hold saw was not ours.
-        // And as in any interval, a lower rtt is the no-load latency at once.
+        // that the queue the hold saw was not ours; a lower one is the no-load latency at
+        // once, as in any interval.
         let unmoved = (rtt as f64 - prev.ref_rtt_us as f64).abs() <= 0.1 * prev.ref_rtt_us as f64;
         if unmoved || rtt < e.no_load_us {
             e.no_load_us = rtt;
