@@ -462,6 +462,23 @@ fn background_callers_without_share_count_as_background_for_a_funnel_shared_with
     assert_eq!(redis.cli(&["ZCARD", "t10:{sap}:funnel:background"]), "0");
 }
 
+/// The breaker of "up" on `redis` (keys under `prefix`), opened by four failures: `config`
+/// must open on them (`min_calls` 4 at a ratio of 0.5).
+fn opened_breaker(
+    redis: &RedisServer,
+    prefix: &str,
+    seg: &str,
+    config: BreakerConfig,
+) -> Arc<dyn resilient_http::BreakerStore> {
+    let b = backend(&redis.url(prefix), OnBackendError::Closed, 1, seg)
+        .breaker("up", config)
+        .unwrap();
+    for _ in 0..4 {
+        b.record(true, 0, 0, 0);
+    }
+    b
+}
+
 /// The breaker's key lives for a window past its state's moment, set by every write: an open
 /// breaker whose probes keep failing, or one whose probe is still out, never expires into
 /// "closed" (the key's absence) while the window is short.
@@ -471,18 +488,13 @@ fn an_open_or_half_open_breaker_outlives_a_short_window_on_redis() {
     let ms = Duration::from_millis;
     // Window 1 s, open 100 ms, probe bound 5 s.
     let config = BreakerConfig::new(0.5, 4, ms(1_000), ms(100), ms(5_000)).unwrap();
-    let b = backend(&redis.url("t12:"), OnBackendError::Closed, 1, "ttl")
-        .breaker("up", config)
-        .unwrap();
+    let b = opened_breaker(&redis, "t12:", "ttl", config);
     let pttl = || {
         redis
             .cli(&["PTTL", "t12:{up}:breaker"])
             .parse::<i64>()
             .unwrap()
     };
-    for _ in 0..4 {
-        b.record(true, 0, 0, 0);
-    }
     std::thread::sleep(ms(150));
     let Admission::Probe { ticket, .. } = b.admit(now_ms()) else {
         panic!("a probe after open_for")
@@ -505,12 +517,7 @@ fn an_open_breaker_left_idle_is_still_open_on_redis() {
     let ms = Duration::from_millis;
     // Window 100 ms, open 100 ms: the key lived 205 ms past the opening.
     let config = BreakerConfig::new(0.5, 4, ms(100), ms(100), ms(1_000)).unwrap();
-    let b = backend(&redis.url("t16:"), OnBackendError::Closed, 1, "idle")
-        .breaker("up", config)
-        .unwrap();
-    for _ in 0..4 {
-        b.record(true, 0, 0, 0);
-    }
+    let b = opened_breaker(&redis, "t16:", "idle", config);
     assert!(
         matches!(b.admit(now_ms()), Admission::Refused { .. }),
         "open"
@@ -610,12 +617,7 @@ fn a_close_on_redis_starts_the_window_afresh() {
     let ms = Duration::from_millis;
     // Buckets of 3 min: the failures, the probe and the close fall in one bucket.
     let config = BreakerConfig::new(0.5, 4, ms(3_600_000), ms(100), ms(1_000)).unwrap();
-    let b = backend(&redis.url("t13:"), OnBackendError::Closed, 1, "fresh")
-        .breaker("up", config)
-        .unwrap();
-    for _ in 0..4 {
-        b.record(true, 0, 0, 0);
-    }
+    let b = opened_breaker(&redis, "t13:", "fresh", config);
     std::thread::sleep(ms(150));
     let Admission::Probe { ticket, .. } = b.admit(now_ms()) else {
         panic!("a probe after open_for")

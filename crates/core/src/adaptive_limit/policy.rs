@@ -236,9 +236,9 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         e.no_load_us = rtt;
     }
     let gradient = TOLERANCE * e.no_load_us as f64 / rtt as f64;
+    let used = w.inflight_sum as f64 / w.samples as f64;
     if gradient >= 1.0 {
         e.streak = 0;
-        let used = w.inflight_sum as f64 / w.samples as f64;
         let unused = used < prev.limit.floor() * USED_SHARE;
         if settling {
             // Left as the probe's end restored it.
@@ -298,7 +298,7 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
             } else {
                 e.limit = cut;
             }
-        } else if probe_due(&prev, w.inflight_sum as f64 / w.samples as f64, bounds) {
+        } else if probe_due(&prev, used, bounds) {
             e.limit = probe(prev.limit, bounds);
             e.ref_limit = prev.limit;
             e.ref_rtt_us = rtt;
