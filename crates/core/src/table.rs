@@ -6,7 +6,7 @@
 //! name: FNV-1a is not keyed, and two names chosen to collide (found in minutes) would
 //! otherwise share one funnel, budget and metrics. A name whose claimer has not written it yet
 //! is waited for briefly; one that never comes (the claimer died in between) is taken on its
-//! hash alone, as before names were compared.
+//! hash alone, as before names were compared, and written by that lookup.
 
 use crate::layout::{Entry, NAME_WORDS};
 use std::sync::atomic::Ordering;
@@ -86,7 +86,11 @@ fn holds(e: &Entry, name: &str) -> bool {
             len = e.name_len.load(Ordering::Acquire);
         }
         if len == 0 {
-            return true; // its claimer died before writing it: the hash decides
+            // Its claimer died before writing it: the hash decides, and the name is written
+            // for it, so that no later lookup waits again and snapshots list the name. (A
+            // claimer only slow to write it writes the same name, short of an FNV collision.)
+            write_name(e, name);
+            return true;
         }
     }
     let mut buf = [0u8; NAME_WORDS * 8];
@@ -155,6 +159,28 @@ mod tests {
         assert_eq!(find_or_claim(&entries, b), Some(ib));
         assert_eq!((find(&entries, a), find(&entries, b)), (Some(ia), Some(ib)));
         assert_eq!(find(&entries, "other"), None);
+    }
+
+    /// A claimer killed between its claim (the hash) and writing the name: the first lookup
+    /// waits for it, takes the entry on its hash and writes the name for it, so that no later
+    /// lookup waits again (every client of that name would otherwise pay `NAME_WAIT` for good)
+    /// and snapshots list the name.
+    #[test]
+    fn a_name_its_claimer_never_wrote_is_written_by_the_first_lookup() {
+        let entries: Vec<Entry> = (0..8).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let name = "shipping";
+        let h = name_hash(name);
+        let claimed = (h % entries.len() as u64) as usize;
+        entries[claimed].hash.store(h, Ordering::Release);
+        assert_eq!(read_name(&entries[claimed]), "");
+
+        assert_eq!(find_or_claim(&entries, name), Some(claimed));
+        assert_eq!(read_name(&entries[claimed]), name);
+        assert_eq!(
+            entries[claimed].name_len.load(Ordering::Acquire),
+            name.len() as u64
+        );
+        assert_eq!(find(&entries, name), Some(claimed));
     }
 
     /// A key longer than the stored 64 bytes is told apart by its length and first bytes.
