@@ -50,22 +50,27 @@ fn cap_when_web(seconds: f64, cap: f64) -> f64 {
 }
 
 /// Under a web SAPI, a `\ValueError` naming the first web cap whose configured value was
-/// refused (php.ini, `-d`, the FPM pool): a web request never runs on a silent default.
-/// Outside the web the caps do not apply, so their values do not matter.
+/// refused (php.ini, `-d`, the FPM pool, the request's `.user.ini`): a web request never runs
+/// on a silent default. Outside the web the caps do not apply: a refused one is said once per
+/// process in PHP's error log.
 pub fn check_web_caps() -> PhpResult<()> {
     check_caps_for(is_web())
 }
 
 /// [`check_web_caps`] for a caller that knows its context (a client's `context` option).
 pub fn check_caps_for(web: bool) -> PhpResult<()> {
-    if !web {
-        return Ok(());
-    }
-    for key in [
+    let keys = [
         ini::WEB_TIMEOUT,
         ini::WEB_CONNECT_TIMEOUT,
         ini::WEB_MAX_ATTEMPTS,
-    ] {
+    ];
+    if !web {
+        // Where they do not apply, a refused one is said once per process in the error log:
+        // the web workers it is meant for will refuse it.
+        keys.into_iter().for_each(ini::log_rejected_once);
+        return Ok(());
+    }
+    for key in keys {
         ini::check(key).map_err(crate::exceptions::value_error)?;
     }
     Ok(())

@@ -87,7 +87,7 @@ pub unsafe extern "C" fn request_shutdown(_ty: i32, _module_number: i32) -> i32 
     });
     let b = guarded(|| {
         deadline::clear();
-        crate::ini::forget_runtime_values();
+        crate::ini::forget_request_values();
         SUCCESS
     });
     if a == SUCCESS && b == SUCCESS {

@@ -305,10 +305,18 @@ pub fn web_max_attempts() -> u32 {
         .unwrap_or(DEFAULT_WEB_MAX_ATTEMPTS)
 }
 
-/// Values refused outside `ini_set()`: key and raw value, newest last.
+/// Values refused for the whole process (php.ini, `-d`, the FPM pool): key and raw value,
+/// newest last.
 static REJECTED: Mutex<Vec<(&'static CStr, String)>> = Mutex::new(Vec::new());
 /// Some value was ever refused (the common case, none, skips the lock in [`check`]).
 static ANY_REJECTED: AtomicBool = AtomicBool::new(false);
+/// What a `.user.ini` gave in this request, per key: `Some(raw value)` refused, `None`
+/// accepted. It counts over the process's values for this request only (the engine puts
+/// them back at its end, and the next request of the worker may come from another folder):
+/// forgotten by [`forget_request_values`].
+static THIS_REQUEST: Mutex<Vec<(&'static CStr, Option<String>)>> = Mutex::new(Vec::new());
+/// [`THIS_REQUEST`] is not empty.
+static ANY_THIS_REQUEST: AtomicBool = AtomicBool::new(false);
 /// The value `ini_set()` last accepted per key (see [`set_at_runtime`]).
 static ACCEPTED_AT_RUNTIME: Mutex<Vec<(&'static CStr, Vec<u8>)>> = Mutex::new(Vec::new());
 
@@ -328,31 +336,45 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
                 .to_owned(),
         );
     }
-    if !ANY_REJECTED.load(Ordering::Acquire) || set_at_runtime(key) {
+    let this_request = ANY_THIS_REQUEST.load(Ordering::Acquire);
+    if !(ANY_REJECTED.load(Ordering::Acquire) || this_request) || set_at_runtime(key) {
         return Ok(());
+    }
+    if this_request {
+        let given = THIS_REQUEST.lock().unwrap_or_else(PoisonError::into_inner);
+        match given.iter().find(|(k, _)| *k == key) {
+            Some((_, None)) => return Ok(()),
+            Some((_, Some(value))) => return Err(refused(key, value)),
+            None => {}
+        }
     }
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
     match rejected.iter().rev().find(|(k, _)| *k == key) {
         None => Ok(()),
-        // A backend URL may hold a password: never shown. Its problem is said in the words
-        // of the check that refused it, which never quote it.
-        Some((_, value)) if key == BACKEND => {
-            let problem = resilient_http::ClientConfig::default()
-                .set_backend(value)
-                .err()
-                .map_or_else(|| requirement(key), |e| e.problem().to_owned());
-            Err(format!(
-                "{}: {problem} (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
-                key.to_string_lossy(),
-            ))
-        }
-        Some((_, value)) => Err(format!(
-            "{}: {}, got '{}' (from php.ini, -d, the FPM pool or .user.ini)",
-            key.to_string_lossy(),
-            requirement(key),
-            value.escape_debug()
-        )),
+        Some((_, value)) => Err(refused(key, value)),
     }
+}
+
+/// The error for `key`'s configured `value`, refused.
+fn refused(key: &'static CStr, value: &str) -> String {
+    if key == BACKEND {
+        // A backend URL may hold a password: never shown. Its problem is said in the words of
+        // the check that refused it, which never quote it.
+        let problem = resilient_http::ClientConfig::default()
+            .set_backend(value)
+            .err()
+            .map_or_else(|| requirement(key), |e| e.problem().to_owned());
+        return format!(
+            "{}: {problem} (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
+            key.to_string_lossy(),
+        );
+    }
+    format!(
+        "{}: {}, got '{}' (from php.ini, -d, the FPM pool or .user.ini)",
+        key.to_string_lossy(),
+        requirement(key),
+        value.escape_debug()
+    )
 }
 
 /// `ini_set()` gave `key` a good value in this request: a refused configured value does not
@@ -398,12 +420,20 @@ fn set_at_runtime(key: &'static CStr) -> bool {
 /// entry modified and keep its value) is not taken for one set at runtime. (`ini_restore()`
 /// also records the original it puts back as accepted: a failed `ini_set()` after it in the
 /// same request counts as that value set at runtime, so a refused configured value stays set
-/// aside until the request ends, as after any good `ini_set()`.)
-pub fn forget_runtime_values() {
+/// aside until the request ends, as after any good `ini_set()`.) What a `.user.ini` gave,
+/// refused or accepted, is forgotten too: the worker's next request may come from a folder
+/// without it.
+pub fn forget_request_values() {
     ACCEPTED_AT_RUNTIME
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clear();
+    if ANY_THIS_REQUEST.swap(false, Ordering::AcqRel) {
+        THIS_REQUEST
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
 }
 
 /// Keys whose rejection this process already logged (with its pid: a forked
@@ -412,7 +442,7 @@ static LOGGED: Mutex<Vec<(u32, &'static CStr)>> = Mutex::new(Vec::new());
 
 /// For settings whose callers fall back to the default: log a refused value
 /// once per process, so the fallback is never silent.
-fn log_rejected_once(key: &'static CStr) {
+pub fn log_rejected_once(key: &'static CStr) {
     let Err(message) = check(key) else {
         return;
     };
@@ -538,10 +568,11 @@ const STAGE_HTACCESS: c_int = 1 << 5;
 
 /// Shared body of the validators: read the new value, never unwind into C.
 /// A bad value is refused; unless it comes from `ini_set()` it is also
-/// remembered for [`check`]. A good value from an FPM pool or `.user.ini`
-/// forgets an earlier bad one (not at startup: the engine validates the
-/// default right after refusing the configured value); one from `ini_set()`
-/// is remembered and sets it aside for the request (see [`set_at_runtime`]).
+/// remembered for [`check`]. A good value from an FPM pool forgets an earlier
+/// bad one (not at startup: the engine validates the default right after
+/// refusing the configured value); one from `ini_set()` is remembered and sets
+/// it aside for the request (see [`set_at_runtime`]). A `.user.ini`'s, good or
+/// bad, counts for its request only ([`THIS_REQUEST`]).
 fn validate(
     key: &'static CStr,
     new_value: *mut zend_string,
@@ -556,7 +587,7 @@ fn validate(
         let bytes = s.as_bytes();
         let good = std::str::from_utf8(bytes).is_ok_and(ok);
         // What ini_set() accepted in this request (forgotten at its end: see
-        // `forget_runtime_values`).
+        // `forget_request_values`).
         if good && stage & STAGE_RUNTIME != 0 {
             let mut accepted = ACCEPTED_AT_RUNTIME
                 .lock()
@@ -564,12 +595,23 @@ fn validate(
             accepted.retain(|(k, _)| *k != key);
             accepted.push((key, bytes.to_vec()));
         }
+        if stage & STAGE_HTACCESS != 0 {
+            // A `.user.ini`: this request's only.
+            let mut given = THIS_REQUEST.lock().unwrap_or_else(PoisonError::into_inner);
+            given.retain(|(k, _)| *k != key);
+            given.push((
+                key,
+                (!good).then(|| String::from_utf8_lossy(bytes).into_owned()),
+            ));
+            ANY_THIS_REQUEST.store(true, Ordering::Release);
+            return good;
+        }
         let mut rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
         if good {
             if key == SHM_PATH && stage & STAGE_ACTIVATE != 0 {
                 PATH_SET_BY_POOL.store(true, Ordering::Relaxed);
             }
-            if stage & (STAGE_ACTIVATE | STAGE_HTACCESS) != 0 {
+            if stage & STAGE_ACTIVATE != 0 {
                 rejected.retain(|(k, _)| *k != key);
             }
         } else if stage & (STAGE_RUNTIME | STAGE_DEACTIVATE) == 0 {

@@ -120,4 +120,31 @@ final class IniTest extends TestCase
         $out = PhpProcess::runScript('expect_throw.php', ['return ini_set("resilient.shm_path", "");'], ['resilient.shm_path' => $path], 20)->json();
         $this->assertSame($path, $out['returned'], json_encode($out));
     }
+
+    /**
+     * In a console context the web caps do not apply, so a refused one is no error there; it is
+     * said once per process in PHP's error log (the web workers it is meant for will refuse
+     * it), whichever way the script reaches the caps: a client, then each Context method.
+     */
+    public function testRefusedWebCapsAreSaidOnceInAConsoleContext(): void
+    {
+        $code = 'new Resilient\Client("caps"); new Resilient\Client("caps2");
+            return [Resilient\Context::maxAttempts(5), Resilient\Context::timeout(30), Resilient\Context::connectTimeout(10)];';
+        $ini = [
+            'resilient.shm_path' => Run::shmPath('ini-caps-' . bin2hex(random_bytes(3))),
+            'resilient.web_timeout' => 'abc',
+            'resilient.web_connect_timeout' => '-1',
+            'resilient.web_max_attempts' => '500',
+        ];
+        $r = PhpProcess::runScript('expect_throw.php', [$code], $ini, 20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $out = $r->json();
+        $this->assertFalse($out['threw'], json_encode($out));
+        $this->assertEquals([5, 30.0, 10.0], $out['returned'], 'no cap in a console context');
+        // CLI without error_log: PHP's log goes to stderr.
+        foreach (['resilient.web_timeout' => "'abc'", 'resilient.web_connect_timeout' => "'-1'", 'resilient.web_max_attempts' => "'500'"] as $key => $value) {
+            $this->assertSame(1, substr_count($r->stderr, "$key: "), "$key said once:\n" . $r->stderr);
+            $this->assertStringContainsString("got $value", $r->stderr);
+        }
+    }
 }

@@ -10,9 +10,10 @@ namespace Resilient\Tests\Harness;
  */
 final class Fcgi
 {
-    public static function get(string $socket, string $script, array $query = [], float $timeout = 20.0): string
+    /** @param array<string, string> $env more FastCGI parameters (DOCUMENT_ROOT: php-fpm reads `.user.ini` files from there down to the script's folder) */
+    public static function get(string $socket, string $script, array $query = [], float $timeout = 20.0, array $env = []): string
     {
-        $env = [
+        $env += [
             'SCRIPT_FILENAME' => $script,
             'SCRIPT_NAME' => '/' . basename($script),
             'REQUEST_METHOD' => 'GET',

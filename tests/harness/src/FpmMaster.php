@@ -20,7 +20,7 @@ final class FpmMaster
      * With `$extensionInMaster = false` the master does not load the extension: a pool that wants
      * it loads it itself (`'ini' => ['extension' => Run::extension(), ...]`, in the order given).
      *
-     * @param array<string, array{workers: int, ini?: array<string,string>, env?: array<string,string>}> $pools
+     * @param array<string, array{workers: int, ini?: array<string,string>, values?: array<string,string>, env?: array<string,string>}> $pools (`ini`: php_admin_value lines; `values`: php_value lines, which a `.user.ini` may change)
      */
     public static function start(string $dir, array $pools, string $shmPath, bool $extensionInMaster = true): ServiceProcess
     {
@@ -50,6 +50,9 @@ final class FpmMaster
             }
             foreach ($pool['ini'] ?? [] as $k => $v) {
                 $conf[] = "php_admin_value[$k] = $v";
+            }
+            foreach ($pool['values'] ?? [] as $k => $v) {
+                $conf[] = "php_value[$k] = $v";
             }
             $conf[] = '';
         }
