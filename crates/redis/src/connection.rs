@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use crate::lookup::{self, Lookup, Resolver};
 use crate::target::Target;
+use crate::unix_connect::UnixConnect;
 
 /// The first back-off after a failure.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -91,13 +92,14 @@ pub enum Unreachable {
 const MAX_UNREAD: usize = 16;
 
 /// What a reply not read yet answers.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum Unread {
     /// A release's ZREM (`leftovers.rs`: its entry), or a command sent with
     /// [`Server::send`].
     Release(Option<u64>),
-    /// An EVALSHA sent by [`Pipelined::send_script`] (the script's hash).
-    Script(&'static str),
+    /// An EVALSHA sent by [`Pipelined::send_script`] (the script's hash, and the key it works
+    /// on, whose node a `MOVED` names).
+    Script(&'static str, Option<Arc<str>>),
 }
 
 /// What a connection was sent without waiting for its reply, and what those replies said.
@@ -112,6 +114,9 @@ struct Pending {
     /// Releases answered `MOVED` (their entry, the node named): the slot was resharded while
     /// held, and the release follows its key.
     moved: Vec<(u64, String)>,
+    /// Scripts sent without waiting answered `MOVED` (their key, the node named): the key's
+    /// next ones go there.
+    moved_keys: Vec<(Arc<str>, String)>,
     /// The scripts this connection loaded (SCRIPT LOAD answered), whose EVALSHA may be sent
     /// without waiting: it will not come back NOSCRIPT unless the scripts were flushed since.
     loaded: Vec<&'static str>,
@@ -145,6 +150,8 @@ pub struct Server {
     slot: Mutex<Slot>,
     /// The cluster nodes a redirection named, shared by the URL's server and those nodes'.
     redirects: Link,
+    /// A `unix://` server's connects (`unix_connect.rs`).
+    unix: UnixConnect,
 }
 
 /// What a Redis Cluster's redirections (`MOVED`) taught this process: a server per node they
@@ -372,6 +379,7 @@ impl Server {
             resolver,
             slot: Mutex::new(Slot::new(0, resolver)),
             redirects,
+            unix: UnixConnect::default(),
         })
     }
 
@@ -514,6 +522,7 @@ impl Server {
             let result = fit(conn, &mut slot.timeout, first).and_then(|()| {
                 let mut c = Pipelined {
                     conn,
+                    key,
                     pending: &mut slot.pending,
                     timeout: &mut slot.timeout,
                     started,
@@ -590,6 +599,15 @@ impl Server {
                 crate::leftovers::moved(id, |key| self.redirects.get()?.learn(self, key, &to));
             slot.pending.refused |= !learnt;
         }
+        for (key, to) in std::mem::take(&mut slot.pending.moved_keys) {
+            let learnt = self
+                .redirects
+                .get()
+                .and_then(|r| r.learn(self, &key, &to))
+                .is_some();
+            // Not learnt: as any other refusal, the next ones are waited for.
+            slot.pending.scripts_refused |= !learnt;
+        }
         if slot.conn.is_some() && slot.pending.unread.is_empty() {
             if std::mem::take(&mut slot.pending.refused) {
                 crate::leftovers::send_again(self);
@@ -624,7 +642,7 @@ impl Server {
         let (host, port, tls) = match &self.target.info.addr {
             redis::ConnectionAddr::Tcp(host, port) => (host, *port, false),
             redis::ConnectionAddr::TcpTls { host, port, .. } => (host, *port, true),
-            _ => return self.client.get_connection_with_timeout(left()),
+            redis::ConnectionAddr::Unix(_) => return self.unix.connect(&self.client, left()),
         };
         if host.parse::<std::net::IpAddr>().is_ok() {
             return self.client.get_connection_with_timeout(left());
@@ -701,6 +719,8 @@ impl Server {
 /// (the next admission would wait for the release's reply before it is even sent).
 pub struct Pipelined<'a> {
     conn: &'a mut redis::Connection,
+    /// The key the operation works on (a cluster's `MOVED` names its node).
+    key: Option<&'a str>,
     /// What was sent without waiting (the slot's).
     pending: &'a mut Pending,
     /// The read/write timeout set on `conn` now (the slot's).
@@ -768,7 +788,7 @@ impl Pipelined<'_> {
         let hash = script.get_hash();
         self.write(
             &evalsha.get_packed_command(),
-            std::iter::once(Unread::Script(hash)),
+            std::iter::once(Unread::Script(hash, self.key.map(Arc::from))),
         )
     }
 
@@ -833,7 +853,7 @@ impl Pipelined<'_> {
     /// script's error reply means it did not run: NOSCRIPT has it loaded again before the next
     /// one is sent; any other has the next ones waited for.
     fn drain(&mut self) -> redis::RedisResult<()> {
-        while let Some(&kind) = self.pending.unread.front() {
+        while let Some(kind) = self.pending.unread.front().cloned() {
             self.bound()?;
             // An error reply comes as a value (redis-rs leaves extracting it to the caller).
             let (code, moved_to, error) = match self.conn.recv_response() {
@@ -862,10 +882,13 @@ impl Pipelined<'_> {
                         crate::report::failure(e);
                     }
                 }
-                (Unread::Script(hash), Some("NOSCRIPT"), _) => {
+                (Unread::Script(hash, _), Some("NOSCRIPT"), _) => {
                     self.pending.loaded.retain(|&h| h != hash)
                 }
-                (Unread::Script(_), Some(_), _) => self.pending.scripts_refused = true,
+                (Unread::Script(_, Some(key)), Some("MOVED"), Some(to)) => {
+                    self.pending.moved_keys.push((key, to))
+                }
+                (Unread::Script(..), Some(_), _) => self.pending.scripts_refused = true,
             }
         }
         Ok(())
@@ -999,6 +1022,7 @@ impl Slot {
         fit(conn, &mut self.timeout, wait)?;
         redis::cmd("PING").query::<()>(&mut Pipelined {
             conn,
+            key: None,
             pending: &mut self.pending,
             timeout: &mut self.timeout,
             started,

@@ -6,7 +6,7 @@
 //! - `target`: the URL (never shown: it may hold a password), key prefix, hash-tagged keys;
 //! - `connection`: this process's one connection per server (opened again after fork),
 //!   timeouts from the request's deadline, back-off after a failure; `lookup`: the host name's
-//!   lookup, bounded by the same wait;
+//!   lookup, bounded by the same wait; `unix_connect`: a unix socket's connect, bounded too;
 //! - `scripts`: the Lua scripts, one EVALSHA per decision, on the server's clock;
 //! - `funnel`, `budget`, `breaker`: the guard, the retry allowance and the breaker store;
 //! - `backend`: [`Redis`] and the `on_backend_error` behaviours;
@@ -26,6 +26,7 @@ mod report;
 mod scripts;
 mod target;
 mod token;
+mod unix_connect;
 
 pub use backend::Redis;
 pub use connection::{Route, Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};

@@ -70,6 +70,10 @@ impl RedisServer {
     pub fn port(&self) -> u16 {
         self.port
     }
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
     pub fn url(&self, prefix: &str) -> String {
         format!("redis://127.0.0.1:{}/0?prefix={prefix}", self.port)
     }
