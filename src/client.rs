@@ -745,6 +745,7 @@ fn pool_item<'a>(
     let text = |index: i64, what: &str| -> PhpResult<String> {
         let z = list
             .get_index(index)
+            .map(Zval::dereference)
             .filter(|z| z.is_string())
             .ok_or_else(bad)?;
         z.str().map(str::to_owned).ok_or_else(|| {
@@ -755,7 +756,7 @@ fn pool_item<'a>(
     };
     let method = text(0, "method")?;
     let path = text(1, "path")?;
-    let options = match list.get_index(2) {
+    let options = match list.get_index(2).map(Zval::dereference) {
         None => None,
         Some(z) if z.is_null() => None,
         Some(z) => Some(z.array().ok_or_else(bad)?),

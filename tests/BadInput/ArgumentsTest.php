@@ -114,6 +114,38 @@ final class ArgumentsTest extends TestCase
     }
 
     /**
+     * The longest `timeout` with a funnel and no `lease`: the default lease (twice the timeout)
+     * is kept within a year, whichever option comes first. Before, `ValueError` naming
+     * `funnel.lease`, an option not given (or naming `lease` with the funnel first).
+     */
+    public function testTheLongestTimeoutIsAcceptedWithAFunnel(): void
+    {
+        $options = ['base_url' => 'http://127.0.0.1:9', 'timeout' => 31536000, 'funnel' => ['limit' => 2]];
+        foreach ([$options, array_reverse($options, true)] as $given) {
+            $c = new \Resilient\Client('year-' . bin2hex(random_bytes(3)), $given);
+            $this->assertInstanceOf(\Resilient\Client::class, $c, implode(', ', array_keys($given)));
+        }
+    }
+
+    /**
+     * A pool item's method, path and options may be PHP references (an array built with `&`, or
+     * left so by `foreach (... as &$r)`): they are their values. Before, a referenced method or
+     * path was refused as a wrong shape.
+     */
+    public function testAPoolItemsPartsMayBeReferences(): void
+    {
+        $method = 'GET';
+        $path = '/x';
+        $options = null;
+        $c = new \Resilient\Client('refs-' . bin2hex(random_bytes(3)), ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 1]);
+        $out = $c->pool(['a' => [&$method, &$path, &$options], 'b' => [&$method, '/y']]);
+        $this->assertSame(['a', 'b'], array_keys($out));
+        // Port 9 refuses the connection: each item is sent, and fails as an upstream failure.
+        $this->assertInstanceOf(\Resilient\UpstreamFailed::class, $out['a']);
+        $this->assertInstanceOf(\Resilient\UpstreamFailed::class, $out['b']);
+    }
+
+    /**
      * Numbers arrive as PHP's own functions take them (docs/errors.md): numeric strings and
      * integral floats are accepted; anything else is a \TypeError in PHP's own words, naming the
      * function, the argument and the type given.

@@ -126,7 +126,7 @@ impl HttpClientBuilder {
             self.guards.push(Arc::new(guard));
         }
         if let Some(f) = self.config.funnel {
-            let config = f.config(policy.timeout.saturating_mul(2))?;
+            let config = f.config(policy.timeout)?;
             self.guards.push(backend.funnel(name, config, background)?);
         }
         if let Some(b) = self.config.budget {

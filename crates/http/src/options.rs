@@ -16,13 +16,17 @@ use crate::config_error::ConfigError;
 use crate::transport_options::TransportOptions;
 
 impl FunnelOptions {
-    /// The core's config: a fixed or a learned limit, `lease` (the default, when `self.lease`
-    /// is `None`).
+    /// The core's config: a fixed or a learned limit, and `lease`, by default twice the
+    /// attempt's `timeout` (an attempt outliving its slot has it counted free), within the
+    /// longest duration accepted (a `timeout` of a year is one).
     pub fn config(
         &self,
-        default_lease: Duration,
+        timeout: Duration,
     ) -> Result<resilient_core::FunnelConfig, resilient_core::Error> {
-        let lease = self.lease.unwrap_or(default_lease);
+        let longest = Duration::from_secs_f64(resilient_core::validate::MAX_SECONDS);
+        let lease = self
+            .lease
+            .unwrap_or_else(|| timeout.saturating_mul(2).min(longest));
         match self.auto {
             Some(bounds) => resilient_core::FunnelConfig::adaptive(bounds, self.reserve, lease),
             None => resilient_core::FunnelConfig::new(self.limit, self.reserve, lease),
@@ -299,13 +303,13 @@ impl ClientConfig {
         self.max_retry_after = wait;
     }
     /// The funnel; its values are `FunnelConfig`'s (a lease is needed to check them: the
-    /// default, 2 × `timeout`, when `lease` is `None`). `None` disables it.
+    /// default, from `timeout`, when `lease` is `None`). `None` disables it.
     pub fn set_funnel(
         &mut self,
         funnel: Option<FunnelOptions>,
     ) -> Result<(), resilient_core::Error> {
         if let Some(f) = funnel {
-            f.config(self.timeout.saturating_mul(2))?;
+            f.config(self.timeout)?;
         }
         self.funnel = funnel;
         Ok(())
