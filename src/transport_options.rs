@@ -171,8 +171,11 @@ fn proxy(value: &Zval) -> PhpResult<Proxy> {
             no: Vec::new(),
         });
     }
+    let Some(by_scheme) = v.array() else {
+        return Err(crate::options::mismatch("string|array", value, "proxy"));
+    };
     let mut proxy = Proxy::default();
-    for (key, v) in entries(table(value, "proxy")?, "proxy")? {
+    for (key, v) in entries(by_scheme, "proxy")? {
         let path = format!("proxy.{key}");
         match key.as_str() {
             "http" => proxy.http = off_or(v, |v| proxy_url(v, &path))?,

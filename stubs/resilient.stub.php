@@ -660,11 +660,13 @@ namespace Resilient {
      * Constructible and subclassable from PHP.
      */
     class Unavailable extends \RuntimeException {
-        /** The last response received, if any (set by Resilient\Client). */
+        /** The last attempt's response, if it got one (set by Resilient\Client). */
         protected $response = null;
 
         /**
-         * The last Response received before giving up, or null.
+         * The last attempt's Response, or null when that attempt got none (a timeout, a
+         * refused connection: see failure()) or no attempt was sent; an answer an earlier
+         * attempt got is not kept.
          *
          * @return \Resilient\Response|null
          */

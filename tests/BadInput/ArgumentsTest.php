@@ -269,6 +269,8 @@ final class ArgumentsTest extends TestCase
         yield 'request options' => [$client . '->request("GET", "/x", 1.5);', \TypeError::class, 'Resilient\\Client::request(): Argument #3 ($options) must be of type ?array, float given'];
         yield 'pool requests' => [$client . '->pool("x");', \TypeError::class, 'Resilient\\Client::pool(): Argument #1 ($requests) must be of type array, string given'];
         yield 'client options' => ['new Resilient\\Client("typed", new ArrayObject());', \TypeError::class, 'Resilient\\Client::__construct(): Argument #2 ($options) must be of type ?array, ArrayObject given'];
+        // A string is a proxy for every scheme: said beside the array (before: "array").
+        yield 'proxy' => ['new Resilient\\Client("typed", ["proxy" => 5]);', \TypeError::class, "option 'proxy' must be of type string|array, int given"];
         yield 'fake headers' => ['Resilient\\Response::fake(200, "", "h");', \TypeError::class, 'Resilient\\Response::fake(): Argument #3 ($headers) must be of type ?array, string given'];
     }
 
