@@ -282,9 +282,16 @@ pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
                 "headers" => {
                     for (h, hv) in entries(table(v, &path)?, &path)? {
                         let value = header_value(hv, &format!("{path}.{h}"))?;
+                        // Named as the part's (`multipart.0.headers.X`), not the request's.
                         resilient_http::RequestOptions::new()
                             .header(&h, value.as_bytes())
-                            .map_err(config_error)?;
+                            .map_err(|e| {
+                                exceptions::value_error(format!(
+                                    "option '{at}.{}': {}",
+                                    e.option(),
+                                    e.problem()
+                                ))
+                            })?;
                         headers.push((h, value));
                     }
                 }

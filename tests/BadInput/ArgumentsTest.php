@@ -146,6 +146,25 @@ final class ArgumentsTest extends TestCase
     }
 
     /**
+     * A multipart part's bad header is named by the part's path. Before, `option 'headers.X-A'`,
+     * which sent the reader to the request's own headers.
+     */
+    public function testAMultipartPartsBadHeaderIsNamedByItsPart(): void
+    {
+        $c = new \Resilient\Client('mp-' . bin2hex(random_bytes(3)), ['base_url' => 'http://127.0.0.1:9']);
+        $part = ['name' => 'a', 'contents' => 'x', 'headers' => ['X-A' => "1\n2"]];
+        try {
+            $c->request('POST', '/x', ['multipart' => [$part]]);
+            $this->fail('a header value with a line break was sent');
+        } catch (\ValueError $e) {
+            $this->assertSame(
+                "option 'multipart.0.headers.X-A': contains characters not allowed in a header value (control characters or line breaks)",
+                $e->getMessage(),
+            );
+        }
+    }
+
+    /**
      * Numbers arrive as PHP's own functions take them (docs/errors.md): numeric strings and
      * integral floats are accepted; anything else is a \TypeError in PHP's own words, naming the
      * function, the argument and the type given.
