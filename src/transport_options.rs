@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use ext_php_rs::convert::IntoZvalDyn;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, Zval};
-use resilient_http::{Bytes, Part, PartContents, Proxy, Redirects, TransportOptions, Url};
+use resilient_http::{
+    Bytes, ConfigError, Part, PartContents, Proxy, Redirects, TransportOptions, Url,
+};
 
 use crate::exceptions;
 use crate::options::{
@@ -172,7 +174,7 @@ fn proxy(value: &Zval) -> PhpResult<Proxy> {
         });
     }
     let Some(by_scheme) = v.array() else {
-        return Err(crate::options::mismatch("string|array", value, "proxy"));
+        return Err(mismatch("string|array", value, "proxy"));
     };
     let mut proxy = Proxy::default();
     for (key, v) in entries(by_scheme, "proxy")? {
@@ -286,10 +288,9 @@ pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
                         resilient_http::RequestOptions::new()
                             .header(&h, value.as_bytes())
                             .map_err(|e| {
-                                exceptions::value_error(format!(
-                                    "option '{at}.{}': {}",
-                                    e.option(),
-                                    e.problem()
+                                config_error(ConfigError::new(
+                                    format!("{at}.{}", e.option()),
+                                    e.problem(),
                                 ))
                             })?;
                         headers.push((h, value));

@@ -9,6 +9,8 @@ pub const MAX_NAME_LEN: usize = 64;
 /// The longest duration we accept, in seconds (a year): larger values are typos and
 /// would overflow nanosecond arithmetic.
 pub const MAX_SECONDS: f64 = 31_536_000.0;
+/// [`MAX_SECONDS`] as a duration: what a duration derived from settings is kept within.
+pub const MAX_DURATION: Duration = Duration::from_secs(MAX_SECONDS as u64);
 
 /// A number as an error message shows it: short in every case (`{}` spells out all 300 digits
 /// of 1e300, and of 1e-300), so very large or very small ones in scientific notation.

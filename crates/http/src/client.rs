@@ -114,9 +114,7 @@ impl HttpClientBuilder {
             let probe = policy
                 .timeout
                 .saturating_add(PROBE_MARGIN)
-                .min(Duration::from_secs_f64(
-                    resilient_core::validate::MAX_SECONDS,
-                ));
+                .min(resilient_core::validate::MAX_DURATION);
             let config = c.breaker_config(probe)?;
             let store = backend.breaker(name, config)?;
             let mut guard = BreakerGuard::new(store, &policy.retry_on, policy.timeout);

@@ -23,10 +23,11 @@ impl FunnelOptions {
         &self,
         timeout: Duration,
     ) -> Result<resilient_core::FunnelConfig, resilient_core::Error> {
-        let longest = Duration::from_secs_f64(resilient_core::validate::MAX_SECONDS);
-        let lease = self
-            .lease
-            .unwrap_or_else(|| timeout.saturating_mul(2).min(longest));
+        let lease = self.lease.unwrap_or_else(|| {
+            timeout
+                .saturating_mul(2)
+                .min(resilient_core::validate::MAX_DURATION)
+        });
         match self.auto {
             Some(bounds) => resilient_core::FunnelConfig::adaptive(bounds, self.reserve, lease),
             None => resilient_core::FunnelConfig::new(self.limit, self.reserve, lease),
