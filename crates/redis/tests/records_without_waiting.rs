@@ -48,10 +48,10 @@ fn a_restart_found_behind_a_record_sends_the_next_command_again() {
 }
 
 /// Redis refusing every record with an error (here READONLY: the URL's server became a
-/// replica after a failover; MOVED, NOPERM, MISCONF, OOM alike): once a refusal is read, the
-/// next records wait for their replies, so each refused one falls back to the local budget
-/// (`local`), with the back-off and report of any failed command. At most the records sent
-/// before the first refusal was read are lost.
+/// replica after a failover; NOPERM, MISCONF, OOM alike; a cluster's MOVED teaches the key's
+/// node instead): once a refusal is read, the next records wait for their replies, so each
+/// refused one falls back to the local budget (`local`), with the back-off and report of any
+/// failed command. At most the records sent before the first refusal was read are lost.
 #[test]
 fn originals_refused_by_redis_fall_back_to_the_local_budget() {
     let primary = RedisServer::start();
