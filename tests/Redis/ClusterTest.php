@@ -24,22 +24,29 @@ final class ClusterTest extends HttpTestCase
     private static array $nodes = [];
     /** @var list<int> */
     private static array $ports = [];
+    /** @var list<int> */
+    private static array $busPorts = [];
 
     public static function setUpBeforeClass(): void
     {
         foreach ([0, 1, 2] as $i) {
             $port = Run::freePort();
+            $bus = Run::freePort();
             $dir = Run::tempDir("cluster-$i");
             self::$nodes[] = ServiceProcess::start(
                 ['redis-server', '--bind', '127.0.0.1', '--port', (string) $port, '--save', '', '--appendonly', 'no',
-                    '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--dir', $dir],
+                    '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--dir', $dir,
+                    // Its own bus port: the default, port + 10000, is out of range above 55535
+                    // and the node exits just after its port opened.
+                    '--cluster-port', (string) $bus],
                 $dir . '/redis-' . hrtime(true),
             );
             self::$ports[] = $port;
+            self::$busPorts[] = $bus;
         }
         foreach (self::$ports as $port) {
             $until = microtime(true) + 5;
-            while (@fsockopen('127.0.0.1', $port) === false) {
+            while (!self::answersPing($port)) {
                 if (microtime(true) > $until) {
                     throw new \RuntimeException('redis-server did not start');
                 }
@@ -49,8 +56,9 @@ final class ClusterTest extends HttpTestCase
         foreach ([[0, 5460], [5461, 10922], [10923, 16383]] as $i => [$first, $last]) {
             self::cli($i, 'CLUSTER', 'ADDSLOTSRANGE', (string) $first, (string) $last);
         }
-        self::cli(0, 'CLUSTER', 'MEET', '127.0.0.1', (string) self::$ports[1]);
-        self::cli(0, 'CLUSTER', 'MEET', '127.0.0.1', (string) self::$ports[2]);
+        foreach ([1, 2] as $i) {
+            self::cli(0, 'CLUSTER', 'MEET', '127.0.0.1', (string) self::$ports[$i], (string) self::$busPorts[$i]);
+        }
         $until = microtime(true) + 10;
         foreach ([0, 1, 2] as $i) {
             while (!str_contains($info = self::cli($i, 'CLUSTER', 'INFO'), 'cluster_state:ok')
@@ -70,6 +78,21 @@ final class ClusterTest extends HttpTestCase
         }
         self::$nodes = [];
         self::$ports = [];
+        self::$busPorts = [];
+    }
+
+    /** Whether the node answers PING: a port that accepts may belong to a node about to exit. */
+    private static function answersPing(int $port): bool
+    {
+        $s = @fsockopen('127.0.0.1', $port, $errno, $errstr, 0.5);
+        if ($s === false) {
+            return false;
+        }
+        stream_set_timeout($s, 0, 500_000);
+        fwrite($s, "PING\r\n");
+        $reply = fgets($s);
+        fclose($s);
+        return $reply === "+PONG\r\n";
     }
 
     private static function cli(int $node, string ...$args): string

@@ -26,7 +26,13 @@ pub fn cluster() -> [RedisServer; 3] {
     }
     for other in &nodes[1..] {
         let port = other.port().to_string();
-        assert_eq!(nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &port]), "OK");
+        // The node's bus port is its own (see `RedisServer::start_with`), so MEET names it.
+        let bus = other.cli(&["CONFIG", "GET", "cluster-port"]);
+        let bus = bus.lines().nth(1).expect("cluster-port");
+        assert_eq!(
+            nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &port, bus]),
+            "OK"
+        );
     }
     let until = Instant::now() + Duration::from_secs(10);
     while !nodes.iter().all(|n| {

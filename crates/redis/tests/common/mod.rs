@@ -24,28 +24,40 @@ impl RedisServer {
     pub fn start() -> RedisServer {
         Self::start_with(&[])
     }
-    /// A server started with `extra` arguments too.
+    /// A server started with `extra` arguments too. A cluster node gets a bus port of its own
+    /// (by default Redis takes the port + 10000, which is out of range above 55535 and makes
+    /// the node exit just after its port opened). A server that exits while starting (a port
+    /// taken between the pick and the bind) is started again on other ports.
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!(
-            "resilient-redis-test-{}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut s = RedisServer {
-            child: None,
-            port,
-            dir,
-            extra: extra.iter().map(|a| a.to_string()).collect(),
-        };
-        s.restart();
-        s
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!(
+                "resilient-redis-test-{}-{port}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+            if extra.iter().any(|a| a == "--cluster-enabled") {
+                extra.extend(["--cluster-port".to_owned(), free_port().to_string()]);
+            }
+            let mut s = RedisServer {
+                child: None,
+                port,
+                dir,
+                extra,
+            };
+            if s.try_start() {
+                return s;
+            }
+        }
+        panic!("redis-server did not start on five pairs of ports");
     }
+    /// Starts the server again on its port (after [`kill`](Self::kill)).
     pub fn restart(&mut self) {
+        assert!(self.try_start(), "redis-server did not start again");
+    }
+    /// Spawns redis-server and waits until it answers PING; false if it exited first.
+    fn try_start(&mut self) -> bool {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--dir"])
@@ -56,10 +68,16 @@ impl RedisServer {
             .expect("redis-server on PATH");
         self.child = Some(child);
         let until = Instant::now() + Duration::from_secs(5);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while !answers_ping(self.port) {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                eprintln!("redis-server on port {} exited: {status}", self.port);
+                self.child = None;
+                return false;
+            }
             assert!(Instant::now() < until, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(10));
         }
+        true
     }
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -85,6 +103,29 @@ impl RedisServer {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
+}
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether a Redis on `port` answers PING (PONG, or NOAUTH when it wants a password): a port
+/// that accepts may belong to a server about to exit.
+fn answers_ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0u8; 7];
+    s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
+        && s.read_exact(&mut reply).is_ok()
+        && (&reply == b"+PONG\r\n" || reply.starts_with(b"-NOAUTH"))
 }
 
 impl Drop for RedisServer {
