@@ -119,9 +119,18 @@ impl Response {
                     None => vec![value],
                 };
                 for v in values {
-                    let bytes = match v.dereference().zend_str() {
+                    let v = v.dereference();
+                    let bytes = match v.zend_str() {
                         Some(s) => s.as_bytes().to_vec(),
-                        None => options::header_value(v, &format!("headers.{shown}"))?.into_bytes(),
+                        None if v.long().is_some() || v.double().is_some() => {
+                            options::header_value(v, &format!("headers.{shown}"))?.into_bytes()
+                        }
+                        None => {
+                            return Err(coerce::type_error(format!(
+                                "Resilient\\Response::fake(): header {name:?} must be of type string, {} given",
+                                coerce::type_name(v)
+                            )))
+                        }
                     };
                     if resilient_http::HeaderValue::from_bytes(&bytes).is_err() {
                         return Err(exceptions::value_error(format!(

@@ -50,6 +50,18 @@ final class ResponseFakeTest extends TestCase
                 $this->assertSame("Resilient\\Response::fake(): $expected", $e->getMessage());
             }
         }
+        // A header value of a type no response carries is named as this function's.
+        foreach ([[new \stdClass(), 'stdClass'], [[['nested']], 'array']] as [$value, $given]) {
+            try {
+                Response::fake(200, '', ['X-A' => $value]);
+                $this->fail("accepted a header value of type $given");
+            } catch (\TypeError $e) {
+                $this->assertSame(
+                    "Resilient\\Response::fake(): header \"X-A\" must be of type string, $given given",
+                    $e->getMessage(),
+                );
+            }
+        }
         $this->expectException(\TypeError::class);
         $this->expectExceptionMessage('($body) must be of type string, array given');
         Response::fake(200, []);
