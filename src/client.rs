@@ -777,26 +777,19 @@ pub fn register(module: ModuleBuilder) -> ModuleBuilder {
 fn backend_from_ini() -> PhpResult<BackendKind> {
     crate::ini::check(crate::ini::BACKEND).map_err(exceptions::value_error)?;
     let value = crate::ini::raw(crate::ini::BACKEND).unwrap_or_default();
-    let mut config = resilient_http::ClientConfig::default();
-    match value.trim() {
-        "" => Ok(BackendKind::Shm),
-        v => {
-            config.set_backend(v).map_err(|_| {
-                exceptions::value_error(
-                    "resilient.backend: must be 'shm' or a redis://, rediss:// or unix:// URL"
-                        .to_owned(),
-                )
-            })?;
-            // The whole URL checked here, so that its problem is named after the ini setting
-            // (the client's option would say `option 'backend'`).
-            if matches!(config.backend, BackendKind::Redis(_)) {
-                resilient_redis::Target::parse(v).map_err(|e| {
-                    exceptions::value_error(format!("resilient.backend: {}", e.problem()))
-                })?;
-            }
-            Ok(config.backend)
-        }
+    if value.trim().is_empty() {
+        return Ok(BackendKind::Shm);
     }
+    // Checked again here (a CA file may have gone since `ini_set()`), and named after the ini
+    // setting (the client's option would say `option 'backend'`).
+    if let Some(problem) = crate::ini::backend_problem(&value) {
+        return Err(exceptions::value_error(format!(
+            "resilient.backend: {problem}"
+        )));
+    }
+    let mut config = resilient_http::ClientConfig::default();
+    config.set_backend(&value).map_err(options::config_error)?;
+    Ok(config.backend)
 }
 
 /// The backend a client's options choose: this host's shared memory, or Redis with the

@@ -360,10 +360,7 @@ fn refused(key: &'static CStr, value: &str) -> String {
     if key == BACKEND {
         // A backend URL may hold a password: never shown. Its problem is said in the words of
         // the check that refused it, which never quote it.
-        let problem = resilient_http::ClientConfig::default()
-            .set_backend(value)
-            .err()
-            .map_or_else(|| requirement(key), |e| e.problem().to_owned());
+        let problem = backend_problem(value).unwrap_or_else(|| requirement(key));
         return format!(
             "{}: {problem} (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
             key.to_string_lossy(),
@@ -527,9 +524,23 @@ fn parse_attempts(v: &str) -> Option<u32> {
 }
 
 fn parse_backend(v: &str) -> bool {
-    resilient_http::ClientConfig::default()
-        .set_backend(v)
-        .is_ok()
+    backend_problem(v).is_none()
+}
+
+/// Why a client would refuse `v` as its backend, in words that never quote it (it may hold a
+/// password): its shape, then for a Redis URL all of it (query parameters, port, prefix, CA
+/// file), so that `ini_set()` refuses what every client would.
+pub(crate) fn backend_problem(v: &str) -> Option<String> {
+    let mut config = resilient_http::ClientConfig::default();
+    if let Err(e) = config.set_backend(v) {
+        return Some(e.problem().to_owned());
+    }
+    match config.backend {
+        resilient_http::BackendKind::Redis(_) => resilient_redis::Target::parse(v)
+            .err()
+            .map(|e| e.problem().to_owned()),
+        resilient_http::BackendKind::Shm => None,
+    }
 }
 
 /// `auto` → `Some(None)`, `web` → `Some(Some(true))`, `console` → `Some(Some(false))`.

@@ -446,6 +446,31 @@ final class RedisBackendTest extends HttpTestCase
         $this->assertSame('refused false refused true ok refused', trim($r->stdout), $r->describe());
     }
 
+    /**
+     * `ini_set()` refuses a backend URL any client would refuse (an unknown query parameter,
+     * port 0, a braced prefix, a missing CA file), not only one of the wrong shape: it returns
+     * false and the setting keeps its value. php.ini's such value throws at the first client,
+     * in the words of the check, never quoting the URL.
+     */
+    public function testIniSetRefusesABackendEveryClientWouldRefuse(): void
+    {
+        $code = 'foreach (["redis://h:1/0?prefx=1", "redis://h:0/0", "redis://h:1/0?prefix=a{", "rediss://h:1/0?ca=/nonexistent", "redis://:s3cret@h:1/0?s3cret"] as $url) {
+                echo var_export(ini_set("resilient.backend", $url), true), " ", ini_get("resilient.backend"), "\n";
+            }
+            echo var_export(ini_set("resilient.backend", "redis://h:1/0?prefix=ok&timeout=0.5") !== false, true), "\n";';
+        $r = PhpProcess::runCode($code);
+        $this->assertSame(str_repeat("false shm\n", 5) . 'true', trim($r->stdout), $r->describe());
+        $r = PhpProcess::runCode(
+            'try { new Resilient\Client("x"); } catch (ValueError $e) { echo $e->getMessage(); }',
+            ['resilient.backend' => 'redis://:s3cret@h:1/0?prefx=s3cret'],
+        );
+        $this->assertSame(
+            "resilient.backend: query parameter 'prefx' is not known (known: prefix, timeout, ca, protocol) (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
+            $r->stdout,
+            $r->describe(),
+        );
+    }
+
     /** phpinfo() and `php -i` show the backend with its password masked. */
     public function testPhpinfoMasksThePassword(): void
     {
