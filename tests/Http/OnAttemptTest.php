@@ -55,6 +55,25 @@ final class OnAttemptTest extends HttpTestCase
         }
         $this->assertCount(1, $this->up->attempts($key, 1), 'cancelled before the retry');
         $this->assertSame(0, (new \Resilient\Funnel($name, 1))->inFlight());
+
+        // The last attempt's record arrives with the call's end: its exception is the call's
+        // too, the fallback not asked.
+        $last = new \Resilient\Client($name, [
+            'base_url' => $this->up->base($key),
+            'max_attempts' => 1,
+            'on_attempt' => function (array $a): void {
+                throw new \DomainException('recorder failed at the last attempt');
+            },
+            'fallback' => function (): string {
+                throw new \LogicException('the fallback was asked');
+            },
+        ]);
+        try {
+            $last->get('/y');
+            $this->fail('expected the callable\'s exception');
+        } catch (\DomainException $e) {
+            $this->assertSame('recorder failed at the last attempt', $e->getMessage());
+        }
     }
 
     public function testAThrowingCallableCancelsAPoolAndItsSlotsComeBackAtOnce(): void

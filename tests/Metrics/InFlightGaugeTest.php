@@ -96,6 +96,30 @@ final class InFlightGaugeTest extends TestCase
     }
 
     /**
+     * The same inside `on_attempt` for a single call's last attempt, whose record arrives with
+     * the call's end: the fatal error goes on (the script stops), and is not swallowed by a
+     * call that returns its response.
+     */
+    public function testAnExpiredTimeLimitInsideOnAttemptForTheLastAttemptStopsTheScript(): void
+    {
+        $up = MockUpstream::shared();
+        $key = $up->key('inflight-cb-last');
+        $up->script($key, [['status' => 200]]);
+        $code = sprintf(
+            '$c = new Resilient\Client(%s, ["base_url" => %s, "max_attempts" => 1,'
+            . '  "on_attempt" => function (array $a) { set_time_limit(1); while (true) {} }]);'
+            . 'try { $s = $c->get("/x")->status(); echo "STATUS $s\n"; } catch (Throwable $e) { echo "CAUGHT ", get_class($e), "\n"; }'
+            . 'echo "CONTINUED\n";',
+            var_export(Run::name('inflight-cb-last'), true),
+            var_export($up->base($key), true),
+        );
+        $r = PhpProcess::runCode($code, [], 20);
+        $this->assertStringContainsString('Maximum execution time', $r->stdout . $r->stderr, $r->describe());
+        $this->assertStringNotContainsString('STATUS', $r->stdout, $r->describe());
+        $this->assertStringNotContainsString('CONTINUED', $r->stdout, $r->describe());
+    }
+
+    /**
      * Runs $call in a child whose time limit then runs out, and returns what a shutdown function
      * found: the slots held in $name's funnel (of $limit), its in-flight gauge, and the status of
      * one more call to $next through a funnel of 1 of that name (or the exception's class).

@@ -176,7 +176,9 @@ impl ProcessIo {
                             return Driven::Forked;
                         }
                         if !go_on {
-                            break;
+                            // As while the call runs: the host's stop (an exception, or a
+                            // bailout it goes on with) is the call's end, not its output.
+                            return Driven::Cancelled;
                         }
                     }
                     if interrupt_pending.is_some_and(|pending| pending()) {
