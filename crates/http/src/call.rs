@@ -353,6 +353,14 @@ impl Call {
             Ok(permits) => permits,
             Err(e) => return Some(Err(e)),
         };
+        // Admission may end late (a slow backend; a wait whose thread PHP code held): the
+        // deadline again, so that nothing is sent past it. The permits go back unused.
+        if let Err(reason) = self.policy.before_attempt(number, self.remaining()) {
+            drop(permits);
+            return Some(Err(
+                self.unavailable(UnavailableKind::DeadlineExceeded, reason)
+            ));
+        }
         // The budget is a share of the load the upstream gets: an original deposits once it is
         // sent, never when our guards refused it (a demand the funnel turned away would earn
         // retries for calls that never reached the upstream).

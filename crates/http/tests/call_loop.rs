@@ -466,6 +466,60 @@ async fn a_funnel_wait_gives_up_at_its_bound_or_before_the_deadline_needs_it() {
     assert_eq!(started.elapsed(), Duration::from_millis(50));
 }
 
+/// Sleeps `extra` longer than asked: the thread was held (PHP code ran in the call, a signal
+/// handler or `on_attempt`, and the runtime did not run meanwhile).
+struct Oversleeps {
+    extra: Duration,
+}
+
+impl resilient_http::Sleeper for Oversleeps {
+    fn sleep(&self, d: Duration) -> resilient_http::BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep(d + self.extra))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slot_found_after_the_deadline_passed_sends_nothing() {
+    let rig = Rig::new(vec![], status(200));
+    let gate = Arc::new(SharedGate(Arc::new(FakeGate {
+        limit: 1,
+        held: AtomicU32::new(1),
+        events: rig.events.clone(),
+    })));
+    let freed = gate.0.clone();
+    let env = resilient_http::CallEnv::new(
+        rig.clock.clone(),
+        Arc::new(Oversleeps {
+            extra: Duration::from_millis(1500),
+        }),
+        rig.transport.clone(),
+    )
+    .guard(gate);
+    let c = HttpClient::new(
+        json::config(
+            &json!({"base_url": "http://127.0.0.1:9", "deadline": 1.0, "timeout": 0.9,
+            "funnel": {"limit": 1, "wait": 1.0}}),
+        ),
+        Caps::default(),
+        env.clone(),
+    );
+    // Full at the first ask; the slot is free when the (late) poll comes back.
+    let holder = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        freed.held.fetch_sub(1, Ordering::SeqCst);
+    });
+    let req = c.prepare("GET", "/", RequestOptions::new()).unwrap();
+    let e = c.call(env, req, None).await.unwrap_err();
+    holder.await.unwrap();
+    assert!(e.is_deadline_exceeded() && e.attempts() == 0, "{e}");
+    assert_eq!(rig.sends(), 0, "nothing sent after the deadline");
+    assert_eq!(
+        rig.events.all(),
+        ["full", "acquire", "release"],
+        "the slot given back at once"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_budget_bounds_total_attempts_under_a_failing_upstream() {
     let mut rig = Rig::new(vec![], status(503));
