@@ -42,7 +42,9 @@ namespace Resilient {
          * timeout), 'closed' (closed or reset before a complete response),
          * 'body' (the body could not be read), 'too_large' (over max_body),
          * 'tls', 'redirects', 'decode' (its Content-Encoding could not be
-         * decoded), 'sink' (the sink file could not be written) or 'other'.
+         * decoded), 'sink' (the sink file could not be written), 'request'
+         * (the request could not be made, on our side: a multipart file gone
+         * before a retry) or 'other'.
          * Null when it got an answer (getCode() and response() say which) or
          * no attempt was sent.
          *

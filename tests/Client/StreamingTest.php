@@ -160,6 +160,44 @@ final class StreamingTest extends ClientTestCase
     }
 
     /**
+     * A part's file that cannot be opened again for a retry (deleted meanwhile) is our failure,
+     * 'request': not retried, and no outcome of the upstream's (no breaker failure, no metric
+     * failure), so it opens no circuit for the host's other calls.
+     */
+    public function testAMultipartFileGoneBeforeTheRetryIsOursNotTheUpstreams(): void
+    {
+        $key = $this->up->key('multigone');
+        $this->up->script($key, [['status' => 503], ['status' => 200]]);
+        $file = self::$dir . '/gone.bin';
+        file_put_contents($file, str_repeat('a', 100));
+        $f = fopen($file, 'rb');
+        $name = Run::name('multigone');
+        $client = new \Resilient\Client($name, [
+            'base_url' => $this->up->base($key),
+            'max_attempts' => 4,
+            'backoff' => ['base' => 0.001, 'cap' => 0.002],
+            'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 2, 'window' => 10.0, 'open_for' => 5.0],
+            'on_attempt' => function (array $a) use ($file): void {
+                $this->attemptLog[] = $a;
+                @unlink($file);
+            },
+        ]);
+        try {
+            $client->request('PUT', '/upload', ['multipart' => [['name' => 'f', 'contents' => $f]]]);
+            $this->fail('the retry cannot be made');
+        } catch (Unavailable $e) {
+            $this->assertSame('request', $e->failure(), $e->getMessage());
+        }
+        $this->assertSame([503, null], array_column($this->attemptLog, 'status'));
+        $this->assertSame([null, 'request'], array_column($this->attemptLog, 'error'));
+        $this->assertSame([true, false], array_column($this->attemptLog, 'retry_follows'));
+        $this->assertCount(1, $this->up->attempts($key, 1));
+        $this->assertSame(200, $client->get('/after')->status(), 'no circuit opened');
+        $metrics = \Resilient\Metrics::snapshot()[$name];
+        $this->assertSame(['4xx' => 0, '5xx' => 1, 'timeout' => 0, 'connection' => 0, 'other' => 0], $metrics['failures']);
+    }
+
+    /**
      * A seekable stream (`php://temp`, `php://memory`) is sent whole from its start, wherever
      * it was left, as Guzzle sends it: written and not rewound, it went out as an empty part.
      */

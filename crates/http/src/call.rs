@@ -40,7 +40,7 @@ use crate::request::PreparedRequest;
 use crate::response::Response;
 use crate::retry_after::retry_after_of;
 use crate::time_left;
-use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
+use crate::transport::{AttemptLimits, RawResponse, Transport, TransportError};
 
 /// The mechanism a call runs on. Cheap to clone (all `Arc`s).
 #[derive(Clone)]
@@ -423,10 +423,10 @@ impl Call {
             now_ms: self.env.clock.monotonic_ms(),
             cut_short,
         };
-        // A failure of ours (the sink file could not be written) says nothing about the
-        // upstream: the guards learn nothing from it (permits dropped without an outcome, so a
-        // breaker's probe gives its ticket back, no latency sample).
-        let ours = matches!(ended, Outcome::Failed(FailureKind::Sink));
+        // A failure of ours (the sink file could not be written, the request could not be made)
+        // says nothing about the upstream: the guards learn nothing from it (permits dropped
+        // without an outcome, so a breaker's probe gives its ticket back, no latency sample).
+        let ours = matches!(ended, Outcome::Failed(kind) if kind.is_ours());
         for permit in permits {
             if ours {
                 drop(permit);

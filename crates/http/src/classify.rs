@@ -107,6 +107,20 @@ mod tests {
             assert_eq!(v, Verdict::TransientFailure(kind));
             assert!(v.is_transient());
         }
+        // Ours, or the same again whatever is sent: never retried.
+        for kind in [
+            FailureKind::TooLarge,
+            FailureKind::Tls,
+            FailureKind::Redirects,
+            FailureKind::Decode,
+            FailureKind::Sink,
+            FailureKind::Request,
+        ] {
+            let v = classify(&Err(TransportError::new(kind, "x")), &[]);
+            assert_eq!(v, Verdict::FatalFailure(kind));
+        }
+        assert!(FailureKind::Request.is_ours() && FailureKind::Sink.is_ours());
+        assert!(!FailureKind::Other.is_ours() && !FailureKind::Timeout.is_ours());
     }
 
     #[test]

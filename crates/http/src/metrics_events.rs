@@ -136,7 +136,8 @@ pub fn end_open_attempts() -> u64 {
 }
 
 /// How metrics class an attempt's outcome; `None` for a failure of ours (the sink file could
-/// not be written), which is neither an answer nor an upstream failure.
+/// not be written, the request could not be made), which is neither an answer nor an upstream
+/// failure.
 pub fn attempt_class(outcome: Outcome) -> Option<AttemptClass> {
     Some(match outcome {
         Outcome::Status(s) if s < 400 => AttemptClass::Success,
@@ -144,7 +145,7 @@ pub fn attempt_class(outcome: Outcome) -> Option<AttemptClass> {
         Outcome::Status(_) => AttemptClass::Failure(FailureClass::Status5xx),
         Outcome::Failed(FailureKind::Timeout) => AttemptClass::Failure(FailureClass::Timeout),
         Outcome::Failed(FailureKind::Connect) => AttemptClass::Failure(FailureClass::Connection),
-        Outcome::Failed(FailureKind::Sink) => return None,
+        Outcome::Failed(kind) if kind.is_ours() => return None,
         Outcome::Failed(_) => AttemptClass::Failure(FailureClass::Other),
     })
 }

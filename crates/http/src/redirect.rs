@@ -90,9 +90,12 @@ fn next_request(
     location: &[u8],
     rules: Redirects,
 ) -> Result<PreparedRequest, TransportError> {
+    // A URL the `http` crate takes too (not longer than 65,534 bytes): one it refuses could
+    // not be requested, and would be said as our failure.
     let location = std::str::from_utf8(location)
         .ok()
         .and_then(|l| previous.url.join(l.trim()).ok())
+        .filter(|url| hyper::Uri::try_from(url.as_str()).is_ok())
         .ok_or_else(|| {
             TransportError::new(
                 FailureKind::Redirects,
@@ -305,6 +308,12 @@ mod tests {
         let e = next_request(&r, 301, b"ftp://x/", Redirects::default()).unwrap_err();
         assert!(e.detail.contains("ftp://"), "{}", e.detail);
         let e = next_request(&r, 301, b"http://[::1", Redirects::default()).unwrap_err();
+        assert!(e.detail.contains("not a valid URL"));
+        // A URL the `http` crate refuses (longer than 65,534 bytes), though `url` takes it:
+        // the upstream's bad redirect, not a request we could not make.
+        let long = format!("/b?{}", "x".repeat(70_000));
+        let e = next_request(&r, 302, long.as_bytes(), Redirects::default()).unwrap_err();
+        assert_eq!(e.kind, FailureKind::Redirects);
         assert!(e.detail.contains("not a valid URL"));
     }
 }

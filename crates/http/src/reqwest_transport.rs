@@ -76,7 +76,7 @@ impl ReqwestTransport {
         }
         let client = build(Duration::from_millis(millis), options).map_err(|e| {
             TransportError::new(
-                FailureKind::Other,
+                FailureKind::Request,
                 format!("cannot build the HTTP client: {}", e.without_url()),
             )
         })?;
@@ -191,7 +191,7 @@ impl Transport for ReqwestTransport {
                         .body(reqwest::Body::wrap_stream(stream));
                 }
                 Err(e) => {
-                    let e = TransportError::new(FailureKind::Other, e.to_string());
+                    let e = TransportError::new(FailureKind::Request, e.to_string());
                     return Box::pin(async move { Err(e) });
                 }
             }
@@ -273,7 +273,10 @@ fn map_error(error: reqwest::Error) -> TransportError {
     }
     // A connect that timed out is a connect failure (`is_timeout` is true for it too), as the
     // plain-http transport says it; a timeout after the connect is a timeout.
-    let kind = if error.is_connect() {
+    let kind = if error.is_builder() {
+        // The request could not be made (a URL the `http` crate refuses): ours.
+        FailureKind::Request
+    } else if error.is_connect() {
         FailureKind::Connect
     } else if error.is_timeout() {
         FailureKind::Timeout

@@ -69,13 +69,17 @@ pub enum FailureKind {
     /// the upstream's. Not transient; a file that cannot be written at all is refused with the
     /// option ([`crate::RequestOptions::sink`]), before anything is sent.
     Sink,
+    /// The request could not be made, on our side: a multipart part's file that cannot be
+    /// opened again (deleted before a retry), a URL the HTTP stack refuses, an HTTP client that
+    /// cannot be built. Not transient, and like `Sink` no outcome of the upstream's.
+    Request,
     /// Anything else the transport could not classify.
     Other,
 }
 
 impl FailureKind {
     /// The name used in attempt records and messages: `timeout`, `connect`, `closed`, `body`,
-    /// `too_large`, `tls`, `redirects`, `decode`, `sink`, `other`.
+    /// `too_large`, `tls`, `redirects`, `decode`, `sink`, `request`, `other`.
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::Timeout => "timeout",
@@ -87,6 +91,7 @@ impl FailureKind {
             FailureKind::Redirects => "redirects",
             FailureKind::Decode => "decode",
             FailureKind::Sink => "sink",
+            FailureKind::Request => "request",
             FailureKind::Other => "other",
         }
     }
@@ -100,7 +105,14 @@ impl FailureKind {
                 | FailureKind::Redirects
                 | FailureKind::Decode
                 | FailureKind::Sink
+                | FailureKind::Request
         )
+    }
+
+    /// A failure of ours, which says nothing about the upstream: no outcome for the guards
+    /// (breaker, learned limit) nor the metrics.
+    pub fn is_ours(self) -> bool {
+        matches!(self, FailureKind::Sink | FailureKind::Request)
     }
 }
 

@@ -245,6 +245,7 @@ fn a_sink_failure_is_no_upstream_failure() {
     use resilient_core::AttemptClass;
     use resilient_http::{attempt_class, Outcome};
     assert_eq!(attempt_class(Outcome::Failed(FailureKind::Sink)), None);
+    assert_eq!(attempt_class(Outcome::Failed(FailureKind::Request)), None);
     assert_eq!(
         attempt_class(Outcome::Failed(FailureKind::Closed)),
         Some(AttemptClass::Failure(FailureClass::Other))
