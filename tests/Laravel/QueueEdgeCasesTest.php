@@ -25,11 +25,12 @@ use Resilient\Tests\Harness\PhpProcess;
 final class QueueEdgeCasesTest extends PackageTestCase
 {
     /**
-     * A Retry-After longer than a day releases the job for a day (plus the usual tenth): before,
-     * a number past PHP's integers came out negative or wrapped (`9223372036854775807` released
-     * the job with -9223372036854775808 s).
+     * A Retry-After longer than 12 hours releases the job for 11 to 12 hours, spread (Amazon
+     * SQS's release, ChangeMessageVisibility, takes at most 43200 s: a longer delay threw there;
+     * before that, a number past PHP's integers came out negative or wrapped:
+     * `9223372036854775807` released the job with -9223372036854775808 s).
      */
-    public function testAHugeRetryAfterReleasesTheJobForAtMostADay(): void
+    public function testAHugeRetryAfterReleasesTheJobForAtMostTwelveHours(): void
     {
         $this->boot([]);
         $job = new class () {
@@ -41,22 +42,83 @@ final class QueueEdgeCasesTest extends PackageTestCase
             }
         };
         $middleware = new ReleaseWhenUnavailable(3, 5);
-        $afters = ['9223372036854775807', '99999999999999999999', str_repeat('9', 400), '86400', '1000000'];
+        $bound = $this->logicalAnd($this->greaterThanOrEqual(43200 - 4320), $this->lessThanOrEqual(43200));
+        $afters = ['9223372036854775807', '99999999999999999999', str_repeat('9', 400), '86400', '1000000', '43200'];
         foreach ($afters as $after) {
             $middleware->handle($job, fn () => throw new RequestException(new Response(new PsrResponse(429, ['Retry-After' => $after]))));
-            $this->assertThat(end($job->released), $this->logicalAnd(
-                $this->greaterThanOrEqual(86400),
-                $this->lessThanOrEqual(86400 + 8640),
-            ), substr($after, 0, 30));
+            $this->assertThat(end($job->released), $bound, substr($after, 0, 30));
         }
         // An HTTP-date far ahead, as an UpstreamFailed's last response carries it (same reading).
         $far = ReleaseDelay::afterRetryAfter(RetryAfter::parse('Fri, 31 Dec 9999 23:59:59 GMT', microtime(true)));
-        $this->assertThat($far, $this->logicalAnd($this->greaterThanOrEqual(86400), $this->lessThanOrEqual(86400 + 8640)));
-        // Below the bound nothing changes: no sooner than asked, up to a tenth more.
+        $this->assertThat($far, $bound);
+        $this->assertThat(ReleaseDelay::afterRetryAfter(INF), $bound);
+        // Below the bound nothing changes: no sooner than asked, up to a tenth more, never past it.
         $this->assertThat(ReleaseDelay::afterRetryAfter(40.0), $this->logicalAnd($this->greaterThanOrEqual(40), $this->lessThanOrEqual(44)));
-        $this->assertThat(ReleaseDelay::afterRetryAfter(INF), $this->logicalAnd($this->greaterThanOrEqual(86400), $this->lessThanOrEqual(86400 + 8640)));
+        $this->assertThat(ReleaseDelay::afterRetryAfter(43000.0), $this->logicalAnd($this->greaterThanOrEqual(43000), $this->lessThanOrEqual(43200)));
         $this->assertThat(ReleaseDelay::afterRetryAfter(NAN), $this->logicalAnd($this->greaterThanOrEqual(0), $this->lessThanOrEqual(1)));
-        $this->assertSame(86400, ReleaseDelay::MAX_RETRY_AFTER, 'a day, as documented');
+        $this->assertSame(43200, ReleaseDelay::MAX_RETRY_AFTER, '12 hours, as documented');
+    }
+
+    /**
+     * A Retry-After shorter than the job's own backoff for this attempt releases it after the
+     * backoff: a release counts as an attempt, and an outage answered with `Retry-After: 1` used
+     * up the job's `$tries` within seconds. As Laravel reads it, a `$backoff` property wins over
+     * a `backoff()` method; a list is indexed by the attempt (its last entry after its end).
+     */
+    public function testARetryAfterShorterThanTheJobsBackoffReleasesAfterTheBackoff(): void
+    {
+        $this->boot([]);
+        $released = function (object $job): int {
+            (new ReleaseWhenUnavailable(3, 5))->handle($job, fn () => throw new RequestException(new Response(new PsrResponse(503, ['Retry-After' => '1']))));
+
+            return end($job->released);
+        };
+        $jobWith = fn (int $attempt, mixed $backoff) => new class ($attempt, $backoff) {
+            public array $released = [];
+
+            public function __construct(private int $attempt, public mixed $backoff)
+            {
+            }
+
+            public function attempts(): int
+            {
+                return $this->attempt;
+            }
+
+            public function release(int $delay): void
+            {
+                $this->released[] = $delay;
+            }
+        };
+        $this->assertSame(60, $released($jobWith(1, [60, 120])));
+        $this->assertSame(120, $released($jobWith(2, [60, 120])));
+        $this->assertSame(120, $released($jobWith(5, [60, 120])));
+        $this->assertSame(30, $released($jobWith(1, 30)));
+        $this->assertSame(45, $released($jobWith(2, '30,45')));
+        // No backoff: the Retry-After's (1 s, plus up to a tenth, at least 1 s).
+        $this->assertThat($released($jobWith(1, null)), $this->logicalAnd($this->greaterThanOrEqual(1), $this->lessThanOrEqual(2)));
+        // The JitteredBackoff trait's ranges.
+        $jittered = new class () {
+            use \Resilient\Laravel\Queue\JitteredBackoff;
+
+            public array $released = [];
+            public array $backoffRanges = [[30, 40], [240, 360]];
+
+            public function attempts(): int
+            {
+                return 1;
+            }
+
+            public function release(int $delay): void
+            {
+                $this->released[] = $delay;
+            }
+        };
+        $this->assertThat($released($jittered), $this->logicalAnd($this->greaterThanOrEqual(30), $this->lessThanOrEqual(40)));
+        // A Retry-After longer than the backoff is obeyed.
+        $job = $jobWith(1, [5]);
+        (new ReleaseWhenUnavailable(3, 5))->handle($job, fn () => throw new RequestException(new Response(new PsrResponse(429, ['Retry-After' => '100']))));
+        $this->assertThat(end($job->released), $this->logicalAnd($this->greaterThanOrEqual(100), $this->lessThanOrEqual(110)));
     }
 
     /**

@@ -18,14 +18,14 @@ final class ReleaseDelay
     public const DEFAULT = [5, 30];
 
     /**
-     * The longest wait a `Retry-After` releases a job for: a day. A longer one (a number past
-     * PHP's integers, a date years ahead) is read as a day: the client itself fails at once on a
-     * Retry-After above its `max_retry_after` rather than sleep, but a released job costs a worker
-     * nothing while it waits, so it waits, up to a bound no queue overflows (before, such a value
-     * came out as a negative or wrapped delay). A job told to wait longer comes back after a day
-     * and is released again.
+     * The longest wait a `Retry-After` releases a job for: 12 hours, the most Amazon SQS's
+     * release (ChangeMessageVisibility) accepts. The client itself fails at once on a
+     * Retry-After above its `max_retry_after` rather than sleep, but a released job costs a
+     * worker nothing while it waits, so it waits, up to a bound every queue takes. A job told
+     * to wait longer (a number past PHP's integers, a date years ahead) comes back within the
+     * bound's last tenth, spread, and is released again.
      */
-    public const MAX_RETRY_AFTER = 86400;
+    public const MAX_RETRY_AFTER = 43200;
 
     private function __construct(public readonly int $min, public readonly int $max)
     {
@@ -71,15 +71,38 @@ final class ReleaseDelay
     }
 
     /**
-     * At least what the upstream asked for (never shortened, as the client itself never
-     * shortens a Retry-After) up to MAX_RETRY_AFTER, plus up to a tenth more (at least 1 s) so
-     * the jobs told the same moment spread out.
+     * At least what the upstream asked for (never shortened below MAX_RETRY_AFTER, as the client
+     * itself never shortens a Retry-After), plus up to a tenth more (at least 1 s) so the jobs
+     * told the same moment spread out, never past MAX_RETRY_AFTER; a longer wait is drawn from
+     * the bound's last tenth.
      */
     public static function afterRetryAfter(float $seconds): int
     {
         // A NAN is no wait, an INF the bound.
-        $base = $seconds > 0 ? (int) ceil(min($seconds, self::MAX_RETRY_AFTER)) : 0;
+        if ($seconds >= self::MAX_RETRY_AFTER) {
+            return random_int(self::MAX_RETRY_AFTER - intdiv(self::MAX_RETRY_AFTER, 10), self::MAX_RETRY_AFTER);
+        }
+        $base = $seconds > 0 ? (int) ceil($seconds) : 0;
 
-        return $base + random_int(0, max(1, intdiv($base, 10)));
+        return min(self::MAX_RETRY_AFTER, $base + random_int(0, max(1, intdiv($base, 10))));
+    }
+
+    /**
+     * The job's own backoff for its current attempt, as Laravel's worker reads it: the `backoff`
+     * property, else `backoff()`; an int, a list (indexed by the attempt, its last entry after
+     * its end) or a comma-separated string. 0 without one.
+     *
+     * @param object $job a queued job
+     */
+    public static function jobBackoff(object $job): int
+    {
+        $backoff = isset($job->backoff) ? $job->backoff : (method_exists($job, 'backoff') ? $job->backoff() : null);
+        if ($backoff === null || $backoff === '' || $backoff === []) {
+            return 0;
+        }
+        $list = is_array($backoff) ? array_values($backoff) : explode(',', (string) $backoff);
+        $attempt = method_exists($job, 'attempts') ? max(1, (int) $job->attempts()) : 1;
+
+        return max(0, (int) ($list[$attempt - 1] ?? end($list)));
     }
 }

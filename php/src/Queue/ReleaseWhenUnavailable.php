@@ -21,6 +21,8 @@ use Resilient\Unavailable;
  *   after such an answer): release no sooner than it; so also Laravel's RequestException
  *   (`Http::resilient()->...->throw()`, where such an answer comes back as a Laravel response)
  *   of a 429 or 503 with Retry-After.
+ *   Unless it is a refusal, also no sooner than the job's own backoff for this attempt
+ *   (`$backoff`, `backoff()`): a release counts as an attempt.
  * - Anything else (DeadlineExceeded or UpstreamFailed without Retry-After, other exceptions)
  *   is rethrown: the job's own `$tries` and `backoff()` decide, as without this middleware.
  *
@@ -58,6 +60,12 @@ final class ReleaseWhenUnavailable
         if ($seconds === null) {
             throw $e;
         }
+        if (! self::isRefusal($e)) {
+            // The upstream's answer: no sooner than the job's own backoff for this attempt
+            // either (a release counts as one, and a short Retry-After used up its `$tries`
+            // within seconds).
+            $seconds = max($seconds, ReleaseDelay::jobBackoff($job));
+        }
         Released::job($job, $seconds, fn () => $e);
 
         return null;
@@ -80,12 +88,22 @@ final class ReleaseWhenUnavailable
     {
         $after = RetryAfter::of($e);
         $told = $after === null ? null : ReleaseDelay::afterRetryAfter($after);
-        foreach (self::REFUSALS as $class) {
-            if ($e instanceof $class) {
-                return max($this->delay->draw(), $told ?? 0);
-            }
+        if (self::isRefusal($e)) {
+            return max($this->delay->draw(), $told ?? 0);
         }
 
         return $told;
+    }
+
+    /** One of our refusals (nothing was wrong with the job). */
+    private static function isRefusal(\Throwable $e): bool
+    {
+        foreach (self::REFUSALS as $class) {
+            if ($e instanceof $class) {
+                return true;
+            }
+        }
+
+        return false;
     }
 }
