@@ -111,6 +111,26 @@ final class ConfigEdgeCasesTest extends PackageTestCase
         Resilient::client('a');
     }
 
+    /**
+     * A budget with no floor that nothing used has no retry to give yet, but nothing was spent:
+     * resilient:status said "retry budget spent" and exited 1 on a quiet host. Once retries were
+     * spent down to less than one, it is.
+     */
+    public function testAnIdleBudgetWithoutAFloorIsNotSpent(): void
+    {
+        $name = \Resilient\Tests\Harness\Run::name('idle-budget');
+        $this->boot(['budgets' => [$name => ['ratio' => 0.1, 'floor' => 0, 'window' => 60.0]]]);
+        $status = fn () => UpstreamStatus::of((array) $this->app['config']->get('resilient'), $this->app->make(ResilientManager::class))[$name];
+        $this->assertSame([], $status()['trouble']);
+        $this->assertFalse($status()['budget']['spent']);
+        $budget = Resilient::budget($name);
+        for ($i = 0; $i < 10; $i++) {
+            $budget->recordOriginal();
+        }
+        $this->assertTrue($budget->tryConsume());
+        $this->assertSame(['retry budget spent: 1 retries of 1.0 allowed'], $status()['trouble']);
+    }
+
     /** Resilient::budget() of an entry that cannot build a RetryBudget names the entry, as funnel() does. */
     public function testABudgetEntryThatCannotBeBuiltNamesTheEntry(): void
     {

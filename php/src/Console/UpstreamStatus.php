@@ -191,8 +191,9 @@ final class UpstreamStatus
             return ['error' => $e->getMessage()];
         }
         $stats = $b->stats();
-        // The next retry needs one whole retry of room.
-        $stats['spent'] = $stats['remaining'] < 1.0;
+        // The next retry needs one whole retry of room; a budget that gave none has not been
+        // spent, only not earned yet (no floor, few originals): nothing to report.
+        $stats['spent'] = $stats['remaining'] < 1.0 && $stats['retries'] > 0;
 
         return $stats;
     }
