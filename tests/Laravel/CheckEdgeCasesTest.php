@@ -111,6 +111,36 @@ final class CheckEdgeCasesTest extends PackageTestCase
             array_map(fn ($u) => ['job' => $this->short($u['job'])] + $u, $json['unchecked']));
     }
 
+    /**
+     * With the default paths (null: app/Jobs) an app without app/Jobs (Laravel's skeleton has
+     * none; an app that only uses `Http::resilient()`) has no job to check: not an error over a
+     * setting it never made.
+     */
+    public function testTheDefaultPathMissingIsNoJobsNotAnError(): void
+    {
+        $this->boot(['clients' => self::CLIENTS]);
+        $this->assertDirectoryDoesNotExist($this->app->path('Jobs'));
+        [$exit, $out] = $this->artisan(['--json' => true]);
+        $this->assertSame(0, $exit, $out);
+        $json = json_decode($out, true);
+        $this->assertSame([[], [], true], [$json['errors'] ?? [], $json['jobs'], $json['ok']], $out);
+    }
+
+    /**
+     * A `$backoff` property wins over JitteredBackoff's `backoff()`, as Laravel reads them
+     * (`$job->backoff ?? $job->backoff()`): the fixed delay the check exists to catch.
+     */
+    public function testABackoffPropertyOverTheJitteredTraitIsFixed(): void
+    {
+        [$exit, $json] = $this->check([
+            'BothBackoff' => self::HEAD
+                . "final class BothBackoff implements ShouldQueue\n{\n    use JitteredBackoff;\n    public \$timeout = 60;\n    public \$tries = 3;\n    public \$backoff = 10;\n"
+                . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",
+        ]);
+        $this->assertSame(1, $exit);
+        $this->assertSame(['fixed backoff'], array_column($json['findings'], 'rule'), json_encode($json));
+    }
+
     /** A `check.paths` entry that is not a directory is an error, not "no jobs": CI must not pass. */
     public function testAMissingPathIsAnError(): void
     {

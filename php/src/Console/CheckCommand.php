@@ -46,11 +46,14 @@ final class CheckCommand extends Command
     private function check(?string $segment): int
     {
         $config = $this->laravel['config'];
-        // The published config has `'paths' => null`: null means the default, as documented.
-        $paths = (array) ($config->get('resilient.check.paths') ?? [$this->laravel->path('Jobs')]);
+        // The published config has `'paths' => null`: null means the default, as documented;
+        // an app without app/Jobs then has no job to check (a path it named must exist).
+        $configured = $config->get('resilient.check.paths');
+        $default = $this->laravel->path('Jobs');
+        $paths = (array) ($configured ?? (is_dir($default) ? [$default] : []));
         $margin = $config->get('resilient.queue.deadline_margin');
         $errors = $segment === null ? [] : [$segment];
-        if ($paths === []) {
+        if ($paths === [] && $configured !== null) {
             // `array_filter([env('JOBS_PATH')])` with the variable unset: nothing would be checked.
             $errors[] = 'resilient.check.paths: is empty, so no job would be checked (null checks app/Jobs)';
         }

@@ -165,11 +165,12 @@ final class JobFacts
     /** @return array{0: 'none'|'fixed'|'jittered', 1: list<int|string>} */
     private static function backoff(\ReflectionClass $r, array $defaults): array
     {
-        if (in_array(JitteredBackoff::class, self::traitsOf($r), true)) {
-            return ['jittered', []];
-        }
+        // The property first, as Laravel reads them (`$job->backoff ?? $job->backoff()`).
         if (isset($defaults['backoff'])) {
             return ['fixed', (array) $defaults['backoff']];
+        }
+        if (in_array(JitteredBackoff::class, self::traitsOf($r), true)) {
+            return ['jittered', []];
         }
         if (! $r->hasMethod('backoff')) {
             return ['none', []];
