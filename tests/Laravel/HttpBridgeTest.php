@@ -86,6 +86,30 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame(1, $this->events[ResponseReceived::class] ?? 0);
     }
 
+    /**
+     * Under Http::fake() the recorded request carries the client's configured headers and user
+     * agent, as the upstream gets them from the real client (a request's own header wins, as
+     * there): before, assertSent saw no X-Api-Key and Guzzle's User-Agent.
+     */
+    public function testUnderHttpFakeTheRecordedRequestHasTheClientsHeaders(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-fake-headers', [
+            'headers' => ['X-Api-Key' => 'k1', 'X-Tenant' => 't1'],
+            'user_agent' => 'myapp/1',
+        ]);
+        $this->up->script($key, [['status' => 200], ['status' => 200]]);
+        $this->bootWith($name, $client);
+        // What the upstream gets from the real client.
+        Http::resilient($name)->withHeaders(['X-Tenant' => 't2'])->get('/real');
+        $real = $this->up->attempts($key, 1)[0]['headers'];
+        $this->assertSame(['k1', 't2', 'myapp/1'], [$real['x-api-key'], $real['x-tenant'], $real['user-agent']]);
+
+        Http::fake();
+        Http::resilient($name)->withHeaders(['X-Tenant' => 't2'])->get('/faked');
+        Http::assertSent(fn (Request $r) => str_ends_with($r->url(), '/faked')
+            && $r->header('X-Api-Key') === ['k1'] && $r->header('X-Tenant') === ['t2'] && $r->header('User-Agent') === ['myapp/1']);
+    }
+
     /** A misspelt name fails under Http::fake() as it would in production, not answered by the fake. */
     public function testUnderHttpFakeAnUnknownClientNameStillFails(): void
     {

@@ -39,6 +39,9 @@ class ResilientPendingRequest extends PendingRequest
     /** @var list<string> option names given to the send() in progress: the request's own too */
     protected array $resilientSendOptions = [];
 
+    /** The client's configured headers and user agent (see withConfiguredHeaders()). */
+    protected array $resilientHeaders = [];
+
     /** A copy of $request (its options, headers, callbacks, stubs) sending through client $name. */
     public static function from(PendingRequest $request, string $name, ResilientManager $manager): static
     {
@@ -69,8 +72,33 @@ class ResilientPendingRequest extends PendingRequest
         if ((string) ($copy->baseUrl ?? '') === '') {
             $copy->baseUrl = (string) ($config['base_url'] ?? '');
         }
+        $copy->resilientHeaders = is_array($config['headers'] ?? null) ? $config['headers'] : [];
+        if (is_string($config['user_agent'] ?? null)) {
+            $copy->resilientHeaders['User-Agent'] = $config['user_agent'];
+        }
 
         return $copy;
+    }
+
+    /**
+     * Under Http::fake() the client does not run: the request Laravel records gets the headers
+     * it would add (a request's own header wins, as there), so header assertions test what the
+     * upstream gets. Not otherwise: the client adds them itself, out of sight of Laravel's
+     * events (they may hold an API key).
+     *
+     * @param array<string, mixed> $set the request's own headers
+     * @return array<string, mixed> $set and the configured headers it lacks
+     */
+    private function withConfiguredHeaders(array $set): array
+    {
+        $taken = array_map(fn ($name) => strtolower((string) $name), array_keys($set));
+        foreach ($this->resilientHeaders as $name => $value) {
+            if (! in_array(strtolower((string) $name), $taken, true)) {
+                $set[(string) $name] = $value;
+            }
+        }
+
+        return $set;
     }
 
     /**
@@ -116,9 +144,18 @@ class ResilientPendingRequest extends PendingRequest
             [$this->baseUrl, $this->resilientBaseQuery] = [substr($base, 0, $at), substr($base, $at + 1)];
         }
         $this->resilientSendOptions = array_keys($options);
+        $headers = $this->options['headers'] ?? null;
+        $stubs = $this->stubCallbacks ?? null;
+        if ($stubs instanceof \Illuminate\Support\Collection && $stubs->isNotEmpty()) {
+            $this->options['headers'] = $this->withConfiguredHeaders((array) $headers);
+        }
         try {
             return parent::send($method, $url, $options);
         } finally {
+            $this->options['headers'] = $headers;
+            if ($headers === null) {
+                unset($this->options['headers']);
+            }
             $this->baseUrl = $base;
             $this->resilientSendOptions = [];
             $this->resilientBaseQuery = '';
