@@ -3,7 +3,8 @@
 #
 #   - target/release/libresilient.so → `php-config --extension-dir`/resilient.so
 #   - /etc/php/<version>/mods-available/resilient.ini with `extension=resilient`
-#   - enabled for the CLI and FPM (Debian's phpenmod; or conf.d links when DESTDIR is set)
+#   - enabled for every SAPI installed (Debian's `phpenmod -s ALL`); with DESTDIR, conf.d links
+#     for the CLI and FPM
 #
 # DESTDIR=/some/root installs under that root instead (nothing outside it is touched): how
 # the tests check the layout without changing the machine's PHP.

@@ -710,7 +710,8 @@ namespace Resilient {
     /**
      * The shared-memory segment cannot be used: corrupt, another layout
      * version, owned by another user, readable or writable by group or others
-     * (the mode must be 600), a symlink, or its table of names is full.
+     * (the mode must be 600), a symlink or a file with more than one hard
+     * link, or its table of names is full.
      * The message names the file and the problem.
      */
     class SharedMemoryError extends \RuntimeException {}
