@@ -780,8 +780,8 @@ fn backend_from_ini() -> PhpResult<BackendKind> {
     if value.trim().is_empty() {
         return Ok(BackendKind::Shm);
     }
-    // Checked again here (a CA file may have gone since `ini_set()`), and named after the ini
-    // setting (the client's option would say `option 'backend'`).
+    // Checked whole here (the `ca` file read, which the ini check leaves out), and named after
+    // the ini setting (the client's option would say `option 'backend'`).
     if let Some(problem) = crate::ini::backend_problem(&value) {
         return Err(exceptions::value_error(format!(
             "resilient.backend: {problem}"
@@ -789,6 +789,10 @@ fn backend_from_ini() -> PhpResult<BackendKind> {
     }
     let mut config = resilient_http::ClientConfig::default();
     config.set_backend(&value).map_err(options::config_error)?;
+    if matches!(config.backend, BackendKind::Redis(_)) {
+        resilient_redis::Target::parse(&value)
+            .map_err(|e| exceptions::value_error(format!("resilient.backend: {}", e.problem())))?;
+    }
     Ok(config.backend)
 }
 

@@ -527,16 +527,18 @@ fn parse_backend(v: &str) -> bool {
     backend_problem(v).is_none()
 }
 
-/// Why a client would refuse `v` as its backend, in words that never quote it (it may hold a
-/// password): its shape, then for a Redis URL all of it (query parameters, port, prefix, CA
-/// file), so that `ini_set()` refuses what every client would.
+/// Why every client would refuse `v` as its backend, in words that never quote it (it may
+/// hold a password): its shape, then for a Redis URL all of it (query parameters, port,
+/// prefix), so that `ini_set()` refuses what every client would. Not a `ca` file's contents:
+/// one missing when PHP starts may come later, and a refusal lasts the process's life (each
+/// client reads the file when made).
 pub(crate) fn backend_problem(v: &str) -> Option<String> {
     let mut config = resilient_http::ClientConfig::default();
     if let Err(e) = config.set_backend(v) {
         return Some(e.problem().to_owned());
     }
     match config.backend {
-        resilient_http::BackendKind::Redis(_) => resilient_redis::Target::parse(v)
+        resilient_http::BackendKind::Redis(_) => resilient_redis::Target::check_url(v)
             .err()
             .map(|e| e.problem().to_owned()),
         resilient_http::BackendKind::Shm => None,

@@ -65,9 +65,20 @@ fn near_miss(a: &str, b: &str) -> bool {
 
 impl Target {
     /// Parses `redis://[user:password@]host[:port][/db][?prefix=..&timeout=..]`, `rediss://…`
-    /// (TLS, rustls with the webpki roots) or `unix:///path/redis.sock`. Errors name the option
-    /// `backend` and never quote the URL.
+    /// (TLS, rustls with the webpki roots) or `unix:///path/redis.sock`, reading the `ca` file
+    /// if one is named. Errors name the option `backend` and never quote the URL.
     pub fn parse(text: &str) -> Result<Target, ConfigError> {
+        Self::read(text, true)
+    }
+
+    /// What [`parse`](Self::parse) checks except the `ca` file, which may come later (a secret
+    /// mounted after the server started, a file inside an FPM pool's chroot): for a setting
+    /// checked once, when PHP starts.
+    pub fn check_url(text: &str) -> Result<(), ConfigError> {
+        Self::read(text, false).map(drop)
+    }
+
+    fn read(text: &str, read_files: bool) -> Result<Target, ConfigError> {
         let bad = |problem: String| ConfigError::new("backend", problem);
         // Its shape (an unencoded '?' or '#' in the password, a fragment), said without
         // quoting it.
@@ -78,6 +89,7 @@ impl Target {
         let mut prefix = DEFAULT_PREFIX.to_owned();
         let mut timeout = DEFAULT_TIMEOUT;
         let mut ca = None;
+        let mut ca_given = false;
         let mut rest = Vec::new();
         let mut seen: Vec<String> = Vec::new();
         for (k, v) in url.query_pairs() {
@@ -102,7 +114,9 @@ impl Target {
                         })?;
                     timeout = Duration::from_secs_f64(secs);
                 }
+                "ca" if !read_files => ca_given = true,
                 "ca" => {
+                    ca_given = true;
                     // A regular file of PEM size only: a FIFO or /dev/zero must not hang
                     // nor fill memory.
                     let pem = resilient_http::read_pem("ca", std::path::Path::new(v.as_ref()))
@@ -158,7 +172,7 @@ impl Target {
                 "query parameter 'ca': the file holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
             ));
         }
-        if ca.is_some() && url.scheme() != "rediss" {
+        if ca_given && url.scheme() != "rediss" {
             return Err(bad("query parameter 'ca' is for rediss:// URLs only".into()));
         }
         if prefix.contains(['{', '}']) {
