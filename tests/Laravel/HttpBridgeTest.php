@@ -110,6 +110,40 @@ final class HttpBridgeTest extends PackageTestCase
             && $r->header('X-Api-Key') === ['k1'] && $r->header('X-Tenant') === ['t2'] && $r->header('User-Agent') === ['myapp/1']);
     }
 
+    /**
+     * As the real client has it: a configured Content-Type gives way to the body's (a
+     * multipart upload stays multipart, its file seen by `hasFile()`), and a configured
+     * User-Agent header wins over `user_agent`.
+     */
+    public function testUnderHttpFakeABodysTypeAndAUserAgentHeaderWinAsInTheClient(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-fake-ct', [
+            'headers' => ['Content-Type' => 'application/json', 'user-agent' => 'from-headers'],
+            'user_agent' => 'from-user-agent',
+        ]);
+        $this->up->script($key, [['status' => 200], ['status' => 200]]);
+        $this->bootWith($name, $client);
+        Http::resilient($name)->attach('f', 'xyz', 'a.txt')->post('/real');
+        Http::resilient($name)->get('/real-get');
+        [$real, $realGet] = array_column($this->up->attempts($key, 2), 'headers');
+        $this->assertStringStartsWith('multipart/form-data; boundary=', $real['content-type']);
+        $this->assertSame('from-headers', $real['user-agent']);
+        $this->assertSame('application/json', $realGet['content-type']);
+
+        Http::fake();
+        Http::resilient($name)->attach('f', 'xyz', 'a.txt')->post('/faked');
+        Http::resilient($name)->get('/faked-get');
+        $recorded = Http::recorded()->map(fn ($pair) => $pair[0]);
+        $this->assertCount(2, $recorded);
+        [$post, $get] = [$recorded[0], $recorded[1]];
+        $this->assertTrue($post->hasFile('f'));
+        $this->assertStringStartsWith('multipart/form-data; boundary=', $post->header('Content-Type')[0]);
+        // (PSR-7's reading: Laravel 8's header() matches the name's case.)
+        $this->assertSame('from-headers', $post->toPsrRequest()->getHeaderLine('User-Agent'), json_encode($post->headers()));
+        // Without a body the configured Content-Type is sent, as the client sends it.
+        $this->assertSame('application/json', $get->toPsrRequest()->getHeaderLine('Content-Type'));
+    }
+
     /** A misspelt name fails under Http::fake() as it would in production, not answered by the fake. */
     public function testUnderHttpFakeAnUnknownClientNameStillFails(): void
     {

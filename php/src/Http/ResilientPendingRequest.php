@@ -73,7 +73,9 @@ class ResilientPendingRequest extends PendingRequest
             $copy->baseUrl = (string) ($config['base_url'] ?? '');
         }
         $copy->resilientHeaders = is_array($config['headers'] ?? null) ? $config['headers'] : [];
-        if (is_string($config['user_agent'] ?? null)) {
+        // A User-Agent header wins over `user_agent`, as in the client.
+        $named = array_map(fn ($name) => strtolower((string) $name), array_keys($copy->resilientHeaders));
+        if (is_string($config['user_agent'] ?? null) && ! in_array('user-agent', $named, true)) {
             $copy->resilientHeaders['User-Agent'] = $config['user_agent'];
         }
 
@@ -82,16 +84,20 @@ class ResilientPendingRequest extends PendingRequest
 
     /**
      * Under Http::fake() the client does not run: the request Laravel records gets the headers
-     * it would add (a request's own header wins, as there), so header assertions test what the
-     * upstream gets. Not otherwise: the client adds them itself, out of sight of Laravel's
-     * events (they may hold an API key).
+     * it would add (a request's own header wins, as there; a body's type wins over a configured
+     * Content-Type, as there), so header assertions test what the upstream gets. Not otherwise:
+     * the client adds them itself, out of sight of Laravel's events (they may hold an API key).
      *
      * @param array<string, mixed> $set the request's own headers
+     * @param bool $body whether the request has a body (Guzzle then sets its type)
      * @return array<string, mixed> $set and the configured headers it lacks
      */
-    private function withConfiguredHeaders(array $set): array
+    private function withConfiguredHeaders(array $set, bool $body): array
     {
         $taken = array_map(fn ($name) => strtolower((string) $name), array_keys($set));
+        if ($body) {
+            $taken[] = 'content-type';
+        }
         foreach ($this->resilientHeaders as $name => $value) {
             if (! in_array(strtolower((string) $name), $taken, true)) {
                 $set[(string) $name] = $value;
@@ -147,7 +153,9 @@ class ResilientPendingRequest extends PendingRequest
         $headers = $this->options['headers'] ?? null;
         $stubs = $this->stubCallbacks ?? null;
         if ($stubs instanceof \Illuminate\Support\Collection && $stubs->isNotEmpty()) {
-            $this->options['headers'] = $this->withConfiguredHeaders((array) $headers);
+            $body = array_intersect_key($options + $this->options, array_flip(['body', 'json', 'form_params', 'multipart'])) !== []
+                || ($this->pendingFiles ?? []) !== [];
+            $this->options['headers'] = $this->withConfiguredHeaders((array) $headers, $body);
         }
         try {
             return parent::send($method, $url, $options);
