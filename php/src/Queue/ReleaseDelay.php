@@ -88,19 +88,22 @@ final class ReleaseDelay
     }
 
     /**
-     * The job's own backoff for its current attempt, as Laravel's worker reads it: the `backoff`
-     * property, else `backoff()`; an int, a list (indexed by the attempt, its last entry after
-     * its end) or a comma-separated string. 0 without one.
+     * The job's own backoff for its current attempt, as Laravel reads it when it dispatches the
+     * job (`Queue::getJobBackoff`) and its worker when the job fails: the `backoff` property,
+     * else `backoff()`; an int, a date (the seconds until it), a list of those (indexed by the
+     * attempt, its last entry after its end) or a comma-separated string. 0 without one (the
+     * worker's `--backoff` is not known to a job).
      *
      * @param object $job a queued job
      */
     public static function jobBackoff(object $job): int
     {
         $backoff = isset($job->backoff) ? $job->backoff : (method_exists($job, 'backoff') ? $job->backoff() : null);
-        if ($backoff === null || $backoff === '' || $backoff === []) {
-            return 0;
-        }
-        $list = is_array($backoff) ? array_values($backoff) : explode(',', (string) $backoff);
+        $entries = array_map(
+            fn ($entry) => $entry instanceof \DateTimeInterface ? max(0, $entry->getTimestamp() - time()) : $entry,
+            $backoff === null ? [] : (is_array($backoff) ? array_values($backoff) : [$backoff]),
+        );
+        $list = explode(',', implode(',', $entries));
         $attempt = method_exists($job, 'attempts') ? max(1, (int) $job->attempts()) : 1;
 
         return max(0, (int) ($list[$attempt - 1] ?? end($list)));

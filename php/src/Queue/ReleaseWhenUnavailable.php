@@ -60,11 +60,11 @@ final class ReleaseWhenUnavailable
         if ($seconds === null) {
             throw $e;
         }
-        if (! self::isRefusal($e)) {
+        if (! self::isRefusal($e) && ($backoff = ReleaseDelay::jobBackoff($job)) > $seconds) {
             // The upstream's answer: no sooner than the job's own backoff for this attempt
             // either (a release counts as one, and a short Retry-After used up its `$tries`
-            // within seconds).
-            $seconds = max($seconds, ReleaseDelay::jobBackoff($job));
+            // within seconds); spread and bounded as a Retry-After is.
+            $seconds = ReleaseDelay::afterRetryAfter($backoff);
         }
         Released::job($job, $seconds, fn () => $e);
 
