@@ -782,16 +782,11 @@ fn backend_from_ini() -> PhpResult<BackendKind> {
     }
     // Checked whole here (the `ca` file read, which the ini check leaves out), and named after
     // the ini setting (the client's option would say `option 'backend'`).
-    if let Some(problem) = crate::ini::backend_problem(&value) {
-        return Err(exceptions::value_error(format!(
-            "resilient.backend: {problem}"
-        )));
-    }
+    let named = |problem: &str| exceptions::value_error(format!("resilient.backend: {problem}"));
     let mut config = resilient_http::ClientConfig::default();
-    config.set_backend(&value).map_err(options::config_error)?;
+    config.set_backend(&value).map_err(|e| named(e.problem()))?;
     if matches!(config.backend, BackendKind::Redis(_)) {
-        resilient_redis::Target::parse(&value)
-            .map_err(|e| exceptions::value_error(format!("resilient.backend: {}", e.problem())))?;
+        resilient_redis::Target::parse(&value).map_err(|e| named(e.problem()))?;
     }
     Ok(config.backend)
 }
