@@ -36,8 +36,8 @@ final class ClusterTest extends HttpTestCase
             self::$nodes[] = ServiceProcess::start(
                 ['redis-server', '--bind', '127.0.0.1', '--port', (string) $port, '--save', '', '--appendonly', 'no',
                     '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--dir', $dir,
-                    // Its own bus port: the default, port + 10000, is out of range above 55535
-                    // and the node exits just after its port opened.
+                    // Its own bus port, picked free: the default, port + 10000, may be another
+                    // socket's, and the node then exits just after its port opened.
                     '--cluster-port', (string) $bus],
                 $dir . '/redis-' . hrtime(true),
             );

@@ -24,10 +24,11 @@ impl RedisServer {
     pub fn start() -> RedisServer {
         Self::start_with(&[])
     }
-    /// A server started with `extra` arguments too. A cluster node gets a bus port of its own
-    /// (by default Redis takes the port + 10000, which is out of range above 55535 and makes
-    /// the node exit just after its port opened). A server that exits while starting (a port
-    /// taken between the pick and the bind) is started again on other ports.
+    /// A server started with `extra` arguments too. A cluster node gets a bus port of its own,
+    /// picked free: by default Redis takes the port + 10000, which may be another socket's (it
+    /// lies where outgoing connections take their ports), and the node then exits just after
+    /// its port opened. A server that exits while starting (a port taken between the pick and
+    /// the bind) is started again on other ports.
     pub fn start_with(extra: &[&str]) -> RedisServer {
         for _ in 0..5 {
             let port = free_port();
