@@ -30,28 +30,7 @@ final class ClusterTest extends HttpTestCase
     public static function setUpBeforeClass(): void
     {
         foreach ([0, 1, 2] as $i) {
-            $port = Run::freePort();
-            $bus = Run::freePort();
-            $dir = Run::tempDir("cluster-$i");
-            self::$nodes[] = ServiceProcess::start(
-                ['redis-server', '--bind', '127.0.0.1', '--port', (string) $port, '--save', '', '--appendonly', 'no',
-                    '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--dir', $dir,
-                    // Its own bus port, picked free: the default, port + 10000, may be another
-                    // socket's, and the node then exits just after its port opened.
-                    '--cluster-port', (string) $bus],
-                $dir . '/redis-' . hrtime(true),
-            );
-            self::$ports[] = $port;
-            self::$busPorts[] = $bus;
-        }
-        foreach (self::$ports as $port) {
-            $until = microtime(true) + 5;
-            while (!self::answersPing($port)) {
-                if (microtime(true) > $until) {
-                    throw new \RuntimeException('redis-server did not start');
-                }
-                usleep(10_000);
-            }
+            self::startNode($i);
         }
         foreach ([[0, 5460], [5461, 10922], [10923, 16383]] as $i => [$first, $last]) {
             self::cli($i, 'CLUSTER', 'ADDSLOTSRANGE', (string) $first, (string) $last);
@@ -81,18 +60,54 @@ final class ClusterTest extends HttpTestCase
         self::$busPorts = [];
     }
 
-    /** Whether the node answers PING: a port that accepts may belong to a node about to exit. */
-    private static function answersPing(int $port): bool
+    /**
+     * Starts node $i on free ports, again on other ones if it does not come up as itself: a
+     * port that accepts may belong to a node about to exit, or to another server that took the
+     * port between the pick and the bind.
+     */
+    private static function startNode(int $i): void
+    {
+        for ($try = 0; $try < 5; $try++) {
+            [$port, $bus] = [Run::freePort(), Run::freePort()];
+            $dir = Run::tempDir("cluster-$i");
+            $node = ServiceProcess::start(
+                ['redis-server', '--bind', '127.0.0.1', '--port', (string) $port, '--save', '', '--appendonly', 'no',
+                    '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--dir', $dir,
+                    // Its own bus port, picked free: the default, port + 10000, may be another
+                    // socket's, and the node then exits just after its port opened.
+                    '--cluster-port', (string) $bus],
+                $dir . '/redis-' . hrtime(true),
+            );
+            $until = microtime(true) + 5;
+            while (($serving = self::servingPid($port)) === null && $node->isRunning() && microtime(true) < $until) {
+                usleep(10_000);
+            }
+            if ($serving === $node->pid) {
+                [self::$nodes[$i], self::$ports[$i], self::$busPorts[$i]] = [$node, $port, $bus];
+
+                return;
+            }
+            $node->stop();
+        }
+        throw new \RuntimeException("cluster node $i did not start on five pairs of ports");
+    }
+
+    /** The process id of the Redis serving $port (INFO server), or null when none answers. */
+    private static function servingPid(int $port): ?int
     {
         $s = @fsockopen('127.0.0.1', $port, $errno, $errstr, 0.5);
         if ($s === false) {
-            return false;
+            return null;
         }
         stream_set_timeout($s, 0, 500_000);
-        fwrite($s, "PING\r\n");
-        $reply = fgets($s);
+        fwrite($s, "INFO server\r\n");
+        $info = '';
+        while (!str_contains($info, 'run_id:') && ($line = fgets($s)) !== false) {
+            $info .= $line;
+        }
         fclose($s);
-        return $reply === "+PONG\r\n";
+
+        return preg_match('/^process_id:(\d+)/m', $info, $m) === 1 ? (int) $m[1] : null;
     }
 
     private static function cli(int $node, string ...$args): string

@@ -67,9 +67,23 @@ impl RedisServer {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server on PATH");
+        let pid = child.id();
         self.child = Some(child);
         let until = Instant::now() + Duration::from_secs(5);
-        while !answers_ping(self.port) {
+        loop {
+            match serving_pid(self.port) {
+                // Ours, or one that wants a password (only ours is started with one).
+                Some(Some(serving)) if serving == pid => return true,
+                Some(None) => return true,
+                // Another test's server took the port between the pick and the bind: ours
+                // cannot bind it and exits.
+                Some(Some(other)) => {
+                    eprintln!("port {} is redis-server {other}'s", self.port);
+                    self.kill();
+                    return false;
+                }
+                None => {}
+            }
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 eprintln!("redis-server on port {} exited: {status}", self.port);
                 self.child = None;
@@ -78,7 +92,6 @@ impl RedisServer {
             assert!(Instant::now() < until, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(10));
         }
-        true
     }
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -115,18 +128,32 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Whether a Redis on `port` answers PING (PONG, or NOAUTH when it wants a password): a port
-/// that accepts may belong to a server about to exit.
-fn answers_ping(port: u16) -> bool {
+/// The process id of the Redis serving `port` (`INFO server`): `None` when nothing answers (a
+/// port that accepts may belong to a server about to exit), `Some(None)` when it wants a
+/// password first.
+fn serving_pid(port: u16) -> Option<Option<u32>> {
     use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut reply = [0u8; 7];
-    s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
-        && s.read_exact(&mut reply).is_ok()
-        && (&reply == b"+PONG\r\n" || reply.starts_with(b"-NOAUTH"))
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&reply);
+        if text.starts_with("-NOAUTH") {
+            return Some(None);
+        }
+        if let Some(line) = text.lines().find(|l| l.starts_with("process_id:")) {
+            if text.contains("run_id:") {
+                return line["process_id:".len()..].trim().parse().ok().map(Some);
+            }
+        }
+    }
 }
 
 impl Drop for RedisServer {
