@@ -32,12 +32,14 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Starts `p.bg_workers` workers that call until `until_unix_ms`.
+    /// Starts `p.bg_workers` workers that call from `from_unix_ms` (PHP starts up meanwhile)
+    /// until `until_unix_ms`.
     pub fn start(
         p: &Params,
         variant: &str,
         dir: &Path,
         sut: &SystemUnderTest,
+        from_unix_ms: f64,
         until_unix_ms: f64,
     ) -> Result<Workers, String> {
         let script = p.root.join("lab/app/bin/background.php");
@@ -75,6 +77,7 @@ impl Workers {
                     if p.share_of(variant) { "1" } else { "0" },
                 )
                 .env("LAB_BG_DEADLINE_MS", p.bg_deadline_ms.to_string())
+                .env("LAB_BG_FROM_UNIX_MS", format!("{from_unix_ms:.0}"))
                 .env("LAB_BG_UNTIL_UNIX_MS", format!("{until_unix_ms:.0}"))
                 .env("LAB_BG_ID", i.to_string())
                 .env("LAB_BG_OUT", &out);

@@ -104,24 +104,25 @@ async fn run_inner(
         ));
     }
     let total = p.total_secs();
-    // Background workers (mixed): started a moment before t0 (PHP's start-up), calling until
-    // the end of the last phase.
-    let workers = if p.scenario.has_background() {
-        let lead_ms = 300.0;
-        let until = unix_ms_now() + lead_ms + total * 1000.0;
-        let w = Workers::start(p, variant, dir, &sut, until)?;
-        tokio::time::sleep(Duration::from_millis(lead_ms as u64)).await;
-        Some(w)
-    } else {
-        None
-    };
+    // Nothing is in flight now (the warm-up is over, the workers not started): the upstream's
+    // rows and the extension's counters start from the same calls.
     upstream.reset(&control).await?;
-    // The extension's counters from the same moment as the upstream's rows (when it has them).
     let _ = control
         .get(format!("{base}/lab-metrics?reset=1"))
         .send()
         .await;
     crate::two_hosts::reset_host_b_metrics(p, &control, &base).await;
+    // Background workers (mixed): started a moment before t0 (PHP's start-up), calling from t0
+    // until the end of the last phase.
+    let workers = if p.scenario.has_background() {
+        let lead_ms = 300.0;
+        let from = unix_ms_now() + lead_ms;
+        let w = Workers::start(p, variant, dir, &sut, from, from + total * 1000.0)?;
+        tokio::time::sleep(Duration::from_millis(lead_ms as u64)).await;
+        Some(w)
+    } else {
+        None
+    };
 
     let t0 = Instant::now();
     let t0_unix_ms = unix_ms_now();

@@ -447,9 +447,13 @@ pub fn attempts(p: &Params, all: &[VariantSummary], path: &Path) -> Result<(), S
     let (head, body) = root.split_vertically(70);
     header(&head, p, ": upstream attempts/s per variant")?;
     let (body, foot) = body.split_vertically(h - 70 - 40);
-    foot.draw_text(
-        "Lane at the bottom of a panel: the circuit breaker of `shipping` per 1 s bin, from Resilient's own metrics \
+    let lane = format!(
+        "Lane at the bottom of a panel: the circuit breaker of `shipping` per {} s bin, from Resilient's own metrics \
          (red: open at some sample of the bin, orange: half-open, none: closed or no breaker).",
+        crate::analysis::BIN_S
+    );
+    foot.draw_text(
+        &lane,
         &("sans-serif", 17).into_font().color(&BLACK.mix(0.7)),
         (20, 10),
     )

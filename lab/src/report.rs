@@ -182,15 +182,20 @@ fn phase_upstream(p: &Params, i: usize) -> String {
         Scenario::Slowdown | Scenario::Mixed | Scenario::TwoHosts => {
             format!("upstream {} ms{bg}", p.slow_ms)
         }
-        Scenario::Errors => format!(
-            "upstream {} ms, {:.0} % answered 503 ({})",
-            p.normal_ms,
-            100.0 * p.error_ratio,
-            match p.error_model {
-                ErrorModel::Shed => "shed over its rate",
-                ErrorModel::Random => "drawn per request",
-            }
-        ),
+        // Shed: the share answered 503 depends on what a variant sends (its retries are shed
+        // too), so the heading names the rate admitted, not a share of 503s.
+        Scenario::Errors => match p.error_model {
+            ErrorModel::Shed => format!(
+                "upstream {} ms, admits {:.0} % of the offered rate, answers the rest 503",
+                p.normal_ms,
+                100.0 * (1.0 - p.error_ratio)
+            ),
+            ErrorModel::Random => format!(
+                "upstream {} ms, {:.0} % of requests answered 503 (drawn per request)",
+                p.normal_ms,
+                100.0 * p.error_ratio
+            ),
+        },
         Scenario::Outage => "upstream answers 503 at once to every request".into(),
         Scenario::CapacityShift => unreachable!("answered above"),
     }

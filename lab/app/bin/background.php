@@ -2,7 +2,8 @@
 /**
  * A background worker of the `mixed` scenario: a PHP CLI process (console context, so the
  * resilient funnel lets it use only limit - reserve slots) calling the upstream in a closed loop
- * through the variant's own client, funnel and budget, until LAB_BG_UNTIL_UNIX_MS. A call that
+ * through the variant's own client, funnel and budget, from LAB_BG_FROM_UNIX_MS (the lab's t0,
+ * after it reset the upstream's and the extension's counts) until LAB_BG_UNTIL_UNIX_MS. A call that
  * did not get a live answer is a job released back with a short delay (10 ms) before the next.
  *
  * One CSV line per call to LAB_BG_OUT: start_unix_ms,latency_ms,outcome,reason
@@ -22,6 +23,12 @@ $out = fopen((string) getenv('LAB_BG_OUT'), 'w');
 if ($out === false || $until <= 0) {
     fwrite(STDERR, "background: LAB_BG_OUT and LAB_BG_UNTIL_UNIX_MS are required\n");
     exit(2);
+}
+
+$from = (float) getenv('LAB_BG_FROM_UNIX_MS');
+$wait = $from - microtime(true) * 1000;
+if ($wait > 0) {
+    usleep((int) ($wait * 1000));
 }
 
 $n = 0;
