@@ -160,8 +160,8 @@ namespace Resilient {
      * Where this process runs, and the web caps from php.ini (static; not
      * instantiable). Web = any SAPI but cli, phpdbg, embed, micro.
      */
-    class Context {
-        public function __construct() {}
+    final class Context {
+        private function __construct() {}
 
         /**
          * `$seconds` (at least 0.001), capped to `resilient.web_connect_timeout` when web.
@@ -211,8 +211,8 @@ namespace Resilient {
      * those in force where it starts); cleared at request start and end: nothing
      * survives into the next FPM request.
      */
-    class Deadline {
-        public function __construct() {}
+    final class Deadline {
+        private function __construct() {}
 
         /**
          * `min($seconds, remaining())`, or `$seconds` when no deadline is set; never below
@@ -384,8 +384,8 @@ namespace Resilient {
      * `max_execution_time`). In a `pcntl_fork()` child an inherited lease is
      * neither released nor releasable: it belongs to the parent.
      */
-    class Lease {
-        public function __construct() {}
+    final class Lease {
+        private function __construct() {}
 
         /**
          * The funnel's name.
@@ -415,8 +415,8 @@ namespace Resilient {
     /**
      * Host-wide metrics per upstream name (static; not instantiable).
      */
-    class Metrics {
-        public function __construct() {}
+    final class Metrics {
+        private function __construct() {}
 
         /**
          * The same metrics in Prometheus's text exposition format 0.0.4 (serve it with
@@ -485,8 +485,8 @@ namespace Resilient {
         public static function snapshot(): array {}
     }
 
-    class Response {
-        public function __construct() {}
+    final class Response {
+        private function __construct() {}
 
         /**
          * Attempts the call made, the first one included.

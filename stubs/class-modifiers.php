@@ -1,0 +1,33 @@
+<?php
+/*
+ * Reads cargo-php's stub on stdin and writes it with what cargo-php leaves out, read off the
+ * loaded extension: `final` on the classes that are final, and a private constructor on those
+ * that PHP code cannot instantiate (ext-php-rs gives them a public one that throws), so an IDE
+ * or a static analyser flags `new Resilient\Metrics()` and `extends Resilient\Response` as
+ * PHP would. Run by stubs/generate.sh with the extension loaded.
+ */
+declare(strict_types=1);
+
+$class = null;
+foreach (explode("\n", stream_get_contents(STDIN)) as $i => $line) {
+    if (preg_match('/^(\s*)class (\w+) \{$/', $line, $m)) {
+        $class = new ReflectionClass('Resilient\\' . $m[2]);
+        if ($class->isFinal()) {
+            $line = "{$m[1]}final class {$m[2]} {";
+        }
+    } elseif ($class !== null && preg_match('/^(\s*)public function __construct\(\) \{\}$/', $line, $m)
+        && !instantiable($class)) {
+        $line = "{$m[1]}private function __construct() {}";
+    }
+    echo $i === 0 ? '' : "\n", $line;
+}
+
+function instantiable(ReflectionClass $class): bool
+{
+    try {
+        $class->newInstance();
+        return true;
+    } catch (Throwable) {
+        return false;
+    }
+}
