@@ -4,7 +4,8 @@
 #
 #   bash lab/run.sh                  full run of the seed's slowdown (3 × 20 s phases per variant, ≈ 7 min)
 #   bash lab/run.sh --scenario errors|outage|mixed, or --all: the failure scenarios (≈ 6 min each)
-#   bash lab/run.sh --quick --check --all  CI: every scenario, 5 s phases, exit non-zero unless the robust properties hold
+#   bash lab/run.sh --quick --check --all  the first four scenarios, 5 s phases, exit non-zero unless the robust
+#                                    properties hold (CI, `make lab-check`, adds capacity-shift and two-hosts)
 #   bash lab/run.sh --help           every knob (rate, capacity, latencies, phases, workers, deadline)
 #
 # Every process the lab starts (upstream simulator, redis-server, php-fpm, nginx) is a child of

@@ -143,9 +143,11 @@ usage: resilient-lab [options]
                           resilient-16 (funnel 16), resilient-adaptive (funnel 'auto'),
                           resilient-redis (funnel, budget, breaker on Redis)
                           (default per scenario: slowdown and mixed the first four, errors and
-                          outage naive,laravel,resilient,resilient-breaker; two-hosts
+                          outage naive,laravel,resilient,resilient-breaker; capacity-shift
+                          resilient,resilient-16,resilient-adaptive; two-hosts
                           resilient,resilient-redis)
-  --error-ratio R         errors: share of 503 answers in the bad phase (default 0.3)
+  --error-ratio R         errors: share of the offered rate answered 503 in the bad phase
+                          (default 0.3)
   --error-model M         errors: shed (default: the upstream admits (1 - R) x the offered rate
                           and answers the rest 503 at once) or random (each request fails with
                           probability R after its service time)
