@@ -9,12 +9,12 @@
 //!
 //! Reuse is safe against servers that closed an idle connection: before reusing, a
 //! non-blocking `recv(MSG_PEEK)` on the socket tells EOF or stray bytes (discard) from "still
-//! open, nothing to read" (reuse). Idle connections older than [`IDLE_TIMEOUT`] are dropped.
+//! open, nothing to read" (reuse). The pool's bounds (age, per host, in all) are
+//! [`IdlePool`]'s.
 //! Like the reqwest transport it never retries and never follows redirects; the attempt timeout
 //! covers connect + send + the whole body. `https://`, proxies (an explicit `proxy` or an
 //! `HTTP_PROXY`-style variable), TLS options and multipart bodies go to the reqwest transport.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
@@ -31,16 +31,13 @@ use tokio::net::TcpStream;
 
 use crate::body_memory::BodyLimit;
 use crate::clock::BoxFuture;
+use crate::idle_pool::IdlePool;
 use crate::request::PreparedRequest;
 use crate::reqwest_transport::ReqwestTransport;
 use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 use crate::transport_options::BodyTarget;
 
-/// Idle connections older than this are not reused (servers commonly close after 5–75 s).
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Idle connections kept per host:port.
-const MAX_IDLE_PER_HOST: usize = 32;
 /// Response headers accepted (hyper's default, 100, refuses ordinary responses of some APIs
 /// and CDNs). Their total size stays bounded by hyper's read buffer (about 400 KB).
 pub const MAX_RESPONSE_HEADERS: usize = 1000;
@@ -52,12 +49,11 @@ struct Http1Conn {
     sender: SendRequest<Full<Bytes>>,
     conn: Conn,
     fd: RawFd,
-    idle_since: Instant,
 }
 
 /// Plain-HTTP/1.1 transport with inline-driven keep-alive connections; https via reqwest.
 pub struct Http1Transport {
-    idle: Arc<Mutex<HashMap<String, Vec<Http1Conn>>>>,
+    idle: Arc<Mutex<IdlePool<Http1Conn>>>,
     fallback: Arc<ReqwestTransport>,
     /// A proxy is configured in the environment: everything goes through reqwest, which honours it.
     proxied: bool,
@@ -74,12 +70,7 @@ impl Http1Transport {
 
     /// Idle connections kept now (all hosts).
     pub fn idle_connections(&self) -> usize {
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(Vec::len)
-            .sum()
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -140,7 +131,13 @@ impl Transport for Http1Transport {
             Ok(r) => r,
             Err(_) => return self.fallback.send(request, limits),
         };
-        let reused = take_idle(&self.idle, &key);
+        let reused =
+            self.idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(&key, Instant::now(), |c| {
+                    !c.sender.is_closed() && socket_is_quiet(c.fd)
+                });
         let pool = self.idle.clone();
         let dial = (host.to_string(), port);
         let target = request.body_target.clone();
@@ -163,18 +160,6 @@ impl Transport for Http1Transport {
             }
         })
     }
-}
-
-/// An idle connection that is still open, if any (closed or stale ones are dropped).
-fn take_idle(pool: &Mutex<HashMap<String, Vec<Http1Conn>>>, key: &str) -> Option<Http1Conn> {
-    let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
-    let list = pool.get_mut(key)?;
-    while let Some(c) = list.pop() {
-        if c.idle_since.elapsed() < IDLE_TIMEOUT && !c.sender.is_closed() && socket_is_quiet(c.fd) {
-            return Some(c);
-        }
-    }
-    None
 }
 
 /// True when the socket has nothing to read and is not at EOF: an idle keep-alive connection
@@ -226,19 +211,14 @@ async fn connect(
         .handshake(TokioIo::new(stream))
         .await
         .map_err(|e| TransportError::new(FailureKind::Connect, format!("handshake error: {e}")))?;
-    Ok(Http1Conn {
-        sender,
-        conn,
-        fd,
-        idle_since: Instant::now(),
-    })
+    Ok(Http1Conn { sender, conn, fd })
 }
 
 /// Sends one request on a (reused or new) connection, polling the connection inline, and puts
 /// the connection back for reuse when it is still good. The body is read within `max_body`;
 /// on any error (over the limit included) the connection is dropped, i.e. closed.
 async fn exchange(
-    pool: Arc<Mutex<HashMap<String, Vec<Http1Conn>>>>,
+    pool: Arc<Mutex<IdlePool<Http1Conn>>>,
     key: String,
     dial: (String, u16),
     reused: Option<Http1Conn>,
@@ -281,12 +261,8 @@ async fn exchange(
         conn_done = Pin::new(&mut c.conn).poll(&mut cx).is_ready();
     }
     if !conn_done && c.sender.is_ready() {
-        c.idle_since = Instant::now();
         let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
-        let list = pool.entry(key).or_default();
-        if list.len() < MAX_IDLE_PER_HOST {
-            list.push(c);
-        }
+        pool.put(key, c, Instant::now());
     }
     Ok(RawResponse {
         status: status.as_u16(),

@@ -99,6 +99,7 @@ mod error;
 mod fork_local;
 mod guard;
 mod http1_transport;
+mod idle_pool;
 mod metrics_events;
 mod multipart;
 mod option_file;
