@@ -23,6 +23,7 @@
 
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,9 +117,17 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
     // The name is listed once the client is built: a client refused below (its budget's
     // entry did not fit) leaves no row of zeros in the snapshots.
     let segment = segment::shared().ok();
-    let metrics = segment
-        .clone()
-        .and_then(|seg| resilient_core::Metrics::unlisted(seg, name).ok());
+    let mut metrics_lost = None;
+    let metrics =
+        segment
+            .clone()
+            .and_then(|seg| match resilient_core::Metrics::unlisted(seg, name) {
+                Ok(metrics) => Some(metrics),
+                Err(e) => {
+                    metrics_lost = e.is_table_full().then_some(e);
+                    None
+                }
+            });
     let events: Option<Arc<dyn CallEvents>> = metrics
         .clone()
         .map(|metrics| Arc::new(MetricsEvents::new(metrics)) as Arc<dyn CallEvents>);
@@ -137,11 +146,31 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
     if let Some(metrics) = &metrics {
         metrics.list();
     }
+    if let Some(e) = metrics_lost {
+        say_metrics_lost(name, &e);
+    }
     Ok(Built {
         http: Arc::new(http),
         events,
         segment,
     })
+}
+
+/// The process that last said a client's metrics did not fit (once per process: a worker
+/// making such clients per job would fill its log).
+static METRICS_LOST_SAID: AtomicU32 = AtomicU32::new(0);
+
+/// Tells PHP's error log that a client built without metrics (its table full) is missing from
+/// `Metrics::snapshot()`, once per process.
+fn say_metrics_lost(name: &str, e: &resilient_core::Error) {
+    let pid = std::process::id();
+    if METRICS_LOST_SAID.swap(pid, Ordering::Relaxed) == pid {
+        return;
+    }
+    errors::log_warning(&format!(
+        "resilient: metrics of upstream '{name}' are not recorded: {e}. The client works; \
+         other names that do not fit are not said again by this process (docs/shared-memory.md)"
+    ));
 }
 
 /// Lists the loop's leases in `held` while they are in flight.

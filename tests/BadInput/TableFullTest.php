@@ -73,4 +73,29 @@ final class TableFullTest extends TestCase
         $this->assertMatchesRegularExpression('/full/i', $out['message']);
         $this->assertNotContains('half-made', $out['listed']);
     }
+
+    /**
+     * A client with no funnel, budget or breaker still works when the table is full, but its
+     * metrics cannot be kept: PHP's error log says so, once per process, rather than leaving a
+     * dashboard to miss the upstream without a word.
+     */
+    public function testAClientWhoseMetricsDoNotFitSaysSoOnceInTheErrorLog(): void
+    {
+        $code = <<<'PHP'
+            for ($i = 0; $i < 8; $i++) {
+                (new Resilient\Funnel("table-$i", limit: 1))->inFlight();
+            }
+            foreach (['quiet-a', 'quiet-b'] as $name) {
+                new Resilient\Client($name, ['base_url' => 'http://127.0.0.1:9', 'budget' => false]);
+            }
+            return array_keys(Resilient\Metrics::snapshot());
+            PHP;
+        $path = Run::shmPath('quiet-' . bin2hex(random_bytes(3)));
+        $r = PhpProcess::runScript('expect_throw.php', [$code], ['resilient.shm_path' => $path, 'resilient.shm_slots' => 8], 20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame([], $r->json()['returned'], 'no client of the full table has metrics');
+        $said = preg_match_all('/resilient: metrics of upstream \'quiet-a\' are not recorded: .*full/', $r->stderr);
+        $this->assertSame(1, $said, "said once, for the first name:\n" . $r->stderr);
+        $this->assertStringNotContainsString('quiet-b', $r->stderr);
+    }
 }
