@@ -2,7 +2,7 @@
 //! and `resilient-failfast`, the contract's default), and the CI check (`--check`, on `resilient`
 //! only): each one with the measured number, met or missed. Nothing here is tuned to pass.
 
-use crate::analysis::VariantSummary;
+use crate::analysis::{PhaseStats, VariantSummary};
 use crate::params::{is_resilient, Params, BREAKER_OPEN_FOR_S, RESILIENT_VARIANTS};
 use crate::scenario::{ErrorModel, Scenario};
 
@@ -70,7 +70,7 @@ pub struct Verdict {
     pub met: bool,
 }
 
-fn slow(v: &VariantSummary) -> Option<&crate::analysis::PhaseStats> {
+fn slow(v: &VariantSummary) -> Option<&PhaseStats> {
     if v.skipped.is_some() {
         return None;
     }
@@ -150,23 +150,20 @@ pub fn goals(p: &Params, all: &[VariantSummary], name: &str) -> Vec<Verdict> {
     if name == "resilient-adaptive" {
         // Issue 13's must show 2: the learned limit, told nothing of the slots, does better
         // than issue 4 asks of a hand-set one.
-        out.push(Verdict {
-            what: format!(
+        out.push(goodput_share(
+            s,
+            0.95,
+            cap,
+            format!(
                 "learned limit: goodput ≥ 95 % of upstream capacity ({:.1}/s; issue 13)",
                 0.95 * cap
             ),
-            measured: format!(
-                "{:.1}/s ({:.0} %)",
-                s.goodput_rps,
-                100.0 * s.goodput_rps / cap
-            ),
-            met: s.goodput_rps >= 0.95 * cap,
-        });
-        out.push(Verdict {
-            what: "learned limit: /health p99 ≤ 20 ms (issue 13)".into(),
-            measured: ms(s.health_p99_ms),
-            met: s.health_p99_ms.is_some_and(|x| x <= 20.0),
-        });
+        ));
+        out.push(health_p99_within(
+            s,
+            20.0,
+            "learned limit: /health p99 ≤ 20 ms (issue 13)",
+        ));
     }
     out
 }
@@ -187,6 +184,28 @@ pub fn open_loop(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             met: (s.achieved_rps - p.rate).abs() <= 0.05 * p.rate,
         })
         .collect()
+}
+
+/// `what`: goodput at least `share` of `of` req/s.
+fn goodput_share(s: &PhaseStats, share: f64, of: f64, what: String) -> Verdict {
+    Verdict {
+        what,
+        measured: format!(
+            "{:.1}/s ({:.0} %)",
+            s.goodput_rps,
+            100.0 * s.goodput_rps / of
+        ),
+        met: s.goodput_rps >= share * of,
+    }
+}
+
+/// `what`: `/health` p99 at most `limit_ms`.
+fn health_p99_within(s: &PhaseStats, limit_ms: f64, what: &str) -> Verdict {
+    Verdict {
+        what: what.into(),
+        measured: ms(s.health_p99_ms),
+        met: s.health_p99_ms.is_some_and(|x| x <= limit_ms),
+    }
 }
 
 /// The CI properties: only robust ones, never exact timings. The amplification checks are on
@@ -221,11 +240,11 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
                 measured: format!("{:.1}/s of {cap:.1}/s", s.goodput_rps),
                 met: s.goodput_rps >= 0.7 * cap,
             });
-            out.push(Verdict {
-                what: "resilient /health p99 (slow) ≤ 250 ms (a starved FPM takes seconds)".into(),
-                measured: ms(s.health_p99_ms),
-                met: s.health_p99_ms.is_some_and(|x| x <= 250.0),
-            });
+            out.push(health_p99_within(
+                s,
+                250.0,
+                "resilient /health p99 (slow) ≤ 250 ms (a starved FPM takes seconds)",
+            ));
         }
         None => out.push(Verdict {
             what: "resilient variant ran".into(),
@@ -488,24 +507,17 @@ pub fn mixed_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     let unreserved = (p.capacity - p.reserve) as f64 * 1000.0 / p.slow_ms as f64;
     match ran(all, "resilient") {
         Some(s) => {
-            out.push(Verdict {
-                what: format!(
+            out.push(goodput_share(
+                s,
+                0.9,
+                reserved,
+                format!(
                     "resilient: web goodput ≥ 90 % of what the {} reserved slots serve ({:.1}/s of {reserved:.1}/s)",
                     p.reserve,
                     0.9 * reserved
                 ),
-                measured: format!(
-                    "{:.1}/s ({:.0} %)",
-                    s.goodput_rps,
-                    100.0 * s.goodput_rps / reserved
-                ),
-                met: s.goodput_rps >= 0.9 * reserved,
-            });
-            out.push(Verdict {
-                what: "resilient: /health p99 ≤ 20 ms".into(),
-                measured: ms(s.health_p99_ms),
-                met: s.health_p99_ms.is_some_and(|x| x <= 20.0),
-            });
+            ));
+            out.push(health_p99_within(s, 20.0, "resilient: /health p99 ≤ 20 ms"));
             out.push(Verdict {
                 what: format!(
                     "resilient: the background work still gets the {} unreserved slots (≥ 90 % of {unreserved:.1}/s)",
