@@ -10,10 +10,11 @@ declare(strict_types=1);
 
 $class = null;
 foreach (explode("\n", stream_get_contents(STDIN)) as $i => $line) {
-    if (preg_match('/^(\s*)class (\w+) \{$/', $line, $m)) {
-        $class = new ReflectionClass('Resilient\\' . $m[2]);
-        if ($class->isFinal()) {
-            $line = "{$m[1]}final class {$m[2]} {";
+    if (preg_match('/^(\s*)((?:final |abstract )*)class (\w+)\b(.*)$/', $line, $m)) {
+        // Every class header names the class the members below it belong to.
+        $class = new ReflectionClass('Resilient\\' . $m[3]);
+        if ($class->isFinal() && !str_contains($m[2], 'final')) {
+            $line = "{$m[1]}final {$m[2]}class {$m[3]}{$m[4]}";
         }
     } elseif ($class !== null && preg_match('/^(\s*)public function __construct\(\) \{\}$/', $line, $m)
         && !instantiable($class)) {

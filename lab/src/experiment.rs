@@ -113,19 +113,17 @@ async fn run_inner(
         .await;
     crate::two_hosts::reset_host_b_metrics(p, &control, &base).await;
     // Background workers (mixed): started a moment before t0 (PHP's start-up), calling from t0
-    // until the end of the last phase.
-    let workers = if p.scenario.has_background() {
-        let lead_ms = 300.0;
-        let from = unix_ms_now() + lead_ms;
+    // (the same instant on the wall clock they read) until the end of the last phase.
+    let (workers, t0, t0_unix_ms) = if p.scenario.has_background() {
+        let lead = Duration::from_millis(300);
+        let t0 = Instant::now() + lead;
+        let from = unix_ms_now() + lead.as_secs_f64() * 1000.0;
         let w = Workers::start(p, variant, dir, &sut, from, from + total * 1000.0)?;
-        tokio::time::sleep(Duration::from_millis(lead_ms as u64)).await;
-        Some(w)
+        tokio::time::sleep_until(t0).await;
+        (Some(w), t0, from)
     } else {
-        None
+        (None, Instant::now(), unix_ms_now())
     };
-
-    let t0 = Instant::now();
-    let t0_unix_ms = unix_ms_now();
     let hard_end = t0 + Duration::from_secs_f64(total + p.drain_secs);
     let counters = Arc::new(Counters::default());
     let (tx, mut rx) = mpsc::unbounded_channel::<Record>();

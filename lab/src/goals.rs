@@ -233,17 +233,19 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             });
             // Amplification alone cannot fail here (the slow upstream never errs, so the
             // client never retries, and refusals only lower it): the variant must also serve.
-            // Bounds for 5 s phases that only a broken variant misses (quick runs: 99 %, 1–2 ms).
+            // Bounds for 5 s phases that only a broken variant misses (quick runs: 99 %, 1–5 ms).
             let cap = p.slow_capacity_rps();
             out.push(Verdict {
                 what: "resilient goodput (slow) ≥ 70 % of the upstream's capacity".into(),
                 measured: format!("{:.1}/s of {cap:.1}/s", s.goodput_rps),
                 met: s.goodput_rps >= 0.7 * cap,
             });
+            // A quick phase sends 25 `/health` requests, so its p99 is their slowest: 1 s
+            // leaves one stall of a loaded machine room, while a starved FPM takes seconds.
             out.push(health_p99_within(
                 s,
-                250.0,
-                "resilient /health p99 (slow) ≤ 250 ms (a starved FPM takes seconds)",
+                1000.0,
+                "resilient /health p99 (slow) ≤ 1 s (a starved FPM takes seconds)",
             ));
         }
         None => out.push(Verdict {

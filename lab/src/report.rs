@@ -426,8 +426,8 @@ pub fn markdown(
            utilization = busy slot-seconds / (slots × phase length), work for clients that had gone included.\n\
          - latency is measured by the load generator (send to full answer); live and fallback apart.\n\
          - `/health` p99 counts an unanswered request as infinitely slow.\n\
-         - recovery: from the upstream's switch back to normal until the first instant t from which the requests sent in \
-           [t, t+2 s) got ≥ 95 % goodput (checked every 50 ms).\n\
+         - recovery: from the upstream's switch back to normal until the first request answered good (live within \
+           {0:.1} s) from whose send time t the requests sent in [t, t+2 s) got ≥ 95 % goodput.\n\
          - FPM out of idle workers: a 250 ms sample of the pool's status saw 0 idle workers (the whole-run goal also \
            uses FPM's own `max active processes` = pm.max_children; the warm-up uses only half of the workers). The listen \
            queue is reported apart: FPM's TCP backlog, where requests wait when no worker is idle.\n",
