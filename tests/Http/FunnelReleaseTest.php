@@ -69,7 +69,7 @@ final class FunnelReleaseTest extends HttpTestCase
             $b->get('/b');
             $this->fail('expected FunnelFull while A holds the only slot');
         } catch (FunnelFull $e) {
-            $this->assertLessThan(50.0, (hrtime(true) - $t) / 1e6, 'a full funnel fails fast');
+            $this->assertLessThan(500.0, (hrtime(true) - $t) / 1e6, 'a full funnel fails fast (A holds its slot 1.5 s)');
             $this->assertSame(0, $e->getCode());
         }
         $this->assertSame([], $this->up->attempts($keyB), 'nothing was sent');

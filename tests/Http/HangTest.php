@@ -28,7 +28,8 @@ final class HangTest extends HttpTestCase
             $this->fail('expected DeadlineExceeded');
         } catch (DeadlineExceeded $e) {
             $elapsedMs = (hrtime(true) - $t) / 1e6;
-            $this->assertLessThan(600.0, $elapsedMs);
+            // Well short of the 10 s timeout (a loaded machine may add a few hundred ms).
+            $this->assertLessThan(1000.0, $elapsedMs);
             $this->assertGreaterThanOrEqual(495.0, $elapsedMs);
             $this->assertSame(0, $e->getCode());
             $this->assertNull($e->response());
@@ -53,12 +54,14 @@ final class HangTest extends HttpTestCase
             $client->get('/slow');
             $this->fail('expected an Unavailable');
         } catch (\Resilient\Unavailable $e) {
-            $this->assertLessThan(950.0, (hrtime(true) - $t) / 1e6);
+            $this->assertLessThan(1350.0, (hrtime(true) - $t) / 1e6);
         }
         $durations = array_column($records, 'duration_ms');
         $this->assertGreaterThanOrEqual(2, count($durations));
-        $this->assertEqualsWithDelta(300.0, $durations[0], 30.0);
-        $this->assertLessThanOrEqual(850.0 + 50.0, array_sum($durations));
+        // The first attempt got its whole 300 ms timeout (a stall may add to it, never cut it).
+        $this->assertGreaterThanOrEqual(290.0, $durations[0]);
+        $this->assertLessThan(450.0, $durations[0]);
+        $this->assertLessThanOrEqual(850.0 + 150.0, array_sum($durations));
     }
 
     public function testAClosedConnectionIsRetried(): void

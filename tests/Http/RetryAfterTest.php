@@ -83,7 +83,7 @@ final class RetryAfterTest extends HttpTestCase
             $this->fail('expected DeadlineExceeded');
         } catch (DeadlineExceeded $e) {
             $elapsedMs = (hrtime(true) - $t) / 1e6;
-            $this->assertLessThan(300.0, $elapsedMs, 'must not sleep towards a wait it cannot finish');
+            $this->assertLessThan(1000.0, $elapsedMs, 'must not sleep towards a wait it cannot finish (2 s left)');
             $this->assertSame(503, $e->getCode());
             $this->assertSame('come back later', $e->response()->body());
             $this->assertStringContainsString('Retry-After 5s', $e->getMessage());
@@ -101,7 +101,7 @@ final class RetryAfterTest extends HttpTestCase
         try {
             \Resilient\Deadline::within(1.0, fn () => $client->get('/x'));
         } finally {
-            $this->assertLessThan(300.0, (hrtime(true) - $t) / 1e6);
+            $this->assertLessThan(700.0, (hrtime(true) - $t) / 1e6, 'no sleep towards the 1 s deadline');
         }
     }
 
@@ -114,7 +114,7 @@ final class RetryAfterTest extends HttpTestCase
             $this->client($key, ['max_retry_after' => 10])->get('/x');
             $this->fail('expected UpstreamFailed');
         } catch (UpstreamFailed $e) {
-            $this->assertLessThan(300.0, (hrtime(true) - $t) / 1e6);
+            $this->assertLessThan(1000.0, (hrtime(true) - $t) / 1e6, 'no sleep of 10 s or 60 s');
             $this->assertSame(429, $e->getCode());
             $this->assertStringContainsString('max_retry_after', $e->getMessage());
         }
