@@ -1,10 +1,12 @@
 //! `Resilient\RetryBudget`: retries allowed per sliding window =
 //! `floor + ratio × originals`, counted across every process of the host.
 
+use std::sync::Arc;
+
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendHashTable, Zval};
-use resilient_core::{clock, BudgetConfig, RetryBudget as CoreBudget};
+use resilient_core::{clock, BudgetConfig, RetryBudget as CoreBudget, Segment};
 
 use crate::coerce::StringArg;
 use crate::segment::Rebinding;
@@ -47,10 +49,12 @@ impl RetryBudget {
     /// The budget on this process's current segment (see [`Rebinding`]), and whether that is
     /// the degraded one (counting this process only).
     fn current(&self) -> PhpResult<(bool, CoreBudget)> {
-        let (segment, inner) = self
-            .bound
-            .get(|seg| CoreBudget::new(seg, &self.name, self.config).map_err(errors::php))?;
+        let (segment, inner) = self.bound.get(|seg| self.build(seg))?;
         Ok((segment.is_local(), inner))
+    }
+
+    fn build(&self, seg: Arc<Segment>) -> PhpResult<CoreBudget> {
+        CoreBudget::new(seg, &self.name, self.config).map_err(errors::php)
     }
 }
 
@@ -100,13 +104,19 @@ impl RetryBudget {
 
     /// Deposit: one original request (whatever its attempts).
     pub fn record_original(&self) -> PhpResult<()> {
-        self.current()?.1.record_original(clock::monotonic_ms());
-        Ok(())
+        let now_ms = clock::monotonic_ms();
+        self.bound.with(
+            now_ms,
+            |seg| self.build(seg),
+            |_, b| b.record_original(now_ms),
+        )
     }
 
     /// Withdraw: true (and counted) when one retry may be sent now.
     pub fn try_consume(&self) -> PhpResult<bool> {
-        Ok(self.current()?.1.try_consume(clock::monotonic_ms()))
+        let now_ms = clock::monotonic_ms();
+        self.bound
+            .with(now_ms, |seg| self.build(seg), |_, b| b.try_consume(now_ms))
     }
 
     /// `['originals' => int, 'retries' => int, 'allowed' => float,

@@ -72,7 +72,8 @@ pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
 #[php_class]
 #[php(name = "Resilient\\Funnel")]
 pub struct Funnel {
-    name: String,
+    /// Shared with the leases it hands out (one more reference, not a copy, per lease).
+    name: Arc<str>,
     config: FunnelConfig,
     bound: Rebinding<CoreFunnel>,
 }
@@ -80,8 +81,11 @@ pub struct Funnel {
 impl Funnel {
     /// The funnel on this process's current segment (see [`Rebinding`]).
     fn current(&self) -> PhpResult<(Arc<Segment>, CoreFunnel)> {
-        self.bound
-            .get(|seg| CoreFunnel::new(seg, &self.name, self.config).map_err(errors::php))
+        self.bound.get(|seg| self.build(seg))
+    }
+
+    fn build(&self, seg: Arc<Segment>) -> PhpResult<CoreFunnel> {
+        CoreFunnel::new(seg, &self.name, self.config).map_err(errors::php)
     }
 
     fn inner(&self) -> PhpResult<CoreFunnel> {
@@ -92,10 +96,15 @@ impl Funnel {
     /// it counts in.
     fn acquire(&self, background: Option<bool>) -> PhpResult<(Arc<Segment>, Option<CoreLease>)> {
         let background = background.unwrap_or_else(|| !context::is_web());
-        let (segment, inner) = self.current()?;
-        let lease_ms = inner.config().lease_ms();
-        let lease = inner.admit(background, clock::monotonic_ms(), lease_ms);
-        Ok((segment, lease))
+        let now_ms = clock::monotonic_ms();
+        self.bound.with(
+            now_ms,
+            |seg| self.build(seg),
+            |segment, inner| {
+                let lease = inner.admit(background, now_ms, inner.config().lease_ms());
+                (segment.clone(), lease)
+            },
+        )
     }
 
     /// Why the caller of this context was refused, in numbers.
@@ -162,7 +171,7 @@ impl Funnel {
         let config = config(limit, reserve, lease, share.unwrap_or(false)).map_err(errors::php)?;
         let bound = Rebinding::new(|seg| CoreFunnel::new(seg, &name, config).map_err(errors::php))?;
         Ok(Funnel {
-            name,
+            name: name.into(),
             config,
             bound,
         })
@@ -278,7 +287,7 @@ impl Funnel {
     }
 
     pub fn name(&self) -> String {
-        self.name.clone()
+        self.name.to_string()
     }
 
     pub fn limit(&self) -> i64 {
@@ -349,7 +358,7 @@ impl Drop for RunLease {
 #[php(name = "Resilient\\Lease")]
 #[php(flags = ext_php_rs::flags::ClassFlags::Final)]
 pub struct Lease {
-    funnel: String,
+    funnel: Arc<str>,
     inner: Option<CoreLease>,
 }
 
@@ -378,7 +387,7 @@ impl Lease {
 
     /// The funnel's name.
     pub fn funnel(&self) -> String {
-        self.funnel.clone()
+        self.funnel.to_string()
     }
 }
 

@@ -9,8 +9,14 @@
 //!
 //! A child of `pcntl_fork` inherits this list; the core never releases a lease
 //! of another process, so the parent's slots stay held.
+//!
+//! The list is the thread's: leases are taken and given back on the thread that runs the
+//! request (the client's runtime runs on it too), and RSHUTDOWN runs there. A thread-safe
+//! PHP build would otherwise release, at one request's end, the leases of another request
+//! running on another thread.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::cell::RefCell;
+use std::sync::Arc;
 
 use resilient_core::{LeaseId, Segment};
 
@@ -19,30 +25,35 @@ struct Held {
     id: LeaseId,
 }
 
-static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
+thread_local! {
+    /// The request's thread's list (PHP runs a request on one thread; no lock to take).
+    static HELD: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Records a lease handed to PHP.
 pub fn add(segment: &Arc<Segment>, id: LeaseId) {
-    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-    held.push(Held {
-        segment: segment.clone(),
-        id,
+    HELD.with_borrow_mut(|held| {
+        held.push(Held {
+            segment: segment.clone(),
+            id,
+        })
     });
 }
 
 /// Forgets a lease (released by PHP code or by its object's destruction).
 /// O(held), which is a handful: a request holds a few slots at most.
 pub fn remove(id: LeaseId) {
-    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(i) = held.iter().position(|h| h.id == id) {
-        held.swap_remove(i);
-    }
+    HELD.with_borrow_mut(|held| {
+        if let Some(i) = held.iter().position(|h| h.id == id) {
+            held.swap_remove(i);
+        }
+    });
 }
 
 /// Releases every lease this process still holds; returns how many were
 /// still ours. Entries inherited from a parent process are dropped unreleased.
 pub fn release_all() -> usize {
-    let taken = std::mem::take(&mut *HELD.lock().unwrap_or_else(PoisonError::into_inner));
+    let taken = HELD.with_borrow_mut(std::mem::take);
     taken
         .into_iter()
         .filter(|h| h.segment.release(h.id))

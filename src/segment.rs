@@ -237,7 +237,7 @@ impl<T: Clone> Rebinding<T> {
     pub fn new(
         build: impl FnOnce(Arc<Segment>) -> Result<T, PhpException>,
     ) -> Result<Self, PhpException> {
-        let asked = asked_now();
+        let asked = asked_now(resilient_core::clock::monotonic_ms());
         let segment = shared()?;
         let guard = build(segment.clone())?;
         Ok(Rebinding {
@@ -251,29 +251,45 @@ impl<T: Clone> Rebinding<T> {
         &self,
         build: impl FnOnce(Arc<Segment>) -> Result<T, PhpException>,
     ) -> Result<(Arc<Segment>, T), PhpException> {
-        let now = asked_now();
+        let now_ms = resilient_core::clock::monotonic_ms();
+        self.with(now_ms, build, |segment, guard| {
+            (segment.clone(), guard.clone())
+        })
+    }
+
+    /// `f` on the segment and the guard, as [`get`](Self::get) finds them, at `now_ms` (the
+    /// caller's reading of the monotonic clock, which its guard then uses too: one clock read
+    /// and no clone on a funnel's or a budget's hot path). `f` must not run PHP code, which
+    /// could use this guard again while it is borrowed.
+    pub fn with<R>(
+        &self,
+        now_ms: u64,
+        build: impl FnOnce(Arc<Segment>) -> Result<T, PhpException>,
+        f: impl FnOnce(&Arc<Segment>, &T) -> R,
+    ) -> Result<R, PhpException> {
+        let now = asked_now(now_ms);
         let (pid, ms, generation) = self.asked.get();
-        if now.0 == pid && now.1.saturating_sub(ms) < REVALIDATE_MS && now.2 == generation {
-            return Ok(self.current.borrow().clone());
+        if !(now.0 == pid && now.1.saturating_sub(ms) < REVALIDATE_MS && now.2 == generation) {
+            let segment = shared()?;
+            let mut current = self.current.borrow_mut();
+            if !Arc::ptr_eq(&current.0, &segment) {
+                // Not marked asked until built: a build that failed (the new file's table
+                // full) must not leave the next uses on the old mapping.
+                *current = (segment.clone(), build(segment)?);
+            }
+            self.asked.set(now);
         }
-        let segment = shared()?;
-        let mut current = self.current.borrow_mut();
-        if !Arc::ptr_eq(&current.0, &segment) {
-            // Not marked asked until built: a build that failed (the new file's table full)
-            // must not leave the next uses on the old mapping.
-            *current = (segment.clone(), build(segment)?);
-        }
-        self.asked.set(now);
-        Ok(current.clone())
+        let current = self.current.borrow();
+        Ok(f(&current.0, &current.1))
     }
 }
 
-/// (pid, monotonic ms, generation) now, read before asking `shared()`: a replacement made
-/// during the ask bumps the generation past the one recorded, so the next use asks again.
-fn asked_now() -> (u32, u64, u64) {
+/// (pid, monotonic ms, generation) at `now_ms`, read before asking `shared()`: a replacement
+/// made during the ask bumps the generation past the one recorded, so the next use asks again.
+fn asked_now(now_ms: u64) -> (u32, u64, u64) {
     (
         resilient_core::current_pid(),
-        resilient_core::clock::monotonic_ms(),
+        now_ms,
         GENERATION.load(Ordering::Acquire),
     )
 }
