@@ -104,19 +104,20 @@ impl RetryBudget {
 
     /// Deposit: one original request (whatever its attempts).
     pub fn record_original(&self) -> PhpResult<()> {
-        let now_ms = clock::monotonic_ms();
         self.bound.with(
-            now_ms,
+            clock::monotonic_ms(),
             |seg| self.build(seg),
-            |_, b| b.record_original(now_ms),
+            |_, b, now_ms| b.record_original(now_ms),
         )
     }
 
     /// Withdraw: true (and counted) when one retry may be sent now.
     pub fn try_consume(&self) -> PhpResult<bool> {
-        let now_ms = clock::monotonic_ms();
-        self.bound
-            .with(now_ms, |seg| self.build(seg), |_, b| b.try_consume(now_ms))
+        self.bound.with(
+            clock::monotonic_ms(),
+            |seg| self.build(seg),
+            |_, b, now_ms| b.try_consume(now_ms),
+        )
     }
 
     /// `['originals' => int, 'retries' => int, 'allowed' => float,

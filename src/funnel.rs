@@ -96,11 +96,10 @@ impl Funnel {
     /// it counts in.
     fn acquire(&self, background: Option<bool>) -> PhpResult<(Arc<Segment>, Option<CoreLease>)> {
         let background = background.unwrap_or_else(|| !context::is_web());
-        let now_ms = clock::monotonic_ms();
         self.bound.with(
-            now_ms,
+            clock::monotonic_ms(),
             |seg| self.build(seg),
-            |segment, inner| {
+            |segment, inner, now_ms| {
                 let lease = inner.admit(background, now_ms, inner.config().lease_ms());
                 (segment.clone(), lease)
             },

@@ -1,4 +1,4 @@
-//! Leases held by this process for the current request.
+//! Leases held by this thread's request.
 //!
 //! A bailout (fatal error, `max_execution_time`) long-jumps past Rust frames
 //! and the engine may never destroy the `Resilient\Lease` objects, so every
@@ -10,10 +10,11 @@
 //! A child of `pcntl_fork` inherits this list; the core never releases a lease
 //! of another process, so the parent's slots stay held.
 //!
-//! The list is the thread's: leases are taken and given back on the thread that runs the
-//! request (the client's runtime runs on it too), and RSHUTDOWN runs there. A thread-safe
-//! PHP build would otherwise release, at one request's end, the leases of another request
-//! running on another thread.
+//! The list is the thread's (no lock on a funnel's hot path): leases are taken and given back
+//! on the thread that runs the request, and RSHUTDOWN runs there. The client's runtime runs
+//! its calls on that thread too; on a thread-safe PHP build, where it is shared by the
+//! process's request threads, a pool's task may run on another request's thread and list its
+//! lease there.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -50,7 +51,7 @@ pub fn remove(id: LeaseId) {
     });
 }
 
-/// Releases every lease this process still holds; returns how many were
+/// Releases every lease this thread still lists; returns how many were
 /// still ours. Entries inherited from a parent process are dropped unreleased.
 pub fn release_all() -> usize {
     let taken = HELD.with_borrow_mut(std::mem::take);

@@ -252,23 +252,25 @@ impl<T: Clone> Rebinding<T> {
         build: impl FnOnce(Arc<Segment>) -> Result<T, PhpException>,
     ) -> Result<(Arc<Segment>, T), PhpException> {
         let now_ms = resilient_core::clock::monotonic_ms();
-        self.with(now_ms, build, |segment, guard| {
+        self.with(now_ms, build, |segment, guard, _| {
             (segment.clone(), guard.clone())
         })
     }
 
-    /// `f` on the segment and the guard, as [`get`](Self::get) finds them, at `now_ms` (the
-    /// caller's reading of the monotonic clock, which its guard then uses too: one clock read
-    /// and no clone on a funnel's or a budget's hot path). `f` must not run PHP code, which
-    /// could use this guard again while it is borrowed.
+    /// `f` on the segment and the guard, as [`get`](Self::get) finds them, and the time for
+    /// the guard's decision: `now_ms` (the caller's reading of the monotonic clock: one clock
+    /// read and no clone on a funnel's or a budget's hot path), or the clock read again after
+    /// asking `shared()`, which may have waited for the file's lock. Neither `build` nor `f`
+    /// may run PHP code, which could use this guard again while it is borrowed.
     pub fn with<R>(
         &self,
         now_ms: u64,
         build: impl FnOnce(Arc<Segment>) -> Result<T, PhpException>,
-        f: impl FnOnce(&Arc<Segment>, &T) -> R,
+        f: impl FnOnce(&Arc<Segment>, &T, u64) -> R,
     ) -> Result<R, PhpException> {
         let now = asked_now(now_ms);
         let (pid, ms, generation) = self.asked.get();
+        let mut decide_ms = now_ms;
         if !(now.0 == pid && now.1.saturating_sub(ms) < REVALIDATE_MS && now.2 == generation) {
             let segment = shared()?;
             let mut current = self.current.borrow_mut();
@@ -278,9 +280,10 @@ impl<T: Clone> Rebinding<T> {
                 *current = (segment.clone(), build(segment)?);
             }
             self.asked.set(now);
+            decide_ms = resilient_core::clock::monotonic_ms();
         }
         let current = self.current.borrow();
-        Ok(f(&current.0, &current.1))
+        Ok(f(&current.0, &current.1, decide_ms))
     }
 }
 

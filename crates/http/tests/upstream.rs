@@ -135,9 +135,8 @@ fn a_hanging_upstream_ends_within_the_deadline() {
     let elapsed = started.elapsed();
     let e = r.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
-    // Well short of the 10 s timeout (a loaded machine may add a few hundred ms).
     assert!(
-        elapsed >= Duration::from_millis(480) && elapsed < Duration::from_millis(1000),
+        elapsed >= Duration::from_millis(480) && elapsed < Duration::from_millis(600),
         "{elapsed:?}"
     );
     assert_eq!(records[0].1.error(), Some("timeout"));

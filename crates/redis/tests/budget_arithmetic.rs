@@ -29,19 +29,21 @@ struct Both {
     key: String,
     config: BudgetConfig,
     shm: RetryBudget,
-    /// PERSIST the key after each script: its expiry runs on Redis's real clock, so a test on
-    /// virtual time with a window of a few ms would see the key expire whenever the machine
-    /// stalls that long between two steps.
+    /// PERSIST the key with each script, in one transaction: its expiry runs on Redis's real
+    /// clock, so a test on virtual time with a window of a few ms would see the key expire
+    /// whenever the machine stalls that long between two steps.
     persist: bool,
 }
 
 impl Both {
     fn new(redis: &RedisServer, key: &str, config: BudgetConfig) -> Both {
-        let conn = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port()))
+        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port()))
             .unwrap()
             .get_connection()
             .unwrap();
         let shm = RetryBudget::new(common::segment(key), "sap", config).unwrap();
+        // Loaded first: inside a transaction (`persist`) an unknown script is not loaded again.
+        BUDGET.prepare_invoke().load(&mut conn).unwrap();
         Both {
             conn,
             key: key.to_owned(),
@@ -53,21 +55,28 @@ impl Both {
 
     /// The script's answer to `op` (`o`: an original, `r`: a retry) at `now_ms`.
     fn script(&mut self, op: &str, now_ms: u64) -> bool {
-        let answer = BUDGET
+        let mut invocation = BUDGET.prepare_invoke();
+        invocation
             .key(&self.key)
             .arg(op)
             .arg(self.config.bucket_ms())
             .arg(self.config.floor())
             .arg(self.config.ratio())
-            .arg(now_ms)
-            .invoke::<i64>(&mut self.conn)
-            .unwrap();
-        if self.persist {
-            let _: i64 = redis::cmd("PERSIST")
+            .arg(now_ms);
+        let answer: i64 = if self.persist {
+            // In one transaction: no time passes on the server between the two.
+            let (answer,): (i64,) = redis::pipe()
+                .atomic()
+                .invoke_script(&invocation)
+                .cmd("PERSIST")
                 .arg(&self.key)
+                .ignore()
                 .query(&mut self.conn)
                 .unwrap();
-        }
+            answer
+        } else {
+            invocation.invoke(&mut self.conn).unwrap()
+        };
         answer == 1
     }
 
