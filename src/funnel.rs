@@ -92,16 +92,17 @@ impl Funnel {
         Ok(self.current()?.1)
     }
 
-    /// Takes a slot for the caller's context (or the explicit `background`), with the segment
-    /// it counts in.
-    fn acquire(&self, background: Option<bool>) -> PhpResult<(Arc<Segment>, Option<CoreLease>)> {
+    /// Takes a slot for the caller's context (or the explicit `background`), listed in `held`
+    /// for request end (whoever gives it back unlists it).
+    fn acquire(&self, background: Option<bool>) -> PhpResult<Option<CoreLease>> {
         let background = background.unwrap_or_else(|| !context::is_web());
         self.bound.with(
             clock::monotonic_ms(),
             |seg| self.build(seg),
             |segment, inner, now_ms| {
-                let lease = inner.admit(background, now_ms, inner.config().lease_ms());
-                (segment.clone(), lease)
+                let lease = inner.admit(background, now_ms, inner.config().lease_ms())?;
+                held::add(segment, lease.id());
+                Some(lease)
             },
         )
     }
@@ -128,9 +129,8 @@ impl Funnel {
         )
     }
 
-    /// Wraps a core lease in a PHP-visible Lease, recorded for request end.
-    fn lease_object(&self, segment: &Arc<Segment>, lease: CoreLease) -> Lease {
-        held::add(segment, lease.id());
+    /// Wraps a core lease in a PHP-visible Lease.
+    fn lease_object(&self, lease: CoreLease) -> Lease {
         Lease {
             funnel: self.name.clone(),
             inner: Some(lease),
@@ -185,8 +185,7 @@ impl Funnel {
             1,
             "background",
         )?;
-        let (segment, lease) = self.acquire(background)?;
-        Ok(lease.map(|l| self.lease_object(&segment, l)))
+        Ok(self.acquire(background)?.map(|l| self.lease_object(l)))
     }
 
     /// Acquires a slot, calls `$fn`, releases the slot (also when `$fn` throws,
@@ -207,8 +206,7 @@ impl Funnel {
         }
         let r#fn = r#fn.callable(RUN, 1, "fn")?;
         let fallback = CallableArg::optional(fallback.as_ref(), RUN, 2, "fallback")?;
-        let (segment, lease) = self.acquire(None)?;
-        let Some(lease) = lease else {
+        let Some(lease) = self.acquire(None)? else {
             return match fallback {
                 Some(fallback) => fallback.try_call(vec![]).map_err(PhpException::from),
                 None => Err(exceptions::error(
@@ -218,10 +216,7 @@ impl Funnel {
                 )),
             };
         };
-        // Listed for RSHUTDOWN, and released by the guard on return, on
-        // exception and on bailout.
-        let id = lease.id();
-        held::add(&segment, id);
+        // Released (and unlisted) by the guard on return, on exception and on bailout.
         let guard = BailoutGuard::new(RunLease(Some(lease)));
         let result = r#fn.try_call(vec![]);
         drop(guard);
