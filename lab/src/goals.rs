@@ -119,7 +119,7 @@ pub fn goals(p: &Params, all: &[VariantSummary], name: &str) -> Vec<Verdict> {
             ),
             met: s.goodput_rps >= 0.9 * cap,
         },
-        Verdict { what: "/health p99 ≤ 50 ms".into(), measured: ms(s.health_p99_ms), met: s.health_p99_ms.is_some_and(|x| x <= 50.0) },
+        health_p99_within(s, 50.0, "/health p99 ≤ 50 ms"),
         Verdict {
             what: "recovery ≤ 1 s after the upstream turns normal".into(),
             measured: r.recovery_s.map(|x| format!("{x:.2} s")).unwrap_or_else(|| "did not recover within the phase".into()),
@@ -191,7 +191,7 @@ fn goodput_share(s: &PhaseStats, share: f64, of: f64, what: String) -> Verdict {
     Verdict {
         what,
         measured: format!(
-            "{:.1}/s ({:.0} %)",
+            "{:.1}/s of {of:.1}/s ({:.0} %)",
             s.goodput_rps,
             100.0 * s.goodput_rps / of
         ),
@@ -234,12 +234,12 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             // Amplification alone cannot fail here (the slow upstream never errs, so the
             // client never retries, and refusals only lower it): the variant must also serve.
             // Bounds for 5 s phases that only a broken variant misses (quick runs: 99 %, 1–5 ms).
-            let cap = p.slow_capacity_rps();
-            out.push(Verdict {
-                what: "resilient goodput (slow) ≥ 70 % of the upstream's capacity".into(),
-                measured: format!("{:.1}/s of {cap:.1}/s", s.goodput_rps),
-                met: s.goodput_rps >= 0.7 * cap,
-            });
+            out.push(goodput_share(
+                s,
+                0.7,
+                p.slow_capacity_rps(),
+                "resilient goodput (slow) ≥ 70 % of the upstream's capacity".into(),
+            ));
             // A quick phase sends 25 `/health` requests, so its p99 is their slowest: 1 s
             // leaves one stall of a loaded machine room, while a starved FPM takes seconds.
             out.push(health_p99_within(
@@ -260,12 +260,12 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     // goal, 95 %, is judged by the full run; quick runs gave 86–96 %, a limit stuck at 1 serves
     // 25 %): the learned limit, told nothing, still serves most of the slow upstream.
     if let Some(s) = find(all, "resilient-adaptive").and_then(slow) {
-        let cap = p.slow_capacity_rps();
-        out.push(Verdict {
-            what: "resilient-adaptive goodput (slow) ≥ 70 % of the upstream's capacity".into(),
-            measured: format!("{:.1}/s of {cap:.1}/s", s.goodput_rps),
-            met: s.goodput_rps >= 0.7 * cap,
-        });
+        out.push(goodput_share(
+            s,
+            0.7,
+            p.slow_capacity_rps(),
+            "resilient-adaptive goodput (slow) ≥ 70 % of the upstream's capacity".into(),
+        ));
     }
     for v in all {
         if let Some(reason) = &v.skipped {
@@ -595,13 +595,14 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
                         met: s.amplification > 1.0,
                     });
                     let admitted = p.rate * (1.0 - p.error_ratio);
-                    v.push(Verdict {
-                        what: format!(
+                    v.push(goodput_share(
+                        s,
+                        0.5,
+                        admitted,
+                        format!(
                             "errors: resilient goodput ≥ 50 % of the {admitted:.0}/s the upstream admits"
                         ),
-                        measured: format!("{:.1}/s", s.goodput_rps),
-                        met: s.goodput_rps >= 0.5 * admitted,
-                    });
+                    ));
                 }
                 None => v.push(missing("resilient", all)),
             }
@@ -652,11 +653,12 @@ pub fn scenario_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             let (r, l) = (ran(all, "resilient"), ran(all, "laravel"));
             match r {
                 Some(s) => {
-                    v.push(Verdict {
-                        what: "mixed: resilient web goodput (slow) ≥ 50 % of the reserved slots' capacity".into(),
-                        measured: format!("{:.1}/s of {:.1}/s", s.goodput_rps, p.reserved_capacity_rps()),
-                        met: s.goodput_rps >= 0.5 * p.reserved_capacity_rps(),
-                    });
+                    v.push(goodput_share(
+                        s,
+                        0.5,
+                        p.reserved_capacity_rps(),
+                        "mixed: resilient web goodput (slow) ≥ 50 % of the reserved slots' capacity".into(),
+                    ));
                     // Without `--share` the reserve is a floor for web, not a quota for the
                     // background: when the web alone fills the slow upstream the workers get
                     // nothing, by design (with it they keep the unreserved slots). Either way
