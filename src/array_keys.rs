@@ -17,10 +17,11 @@ use std::sync::OnceLock;
 
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::ffi::{
-    zend_array_dup, zend_hash_add_new, zend_hash_index_update, zend_string,
-    zend_string_init_interned, GC_IMMUTABLE, IS_ARRAY_EX, IS_DOUBLE, IS_LONG,
+    zend_array_dup, zend_hash_add_new, zend_hash_index_update, zend_hash_str_update, zend_string,
+    zend_string_init_interned, GC_IMMUTABLE, IS_ARRAY_EX, IS_DOUBLE, IS_LONG, IS_TYPE_REFCOUNTED,
+    Z_TYPE_FLAGS_SHIFT,
 };
-use ext_php_rs::types::{ZendHashTable, ZendStr, Zval};
+use ext_php_rs::types::{ArrayKey, ZendHashTable, ZendStr, Zval};
 
 /// A set of distinct, non-numeric key texts (`'4xx'` is fine, `'1'` is not: PHP turns the key
 /// `'1'` into the integer 1, and a string key `'1'` could never be looked up).
@@ -261,6 +262,26 @@ impl Drop for Shape {
     }
 }
 
+/// `table[key] = value` as PHP writes it (a key such as "42" is the int 42), `value` moved
+/// in as it is: `ZendHashTable::insert` copies a `Zval` through the stack in pieces and reads
+/// it back whole, a stall per name in `Metrics::snapshot()`.
+pub fn insert(table: &mut ZendHashTable, key: &str, value: Zval) {
+    let mut value = std::mem::ManuallyDrop::new(value);
+    let value: *mut Zval = &mut *value;
+    // SAFETY: the table takes the value's reference (the update releases any value it
+    // replaces), so the value is not dropped here.
+    unsafe {
+        match ArrayKey::from(key) {
+            ArrayKey::Long(index) => {
+                zend_hash_index_update(table, index as u64, value);
+            }
+            _ => {
+                zend_hash_str_update(table, key.as_ptr().cast(), key.len(), value);
+            }
+        }
+    }
+}
+
 /// A copy of a [`Shape`], filled by position (the order its keys were added in).
 pub struct Shaped(ZBox<ZendHashTable>);
 
@@ -269,6 +290,34 @@ impl Shaped {
     ///
     /// Panics if the shape has no such position.
     pub fn set(&mut self, position: usize, value: Zval) {
+        let slot = self.slot(position);
+        slot.value = value.value;
+        slot.u1 = value.u1;
+        std::mem::forget(value);
+    }
+
+    /// Writes one more reference to `value` at `position`: for an array several arrays share.
+    /// Read in place, not through a clone, which the compiler copies through the stack in
+    /// pieces of unequal widths and reads back whole: a stall per value, measured in
+    /// `Metrics::snapshot()`.
+    ///
+    /// Panics if the shape has no such position.
+    pub fn set_shared(&mut self, position: usize, value: &Zval) {
+        let slot = self.slot(position);
+        // SAFETY: a counted value's `counted` points at its live header, as `value` holds a
+        // reference to it.
+        unsafe {
+            let type_info = value.u1.type_info;
+            if type_info & (IS_TYPE_REFCOUNTED << Z_TYPE_FLAGS_SHIFT) != 0 {
+                (*value.value.counted).gc.refcount += 1;
+            }
+            slot.value = value.value;
+            slot.u1.type_info = type_info;
+        }
+    }
+
+    /// The slot at `position`, whose placeholder needs no release.
+    fn slot(&mut self, position: usize) -> &mut Zval {
         let table: &mut ZendHashTable = &mut self.0;
         assert!(
             position < table.nNumUsed as usize,
@@ -283,10 +332,8 @@ impl Shaped {
                 u32::from(slot.u1.v.type_) <= IS_DOUBLE,
                 "position {position} already holds a counted value, which would leak"
             );
-            slot.value = value.value;
-            slot.u1 = value.u1;
+            slot
         }
-        std::mem::forget(value);
     }
 
     pub fn set_long(&mut self, position: usize, value: u64) {

@@ -434,17 +434,19 @@ pub fn for_each_snapshot(seg: &Segment, mut visit: impl FnMut(&str, &MetricsSnap
         }
         let bytes = table::name_bytes(e, &mut buf);
         // A printable ASCII name (the usual one) passes the checks below as it is: skip them.
-        let name = match std::str::from_utf8(bytes) {
-            Ok(name) if !name.is_empty() && bytes.iter().all(|b| (b' '..=b'~').contains(b)) => {
-                std::borrow::Cow::Borrowed(name)
+        // Checked without stopping at the first miss, which lets the loop go a word at a time.
+        let printable = bytes
+            .iter()
+            .fold(!bytes.is_empty(), |ok, b| ok & (b' '..=b'~').contains(b));
+        let name = if printable {
+            // SAFETY: printable ASCII is UTF-8 as it is.
+            std::borrow::Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(bytes) })
+        } else {
+            let name = String::from_utf8_lossy(bytes);
+            if validate::name("name", &name).is_err() {
+                continue;
             }
-            _ => {
-                let name = String::from_utf8_lossy(bytes);
-                if validate::name("name", &name).is_err() {
-                    continue;
-                }
-                name
-            }
+            name
         };
         let mut s = e.metrics.read();
         s.learned = crate::adaptive_limit::learned(&e.adaptive);
