@@ -797,6 +797,15 @@ fn pool_item<'a>(
     Ok((method, path, options))
 }
 
+impl Client {
+    /// The callables this client keeps (null where it has none), for the cycle collector
+    /// ([`crate::collector`]).
+    pub(crate) fn callables(&self) -> [*const Zval; 2] {
+        let ptr = |z: &Option<Zval>| z.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
+        [ptr(&self.on_attempt), ptr(&self.fallback)]
+    }
+}
+
 pub fn register(module: ModuleBuilder) -> ModuleBuilder {
     module.class::<Client>()
 }

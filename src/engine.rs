@@ -87,6 +87,16 @@ engine_fn!(
     zend_hash_index_add_new: fn(ht: *mut ext_php_rs::ffi::HashTable, h: u64, data: *mut zval) -> *mut zval
 );
 
+engine_fn!(
+    /// `zend_get_gc_buffer *zend_get_gc_buffer_create(void)`: the engine's scratch list for a
+    /// `get_gc` handler's zvals, emptied.
+    zend_get_gc_buffer_create: fn() -> *mut crate::collector::GcBuffer
+);
+engine_fn!(
+    /// `void zend_get_gc_buffer_grow(zend_get_gc_buffer *gc_buffer)`: room for more zvals.
+    zend_get_gc_buffer_grow: fn(buffer: *mut crate::collector::GcBuffer)
+);
+
 /// The engine's `zend_interrupt_function` (set by pcntl for async signals), if any.
 pub fn interrupt_function() -> Option<crate::interrupt::InterruptFunction> {
     static CACHE: OnceLock<usize> = OnceLock::new();

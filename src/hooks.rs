@@ -1,8 +1,9 @@
 //! Module and request hooks.
 //!
-//! - MINIT: ini entries, exception classes and the metrics' array keys. Nothing process-bound: the FPM
-//!   master runs MINIT and then forks, so the shared-memory segment (and, in
-//!   the client, runtimes and connections) are created lazily per process.
+//! - MINIT: ini entries, exception classes, the metrics' array keys and the client's
+//!   cycle-collector handler. Nothing process-bound: the FPM master runs MINIT and then
+//!   forks, so the shared-memory segment (and, in the client, runtimes and connections) are
+//!   created lazily per process.
 //! - RINIT: an empty deadline stack.
 //! - RSHUTDOWN: release every lease this request still holds, empty the
 //!   deadline stack. This is the backstop for fatal errors and
@@ -32,6 +33,7 @@ pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::register(module_number);
         deadline::observe_fibers();
+        crate::collector::install();
         resilient_redis::report_to(crate::errors::log_warning);
         // Interned now, a string is permanent only while PHP is starting up; loaded later (an
         // FPM pool's `php_admin_value[extension]`), it would be freed at the request's end.

@@ -24,6 +24,7 @@ pub mod array_keys;
 pub mod budget;
 pub mod client;
 pub mod coerce;
+pub mod collector;
 pub mod construct_once;
 pub mod context;
 pub mod deadline;
