@@ -135,6 +135,61 @@ final class SnapshotArrayTest extends TestCase
         $this->assertSame($before, memory_get_usage());
     }
 
+    /**
+     * A shared array is counted once per name that holds it: one count short and freeing the
+     * snapshot frees it while a copy kept elsewhere still points to it (a use after free that a
+     * test run would not reliably show otherwise); one too many and it leaks.
+     */
+    public function testASharedArrayIsCountedOncePerNameThatHoldsIt(): void
+    {
+        [$a, $b] = [Run::name('snap-rc-a'), Run::name('snap-rc-b')];
+        Metrics::recordSynthetic($a, 1, 0.003);
+        Metrics::recordSynthetic($b, 1, 0.003);
+        // What refcount() adds to the holders' count, measured on an array held once.
+        $probe = [random_int(1, 9)];
+        $extra = self::refcount($probe) - 1;
+        // Each array and the places where a name can hold it (a calm histogram serves both).
+        $places = ['shed' => [['shed']], 'failures' => [['failures']],
+            'histogram' => [['latency', 'failure'], ['latency', 'success']], 'breaker' => [['breaker']]];
+        foreach ($places as $label => $paths) {
+            $at = static function (array $entry, array $path): array {
+                foreach ($path as $key) {
+                    $entry = $entry[$key];
+                }
+                return $entry;
+            };
+            $holders = static function (array $s, array $calm) use ($at, $paths): int {
+                $n = 0;
+                foreach ($s as $entry) {
+                    foreach ($paths as $path) {
+                        $n += (int) ($at($entry, $path) === $calm);
+                    }
+                }
+                return $n;
+            };
+            $s = Metrics::snapshot();
+            $n = $holders($s, $at($s[$a], $paths[0]));
+            $this->assertGreaterThanOrEqual(2, $n, "$label: $a and $b hold the calm array");
+            $this->assertSame($n + $extra, self::refcount($at($s[$a], $paths[0])), "$label: one count per holder");
+            unset($s[$b]);
+            $this->assertSame($holders($s, $at($s[$a], $paths[0])) + $extra, self::refcount($at($s[$a], $paths[0])), "$label: less without $b");
+        }
+        $kept = $s[$a]['breaker'];
+        unset($s);
+        $this->assertSame(1 + $extra, self::refcount($kept), 'the kept array outlives the snapshot, counted once');
+        $this->assertSame('closed', $kept['state']);
+    }
+
+    /** The reference count debug_zval_dump() shows for $value (its own arguments included). */
+    private static function refcount(array $value): int
+    {
+        ob_start();
+        debug_zval_dump($value);
+        $dump = (string) ob_get_clean();
+        self::assertSame(1, preg_match('/^array\(\d+\) refcount\((\d+)\)/', $dump, $m), $dump);
+        return (int) $m[1];
+    }
+
     public function testTheArrayIsTheSameUnderOpcacheAndWhenAnFpmPoolStartsTheExtensionItself(): void
     {
         $name = Run::name('snap-modes');
