@@ -4,8 +4,8 @@
 //! cleared at RINIT and RSHUTDOWN, so nothing survives into the next request.
 //! `within()` pushes `min(outer, now + seconds)` (the earliest wins), calls the
 //! callable with no lock held, and pops back to its own depth on return, when
-//! the callable throws (the PHP exception propagates unchanged) and, through a
-//! `BailoutGuard`, when it bails out (fatal error, timeout).
+//! the callable throws (the PHP exception propagates unchanged) and, outside a Fiber, when
+//! it bails out (fatal error, timeout; see [`crate::bailout`]).
 //!
 //! Nesting is bounded twice: at most `MAX_DEPTH` scopes (the core), and never
 //! with less than `stack::CALLABLE_RESERVE` of C stack left, since each scope is a PHP
@@ -25,6 +25,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::Zval;
 use resilient_core::{clock, validate, DeadlineStack};
 
+use crate::bailout::Guarded;
 use crate::{coerce, errors};
 
 static STACK: Mutex<DeadlineStack> = Mutex::new(DeadlineStack::new());
@@ -124,8 +125,8 @@ pub fn pop_to(depth: usize) {
     with_stack(|s| s.pop_to(depth));
 }
 
-/// Pops its scope when dropped: on return, on exception, and (inside a
-/// `BailoutGuard`) on bailout.
+/// Pops its scope when dropped: on return, on exception, and (outside a Fiber, as a
+/// [`Guarded`] value) on bailout.
 struct Scope(usize);
 
 impl Drop for Scope {
@@ -157,7 +158,7 @@ impl Deadline {
         let seconds = coerce::float_arg(seconds, WITHIN, 1, "seconds")?;
         let r#fn = r#fn.callable(WITHIN, 2, "fn")?;
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;
-        let scope = BailoutGuard::new(Scope(push(seconds).map_err(errors::php)?));
+        let scope = Guarded::new(Scope(push(seconds).map_err(errors::php)?));
         let result = r#fn.try_call(vec![]);
         drop(scope);
         // An exception thrown by `$fn` is still pending: returning Err leaves

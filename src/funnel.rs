@@ -21,6 +21,7 @@ use resilient_core::{
     clock, AdaptiveStats, Funnel as CoreFunnel, FunnelConfig, Lease as CoreLease, Segment,
 };
 
+use crate::bailout::Guarded;
 use crate::coerce::{BoolArg, CallableArg, StringArg};
 use crate::exceptions::{self, Kind};
 use crate::segment::Rebinding;
@@ -216,8 +217,9 @@ impl Funnel {
                 )),
             };
         };
-        // Released (and unlisted) by the guard on return, on exception and on bailout.
-        let guard = BailoutGuard::new(RunLease(Some(lease)));
+        // Released (and unlisted) by the guard on return, on exception and, outside a Fiber, on
+        // bailout (in a Fiber killed by one, at request end).
+        let guard = Guarded::new(RunLease(Some(lease)));
         let result = r#fn.try_call(vec![]);
         drop(guard);
         result.map_err(PhpException::from)

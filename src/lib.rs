@@ -21,6 +21,7 @@
 use ext_php_rs::prelude::*;
 
 pub mod array_keys;
+pub mod bailout;
 pub mod budget;
 pub mod client;
 pub mod coerce;
