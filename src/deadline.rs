@@ -23,6 +23,7 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::Zval;
+use ext_php_rs::zend::ExecutorGlobals;
 use resilient_core::{clock, validate, DeadlineStack};
 
 use crate::bailout::Guarded;
@@ -125,13 +126,30 @@ pub fn pop_to(depth: usize) {
     with_stack(|s| s.pop_to(depth));
 }
 
-/// Pops its scope when dropped: on return, on exception, and (outside a Fiber, as a
-/// [`Guarded`] value) on bailout.
-struct Scope(usize);
+/// The running fiber context (the main one included), as the fiber observers name it.
+fn current_context() -> usize {
+    ExecutorGlobals::get().current_fiber_context as usize
+}
+
+/// A scope entered in one fiber context: popped when dropped, on return, on exception, and
+/// (outside a Fiber, as a [`Guarded`] value) on bailout.
+struct Scope {
+    depth: usize,
+    context: usize,
+}
 
 impl Drop for Scope {
+    /// From the stack of the context that entered the scope: a bailout in a Fiber drops the
+    /// main context's scopes while the Fiber's stack is the one in place.
     fn drop(&mut self) {
-        pop_to(self.0);
+        if self.context != current_context() {
+            let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(stack) = parked.get_mut(&self.context) {
+                stack.pop_to(self.depth);
+                return;
+            }
+        }
+        pop_to(self.depth);
     }
 }
 
@@ -158,7 +176,10 @@ impl Deadline {
         let seconds = coerce::float_arg(seconds, WITHIN, 1, "seconds")?;
         let r#fn = r#fn.callable(WITHIN, 2, "fn")?;
         let seconds = validate::seconds("seconds", seconds).map_err(errors::php)?;
-        let scope = Guarded::new(Scope(push(seconds).map_err(errors::php)?));
+        let scope = Guarded::new(Scope {
+            depth: push(seconds).map_err(errors::php)?,
+            context: current_context(),
+        });
         let result = r#fn.try_call(vec![]);
         drop(scope);
         // An exception thrown by `$fn` is still pending: returning Err leaves

@@ -40,4 +40,21 @@ final class FiberBailoutTest extends TestCase
         $this->assertNull($result['remaining_outside'], 'no scope outside the Fiber');
         $this->assertStringNotContainsString('panicked', $r->stderr);
     }
+
+    /**
+     * A fatal error inside a Fiber resumed from the main context's Deadline::within ends that
+     * scope too: the shutdown functions run under no deadline (the scope was popped from the
+     * Fiber's stack instead, and the main context's expired one made every call in a shutdown
+     * function fail at once with DeadlineExceeded).
+     */
+    public function testAFatalErrorInAFiberEndsTheMainContextsScopeAroundIt(): void
+    {
+        $r = PhpProcess::runScript('fiber_bailout.php', ['in_fiber', Run::name('fiber-bailout')]);
+        $this->assertNull($r->signal, $r->describe());
+        $this->assertSame(255, $r->exitCode, $r->describe());
+        $this->assertStringContainsString('fatal in the Fiber', $r->stdout . $r->stderr);
+        $lines = explode("\n", trim($r->stdout));
+        $this->assertSame('suspended', $lines[0], $r->describe());
+        $this->assertSame('{"remaining_in_shutdown":null}', end($lines), $r->describe());
+    }
 }
