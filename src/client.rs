@@ -563,6 +563,10 @@ impl Client {
                 None => Err(throw_unavailable(unavailable)),
                 Some(fallback) => self.fall_back(b, fallback, unavailable),
             },
+            // A bailout in the child (inside the `on_attempt` that forked) goes on as one.
+            Driven::Forked if matches!(failure, Some(Stopped::Bailout)) => {
+                Err(stopped(failure, ""))
+            }
             Driven::Forked => Err(forked()),
             Driven::Cancelled => Err(stopped(failure, "the call was cancelled")),
         }

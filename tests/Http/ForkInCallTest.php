@@ -72,6 +72,38 @@ final class ForkInCallTest extends HttpTestCase
         $this->assertCount(2000, $attempts);
     }
 
+    /**
+     * A fatal error in the child, inside the `on_attempt` that forked, ends the child as a fatal
+     * error does: once, exit code 255. It used to be followed by a second, uncaught fork error
+     * "in [no active file]" raised after the fatal one.
+     */
+    public function testAFatalErrorInTheForkedChildEndsItOnce(): void
+    {
+        $code = <<<'PHP'
+            $c = new Resilient\Client('fork-fatal', [
+                'base_url' => 'http://127.0.0.1:9', 'max_attempts' => 1, 'timeout' => 2,
+                'on_attempt' => function (): void {
+                    if (pcntl_fork() === 0) {
+                        trigger_error('fatal in the child', E_USER_ERROR);
+                    }
+                },
+            ]);
+            try {
+                $c->get('/');
+            } catch (Resilient\Unavailable $e) {
+            }
+            pcntl_wait($status);
+            echo "\n", json_encode(['child_exit' => pcntl_wexitstatus($status)]);
+            PHP;
+        $r = PhpProcess::code($code)->wait(20.0);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $output = $r->stdout . $r->stderr;
+        $this->assertSame(1, substr_count($output, 'fatal in the child'), $r->describe());
+        $this->assertStringNotContainsString('RuntimeException', $output, $r->describe());
+        $lines = explode("\n", trim($r->stdout));
+        $this->assertSame(['child_exit' => 255], json_decode(end($lines), true), $r->describe());
+    }
+
     public function testTheForkErrorIsClear(): void
     {
         $key = $this->up->key('forkmsg');
