@@ -1,31 +1,118 @@
-//! A value dropped when its frame ends, even when a bailout skips the frame, where that is
-//! safe.
+//! A value dropped when its frame ends, and also when a bailout (fatal error,
+//! `max_execution_time`) skips the frame.
 //!
 //! ext-php-rs's `BailoutGuard` registers its value with the innermost `try_catch`, which drops
-//! it when it catches a bailout (fatal error, `max_execution_time`). Its cleanup list is one per
-//! thread, but Fibers interleave on the thread: a bailout in the main context dropped the
-//! values a suspended Fiber had registered (its deadline scope, its funnel lease) while the
-//! Fiber still used them, and freed them again when a shutdown function resumed it. So inside a
-//! Fiber the value is held plainly: dropped when its frame ends, and, if a bailout kills the
-//! Fiber, left to request end (RSHUTDOWN releases every lease the request holds and empties the
-//! deadline scopes).
+//! it when it catches a bailout. Its cleanup list is one per thread, but Fibers interleave on
+//! the thread: a bailout in the main context dropped the values a suspended Fiber had
+//! registered (its deadline scope, its funnel lease) while the Fiber still used them, and freed
+//! them again when a shutdown function resumed it. So a value taken inside a Fiber goes in that
+//! Fiber's own list instead, which is run when the fiber observer sees the Fiber end with values
+//! still listed: only a bailout ends a Fiber without dropping them (an exception, a return or
+//! the Fiber's destruction unwind its frames). Values of the main context keep `BailoutGuard`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
 
 use ext_php_rs::zend::{BailoutGuard, ExecutorGlobals};
+
+type Cleanup = Box<dyn FnOnce()>;
+
+thread_local! {
+    /// The values Fibers hold, by fiber context address, each under its own id.
+    static FIBER_HELD: RefCell<HashMap<usize, Vec<(u64, Cleanup)>>> = RefCell::new(HashMap::new());
+    static NEXT_ID: Cell<u64> = const { Cell::new(0) };
+}
 
 /// See the module docs.
 pub enum Guarded<T: 'static> {
     /// In the main context: also dropped by the `try_catch` that catches a bailout.
     Main(BailoutGuard<T>),
-    /// In a Fiber: dropped with the frame only.
-    Fiber(T),
+    /// In a Fiber: also dropped when the Fiber ends by a bailout.
+    Fiber(FiberGuard),
 }
 
 impl<T: 'static> Guarded<T> {
     pub fn new(value: T) -> Self {
-        if ExecutorGlobals::get().active_fiber.is_null() {
+        let globals = ExecutorGlobals::get();
+        if globals.active_fiber.is_null() {
             Self::Main(BailoutGuard::new(value))
         } else {
-            Self::Fiber(value)
+            Self::Fiber(FiberGuard::new(
+                globals.current_fiber_context as usize,
+                value,
+            ))
         }
+    }
+}
+
+/// A value listed under the Fiber that took it until its frame drops it.
+pub struct FiberGuard {
+    context: usize,
+    id: u64,
+}
+
+impl FiberGuard {
+    fn new<T: 'static>(context: usize, value: T) -> Self {
+        let id = NEXT_ID.get();
+        NEXT_ID.set(id.wrapping_add(1));
+        FIBER_HELD.with_borrow_mut(|held| {
+            held.entry(context)
+                .or_default()
+                .push((id, Box::new(move || drop(value))))
+        });
+        Self { context, id }
+    }
+}
+
+impl Drop for FiberGuard {
+    /// Drops the value, unless the Fiber's end by a bailout already did.
+    fn drop(&mut self) {
+        let cleanup = FIBER_HELD.with_borrow_mut(|held| {
+            let list = held.get_mut(&self.context)?;
+            let i = list.iter().position(|(id, _)| *id == self.id)?;
+            let (_, cleanup) = list.swap_remove(i);
+            if list.is_empty() {
+                held.remove(&self.context);
+            }
+            Some(cleanup)
+        });
+        if let Some(cleanup) = cleanup {
+            cleanup();
+        }
+    }
+}
+
+/// The start of `zend_fiber_context` (Zend/zend_fibers.h, the same since PHP 8.1), up to its
+/// status; ext-php-rs leaves the struct opaque.
+#[repr(C)]
+struct FiberContextHead {
+    handle: *mut c_void,
+    kind: *mut c_void,
+    function: *mut c_void,
+    cleanup: *mut c_void,
+    stack: *mut c_void,
+    status: c_int,
+}
+
+/// `ZEND_FIBER_STATUS_DEAD`: the Fiber's function has returned (or was left by a bailout).
+const STATUS_DEAD: c_int = 3;
+
+/// Called by the fiber-switch observer before it switches away from `from`: a Fiber that ended
+/// with values still listed was ended by a bailout, which skipped the frames that held them.
+///
+/// # Safety
+/// `from` is the fiber context the engine is switching away from.
+pub unsafe fn leaving(from: *mut c_void) {
+    // SAFETY: the engine passes a live context.
+    let dead = unsafe { (*from.cast::<FiberContextHead>()).status } == STATUS_DEAD;
+    if !dead {
+        return;
+    }
+    let list = FIBER_HELD.with_borrow_mut(|held| held.remove(&(from as usize)));
+    // Newest first, as the frames would have dropped them; outside the borrow, since a value's
+    // drop may list or unlist others.
+    for (_, cleanup) in list.into_iter().flatten().rev() {
+        cleanup();
     }
 }

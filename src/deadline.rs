@@ -4,8 +4,8 @@
 //! cleared at RINIT and RSHUTDOWN, so nothing survives into the next request.
 //! `within()` pushes `min(outer, now + seconds)` (the earliest wins), calls the
 //! callable with no lock held, and pops back to its own depth on return, when
-//! the callable throws (the PHP exception propagates unchanged) and, outside a Fiber, when
-//! it bails out (fatal error, timeout; see [`crate::bailout`]).
+//! the callable throws (the PHP exception propagates unchanged) and when it bails out (fatal
+//! error, timeout; see [`crate::bailout`]).
 //!
 //! Nesting is bounded twice: at most `MAX_DEPTH` scopes (the core), and never
 //! with less than `stack::CALLABLE_RESERVE` of C stack left, since each scope is a PHP
@@ -45,9 +45,13 @@ pub type FiberSwitch = unsafe extern "C" fn(from: *mut c_void, to: *mut c_void);
 pub type FiberDestroy = unsafe extern "C" fn(destroying: *mut c_void);
 
 /// Parks the running context's scopes and brings back those of `to`; a context never seen
-/// (a Fiber starting) begins with a copy of the scopes in force where it starts.
+/// (a Fiber starting) begins with a copy of the scopes in force where it starts. First, what a
+/// Fiber that a bailout ended still held is dropped ([`crate::bailout::leaving`]), while its
+/// scopes are still the ones in place.
 unsafe extern "C" fn on_fiber_switch(from: *mut c_void, to: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
+        // SAFETY: the engine passes the context it is switching away from.
+        unsafe { crate::bailout::leaving(from) };
         let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
         let incoming = parked.remove(&(to as usize));
         let outgoing = with_stack(|s| {
@@ -132,7 +136,7 @@ fn current_context() -> usize {
 }
 
 /// A scope entered in one fiber context: popped when dropped, on return, on exception, and
-/// (outside a Fiber, as a [`Guarded`] value) on bailout.
+/// (as a [`Guarded`] value) on bailout.
 struct Scope {
     depth: usize,
     context: usize,

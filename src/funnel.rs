@@ -217,8 +217,8 @@ impl Funnel {
                 )),
             };
         };
-        // Released (and unlisted) by the guard on return, on exception and, outside a Fiber, on
-        // bailout (in a Fiber killed by one, at request end).
+        // Released (and unlisted) by the guard on return, on exception and on bailout (in a
+        // Fiber, when the Fiber ends by it).
         let guard = Guarded::new(RunLease(Some(lease)));
         let result = r#fn.try_call(vec![]);
         drop(guard);

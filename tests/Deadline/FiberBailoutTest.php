@@ -45,9 +45,11 @@ final class FiberBailoutTest extends TestCase
      * A fatal error inside a Fiber resumed from the main context's Deadline::within ends that
      * scope too: the shutdown functions run under no deadline (the scope was popped from the
      * Fiber's stack instead, and the main context's expired one made every call in a shutdown
-     * function fail at once with DeadlineExceeded).
+     * function fail at once with DeadlineExceeded). The lease the Fiber took in Funnel::run ends
+     * with the Fiber, before the shutdown functions, as it does outside a Fiber (it was held
+     * until the request's end).
      */
-    public function testAFatalErrorInAFiberEndsTheMainContextsScopeAroundIt(): void
+    public function testAFatalErrorInAFiberEndsTheMainContextsScopeAndTheFibersLease(): void
     {
         $r = PhpProcess::runScript('fiber_bailout.php', ['in_fiber', Run::name('fiber-bailout')]);
         $this->assertNull($r->signal, $r->describe());
@@ -55,6 +57,6 @@ final class FiberBailoutTest extends TestCase
         $this->assertStringContainsString('fatal in the Fiber', $r->stdout . $r->stderr);
         $lines = explode("\n", trim($r->stdout));
         $this->assertSame('suspended', $lines[0], $r->describe());
-        $this->assertSame('{"remaining_in_shutdown":null}', end($lines), $r->describe());
+        $this->assertSame('{"remaining_in_shutdown":null,"in_flight_in_shutdown":0}', end($lines), $r->describe());
     }
 }
