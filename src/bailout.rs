@@ -9,6 +9,8 @@
 //! Fiber's own list instead, which is run when the fiber observer sees the Fiber end with values
 //! still listed: only a bailout ends a Fiber without dropping them (an exception, a return or
 //! the Fiber's destruction unwind its frames). Values of the main context keep `BailoutGuard`.
+//! A Fiber that a bailout left suspended is never resumed: its values are dropped at request
+//! end ([`end_request`]) or when the engine frees the Fiber, whichever comes first.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -18,9 +20,23 @@ use ext_php_rs::zend::{BailoutGuard, ExecutorGlobals};
 
 type Cleanup = Box<dyn FnOnce()>;
 
+/// The values Fibers hold, by fiber context address, each under its own id.
+#[derive(Default)]
+struct Lists(HashMap<usize, Vec<(u64, Cleanup)>>);
+
+impl Drop for Lists {
+    /// Never drops a value while the thread's storage is torn down (after RSHUTDOWN, which
+    /// emptied the lists): a value's drop may use storage already gone, and a panic there
+    /// aborts the process.
+    fn drop(&mut self) {
+        std::mem::take(&mut self.0)
+            .into_values()
+            .for_each(std::mem::forget);
+    }
+}
+
 thread_local! {
-    /// The values Fibers hold, by fiber context address, each under its own id.
-    static FIBER_HELD: RefCell<HashMap<usize, Vec<(u64, Cleanup)>>> = RefCell::new(HashMap::new());
+    static FIBER_HELD: RefCell<Lists> = RefCell::default();
     static NEXT_ID: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -57,7 +73,8 @@ impl FiberGuard {
         let id = NEXT_ID.get();
         NEXT_ID.set(id.wrapping_add(1));
         FIBER_HELD.with_borrow_mut(|held| {
-            held.entry(context)
+            held.0
+                .entry(context)
                 .or_default()
                 .push((id, Box::new(move || drop(value))))
         });
@@ -68,7 +85,9 @@ impl FiberGuard {
 impl Drop for FiberGuard {
     /// Drops the value, unless the Fiber's end by a bailout already did.
     fn drop(&mut self) {
-        let cleanup = FIBER_HELD.with_borrow_mut(|held| {
+        // `try_with`: nothing to do once the thread's lists are torn down (they forget theirs).
+        let cleanup = FIBER_HELD.try_with(|held| {
+            let held = &mut held.borrow_mut().0;
             let list = held.get_mut(&self.context)?;
             let i = list.iter().position(|(id, _)| *id == self.id)?;
             let (_, cleanup) = list.swap_remove(i);
@@ -77,7 +96,7 @@ impl Drop for FiberGuard {
             }
             Some(cleanup)
         });
-        if let Some(cleanup) = cleanup {
+        if let Ok(Some(cleanup)) = cleanup {
             cleanup();
         }
     }
@@ -109,10 +128,26 @@ pub unsafe fn leaving(from: *mut c_void) {
     if !dead {
         return;
     }
-    let list = FIBER_HELD.with_borrow_mut(|held| held.remove(&(from as usize)));
-    // Newest first, as the frames would have dropped them; outside the borrow, since a value's
-    // drop may list or unlist others.
-    for (_, cleanup) in list.into_iter().flatten().rev() {
+    drop_held(from);
+}
+
+/// Drops what the Fiber of context `context` still lists (called also when the engine frees
+/// a context: a Fiber a bailout left suspended, and its address may be reused).
+pub fn drop_held(context: *mut c_void) {
+    let list = FIBER_HELD.with_borrow_mut(|held| held.0.remove(&(context as usize)));
+    run(list.unwrap_or_default());
+}
+
+/// Drops what every Fiber still lists (RSHUTDOWN): Fibers a bailout left suspended.
+pub fn end_request() {
+    let lists = FIBER_HELD.with_borrow_mut(|held| std::mem::take(&mut held.0));
+    lists.into_values().for_each(run);
+}
+
+/// Newest first, as the frames would have dropped them; outside the borrow, since a value's
+/// drop may list or unlist others.
+fn run(list: Vec<(u64, Cleanup)>) {
+    for (_, cleanup) in list.into_iter().rev() {
         cleanup();
     }
 }

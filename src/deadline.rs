@@ -62,9 +62,11 @@ unsafe extern "C" fn on_fiber_switch(from: *mut c_void, to: *mut c_void) {
     });
 }
 
-/// Forgets a destroyed fiber context's scopes.
+/// Drops what a freed fiber context still holds (a Fiber a bailout left suspended) and forgets
+/// its scopes.
 unsafe extern "C" fn on_fiber_destroy(destroying: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
+        crate::bailout::drop_held(destroying);
         PARKED
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -43,8 +43,10 @@ pub fn add(segment: &Arc<Segment>, id: LeaseId) {
 
 /// Forgets a lease (released by PHP code or by its object's destruction).
 /// O(held), which is a handful: a request holds a few slots at most.
+/// Nothing to do once the thread's list is torn down (a lease dropped at process exit).
 pub fn remove(id: LeaseId) {
-    HELD.with_borrow_mut(|held| {
+    let _ = HELD.try_with(|held| {
+        let mut held = held.borrow_mut();
         if let Some(i) = held.iter().position(|h| h.id == id) {
             held.swap_remove(i);
         }

@@ -81,6 +81,8 @@ pub unsafe extern "C" fn request_shutdown(_ty: i32, _module_number: i32) -> i32 
     let a = guarded(|| {
         // A pool a fatal error cut short: its tasks must not run on in a later request.
         resilient_http::end_abandoned_tasks();
+        // What Fibers a fatal error left suspended still hold (their leases, their scopes).
+        crate::bailout::end_request();
         held::release_all();
         resilient_redis::release_leftovers();
         // Attempts a fatal error cut mid-way: no longer in flight (the metrics' gauge).

@@ -59,4 +59,21 @@ final class FiberBailoutTest extends TestCase
         $this->assertSame('suspended', $lines[0], $r->describe());
         $this->assertSame('{"remaining_in_shutdown":null,"in_flight_in_shutdown":0}', end($lines), $r->describe());
     }
+
+    /**
+     * A Fiber left suspended inside Funnel::run by a fatal error is never resumed: what it
+     * holds is given back at request end. It was kept in a per-thread list until the process
+     * exited, and dropping it then touched a list already torn down: a Rust panic during the
+     * thread's teardown, and the process aborted (an FPM worker ended by SIGABRT).
+     */
+    public function testAFiberLeftSuspendedByAFatalErrorDoesNotAbortTheProcessAtExit(): void
+    {
+        $r = PhpProcess::runScript('fiber_bailout.php', ['left', Run::name('fiber-bailout')]);
+        $this->assertNull($r->signal, $r->describe());
+        $this->assertSame(255, $r->exitCode, $r->describe());
+        $this->assertStringContainsString('fatal beside a suspended Fiber', $r->stdout . $r->stderr);
+        $this->assertSame('suspended', strtok($r->stdout, "\n"), $r->describe());
+        $this->assertStringNotContainsString('panicked', $r->stderr);
+        $this->assertStringNotContainsString('fatal runtime error', $r->stderr);
+    }
 }
