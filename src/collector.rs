@@ -9,6 +9,7 @@
 
 use std::ffi::c_int;
 use std::ptr;
+use std::sync::OnceLock;
 
 use ext_php_rs::class::RegisteredClass;
 use ext_php_rs::ffi::{zend_array, zend_object, zval};
@@ -29,7 +30,13 @@ pub struct GcBuffer {
 /// `Z_TYPE_FLAGS` bit of a zval that points to a counted value (`IS_TYPE_REFCOUNTED << 8`).
 const REFCOUNTED: u32 = 1 << 8;
 
-/// Sets the client class's `get_gc` handler. Called at MINIT, before any object exists.
+/// The handler ext-php-rs gave the class, which reports the object's own slots.
+static STANDARD: OnceLock<GetGc> = OnceLock::new();
+
+type GetGc = unsafe extern "C" fn(*mut zend_object, *mut *mut zval, *mut c_int) -> *mut zend_array;
+
+/// Sets the client class's `get_gc` handler, keeping the one it replaces. Called at MINIT,
+/// before any object exists.
 ///
 /// ext-php-rs builds the class's handler table once, shares it read-only and offers no hook for
 /// this entry, so the one entry is written in place; the engine and every object read the table
@@ -40,20 +47,35 @@ pub fn install() {
         return; // not inside PHP (stub generation): ext-php-rs's handler stays
     }
     let handlers = ptr::from_ref(Client::get_metadata().handlers()).cast_mut();
-    // SAFETY: see above; a single aligned pointer-sized store into a table nothing reads yet.
-    unsafe { (*handlers).get_gc = Some(get_gc) };
+    // SAFETY: see above; aligned pointer-sized loads and a store into a table nothing reads yet.
+    unsafe {
+        let Some(standard) = (*handlers).get_gc else {
+            return;
+        };
+        if STANDARD.set(standard).is_ok() {
+            (*handlers).get_gc = Some(get_gc);
+        }
+    }
 }
 
-/// The standard object's report (its property slots, or its property table once one exists, as
-/// `zend_std_get_gc`), plus the client's callables.
+/// What the replaced handler reports (the object's property slots, or its property table once
+/// one exists), plus the client's callables.
 unsafe extern "C" fn get_gc(
     object: *mut zend_object,
     table: *mut *mut zval,
     n: *mut c_int,
 ) -> *mut zend_array {
+    // Set before this handler is (never unset); no panic may leave an `extern "C"` function.
+    let Some(&standard) = STANDARD.get() else {
+        // SAFETY: the engine's out-pointers.
+        unsafe { (*table, *n) = (ptr::null_mut(), 0) };
+        return ptr::null_mut();
+    };
     // SAFETY: the engine passes a live object of this class and two out-pointers; the callables
-    // live as long as the object, and nothing runs PHP code while the collector asks.
+    // live as long as the object, and nothing runs PHP code while the collector asks. The
+    // replaced handler points `table` at the object's own slots, not at the engine's buffer.
     unsafe {
+        let properties = standard(object, table, n);
         let callables: [*const zval; 2] = ZendClassObject::<Client>::from_zend_obj(&*object)
             .and_then(|c| c.obj.as_ref())
             .map_or([ptr::null(); 2], Client::callables);
@@ -61,7 +83,7 @@ unsafe extern "C" fn get_gc(
             engine::zend_get_gc_buffer_create().zip(engine::zend_get_gc_buffer_grow());
         let (Some((create, grow)), false) = (engine_buffer, callables.iter().all(|p| p.is_null()))
         else {
-            return standard(object, table, n);
+            return properties;
         };
         let buffer = &mut *create();
         let mut add = |zv: *const zval| {
@@ -73,12 +95,9 @@ unsafe extern "C" fn get_gc(
                 buffer.cur = buffer.cur.add(1);
             }
         };
-        let properties = (*object).properties;
-        if properties.is_null() {
-            let slots = (*object).properties_table.as_ptr();
-            for i in 0..usize::try_from((*(*object).ce).default_properties_count).unwrap_or(0) {
-                add(slots.add(i));
-            }
+        let slots = *table;
+        for i in 0..usize::try_from(*n).unwrap_or(0) {
+            add(slots.add(i));
         }
         for zv in callables.into_iter().filter(|p| !p.is_null()) {
             add(zv);
@@ -86,24 +105,5 @@ unsafe extern "C" fn get_gc(
         *table = buffer.start;
         *n = c_int::try_from(buffer.cur.offset_from(buffer.start)).unwrap_or(c_int::MAX);
         properties
-    }
-}
-
-/// `zend_std_get_gc` for an object without a lazy-loading state (as ext-php-rs's handler).
-unsafe fn standard(
-    object: *mut zend_object,
-    table: *mut *mut zval,
-    n: *mut c_int,
-) -> *mut zend_array {
-    // SAFETY: as the caller's.
-    unsafe {
-        if (*object).properties.is_null() {
-            *table = (*object).properties_table.as_mut_ptr();
-            *n = (*(*object).ce).default_properties_count;
-        } else {
-            *table = ptr::null_mut();
-            *n = 0;
-        }
-        (*object).properties
     }
 }
