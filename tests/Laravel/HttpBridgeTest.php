@@ -6,6 +6,8 @@ namespace Resilient\Tests\Laravel;
 
 require_once __DIR__ . '/support/PackageTestCase.php';
 
+use GuzzleHttp\Exception\RequestException;
+use GuzzleHttp\Exception\TooManyRedirectsException;
 use Illuminate\Http\Client\ConnectionException;
 use Illuminate\Http\Client\Events\ConnectionFailed;
 use Illuminate\Http\Client\Events\RequestSending;
@@ -261,6 +263,34 @@ final class HttpBridgeTest extends PackageTestCase
             $this->assertStringNotContainsString('s3cret', $e->getMessage());
         }
         $this->assertSame(1, $this->events[ConnectionFailed::class] ?? 0);
+    }
+
+    /**
+     * As Guzzle's curl handler sorts them: only a failure to reach the upstream (refused,
+     * timed out, TLS, closed before any answer) is a ConnectException, so Laravel's
+     * ConnectionException. A body over max_body is a Guzzle RequestException and a redirect
+     * loop its TooManyRedirectsException, neither taken for an unreachable host.
+     */
+    public function testOnlyAFailureToReachTheUpstreamIsAConnectionException(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-not-connect', ['max_attempts' => 1, 'max_body' => 500]);
+        $this->up->script($key, [['status' => 200, 'body' => str_repeat('x', 1000)]], path: '/big');
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => $this->up->base($key) . '/loop']]], path: '/loop');
+        $this->bootWith($name, $client);
+        foreach (['/big' => [RequestException::class, 'too_large'], '/loop' => [TooManyRedirectsException::class, 'redirects']] as $path => [$class, $failure]) {
+            try {
+                Http::resilient($name)->withOptions(['allow_redirects' => ['max' => 2]])->get($path);
+                $this->fail("expected $class for $path");
+            } catch (ConnectionException $e) {
+                $this->fail("$path: taken for a connection failure: " . $e->getMessage());
+            } catch (RequestException $e) {
+                $this->assertInstanceOf($class, $e, "$path: " . $e->getMessage());
+                $this->assertInstanceOf(UpstreamFailed::class, $e->getPrevious(), $path);
+                $this->assertSame($failure, $e->getPrevious()->failure(), $path);
+                $this->assertSame($this->up->base($key) . $path, (string) $e->getRequest()->getUri());
+            }
+        }
+        $this->assertSame(0, $this->events[ConnectionFailed::class] ?? 0);
     }
 
     public function testTheRequestLaravelBuildsIsTheRequestTheUpstreamGets(): void

@@ -4,6 +4,9 @@ namespace Resilient\Laravel\Http;
 
 use GuzzleHttp\Cookie\CookieJarInterface;
 use GuzzleHttp\Exception\ConnectException;
+use GuzzleHttp\Exception\RequestException;
+use GuzzleHttp\Exception\TooManyRedirectsException;
+use GuzzleHttp\Exception\TransferException;
 use GuzzleHttp\Promise\Create;
 use GuzzleHttp\Promise\PromiseInterface;
 use GuzzleHttp\Psr7\Response as PsrResponse;
@@ -26,9 +29,12 @@ use Resilient\UpstreamFailed;
  * - any answer the client returns is a fulfilled response (a 404 or a 500 included);
  * - `UpstreamFailed` with a last response (retryable statuses exhausted) is that response,
  *   fulfilled, as Laravel's Http would have returned it;
- * - `UpstreamFailed` without one (connection refused, timeouts, TLS) rejects with a
- *   `ConnectException` whose previous is the `UpstreamFailed`, so Laravel raises its
- *   `ConnectionException` and dispatches `ConnectionFailed` as it does for Guzzle;
+ * - `UpstreamFailed` without one rejects with the exception Guzzle's curl handler gives for
+ *   that failure, whose previous is the `UpstreamFailed`: a failure to reach the upstream
+ *   (refused, timeouts, TLS, closed before an answer) is a `ConnectException`, so Laravel
+ *   raises its `ConnectionException` and dispatches `ConnectionFailed`; a redirect loop is a
+ *   `TooManyRedirectsException`, anything else (a body over `max_body`, one that cannot be
+ *   read or decoded, a sink that cannot be written) a `RequestException`;
  * - the client's own refusals (`FunnelFull`, `BudgetExhausted`, `DeadlineExceeded`,
  *   `CircuitOpen`) and bad options reject with the exception itself.
  */
@@ -80,7 +86,7 @@ final class ResilientHandler
         } catch (UpstreamFailed $e) {
             $answer = $e->response();
             if ($answer === null) {
-                $failure = new ConnectException($e->getMessage(), $request, $e);
+                $failure = self::rejection($e, $request);
                 $this->stats($options, $request, null, $failure, $started, null);
 
                 return Create::rejectionFor($failure);
@@ -100,6 +106,19 @@ final class ResilientHandler
         }
 
         return Create::promiseFor($response);
+    }
+
+    /** Failures (`UpstreamFailed::failure()`) that Guzzle's curl handler reports as a `ConnectException`. */
+    private const CONNECT_FAILURES = ['timeout', 'connect', 'tls', 'closed'];
+
+    /** What Guzzle would have rejected with, for a call that got no answer. */
+    private static function rejection(UpstreamFailed $e, RequestInterface $request): TransferException
+    {
+        return match (true) {
+            in_array($e->failure(), self::CONNECT_FAILURES, true) => new ConnectException($e->getMessage(), $request, $e),
+            $e->failure() === 'redirects' => new TooManyRedirectsException($e->getMessage(), $request, null, $e),
+            default => new RequestException($e->getMessage(), $request, null, $e),
+        };
     }
 
     /** Header names whose usual spelling is not each word capitalised. */
