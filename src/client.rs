@@ -635,6 +635,7 @@ impl Client {
         ht.insert("error", r.error())?;
         ht.insert("duration_ms", r.duration.as_secs_f64() * 1000.0)?;
         ht.insert("retry_follows", r.retry_follows())?;
+        ht.insert("gives_up", r.gives_up())?;
         ht.insert("reason", r.reason())?;
         let mut z = Zval::new();
         z.set_hashtable(ht);

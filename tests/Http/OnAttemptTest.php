@@ -30,9 +30,29 @@ final class OnAttemptTest extends HttpTestCase
         $this->assertGreaterThan(0.9, $end - $seen[0]['at'], 'the first record came before the Retry-After sleep, not at the end');
         $this->assertSame($this->up->base($key) . '/quote', $seen[0]['url']);
         $this->assertStringNotContainsString('s3cret', json_encode($seen));
-        $this->assertSame(['client', 'method', 'url', 'attempt', 'status', 'error', 'duration_ms', 'retry_follows', 'reason', 'at'], array_keys($seen[0]));
+        $this->assertSame(['client', 'method', 'url', 'attempt', 'status', 'error', 'duration_ms', 'retry_follows', 'gives_up', 'reason', 'at'], array_keys($seen[0]));
+        $this->assertSame([false, false], array_column($seen, 'gives_up'), 'the call got its answer');
         $this->assertSame([1, 2], array_column($seen, 'attempt'));
         $this->assertSame('GET', $seen[1]['method']);
+    }
+
+    /** `gives_up`: the call fails after this attempt (it throws), whatever the attempt got. */
+    public function testTheLastAttemptOfAFailingCallSaysSo(): void
+    {
+        $key = $this->up->key('onattempt-gives-up');
+        $this->up->script($key, [['status' => 429], ['status' => 429]]);
+        $seen = [];
+        $client = $this->client($key, ['max_attempts' => 2, 'backoff' => ['base' => 0.001, 'cap' => 0.002],
+            'on_attempt' => function (array $a) use (&$seen): void {
+                $seen[] = $a;
+            }]);
+        try {
+            $client->get('/quote');
+            $this->fail('expected UpstreamFailed');
+        } catch (\Resilient\UpstreamFailed $e) {
+            $this->assertSame(429, $e->getCode());
+        }
+        $this->assertSame([[true, false], [false, true]], array_map(fn ($a) => [$a['retry_follows'], $a['gives_up']], $seen));
     }
 
     public function testAThrowingCallableCancelsTheCallAndFreesTheSlot(): void

@@ -136,6 +136,35 @@ final class ConfigTest extends PackageTestCase
         }
     }
 
+    /**
+     * The last attempt of a call that fails is a failed attempt whatever its status: a 429
+     * that max_attempts ends was logged at info, beside a warning for the same call on 503.
+     */
+    public function testTheLastAttemptOfAFailingCallIsAWarningWhateverItsStatus(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('cfg-last', ['max_attempts' => 2, 'backoff' => ['base' => 0.001, 'cap' => 0.002]]);
+        $this->up->script($key, [['status' => 429], ['status' => 429]], path: '/limited');
+        $this->up->script($key, [['status' => 404]], path: '/missing');
+        $log = Run::tempDir('config') . '/last.log';
+        $this->boot(['clients' => [$name => $client], 'log_channel' => 'attempts'], [
+            'logging' => ['channels' => ['attempts' => ['driver' => 'single', 'path' => $log, 'level' => 'debug']]],
+        ]);
+        $events = [];
+        Event::listen(AttemptMade::class, function (AttemptMade $e) use (&$events) {
+            $events[] = $e;
+        });
+
+        $this->assertSame(429, Http::resilient($name)->get('/limited')->status(), 'the last answer, as Laravel returns it');
+        $this->assertSame(404, Http::resilient($name)->get('/missing')->status());
+
+        $this->assertSame([false, true, false], array_map(fn (AttemptMade $e) => $e->givesUp, $events));
+        $lines = file($log, FILE_IGNORE_NEW_LINES);
+        $this->assertCount(3, $lines);
+        $this->assertStringContainsString(".WARNING: resilient $name attempt 1: GET ", $lines[0]);
+        $this->assertStringContainsString(".WARNING: resilient $name attempt 2: GET ", $lines[1], 'the call failed on it');
+        $this->assertStringContainsString(".INFO: resilient $name attempt 1: GET ", $lines[2], 'a 404 is an answer');
+    }
+
     public function testEventFakeSeesTheAttemptsAndEventsCanBeTurnedOff(): void
     {
         [$name, $key, $client] = $this->upstreamClient('cfg-eventfake');

@@ -38,6 +38,11 @@ impl AttemptRecord {
     pub fn retry_follows(&self) -> bool {
         matches!(self.decision, Decision::Retry(_))
     }
+    /// Whether the call fails after it (no retry follows and no answer goes back), whatever
+    /// the attempt got: a 429 that `max_attempts` ends is a failure as a timeout is.
+    pub fn gives_up(&self) -> bool {
+        matches!(self.decision, Decision::GiveUp(_))
+    }
     /// Why the loop continues or stops, as text: `status 503; retry after backoff 120ms`,
     /// `final status`, `status 503; retry budget exhausted`.
     pub fn reason(&self) -> String {

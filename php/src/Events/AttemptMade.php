@@ -26,6 +26,8 @@ final class AttemptMade
         public readonly float $durationMs,
         /** Whether another attempt follows this one. */
         public readonly bool $retryFollows,
+        /** Whether the call fails after this attempt (it throws), whatever the attempt got. */
+        public readonly bool $givesUp,
         /** The decision's reason (e.g. why no retry follows), or null. */
         public readonly ?string $reason,
     ) {
@@ -43,6 +45,7 @@ final class AttemptMade
             isset($a['error']) ? (string) $a['error'] : null,
             (float) ($a['duration_ms'] ?? 0.0),
             (bool) ($a['retry_follows'] ?? false),
+            (bool) ($a['gives_up'] ?? false),
             isset($a['reason']) ? (string) $a['reason'] : null,
         );
     }
@@ -59,6 +62,7 @@ final class AttemptMade
             'error' => $this->error,
             'duration_ms' => $this->durationMs,
             'retry_follows' => $this->retryFollows,
+            'gives_up' => $this->givesUp,
             'reason' => $this->reason,
         ];
     }

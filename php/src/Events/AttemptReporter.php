@@ -33,7 +33,8 @@ final class AttemptReporter
             ($this->events)()->dispatch($attempt);
         }
         if ($this->logger !== null) {
-            $failed = $attempt->error !== null || $attempt->retryFollows || ($attempt->status ?? 0) >= 500;
+            $failed = $attempt->error !== null || $attempt->retryFollows || $attempt->givesUp
+                || ($attempt->status ?? 0) >= 500;
             $line = sprintf(
                 'resilient %s attempt %d: %s %s -> %s',
                 $attempt->client,
