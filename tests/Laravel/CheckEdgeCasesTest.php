@@ -112,6 +112,65 @@ final class CheckEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * `->client('x')` on anything but the facade may be another library's (an SDK's
+     * `->client('eu-west')`): it counts only when config/resilient.php defines `x`, while
+     * `Resilient::client()` with a name config lacks is still a finding. An abstract job class
+     * never runs: the concrete class that extends it is the one checked.
+     */
+    public function testOnlyTheFacadesClientCallMustNameAConfiguredClientAndAbstractJobsAreSkipped(): void
+    {
+        [$exit, $json] = $this->check([
+            'OtherSdk' => self::HEAD
+                . "final class OtherSdk implements ShouldQueue
+{
+    use JitteredBackoff;
+    public \$timeout = 60;
+    public \$tries = 1;
+    public \$sdk;
+"
+                . "    public function handle(): void { \$this->sdk->client('eu-west')->send(); }
+}
+",
+            'Injected' => self::HEAD
+                . "final class Injected implements ShouldQueue
+{
+    public \$timeout = 60;
+    public \$tries = 1;
+"
+                . "    public function handle(): void { app(\\Resilient\\Laravel\\ResilientManager::class)->client('erp')->get('/x'); }
+}
+",
+            'FacadeTypo' => self::HEAD
+                . "final class FacadeTypo implements ShouldQueue
+{
+    public \$timeout = 60;
+    public \$tries = 1;
+"
+                . "    public function handle(): void { \\Resilient\\Laravel\\Facades\\Resilient::client('erpp')->get('/x'); }
+}
+",
+            'BaseJob' => self::HEAD
+                . "abstract class BaseJob implements ShouldQueue
+{
+    public \$timeout = 30;
+    public \$tries = 3;
+}
+",
+            'RealJob' => self::HEAD
+                . "final class RealJob extends BaseJob
+{
+    use JitteredBackoff;
+    public function handle(): void {}
+}
+",
+        ]);
+        $this->assertSame(1, $exit);
+        $found = array_map(fn ($f) => $this->short($f['job']) . ' ' . $f['rule'], $json['findings']);
+        sort($found);
+        $this->assertSame(['FacadeTypo unknown client', 'Injected nesting'], $found, json_encode($json));
+    }
+
+    /**
      * With the default paths (null: app/Jobs) an app without app/Jobs (Laravel's skeleton has
      * none; an app that only uses `Http::resilient()`) has no job to check: not an error over a
      * setting it never made.

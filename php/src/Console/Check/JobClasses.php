@@ -31,7 +31,9 @@ final class JobClasses
                 }
                 foreach (self::declaredIn((string) file_get_contents($file->getPathname())) as $class) {
                     try {
-                        $queued = class_exists($class) && is_subclass_of($class, ShouldQueue::class);
+                        // An abstract class never runs: the classes that extend it are checked.
+                        $queued = class_exists($class) && is_subclass_of($class, ShouldQueue::class)
+                            && ! (new \ReflectionClass($class))->isAbstract();
                     } catch (\Throwable $e) {
                         $errors[] = sprintf('%s: class %s cannot be loaded: %s', $file->getPathname(), $class, $e->getMessage());
                         continue;

@@ -26,7 +26,9 @@ final class JobFacts
     private const ROUTE_DEFAULT = 30.0;
 
     /**
-     * @param list<string> $clients
+     * @param list<string> $clients names given to `Resilient::client()`, `->resilient()`, `new Client()`
+     * @param list<string> $maybeClients names given to another `->client()`/`::client()` (maybe
+     *        another library's): a client only when config defines it
      * @param false|null|float $withinDeadline false: no WithinDeadline; null: the queue one without
      *        seconds ($timeout − margin); a float: its seconds (INF: known only at run time)
      * @param list<string> $funnels
@@ -48,6 +50,7 @@ final class JobFacts
         public readonly bool $routeDeadline = false,
         public readonly bool $routeDeadlineDefault = false,
         public readonly array $unchecked = [],
+        public readonly array $maybeClients = [],
     ) {
     }
 
@@ -71,12 +74,13 @@ final class JobFacts
             is_string($defaults['connection'] ?? null) ? $defaults['connection'] : null,
             $kind,
             $values,
-            self::clientsCalled($source, $unchecked),
+            self::clientsCalled($source, $unchecked, certain: true),
             $deadline,
             self::funnelsFromConfig($source, $unchecked),
             $route,
             $routeDefault,
             $unchecked,
+            self::clientsCalled($source, $unchecked, certain: false),
         );
     }
 
@@ -108,13 +112,28 @@ final class JobFacts
         return $names;
     }
 
-    /** @return list<string> */
-    private static function clientsCalled(PhpSource $source, array &$unchecked): array
+    /**
+     * The client names the source calls: with $certain, those given to the facade's
+     * `Resilient::client()`, to `->resilient()` and to `new Resilient\Client`; without, those
+     * given to any other `client()` method, which may be another library's (an SDK's
+     * `->client('eu-west')`) or the manager's, injected.
+     *
+     * @return list<string>
+     */
+    private static function clientsCalled(PhpSource $source, array &$unchecked, bool $certain): array
     {
         $names = [];
-        $calls = [...$source->calls('client'), ...$source->calls('resilient')];
-        foreach ($source->news('Resilient\\Client') as $arguments) {
-            $calls[] = ['call' => 'new Client()', 'arguments' => $arguments];
+        $calls = [];
+        foreach ($source->calls('client') as $call) {
+            if (self::isFacade($call['call']) === $certain) {
+                $calls[] = $call;
+            }
+        }
+        if ($certain) {
+            array_push($calls, ...$source->calls('resilient'));
+            foreach ($source->news('Resilient\\Client') as $arguments) {
+                $calls[] = ['call' => 'new Client()', 'arguments' => $arguments];
+            }
         }
         foreach ($calls as ['call' => $call, 'arguments' => $arguments]) {
             $name = PhpSource::argument($arguments, 0, 'name');
@@ -124,7 +143,7 @@ final class JobFacts
             [$known, $value] = $source->value($name);
             if ($known && is_string($value)) {
                 $names[] = $value;
-            } elseif (! $known) {
+            } elseif (! $known && $certain) {
                 $unchecked[] = sprintf('client name %s (%s): known only at run time', $name['text'], $call);
             }
         }
@@ -132,6 +151,12 @@ final class JobFacts
         sort($names);
 
         return $names;
+    }
+
+    /** Whether a call as PhpSource::calls() writes it is the facade's (`Resilient::client()`, qualified or not). */
+    private static function isFacade(string $call): bool
+    {
+        return (bool) preg_match('/(^|\\\\)Resilient::client\(\)$/', $call);
     }
 
     /**

@@ -76,7 +76,7 @@ final class Rules
         }
 
         $limits = [];
-        foreach ($job->clients as $name) {
+        foreach ($this->clientsOf($job) as $name) {
             if (! isset($this->clients[$name]) || ! is_array($this->clients[$name])) {
                 $found[] = new Finding(Finding::UNKNOWN_CLIENT, $job->class, "calls client '$name', which config/resilient.php does not define");
                 continue;
@@ -129,6 +129,19 @@ final class Rules
         return $retryAfter === null ? null : (float) $retryAfter;
     }
 
+    /**
+     * The clients a job calls: the names it surely gives a client, and those given to another
+     * `client()` method that config defines.
+     *
+     * @return list<string>
+     */
+    private function clientsOf(JobFacts $job): array
+    {
+        $maybe = array_filter($job->maybeClients, fn (string $name) => is_array($this->clients[$name] ?? null));
+
+        return array_values(array_unique([...$job->clients, ...$maybe]));
+    }
+
     /** @return list<Finding> */
     private function twoLayers(JobFacts $job): array
     {
@@ -137,7 +150,7 @@ final class Rules
             return [];
         }
         $found = [];
-        foreach ($job->clients as $name) {
+        foreach ($this->clientsOf($job) as $name) {
             if (! isset($this->clients[$name]) || ! is_array($this->clients[$name])) {
                 continue;
             }
