@@ -38,6 +38,9 @@ final class ResilientManager
     /** `defaults.context` as shown when it is no context the extension knows (see declareContext): `'bogus'`, `bool true`. */
     private static ?string $refusedContext = null;
 
+    /** The `resilient.context` value declareContext() set, to undo at the next app's boot. */
+    private static ?string $declaredContext = null;
+
     /**
      * @param array|(Closure(): array) $config `resilient`'s config (clients, funnels, budgets, defaults, log_channel, events), or
      *        a closure reading it when asked, so a name added later (`config([...])` in a test) is found; a client already
@@ -247,6 +250,12 @@ final class ResilientManager
     public static function declareContext(mixed $context): void
     {
         self::$refusedContext = null;
+        // An app booted before in this process (a test suite boots one per test) set its own:
+        // undone, unless something else changed the setting since.
+        if (self::$declaredContext !== null && ini_get('resilient.context') === self::$declaredContext) {
+            ini_restore('resilient.context');
+        }
+        self::$declaredContext = null;
         if ($context === null || $context === '') {
             return;
         }
@@ -264,7 +273,9 @@ final class ResilientManager
 
             return;
         }
-        ini_set('resilient.context', $context);
+        if (ini_set('resilient.context', $context) !== false) {
+            self::$declaredContext = $context;
+        }
     }
 
     /** A context as the extension reads one (`resilient.context`, a client's `context`): any case, spaces around. */

@@ -238,6 +238,33 @@ final class ServiceProviderTest extends TestCase
         }
     }
 
+    /**
+     * A test suite boots one app per test in one process: the context one app declared must not
+     * stay for the next app, which declares none (it stayed `web`, and a CLI funnel of limit 2
+     * with reserve 1 gave a background caller both slots).
+     */
+    public function testAContextDeclaredByOneAppIsNotKeptByTheNextOne(): void
+    {
+        $before = ini_get('resilient.context');
+        try {
+            $this->bootWithContext('web');
+            $this->assertTrue(\Resilient\Context::isWeb());
+            $this->bootWithContext(null);
+            $this->assertSame($before, ini_get('resilient.context'), 'the setting as it was before any app');
+            $this->assertFalse(\Resilient\Context::isWeb(), 'a CLI process again');
+            $funnel = new \Resilient\Funnel(Run::name('lv-ctx-next'), 2, 1);
+            $this->assertNotNull($lease = $funnel->tryAcquire());
+            $this->assertNull($funnel->tryAcquire(), 'a background caller gets the limit less the reserve');
+            $lease->release();
+            ini_set('resilient.context', 'console');
+            $this->bootWithContext(null);
+            $this->assertSame('console', ini_get('resilient.context'), "a value the app did not set is not the app's to undo");
+        } finally {
+            ini_set('resilient.context', (string) $before);
+            ResilientManager::declareContext(null);
+        }
+    }
+
     private function bootWithContext(mixed $context): void
     {
         $app = new Application(Run::dir() . '/laravel');
