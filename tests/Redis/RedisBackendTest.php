@@ -322,6 +322,88 @@ final class RedisBackendTest extends HttpTestCase
         }
     }
 
+    /**
+     * A funnel wait that runs into the deadline asks Redis last with almost no time left for
+     * the guards: a healthy Redis must still decide. Treating that as Redis unreachable let a
+     * call through the full funnel under 'open' (and counted a fallback), or refused it as
+     * CircuitOpen under 'closed' with the breaker closed.
+     */
+    public function testAHealthyRedisDecidesToTheEndOfAFunnelWait(): void
+    {
+        $key = $this->up->key('wait-end');
+        $this->up->script($key, [['status' => 200]]);
+        $outcomes = [];
+        foreach (['open' => [], 'closed' => ['circuit' => ['failure_ratio' => 0.5, 'min_calls' => 5]]] as $behaviour => $extra) {
+            $name = Run::name("wait-end-$behaviour");
+            // The one slot, held by a holder that never gives it back (a far-off lease).
+            self::cli('ZADD', Run::id() . ':{' . $name . '}:funnel', '99999999999999', 'held-elsewhere');
+            $client = new Client($name, ['base_url' => $this->up->base($key), 'backend' => $this->url(), 'on_backend_error' => $behaviour,
+                'deadline' => 0.1, 'timeout' => 0.1, 'max_attempts' => 1, 'budget' => false, 'funnel' => ['limit' => 1, 'wait' => 5.0]] + $extra);
+            for ($i = 0; $i < 30; $i++) {
+                try {
+                    $client->get('/x');
+                    $outcomes[$behaviour]['sent'] = ($outcomes[$behaviour]['sent'] ?? 0) + 1;
+                } catch (\Resilient\Unavailable $e) {
+                    $short = substr(strrchr(get_class($e), '\\'), 1);
+                    $outcomes[$behaviour][$short] = ($outcomes[$behaviour][$short] ?? 0) + 1;
+                }
+            }
+            $outcomes[$behaviour]['backend_fallbacks'] = \Resilient\Metrics::snapshot()[$name]['backend_fallbacks'];
+            ksort($outcomes[$behaviour]);
+        }
+        foreach ($outcomes as $behaviour => $seen) {
+            $this->assertSame(0, $seen['backend_fallbacks'], "$behaviour: Redis answered every time: " . json_encode($outcomes));
+            $this->assertSame([], array_diff(array_keys($seen), ['DeadlineExceeded', 'FunnelFull', 'backend_fallbacks']),
+                "$behaviour: every call refused for want of a slot or of time: " . json_encode($outcomes));
+        }
+        $this->assertSame([], $this->up->attempts($key, 0, 200), 'nothing was sent past the held slot');
+    }
+
+    /**
+     * A Redis that accepts connections and never answers (stalled) takes at most half of what
+     * the call has left, whatever the URL asks of the handshake: with a password and a database
+     * other than 0 the connect waited for AUTH's reply and then SELECT's, twice its share, and
+     * the call under 'open' ended DeadlineExceeded with no attempt sent.
+     */
+    public function testAStalledRedisTakesHalfTheCallWithAPasswordAndADatabaseToo(): void
+    {
+        $key = $this->up->key('stalled');
+        $this->up->script($key, [['status' => 200]]);
+        // Listening, never accepting: the kernel completes the connect, nobody answers.
+        $stalled = stream_socket_server('tcp://127.0.0.1:0', $errno, $error);
+        $port = (int) substr(strrchr(stream_socket_get_name($stalled, false), ':'), 1);
+        foreach (['/0', '/1', '/2?protocol=resp3'] as $db) {
+            $name = Run::name('stalled');
+            $client = new Client($name, ['base_url' => $this->up->base($key), 'backend' => "redis://user:pw@127.0.0.1:$port$db",
+                'on_backend_error' => 'open', 'deadline' => 0.2, 'timeout' => 0.2, 'max_attempts' => 1, 'budget' => false,
+                'funnel' => ['limit' => 2]]);
+            $t = hrtime(true);
+            try {
+                $status = $client->get('/x')->status();
+            } catch (\Resilient\Unavailable $e) {
+                $status = $e->getMessage();
+            }
+            $this->assertSame(200, $status, "$db: Redis took its half (100 ms), the attempt went out under 'open'");
+            $this->assertLessThan(190, (hrtime(true) - $t) / 1e6, $db);
+        }
+        fclose($stalled);
+    }
+
+    /** The URL's database is the one used (selected apart from the handshake). */
+    public function testTheUrlsDatabaseHoldsTheKeys(): void
+    {
+        $key = $this->up->key('db');
+        $this->up->script($key, [['status' => 200]]);
+        $name = Run::name('db');
+        $client = new Client($name, ['base_url' => $this->up->base($key), 'backend' => 'redis://127.0.0.1:' . self::$port . '/3?prefix=' . Run::id() . ':',
+            'on_backend_error' => 'closed', 'max_attempts' => 1]);
+        $this->assertSame(200, $client->get('/x')->status());
+        $this->assertSame(0, \Resilient\Metrics::snapshot()[$name]['backend_fallbacks']);
+        $budget = Run::id() . ':{' . $name . '}:budget:60000ms:sums';
+        $this->assertSame('1', self::cli('-n', '3', 'EXISTS', $budget));
+        $this->assertSame('0', self::cli('-n', '0', 'EXISTS', $budget));
+    }
+
     public function testTheBreakerOnRedisCountsAttemptsThatRanToTheDeadlineAndOpensForEveryHost(): void
     {
         $key = $this->up->key('breaker');

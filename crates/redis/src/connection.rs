@@ -14,10 +14,10 @@
 //! wait: the read under way keeps the timeout it started with, so a reply that arrives in
 //! pieces may take that long once more (about 1.35 × the wait measured in
 //! tests/slow_replies.rs; the wait is at most half of what the call has left). A connect gets
-//! the whole wait: redis-rs sends the handshake (AUTH or HELLO, SELECT, CLIENT SETINFO) as one
-//! pipeline, one round trip read with what the TCP connect left (a server that trickled those
-//! replies one by one, each just inside that, could stretch the connect to one such read per
-//! reply).
+//! the whole wait: redis-rs sends the handshake (AUTH or HELLO) in one round trip read with
+//! what the TCP connect left, and the database is selected apart within what is left then (in
+//! the handshake's pipeline, each reply was read with the whole timeout: a stalled Redis held a
+//! connect with a password and a database for twice its wait).
 //!
 //! Back-off: after a failure no command is tried for 50 ms, doubling to at most 1 s while
 //! failures go on; the first success resets it. A Redis that comes back is used again within
@@ -63,7 +63,11 @@ pub const RELEASE_WAIT: Duration = Duration::from_millis(10);
 /// budget or breaker decision would count twice), while a PING that finds it dropped costs
 /// nothing but a new connection in the same wait. Busy processes never pay the PING.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
-/// Under this much time there is no point asking.
+/// Redis gets at least this long (or its timeout, if shorter), even when the guards' share of
+/// the call is smaller, as at the end of a funnel wait that ran into the deadline: it comes out
+/// of the attempt's least useful time, which is larger, and a healthy Redis answers well within
+/// it. Not asking then applied `on_backend_error` with Redis up: a call let through a full
+/// funnel under 'open', one refused as `CircuitOpen` under 'closed' with the breaker closed.
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
 /// Why Redis gave no answer (the guards then use their `on_backend_error` behaviour).
@@ -71,8 +75,6 @@ const MIN_WAIT: Duration = Duration::from_millis(1);
 pub enum Unreachable {
     /// In back-off after a recent failure: not tried.
     BackingOff,
-    /// The request has no time left for a round trip.
-    NoTime,
     /// Connecting (or checking an idle connection) failed or timed out: the command was not
     /// sent.
     NotSent,
@@ -449,10 +451,7 @@ impl Server {
         releasing: bool,
         key: Option<&str>,
     ) -> Result<T, Unreachable> {
-        let wait = self.wait(floor);
-        if wait < MIN_WAIT {
-            return Err(Unreachable::NoTime);
-        }
+        let wait = self.wait(floor).max(MIN_WAIT.min(self.target.timeout));
         // One budget for connecting, reading replies left unread and the command together.
         let started = Instant::now();
         let left = || wait.saturating_sub(started.elapsed());
@@ -493,8 +492,8 @@ impl Server {
             if connecting {
                 // (The back-off was checked above; sending again after a drop is no back-off
                 // case.)
-                // The handshake (AUTH or HELLO, SELECT, CLIENT SETINFO) is one pipeline: one
-                // round trip after the connect, within what the connect left of this wait.
+                // The handshake (AUTH or HELLO) is one round trip after the connect, and SELECT
+                // another, within what the connect left of this wait.
                 match self.connect(&mut slot.lookup, &left) {
                     Ok(conn) => {
                         slot.conn = Some(conn);
@@ -628,7 +627,27 @@ impl Server {
     /// certificate is checked against it), so for `rediss://` a fresh lookup first shows, within
     /// the wait, that the resolver answers; the redis crate's connect then looks the name up
     /// once more, unbounded, and gives each address the whole wait.
+    ///
+    /// The URL's database is selected after the handshake, within what is left: redis-rs sends
+    /// SELECT in the handshake's pipeline (after AUTH or HELLO) and reads each reply with the
+    /// whole timeout, so a stalled Redis held the connect for twice its wait.
     fn connect(
+        &self,
+        lookup: &mut Lookup,
+        left: &impl Fn() -> Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let mut conn = self.open(lookup, left)?;
+        if self.target.db != 0 {
+            fit(&mut conn, &mut None, left())?;
+            redis::cmd("SELECT")
+                .arg(self.target.db)
+                .query::<()>(&mut conn)?;
+        }
+        Ok(conn)
+    }
+
+    /// Opens a connection to the database 0 (see [`Server::connect`]).
+    fn open(
         &self,
         lookup: &mut Lookup,
         left: &impl Fn() -> Duration,

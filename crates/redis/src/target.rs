@@ -29,7 +29,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 /// A parsed Redis URL.
 #[derive(Clone)]
 pub struct Target {
+    /// Where and how to connect; its database is always 0, see `db`.
     pub(crate) info: redis::ConnectionInfo,
+    /// The URL's database, selected after the handshake (`Server::connect`).
+    pub(crate) db: i64,
     pub(crate) prefix: String,
     pub(crate) timeout: Duration,
     /// `ca`: the PEM of the authorities to trust (read when parsed).
@@ -198,8 +201,13 @@ impl Target {
         ) {
             return Err(bad("names port 0".into()));
         }
+        // redis-rs sends SELECT in the handshake's pipeline and reads each of its replies with
+        // the whole timeout: the database is selected apart.
+        let mut info = info;
+        let db = std::mem::take(&mut info.redis.db);
         Ok(Target {
             info,
+            db,
             prefix,
             timeout,
             ca,
