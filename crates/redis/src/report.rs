@@ -3,7 +3,7 @@
 //! fail for a reason no network trouble explains (a TLS certificate not trusted, a name that
 //! does not match it). The guards fall back as for an unreachable Redis (`on_backend_error`),
 //! and the first of each kind in a process is reported, so a misconfiguration is never silent.
-//! Reports never hold the URL.
+//! Reports never hold the URL, nor the arguments Redis quotes back.
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -36,7 +36,9 @@ pub(crate) fn failure(e: &redis::RedisError) {
             let code = e.code().unwrap_or_else(|| e.category()).to_owned();
             let what = format!(
                 "Redis answered {code}{}",
-                e.detail().map(|d| format!(" ({d})")).unwrap_or_default()
+                e.detail()
+                    .map(|d| format!(" ({})", without_arguments(d)))
+                    .unwrap_or_default()
             );
             (code, what)
         }
@@ -53,6 +55,15 @@ pub(crate) fn failure(e: &redis::RedisError) {
         "resilient: {what}; calls follow on_backend_error until it is fixed (reported once per \
          process)"
     ));
+}
+
+/// Redis's words without the arguments it quotes back (`unknown command 'HELLO', with args
+/// beginning with: '3' 'AUTH' 'default' '<password>'`): what was sent may hold a password.
+fn without_arguments(detail: &str) -> &str {
+    match detail.find("with args beginning with") {
+        Some(at) => detail[..at].trim_end_matches([',', ' ']),
+        None => detail,
+    }
 }
 
 /// Why a connection failed when no network trouble explains it: the I/O error the TLS layer
