@@ -389,6 +389,47 @@ final class RedisBackendTest extends HttpTestCase
         fclose($stalled);
     }
 
+    /**
+     * A PHP signal handler (a queue worker's, with async signals) and signals arriving while a
+     * decision waits for Redis's reply: the read was interrupted (EINTR: a socket with a
+     * timeout is never restarted), taken for Redis failing, and every decision of the back-off
+     * that followed went to on_backend_error with Redis up.
+     */
+    public function testSignalsHandledByPhpDoNotInterruptRedis(): void
+    {
+        $key = $this->up->key('signals');
+        $this->up->script($key, [['status' => 200]]);
+        $code = sprintf('
+            pcntl_async_signals(true);
+            $got = 0;
+            pcntl_signal(SIGUSR1, function () use (&$got) { $got++; });
+            $funnel = ["limit" => 50];
+            $c = new Resilient\Client(%s, ["base_url" => %s, "backend" => %s, "on_backend_error" => "closed", "funnel" => $funnel, "max_attempts" => 1]);
+            $c->get("/x");
+            $parent = getmypid();
+            $kid = pcntl_fork();
+            if ($kid === 0) {
+                pcntl_signal(SIGUSR1, SIG_IGN);
+                while (true) { posix_kill($parent, SIGUSR1); usleep(200); }
+            }
+            $calls = 0;
+            $refused = 0;
+            for ($end = microtime(true) + 1.5; microtime(true) < $end; $calls++) {
+                try { $c->get("/x"); } catch (Resilient\Unavailable $e) { $refused++; }
+            }
+            posix_kill($kid, SIGKILL);
+            pcntl_waitpid($kid, $status);
+            echo json_encode(["calls" => $calls, "refused" => $refused, "signals" => $got,
+                "fallbacks" => Resilient\Metrics::snapshot()[%1$s]["backend_fallbacks"]]);',
+            var_export(Run::name('signals'), true), var_export($this->up->base($key), true), var_export($this->url(), true));
+        $r = PhpProcess::runCode($code, [], 30);
+        $out = json_decode($r->stdout, true) ?? $this->fail($r->describe());
+        $this->assertGreaterThan(100, $out['signals'], 'signals arrived during the calls: ' . $r->stdout);
+        $this->assertGreaterThan(100, $out['calls'], $r->stdout);
+        $this->assertSame(0, $out['fallbacks'], 'Redis answered every decision: ' . $r->stdout);
+        $this->assertSame(0, $out['refused'], $r->stdout);
+    }
+
     /** The URL's database is the one used (selected apart from the handshake). */
     public function testTheUrlsDatabaseHoldsTheKeys(): void
     {

@@ -452,6 +452,7 @@ impl Server {
         key: Option<&str>,
     ) -> Result<T, Unreachable> {
         let wait = self.wait(floor).max(MIN_WAIT.min(self.target.timeout));
+        let _signals = crate::signals::HeldOff::new();
         // One budget for connecting, reading replies left unread and the command together.
         let started = Instant::now();
         let left = || wait.saturating_sub(started.elapsed());

@@ -24,6 +24,7 @@ mod leftovers;
 mod lookup;
 mod report;
 mod scripts;
+mod signals;
 mod target;
 mod token;
 mod unix_connect;
