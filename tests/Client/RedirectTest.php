@@ -6,6 +6,7 @@ namespace Resilient\Tests\Client;
 
 require_once __DIR__ . '/support/ClientTestCase.php';
 
+use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Http\MockUpstream;
 use Resilient\UpstreamFailed;
 
@@ -278,6 +279,29 @@ final class RedirectTest extends ClientTestCase
             $r = $this->client($this->up->base($key), ['allow_redirects' => true])->get('/start', null, ['sink' => $path]);
             $this->assertSame(200, $r->status());
             $this->assertSame(str_repeat('x', 1000), file_get_contents($path));
+        } finally {
+            @unlink($path);
+        }
+    }
+
+    /**
+     * A redirect whose target gives no answer: the call gets none, so the sink stays as it was
+     * (the redirect's own body had already truncated it and taken its place).
+     */
+    public function testARedirectToNowhereLeavesTheSinkAsItWas(): void
+    {
+        $key = $this->up->key('redir-sink-nowhere');
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => 'http://127.0.0.1:' . Run::freePort() . '/gone'], 'body' => 'the redirect body']], 'repeat_last', '/start');
+        $path = sys_get_temp_dir() . '/' . $key . '.bin';
+        file_put_contents($path, 'yesterday');
+        try {
+            try {
+                $this->client($this->up->base($key), ['allow_redirects' => true, 'max_attempts' => 1])->get('/start', null, ['sink' => $path]);
+                $this->fail('the redirect leads nowhere');
+            } catch (UpstreamFailed $e) {
+                $this->assertSame('connect', $e->failure());
+            }
+            $this->assertSame('yesterday', file_get_contents($path));
         } finally {
             @unlink($path);
         }

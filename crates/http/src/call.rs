@@ -391,6 +391,7 @@ impl Call {
                 }),
                 shared: self.env.memory.clone(),
             },
+            follows_redirects: false,
         };
         self.redirected_to = None;
         // The answer before this attempt is thrown away now, before another body is read: its

@@ -149,7 +149,7 @@ impl Transport for Http1Transport {
                 reused,
                 http_request,
                 limits.connect_timeout,
-                (target, limits.body),
+                (target, limits.body, limits.follows_redirects),
             );
             match tokio::time::timeout(limits.timeout, exchange).await {
                 Ok(result) => result,
@@ -224,7 +224,7 @@ async fn exchange(
     reused: Option<Http1Conn>,
     request: hyper::Request<Full<Bytes>>,
     connect_timeout: Duration,
-    (target, body_limit): (BodyTarget, BodyLimit),
+    (target, body_limit, follows_redirects): (BodyTarget, BodyLimit, bool),
 ) -> Result<RawResponse, TransportError> {
     let mut c = match reused {
         Some(c) => c,
@@ -235,6 +235,7 @@ async fn exchange(
         let response = response.await.map_err(map_hyper_error)?;
         let (parts, mut body) = response.into_parts();
         let mut headers = header_list(&parts.headers);
+        let target = target.for_answer(parts.status.as_u16(), &headers, follows_redirects);
         let mut received =
             ResponseBody::start(&target, &mut headers, body.size_hint().exact(), body_limit)?;
         while let Some(frame) = body.frame().await {

@@ -45,6 +45,7 @@ pub async fn follow(
         let hop_limits = AttemptLimits {
             timeout: left,
             connect_timeout: limits.connect_timeout.min(left),
+            follows_redirects: true,
             ..limits.clone()
         };
         let response = transport.send(&current, hop_limits).await?;
@@ -73,11 +74,15 @@ pub async fn follow(
 
 /// The `Location` of a redirect status (301, 302, 303, 307, 308), if any.
 fn location_of(response: &RawResponse) -> Option<&[u8]> {
-    if !matches!(response.status, 301 | 302 | 303 | 307 | 308) {
+    redirect_location(response.status, &response.headers)
+}
+
+/// The `Location` of an answer with `status` and `headers` that is a redirect, if any.
+pub(crate) fn redirect_location(status: u16, headers: &[(String, Vec<u8>)]) -> Option<&[u8]> {
+    if !matches!(status, 301 | 302 | 303 | 307 | 308) {
         return None;
     }
-    response
-        .headers
+    headers
         .iter()
         .find(|(n, _)| n == "location")
         .map(|(_, v)| v.as_slice())
@@ -268,6 +273,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             connect_timeout_setting: Duration::from_secs(1),
             body: 1024.into(),
+            follows_redirects: false,
         };
         let rules = Redirects {
             max: 3,

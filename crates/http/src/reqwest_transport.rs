@@ -199,6 +199,7 @@ impl Transport for ReqwestTransport {
         let timeout = limits.timeout;
         let body_limit = limits.body;
         let target = request.body_target.clone();
+        let follows_redirects = limits.follows_redirects;
         let warm = (self.warm.clone(), origin(request));
         Box::pin(async move {
             let exchange = async move {
@@ -215,7 +216,7 @@ impl Transport for ReqwestTransport {
                 // Chunk by chunk within max_body (or into the sink); on error `response` is
                 // dropped, which closes the connection instead of returning it to the pool.
                 let mut received = ResponseBody::start(
-                    &target,
+                    &target.for_answer(status, &headers, follows_redirects),
                     &mut headers,
                     response.content_length(),
                     body_limit,

@@ -29,6 +29,9 @@ pub struct AttemptLimits {
     /// `Content-Length` above it) ends the attempt with [`FailureKind::TooLarge`] and closes the
     /// connection; no buffer ever grows beyond it.
     pub body: BodyLimit,
+    /// The caller follows redirects (`redirect::follow`): a redirect's body is thrown away, so
+    /// it never goes to the sink (a call whose redirect leads nowhere leaves the sink as it was).
+    pub follows_redirects: bool,
 }
 
 /// An upstream answer as the transport received it, body read in full.

@@ -23,6 +23,30 @@ pub struct BodyTarget {
     pub sink: Option<PathBuf>,
 }
 
+impl BodyTarget {
+    /// Where the body of an answer with `status` and `headers` goes: a redirect that is followed
+    /// (`follows_redirects`) is thrown away, never written to the sink, which an answer still
+    /// to come truncates (or none leaves as it was).
+    pub fn for_answer(
+        &self,
+        status: u16,
+        headers: &[(String, Vec<u8>)],
+        follows_redirects: bool,
+    ) -> std::borrow::Cow<'_, BodyTarget> {
+        if self.sink.is_some()
+            && follows_redirects
+            && crate::redirect::redirect_location(status, headers).is_some()
+        {
+            std::borrow::Cow::Owned(BodyTarget {
+                decode: self.decode,
+                sink: None,
+            })
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
+    }
+}
+
 /// Server certificate verification.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum Verify {
