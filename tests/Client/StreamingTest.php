@@ -347,6 +347,80 @@ final class StreamingTest extends ClientTestCase
         $this->assertLessThan(3.0, $elapsed, 'the timeout ends an endless download into a sink');
     }
 
+    /**
+     * A FIFO with a reader (`cat fifo > out`, `| jq`) is a sink like a file: the reader gets
+     * the whole body and the end of its input when the call ends. The option's check opened and
+     * closed the FIFO's write end: the reader saw an empty input and left, and the sink's own
+     * open failed (ENXIO) after the request was sent.
+     */
+    public function testAFifoWithAReaderGetsTheWholeBody(): void
+    {
+        $key = $this->up->key('sink-fifo');
+        $this->up->script($key, [['stream' => ['bytes' => 300_000]]]);
+        $fifo = self::$dir . '/' . $key . '.fifo';
+        $out = self::$dir . '/' . $key . '.out';
+        $this->assertTrue(posix_mkfifo($fifo, 0600));
+        $reader = proc_open(['sh', '-c', 'exec cat "$0" > "$1"', $fifo, $out], [], $pipes);
+        try {
+            $client = $this->client($this->up->base($key), ['max_attempts' => 1]);
+            // Refused, nothing sent, until the reader has the FIFO open.
+            for ($until = microtime(true) + 5; ; usleep(10_000)) {
+                try {
+                    $status = $client->get('/file', null, ['sink' => $fifo])->status();
+                    break;
+                } catch (\ValueError $e) {
+                    $this->assertStringContainsString('no reader', $e->getMessage());
+                    if (microtime(true) > $until) {
+                        throw $e;
+                    }
+                }
+            }
+            $this->assertSame(200, $status);
+            for ($until = microtime(true) + 5; proc_get_status($reader)['running'] && microtime(true) < $until; usleep(10_000)) {
+            }
+            $this->assertFalse(proc_get_status($reader)['running'], 'the reader saw the end of its input when the call ended');
+            $this->assertSame(str_repeat('x', 300_000), file_get_contents($out));
+        } finally {
+            proc_terminate($reader, 9);
+            proc_close($reader);
+            @unlink($fifo);
+            @unlink($out);
+        }
+    }
+
+    /**
+     * A FIFO whose reader stopped reading holds the body back: the attempt still ends at its
+     * timeout. Each write waited for the reader with no bound (the call returned only when the
+     * reader went; never, for one that stays).
+     */
+    public function testAFifoWhoseReaderStalledEndsAtTheTimeout(): void
+    {
+        $key = $this->up->key('sink-fifo-stalled');
+        $this->up->script($key, [['stream' => ['bytes' => 2_000_000]]]);
+        $fifo = self::$dir . '/' . $key . '.fifo';
+        $this->assertTrue(posix_mkfifo($fifo, 0600));
+        // Opens the FIFO, never reads.
+        $reader = proc_open(['sh', '-c', 'exec 3<"$0"; exec sleep 30', $fifo], [], $pipes);
+        try {
+            $client = $this->client($this->up->base($key), ['timeout' => 0.5, 'max_attempts' => 1]);
+            for ($until = microtime(true) + 5; ; usleep(10_000)) {
+                $t = microtime(true);
+                $e = self::thrown(fn () => $client->get('/file', null, ['sink' => $fifo]));
+                $elapsed = microtime(true) - $t;
+                if (! $e instanceof \ValueError || microtime(true) > $until) {
+                    break;
+                }
+            }
+            $this->assertInstanceOf(UpstreamFailed::class, $e, self::describe($e));
+            $this->assertSame('timeout', $e->failure(), self::describe($e));
+            $this->assertLessThan(3.0, $elapsed, 'ended at the 0.5 s timeout, not when the reader goes');
+        } finally {
+            proc_terminate($reader, 9);
+            proc_close($reader);
+            @unlink($fifo);
+        }
+    }
+
     public function testAGzipBodyIsDecodedByDefaultAndRawOnRequest(): void
     {
         $url = self::$nginx->url('plain');

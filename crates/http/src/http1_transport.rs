@@ -140,7 +140,10 @@ impl Transport for Http1Transport {
                 });
         let pool = self.idle.clone();
         let dial = (host.to_string(), port);
-        let target = request.body_target.clone();
+        let target = BodyTarget {
+            write_until: Some(Instant::now() + limits.timeout),
+            ..request.body_target.clone()
+        };
         Box::pin(async move {
             let exchange = exchange(
                 pool,
@@ -235,7 +238,12 @@ async fn exchange(
         let response = response.await.map_err(map_hyper_error)?;
         let (parts, mut body) = response.into_parts();
         let mut headers = header_list(&parts.headers);
-        let target = target.for_answer(parts.status.as_u16(), &headers, follows_redirects);
+        let target = crate::redirect::body_target_for(
+            &target,
+            parts.status.as_u16(),
+            &headers,
+            follows_redirects,
+        );
         let mut received =
             ResponseBody::start(&target, &mut headers, body.size_hint().exact(), body_limit)?;
         while let Some(frame) = body.frame().await {

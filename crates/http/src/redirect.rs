@@ -19,7 +19,7 @@ use reqwest::{Method, Url};
 use crate::clock::Clock;
 use crate::request::{display_url, PreparedRequest};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
-use crate::transport_options::Redirects;
+use crate::transport_options::{BodyTarget, Redirects};
 
 /// Sends `request`, following up to `rules.max` redirects within `limits.timeout`. The answer
 /// comes with the URL that gave it when a redirect was followed (`None`: the request's own).
@@ -75,6 +75,25 @@ pub async fn follow(
 /// The `Location` of a redirect status (301, 302, 303, 307, 308), if any.
 fn location_of(response: &RawResponse) -> Option<&[u8]> {
     redirect_location(response.status, &response.headers)
+}
+
+/// Where the body of an answer with `status` and `headers` goes: a redirect that is followed
+/// (`follows_redirects`) is thrown away, never written to the sink, which an answer still to
+/// come truncates (or none leaves as it was).
+pub(crate) fn body_target_for<'t>(
+    target: &'t BodyTarget,
+    status: u16,
+    headers: &[(String, Vec<u8>)],
+    follows_redirects: bool,
+) -> Cow<'t, BodyTarget> {
+    if target.sink.is_some() && follows_redirects && redirect_location(status, headers).is_some() {
+        Cow::Owned(BodyTarget {
+            sink: None,
+            ..target.clone()
+        })
+    } else {
+        Cow::Borrowed(target)
+    }
 }
 
 /// The `Location` of an answer with `status` and `headers` that is a redirect, if any.

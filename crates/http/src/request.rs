@@ -46,6 +46,22 @@ pub struct PreparedRequest {
     /// This request's own attempt timeouts, instead of the client's.
     pub timeout: Option<Duration>,
     pub connect_timeout: Option<Duration>,
+    /// A FIFO sink's write end, open from the option's check to the call's end (see
+    /// [`HeldOpen`]).
+    pub sink_held: Option<HeldOpen>,
+}
+
+/// A FIFO sink's write end, opened by the option's check and kept open until the request is
+/// dropped with its call: the reader sees the end of its input only then, after every attempt
+/// (closing it at once gave the reader an empty input, it left, and the sink's own open then
+/// failed with ENXIO after the request was sent).
+#[derive(Debug, Clone)]
+pub struct HeldOpen(Arc<std::fs::File>);
+
+impl PartialEq for HeldOpen {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl PreparedRequest {
@@ -88,6 +104,7 @@ pub struct RequestOptions {
     idempotency_key: Option<HeaderValue>,
     transport: Option<TransportOptions>,
     sink: Option<PathBuf>,
+    sink_held: Option<HeldOpen>,
     timeout: Option<Duration>,
     connect_timeout: Option<Duration>,
 }
@@ -182,9 +199,9 @@ impl RequestOptions {
                 ),
             ));
         }
-        writable(&path).map_err(|e| {
-            ConfigError::new("sink", format!("cannot write {}: {e}", path.display()))
-        })?;
+        self.sink_held = writable(&path)
+            .map_err(|e| ConfigError::new("sink", format!("cannot write {}: {e}", path.display())))?
+            .map(|fifo| HeldOpen(Arc::new(fifo)));
         self.sink = Some(path);
         Ok(self)
     }
@@ -324,6 +341,7 @@ pub fn prepare_at(
     let body_target = BodyTarget {
         decode: transport.decode_content,
         sink: options.sink,
+        write_until: None,
     };
     Ok(PreparedRequest {
         method,
@@ -336,6 +354,7 @@ pub fn prepare_at(
         body_target,
         timeout: options.timeout,
         connect_timeout: options.connect_timeout,
+        sink_held: options.sink_held,
     })
 }
 
@@ -414,22 +433,26 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
 }
 
 /// Whether `path` can be written: an existing file opened for writing without truncating it,
-/// else a new one created and removed again.
+/// else a new one created and removed again. A FIFO's write end is handed back, to be kept open
+/// for the call ([`HeldOpen`]).
 ///
 /// Opened without waiting: a FIFO without a reader fails at once (ENXIO) instead of waiting for
 /// one past any deadline; one with a reader (`/dev/stdout` piped to `jq`) is a sink like a file.
-fn writable(path: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+fn writable(path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let mut open = std::fs::OpenOptions::new();
     open.write(true).custom_flags(libc::O_NONBLOCK);
     match open.open(path) {
-        Ok(_) => Ok(()),
+        Ok(file) => Ok(file
+            .metadata()
+            .is_ok_and(|m| m.file_type().is_fifo())
+            .then_some(file)),
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Err(std::io::Error::other(
             "it is a FIFO (or socket) with no reader",
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             open.create_new(true).open(path)?;
-            std::fs::remove_file(path)
+            std::fs::remove_file(path).map(|()| None)
         }
         Err(e) => Err(e),
     }

@@ -27,7 +27,7 @@ use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
-use crate::transport_options::{TransportOptions, Verify};
+use crate::transport_options::{BodyTarget, TransportOptions, Verify};
 
 /// Distinct (connect timeout, connection options) pairs kept; beyond this the least recently
 /// added client is dropped.
@@ -198,7 +198,10 @@ impl Transport for ReqwestTransport {
         }
         let timeout = limits.timeout;
         let body_limit = limits.body;
-        let target = request.body_target.clone();
+        let target = BodyTarget {
+            write_until: Some(std::time::Instant::now() + limits.timeout),
+            ..request.body_target.clone()
+        };
         let follows_redirects = limits.follows_redirects;
         let warm = (self.warm.clone(), origin(request));
         Box::pin(async move {
@@ -216,7 +219,7 @@ impl Transport for ReqwestTransport {
                 // Chunk by chunk within max_body (or into the sink); on error `response` is
                 // dropped, which closes the connection instead of returning it to the pool.
                 let mut received = ResponseBody::start(
-                    &target.for_answer(status, &headers, follows_redirects),
+                    &crate::redirect::body_target_for(&target, status, &headers, follows_redirects),
                     &mut headers,
                     response.content_length(),
                     body_limit,

@@ -18,6 +18,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::time::Instant;
 
 use crate::body_limit::BodyBuffer;
 use crate::body_memory::BodyLimit;
@@ -56,12 +57,15 @@ impl ResponseBody {
         let destination = match &target.sink {
             // Created (truncated) only now that an answer came: a call that gets none leaves
             // the file as it was.
-            Some(path) => Destination::File(create_sink(path).map_err(|e| {
-                TransportError::new(
-                    FailureKind::Sink,
-                    format!("cannot create the sink file {}: {e}", path.display()),
-                )
-            })?),
+            Some(path) => Destination::File(
+                create_sink(path).map_err(|e| {
+                    TransportError::new(
+                        FailureKind::Sink,
+                        format!("cannot create the sink file {}: {e}", path.display()),
+                    )
+                })?,
+                target.write_until,
+            ),
             None => {
                 // The announced length is the encoded one: with decoding, only the decoded size
                 // counts (checked as it grows).
@@ -158,22 +162,56 @@ impl Encoding {
 
 enum Destination {
     Memory(BodyBuffer),
-    File(File),
+    /// The sink, and until when a write may wait for its reader.
+    File(File, Option<Instant>),
 }
 
 impl Write for Destination {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Destination::Memory(b) => b.push(buf).map(|()| buf.len()).map_err(io::Error::other),
-            Destination::File(f) => f.write(buf).map_err(sink_error),
+            Destination::File(f, until) => loop {
+                match f.write(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_writable(f, *until)?,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    written => break written.map_err(sink_error),
+                }
+            },
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Destination::Memory(_) => Ok(()),
-            Destination::File(f) => f.flush().map_err(sink_error),
+            Destination::File(f, _) => f.flush().map_err(sink_error),
         }
     }
+}
+
+/// Waits until the sink (a FIFO whose reader is slow: its buffer is full) takes more, or
+/// `until` passes: then the attempt has timed out. This blocks the runtime's thread, as a
+/// write to a slow disk does, but never past the attempt's timeout (a blocking write waited
+/// for a reader that stopped reading for as long as it lived).
+fn wait_writable(f: &File, until: Option<Instant>) -> io::Result<()> {
+    let left = until.map(|t| t.saturating_duration_since(Instant::now()));
+    if left.is_some_and(|l| l.is_zero()) {
+        return Err(io::Error::other(TransportError::new(
+            FailureKind::Timeout,
+            "the attempt timed out: the sink's reader did not take the body in time",
+        )));
+    }
+    let mut fd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(f),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // Rounded up, so that a wait never ends just short of `until` and spins.
+    let ms = left.map_or(-1, |l| {
+        i32::try_from(l.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+    });
+    // SAFETY: one pollfd on a descriptor `f` owns. A signal (EINTR) or a timeout returns to
+    // the caller's loop, which writes again or finds `until` passed.
+    unsafe { libc::poll(&mut fd, 1, ms) };
+    Ok(())
 }
 
 /// A sink file's write error, carried through the decoders as what it is (ours, not the
@@ -261,7 +299,7 @@ impl Finish for Destination {
     fn finish(self: Box<Self>) -> io::Result<Vec<u8>> {
         match *self {
             Destination::Memory(b) => Ok(b.into_vec()),
-            Destination::File(mut f) => f.flush().map(|()| Vec::new()),
+            Destination::File(mut f, _) => f.flush().map(|()| Vec::new()),
         }
     }
 }
@@ -301,24 +339,16 @@ fn transport_error(e: io::Error) -> TransportError {
 
 /// Opens (creates or truncates) a sink file without waiting: a FIFO that lost its reader since
 /// the option was checked fails (ENXIO) instead of holding the runtime past every deadline.
+/// It stays non-blocking: a FIFO's reader paces the writes within the attempt's timeout
+/// ([`wait_writable`]); a regular file ignores the flag.
 fn create_sink(path: &std::path::Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    // Writes block as usual (a pipe's reader paces them, within the attempt's timeout).
-    // SAFETY: fcntl on a descriptor this File owns.
-    unsafe {
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-        }
-    }
-    Ok(file)
+        .open(path)
 }
 
 #[cfg(test)]
@@ -345,6 +375,7 @@ mod tests {
         let target = BodyTarget {
             decode: true,
             sink: None,
+            ..Default::default()
         };
         let mut h = headers();
         let mut body = ResponseBody::start(&target, &mut h, Some(10), 1000).unwrap();
@@ -363,6 +394,7 @@ mod tests {
         let target = BodyTarget {
             decode: true,
             sink: None,
+            ..Default::default()
         };
         let mut body = ResponseBody::start(&target, &mut headers(), None, 1_000_000).unwrap();
         let error = bomb
@@ -388,6 +420,7 @@ mod tests {
         let target = BodyTarget {
             decode: false,
             sink: Some(path.clone()),
+            ..Default::default()
         };
         let mut body = ResponseBody::start(&target, &mut Vec::new(), Some(6), 1).unwrap();
         body.push(b"abc").unwrap();
@@ -402,6 +435,7 @@ mod tests {
         let target = BodyTarget {
             decode: true,
             sink: None,
+            ..Default::default()
         };
         let body = ResponseBody::start(&target, &mut headers(), Some(0), 1000).unwrap();
         assert_eq!(body.finish().unwrap(), b"");
@@ -413,6 +447,7 @@ mod tests {
         let target = BodyTarget {
             decode: true,
             sink: None,
+            ..Default::default()
         };
         let mut body = ResponseBody::start(&target, &mut headers(), None, 1000).unwrap();
         body.push(&packed[..packed.len() - 6]).unwrap();
@@ -428,6 +463,7 @@ mod tests {
         let target = BodyTarget {
             decode: true,
             sink: None,
+            ..Default::default()
         };
         let whole = |h: &mut Vec<(String, Vec<u8>)>, length: Option<u64>, bytes: &[u8]| {
             let mut body = ResponseBody::start(&target, h, length, 1000).unwrap();
@@ -464,6 +500,7 @@ mod tests {
         let target = BodyTarget {
             decode: true,
             sink: None,
+            ..Default::default()
         };
         let mut h = vec![("content-encoding".to_string(), encoding.to_vec())];
         let mut body = ResponseBody::start(&target, &mut h, None, 1 << 20)?;
@@ -517,6 +554,7 @@ mod tests {
         let target = BodyTarget {
             decode: false,
             sink: Some("/proc/self/resilient-sink".into()),
+            ..Default::default()
         };
         let e = ResponseBody::start(&target, &mut Vec::new(), None, 1)
             .err()

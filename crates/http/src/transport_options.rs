@@ -21,30 +21,9 @@ pub struct BodyTarget {
     pub decode: bool,
     /// `sink`: the body is written here instead of being kept in memory.
     pub sink: Option<PathBuf>,
-}
-
-impl BodyTarget {
-    /// Where the body of an answer with `status` and `headers` goes: a redirect that is followed
-    /// (`follows_redirects`) is thrown away, never written to the sink, which an answer still
-    /// to come truncates (or none leaves as it was).
-    pub fn for_answer(
-        &self,
-        status: u16,
-        headers: &[(String, Vec<u8>)],
-        follows_redirects: bool,
-    ) -> std::borrow::Cow<'_, BodyTarget> {
-        if self.sink.is_some()
-            && follows_redirects
-            && crate::redirect::redirect_location(status, headers).is_some()
-        {
-            std::borrow::Cow::Owned(BodyTarget {
-                decode: self.decode,
-                sink: None,
-            })
-        } else {
-            std::borrow::Cow::Borrowed(self)
-        }
-    }
+    /// Set by the transport for each attempt: a sink write waits for a reader that is slow to
+    /// take the body (a FIFO's) until then at most, and the attempt then ends as timed out.
+    pub write_until: Option<std::time::Instant>,
 }
 
 /// Server certificate verification.
