@@ -140,10 +140,7 @@ impl Transport for Http1Transport {
                 });
         let pool = self.idle.clone();
         let dial = (host.to_string(), port);
-        let target = BodyTarget {
-            write_until: Some(Instant::now() + limits.timeout),
-            ..request.body_target.clone()
-        };
+        let target = request.body_target.for_attempt(limits.timeout);
         Box::pin(async move {
             let exchange = exchange(
                 pool,

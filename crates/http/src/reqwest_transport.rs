@@ -27,7 +27,7 @@ use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
-use crate::transport_options::{BodyTarget, TransportOptions, Verify};
+use crate::transport_options::{TransportOptions, Verify};
 
 /// Distinct (connect timeout, connection options) pairs kept; beyond this the least recently
 /// added client is dropped.
@@ -198,10 +198,7 @@ impl Transport for ReqwestTransport {
         }
         let timeout = limits.timeout;
         let body_limit = limits.body;
-        let target = BodyTarget {
-            write_until: Some(std::time::Instant::now() + limits.timeout),
-            ..request.body_target.clone()
-        };
+        let target = request.body_target.for_attempt(limits.timeout);
         let follows_redirects = limits.follows_redirects;
         let warm = (self.warm.clone(), origin(request));
         Box::pin(async move {

@@ -10,6 +10,7 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use reqwest::Url;
 
@@ -23,7 +24,17 @@ pub struct BodyTarget {
     pub sink: Option<PathBuf>,
     /// Set by the transport for each attempt: a sink write waits for a reader that is slow to
     /// take the body (a FIFO's) until then at most, and the attempt then ends as timed out.
-    pub write_until: Option<std::time::Instant>,
+    pub write_until: Option<Instant>,
+}
+
+impl BodyTarget {
+    /// This target for an attempt that may last `timeout` from now (`write_until`).
+    pub fn for_attempt(&self, timeout: Duration) -> BodyTarget {
+        BodyTarget {
+            write_until: Some(Instant::now() + timeout),
+            ..self.clone()
+        }
+    }
 }
 
 /// Server certificate verification.

@@ -452,7 +452,6 @@ impl Server {
         key: Option<&str>,
     ) -> Result<T, Unreachable> {
         let wait = self.wait(floor).max(MIN_WAIT.min(self.target.timeout));
-        let _signals = crate::signals::HeldOff::new();
         // One budget for connecting, reading replies left unread and the command together.
         let started = Instant::now();
         let left = || wait.saturating_sub(started.elapsed());
@@ -475,6 +474,8 @@ impl Server {
         {
             return Err(Unreachable::BackingOff);
         }
+        // From here on Redis is talked to.
+        let _signals = crate::signals::HeldOff::new();
         if slot.used_at.is_some_and(|at| at.elapsed() >= IDLE_CHECK) {
             if let Err(e) = slot.check(started, wait) {
                 slot.drop_connection(self);

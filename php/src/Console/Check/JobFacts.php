@@ -62,6 +62,7 @@ final class JobFacts
         [$kind, $values] = self::backoff($r, $defaults);
         $unchecked = [];
         [$deadline, $route, $routeDefault] = self::withinDeadline($source, $unchecked);
+        [$clients, $maybeClients] = self::clientsCalled($source, $unchecked);
 
         return new self(
             $class,
@@ -74,13 +75,13 @@ final class JobFacts
             is_string($defaults['connection'] ?? null) ? $defaults['connection'] : null,
             $kind,
             $values,
-            self::clientsCalled($source, $unchecked, certain: true),
+            $clients,
             $deadline,
             self::funnelsFromConfig($source, $unchecked),
             $route,
             $routeDefault,
             $unchecked,
-            self::clientsCalled($source, $unchecked, certain: false),
+            $maybeClients,
         );
     }
 
@@ -113,28 +114,44 @@ final class JobFacts
     }
 
     /**
-     * The client names the source calls: with $certain, those given to the facade's
-     * `Resilient::client()`, to `->resilient()` and to `new Resilient\Client`; without, those
-     * given to any other `client()` method, which may be another library's (an SDK's
-     * `->client('eu-west')`) or the manager's, injected.
+     * The client names the source calls: [those surely a client's (given to the facade's
+     * `Resilient::client()`, to `->resilient()`, to `new Resilient\Client`), those maybe one's
+     * (given to any other `client()` method: another library's, such as an SDK's
+     * `->client('eu-west')`, or the manager's, injected)]. A name known only at run time is
+     * listed as not checked when it is surely a client's.
      *
+     * @return array{0: list<string>, 1: list<string>}
+     */
+    private static function clientsCalled(PhpSource $source, array &$unchecked): array
+    {
+        $certain = [];
+        $maybe = [];
+        foreach ($source->calls('client') as $call) {
+            if (self::isFacade($call['call'])) {
+                $certain[] = $call;
+            } else {
+                $maybe[] = $call;
+            }
+        }
+        array_push($certain, ...$source->calls('resilient'));
+        foreach ($source->news('Resilient\\Client') as $arguments) {
+            $certain[] = ['call' => 'new Client()', 'arguments' => $arguments];
+        }
+        $unknownMaybe = [];
+
+        return [self::names($source, $certain, $unchecked), self::names($source, $maybe, $unknownMaybe)];
+    }
+
+    /**
+     * The names known without running the code that `$calls` give as their first argument
+     * (`name:`), sorted; each one computed at run time is added to $unknown.
+     *
+     * @param list<array{call: string, arguments: list<array>}> $calls
      * @return list<string>
      */
-    private static function clientsCalled(PhpSource $source, array &$unchecked, bool $certain): array
+    private static function names(PhpSource $source, array $calls, array &$unknown): array
     {
         $names = [];
-        $calls = [];
-        foreach ($source->calls('client') as $call) {
-            if (self::isFacade($call['call']) === $certain) {
-                $calls[] = $call;
-            }
-        }
-        if ($certain) {
-            array_push($calls, ...$source->calls('resilient'));
-            foreach ($source->news('Resilient\\Client') as $arguments) {
-                $calls[] = ['call' => 'new Client()', 'arguments' => $arguments];
-            }
-        }
         foreach ($calls as ['call' => $call, 'arguments' => $arguments]) {
             $name = PhpSource::argument($arguments, 0, 'name');
             if ($name === null) {
@@ -143,8 +160,8 @@ final class JobFacts
             [$known, $value] = $source->value($name);
             if ($known && is_string($value)) {
                 $names[] = $value;
-            } elseif (! $known && $certain) {
-                $unchecked[] = sprintf('client name %s (%s): known only at run time', $name['text'], $call);
+            } elseif (! $known) {
+                $unknown[] = sprintf('client name %s (%s): known only at run time', $name['text'], $call);
             }
         }
         $names = array_values(array_unique($names));
