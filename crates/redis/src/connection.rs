@@ -63,12 +63,16 @@ pub const RELEASE_WAIT: Duration = Duration::from_millis(10);
 /// budget or breaker decision would count twice), while a PING that finds it dropped costs
 /// nothing but a new connection in the same wait. Busy processes never pay the PING.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
+/// Under this much time there is no point asking.
+const MIN_WAIT: Duration = Duration::from_millis(1);
 /// Redis gets at least this long (or its timeout, if shorter), even when the guards' share of
 /// the call is smaller, as at the end of a funnel wait that ran into the deadline: it comes out
-/// of the attempt's least useful time, which is larger, and a healthy Redis answers well within
-/// it. Not asking then applied `on_backend_error` with Redis up: a call let through a full
-/// funnel under 'open', one refused as `CircuitOpen` under 'closed' with the breaker closed.
-const MIN_WAIT: Duration = Duration::from_millis(1);
+/// of the attempt's least useful time (50 ms unless the attempt's timeout is shorter), and a
+/// healthy Redis answers well within it, on a busy host too (1 ms was not: a reply that took
+/// longer started the back-off). Not asking then applied `on_backend_error` with Redis up: a
+/// call let through a full funnel under 'open', one refused as `CircuitOpen` under 'closed'
+/// with the breaker closed.
+const LEAST_WAIT: Duration = Duration::from_millis(10);
 
 /// Why Redis gave no answer (the guards then use their `on_backend_error` behaviour).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -451,7 +455,7 @@ impl Server {
         releasing: bool,
         key: Option<&str>,
     ) -> Result<T, Unreachable> {
-        let wait = self.wait(floor).max(MIN_WAIT.min(self.target.timeout));
+        let wait = self.wait(floor).max(LEAST_WAIT.min(self.target.timeout));
         // One budget for connecting, reading replies left unread and the command together.
         let started = Instant::now();
         let left = || wait.saturating_sub(started.elapsed());
