@@ -115,8 +115,11 @@ impl Funnel {
         let (may_hold, kept_to_reserve) = inner.allowed(background, now);
         let held = inner.in_flight(now);
         let limit = inner.current_limit();
-        let why = if background {
+        let why = if background && may_hold < limit {
             format!("background callers may hold {may_hold}, the rest is kept for web callers")
+        } else if background {
+            // No reserve: nothing is kept for web callers.
+            format!("background callers may hold {may_hold}")
         } else if kept_to_reserve {
             format!(
                 "background callers were refused just now, so web callers keep to their {may_hold} reserved"

@@ -70,6 +70,23 @@ final class FunnelShareTest extends TestCase
         }
     }
 
+    /** With no reserve a background caller is refused at the limit: nothing is kept for web callers. */
+    public function testARefusalWithoutAReserveKeepsNothingForWebCallers(): void
+    {
+        $name = Run::name('no-reserve-why');
+        $f = new Funnel($name, 2, 0, 30.0);
+        $held = [$f->tryAcquire(), $f->tryAcquire()];
+        try {
+            $f->run(fn () => 1); // this CLI process is a background caller
+            $this->fail('the funnel is full');
+        } catch (FunnelFull $e) {
+            $this->assertSame("funnel '$name' is full (2 of 2 slots in flight; background callers may hold 2)", $e->getMessage());
+        }
+        foreach ($held as $l) {
+            $l->release();
+        }
+    }
+
     /** A refusal says which part the caller was kept to, and why. */
     public function testTheRefusalSaysWhichPartTheCallerWasKeptTo(): void
     {
