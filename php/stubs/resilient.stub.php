@@ -589,7 +589,9 @@ namespace Resilient {
          * `new RetryBudget(string $name, float $ratio = 0.1, int $floor = 5, float $window = 60.0)`.
          * `$ratio` 0..=1000 (retries earned per original), `$floor` 0..=1048575 (retries always
          * allowed per window), `$window` seconds, at least 0.02 (20 buckets of 1 ms) and at most
-         * a year. Numbers may be given as numeric strings (or an integral float for the floor), as
+         * 600 (each of the 20 buckets counts up to 1048575 originals: 34952 a second at 600),
+         * counted in whole milliseconds (a fraction of one is dropped; `stats()['window']` says
+         * what is used). Numbers may be given as numeric strings (or an integral float for the floor), as
          * PHP's coercive mode allows; a bad one throws `\ValueError` or `\TypeError` naming it.
          *
          * @param string $name
@@ -623,7 +625,8 @@ namespace Resilient {
          * `['originals' => int, 'retries' => int, 'allowed' => float,
          * 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int,
          * 'degraded' => bool]` for the current window (`degraded`: counting this
-         * process only, see `Funnel::degradedReason()`).
+         * process only, see `Funnel::degradedReason()`; `remaining`: how many `tryConsume()`
+         * would grant now).
          *
          * @return array
          */

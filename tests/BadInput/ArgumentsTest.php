@@ -59,6 +59,9 @@ final class ArgumentsTest extends TestCase
         yield 'limit PHP_INT_MAX' => ["new Resilient\\Funnel('a', PHP_INT_MAX);", 'limit: must be between 1 and 64, got ' . PHP_INT_MAX];
         yield 'reserve PHP_INT_MAX' => ["new Resilient\\Funnel('a', 3, PHP_INT_MAX);", 'reserve: must be between 0 and 63, got ' . PHP_INT_MAX];
         yield 'floor PHP_INT_MAX' => ["new Resilient\\RetryBudget('a', 0.1, PHP_INT_MAX);", 'floor: must be between 0 and 1048575, got ' . PHP_INT_MAX];
+        // A bucket of a longer window could fill (each counts up to 2^20 - 1) and stop counting.
+        yield 'window of a day' => ["new Resilient\\RetryBudget('a', 0.1, 5, 86400.0);", 'window: must be at most 600 seconds, got 86400'];
+        yield 'client budget window 601' => ['new Resilient\\Client("t", ["budget" => ["window" => 601]]);', "option 'budget.window': must be at most 600 seconds, got 601"];
         yield 'lease 1e-300' => ["new Resilient\\Funnel('a', 3, 0, 1e-300);", 'lease: must be at least 1e-9 seconds, got 1e-300'];
         yield 'lease 5e-10 (a Duration rounds it to 1 ns)' => ["new Resilient\\Funnel('a', 3, 0, 5e-10);", 'lease: must be at least 1e-9 seconds, got 5e-10'];
         // Shown short, not with all 301 digits.

@@ -65,10 +65,15 @@ impl BudgetConfig {
     pub const MAX_RATIO: f64 = 1000.0;
     /// The largest floor (a bucket counts up to 2^20 - 1).
     pub const MAX_FLOOR: u32 = COUNT_MAX as u32;
+    /// The longest window: ten minutes, so a bucket (30 s) fills only past 34,952 originals a
+    /// second on one host (each bucket counts up to 2^20 - 1 originals and as many retries).
+    /// Past that, originals stop being counted, so fewer retries are allowed: the safe side.
+    pub const MAX_WINDOW: Duration = Duration::from_secs(600);
 
     /// `ratio`: retries allowed per original, finite, `0..=1000`; `floor`: retries always
     /// allowed per window, at most [`Self::MAX_FLOOR`]; `window`: at least 20 ms (one per
-    /// bucket), at most a year.
+    /// bucket), at most [`Self::MAX_WINDOW`], counted in whole milliseconds (a fraction of one
+    /// is dropped; [`Self::window`] says what is used).
     pub fn new(ratio: f64, floor: u32, window: Duration) -> Result<Self, Error> {
         let ratio = validate::ratio("ratio", ratio)?;
         if ratio > Self::MAX_RATIO {
@@ -88,6 +93,16 @@ impl BudgetConfig {
             ));
         }
         let window = validate::positive_duration("window", window)?;
+        if window > Self::MAX_WINDOW {
+            return Err(Error::invalid_argument(
+                "window",
+                format!(
+                    "must be at most {} seconds, got {}",
+                    Self::MAX_WINDOW.as_secs(),
+                    crate::validate::shown(window.as_secs_f64())
+                ),
+            ));
+        }
         let window_ms = window.as_millis() as u64;
         if window_ms < BUDGET_BUCKETS as u64 {
             return Err(Error::invalid_argument(
@@ -140,7 +155,9 @@ pub struct BudgetStats {
     pub retries: u64,
     /// `floor + ratio × originals`.
     pub allowed: f64,
-    /// `allowed - retries`, never negative.
+    /// `allowed - retries`, never negative, and never more than the newest bucket can still
+    /// count (a bucket counts up to 2^20 - 1 retries): what [`RetryBudget::try_consume`] would
+    /// grant now, one by one.
     pub remaining: f64,
 }
 
@@ -239,13 +256,16 @@ impl RetryBudget {
     }
 
     pub fn stats(&self, now_ms: u64) -> BudgetStats {
-        let (originals, retries) = Window::read(self.entry(), self.epoch(now_ms)).sum();
+        let window = Window::read(self.entry(), self.epoch(now_ms));
+        let (originals, retries) = window.sum();
         let allowed = self.allowed(originals);
         BudgetStats {
             originals,
             retries,
             allowed,
-            remaining: (allowed - retries as f64).max(0.0),
+            remaining: (allowed - retries as f64)
+                .min(window.room() as f64)
+                .max(0.0),
         }
     }
 
@@ -286,6 +306,16 @@ impl Window {
         Window {
             words,
             newest: epoch + ahead,
+        }
+    }
+
+    /// Retries the newest bucket can still count.
+    fn room(&self) -> u64 {
+        let w = self.words[index(self.newest)];
+        if tag_of(w) == self.newest & TAG_MASK {
+            COUNT_MAX - retries_of(w)
+        } else {
+            COUNT_MAX
         }
     }
 
@@ -570,6 +600,63 @@ mod tests {
         assert_eq!(a_again.stats(1000).originals, 50);
         assert_eq!(b.stats(1000).originals, 1);
         std::fs::remove_file(p).unwrap();
+    }
+
+    /// A bucket counts at most 2^20 - 1 retries. When the newest one is full, `try_consume`
+    /// refuses even though the window allows more; `remaining` must say the same (it said 10).
+    /// The next bucket takes the rest.
+    #[test]
+    fn remaining_agrees_with_try_consume_when_a_bucket_is_full() {
+        let (b, p) = budget("full-bucket", 1.0, BudgetConfig::MAX_FLOOR, 60.0);
+        let t = 9_000_000;
+        for _ in 0..10 {
+            b.record_original(t);
+        }
+        let mut granted = 0u64;
+        while b.try_consume(t) {
+            granted += 1;
+        }
+        assert_eq!(granted, COUNT_MAX, "the bucket filled first");
+        assert_eq!(
+            b.stats(t).remaining,
+            0.0,
+            "try_consume refuses: nothing remains"
+        );
+        let next = t + b.config().bucket_ms();
+        assert_eq!(
+            b.stats(next).remaining,
+            10.0,
+            "a fresh bucket takes the rest"
+        );
+        assert_eq!((0..20).filter(|_| b.try_consume(next)).count(), 10);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// The longest window is 10 minutes: a bucket of 30 s counts up to 2^20 - 1 originals,
+    /// 34,952 a second on one host. A day's window filled its 72-minute buckets at 243 a second
+    /// and then stopped counting without a word.
+    #[test]
+    fn a_window_whose_buckets_could_fill_is_refused() {
+        let max = BudgetConfig::MAX_WINDOW;
+        assert_eq!(max, Duration::from_secs(600));
+        let ok = BudgetConfig::new(0.1, 5, max).unwrap();
+        assert!(
+            COUNT_MAX * 1000 / ok.bucket_ms() >= 34_952,
+            "the rate a bucket holds"
+        );
+        let err = BudgetConfig::new(0.1, 5, max + Duration::from_millis(1)).unwrap_err();
+        assert_eq!(err.argument(), Some("window"));
+        assert!(err.to_string().contains("at most 600"), "{err}");
+        let day = BudgetConfig::new(0.1, 5, Duration::from_secs(86_400));
+        assert_eq!(day.unwrap_err().argument(), Some("window"));
+    }
+
+    /// A window counts in whole milliseconds: a fraction of one is dropped, and `window()`
+    /// says what is used.
+    #[test]
+    fn a_window_counts_in_whole_milliseconds() {
+        assert_eq!(config(0.1, 5, 0.0299).window(), Duration::from_millis(29));
+        assert_eq!(config(0.1, 5, 0.3).window(), Duration::from_millis(300));
     }
 
     #[test]
