@@ -599,6 +599,10 @@ fn validate(
         };
         let bytes = s.as_bytes();
         let good = std::str::from_utf8(bytes).is_ok_and(ok);
+        if good && [SHM_PATH, SHM_SLOTS, SHM_REQUIRED].contains(&key) {
+            // The guards PHP objects keep ask for the segment again at their next use.
+            crate::segment::settings_changed();
+        }
         // What ini_set() accepted in this request (forgotten at its end: see
         // `forget_request_values`).
         if good && stage & STAGE_RUNTIME != 0 {

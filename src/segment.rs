@@ -20,7 +20,7 @@
 //! The cache is keyed by pid, path, slot count and `shm_required`: a child of
 //! `pcntl_fork` opens its own handle instead of using the parent's, and a
 //! test that points `resilient.shm_path` elsewhere with `ini_set()` gets the
-//! other file. A cached shared segment whose file shrank, was removed or was
+//! other file (the objects it already holds too, at their next use). A cached shared segment whose file shrank, was removed or was
 //! replaced is reopened (a mapping of a shrunk file would fault); a degraded
 //! process tries the file again, without waiting for a lock, and leaves the
 //! degraded mode when it has become usable (a long-running queue worker is not
@@ -56,8 +56,9 @@ const REVALIDATE_MS: u64 = 1000;
 
 static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
 
-/// Bumped whenever the cached segment is replaced, so a [`Rebinding`] that checked recently
-/// knows, with one load, whether its segment is still the current one.
+/// Bumped whenever the cached segment is replaced or a segment setting is given a value, so a
+/// [`Rebinding`] that checked recently knows, with one load, whether its segment is still the
+/// current one.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The pid that already logged the degraded-mode message (once per process).
@@ -192,6 +193,14 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
     Ok((segment, degraded))
 }
 
+/// Called when `resilient.shm_path`, `shm_slots` or `shm_required` is given a value (an
+/// `ini_set()`, or the engine restoring one at a request's end): every [`Rebinding`] asks
+/// `shared()` again at its next use instead of up to `REVALIDATE_MS` later, so a kept
+/// `Funnel` counts in the file `Metrics::segmentPath()` names.
+pub fn settings_changed() {
+    GENERATION.fetch_add(1, Ordering::Release);
+}
+
 /// Called at a request's start: its first use of the segment checks the file again (one
 /// `fstat`), so a request that follows a shrink, a removal or a replacement never goes through
 /// the old mapping (a shrunk file's faults: SIGBUS). Within a request, and in a CLI process
@@ -225,7 +234,8 @@ fn log_once(pid: u32, reason: &str) {
 ///
 /// Between the checks `shared()` makes (at most once a second), a use costs one load: the
 /// guard asks `shared()` again only when a second has passed since it last did, when it runs
-/// in another process (a fork), or when another caller found the segment replaced.
+/// in another process (a fork), when another caller found the segment replaced, or when a
+/// segment setting was given a value ([`settings_changed`]).
 pub struct Rebinding<T> {
     current: std::cell::RefCell<(Arc<Segment>, T)>,
     /// When `shared()` was last asked: (pid, monotonic ms, [`GENERATION`] then).
