@@ -50,16 +50,17 @@ pub enum Guarded<T: 'static> {
 
 impl<T: 'static> Guarded<T> {
     pub fn new(value: T) -> Self {
-        let globals = ExecutorGlobals::get();
-        if globals.active_fiber.is_null() {
-            Self::Main(BailoutGuard::new(value))
-        } else {
-            Self::Fiber(FiberGuard::new(
-                globals.current_fiber_context as usize,
-                value,
-            ))
+        match running_fiber() {
+            None => Self::Main(BailoutGuard::new(value)),
+            Some(context) => Self::Fiber(FiberGuard::new(context, value)),
         }
     }
+}
+
+/// The address of the running Fiber's context, `None` in the main context.
+pub fn running_fiber() -> Option<usize> {
+    let globals = ExecutorGlobals::get();
+    (!globals.active_fiber.is_null()).then_some(globals.current_fiber_context as usize)
 }
 
 /// A value listed under the Fiber that took it until its frame drops it.

@@ -68,6 +68,11 @@ engine_fn!(
     zend_observer_fiber_destroy_register: fn(handler: crate::deadline::FiberDestroy)
 );
 engine_fn!(
+    /// `void zend_observer_error_register(zend_observer_error_cb)`: calls the observer on
+    /// every error, before the engine hands it to a handler or bails out.
+    zend_observer_error_register: fn(observer: crate::fatal::ErrorObserver)
+);
+engine_fn!(
     /// `bool zend_is_unwind_exit(const zend_object *ex)`: the object `exit()` unwinds with.
     zend_is_unwind_exit: fn(ex: *mut zend_object) -> bool
 );

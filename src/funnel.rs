@@ -118,7 +118,7 @@ impl Funnel {
         let why = if background && may_hold < limit {
             format!("background callers may hold {may_hold}, the rest is kept for web callers")
         } else if background {
-            // No reserve: nothing is kept for web callers.
+            // No reserve (none set, or one scaled to nothing at a small limit): none kept.
             format!("background callers may hold {may_hold}")
         } else if kept_to_reserve {
             format!(
@@ -350,9 +350,10 @@ impl Drop for RunLease {
 
 /// One held funnel slot (get one from `Funnel::tryAcquire()`; not
 /// constructible from PHP). Released by `release()`, when the object is
-/// destroyed, and at request end (also after a fatal error or
-/// `max_execution_time`). In a `pcntl_fork()` child an inherited lease is
-/// neither released nor releasable: it belongs to the parent.
+/// destroyed, and at request end; a fatal error or `max_execution_time`
+/// releases it as the error is raised, before the shutdown functions run (an
+/// error an error handler takes does not). In a `pcntl_fork()` child an
+/// inherited lease is neither released nor releasable: it belongs to the parent.
 #[php_class]
 #[php(name = "Resilient\\Lease")]
 #[php(flags = ext_php_rs::flags::ClassFlags::Final)]

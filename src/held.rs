@@ -24,6 +24,9 @@ use resilient_core::{LeaseId, Segment};
 struct Held {
     segment: Arc<Segment>,
     id: LeaseId,
+    /// The Fiber whose code took it ([`crate::bailout::running_fiber`]), `None`: the main
+    /// context's.
+    fiber: Option<usize>,
 }
 
 thread_local! {
@@ -37,6 +40,7 @@ pub fn add(segment: &Arc<Segment>, id: LeaseId) {
         held.push(Held {
             segment: segment.clone(),
             id,
+            fiber: crate::bailout::running_fiber(),
         })
     });
 }
@@ -56,7 +60,32 @@ pub fn remove(id: LeaseId) {
 /// Releases every lease this thread still lists; returns how many were
 /// still ours. Entries inherited from a parent process are dropped unreleased.
 pub fn release_all() -> usize {
-    let taken = HELD.with_borrow_mut(std::mem::take);
+    release_where(|_| true)
+}
+
+/// Releases the leases a bailout is about to skip: the main context's, and the running
+/// Fiber's (a fatal error in a Fiber ends the Fiber and the code that resumed it). A suspended
+/// Fiber's are left to it: a shutdown function may resume it, and it goes on under them.
+pub fn release_ended_by_bailout() -> usize {
+    let running = crate::bailout::running_fiber();
+    release_where(|h| h.fiber.is_none() || h.fiber == running)
+}
+
+/// Releases and unlists the entries `ended` picks. Not while the list is in use (an error
+/// raised in the middle of `add`): RSHUTDOWN releases them.
+fn release_where(ended: impl Fn(&Held) -> bool) -> usize {
+    let taken = HELD
+        .try_with(|held| {
+            held.try_borrow_mut().map(|mut h| {
+                let (ended, kept): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut *h).into_iter().partition(|e| ended(e));
+                *h = kept;
+                ended
+            })
+        })
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
     taken
         .into_iter()
         .filter(|h| h.segment.release(h.id))

@@ -8,7 +8,9 @@
 //! - RSHUTDOWN: release every lease this request still holds, empty the
 //!   deadline stack. This is the backstop for fatal errors and
 //!   `max_execution_time`: a bailout long-jumps past Rust frames, so their
-//!   destructors never run, but RSHUTDOWN always does.
+//!   destructors never run, but RSHUTDOWN always does. (A fatal error already
+//!   gave the listed leases back as it was raised, before the shutdown
+//!   functions: `fatal.rs`.)
 //! - MSHUTDOWN: unregister the ini entries.
 //!
 //! A panic unwinding out of an `extern "C"` hook aborts PHP, so every body
@@ -33,6 +35,7 @@ pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::register(module_number);
         deadline::observe_fibers();
+        crate::fatal::observe();
         crate::collector::install();
         resilient_redis::report_to(crate::errors::log_warning);
         // Interned now, a string is permanent only while PHP is starting up; loaded later (an

@@ -9,7 +9,8 @@
 //! - `array_keys`: fixed array keys made once (the metrics' snapshot).
 //! - `errors`: core error → PHP exception; `engine`: dlsym'd engine symbols.
 //! - `segment`: the per-process, lazily opened shared-memory segment.
-//! - `held`: leases to release at request end.
+//! - `held`: leases to release at request end; `fatal`: and at a fatal error, before the
+//!   shutdown functions run.
 //! - `funnel`, `budget`, `deadline`, `context`, `metrics`: the PHP classes;
 //!   `construct_once`: their constructors refuse a second call.
 //! - `client`, `response`: `Resilient\Client` / `Resilient\Response`; `options`: the
@@ -32,6 +33,7 @@ pub mod deadline;
 pub mod engine;
 pub mod errors;
 pub mod exceptions;
+pub mod fatal;
 pub mod funnel;
 pub mod held;
 pub mod hooks;

@@ -380,9 +380,10 @@ namespace Resilient {
     /**
      * One held funnel slot (get one from `Funnel::tryAcquire()`; not
      * constructible from PHP). Released by `release()`, when the object is
-     * destroyed, and at request end (also after a fatal error or
-     * `max_execution_time`). In a `pcntl_fork()` child an inherited lease is
-     * neither released nor releasable: it belongs to the parent.
+     * destroyed, and at request end; a fatal error or `max_execution_time`
+     * releases it as the error is raised, before the shutdown functions run (an
+     * error an error handler takes does not). In a `pcntl_fork()` child an
+     * inherited lease is neither released nor releasable: it belongs to the parent.
      */
     final class Lease {
         private function __construct() {}

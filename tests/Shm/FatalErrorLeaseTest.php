@@ -1,0 +1,63 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Resilient\Tests\Shm;
+
+use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
+use Resilient\Tests\Harness\TestCase;
+
+/**
+ * A lease whose holder a fatal error skipped is given back before the shutdown functions run.
+ * It was given back at request end, after them, so a shutdown function that reports the error
+ * to the same upstream (Laravel's `HandleExceptions::handleShutdown` does its reporting there)
+ * found the funnel full of the dead code's slot. An error a handler takes does not end the
+ * code, and its leases stay held.
+ */
+final class FatalErrorLeaseTest extends TestCase
+{
+    /** @return iterable<string,array{string}> code run while `$f`'s only slot is held by `$l` */
+    public static function fatalErrors(): iterable
+    {
+        yield 'E_USER_ERROR' => ['trigger_error("boom", E_USER_ERROR);'];
+        yield 'undefined function (E_ERROR)' => ['undefined_function_for_a_fatal_error();'];
+        yield 'max_execution_time' => ['set_time_limit(1); $x = 0; while (true) { $x++; }'];
+        yield 'memory exhaustion' => ['ini_set("memory_limit", "8M"); $s = str_repeat("x", 64 << 20);'];
+    }
+
+    /** @dataProvider fatalErrors */
+    public function testALeaseAFatalErrorSkippedIsFreeForShutdownFunctions(string $fatal): void
+    {
+        foreach (['a function' => 'work($f);', 'Deadline::within' => 'Resilient\Deadline::within(30.0, fn () => work($f));'] as $where => $call) {
+            $out = $this->runUntilShutdown($fatal, $call);
+            $this->assertSame(['in_flight' => 0, 'acquired' => true], $out, "held in $where");
+        }
+    }
+
+    public function testALeaseOfCodeThatGoesOnAfterAHandledErrorStaysHeld(): void
+    {
+        $out = $this->runUntilShutdown('set_error_handler(fn () => true); trigger_error("handled", E_USER_ERROR); echo "\nGOES ON ", $f->inFlight(), "\n";', 'work($f);', 'GOES ON 1');
+        $this->assertSame(['in_flight' => 0, 'acquired' => true], $out, 'released when its frame ended');
+    }
+
+    /** @return array{in_flight:int,acquired:bool} what the shutdown function saw */
+    private function runUntilShutdown(string $fatal, string $call, ?string $alsoPrinted = null): array
+    {
+        $path = Run::shmPath('fatal-' . bin2hex(random_bytes(3)));
+        $code = sprintf('
+            $f = new Resilient\Funnel("fatal", 1);
+            register_shutdown_function(function () use ($f) {
+                echo "\nSHUTDOWN ", json_encode(["in_flight" => $f->inFlight(), "acquired" => $f->tryAcquire() !== null]), "\n";
+            });
+            function work($f) { $l = $f->tryAcquire(); if ($l === null) { exit(3); } %s }
+            %s', $fatal, $call);
+        $r = PhpProcess::runCode($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8'], 20);
+        @unlink($path);
+        if ($alsoPrinted !== null) {
+            $this->assertStringContainsString($alsoPrinted, $r->stdout, $r->describe());
+        }
+        $this->assertSame(1, preg_match('/^SHUTDOWN (.*)$/m', $r->stdout, $m), $r->describe());
+        return json_decode($m[1], true);
+    }
+}
