@@ -76,14 +76,20 @@ final class FunnelShareTest extends TestCase
         $name = Run::name('no-reserve-why');
         $f = new Funnel($name, 2, 0, 30.0);
         $held = [$f->tryAcquire(), $f->tryAcquire()];
-        try {
-            $f->run(fn () => 1); // this CLI process is a background caller
-            $this->fail('the funnel is full');
-        } catch (FunnelFull $e) {
-            $this->assertSame("funnel '$name' is full (2 of 2 slots in flight; background callers may hold 2)", $e->getMessage());
-        }
+        $this->assertRefusedInTheBackground($f, "funnel '$name' is full (2 of 2 slots in flight; background callers may hold 2)");
         foreach ($held as $l) {
             $l->release();
+        }
+    }
+
+    /** `run()` from this CLI process (a background caller) is refused with `$message`. */
+    private function assertRefusedInTheBackground(Funnel $f, string $message): void
+    {
+        try {
+            $f->run(fn () => 1);
+            $this->fail('the funnel is full');
+        } catch (FunnelFull $e) {
+            $this->assertSame($message, $e->getMessage());
         }
     }
 
@@ -96,12 +102,7 @@ final class FunnelShareTest extends TestCase
         for ($i = 0; $i < 4; $i++) {
             $held[] = $f->tryAcquire(background: false);
         }
-        try {
-            $f->run(fn () => 1); // this CLI process is a background caller
-            $this->fail('the funnel is full');
-        } catch (FunnelFull $e) {
-            $this->assertSame("funnel '$name' is full (4 of 4 slots in flight; background callers may hold 2, the rest is kept for web callers)", $e->getMessage());
-        }
+        $this->assertRefusedInTheBackground($f, "funnel '$name' is full (4 of 4 slots in flight; background callers may hold 2, the rest is kept for web callers)");
         foreach ($held as $l) {
             $l->release();
         }
