@@ -8,7 +8,9 @@
 //!   `php_admin_value`) or `.user.ini` cannot be refused at that point (the
 //!   engine would quietly use the default), so it is remembered here and the
 //!   first use of the setting throws, naming the key and the rejected value
-//!   ([`check`]). A valid value set later by an FPM pool or `.user.ini`
+//!   ([`check`]). A refused value a request sent as a FastCGI parameter
+//!   (`PHP_VALUE`, `PHP_ADMIN_VALUE`) throws in that request only. A valid
+//!   value set later by an FPM pool or `.user.ini`
 //!   replaces the remembered one (a pool may fix a global mistake); a valid
 //!   `ini_set()` of another value sets it aside for the rest of its request
 //!   only (the engine restores the configured value at request end, and that
@@ -362,12 +364,12 @@ fn refused(key: &'static CStr, value: &str) -> String {
         // the check that refused it, which never quote it.
         let problem = backend_problem(value).unwrap_or_else(|| requirement(key));
         return format!(
-            "{}: {problem} (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
+            "{}: {problem} (the value from php.ini, -d, the FPM pool, .user.ini or a FastCGI PHP_VALUE is not shown: it may hold a password)",
             key.to_string_lossy(),
         );
     }
     format!(
-        "{}: {}, got '{}' (from php.ini, -d, the FPM pool or .user.ini)",
+        "{}: {}, got '{}' (from php.ini, -d, the FPM pool, .user.ini or a FastCGI PHP_VALUE)",
         key.to_string_lossy(),
         requirement(key),
         value.escape_debug()
@@ -612,8 +614,10 @@ fn validate(
             accepted.retain(|(k, _)| *k != key);
             accepted.push((key, bytes.to_vec()));
         }
-        if stage & STAGE_HTACCESS != 0 {
-            // A `.user.ini`: this request's only.
+        if stage & STAGE_HTACCESS != 0 || (!good && sent_with_the_request(stage)) {
+            // A `.user.ini`, or a refused FastCGI `PHP_VALUE`: this request's only. (An
+            // accepted `PHP_VALUE` stays in force for the worker's later requests: php-fpm
+            // writes it over the configured value, so it counts as a pool's does.)
             let mut given = THIS_REQUEST.lock().unwrap_or_else(PoisonError::into_inner);
             given.retain(|(k, _)| *k != key);
             given.push((
@@ -642,6 +646,17 @@ fn validate(
     } else {
         FAILURE
     }
+}
+
+/// A value php-fpm applies from the request's FastCGI parameters (`PHP_VALUE`,
+/// `PHP_ADMIN_VALUE`). php-fpm applies them at the activate stage, as it does the pool's
+/// `php_value` lines, but only once it holds a request (`SG(server_context)`); the pool's are
+/// applied when the worker starts, before any. A refused one counts for its request only: the
+/// engine kept the value in force, and the next request may not send it.
+fn sent_with_the_request(stage: c_int) -> bool {
+    stage & STAGE_ACTIVATE != 0
+        && !ext_php_rs::zend::SapiGlobals::get().server_context.is_null()
+        && crate::engine::sapi_name() == "fpm-fcgi"
 }
 
 /// Declares an `OnModify` handler (the engine's C signature) for `$key` that

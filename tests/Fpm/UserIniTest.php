@@ -59,12 +59,13 @@ final class UserIniTest extends TestCase
         $this->waitFor(fn () => file_exists("{$this->dir}/one.sock") ?: null, 15.0, 'the pool socket');
     }
 
-    private function call(string $folder): array
+    /** @param array<string,string> $env more FastCGI parameters (`PHP_VALUE`) */
+    private function call(string $folder, array $env = []): array
     {
         $body = Fcgi::get(
             "{$this->dir}/one.sock",
             "{$this->dir}/docs/$folder/index.php",
-            env: ['DOCUMENT_ROOT' => "{$this->dir}/docs"],
+            env: ['DOCUMENT_ROOT' => "{$this->dir}/docs"] + $env,
         );
         $data = json_decode($body, true);
         $this->assertIsArray($data, "$folder: $body\n" . @file_get_contents("{$this->dir}/fpm-error.log"));
@@ -101,5 +102,26 @@ final class UserIniTest extends TestCase
         $after = $this->call('b');
         $this->assertSame($a['pid'], $after['pid'], 'one worker serves both folders');
         $this->assertStringContainsString("got 'abc'", $after['client'], "the pool's refused value went silent after folder a's request");
+    }
+
+    /**
+     * A value sent with one request as a FastCGI parameter (`PHP_VALUE`, `PHP_ADMIN_VALUE`:
+     * nginx's `fastcgi_param`) and refused counts for that request only: it made every later
+     * request of the worker throw, though they did not send it and the engine had kept the
+     * configured value.
+     */
+    public function testARefusedPhpValueSentWithOneRequestStaysInThatRequest(): void
+    {
+        $this->start('; nothing');
+        foreach (['PHP_VALUE', 'PHP_ADMIN_VALUE'] as $param) {
+            $bad = $this->call('b', [$param => 'resilient.web_timeout=abc']);
+            $this->assertStringContainsString("resilient.web_timeout: must be", $bad['client'], $param);
+            $this->assertStringContainsString("got 'abc' (from php.ini, -d, the FPM pool, .user.ini or a FastCGI PHP_VALUE)", $bad['client'], $param);
+
+            $after = $this->call('b');
+            $this->assertSame($bad['pid'], $after['pid'], 'one worker serves both requests');
+            $this->assertSame('made', $after['client'], "$param: the refused value followed the worker into the next request");
+            $this->assertEquals(10.0, $after['timeout_30'], $param);
+        }
     }
 }

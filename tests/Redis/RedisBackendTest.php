@@ -603,7 +603,7 @@ final class RedisBackendTest extends HttpTestCase
             ['resilient.backend' => 'redis://:s3cret@h:1/0?prefx=s3cret'],
         );
         $this->assertSame(
-            "resilient.backend: query parameter 'prefx' is not known (known: prefix, timeout, ca, protocol) (the value from php.ini, -d, the FPM pool or .user.ini is not shown: it may hold a password)",
+            "resilient.backend: query parameter 'prefx' is not known (known: prefix, timeout, ca, protocol) (the value from php.ini, -d, the FPM pool, .user.ini or a FastCGI PHP_VALUE is not shown: it may hold a password)",
             $r->stdout,
             $r->describe(),
         );
