@@ -24,10 +24,10 @@ pub fn config(
     window_seconds: f64,
 ) -> Result<BudgetConfig, resilient_core::Error> {
     use resilient_core::validate;
-    BudgetConfig::new(
+    BudgetConfig::from_seconds(
         ratio,
         validate::count("floor", floor, 0, i64::from(BudgetConfig::MAX_FLOOR))?,
-        validate::duration("window", window_seconds)?,
+        window_seconds,
     )
 }
 
@@ -125,8 +125,9 @@ impl RetryBudget {
     /// `['originals' => int, 'retries' => int, 'allowed' => float,
     /// 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int,
     /// 'degraded' => bool]` for the current window (`degraded`: counting this
-    /// process only, see `Funnel::degradedReason()`; `remaining`: how many `tryConsume()`
-    /// would grant now).
+    /// process only, see `Funnel::degradedReason()`; `remaining`: `allowed - retries`, at
+    /// most what the window's newest bucket can still count; `tryConsume()` grants while at
+    /// least 1 remains).
     pub fn stats(&self) -> PhpResult<ZBox<ZendHashTable>> {
         let (degraded, inner) = self.current()?;
         let s = inner.stats(clock::monotonic_ms());

@@ -60,6 +60,7 @@ final class ArgumentsTest extends TestCase
         yield 'reserve PHP_INT_MAX' => ["new Resilient\\Funnel('a', 3, PHP_INT_MAX);", 'reserve: must be between 0 and 63, got ' . PHP_INT_MAX];
         yield 'floor PHP_INT_MAX' => ["new Resilient\\RetryBudget('a', 0.1, PHP_INT_MAX);", 'floor: must be between 0 and 1048575, got ' . PHP_INT_MAX];
         // A bucket of a longer window could fill (each counts up to 2^20 - 1) and stop counting.
+        yield 'window 1e300' => ["new Resilient\\RetryBudget('a', 0.1, 5, 1e300);", 'window: must be at most 600 seconds, got 1e300'];
         yield 'window of a day' => ["new Resilient\\RetryBudget('a', 0.1, 5, 86400.0);", 'window: must be at most 600 seconds, got 86400'];
         yield 'client budget window 601' => ['new Resilient\\Client("t", ["budget" => ["window" => 601]]);', "option 'budget.window': must be at most 600 seconds, got 601"];
         yield 'lease 1e-300' => ["new Resilient\\Funnel('a', 3, 0, 1e-300);", 'lease: must be at least 1e-9 seconds, got 1e-300'];

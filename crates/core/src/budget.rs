@@ -92,17 +92,10 @@ impl BudgetConfig {
                 format!("must be between 0 and {}, got {floor}", Self::MAX_FLOOR),
             ));
         }
-        let window = validate::positive_duration("window", window)?;
         if window > Self::MAX_WINDOW {
-            return Err(Error::invalid_argument(
-                "window",
-                format!(
-                    "must be at most {} seconds, got {}",
-                    Self::MAX_WINDOW.as_secs(),
-                    crate::validate::shown(window.as_secs_f64())
-                ),
-            ));
+            return Err(Self::window_too_long(window.as_secs_f64()));
         }
+        let window = validate::positive_duration("window", window)?;
         let window_ms = window.as_millis() as u64;
         if window_ms < BUDGET_BUCKETS as u64 {
             return Err(Error::invalid_argument(
@@ -115,6 +108,27 @@ impl BudgetConfig {
             floor,
             window_ms,
         })
+    }
+
+    /// [`Self::new`] with the window in seconds (as PHP gives it): a window over
+    /// [`Self::MAX_WINDOW`] is refused in its words, however long (not in a year's, the
+    /// longest duration there is).
+    pub fn from_seconds(ratio: f64, floor: u32, window_seconds: f64) -> Result<Self, Error> {
+        if window_seconds.is_finite() && window_seconds > Self::MAX_WINDOW.as_secs_f64() {
+            return Err(Self::window_too_long(window_seconds));
+        }
+        Self::new(ratio, floor, validate::duration("window", window_seconds)?)
+    }
+
+    fn window_too_long(seconds: f64) -> Error {
+        Error::invalid_argument(
+            "window",
+            format!(
+                "must be at most {} seconds, got {}",
+                Self::MAX_WINDOW.as_secs(),
+                validate::shown(seconds)
+            ),
+        )
     }
 
     pub fn ratio(&self) -> f64 {
@@ -156,8 +170,8 @@ pub struct BudgetStats {
     /// `floor + ratio × originals`.
     pub allowed: f64,
     /// `allowed - retries`, never negative, and never more than the newest bucket can still
-    /// count (a bucket counts up to 2^20 - 1 retries): what [`RetryBudget::try_consume`] would
-    /// grant now, one by one.
+    /// count (a bucket counts up to 2^20 - 1 retries). Fractional with a ratio:
+    /// [`RetryBudget::try_consume`] grants while at least 1 remains (2 of 2.5).
     pub remaining: f64,
 }
 
@@ -649,6 +663,11 @@ mod tests {
         assert!(err.to_string().contains("at most 600"), "{err}");
         let day = BudgetConfig::new(0.1, 5, Duration::from_secs(86_400));
         assert_eq!(day.unwrap_err().argument(), Some("window"));
+        // Past a year too, in the window's words, not a year's.
+        for seconds in [1e300, 4e7] {
+            let err = BudgetConfig::from_seconds(0.1, 5, seconds).unwrap_err();
+            assert!(err.to_string().contains("at most 600 seconds"), "{err}");
+        }
     }
 
     /// A window counts in whole milliseconds: a fraction of one is dropped, and `window()`
