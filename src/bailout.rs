@@ -124,12 +124,19 @@ const STATUS_DEAD: c_int = 3;
 /// # Safety
 /// `from` is the fiber context the engine is switching away from.
 pub unsafe fn leaving(from: *mut c_void) {
-    // SAFETY: the engine passes a live context.
-    let dead = unsafe { (*from.cast::<FiberContextHead>()).status } == STATUS_DEAD;
-    if !dead {
-        return;
+    // SAFETY: as this function's.
+    if unsafe { has_ended(from) } {
+        drop_held(from);
     }
-    drop_held(from);
+}
+
+/// The Fiber of `context` has ended (returned, thrown, or left by a bailout).
+///
+/// # Safety
+/// `context` is a live fiber context (as the fiber observers are given).
+pub unsafe fn has_ended(context: *mut c_void) -> bool {
+    // SAFETY: the caller passes a live context.
+    unsafe { (*context.cast::<FiberContextHead>()).status == STATUS_DEAD }
 }
 
 /// Drops what the Fiber of context `context` still lists (called also when the engine frees

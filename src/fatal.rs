@@ -6,9 +6,10 @@
 //! the error to the same upstream (Laravel's `HandleExceptions::handleShutdown` reports fatal
 //! errors there) found the funnel full of the dead code's slots. An error observer sees every
 //! error before the engine decides what it does: for one that ends the code (a fatal type that
-//! no error handler takes) it releases at once the listed leases taken by the code the bailout
-//! skips (the main context's and the running Fiber's; a suspended Fiber's stay with it, as a
-//! shutdown function may resume it: `held::release_ended_by_bailout`). Releasing is idempotent, so
+//! no error handler takes) it releases at once the listed leases, but those a suspended Fiber
+//! took (a shutdown function may resume it: `fiber_states`). A lease taken in the main context
+//! and handed to a suspended Fiber is released too: nothing says who holds a `Lease` object
+//! now. Releasing is idempotent, so
 //! the frames' own guards, or a `Lease` object a shutdown function still reaches, give back
 //! nothing twice; `release()` on such an object returns false.
 //!

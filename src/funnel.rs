@@ -377,12 +377,13 @@ impl Lease {
         }
     }
 
-    /// True until released (locally). A lease that expired is still reported
-    /// held here; `release()` then returns false.
+    /// True until released (locally, or by a fatal error that ended the code
+    /// holding it). A lease that expired is still reported held here;
+    /// `release()` then returns false.
     pub fn is_held(&self) -> bool {
-        self.inner
-            .as_ref()
-            .is_some_and(|l| l.id().holder_pid() == resilient_core::current_pid())
+        self.inner.as_ref().is_some_and(|l| {
+            l.id().holder_pid() == resilient_core::current_pid() && held::contains(l.id())
+        })
     }
 
     /// The funnel's name.

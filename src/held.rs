@@ -57,18 +57,26 @@ pub fn remove(id: LeaseId) {
     });
 }
 
+/// `id` is still listed: not given back by a release, nor by the end of the code that held it
+/// (a fatal error, [`release_ended_by_bailout`]).
+pub fn contains(id: LeaseId) -> bool {
+    HELD.try_with(|held| {
+        held.try_borrow()
+            .is_ok_and(|h| h.iter().any(|e| e.id == id))
+    })
+    .unwrap_or(false)
+}
+
 /// Releases every lease this thread still lists; returns how many were
 /// still ours. Entries inherited from a parent process are dropped unreleased.
 pub fn release_all() -> usize {
     release_where(|_| true)
 }
 
-/// Releases the leases a bailout is about to skip: the main context's, and the running
-/// Fiber's (a fatal error in a Fiber ends the Fiber and the code that resumed it). A suspended
-/// Fiber's are left to it: a shutdown function may resume it, and it goes on under them.
+/// Releases the leases of the code a bailout ends: all but those a suspended Fiber took (a
+/// shutdown function may resume it, and it goes on under them; see `fiber_states`).
 pub fn release_ended_by_bailout() -> usize {
-    let running = crate::bailout::running_fiber();
-    release_where(|h| h.fiber.is_none() || h.fiber == running)
+    release_where(|h| !h.fiber.is_some_and(crate::fiber_states::is_suspended))
 }
 
 /// Releases and unlists the entries `ended` picks. Not while the list is in use (an error

@@ -71,6 +71,7 @@ pub unsafe extern "C" fn module_shutdown(_ty: i32, module_number: i32) -> i32 {
 pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
     guarded(|| {
         deadline::clear();
+        crate::fiber_states::clear();
         crate::exceptions::forget_item();
         crate::segment::recheck_at_next_use();
         SUCCESS
@@ -94,6 +95,7 @@ pub unsafe extern "C" fn request_shutdown(_ty: i32, _module_number: i32) -> i32 
     });
     let b = guarded(|| {
         deadline::clear();
+        crate::fiber_states::clear();
         crate::ini::forget_request_values();
         SUCCESS
     });

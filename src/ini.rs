@@ -655,7 +655,9 @@ fn validate(
 /// engine kept the value in force, and the next request may not send it.
 fn sent_with_the_request(stage: c_int) -> bool {
     stage & STAGE_ACTIVATE != 0
-        && !ext_php_rs::zend::SapiGlobals::get().server_context.is_null()
+        && !ext_php_rs::zend::SapiGlobals::get()
+            .server_context
+            .is_null()
         && crate::engine::sapi_name() == "fpm-fcgi"
 }
 

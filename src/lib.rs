@@ -10,7 +10,7 @@
 //! - `errors`: core error → PHP exception; `engine`: dlsym'd engine symbols.
 //! - `segment`: the per-process, lazily opened shared-memory segment.
 //! - `held`: leases to release at request end; `fatal`: and at a fatal error, before the
-//!   shutdown functions run.
+//!   shutdown functions run (but a suspended Fiber's: `fiber_states`).
 //! - `funnel`, `budget`, `deadline`, `context`, `metrics`: the PHP classes;
 //!   `construct_once`: their constructors refuse a second call.
 //! - `client`, `response`: `Resilient\Client` / `Resilient\Response`; `options`: the
@@ -34,6 +34,7 @@ pub mod engine;
 pub mod errors;
 pub mod exceptions;
 pub mod fatal;
+pub mod fiber_states;
 pub mod funnel;
 pub mod held;
 pub mod hooks;

@@ -396,8 +396,9 @@ namespace Resilient {
         public function funnel(): string {}
 
         /**
-         * True until released (locally). A lease that expired is still reported
-         * held here; `release()` then returns false.
+         * True until released (locally, or by a fatal error that ended the code
+         * holding it). A lease that expired is still reported held here;
+         * `release()` then returns false.
          *
          * @return bool
          */
@@ -626,8 +627,9 @@ namespace Resilient {
          * `['originals' => int, 'retries' => int, 'allowed' => float,
          * 'remaining' => float, 'window' => float (s), 'ratio' => float, 'floor' => int,
          * 'degraded' => bool]` for the current window (`degraded`: counting this
-         * process only, see `Funnel::degradedReason()`; `remaining`: how many `tryConsume()`
-         * would grant now).
+         * process only, see `Funnel::degradedReason()`; `remaining`: `allowed - retries`, at
+         * most what the window's newest bucket can still count; `tryConsume()` grants while at
+         * least 1 remains).
          *
          * @return array
          */
