@@ -325,6 +325,17 @@ static ACCEPTED_AT_RUNTIME: Mutex<Vec<(&'static CStr, Vec<u8>)>> = Mutex::new(Ve
 /// `Err(message)` when the configured value of `key` was refused: the message
 /// names the key, what it must be and the value given.
 pub fn check(key: &'static CStr) -> Result<(), String> {
+    let this_request = ANY_THIS_REQUEST.load(Ordering::Acquire);
+    // What this request was given (a `.user.ini`, a refused FastCGI `PHP_VALUE`) comes first:
+    // it is what the request's code is judged by, whatever the pool did.
+    if this_request && !set_at_runtime(key) {
+        let given = THIS_REQUEST.lock().unwrap_or_else(PoisonError::into_inner);
+        match given.iter().find(|(k, _)| *k == key) {
+            Some((_, None)) => return Ok(()),
+            Some((_, Some(value))) => return Err(refused(key, value)),
+            None => {}
+        }
+    }
     if key == SHM_PATH
         && LOADED_BY_FPM_POOL.load(Ordering::Relaxed)
         && !PATH_SET_BY_POOL.load(Ordering::Relaxed)
@@ -338,17 +349,8 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
                 .to_owned(),
         );
     }
-    let this_request = ANY_THIS_REQUEST.load(Ordering::Acquire);
-    if !(ANY_REJECTED.load(Ordering::Acquire) || this_request) || set_at_runtime(key) {
+    if !ANY_REJECTED.load(Ordering::Acquire) || set_at_runtime(key) {
         return Ok(());
-    }
-    if this_request {
-        let given = THIS_REQUEST.lock().unwrap_or_else(PoisonError::into_inner);
-        match given.iter().find(|(k, _)| *k == key) {
-            Some((_, None)) => return Ok(()),
-            Some((_, Some(value))) => return Err(refused(key, value)),
-            None => {}
-        }
     }
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
     match rejected.iter().rev().find(|(k, _)| *k == key) {

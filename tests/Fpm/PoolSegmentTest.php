@@ -48,9 +48,10 @@ final class PoolSegmentTest extends TestCase
         return $master;
     }
 
-    private function call(string $pool, array $query): array
+    /** @param array<string,string> $env more FastCGI parameters (`PHP_VALUE`) */
+    private function call(string $pool, array $query, array $env = []): array
     {
-        $body = Fcgi::get("{$this->dir}/$pool.sock", Run::root() . '/tests/fixtures/fpm/segment.php', $query);
+        $body = Fcgi::get("{$this->dir}/$pool.sock", Run::root() . '/tests/fixtures/fpm/segment.php', $query, env: $env);
         $data = json_decode($body, true);
         $this->assertIsArray($data, "pool $pool: $body\n" . @file_get_contents("{$this->dir}/fpm-error.log"));
         return $data;
@@ -99,6 +100,20 @@ final class PoolSegmentTest extends TestCase
         $this->assertFileDoesNotExist($lost);
         $this->assertFileDoesNotExist($master);
         fwrite(STDERR, "\n[pool extension line order] {$r['message']}\n");
+    }
+
+    /**
+     * In a pool that loads the extension itself and sets no path, a request that sends a
+     * refused path as a FastCGI `PHP_VALUE` is told what is wrong with that value (it was told
+     * to reorder the pool's lines, which it had not written).
+     */
+    public function testARefusedPhpValuePathInAPoolLoadingTheExtensionIsNamed(): void
+    {
+        $this->start(['self' => ['extension' => Run::extension()]], extensionInMaster: false);
+        $r = $this->call('self', ['do' => 'consume', 'name' => 'x'], ['PHP_VALUE' => 'resilient.shm_path=relative/x']);
+        $this->assertTrue($r['threw'], json_encode($r));
+        $this->assertStringContainsString("must be an absolute path", $r['message']);
+        $this->assertStringContainsString("got 'relative/x' (from php.ini, -d, the FPM pool, .user.ini or a FastCGI PHP_VALUE)", $r['message']);
     }
 
     /** Issue 7 item 4 under FPM: an unusable file → local guards, one log line per worker. */
