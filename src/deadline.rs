@@ -55,6 +55,9 @@ unsafe extern "C" fn on_fiber_switch(from: *mut c_void, to: *mut c_void) {
         // SAFETY: as above.
         let ended = unsafe { crate::bailout::has_ended(from) };
         crate::fiber_states::switched(from as usize, to as usize, ended);
+        if ended {
+            crate::held::fiber_gone(from as usize);
+        }
         let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
         let incoming = parked.remove(&(to as usize));
         let outgoing = with_stack(|s| {
@@ -71,6 +74,7 @@ unsafe extern "C" fn on_fiber_destroy(destroying: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
         crate::bailout::drop_held(destroying);
         crate::fiber_states::forget(destroying as usize);
+        crate::held::fiber_gone(destroying as usize);
         PARKED
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

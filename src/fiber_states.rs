@@ -47,6 +47,19 @@ pub fn switched(from: usize, to: usize, from_ended: bool) {
     });
 }
 
+/// The running Fiber's context, `None` in the main context. What the observer saw, so one
+/// thread-local read (the engine's globals cost a lock): `held` tags every lease with it.
+pub fn running() -> Option<usize> {
+    STATES
+        .try_with(|s| {
+            s.try_borrow()
+                .ok()
+                .and_then(|s| (s.active.len() >= 2).then(|| s.active[s.active.len() - 1]))
+        })
+        .ok()
+        .flatten()
+}
+
 /// The Fiber of `context` is suspended: neither running, nor resuming another, nor ended.
 pub fn is_suspended(context: usize) -> bool {
     STATES
@@ -84,12 +97,16 @@ mod tests {
     #[test]
     fn a_fiber_resuming_another_is_not_suspended() {
         clear();
+        assert_eq!(running(), None);
         switched(MAIN, A, false); // A starts
         switched(A, B, false); // A starts B
+        assert_eq!(running(), Some(B));
         assert_eq!(suspended(), Vec::<usize>::new());
         switched(B, A, false); // B suspends
+        assert_eq!(running(), Some(A));
         assert_eq!(suspended(), vec![B]);
         switched(A, MAIN, false); // A suspends
+        assert_eq!(running(), None);
         assert_eq!(suspended(), vec![A, B]);
         switched(MAIN, B, false); // main resumes B directly
         assert_eq!(suspended(), vec![A]);

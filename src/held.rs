@@ -24,7 +24,7 @@ use resilient_core::{LeaseId, Segment};
 struct Held {
     segment: Arc<Segment>,
     id: LeaseId,
-    /// The Fiber whose code took it ([`crate::bailout::running_fiber`]), `None`: the main
+    /// The Fiber whose code took it ([`crate::fiber_states::running`]), `None`: the main
     /// context's.
     fiber: Option<usize>,
 }
@@ -40,7 +40,7 @@ pub fn add(segment: &Arc<Segment>, id: LeaseId) {
         held.push(Held {
             segment: segment.clone(),
             id,
-            fiber: crate::bailout::running_fiber(),
+            fiber: crate::fiber_states::running(),
         })
     });
 }
@@ -53,6 +53,19 @@ pub fn remove(id: LeaseId) {
         let mut held = held.borrow_mut();
         if let Some(i) = held.iter().position(|h| h.id == id) {
             held.swap_remove(i);
+        }
+    });
+}
+
+/// The Fiber of `context` has ended, or its context was freed: what it took counts as nobody's
+/// Fiber's now (the engine gives a freed context's address to the next Fiber, which may be
+/// suspended when a fatal error comes).
+pub fn fiber_gone(context: usize) {
+    let _ = HELD.try_with(|held| {
+        if let Ok(mut h) = held.try_borrow_mut() {
+            h.iter_mut()
+                .filter(|e| e.fiber == Some(context))
+                .for_each(|e| e.fiber = None);
         }
     });
 }

@@ -63,6 +63,7 @@ final class FatalErrorLeaseTest extends TestCase
         $take = '$l = $f->tryAcquire() ?? exit(3);';
         yield 'in a Fiber that another Fiber resumed' => ["(new Fiber(function () use (\$f) { $take (new Fiber(function () use (\$f) { $take trigger_error('boom', E_USER_ERROR); }))->start(); }))->start();", 0];
         yield 'by a Fiber that has ended' => ["\$fiber = new Fiber(function () use (\$f) { $take return \$l; }); \$fiber->start(); \$kept = \$fiber->getReturn(); trigger_error('boom', E_USER_ERROR);", 0];
+        yield 'by a Fiber that has ended, whose address a suspended one took' => ["\$fiber = new Fiber(function () use (\$f) { $take return \$l; }); \$fiber->start(); \$kept = \$fiber->getReturn(); unset(\$fiber); \$GLOBALS['other'] = new Fiber(fn () => Fiber::suspend()); \$GLOBALS['other']->start(); trigger_error('boom', E_USER_ERROR);", 0];
         yield 'by a Fiber ended by an uncaught exception' => ["(new Fiber(function () use (\$f) { \$GLOBALS['kept'] = \$f->tryAcquire() ?? exit(3); throw new RuntimeException('boom'); }))->start();", 0];
         yield 'by a suspended Fiber' => ["\$GLOBALS['fiber'] = new Fiber(function () use (\$f) { $take Fiber::suspend(); }); \$GLOBALS['fiber']->start(); $take trigger_error('boom', E_USER_ERROR);", 1];
     }
