@@ -52,6 +52,10 @@ final class RequestEndTest extends TestCase
         $this->assertLessThan(30, microtime(true) - $started, 'and not a lease expiry (60 s)');
         if ($action !== 'hold_then_exit') {
             $this->assertGreaterThanOrEqual(500, $r->status, "a $action request should fail: {$r->body}");
+            // Given back as the error was raised, so the request's shutdown function found the
+            // slot free (an exit ends no code by error: the lease kept in a global is still held).
+            $seen = json_decode((string) @file_get_contents($this->fpm->signalDir() . "/shutdown-$token"), true);
+            $this->assertSame(['in_flight' => 0, 'acquired' => true], $seen, "what the shutdown function of the request ended by $action found");
         }
         fwrite(STDERR, sprintf("\n[rshutdown] %s: lease free %.0f ms after the response\n", $action, $waited * 1000));
 
