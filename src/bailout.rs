@@ -50,17 +50,16 @@ pub enum Guarded<T: 'static> {
 
 impl<T: 'static> Guarded<T> {
     pub fn new(value: T) -> Self {
-        match running_fiber() {
-            None => Self::Main(BailoutGuard::new(value)),
-            Some(context) => Self::Fiber(FiberGuard::new(context, value)),
+        let globals = ExecutorGlobals::get();
+        if globals.active_fiber.is_null() {
+            Self::Main(BailoutGuard::new(value))
+        } else {
+            Self::Fiber(FiberGuard::new(
+                globals.current_fiber_context as usize,
+                value,
+            ))
         }
     }
-}
-
-/// The address of the running Fiber's context, `None` in the main context.
-pub fn running_fiber() -> Option<usize> {
-    let globals = ExecutorGlobals::get();
-    (!globals.active_fiber.is_null()).then_some(globals.current_fiber_context as usize)
 }
 
 /// A value listed under the Fiber that took it until its frame drops it.
@@ -117,18 +116,6 @@ struct FiberContextHead {
 
 /// `ZEND_FIBER_STATUS_DEAD`: the Fiber's function has returned (or was left by a bailout).
 const STATUS_DEAD: c_int = 3;
-
-/// Called by the fiber-switch observer before it switches away from `from`: a Fiber that ended
-/// with values still listed was ended by a bailout, which skipped the frames that held them.
-///
-/// # Safety
-/// `from` is the fiber context the engine is switching away from.
-pub unsafe fn leaving(from: *mut c_void) {
-    // SAFETY: as this function's.
-    if unsafe { has_ended(from) } {
-        drop_held(from);
-    }
-}
 
 /// The Fiber of `context` has ended (returned, thrown, or left by a bailout).
 ///

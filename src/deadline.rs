@@ -46,18 +46,19 @@ pub type FiberDestroy = unsafe extern "C" fn(destroying: *mut c_void);
 
 /// Parks the running context's scopes and brings back those of `to`; a context never seen
 /// (a Fiber starting) begins with a copy of the scopes in force where it starts. First, what a
-/// Fiber that a bailout ended still held is dropped ([`crate::bailout::leaving`]), while its
+/// Fiber that a bailout ended still held is dropped ([`crate::bailout::drop_held`]), while its
 /// scopes are still the ones in place.
 unsafe extern "C" fn on_fiber_switch(from: *mut c_void, to: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: the engine passes the context it is switching away from.
-        unsafe { crate::bailout::leaving(from) };
-        // SAFETY: as above.
         let ended = unsafe { crate::bailout::has_ended(from) };
-        crate::fiber_states::switched(from as usize, to as usize, ended);
         if ended {
+            // Values still listed were left by a bailout, which skipped the frames that held
+            // them; its leases are nobody's Fiber's now.
+            crate::bailout::drop_held(from);
             crate::held::fiber_gone(from as usize);
         }
+        crate::fiber_states::switched(from as usize, to as usize, ended);
         let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
         let incoming = parked.remove(&(to as usize));
         let outgoing = with_stack(|s| {

@@ -9,9 +9,8 @@
 //! no error handler takes) it releases at once the listed leases, but those a suspended Fiber
 //! took (a shutdown function may resume it: `fiber_states`). A lease taken in the main context
 //! and handed to a suspended Fiber is released too: nothing says who holds a `Lease` object
-//! now. Releasing is idempotent, so
-//! the frames' own guards, or a `Lease` object a shutdown function still reaches, give back
-//! nothing twice; `release()` on such an object returns false.
+//! now. Releasing is idempotent, so the frames' own guards, or a `Lease` object a shutdown
+//! function still reaches, give back nothing twice; `release()` on such an object returns false.
 //!
 //! What is not given back early: a lease on Redis of a call cut short (released at RSHUTDOWN,
 //! `resilient_redis::release_leftovers`), and one held when an error handler takes an

@@ -326,9 +326,12 @@ static ACCEPTED_AT_RUNTIME: Mutex<Vec<(&'static CStr, Vec<u8>)>> = Mutex::new(Ve
 /// names the key, what it must be and the value given.
 pub fn check(key: &'static CStr) -> Result<(), String> {
     let this_request = ANY_THIS_REQUEST.load(Ordering::Acquire);
+    let any_rejected = ANY_REJECTED.load(Ordering::Acquire);
+    // Asked once, and only when something was refused or given for this request.
+    let set_now = (this_request || any_rejected) && set_at_runtime(key);
     // What this request was given (a `.user.ini`, a refused FastCGI `PHP_VALUE`) comes first:
     // it is what the request's code is judged by, whatever the pool did.
-    if this_request && !set_at_runtime(key) {
+    if this_request && !set_now {
         let given = THIS_REQUEST.lock().unwrap_or_else(PoisonError::into_inner);
         match given.iter().find(|(k, _)| *k == key) {
             Some((_, None)) => return Ok(()),
@@ -349,7 +352,7 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
                 .to_owned(),
         );
     }
-    if !ANY_REJECTED.load(Ordering::Acquire) || set_at_runtime(key) {
+    if !any_rejected || set_now {
         return Ok(());
     }
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);

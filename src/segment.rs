@@ -20,8 +20,9 @@
 //! The cache is keyed by pid, path, slot count and `shm_required`: a child of
 //! `pcntl_fork` opens its own handle instead of using the parent's, and a
 //! test that points `resilient.shm_path` elsewhere with `ini_set()` gets the
-//! other file (the objects it already holds too, at their next use). A cached shared segment whose file shrank, was removed or was
-//! replaced is reopened (a mapping of a shrunk file would fault); a degraded
+//! other file (the objects it already holds too, at their next use). A cached
+//! shared segment whose file shrank, was removed or was replaced is reopened (a
+//! mapping of a shrunk file would fault); a degraded
 //! process tries the file again, without waiting for a lock, and leaves the
 //! degraded mode when it has become usable (a long-running queue worker is not
 //! restarted when the file is fixed). Either check runs at the first use of each
