@@ -17,7 +17,7 @@ use resilient_http::{Backend, OnBackendError, Refusal};
 fn each_names_guards_live_on_the_node_serving_its_slot() {
     let nodes = cluster();
     // The URL names node 0 only.
-    let redis = backend(&nodes[0].url("c:"), OnBackendError::Open, 1, "cluster");
+    let redis = backend(&url(&nodes[0], "c:"), OnBackendError::Open, 1, "cluster");
     let lease = Duration::from_secs(10);
 
     // Node 2's name first, then node 1's, then node 0's own: a redirection followed for one
@@ -81,7 +81,7 @@ fn each_names_guards_live_on_the_node_serving_its_slot() {
 fn a_slot_moved_to_another_node_is_followed_there() {
     let nodes = cluster();
     let redis = backend(
-        &nodes[0].url("m:"),
+        &url(&nodes[0], "m:"),
         OnBackendError::Open,
         1,
         "cluster-moved",
@@ -126,7 +126,7 @@ fn a_slot_moved_to_another_node_is_followed_there() {
 fn a_records_moved_read_behind_another_command_teaches_its_keys_node() {
     let nodes = cluster();
     let redis = backend(
-        &nodes[0].url("cm:"),
+        &url(&nodes[0], "cm:"),
         OnBackendError::Open,
         1,
         "cluster-records",

@@ -45,6 +45,14 @@ pub fn cluster() -> [RedisServer; 3] {
     nodes
 }
 
+/// The URL of `node` with `prefix`, giving Redis 5 s (`timeout`) instead of the default 250 ms:
+/// a node saves its cluster configuration with an fsync after `SETSLOT`, which a busy disk
+/// (a CI run) can stretch, and a call to it would then fall back for time rather than show
+/// where it was decided.
+pub fn url(node: &RedisServer, prefix: &str) -> String {
+    format!("{}&timeout=5", node.url(prefix))
+}
+
 /// The index of the node serving `key`'s slot.
 pub fn owner(nodes: &[RedisServer; 3], key: &str) -> usize {
     let slot: u32 = nodes[0].cli(&["CLUSTER", "KEYSLOT", key]).parse().unwrap();

@@ -182,6 +182,23 @@ pub fn backend(url: &str, mode: OnBackendError, hosts: u32, seg: &str) -> Redis 
     )
 }
 
+/// Counts a backend's fallbacks (`Redis::with_events`): tells a call Redis decided from one
+/// `on_backend_error` let through.
+#[derive(Default)]
+pub struct Fallbacks(std::sync::atomic::AtomicU32);
+
+impl Fallbacks {
+    pub fn count(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl resilient_http::CallEvents for Fallbacks {
+    fn backend_fallback(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// `name`'s funnel of `limit` slots (no reserve) for a web caller of `b`.
 pub fn web_funnel(b: &Redis, name: &str, limit: u32, lease: Duration) -> Arc<dyn Guard> {
     b.funnel(name, FunnelConfig::new(limit, 0, lease).unwrap(), false)
