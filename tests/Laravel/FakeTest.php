@@ -83,6 +83,8 @@ final class FakeTest extends PackageTestCase
             [fn () => Resilient::client('other')->get('/x'), '"other" (GET ' . $this->up->base($key) . '/x): no script for this name'],
             // An absolute URL with user-info: the password is never shown.
             [fn () => Resilient::client('other')->get('https://apiuser:s3cret@billing.example/p'), '"other" (GET https://billing.example/p): no script for this name'],
+            // A password with an '@' in it: the user-info ends at the last '@', as the client reads it.
+            [fn () => Resilient::client('other')->get('https://apiuser:s3cr@s3cret@billing.example/p'), '"other" (GET https://billing.example/p): no script for this name'],
         ] as [$call, $message]) {
             try {
                 $call();

@@ -69,12 +69,13 @@ final class AttemptMade
 
     /**
      * The URL as it may be shown (logs, events, test failures): without the query, the
-     * fragment and any user:password it may carry.
+     * fragment and any user:password it may carry. The user-info ends at the authority's last
+     * '@', as the client reads it (a password may hold an '@').
      */
     public static function safeUrl(string $url): string
     {
         $url = preg_replace('/[?#].*$/s', '', $url);
 
-        return preg_replace('#^([a-z][a-z0-9+.-]*://)[^/@]*@#i', '$1', $url);
+        return preg_replace('#^([a-z][a-z0-9+.-]*://)[^/]*@#i', '$1', $url);
     }
 }
