@@ -262,7 +262,35 @@ final class CheckEdgeCasesTest extends PackageTestCase
     {
         [$exit, $json] = $this->check([], ['queue' => ['deadline_margin' => -5]]);
         $this->assertSame(2, $exit, json_encode($json));
-        $this->assertSame(["resilient.queue.deadline_margin: -5 is negative: WithinDeadline() would outlast the job's timeout"], $json['errors']);
+        $this->assertCount(1, $json['errors'], json_encode($json));
+        $this->assertStringStartsWith('resilient.queue.deadline_margin: must be a finite number of seconds >= 0', $json['errors'][0]);
+        $this->assertStringEndsWith('got -5', $json['errors'][0]);
+    }
+
+    /**
+     * A `queue.worker_timeout` or `queue.deadline_margin` that is not a number of seconds makes
+     * WithinDeadline() and Queue\Funnel throw at every run: an error, named as the middleware
+     * names it (before, the check read '2m' as 60 s and '5s' as no margin, and passed).
+     */
+    public function testAQueueSettingThatIsNotSecondsIsAnError(): void
+    {
+        foreach ([
+            [['worker_timeout' => '2m'], 'resilient.queue.worker_timeout', "'2m'"],
+            [['worker_timeout' => -30], 'resilient.queue.worker_timeout', '-30'],
+            [['deadline_margin' => '5s'], 'resilient.queue.deadline_margin', "'5s'"],
+            [['deadline_margin' => [5]], 'resilient.queue.deadline_margin', 'array'],
+            [['deadline_margin' => true], 'resilient.queue.deadline_margin', 'bool'],
+        ] as [$queue, $key, $got]) {
+            [$exit, $json] = $this->check([], ['queue' => $queue]);
+            $this->assertSame(2, $exit, json_encode($json));
+            $this->assertCount(1, $json['errors'], json_encode($json));
+            $this->assertStringStartsWith("$key: must be", $json['errors'][0]);
+            $this->assertStringEndsWith("got $got", $json['errors'][0]);
+        }
+        foreach ([['worker_timeout' => '', 'deadline_margin' => null], ['worker_timeout' => '90', 'deadline_margin' => '0']] as $queue) {
+            [$exit, $json] = $this->check([], ['queue' => $queue]);
+            $this->assertSame(0, $exit, json_encode($json));
+        }
     }
 
     /** A `funnels` entry that throws at every run fails the jobs using it, naming the entry. */

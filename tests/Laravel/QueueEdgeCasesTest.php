@@ -227,7 +227,7 @@ final class QueueEdgeCasesTest extends PackageTestCase
         $job = new class () {
             public $timeout = 20;
         };
-        foreach ([-5, '-5', -0.5, INF, -INF, NAN, '1e999'] as $margin) {
+        foreach ([-5, '-5', -0.5, INF, -INF, NAN, '1e999', '5s', 'abc', [5], true] as $margin) {
             $this->app['config']->set('resilient.queue.deadline_margin', $margin);
             foreach ([
                 'secondsFor' => fn () => (new WithinDeadline())->secondsFor($job),
@@ -257,7 +257,7 @@ final class QueueEdgeCasesTest extends PackageTestCase
      */
     public function testAWorkerTimeoutThatIsNotSecondsIsRefusedNamingTheSetting(): void
     {
-        foreach (['2m', 'sixty', [60], true] as $timeout) {
+        foreach (['2m', 'sixty', [60], true, -30, '-1', INF, NAN] as $timeout) {
             $this->boot(['queue' => ['worker_timeout' => $timeout]]);
             try {
                 $seconds = (new WithinDeadline())->secondsFor(new \stdClass());
@@ -283,6 +283,68 @@ final class QueueEdgeCasesTest extends PackageTestCase
         $this->boot(['queue' => ['release_delay' => ['soon', 30]]]);
         $this->expectException(\InvalidArgumentException::class);
         ReleaseDelay::configured();
+    }
+
+    /**
+     * A release delay is at most 12 hours, as a Retry-After's (ReleaseDelay::MAX_RETRY_AFTER),
+     * and a range that is not finite is refused as written. Before, [0, 1e12] released a job for
+     * thousands of years, [NAN, NAN] was read as [0, 0] (refused jobs came straight back), and
+     * [5, INF] was refused as "[5, 0]".
+     */
+    public function testAReleaseDelayPastTwelveHoursOrNotFiniteIsRefusedAsWritten(): void
+    {
+        foreach ([
+            [[0, 1e12], '[0, 1000000000000.0]'],
+            [[NAN, NAN], '[NAN, NAN]'],
+            [[5, INF], '[5, INF]'],
+            [[1e20, 2e20], '[1.0E+20, 2.0E+20]'],
+            [[0, 43201], '[0, 43201]'],
+            [['5', '50000'], "['5', '50000']"],
+            [[-1, 5], '[-1, 5]'],
+            [[30, 5], '[30, 5]'],
+            [['soon', 30], "['soon', 30]"],
+        ] as [$range, $shown]) {
+            $this->boot(['queue' => ['release_delay' => $range]]);
+            try {
+                $delay = ReleaseDelay::configured();
+                $this->fail(sprintf('release_delay %s accepted as [%d, %d]', $shown, $delay->min, $delay->max));
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString('resilient.queue.release_delay must be [min, max] with 0 <= min <= max <= 43200', $e->getMessage());
+                $this->assertStringEndsWith("got $shown", $e->getMessage());
+            }
+        }
+        $this->boot(['queue' => ['release_delay' => [0, 43200]]]);
+        $this->assertSame(43200, ReleaseDelay::configured()->max);
+        foreach ([[0, 10 ** 12], [-1, 5], [10, 5]] as [$min, $max]) {
+            try {
+                new ReleaseWhenUnavailable($min, $max);
+                $this->fail("ReleaseWhenUnavailable($min, $max) accepted");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertSame("resilient: release delay must be 0 <= min <= max <= 43200 seconds, got [$min, $max]", $e->getMessage());
+            }
+        }
+    }
+
+    /**
+     * A job's timeout past a year (the longest deadline) gives its calls a deadline of a year, as
+     * Queue\Funnel caps its lease; seconds past a year given to the middleware are refused when
+     * it is made. Before, both threw a ValueError from Deadline::within at every run.
+     */
+    public function testATimeoutPastAYearGivesADeadlineOfAYear(): void
+    {
+        $this->boot([]);
+        $job = new class () {
+            public $timeout = 100000000;
+        };
+        $this->assertSame(31536000.0, (new WithinDeadline())->secondsFor($job));
+        $this->assertSame('ran', (new WithinDeadline())->handle($job, fn () => 'ran'));
+        $this->assertSame(31536000.0, (new WithinDeadline(31536000))->secondsFor($job));
+        try {
+            new WithinDeadline(4e7);
+            $this->fail('seconds 4e7 accepted');
+        } catch (\InvalidArgumentException $e) {
+            $this->assertSame('Queue\\WithinDeadline: seconds must be a finite number above 0 and at most 31536000 (a year), got 40000000', $e->getMessage());
+        }
     }
 
     /**
@@ -319,7 +381,7 @@ final class QueueEdgeCasesTest extends PackageTestCase
                 new WithinDeadline($seconds);
                 $this->fail("seconds $seconds accepted");
             } catch (\InvalidArgumentException $e) {
-                $this->assertStringContainsString('seconds must be a finite number above 0', $e->getMessage());
+                $this->assertStringContainsString('seconds must be a finite number above 0 and at most 31536000', $e->getMessage());
             }
         }
         $this->assertSame(0.5, (new WithinDeadline(0.5))->secondsFor(new \stdClass()));

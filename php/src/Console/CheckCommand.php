@@ -7,6 +7,7 @@ use Resilient\Laravel\Console\Check\Finding;
 use Resilient\Laravel\Console\Check\JobClasses;
 use Resilient\Laravel\Console\Check\JobFacts;
 use Resilient\Laravel\Console\Check\Rules;
+use Resilient\Laravel\Queue\QueueSettings;
 use Resilient\Laravel\ResilientManager;
 use Symfony\Component\Console\Output\OutputInterface;
 
@@ -16,8 +17,8 @@ use Symfony\Component\Console\Output\OutputInterface;
  * mistakes before they reach production: timeouts that do not nest, retries in two layers (with
  * the multiplication), fixed backoff where jitter belongs. Exits 1 on any violation, for CI, and
  * 2 when it cannot check what config points it at (an empty `check.paths`, an entry that is not
- * a directory, a client entry that is not an array, a negative `queue.deadline_margin`, a
- * `resilient.shm_path` the extension refuses): an empty check must not pass. What a job
+ * a directory, a client entry that is not an array, a `queue.deadline_margin` or
+ * `queue.worker_timeout` the job middleware refuses, a `resilient.shm_path` the extension refuses): an empty check must not pass. What a job
  * computes at run time (a client name in a variable) is listed as not checked, without failing.
  * `--json` is written raw: a name in a finding is data, never console markup.
  */
@@ -51,7 +52,6 @@ final class CheckCommand extends Command
         $configured = $config->get('resilient.check.paths');
         $default = $this->laravel->path('Jobs');
         $paths = (array) ($configured ?? (is_dir($default) ? [$default] : []));
-        $margin = $config->get('resilient.queue.deadline_margin');
         $errors = $segment === null ? [] : [$segment];
         if ($paths === [] && $configured !== null) {
             // `array_filter([env('JOBS_PATH')])` with the variable unset: nothing would be checked.
@@ -65,8 +65,15 @@ final class CheckCommand extends Command
                 $errors[] = "resilient.check.paths: $path is not a directory";
             }
         }
-        if (is_numeric($margin) && $margin < 0) {
-            $errors[] = "resilient.queue.deadline_margin: $margin is negative: WithinDeadline() would outlast the job's timeout";
+        // As the job middleware reads them at every run (a value it refuses fails every job).
+        $queue = [];
+        foreach (['deadline_margin' => 'deadlineMargin', 'worker_timeout' => 'workerTimeout'] as $key => $read) {
+            try {
+                $queue[$key] = QueueSettings::$read($config->get("resilient.queue.$key"));
+            } catch (\InvalidArgumentException $e) {
+                $errors[] = $e->getMessage();
+                $queue[$key] = QueueSettings::$read(null);
+            }
         }
         // Each client as it runs: its entry over `defaults`.
         $manager = $this->laravel->make(ResilientManager::class);
@@ -77,9 +84,8 @@ final class CheckCommand extends Command
         $rules = new Rules(
             $clients,
             (array) $config->get('queue', []),
-            // Empty or not a number (`RESILIENT_WORKER_TIMEOUT=`): queue:work's default.
-            is_numeric($t = $config->get('resilient.queue.worker_timeout')) ? (float) $t : 60.0,
-            is_numeric($margin) ? (float) $margin : null,
+            $queue['worker_timeout'],
+            $queue['deadline_margin'],
             function (string $name) use ($manager) {
                 try {
                     return $manager->funnelOptions($name);

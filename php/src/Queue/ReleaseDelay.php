@@ -31,10 +31,13 @@ final class ReleaseDelay
     {
     }
 
+    /** [min, max] seconds, 0 <= min <= max <= MAX_RETRY_AFTER (the longest any queue releases a job for). */
     public static function between(int $min, int $max): self
     {
-        if ($min < 0 || $max < $min) {
-            throw new InvalidArgumentException("resilient: release delay must be 0 <= min <= max seconds, got [$min, $max]");
+        if ($min < 0 || $max < $min || $max > self::MAX_RETRY_AFTER) {
+            throw new InvalidArgumentException(sprintf(
+                'resilient: release delay must be 0 <= min <= max <= %d seconds, got [%d, %d]', self::MAX_RETRY_AFTER, $min, $max,
+            ));
         }
 
         return new self($min, $max);
@@ -53,13 +56,18 @@ final class ReleaseDelay
         }
         // A null or '' (an unset or empty `env()`) is "not set": that end of the default range.
         [$min, $max] = array_map(fn ($v) => $v === '' ? null : $v, array_values($range));
-        $min ??= is_numeric($max) ? min(self::DEFAULT[0], (int) $max) : self::DEFAULT[0];
-        $max ??= max(self::DEFAULT[1], (int) $min);
-        if (! is_numeric($min) || ! is_numeric($max)) {
+        // Checked before any cast: (int) makes NAN and INF 0, and a float past PHP's integers
+        // anything.
+        $seconds = fn ($v) => is_numeric($v) && (float) $v >= 0 && (float) $v <= self::MAX_RETRY_AFTER;
+        if (($min !== null && ! $seconds($min)) || ($max !== null && ! $seconds($max))
+            || ($min !== null && $max !== null && (int) $min > (int) $max)) {
             throw new InvalidArgumentException(sprintf(
-                'resilient: resilient.queue.release_delay must be [min, max] in seconds, got [%s, %s]', get_debug_type($min), get_debug_type($max),
+                'resilient: resilient.queue.release_delay must be [min, max] with 0 <= min <= max <= %d seconds, got [%s, %s]',
+                self::MAX_RETRY_AFTER, QueueSettings::shown($min), QueueSettings::shown($max),
             ));
         }
+        $min ??= $max === null ? self::DEFAULT[0] : min(self::DEFAULT[0], (int) $max);
+        $max ??= max(self::DEFAULT[1], (int) $min);
 
         return self::between((int) $min, (int) $max);
     }

@@ -20,8 +20,10 @@ use Resilient\Laravel\ExtensionCheck;
  * default `resilient.queue.worker_timeout`, 60 s as `queue:work`) minus a margin
  * (`resilient.queue.deadline_margin` seconds, else a tenth of the timeout, at least 1 s), so the
  * client throws DeadlineExceeded while the job can still record the outcome, instead of the
- * worker killing the process mid-write. A negative or infinite margin is refused
- * (InvalidArgumentException naming it): it would put the deadline past the job's timeout.
+ * worker killing the process mid-write. A margin or worker timeout that is not a finite number
+ * >= 0 is refused (InvalidArgumentException naming it, see QueueSettings): a negative margin
+ * would put the deadline past the job's timeout. A deadline is at most a year (MAX_SECONDS, the
+ * longest Deadline::within takes): a job with a longer timeout gets a year.
  *
  * A job without a timeout (`$timeout = 0`, or a worker timeout of 0: the worker never kills it)
  * gets no deadline from it: without an argument its calls run under their clients' own
@@ -29,11 +31,18 @@ use Resilient\Laravel\ExtensionCheck;
  */
 final class WithinDeadline
 {
+    /** The longest deadline (Deadline::within's bound): a year. */
+    public const MAX_SECONDS = 31536000.0;
+
     public function __construct(private ?float $seconds = null, private ?float $margin = null)
     {
         // 0 or less would refuse every call of the job at once; as the route middleware refuses it.
-        if ($seconds !== null && ! (is_finite($seconds) && $seconds > 0)) {
-            throw new \InvalidArgumentException("Queue\\WithinDeadline: seconds must be a finite number above 0, got $seconds");
+        if ($seconds !== null && ! (is_finite($seconds) && $seconds > 0 && $seconds <= self::MAX_SECONDS)) {
+            throw new \InvalidArgumentException(sprintf(
+                'Queue\\WithinDeadline: seconds must be a finite number above 0 and at most %d (a year), got %s',
+                self::MAX_SECONDS,
+                $seconds,
+            ));
         }
         if ($margin !== null) {
             self::checkedMargin($margin, 'Queue\\WithinDeadline: margin');
@@ -59,15 +68,14 @@ final class WithinDeadline
         if ($timeout === null) {
             return null;
         }
-        // An empty or non-numeric setting (`RESILIENT_DEADLINE_MARGIN=`) is no setting, not 0.
-        $configured = self::config('resilient.queue.deadline_margin');
+        // An empty setting (`RESILIENT_DEADLINE_MARGIN=`) is no setting, not 0.
         $margin = $this->margin
-            ?? (is_numeric($configured) ? self::checkedMargin((float) $configured, 'resilient.queue.deadline_margin') : null)
+            ?? QueueSettings::deadlineMargin(self::config('resilient.queue.deadline_margin'))
             ?? self::defaultMargin($timeout);
         $seconds = $timeout - $margin;
 
         // A margin as long as the timeout would leave nothing: keep half rather than zero.
-        return $seconds > 0 ? $seconds : $timeout / 2;
+        return min($seconds > 0 ? $seconds : $timeout / 2, self::MAX_SECONDS);
     }
 
     /** The default margin between a job's timeout and what happens before or after it: a tenth, at least 1 s. */
@@ -83,7 +91,7 @@ final class WithinDeadline
             throw new InvalidArgumentException(sprintf(
                 "resilient: %s must be a finite number of seconds >= 0 (the job's deadline is its timeout minus it; "
                 . 'a negative margin would let the calls outlast the timeout), got %s',
-                $what, $margin,
+                $what, QueueSettings::shown($margin),
             ));
         }
 
@@ -97,24 +105,20 @@ final class WithinDeadline
     public static function timeoutOf(object $job): ?float
     {
         $queued = $job->job ?? null;
-        $worker = self::config('resilient.queue.worker_timeout');
-        if ($worker !== null && $worker !== '' && ! is_numeric($worker)) {
-            throw new InvalidArgumentException(sprintf(
-                'resilient: resilient.queue.worker_timeout must be the seconds of `queue:work --timeout` (a number, 0 for none), got %s',
-                is_string($worker) ? "'$worker'" : get_debug_type($worker),
-            ));
-        }
+        // Read at every run, so a setting every run would refuse is refused even for a job
+        // that has its own timeout.
+        $timeout = QueueSettings::workerTimeout(self::config('resilient.queue.worker_timeout'));
         foreach ([
             $job->timeout ?? null,
             is_object($queued) && method_exists($queued, 'timeout') ? $queued->timeout() : null,
-            $worker,
-        ] as $timeout) {
-            if (is_numeric($timeout)) {
-                return $timeout > 0 ? (float) $timeout : null;
+        ] as $own) {
+            if (is_numeric($own)) {
+                $timeout = (float) $own;
+                break;
             }
         }
 
-        return 60.0;   // queue:work's default
+        return $timeout > 0 ? $timeout : null;
     }
 
     private static function config(string $key): mixed

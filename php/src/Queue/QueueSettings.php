@@ -1,0 +1,60 @@
+<?php
+
+namespace Resilient\Laravel\Queue;
+
+use InvalidArgumentException;
+
+/**
+ * The `resilient.queue` seconds the job middleware reads at every run, checked by one rule
+ * wherever they are read (WithinDeadline, Queue\Funnel, `resilient:check`): a value the
+ * middleware would refuse at every run is never one the check passes. An unset or empty value
+ * (`env('X')` with X unset or empty) is no setting; anything but a finite number >= 0 is
+ * refused, naming the setting and the value as written.
+ */
+final class QueueSettings
+{
+    /** `queue:work --timeout`'s default. */
+    public const DEFAULT_WORKER_TIMEOUT = 60.0;
+
+    /** `resilient.queue.worker_timeout`: the seconds of `queue:work --timeout` (0: none), else 60. */
+    public static function workerTimeout(mixed $value): float
+    {
+        return self::seconds(
+            $value,
+            'resilient.queue.worker_timeout',
+            'the seconds of `queue:work --timeout` (a finite number >= 0, 0 for none)',
+        ) ?? self::DEFAULT_WORKER_TIMEOUT;
+    }
+
+    /** `resilient.queue.deadline_margin`: seconds >= 0, or null when it is not set. */
+    public static function deadlineMargin(mixed $value): ?float
+    {
+        return self::seconds(
+            $value,
+            'resilient.queue.deadline_margin',
+            "a finite number of seconds >= 0 (the job's deadline is its timeout minus it; a negative "
+            . 'margin would let the calls outlast the timeout)',
+        );
+    }
+
+    /** $value as written: a string quoted, a number as PHP exports it (INF, NAN), else its type. */
+    public static function shown(mixed $value): string
+    {
+        return match (true) {
+            is_string($value) => "'$value'",
+            is_int($value), is_float($value) => var_export($value, true),
+            default => get_debug_type($value),
+        };
+    }
+
+    private static function seconds(mixed $value, string $key, string $what): ?float
+    {
+        if ($value === null || $value === '') {
+            return null;
+        }
+        if (is_numeric($value) && is_finite((float) $value) && (float) $value >= 0) {
+            return (float) $value;
+        }
+        throw new InvalidArgumentException(sprintf('%s: must be %s, got %s', $key, $what, self::shown($value)));
+    }
+}
