@@ -284,6 +284,53 @@ final class MaxBodyTest extends HttpTestCase
         $this->assertSame('200 30000000 2', $this->stdoutUnder48M($code));
     }
 
+    /**
+     * A 503 or 429 (`retry_on`) whose body is over max_body is still that answer: its status
+     * and Retry-After decide, the body (an outage page) is dropped. Retried as a 503, counted a
+     * 5xx for the metrics (and so the breaker); the last one's UpstreamFailed has code 503 and a
+     * response without its body. Before, the status was lost: failure 'too_large', not
+     * retried, code 0, counted 'other'. A 200 over the limit still fails 'too_large'.
+     */
+    public function testARetryOnAnswerOverMaxBodyIsStillThatAnswer(): void
+    {
+        $key = $this->up->key('maxbody-503');
+        foreach (['announced' => false, 'chunked' => true] as $path => $chunked) {
+            $this->up->script($key, [
+                ['status' => 503, 'headers' => ['Retry-After' => '0'], 'stream' => ['bytes' => 5000, 'chunked' => $chunked]],
+                ['status' => 200, 'body' => 'ok'],
+            ], 'repeat_last', "/$path");
+        }
+        $this->up->script($key, [['status' => 503, 'stream' => ['bytes' => 5000]]], 'repeat_last', '/down');
+        $this->up->script($key, [['status' => 200, 'stream' => ['bytes' => 5000]]], 'repeat_last', '/big');
+        $name = Run::name('maxbody-503');
+        $client = new \Resilient\Client($name, [
+            'base_url' => $this->up->base($key), 'max_body' => 1000, 'max_attempts' => 2, 'budget' => false,
+            'backoff' => ['base' => 0.001, 'cap' => 0.001],
+        ]);
+        foreach (['/announced', '/chunked'] as $path) {
+            $r = $client->get($path);
+            $this->assertSame([200, 'ok', 2], [$r->status(), $r->body(), $r->attempts()], $path);
+        }
+        try {
+            $client->get('/down');
+            $this->fail('the upstream answers 503');
+        } catch (UpstreamFailed $e) {
+            $this->assertSame(503, $e->getCode(), $e->getMessage());
+            $this->assertNull($e->failure(), $e->getMessage());
+            $this->assertSame([503, ''], [$e->response()?->status(), $e->response()?->body()]);
+        }
+        try {
+            $client->get('/big');
+            $this->fail('a 200 over max_body');
+        } catch (UpstreamFailed $e) {
+            $this->assertSame('too_large', $e->failure());
+            $this->assertSame(0, $e->getCode());
+        }
+        $this->assertCount(7, $this->up->attempts($key, 7));
+        $failures = \Resilient\Metrics::snapshot()[$name]['failures'];
+        $this->assertSame([4, 1], [$failures['5xx'], $failures['other']], json_encode($failures)); // the 200's too_large: 'other'
+    }
+
     public function testAnFpmWorkerWithMemoryLimit64MSurvivesA300MbBody(): void
     {
         $key = $this->bigKey();

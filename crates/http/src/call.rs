@@ -411,6 +411,8 @@ impl Call {
                     })
             }
         };
+        // An answer the client retries on is that answer even with its body over max_body.
+        let outcome = outcome.or_else(|e| e.into_retryable_answer(&self.policy.retry_on));
         // Release before anything else: no path from here holds the slot into a sleep.
         let left = time_left::scope(self.remaining());
         let duration = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(began));

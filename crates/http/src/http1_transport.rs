@@ -241,14 +241,21 @@ async fn exchange(
             &headers,
             follows_redirects,
         );
+        let status = parts.status.as_u16();
         let mut received =
-            ResponseBody::start(&target, &mut headers, body.size_hint().exact(), body_limit)?;
+            ResponseBody::start(&target, &mut headers, body.size_hint().exact(), body_limit)
+                .map_err(|e| e.answered(status, &headers))?;
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame.map_err(map_hyper_error)?.into_data() {
-                received.push(&data)?;
+                received
+                    .push(&data)
+                    .map_err(|e| e.answered(status, &headers))?;
             }
         }
-        Ok::<_, TransportError>((parts.status, headers, received.finish()?))
+        let body = received
+            .finish()
+            .map_err(|e| e.answered(status, &headers))?;
+        Ok::<_, TransportError>((parts.status, headers, body))
     };
     let mut work = std::pin::pin!(work);
     let mut conn_done = false;

@@ -220,11 +220,16 @@ impl Transport for ReqwestTransport {
                     &mut headers,
                     response.content_length(),
                     body_limit,
-                )?;
+                )
+                .map_err(|e| e.answered(status, &headers))?;
                 while let Some(chunk) = response.chunk().await.map_err(map_error)? {
-                    received.push(&chunk)?;
+                    received
+                        .push(&chunk)
+                        .map_err(|e| e.answered(status, &headers))?;
                 }
-                let body = received.finish()?;
+                let body = received
+                    .finish()
+                    .map_err(|e| e.answered(status, &headers))?;
                 Ok(RawResponse {
                     status,
                     headers,

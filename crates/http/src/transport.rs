@@ -124,6 +124,8 @@ impl FailureKind {
 pub struct TransportError {
     pub kind: FailureKind,
     pub detail: String,
+    /// The answer whose body failed (over `max_body`): its status and headers, body empty.
+    pub answer: Option<Box<RawResponse>>,
 }
 
 impl TransportError {
@@ -131,6 +133,30 @@ impl TransportError {
         Self {
             kind,
             detail: detail.into(),
+            answer: None,
+        }
+    }
+
+    /// This failure came after an answer's status and headers (a body over the limit).
+    pub fn answered(mut self, status: u16, headers: &[(String, Vec<u8>)]) -> Self {
+        self.answer = Some(Box::new(RawResponse {
+            status,
+            headers: headers.to_vec(),
+            body: Vec::new(),
+        }));
+        self
+    }
+
+    /// The answer this failure came with, without its body, when its status is one the client
+    /// retries on (`retry_on`: 429, 503): its status and `Retry-After` decide what follows, not
+    /// its body (an outage page over `max_body`). Otherwise the failure itself.
+    pub fn into_retryable_answer(mut self, retry_on: &[u16]) -> Result<RawResponse, Self> {
+        match self.answer.take() {
+            Some(answer) if retry_on.contains(&answer.status) => Ok(*answer),
+            answer => {
+                self.answer = answer;
+                Err(self)
+            }
         }
     }
 }
@@ -157,5 +183,31 @@ pub trait Transport: Send + Sync {
     /// instead of racing one handshake each.
     fn is_warm(&self, _request: &PreparedRequest) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_over_the_limit_keeps_a_retryable_answer_only() {
+        let headers = vec![("retry-after".to_owned(), b"3".to_vec())];
+        let over =
+            |status| TransportError::new(FailureKind::TooLarge, "x").answered(status, &headers);
+        let answer = over(503).into_retryable_answer(&[429, 503]).unwrap();
+        assert_eq!(
+            (answer.status, answer.headers, answer.body),
+            (503, headers.clone(), vec![])
+        );
+        let failure = over(200).into_retryable_answer(&[429, 503]).unwrap_err();
+        assert_eq!(failure.kind, FailureKind::TooLarge);
+        assert_eq!(
+            failure.answer.map(|a| a.status),
+            Some(200),
+            "kept as it was"
+        );
+        let unanswered = TransportError::new(FailureKind::Connect, "x");
+        assert!(unanswered.into_retryable_answer(&[503]).is_err());
     }
 }
