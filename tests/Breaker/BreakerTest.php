@@ -221,4 +221,61 @@ final class BreakerTest extends HttpTestCase
             $this->addToAssertionCount(1);
         }
     }
+
+    /** @return iterable<string,array{string}> */
+    public static function schemes(): iterable
+    {
+        yield 'http' => ['http'];
+        yield 'https' => ['https'];
+    }
+
+    /**
+     * A process out of file descriptors (a leak, `ulimit -n`) cannot connect: its own failure,
+     * 'request', not the upstream's 'connect'. Not retried, no outcome for the breaker or the
+     * metrics, so the other processes of the host still reach the upstream. Before, each call
+     * counted a connection failure, and the third opened the upstream's breaker for every
+     * process of the host.
+     *
+     * @dataProvider schemes
+     */
+    public function testAProcessOutOfDescriptorsDoesNotOpenTheBreakerForTheHost(string $scheme): void
+    {
+        $name = Run::name('breaker-fds');
+        $options = ['max_attempts' => 3, 'budget' => false, 'backoff' => ['base' => 0.001, 'cap' => 0.001], 'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 3, 'window' => 10.0, 'open_for' => 30.0]];
+        if ($scheme === 'http') {
+            $key = $this->up->key('fds');
+            $this->up->script($key, [['status' => 200]]);
+            [$base, $warm] = [$this->up->base($key), str_replace('127.0.0.1', 'localhost', $this->up->base($key))];
+            $counted = fn (int $n) => count($this->up->attempts($key, $n));
+        } else {
+            $nginx = \Resilient\Tests\Harness\TlsNginx::shared();
+            $before = count($nginx->requests('ok'));
+            [$base, $warm] = [$nginx->url('ok'), $nginx->url('ok', 'localhost')];
+            $options['verify'] = $nginx->ca->path('ca.pem');
+            $counted = fn (int $n) => count($nginx->waitForRequests('ok', $before + $n)) - $before;
+        }
+        $options['base_url'] = $base;
+        // Warmed up on another origin (the runtime and TLS set up, one connection kept), then
+        // every descriptor taken: the calls to `base_url` need a new connection.
+        $code = sprintf('$c = new Resilient\Client(%s, %s); $c->get(%s . "/hello");
+            $fds = []; while (($f = @fopen("/dev/null", "r")) !== false) { $fds[] = $f; }
+            $out = [];
+            for ($i = 0; $i < 4; $i++) {
+                try { $c->get("/hello"); $out[] = "ok"; } catch (Resilient\Unavailable $e) { $out[] = $e->failure() ?? get_class($e); }
+            }
+            $fds = [];
+            echo json_encode(["calls" => $out, "failures" => Resilient\Metrics::snapshot()[%1$s]["failures"]]);',
+            var_export($name, true), var_export($options, true), var_export($warm, true));
+        $cmd = ['bash', '-c', 'ulimit -n 64 && exec "$0" "$@"', Run::root() . '/tests/harness/php.sh', '-d', 'resilient.shm_path=' . ini_get('resilient.shm_path'), '-r', $code];
+        $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, Run::root());
+        $stdout = stream_get_contents($pipes[1]);
+        $stderr = stream_get_contents($pipes[2]);
+        $this->assertSame(0, proc_close($proc), "$stdout\n$stderr");
+        $r = json_decode($stdout, true);
+        $this->assertSame(['request', 'request', 'request', 'request'], $r['calls'] ?? null, "$stdout\n$stderr");
+        $this->assertSame(0, $r['failures']['connection'], $stdout);
+
+        $this->assertSame(200, (new Client($name, $options))->get('/hello')->status(), 'the breaker stayed closed for the host');
+        $this->assertSame(2, $counted(2), 'the warm-up and the healthy call, nothing from the process out of descriptors');
+    }
 }

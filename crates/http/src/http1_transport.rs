@@ -193,7 +193,7 @@ async fn connect(
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             return Err(TransportError::new(
-                FailureKind::Connect,
+                FailureKind::of_connect(&e),
                 format!("tcp connect error: {e}"),
             ))
         }

@@ -272,6 +272,18 @@ fn exempts_every_host<'a>(lists: impl Iterator<Item = &'a str>) -> bool {
     lists.flat_map(|l| l.split(',')).any(|h| h.trim() == "*")
 }
 
+/// The I/O error at the root of `error`, if one is in its causes.
+fn io_cause(error: &reqwest::Error) -> Option<&std::io::Error> {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        source = cause.source();
+    }
+    None
+}
+
 /// Maps a reqwest error to a failure kind and a URL-free detail.
 fn map_error(error: reqwest::Error) -> TransportError {
     if let Some(tls) = tls_cause(&error) {
@@ -283,7 +295,7 @@ fn map_error(error: reqwest::Error) -> TransportError {
         // The request could not be made (a URL the `http` crate refuses): ours.
         FailureKind::Request
     } else if error.is_connect() {
-        FailureKind::Connect
+        io_cause(&error).map_or(FailureKind::Connect, FailureKind::of_connect)
     } else if error.is_timeout() {
         FailureKind::Timeout
     } else if error.is_body() || error.is_decode() {

@@ -74,7 +74,8 @@ pub enum FailureKind {
     Sink,
     /// The request could not be made, on our side: a multipart part's file that cannot be
     /// opened again (deleted before a retry), a URL the HTTP stack refuses, an HTTP client that
-    /// cannot be built. Not transient, and like `Sink` no outcome of the upstream's.
+    /// cannot be built, a connect this host lacks the resources for (out of file descriptors,
+    /// [`FailureKind::of_connect`]). Not transient, and like `Sink` no outcome of the upstream's.
     Request,
     /// Anything else the transport could not classify.
     Other,
@@ -96,6 +97,19 @@ impl FailureKind {
             FailureKind::Sink => "sink",
             FailureKind::Request => "request",
             FailureKind::Other => "other",
+        }
+    }
+
+    /// The kind of a connect that failed with `error`: [`FailureKind::Request`] when this host
+    /// lacks what a connection takes (file descriptors, memory, socket buffers, a local port),
+    /// which says nothing of the upstream: one process leaking descriptors must not open the
+    /// upstream's breaker for every process of the host. Otherwise [`FailureKind::Connect`].
+    pub fn of_connect(error: &std::io::Error) -> FailureKind {
+        match error.raw_os_error() {
+            Some(
+                libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL,
+            ) => FailureKind::Request,
+            _ => FailureKind::Connect,
         }
     }
 
