@@ -86,6 +86,9 @@ impl BreakerConfig {
     /// `failure_ratio` in (0, 1]; `min_calls` 1 to 1,000,000; `window`, `open_for` and
     /// `probe_timeout` (how long a probe may stay silent before its ticket is given up) at
     /// least 1 ms and at most a year. A window under 20 ms counts as 20 ms (one ms a bucket).
+    /// Each of the window's 20 buckets counts its first 2^20 − 1 calls (and their failures),
+    /// then none: past about 35,000 calls a second on one host with a 10-minute window (a
+    /// sixth of that with a 1-hour one), the ratio is that of a sample.
     pub fn new(
         failure_ratio: f64,
         min_calls: u32,
@@ -436,6 +439,29 @@ mod tests {
             Some(Transition::Opened),
             "50 of 100"
         );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// A bucket counts its first 2^20 − 1 calls and their failures, then nothing more: the
+    /// ratio stays that of the calls counted. Before, the calls stopped at the cap while the
+    /// failures went on, and 1 failure in 4 opened a breaker of ratio 0.5 (a long window at a
+    /// high rate: a day at 243 calls a second on one host).
+    #[test]
+    fn a_full_bucket_keeps_its_ratio() {
+        let (b, p) = breaker("full", 0.5, 10);
+        let b = CircuitBreaker {
+            config: b.config.with_consecutive_failures(1_000_000).unwrap(),
+            ..b
+        };
+        let t = 70_000;
+        for i in 0..2_200_000u32 {
+            assert_eq!(
+                b.record(i % 4 == 0, t, t, MID),
+                None,
+                "call {i}: 1 in 4 failed"
+            );
+        }
+        assert_eq!(b.admit(t), Admission::Closed);
         std::fs::remove_file(p).unwrap();
     }
 

@@ -131,11 +131,12 @@ pub(crate) async fn record(
         } else {
             (0, 0)
         };
-        let next = pack(
-            tag,
-            (c + 1).min(COUNT_MAX),
-            (f + failure as u64).min(COUNT_MAX),
-        );
+        // A full bucket counts nothing more: its ratio stays that of the calls it counted
+        // (failures never outnumber calls, so neither count passes the cap).
+        if c == COUNT_MAX {
+            break;
+        }
+        let next = pack(tag, c + 1, f + failure as u64);
         if bucket.compare_exchange(w, next, AcqRel, Acquire).is_ok() {
             break;
         }
