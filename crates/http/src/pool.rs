@@ -33,7 +33,8 @@ use crate::response::Response;
 pub const BATCH_RULE_MIN: usize = 3;
 /// How often a pool waiting on the request that opens a cold origin looks whether it is warm.
 const OPENER_POLL: Duration = Duration::from_millis(2);
-/// How long the others wait for it at most: a TLS handshake, not a slow answer.
+/// How long the others wait for it at most: a TLS handshake, not a slow answer. Under a
+/// deadline, at most a quarter of what the batch has left.
 const OPENER_WAIT: Duration = Duration::from_millis(250);
 
 /// One request of a pool.
@@ -163,14 +164,16 @@ pub async fn run_pool(
     // Round 1: every call up to the point where it would retry. While the first call to a
     // cold TLS origin opens it, the others wait (once per pool): over HTTP/2 they then share
     // its connection instead of racing a handshake each. They go as soon as the origin is warm
-    // (its first answer's headers), the opener's attempt ended, or `OPENER_WAIT` passed: a slow
-    // first answer never holds the batch.
+    // (its first answer's headers), the opener's attempt ended, or `OPENER_WAIT` passed (under a
+    // deadline, a quarter of what the batch has left if less): a slow first answer never holds
+    // the batch.
     let mut paused: Vec<(usize, Call)> = Vec::new();
     let mut queue = items.into_iter().enumerate().peekable();
     let mut running = JoinSet::new();
     let mut registered = Registered::default();
     let mut opener: Option<usize> = None;
     let mut opener_since_ns = 0;
+    let mut opener_wait = OPENER_WAIT;
     let mut opened = false;
     loop {
         while running.len() < concurrency {
@@ -184,10 +187,6 @@ pub async fn run_pool(
             let Some((index, item)) = queue.next() else {
                 break;
             };
-            if cold {
-                opener = Some(index);
-                opener_since_ns = env.clock().monotonic_ns();
-            }
             let env = env.clone();
             // The deadline bounds the whole batch, counted from the pool's start: a call that
             // starts late gets only what is left (none left: it fails as deadline exceeded).
@@ -197,6 +196,12 @@ pub async fn run_pool(
                     env.clock().monotonic_ns().saturating_sub(pool_start),
                 ))
             });
+            if cold {
+                opener = Some(index);
+                opener_since_ns = env.clock().monotonic_ns();
+                // Under a deadline, at most a quarter of what is left: the others must fit.
+                opener_wait = enclosing.map_or(OPENER_WAIT, |left| OPENER_WAIT.min(left / 4));
+            }
             registered.add(running.spawn(async move {
                 let mut call = Call::start(env, item.policy, item.request, enclosing);
                 let progress = call.advance(true).await;
@@ -214,7 +219,7 @@ pub async fn run_pool(
                         .peek()
                         .is_some_and(|(_, next)| env.transport_ref().is_warm(&next.request));
                     let waited = env.clock().monotonic_ns().saturating_sub(opener_since_ns);
-                    if warm || waited >= OPENER_WAIT.as_nanos() as u64 {
+                    if warm || waited >= opener_wait.as_nanos() as u64 {
                         opener = None;
                         opened = true;
                     }
