@@ -19,7 +19,11 @@ final class DoctorEdgeCasesTest extends PackageTestCase
     public function testASegmentThatCannotBeOpenedIsAnErrorAndTheReportGoesOn(): void
     {
         $code = self::childApp([
-            'clients' => ['s' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 30]],
+            'clients' => [
+                's' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 30],
+                // A name is text, never console markup.
+                '<comment>b</comment>' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 30],
+            ],
         ]) . <<<'PHP'
             $app->boot();
             $command = new Resilient\Laravel\Console\DoctorCommand();
@@ -41,6 +45,7 @@ final class DoctorEdgeCasesTest extends PackageTestCase
         // The rest of the report.
         $this->assertStringContainsString('web caps   timeout', $out);
         $this->assertStringContainsString('warning: client s: timeout 30s in config, but resilient.web_timeout = 10', $out);
+        $this->assertStringContainsString('warning: client <comment>b</comment>: timeout 30s in config', $out);
         // (a segment of another user, left by another test of the run, may add a warning)
         $this->assertMatchesRegularExpression('/\n\d+ problem\(s\) found\.\n$/', $out);
     }

@@ -24,6 +24,8 @@ use Symfony\Component\Console\Output\OutputInterface;
  */
 final class CheckCommand extends Command
 {
+    use PlainText;
+
     protected $signature = 'resilient:check {--json : Print the findings as JSON}';
 
     protected $description = 'Check job timeouts, retries and backoff against the resilient upstream config';

@@ -18,6 +18,8 @@ use Resilient\Laravel\ResilientManager;
  */
 final class DoctorCommand extends Command
 {
+    use PlainText;
+
     protected $signature = 'resilient:doctor';
 
     protected $description = 'Check the resilient extension, its shared-memory segment and the ini caps';

@@ -14,12 +14,14 @@ use Symfony\Component\Console\Output\OutputInterface;
  * a funnel is full, a budget is spent or a funnel entry cannot be built, so a health check or a
  * deploy script can act on it (as `horizon:status` does); 2 when the host's state cannot be
  * read (no extension, or an unusable segment: the counters are then this process's own).
- * `--json` and `--prometheus` are written raw: a name is data, never console markup
- * (`pay<info>v2</info>` stays as it is). A segment no process created yet is said, not created
+ * A name is data, never console markup (`pay<info>v2</info>` stays as it is): escaped in the
+ * table (PlainText), `--json` and `--prometheus` written raw. A segment no process created yet is said, not created
  * (see SegmentFiles::notCreatedYet()).
  */
 final class StatusCommand extends Command
 {
+    use PlainText;
+
     protected $signature = 'resilient:status
         {--json : Print the state as JSON}
         {--prometheus : Print Resilient\\Metrics::prometheus() (the text exposition format) instead}';
