@@ -38,7 +38,7 @@ pub fn config(
     use resilient_core::validate;
     FunnelConfig::new(
         slots("limit", limit)?,
-        self::reserve("reserve", reserve)?,
+        reserve_below("reserve", reserve, slots("limit", limit)?)?,
         validate::duration("lease", lease_seconds)?,
     )?
     .with_share(share)
@@ -52,9 +52,19 @@ pub fn slots(argument: &str, value: i64) -> Result<u32, resilient_core::Error> {
     resilient_core::validate::count(argument, value, 1, MAX_SLOTS)
 }
 
-/// A reserve as PHP gives it: 0..=63 (the core checks it is below the limit).
-pub fn reserve(argument: &str, value: i64) -> Result<u32, resilient_core::Error> {
-    resilient_core::validate::count(argument, value, 0, MAX_SLOTS - 1)
+/// A reserve as PHP gives it: 0 to `limit - 1`, the range named in the message with the limit's
+/// number (as the core names it), whatever the number given.
+pub fn reserve_below(argument: &str, value: i64, limit: u32) -> Result<u32, resilient_core::Error> {
+    match u32::try_from(value) {
+        Ok(reserve) if reserve < limit => Ok(reserve),
+        _ => Err(resilient_core::Error::invalid_argument(
+            argument,
+            format!(
+                "must be between 0 and limit - 1 ({}), got {value}",
+                limit.saturating_sub(1)
+            ),
+        )),
+    }
 }
 
 /// Default lease length: 2 × the default web timeout cap (`resilient.web_timeout` = 10 s).

@@ -206,7 +206,7 @@ fn callable(value: &Zval, key: &str) -> PhpResult<Option<Zval>> {
 }
 
 fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
-    let (mut limit, mut reserve, mut lease, mut wait) = (None, 0, None, Duration::ZERO);
+    let (mut limit, mut reserve, mut lease, mut wait) = (None, None, None, Duration::ZERO);
     let (mut auto, mut share) = (false, false);
     let (mut min, mut max, mut initial) = (None, None, None);
     for (key, v) in entries(table, "funnel")? {
@@ -214,7 +214,8 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
         match key.as_str() {
             "limit" if v.dereference().str() == Some("auto") => auto = true,
             "limit" => limit = Some(count(v, &path, crate::funnel::slots)?),
-            "reserve" => reserve = count(v, &path, crate::funnel::reserve)?,
+            // Checked once the limit is known (it may come after, or be learned).
+            "reserve" => reserve = Some((int(v, &path)?, path)),
             "lease" => {
                 lease = match off(v) {
                     true => None,
@@ -247,7 +248,7 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
         return Ok(FunnelOptions {
             limit,
             auto: None,
-            reserve,
+            reserve: reserve_below(reserve, limit)?,
             lease,
             wait,
             share,
@@ -261,10 +262,17 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
     Ok(FunnelOptions {
         limit: bounds.max(),
         auto: Some(bounds),
-        reserve,
+        reserve: reserve_below(reserve, bounds.max())?,
         lease,
         wait,
         share,
+    })
+}
+
+/// The funnel's `reserve` (0 when not given), below `limit`.
+fn reserve_below(reserve: Option<(i64, String)>, limit: u32) -> PhpResult<u32> {
+    reserve.map_or(Ok(0), |(n, path)| {
+        crate::funnel::reserve_below(&path, n, limit).map_err(|e| core_error("", e))
     })
 }
 

@@ -57,7 +57,12 @@ final class ArgumentsTest extends TestCase
     public static function outOfRangeMessages(): iterable
     {
         yield 'limit PHP_INT_MAX' => ["new Resilient\\Funnel('a', PHP_INT_MAX);", 'limit: must be between 1 and 64, got ' . PHP_INT_MAX];
-        yield 'reserve PHP_INT_MAX' => ["new Resilient\\Funnel('a', 3, PHP_INT_MAX);", 'reserve: must be between 0 and 63, got ' . PHP_INT_MAX];
+        yield 'reserve PHP_INT_MAX' => ["new Resilient\\Funnel('a', 3, PHP_INT_MAX);", 'reserve: must be between 0 and limit - 1 (2), got ' . PHP_INT_MAX];
+        // The range with the limit's number, below 0 and past 63 too (it said 0 and 63).
+        yield 'reserve -1' => ["new Resilient\\Funnel('a', 4, -1);", 'reserve: must be between 0 and limit - 1 (3), got -1'];
+        yield 'client reserve 64' => ['new Resilient\\Client("t", ["funnel" => ["limit" => 4, "reserve" => 64]]);', "option 'funnel.reserve': must be between 0 and limit - 1 (3), got 64"];
+        yield 'client reserve before its limit' => ['new Resilient\\Client("t", ["funnel" => ["reserve" => -1, "limit" => 4]]);', "option 'funnel.reserve': must be between 0 and limit - 1 (3), got -1"];
+        yield 'client reserve of a learned limit' => ['new Resilient\\Client("t", ["funnel" => ["limit" => "auto", "max" => 8, "reserve" => 8]]);', "option 'funnel.reserve': must be between 0 and limit - 1 (7), got 8"];
         yield 'floor PHP_INT_MAX' => ["new Resilient\\RetryBudget('a', 0.1, PHP_INT_MAX);", 'floor: must be between 0 and 1048575, got ' . PHP_INT_MAX];
         // A bucket of a longer window could fill (each counts up to 2^20 - 1) and stop counting.
         yield 'window 1e300' => ["new Resilient\\RetryBudget('a', 0.1, 5, 1e300);", 'window: must be at most 600 seconds, got 1e300'];
