@@ -240,6 +240,22 @@ final class TlsTest extends ClientTestCase
         $this->assertSame([], $this->attemptLog, 'refused before any attempt');
     }
 
+    /**
+     * A password given with `cert` (its file holds the key) that is wrong, or that the file
+     * needs none for, is the `cert` option's problem: it said 'ssl_key', an option not given.
+     */
+    public function testAPasswordGivenWithCertIsRefusedNamingCert(): void
+    {
+        foreach ([[$this->ca('client-with-encrypted-key.pem'), 'not the password'], [$this->ca('client-with-key.pem'), 'not needed']] as $cert) {
+            $e = self::thrown(fn () => $this->client(self::$nginx->url('mtls'), ['verify' => $this->ca(), 'cert' => $cert])->get('/whoami'));
+            $this->assertTrue($e instanceof \ValueError || $e instanceof \InvalidArgumentException, self::describe($e));
+            $this->assertStringContainsString("option 'cert'", $e->getMessage());
+            $this->assertStringNotContainsString('ssl_key', $e->getMessage());
+            $this->assertStringNotContainsString($cert[1], $e->getMessage(), 'the password is a secret');
+        }
+        $this->assertSame([], $this->attemptLog, 'refused before any attempt');
+    }
+
     public function testAnEncryptedKeyWithoutItsPasswordIsRefusedNamingSslKey(): void
     {
         $e = self::thrown(fn () => $this->client(self::$nginx->url('mtls'), [

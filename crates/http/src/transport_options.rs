@@ -176,7 +176,8 @@ impl TransportOptions {
     }
 
     /// `cert` and `ssl_key`: a client certificate (PEM) and its key (PEM, in the same file when
-    /// `key` is `None`). A key protected by a password must be encrypted PKCS#8
+    /// `key` is `None`, or when its path is the certificate's: `cert => [path, password]`, whose
+    /// key's errors name `cert`). A key protected by a password must be encrypted PKCS#8
     /// (`-----BEGIN ENCRYPTED PRIVATE KEY-----`); it is decrypted here, in memory.
     pub fn set_identity(
         &mut self,
@@ -185,14 +186,17 @@ impl TransportOptions {
     ) -> Result<(), ConfigError> {
         let mut pem = read("cert", cert)?;
         if let Some((key_path, password)) = key {
-            let key_pem = read("ssl_key", key_path)?;
+            let option = if key_path == cert { "cert" } else { "ssl_key" };
+            let key_pem = read(option, key_path)?;
             let key_pem = match password {
                 Some(password) => crate::private_key::decrypt(&key_pem, password)
-                    .map_err(|problem| ConfigError::new("ssl_key", problem))?,
+                    .map_err(|problem| ConfigError::new(option, problem))?,
                 None if crate::private_key::is_encrypted(&key_pem) => {
                     return Err(ConfigError::new(
-                        "ssl_key",
-                        "is encrypted: give its password as 'ssl_key' => [path, password]",
+                        option,
+                        format!(
+                            "is encrypted: give its password as '{option}' => [path, password]"
+                        ),
                     ))
                 }
                 None => key_pem,
