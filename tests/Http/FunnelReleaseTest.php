@@ -71,6 +71,9 @@ final class FunnelReleaseTest extends HttpTestCase
         } catch (FunnelFull $e) {
             $this->assertLessThan(500.0, (hrtime(true) - $t) / 1e6, 'a full funnel fails fast (A holds its slot 1.5 s)');
             $this->assertSame(0, $e->getCode());
+            // No `funnel.wait`: nothing waited (it said "after waiting 4µs", the time the
+            // admission took).
+            $this->assertStringContainsString('funnel full: no free slot for attempt 1, not sent', $e->getMessage());
         }
         $this->assertSame([], $this->up->attempts($keyB), 'nothing was sent');
         $this->assertTrue($a->wait(10.0)->json()['results'][0]['ok']);

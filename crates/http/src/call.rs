@@ -298,6 +298,8 @@ impl Call {
             return Ok(Vec::new());
         }
         let started = self.env.clock.monotonic_ns();
+        // Whether the call waited for a slot (`funnel.wait`), not the time the admissions took.
+        let mut slept = false;
         loop {
             let left = time_left::scope(self.time_for_guards(Duration::ZERO));
             let refusal = match admit_all(&self.env.guards, number, self.env.clock.monotonic_ms()) {
@@ -322,7 +324,7 @@ impl Call {
                         UnavailableKind::CircuitOpen,
                         format!("circuit open: attempt {number} refused, not sent"),
                     ),
-                    Refusal::Full if waited.is_zero() => (
+                    Refusal::Full if !slept => (
                         UnavailableKind::FunnelFull,
                         format!("funnel full: no free slot for attempt {number}, not sent"),
                     ),
@@ -337,6 +339,7 @@ impl Call {
                 return Err(self.unavailable(kind, reason));
             }
             self.env.sleeper.sleep(left.min(FUNNEL_POLL)).await;
+            slept = true;
         }
     }
 
