@@ -2,14 +2,23 @@
 //! replica after a failover, NOPERM for an ACL user without the key) holds no slot: nothing is
 //! queued to give back, so no ZREM (refused in turn) rides on the process's later commands. A
 //! release Redis keeps refusing is sent again only until its slot's lease ends. Its own test
-//! binary: the registry of slots to give back is process-wide.
+//! binary: the registry of slots to give back is process-wide, and its two tests take turns
+//! (`one_at_a_time`): `release_leftovers()` in one gave back the other's slots (it failed once
+//! under CI, counting one given back where none of its own was).
 
 mod common;
 use common::*;
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use resilient_http::OnBackendError;
+
+/// Held for the whole of each test: the other's slots are not this one's to count or give back.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// `name`'s count in `INFO commandstats` (`calls` or `rejected_calls`), 0 when never called.
 fn stat(redis: &RedisServer, command: &str, field: &str) -> u64 {
@@ -25,6 +34,7 @@ fn stat(redis: &RedisServer, command: &str, field: &str) -> u64 {
 
 #[test]
 fn an_admission_refused_with_an_error_leaves_nothing_to_give_back() {
+    let _turn = one_at_a_time();
     let primary = RedisServer::start();
     let replica = RedisServer::start();
     replica.cli(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
@@ -62,6 +72,7 @@ fn an_admission_refused_with_an_error_leaves_nothing_to_give_back() {
 /// which Redis no longer counts it.
 #[test]
 fn a_release_refused_for_good_is_dropped_when_its_lease_ends() {
+    let _turn = one_at_a_time();
     let primary = RedisServer::start();
     let other = RedisServer::start();
     let b = backend(&primary.url("rl:"), OnBackendError::Closed, 1, "rl");
