@@ -9,16 +9,9 @@
 mod common;
 use common::*;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use resilient_http::OnBackendError;
-
-/// Held for the whole of each test: the other's slots are not this one's to count or give back.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// `name`'s count in `INFO commandstats` (`calls` or `rejected_calls`), 0 when never called.
 fn stat(redis: &RedisServer, command: &str, field: &str) -> u64 {

@@ -182,6 +182,15 @@ pub fn backend(url: &str, mode: OnBackendError, hosts: u32, seg: &str) -> Redis 
     )
 }
 
+/// Held for the whole of a test that gives back the process's slots (`release_leftovers()`, a
+/// request's end): the registry is process-wide, so another test's slots, held at the same
+/// time, would be given back and counted too.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Counts a backend's fallbacks (`Redis::with_events`): tells a call Redis decided from one
 /// `on_backend_error` let through.
 #[derive(Default)]
