@@ -113,6 +113,26 @@ final class HttpBridgeTest extends PackageTestCase
     }
 
     /**
+     * A second resilient() names the client that sends, and its base_url the host: the first
+     * one's base_url, filled in for it, went on (the request went to a's host through b's
+     * guards). A base URL the app set stays.
+     */
+    public function testASecondResilientCallSendsToItsOwnClientsHost(): void
+    {
+        [$a, $keyA, $clientA] = $this->upstreamClient('bridge-a');
+        [$b, $keyB, $clientB] = $this->upstreamClient('bridge-b');
+        $this->up->script($keyB, [['status' => 200]]);
+        $this->boot(['clients' => [$a => $clientA, $b => $clientB]]);
+        $this->assertSame(200, Http::resilient($a)->resilient($b)->get('/x')->status());
+        $this->assertCount(1, $this->up->attempts($keyB, 1));
+        $this->assertSame([], $this->up->attempts($keyA, 0, 200));
+
+        Http::fake();
+        Http::resilient($a)->baseUrl($this->up->base($keyA) . '/own')->resilient($b)->get('/y');
+        Http::assertSent(fn (Request $r) => $r->url() === $this->up->base($keyA) . '/own/y');
+    }
+
+    /**
      * As the real client has it: a configured Content-Type gives way to the body's (a
      * multipart upload stays multipart, its file seen by `hasFile()`), and a configured
      * User-Agent header wins over `user_agent`.

@@ -42,6 +42,9 @@ class ResilientPendingRequest extends PendingRequest
     /** The client's configured headers and user agent (see withConfiguredHeaders()). */
     protected array $resilientHeaders = [];
 
+    /** The base URL from() filled in from the client's `base_url` (a later resilient() replaces it). */
+    protected ?string $resilientConfiguredBaseUrl = null;
+
     /** A copy of $request (its options, headers, callbacks, stubs) sending through client $name. */
     public static function from(PendingRequest $request, string $name, ResilientManager $manager): static
     {
@@ -69,8 +72,11 @@ class ResilientPendingRequest extends PendingRequest
             }
             $config = [];
         }
-        if ((string) ($copy->baseUrl ?? '') === '') {
+        // The app's base URL stays; one the previous resilient() filled in goes with its client.
+        $base = (string) ($copy->baseUrl ?? '');
+        if ($base === '' || $base === $copy->resilientConfiguredBaseUrl) {
             $copy->baseUrl = (string) ($config['base_url'] ?? '');
+            $copy->resilientConfiguredBaseUrl = $copy->baseUrl;
         }
         $copy->resilientHeaders = is_array($config['headers'] ?? null) ? $config['headers'] : [];
         // A User-Agent header wins over `user_agent`, as in the client.
