@@ -11,7 +11,8 @@
 //!   destructors never run, but RSHUTDOWN always does. (A fatal error already
 //!   gave the listed leases back as it was raised, before the shutdown
 //!   functions: `fatal.rs`.)
-//! - MSHUTDOWN: unregister the ini entries.
+//! - MSHUTDOWN: send the Redis releases the process still owes (past a back-off), unregister
+//!   the ini entries.
 //!
 //! A panic unwinding out of an `extern "C"` hook aborts PHP, so every body
 //! runs under `catch_unwind`.
@@ -61,6 +62,9 @@ pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
 /// Called by the Zend engine only, once per module or request, as its hook table says.
 pub unsafe extern "C" fn module_shutdown(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
+        // What the last request end could not send (Redis in back-off): no later command
+        // of this process would carry it.
+        resilient_redis::release_leftovers_at_exit();
         ini::unregister(module_number);
         SUCCESS
     })

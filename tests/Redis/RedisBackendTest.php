@@ -286,6 +286,36 @@ final class RedisBackendTest extends HttpTestCase
         $this->assertLessThan(10, microtime(true) - $started);
     }
 
+    /**
+     * A one-shot CLI process whose call timed out during a stall (its admission written, so
+     * Redis runs it once the stall ends and holds the token a whole lease) gives the slot back
+     * as it ends: its request end came during the back-off the timeout started and sent
+     * nothing, and before, neither did its end, so a funnel of 1 stayed full for 60 s.
+     */
+    public function testAProcessEndingDuringABackOffGivesBackWhatAStallLeft(): void
+    {
+        $key = $this->up->key('exit');
+        $this->up->script($key, [['status' => 200]]);
+        $name = Run::name('exit');
+        $options = ['backend' => $this->url() . '&timeout=0.05', 'on_backend_error' => 'open', 'max_attempts' => 1,
+            'budget' => false, 'funnel' => ['limit' => 1, 'lease' => 60.0], 'base_url' => $this->up->base($key)];
+        $code = sprintf('$c = new Resilient\Client(%s, %s);
+            $c->get("/warm");   // connected, the script loaded, the slot given back
+            exec(%s);            // Redis stalled 300 ms from now
+            usleep(30_000);
+            echo $c->get("/during")->status(), "\n";   // no answer from Redis in 50 ms: open',
+            var_export($name, true), var_export($options, true),
+            var_export('redis-cli -p ' . self::$port . ' DEBUG SLEEP 0.3 > /dev/null 2>&1 &', true));
+        $r = PhpProcess::runCode($code, [], 20.0);
+        $this->assertSame("200\n", $r->stdout, $r->describe());
+        $zset = Run::id() . ':{' . $name . '}:funnel';
+        $until = microtime(true) + 5.0;
+        while (($held = self::cli('ZCARD', $zset)) !== '0' && microtime(true) < $until) {
+            usleep(20_000);
+        }
+        $this->assertSame('0', $held, 'the slot the late admission took is given back, not held for its 60 s lease');
+    }
+
     public function testTheIniSettingPicksRedisForClientsWithoutTheOption(): void
     {
         $key = $this->up->key('ini');

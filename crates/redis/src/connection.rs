@@ -735,6 +735,17 @@ impl Server {
     pub(crate) fn settle_releases(&self) -> Result<(), Unreachable> {
         self.exec(|c| c.drain(), RELEASE_WAIT, true, true, None)
     }
+
+    /// [`Server::settle_releases`] at the process's end, past a back-off (the next command
+    /// that would have carried the releases never comes): one connect and one write at most,
+    /// within the same wait.
+    pub(crate) fn settle_releases_at_exit(&self) -> Result<(), Unreachable> {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retry_at = None;
+        self.settle_releases()
+    }
 }
 
 /// This process's connection as a command sees it: a command is written *before* the replies

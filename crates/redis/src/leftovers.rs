@@ -230,11 +230,23 @@ fn settle(change: impl FnOnce(&mut Vec<Slot>)) {
 /// sent. Those that cannot be sent now (Redis in back-off) stay, and go with the next command
 /// of this process.
 pub fn release_leftovers() -> usize {
+    release_with(Server::settle_releases)
+}
+
+/// [`release_leftovers`] at the process's end (after its last request end), also to a server
+/// in back-off: no later command of this process would carry what it still owes, and a slot
+/// left for Redis to run late would be held a whole lease (a one-shot CLI process whose call
+/// timed out during a stall, its request end coming during the back-off that started).
+pub fn release_leftovers_at_exit() -> usize {
+    release_with(Server::settle_releases_at_exit)
+}
+
+fn release_with(settle: fn(&Server) -> Result<(), crate::Unreachable>) -> usize {
     let first = servers_to_settle(&[]);
     let before = to_release();
-    settle_on(&first);
+    settle_on(&first, settle);
     // A release answered `MOVED` there now goes to another node: settled there too.
-    settle_on(&servers_to_settle(&first));
+    settle_on(&servers_to_settle(&first), settle);
     before.saturating_sub(to_release())
 }
 
@@ -258,9 +270,9 @@ fn servers_to_settle(settled: &[Arc<Server>]) -> Vec<Arc<Server>> {
     servers
 }
 
-fn settle_on(servers: &[Arc<Server>]) {
+fn settle_on(servers: &[Arc<Server>], settle: fn(&Server) -> Result<(), crate::Unreachable>) {
     for server in servers {
-        let _ = server.settle_releases();
+        let _ = settle(server);
     }
 }
 

@@ -32,7 +32,7 @@ mod unix_connect;
 pub use backend::Redis;
 pub use connection::{Route, Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};
 pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
-pub use leftovers::{release_leftovers, releases_owed};
+pub use leftovers::{release_leftovers, release_leftovers_at_exit, releases_owed};
 pub use lookup::Resolver;
 pub use report::report_to;
 /// The budget's script, for the test that checks its arithmetic against the shared memory's.
