@@ -43,6 +43,9 @@ final class ResilientHandler
     /** Set by Guzzle or derived from the URL and body; the client writes its own. */
     private const DROPPED_HEADERS = ['content-length', 'transfer-encoding', 'expect'];
 
+    /** The request option holding the multipart parts as given (ResilientPendingRequest::sendRequest()). */
+    public const PARTS = 'resilient_multipart';
+
     /**
      * @param list<string> $explicit option names the request itself set
      * @param array $laravelDefaults the options a fresh PendingRequest holds
@@ -62,6 +65,8 @@ final class ResilientHandler
         try {
             GuzzleOptions::checkProtocolVersion($request->getProtocolVersion(), $request->getUri()->getScheme(), $this->name);
             $config = $this->config();
+            $parts = $options[self::PARTS] ?? null;
+            unset($options[self::PARTS]);
             $clientOptions = GuzzleOptions::toClient($options, $this->explicit, array_keys($config), $this->name, $this->laravelDefaults);
             $sink = $options['sink'] ?? null;
             if (is_string($sink) || (is_resource($sink) && (stream_get_meta_data($sink)['wrapper_type'] ?? '') === 'plainfile')) {
@@ -69,12 +74,15 @@ final class ResilientHandler
                 $clientOptions['sink'] = $sink;
             }
             $headers = $this->headers($request, $config);
+            if (is_array($parts)) {
+                // The client encodes them, with a boundary of its own.
+                $headers = array_filter($headers, fn ($name) => strcasecmp((string) $name, 'content-type') !== 0, ARRAY_FILTER_USE_KEY);
+                $clientOptions['multipart'] = array_map(self::part(...), array_values($parts));
+            } elseif (($body = $this->body($request->getBody())) !== '') {
+                $clientOptions['body'] = $body;
+            }
             if ($headers !== []) {
                 $clientOptions['headers'] = $headers;
-            }
-            $body = $this->body($request->getBody());
-            if ($body !== '') {
-                $clientOptions['body'] = $body;
             }
             $uri = $request->getUri()->withFragment('');
             if ($this->baseQuery !== '') {
@@ -199,6 +207,47 @@ final class ResilientHandler
         }
 
         return $out;
+    }
+
+    /**
+     * A Guzzle multipart part as the client takes it, with what Guzzle's MultipartStream adds
+     * to it: a file stream's base name when no file name is given, and a `Content-Type` from
+     * the file name's extension unless the part's headers have one. Not Guzzle's per-part
+     * `Content-Length` (the client refuses one: a receiver ignores it, RFC 7578 4.8). A PSR-7
+     * stream goes as a PHP stream.
+     *
+     * @param array<string, mixed> $part
+     * @return array<string, mixed>
+     */
+    private static function part(array $part): array
+    {
+        $contents = $part['contents'] ?? '';
+        if ($contents instanceof StreamInterface) {
+            $contents = \GuzzleHttp\Psr7\StreamWrapper::getResource($contents);
+        } elseif (is_scalar($contents)) {
+            $contents = (string) $contents;
+        }
+        if (! isset($part['filename']) && is_resource($contents)) {
+            $uri = stream_get_meta_data($contents)['uri'] ?? null;
+            if (is_string($uri) && ! str_starts_with($uri, 'php://') && ! str_starts_with($uri, 'data://')) {
+                $part['filename'] = basename($uri);
+            }
+        }
+        $headers = [];
+        foreach (is_array($part['headers'] ?? null) ? $part['headers'] : [] as $name => $value) {
+            if (strcasecmp((string) $name, 'content-length') !== 0) {
+                $headers[$name] = $value;
+            }
+        }
+        $typed = array_filter(array_keys($headers), fn ($h) => strcasecmp((string) $h, 'content-type') === 0) !== [];
+        if (! $typed && is_string($part['filename'] ?? null)
+            && ($type = \GuzzleHttp\Psr7\MimeType::fromFilename($part['filename'])) !== null) {
+            $headers['Content-Type'] = $type;
+        }
+        $part['headers'] = $headers;
+        $part['contents'] = $contents;
+
+        return $part;
     }
 
     /** The body Guzzle built (JSON, form, multipart with its boundary, raw), as bytes. */

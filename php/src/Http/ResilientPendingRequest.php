@@ -176,6 +176,20 @@ class ResilientPendingRequest extends PendingRequest
         }
     }
 
+    /**
+     * `attach()` / `multipart`: the parts also go to the handler as they are (Guzzle encodes
+     * them into a body before any handler runs), so the client sends them as its own
+     * `multipart`, a file streamed from disk rather than read whole into memory.
+     */
+    protected function sendRequest(string $method, string $url, array $options = [])
+    {
+        if (is_array($options['multipart'] ?? null)) {
+            $options[ResilientHandler::PARTS] = $options['multipart'];
+        }
+
+        return parent::sendRequest($method, $url, $options);
+    }
+
     /** Guzzle's stack without its redirect middleware, the Resilient handler at the bottom. */
     public function buildClient()
     {
