@@ -107,13 +107,13 @@ impl<'a> Reader<'a> {
             (Some((cert, cert_password)), key) => {
                 // `cert => [path, password]` without `ssl_key`: the encrypted key is in the
                 // certificate's file.
-                let key = match (key, cert_password) {
-                    (None, Some(password)) => Some((cert.clone(), Some(password))),
-                    (key, _) => key,
+                let (key, key_option) = match (key, cert_password) {
+                    (None, Some(password)) => (Some((cert.clone(), Some(password))), "cert"),
+                    (key, _) => (key, "ssl_key"),
                 };
                 let key = key.as_ref().map(|(p, pw)| (p.as_path(), pw.as_deref()));
                 self.options()
-                    .set_identity(&cert, key)
+                    .set_identity(&cert, key, key_option)
                     .map_err(config_error)?;
             }
             (None, Some(_)) => {

@@ -253,6 +253,10 @@ final class TlsTest extends ClientTestCase
             $this->assertStringNotContainsString('ssl_key', $e->getMessage());
             $this->assertStringNotContainsString($cert[1], $e->getMessage(), 'the password is a secret');
         }
+        // The same file given as `ssl_key` with its password: that option's problem.
+        $file = $this->ca('client-with-encrypted-key.pem');
+        $e = self::thrown(fn () => $this->client(self::$nginx->url('mtls'), ['verify' => $this->ca(), 'cert' => $file, 'ssl_key' => [$file, 'not the password']])->get('/whoami'));
+        $this->assertStringContainsString("option 'ssl_key'", $e->getMessage());
         $this->assertSame([], $this->attemptLog, 'refused before any attempt');
     }
 

@@ -101,14 +101,16 @@ impl FailureKind {
     }
 
     /// The kind of a connect that failed with `error`: [`FailureKind::Request`] when this host
-    /// lacks what a connection takes (file descriptors, memory, socket buffers, a local port),
-    /// which says nothing of the upstream: one process leaking descriptors must not open the
-    /// upstream's breaker for every process of the host. Otherwise [`FailureKind::Connect`].
+    /// lacks what a connection takes (file descriptors, memory, socket buffers), which says
+    /// nothing of the upstream: one process leaking descriptors must not open the upstream's
+    /// breaker for every process of the host. Otherwise [`FailureKind::Connect`]. (Not
+    /// EADDRNOTAVAIL: an IPv6 address of a name on a host without IPv6 fails with it, and is
+    /// the error a down upstream's last address reports when `localhost` is also `::1`.)
     pub fn of_connect(error: &std::io::Error) -> FailureKind {
         match error.raw_os_error() {
-            Some(
-                libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL,
-            ) => FailureKind::Request,
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                FailureKind::Request
+            }
             _ => FailureKind::Connect,
         }
     }
@@ -223,5 +225,17 @@ mod tests {
         );
         let unanswered = TransportError::new(FailureKind::Connect, "x");
         assert!(unanswered.into_retryable_answer(&[503]).is_err());
+    }
+
+    #[test]
+    fn a_connect_this_host_lacks_the_means_for_is_ours() {
+        let kind = |errno| FailureKind::of_connect(&std::io::Error::from_raw_os_error(errno));
+        for errno in [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM] {
+            assert_eq!(kind(errno), FailureKind::Request, "{errno}");
+        }
+        // `::1` on a host without IPv6: the upstream's address, not this host's means.
+        for errno in [libc::EADDRNOTAVAIL, libc::ECONNREFUSED, libc::ENETUNREACH] {
+            assert_eq!(kind(errno), FailureKind::Connect, "{errno}");
+        }
     }
 }

@@ -176,17 +176,19 @@ impl TransportOptions {
     }
 
     /// `cert` and `ssl_key`: a client certificate (PEM) and its key (PEM, in the same file when
-    /// `key` is `None`, or when its path is the certificate's: `cert => [path, password]`, whose
-    /// key's errors name `cert`). A key protected by a password must be encrypted PKCS#8
+    /// `key` is `None`). `key_option`: the option that gave the key and its password, which its
+    /// errors name (`cert` for `cert => [path, password]`, the key in the certificate's file). A
+    /// key protected by a password must be encrypted PKCS#8
     /// (`-----BEGIN ENCRYPTED PRIVATE KEY-----`); it is decrypted here, in memory.
     pub fn set_identity(
         &mut self,
         cert: &Path,
         key: Option<(&Path, Option<&str>)>,
+        key_option: &'static str,
     ) -> Result<(), ConfigError> {
         let mut pem = read("cert", cert)?;
         if let Some((key_path, password)) = key {
-            let option = if key_path == cert { "cert" } else { "ssl_key" };
+            let option = key_option;
             let key_pem = read(option, key_path)?;
             let key_pem = match password {
                 Some(password) => crate::private_key::decrypt(&key_pem, password)
