@@ -57,7 +57,8 @@ return [
     // Queued jobs (Resilient\Laravel\Queue\*).
     'queue' => [
         // ReleaseWhenUnavailable / Funnel: a refused job comes back after a delay drawn from
-        // [min, max] seconds (at most 43200, 12 h), so refused jobs do not return in step.
+        // [min, max] seconds (an end over 43200 is taken as 12 h), so refused jobs do not
+        // return in step.
         'release_delay' => [5, 30],
         // WithinDeadline() without an argument: the job's $timeout (else worker_timeout, as
         // `queue:work --timeout`) minus this margin; null = a tenth of it, at least 1 s.

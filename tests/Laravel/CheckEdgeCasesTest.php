@@ -280,11 +280,12 @@ final class CheckEdgeCasesTest extends PackageTestCase
             [['deadline_margin' => '5s'], 'resilient.queue.deadline_margin', "'5s'"],
             [['deadline_margin' => [5]], 'resilient.queue.deadline_margin', 'array'],
             [['deadline_margin' => true], 'resilient.queue.deadline_margin', 'bool'],
+            [['release_delay' => [5, 'soon']], 'resilient.queue.release_delay', "[5, 'soon']"],
         ] as [$queue, $key, $got]) {
             [$exit, $json] = $this->check([], ['queue' => $queue]);
             $this->assertSame(2, $exit, json_encode($json));
             $this->assertCount(1, $json['errors'], json_encode($json));
-            $this->assertStringStartsWith("$key: must be", $json['errors'][0]);
+            $this->assertMatchesRegularExpression('/^' . preg_quote($key, '/') . ':? must be/', $json['errors'][0]);
             $this->assertStringEndsWith("got $got", $json['errors'][0]);
         }
         foreach ([['worker_timeout' => '', 'deadline_margin' => null], ['worker_timeout' => '90', 'deadline_margin' => '0']] as $queue) {

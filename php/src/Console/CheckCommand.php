@@ -8,6 +8,7 @@ use Resilient\Laravel\Console\Check\JobClasses;
 use Resilient\Laravel\Console\Check\JobFacts;
 use Resilient\Laravel\Console\Check\Rules;
 use Resilient\Laravel\Queue\QueueSettings;
+use Resilient\Laravel\Queue\ReleaseDelay;
 use Resilient\Laravel\ResilientManager;
 use Symfony\Component\Console\Output\OutputInterface;
 
@@ -17,8 +18,9 @@ use Symfony\Component\Console\Output\OutputInterface;
  * mistakes before they reach production: timeouts that do not nest, retries in two layers (with
  * the multiplication), fixed backoff where jitter belongs. Exits 1 on any violation, for CI, and
  * 2 when it cannot check what config points it at (an empty `check.paths`, an entry that is not
- * a directory, a client entry that is not an array, a `queue.deadline_margin` or
- * `queue.worker_timeout` the job middleware refuses, a `resilient.shm_path` the extension refuses): an empty check must not pass. What a job
+ * a directory, a client entry that is not an array, a `queue.deadline_margin`,
+ * `queue.worker_timeout` or `queue.release_delay` the job middleware refuses, a
+ * `resilient.shm_path` the extension refuses): an empty check must not pass. What a job
  * computes at run time (a client name in a variable) is listed as not checked, without failing.
  * `--json` is written raw: a name in a finding is data, never console markup.
  */
@@ -68,6 +70,11 @@ final class CheckCommand extends Command
             }
         }
         // As the job middleware reads them at every run (a value it refuses fails every job).
+        try {
+            ReleaseDelay::configured();
+        } catch (\InvalidArgumentException $e) {
+            $errors[] = preg_replace('/^resilient: /', '', $e->getMessage());
+        }
         $queue = [];
         foreach (['deadline_margin' => 'deadlineMargin', 'worker_timeout' => 'workerTimeout'] as $key => $read) {
             try {

@@ -11,7 +11,8 @@ use InvalidArgumentException;
  * fixed delay brings the whole batch back at the same second).
  *
  * The range comes from the constructor, else `resilient.queue.release_delay` ([min, max]; a
- * null end is the default's), else [5, 30].
+ * null end is the default's), else [5, 30]. An end over 12 hours (MAX_RETRY_AFTER) is taken as
+ * 12 hours.
  */
 final class ReleaseDelay
 {
@@ -31,16 +32,17 @@ final class ReleaseDelay
     {
     }
 
-    /** [min, max] seconds, 0 <= min <= max <= MAX_RETRY_AFTER (the longest any queue releases a job for). */
+    /**
+     * [min, max] seconds, 0 <= min <= max; each end over MAX_RETRY_AFTER is taken as it (a job
+     * released for longer throws on SQS, and comes back no sooner than 12 h on any queue).
+     */
     public static function between(int $min, int $max): self
     {
-        if ($min < 0 || $max < $min || $max > self::MAX_RETRY_AFTER) {
-            throw new InvalidArgumentException(sprintf(
-                'resilient: release delay must be 0 <= min <= max <= %d seconds, got [%d, %d]', self::MAX_RETRY_AFTER, $min, $max,
-            ));
+        if ($min < 0 || $max < $min) {
+            throw new InvalidArgumentException("resilient: release delay must be 0 <= min <= max seconds, got [$min, $max]");
         }
 
-        return new self($min, $max);
+        return new self(min($min, self::MAX_RETRY_AFTER), min($max, self::MAX_RETRY_AFTER));
     }
 
     /** The configured range (`resilient.queue.release_delay`), or [5, 30]. */
@@ -57,19 +59,20 @@ final class ReleaseDelay
         // A null or '' (an unset or empty `env()`) is "not set": that end of the default range.
         [$min, $max] = array_map(fn ($v) => $v === '' ? null : $v, array_values($range));
         // Checked before any cast: (int) makes NAN and INF 0, and a float past PHP's integers
-        // anything.
-        $seconds = fn ($v) => is_numeric($v) && (float) $v >= 0 && (float) $v <= self::MAX_RETRY_AFTER;
+        // anything. Past MAX_RETRY_AFTER an end is taken as it (between()).
+        $seconds = fn ($v) => is_numeric($v) && is_finite((float) $v) && (float) $v >= 0;
+        $whole = fn ($v) => (int) min((float) $v, self::MAX_RETRY_AFTER);
         if (($min !== null && ! $seconds($min)) || ($max !== null && ! $seconds($max))
-            || ($min !== null && $max !== null && (int) $min > (int) $max)) {
+            || ($min !== null && $max !== null && (float) $min > (float) $max)) {
             throw new InvalidArgumentException(sprintf(
-                'resilient: resilient.queue.release_delay must be [min, max] with 0 <= min <= max <= %d seconds, got [%s, %s]',
-                self::MAX_RETRY_AFTER, QueueSettings::shown($min), QueueSettings::shown($max),
+                'resilient: resilient.queue.release_delay must be [min, max] with 0 <= min <= max seconds, got [%s, %s]',
+                QueueSettings::shown($min), QueueSettings::shown($max),
             ));
         }
-        $min ??= $max === null ? self::DEFAULT[0] : min(self::DEFAULT[0], (int) $max);
-        $max ??= max(self::DEFAULT[1], (int) $min);
+        $min = $min === null ? ($max === null ? self::DEFAULT[0] : min(self::DEFAULT[0], $whole($max))) : $whole($min);
+        $max = $max === null ? max(self::DEFAULT[1], $min) : $whole($max);
 
-        return self::between((int) $min, (int) $max);
+        return self::between($min, $max);
     }
 
     /** A delay in [min, max] seconds. */
