@@ -157,9 +157,15 @@ final class HttpBridgeTest extends PackageTestCase
         $this->boot(['clients' => [$name => $client]]);
         $file = Run::dir() . '/part-' . $name . '.txt';
         file_put_contents($file, "line 1\nline 2\n");
+        $pdf = Run::dir() . '/part-' . $name . '.pdf';
+        file_put_contents($pdf, '%PDF-1.4');
         $send = fn ($http, string $path) => $http
             ->attach('doc', fopen($file, 'r'))
             ->attach('named', 'abc', 'given.txt', ['X-Part' => '1'])
+            // A PSR-7 stream of a string is a field; of a file, a file with its name and type.
+            ->attach('data', \GuzzleHttp\Psr7\Utils::streamFor('some text'))
+            ->attach('lazy', new \GuzzleHttp\Psr7\LazyOpenStream($pdf, 'r'))
+            ->attach('str', \Illuminate\Support\Str::of('hello'))
             ->post($path, ['field' => 'v', 'other' => '2']);
         $send(Http::baseUrl($this->up->base($key)), '/plain');
         $send(Http::resilient($name), '/resilient');
@@ -178,8 +184,27 @@ final class HttpBridgeTest extends PackageTestCase
             return $out;
         };
         $this->assertSame($parts($plain), $parts($ours));
-        $this->assertCount(4, $parts($ours));
+        $this->assertCount(7, $parts($ours));
         @unlink($file);
+        @unlink($pdf);
+    }
+
+    /**
+     * With a middleware of the app's, Guzzle's encoded bytes go as they are: the middleware
+     * may have read them (a signature of the body) or replaced them.
+     */
+    public function testWithAnAppsMiddlewareTheEncodedMultipartBodyGoesAsItIs(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-signed');
+        $this->up->script($key, [['status' => 200]]);
+        $this->boot(['clients' => [$name => $client]]);
+        $sign = fn (callable $next) => fn ($request, array $options) => $next(
+            $request->withHeader('X-Body-Md5', md5((string) $request->getBody())),
+            $options,
+        );
+        Http::resilient($name)->withMiddleware($sign)->attach('f', 'xyz', 'a.txt')->post('/signed', ['n' => '1']);
+        $seen = $this->up->attempts($key, 1)[0];
+        $this->assertSame(md5($seen['body']), $seen['headers']['x-body-md5']);
     }
 
     /**

@@ -9,6 +9,7 @@ use GuzzleHttp\Exception\TooManyRedirectsException;
 use GuzzleHttp\Exception\TransferException;
 use GuzzleHttp\Promise\Create;
 use GuzzleHttp\Promise\PromiseInterface;
+use GuzzleHttp\Psr7\MultipartStream;
 use GuzzleHttp\Psr7\Response as PsrResponse;
 use GuzzleHttp\Psr7\Uri;
 use GuzzleHttp\Psr7\Utils;
@@ -74,10 +75,11 @@ final class ResilientHandler
                 $clientOptions['sink'] = $sink;
             }
             $headers = $this->headers($request, $config);
-            if (is_array($parts)) {
+            $parts = self::parts($parts, $request);
+            if ($parts !== null) {
                 // The client encodes them, with a boundary of its own.
                 $headers = array_filter($headers, fn ($name) => strcasecmp((string) $name, 'content-type') !== 0, ARRAY_FILTER_USE_KEY);
-                $clientOptions['multipart'] = array_map(self::part(...), array_values($parts));
+                $clientOptions['multipart'] = $parts;
             } elseif (($body = $this->body($request->getBody())) !== '') {
                 $clientOptions['body'] = $body;
             }
@@ -210,28 +212,60 @@ final class ResilientHandler
     }
 
     /**
+     * The multipart parts as the client takes them, when the request's body is still the one
+     * Guzzle encoded from them (no middleware replaced it or its `Content-Type`) and every
+     * part's contents can go as a string or a stream; otherwise null, and Guzzle's bytes go.
+     *
+     * @return list<array<string, mixed>>|null
+     */
+    private static function parts(mixed $parts, RequestInterface $request): ?array
+    {
+        $body = $request->getBody();
+        if (! is_array($parts) || ! $body instanceof MultipartStream
+            || $request->getHeaderLine('Content-Type') !== 'multipart/form-data; boundary=' . $body->getBoundary()) {
+            return null;
+        }
+        $out = [];
+        foreach ($parts as $part) {
+            $part = is_array($part) ? self::part($part) : null;
+            if ($part === null) {
+                return null;
+            }
+            $out[] = $part;
+        }
+
+        return $out;
+    }
+
+    /**
      * A Guzzle multipart part as the client takes it, with what Guzzle's MultipartStream adds
      * to it: a file stream's base name when no file name is given, and a `Content-Type` from
      * the file name's extension unless the part's headers have one. Not Guzzle's per-part
      * `Content-Length` (the client refuses one: a receiver ignores it, RFC 7578 4.8). A PSR-7
-     * stream goes as a PHP stream.
+     * stream goes as a PHP stream; contents that are neither a string, a number, a
+     * `Stringable`, a stream nor a PSR-7 stream (an iterator, a callable): null.
      *
-     * @param array<string, mixed> $part
-     * @return array<string, mixed>
+     * @param array<mixed> $part
+     * @return array<string, mixed>|null
      */
-    private static function part(array $part): array
+    private static function part(array $part): ?array
     {
         $contents = $part['contents'] ?? '';
+        $uri = null;
         if ($contents instanceof StreamInterface) {
+            $uri = $contents->getMetadata('uri');
             $contents = \GuzzleHttp\Psr7\StreamWrapper::getResource($contents);
-        } elseif (is_scalar($contents)) {
-            $contents = (string) $contents;
-        }
-        if (! isset($part['filename']) && is_resource($contents)) {
+        } elseif (is_resource($contents)) {
             $uri = stream_get_meta_data($contents)['uri'] ?? null;
-            if (is_string($uri) && ! str_starts_with($uri, 'php://') && ! str_starts_with($uri, 'data://')) {
-                $part['filename'] = basename($uri);
-            }
+        } elseif (is_scalar($contents) || $contents instanceof \Stringable) {
+            $contents = (string) $contents;
+        } else {
+            return null;
+        }
+        // As Guzzle: a file stream's path when the name is empty, php:// and data:// aside.
+        if (empty($part['filename']) && is_string($uri) && $uri !== ''
+            && ! str_starts_with($uri, 'php://') && ! str_starts_with($uri, 'data://')) {
+            $part['filename'] = basename($uri);
         }
         $headers = [];
         foreach (is_array($part['headers'] ?? null) ? $part['headers'] : [] as $name => $value) {
@@ -240,7 +274,7 @@ final class ResilientHandler
             }
         }
         $typed = array_filter(array_keys($headers), fn ($h) => strcasecmp((string) $h, 'content-type') === 0) !== [];
-        if (! $typed && is_string($part['filename'] ?? null)
+        if (! $typed && is_string($part['filename'] ?? null) && $part['filename'] !== ''
             && ($type = \GuzzleHttp\Psr7\MimeType::fromFilename($part['filename'])) !== null) {
             $headers['Content-Type'] = $type;
         }

@@ -179,11 +179,13 @@ class ResilientPendingRequest extends PendingRequest
     /**
      * `attach()` / `multipart`: the parts also go to the handler as they are (Guzzle encodes
      * them into a body before any handler runs), so the client sends them as its own
-     * `multipart`, a file streamed from disk rather than read whole into memory.
+     * `multipart`, a file streamed from disk rather than read whole into memory. Not with a
+     * middleware of the app's (`withMiddleware()`): it may have read or signed Guzzle's bytes,
+     * which are then sent as they are.
      */
     protected function sendRequest(string $method, string $url, array $options = [])
     {
-        if (is_array($options['multipart'] ?? null)) {
+        if (is_array($options['multipart'] ?? null) && collect($this->middleware)->isEmpty()) {
             $options[ResilientHandler::PARTS] = $options['multipart'];
         }
 
