@@ -299,15 +299,20 @@ final class RedisBackendTest extends HttpTestCase
         $name = Run::name('exit');
         $options = ['backend' => $this->url() . '&timeout=0.05', 'on_backend_error' => 'open', 'max_attempts' => 1,
             'budget' => false, 'funnel' => ['limit' => 1, 'lease' => 60.0], 'base_url' => $this->up->base($key)];
-        $code = sprintf('$c = new Resilient\Client(%s, %s);
+        $code = sprintf('$c = new Resilient\Client(%1$s, %2$s);
             $c->get("/warm");   // connected, the script loaded, the slot given back
-            exec(%s);            // Redis stalled 300 ms from now
-            usleep(30_000);
-            echo $c->get("/during")->status(), "\n";   // no answer from Redis in 50 ms: open',
+            exec(%3$s);         // Redis stalled 300 ms
+            do {                // until a PING goes unanswered for 20 ms
+                $probe = stream_socket_client("tcp://127.0.0.1:%4$d");
+                stream_set_timeout($probe, 0, 20_000);
+                fwrite($probe, "PING\r\n");
+                $answered = fgets($probe) !== false;
+            } while ($answered);
+            echo $c->get("/during")->status(), " ", Resilient\Metrics::snapshot()[%1$s]["backend_fallbacks"], "\n";',
             var_export($name, true), var_export($options, true),
-            var_export('redis-cli -p ' . self::$port . ' DEBUG SLEEP 0.3 > /dev/null 2>&1 &', true));
+            var_export('redis-cli -p ' . self::$port . ' DEBUG SLEEP 0.3 > /dev/null 2>&1 &', true), self::$port);
         $r = PhpProcess::runCode($code, [], 20.0);
-        $this->assertSame("200\n", $r->stdout, $r->describe());
+        $this->assertSame("200 1\n", $r->stdout, 'the call fell back (open) during the stall: ' . $r->describe());
         $zset = Run::id() . ':{' . $name . '}:funnel';
         $until = microtime(true) + 5.0;
         while (($held = self::cli('ZCARD', $zset)) !== '0' && microtime(true) < $until) {

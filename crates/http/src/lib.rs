@@ -152,5 +152,6 @@ pub use runtime::{
     end_abandoned_tasks, process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE, INTERRUPT_POLL,
 };
 pub use time_left::remaining as call_time_left;
+pub use time_left::within as with_time_left;
 pub use transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 pub use transport_options::{BodyTarget, Identity, Proxy, Redirects, TransportOptions, Verify};

@@ -39,6 +39,13 @@ impl Drop for Scope {
     }
 }
 
+/// Runs `f` as a call with `left` to go: what a backend asks Redis outside any call (at the
+/// process's end) shares that time, as a call's decisions share its deadline.
+pub fn within<T>(left: Duration, f: impl FnOnce() -> T) -> T {
+    let _scope = scope(left);
+    f()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

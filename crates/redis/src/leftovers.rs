@@ -238,8 +238,16 @@ pub fn release_leftovers() -> usize {
 /// left for Redis to run late would be held a whole lease (a one-shot CLI process whose call
 /// timed out during a stall, its request end coming during the back-off that started).
 pub fn release_leftovers_at_exit() -> usize {
-    release_with(Server::settle_releases_at_exit)
+    // Each server's wait is at most half of what is left (`Server::wait`), so however many
+    // there are, a Redis that does not answer (blackholed) holds the exit about this long.
+    resilient_http::with_time_left(AT_EXIT_WAIT, || {
+        release_with(Server::settle_releases_at_exit)
+    })
 }
+
+/// The longest a process's end waits for Redis to take what it owes, all servers together
+/// (each at least `connection::LEAST_WAIT`, 10 ms).
+pub const AT_EXIT_WAIT: Duration = Duration::from_millis(500);
 
 fn release_with(settle: fn(&Server) -> Result<(), crate::Unreachable>) -> usize {
     let first = servers_to_settle(&[]);
