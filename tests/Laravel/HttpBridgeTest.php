@@ -261,6 +261,26 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame('application/json', $get->toPsrRequest()->getHeaderLine('Content-Type'));
     }
 
+    /**
+     * Under Http::fake() a faked redirect is followed, as plain Http:: follows it (and as the
+     * client follows a real one): the fake answers before the client runs, so Guzzle's redirect
+     * middleware follows it here. Before, the 302 itself came back.
+     */
+    public function testUnderHttpFakeAFakedRedirectIsFollowed(): void
+    {
+        [$name, , $client] = $this->upstreamClient('bridge-fake-redirect');
+        $this->boot(['clients' => [$name => $client]]);
+        Http::fake([
+            '*/old' => Http::response('', 302, ['Location' => $client['base_url'] . '/new']),
+            '*/new' => Http::response(['moved' => true]),
+        ]);
+        $plain = Http::baseUrl($client['base_url'])->get('/old');
+        $ours = Http::resilient($name)->get('/old');
+        $this->assertSame([200, ['moved' => true]], [$plain->status(), $plain->json()]);
+        $this->assertSame([200, ['moved' => true]], [$ours->status(), $ours->json()]);
+        $this->assertSame(302, Http::resilient($name)->withoutRedirecting()->get('/old')->status());
+    }
+
     /** A misspelt name fails under Http::fake() as it would in production, not answered by the fake. */
     public function testUnderHttpFakeAnUnknownClientNameStillFails(): void
     {

@@ -192,7 +192,10 @@ class ResilientPendingRequest extends PendingRequest
         return parent::sendRequest($method, $url, $options);
     }
 
-    /** Guzzle's stack without its redirect middleware, the Resilient handler at the bottom. */
+    /**
+     * Guzzle's stack without its redirect middleware (but under Http::fake()), the Resilient
+     * handler at the bottom.
+     */
     public function buildClient()
     {
         $stack = new HandlerStack(new ResilientHandler(
@@ -206,6 +209,12 @@ class ResilientPendingRequest extends PendingRequest
             $this->resilientBaseQuery,
         ));
         $stack->push(Middleware::httpErrors(), 'http_errors');
+        // Under Http::fake() the fake answers before the client runs: a faked redirect is
+        // followed here, as Guzzle follows it for plain Http:: (the client follows real ones).
+        $stubs = $this->stubCallbacks ?? null;
+        if ($stubs instanceof \Illuminate\Support\Collection && $stubs->isNotEmpty()) {
+            $stack->push(Middleware::redirect(), 'allow_redirects');
+        }
         // The jar's cookies for the request; the handler files the answer's (after redirects).
         $stack->push(static fn (callable $next) => static function ($request, array $options) use ($next) {
             $jar = $options['cookies'] ?? null;
