@@ -281,6 +281,23 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame(302, Http::resilient($name)->withoutRedirecting()->get('/old')->status());
     }
 
+    /**
+     * A status PSR-7 has no room for (600) is a rejection, as Guzzle's own handler makes it
+     * (RequestException), not an InvalidArgumentException from outside the rejection path.
+     */
+    public function testAStatusOutsidePsr7sRangeIsARequestException(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-600');
+        $this->up->script($key, [['status' => 600]]);
+        $this->boot(['clients' => [$name => $client]]);
+        try {
+            Http::resilient($name)->get('/x');
+            $this->fail('a 600 answer');
+        } catch (RequestException $e) {
+            $this->assertStringContainsString('600', $e->getMessage());
+        }
+    }
+
     /** A misspelt name fails under Http::fake() as it would in production, not answered by the fake. */
     public function testUnderHttpFakeAnUnknownClientNameStillFails(): void
     {

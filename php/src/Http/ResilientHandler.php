@@ -106,7 +106,15 @@ final class ResilientHandler
 
             return Create::rejectionFor($e);
         }
-        $response = new PsrResponse($answer->status(), self::titleCased($answer->headers()), $this->responseBody($answer, $sink ?? null));
+        try {
+            $response = new PsrResponse($answer->status(), self::titleCased($answer->headers()), $this->responseBody($answer, $sink ?? null));
+        } catch (\InvalidArgumentException $e) {
+            // A status PSR-7 has no room for (600): rejected, as Guzzle's own handler does.
+            $failure = new RequestException("{$answer->status()} is not an HTTP status PSR-7 takes: {$e->getMessage()}", $request, null, $e);
+            $this->stats($options, $request, null, $failure, $started, null);
+
+            return Create::rejectionFor($failure);
+        }
         $this->stats($options, $request, $response, null, $started, $answer);
         if (($options['cookies'] ?? null) instanceof CookieJarInterface) {
             // Here, not in Guzzle's cookie middleware: the client followed any redirects, and
