@@ -36,9 +36,10 @@ pub fn config(
     share: bool,
 ) -> Result<FunnelConfig, resilient_core::Error> {
     use resilient_core::validate;
+    let limit = slots("limit", limit)?;
     FunnelConfig::new(
-        slots("limit", limit)?,
-        reserve_below("reserve", reserve, slots("limit", limit)?)?,
+        limit,
+        reserve_below("reserve", reserve, limit)?,
         validate::duration("lease", lease_seconds)?,
     )?
     .with_share(share)

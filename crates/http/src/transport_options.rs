@@ -188,16 +188,15 @@ impl TransportOptions {
     ) -> Result<(), ConfigError> {
         let mut pem = read("cert", cert)?;
         if let Some((key_path, password)) = key {
-            let option = key_option;
-            let key_pem = read(option, key_path)?;
+            let key_pem = read(key_option, key_path)?;
             let key_pem = match password {
                 Some(password) => crate::private_key::decrypt(&key_pem, password)
-                    .map_err(|problem| ConfigError::new(option, problem))?,
+                    .map_err(|problem| ConfigError::new(key_option, problem))?,
                 None if crate::private_key::is_encrypted(&key_pem) => {
                     return Err(ConfigError::new(
-                        option,
+                        key_option,
                         format!(
-                            "is encrypted: give its password as '{option}' => [path, password]"
+                            "is encrypted: give its password as '{key_option}' => [path, password]"
                         ),
                     ))
                 }

@@ -66,7 +66,7 @@ final class ResilientHandler
         try {
             GuzzleOptions::checkProtocolVersion($request->getProtocolVersion(), $request->getUri()->getScheme(), $this->name);
             $config = $this->config();
-            $parts = $options[self::PARTS] ?? null;
+            $given = $options[self::PARTS] ?? null;
             unset($options[self::PARTS]);
             $clientOptions = GuzzleOptions::toClient($options, $this->explicit, array_keys($config), $this->name, $this->laravelDefaults);
             $sink = $options['sink'] ?? null;
@@ -75,7 +75,7 @@ final class ResilientHandler
                 $clientOptions['sink'] = $sink;
             }
             $headers = $this->headers($request, $config);
-            $parts = self::parts($parts, $request);
+            $parts = self::parts($given, $request);
             if ($parts !== null) {
                 // The client encodes them, with a boundary of its own.
                 $headers = array_filter($headers, fn ($name) => strcasecmp((string) $name, 'content-type') !== 0, ARRAY_FILTER_USE_KEY);

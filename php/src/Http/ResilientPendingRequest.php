@@ -157,8 +157,7 @@ class ResilientPendingRequest extends PendingRequest
         }
         $this->resilientSendOptions = array_keys($options);
         $headers = $this->options['headers'] ?? null;
-        $stubs = $this->stubCallbacks ?? null;
-        if ($stubs instanceof \Illuminate\Support\Collection && $stubs->isNotEmpty()) {
+        if ($this->faked()) {
             $body = array_intersect_key($options + $this->options, array_flip(['body', 'json', 'form_params', 'multipart'])) !== []
                 || ($this->pendingFiles ?? []) !== [];
             $this->options['headers'] = $this->withConfiguredHeaders((array) $headers, $body);
@@ -211,8 +210,7 @@ class ResilientPendingRequest extends PendingRequest
         $stack->push(Middleware::httpErrors(), 'http_errors');
         // Under Http::fake() the fake answers before the client runs: a faked redirect is
         // followed here, as Guzzle follows it for plain Http:: (the client follows real ones).
-        $stubs = $this->stubCallbacks ?? null;
-        if ($stubs instanceof \Illuminate\Support\Collection && $stubs->isNotEmpty()) {
+        if ($this->faked()) {
             $stack->push(Middleware::redirect(), 'allow_redirects');
         }
         // The jar's cookies for the request; the handler files the answer's (after redirects).
@@ -230,6 +228,14 @@ class ResilientPendingRequest extends PendingRequest
     }
 
     /** True when Laravel's `tries` asks for retries: more than one try, or (10+) a list of waits. */
+    /** Under Http::fake(): stubs answer before the client runs. */
+    private function faked(): bool
+    {
+        $stubs = $this->stubCallbacks ?? null;
+
+        return $stubs instanceof \Illuminate\Support\Collection && $stubs->isNotEmpty();
+    }
+
     protected static function retries(mixed $tries): bool
     {
         return is_array($tries) ? $tries !== [] : (int) $tries > 1;
