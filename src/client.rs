@@ -63,6 +63,8 @@ pub struct Client {
 struct Recipe {
     config: resilient_http::ClientConfig,
     web: bool,
+    /// False for [`Client::validator`]: bound to no segment or Redis, and it sends nothing.
+    bound: bool,
 }
 
 /// An HTTP client bound to one segment.
@@ -102,6 +104,17 @@ impl Built {
 /// budget, breaker and metrics on the process's segment (or Redis).
 fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
     let config = recipe.config.clone();
+    if !recipe.bound {
+        let http = HttpClient::builder(config)
+            .caps(context::caps(recipe.web))
+            .build()
+            .map_err(|e| PhpException::from(e.as_str()))?;
+        return Ok(Built {
+            http: Arc::new(http),
+            events: None,
+            segment: None,
+        });
+    }
     let (backend_kind, on_backend_error, hosts) = (
         config.backend.clone(),
         config.on_backend_error,
@@ -198,25 +211,16 @@ impl Client {
     pub fn __construct(name: StringArg, options: Option<ArrayArg>) -> PhpResult<Self> {
         const CTOR: &str = "Resilient\\Client::__construct";
         crate::construct_once::refuse_second_call::<Self>(CTOR)?;
-        let name = name.utf8(CTOR, 1, "name")?;
-        let options = ArrayArg::optional(options.as_ref(), CTOR, 2, "options")?;
-        resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let (mut config, binding) = options::client(options)?;
-        if options.is_none_or(|o| o.get("backend").is_none()) {
-            config.backend = backend_from_ini()?;
-        }
-        config.check_backend().map_err(options::config_error)?;
-        let web = binding.context.unwrap_or_else(context::is_web);
-        context::check_caps_for(web)?;
-        let recipe = Recipe { config, web };
-        let built = build(&name, &recipe)?;
-        Ok(Client {
-            name,
-            recipe,
-            built: RefCell::new(built),
-            on_attempt: binding.on_attempt,
-            fallback: binding.fallback,
-        })
+        Self::make(CTOR, name, options, true)
+    }
+
+    /// `Client::validator(string $name, array $options = [])`: a client made from the same
+    /// options (refused as `new Client` refuses them) whose one use is `validateRequest()`. It
+    /// is bound to nothing shared: no entry for the name in the host's segment or on Redis, so a
+    /// test double (the Laravel package's `Resilient::fake()`) checks calls without filling the
+    /// test host's segment. Its sending methods throw `\LogicException`.
+    pub fn validator(name: StringArg, options: Option<ArrayArg>) -> PhpResult<Self> {
+        Self::make("Resilient\\Client::validator", name, options, false)
     }
 
     /// @internal For `make bench`: `$n` funnel admissions, each released at once (`$op`
@@ -368,7 +372,7 @@ impl Client {
         let method = method.utf8(REQUEST, 1, "method")?;
         let path = path.utf8(REQUEST, 2, "path")?;
         let options = ArrayArg::optional(options.as_ref(), REQUEST, 3, "options")?;
-        let b = self.built()?;
+        let b = self.for_sending()?;
         let until = b.deadline();
         let request = b.prepare(
             &method,
@@ -420,7 +424,7 @@ impl Client {
         if !(1..=1024).contains(&concurrency) {
             return Err(exceptions::value_error(format!("Resilient\\Client::pool(): argument 'concurrency' must be between 1 and 1024, got {concurrency}")));
         }
-        let b = self.built()?;
+        let b = self.for_sending()?;
         let until = b.deadline();
         let mut keys = Vec::with_capacity(requests.len());
         let mut prepared = Vec::with_capacity(requests.len());
@@ -473,6 +477,34 @@ impl Client {
 }
 
 impl Client {
+    /// `new Client(...)` (`bound`) or `Client::validator(...)`, named `function` in errors.
+    fn make(
+        function: &str,
+        name: StringArg,
+        options: Option<ArrayArg>,
+        bound: bool,
+    ) -> PhpResult<Self> {
+        let name = name.utf8(function, 1, "name")?;
+        let options = ArrayArg::optional(options.as_ref(), function, 2, "options")?;
+        resilient_core::validate::name("name", &name).map_err(errors::php)?;
+        let (mut config, binding) = options::client(options)?;
+        if options.is_none_or(|o| o.get("backend").is_none()) {
+            config.backend = backend_from_ini()?;
+        }
+        config.check_backend().map_err(options::config_error)?;
+        let web = binding.context.unwrap_or_else(context::is_web);
+        context::check_caps_for(web)?;
+        let recipe = Recipe { config, web, bound };
+        let built = build(&name, &recipe)?;
+        Ok(Client {
+            name,
+            recipe,
+            built: RefCell::new(built),
+            on_attempt: binding.on_attempt,
+            fallback: binding.fallback,
+        })
+    }
+
     /// get/post/...: `$data` (argument 2) becomes the query (GET/HEAD) or the JSON body
     /// (others); the arguments are read here, with the method's name in PHP's wording.
     fn verb(
@@ -492,7 +524,7 @@ impl Client {
             true => Data::Query(d),
             false => Data::Json(d),
         });
-        let b = self.built()?;
+        let b = self.for_sending()?;
         let until = b.deadline();
         let request = b.prepare(
             method,
@@ -502,13 +534,28 @@ impl Client {
         self.run(&b, request, until)
     }
 
+    /// [`Client::built`] for a call that sends; a validator's refuses.
+    fn for_sending(&self) -> PhpResult<Built> {
+        if !self.recipe.bound {
+            return Err(PhpException::new(
+                "resilient: this client was made by Client::validator() to check calls; it sends none (use new Client)".into(),
+                0,
+                exceptions::logic_exception(),
+            ));
+        }
+        self.built()
+    }
+
     /// The HTTP client for a call. A long-running process (a queue worker, Octane) may keep a
     /// client while its segment file is removed or replaced; `segment::shared()` notices that
     /// within a second and opens the new file, and the client is then built again on it, as a
     /// new one would be, instead of counting into the old mapping.
     fn built(&self) -> PhpResult<Built> {
-        let segment = segment::shared().ok();
         let current = self.built.borrow().clone();
+        if !self.recipe.bound {
+            return Ok(current);
+        }
+        let segment = segment::shared().ok();
         if current.segment.as_ref().map(Arc::as_ptr) == segment.as_ref().map(Arc::as_ptr) {
             return Ok(current);
         }

@@ -100,6 +100,11 @@ pub fn runtime_exception() -> &'static ClassEntry {
     spl_class(c"spl_ce_RuntimeException").unwrap_or_else(ce::exception)
 }
 
+/// `\LogicException`.
+pub fn logic_exception() -> &'static ClassEntry {
+    spl_class(c"spl_ce_LogicException").unwrap_or_else(ce::exception)
+}
+
 /// `\InvalidArgumentException`.
 pub fn invalid_argument_exception() -> &'static ClassEntry {
     spl_class(c"spl_ce_InvalidArgumentException").unwrap_or_else(ce::exception)

@@ -154,6 +154,19 @@ namespace Resilient {
          * @return void
          */
         public function validateRequest(string $method, string $path, ?array $options = null): void {}
+
+        /**
+         * `Client::validator(string $name, array $options = [])`: a client made from the same
+         * options (refused as `new Client` refuses them) whose one use is `validateRequest()`. It
+         * is bound to nothing shared: no entry for the name in the host's segment or on Redis, so a
+         * test double (the Laravel package's `Resilient::fake()`) checks calls without filling the
+         * test host's segment. Its sending methods throw `\LogicException`.
+         *
+         * @param string $name
+         * @param array|null $options
+         * @return \Resilient\Client
+         */
+        public static function validator(string $name, ?array $options = null): \Resilient\Client {}
     }
 
     /**

@@ -7,6 +7,8 @@ namespace Resilient\Tests\Client;
 require_once __DIR__ . '/support/ClientTestCase.php';
 
 use Resilient\Client;
+use Resilient\Metrics;
+use Resilient\Tests\Harness\Run;
 use Resilient\Unavailable;
 
 /**
@@ -81,11 +83,47 @@ final class OptionsTest extends ClientTestCase
             $e = self::thrown(fn () => new Client('badopt', ['base_url' => $this->up->base($key)] + $options));
             $this->assertRefusal($e, $option);
             $this->assertStringContainsString("option '$option", $e->getMessage());
+            $byValidator = self::thrown(fn () => Client::validator('badopt', ['base_url' => $this->up->base($key)] + $options));
+            $this->assertSame(self::describe($e), self::describe($byValidator), 'Client::validator() refuses it alike');
         }
         $client = $this->client($this->up->base($key));
         $e = self::thrown(fn () => $client->request('POST', '/x', $options));
         $this->assertRefusal($e, $option, 'per request: ');
+        $byValidator = self::thrown(fn () => Client::validator('badopt', ['base_url' => $this->up->base($key)])->validateRequest('POST', '/x', $options));
+        $this->assertSame(self::describe($e), self::describe($byValidator), 'validateRequest() refuses it alike');
         $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
+    }
+
+    /**
+     * `Client::validator()` (for test doubles) checks calls as the client does, sends nothing,
+     * and makes no entry for its name in the host's segment, even with a funnel and a budget.
+     */
+    public function testAValidatorChecksCallsSendsNoneAndLeavesTheSegmentAlone(): void
+    {
+        $key = $this->up->key('validator');
+        $name = Run::name('validator');
+        $v = Client::validator($name, [
+            'base_url' => $this->up->base($key),
+            'funnel' => ['limit' => 2],
+            'budget' => ['ratio' => 0.1],
+            'circuit' => ['failure_ratio' => 0.5],
+        ]);
+        $v->validateRequest('GET', '/ok', ['query' => ['a' => 1]]);
+        $e = self::thrown(fn () => $v->validateRequest('GET', '/x', ['jsn' => []]));
+        $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
+        $this->assertStringContainsString("'jsn'", $e->getMessage());
+        foreach ([
+            'get' => fn () => $v->get('/x'),
+            'request' => fn () => $v->request('POST', '/x'),
+            'pool' => fn () => $v->pool(['a' => ['GET', '/x']]),
+        ] as $what => $send) {
+            $e = self::thrown($send);
+            $this->assertInstanceOf(\LogicException::class, $e, "$what: " . self::describe($e));
+            $this->assertStringContainsString('Client::validator()', $e->getMessage());
+        }
+        $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
+        $this->assertArrayNotHasKey($name, Metrics::snapshot());
+        $this->assertFalse(Metrics::reset($name), 'no metrics entry was made');
     }
 
     private function assertRefusal(\Throwable $e, string $option, string $where = ''): void

@@ -57,13 +57,17 @@ final class DeadlineParameterTest extends PackageTestCase
     {
         foreach ([
             '0,9' => "resilient.deadline:0,9: one parameter, the seconds, got 2 ('0', '9'): Laravel splits middleware parameters on commas, write 0.9 with a dot",
-            'abc' => "resilient.deadline:abc: the parameter must be the deadline in seconds, a finite number above 0 (e.g. resilient.deadline:0.9), got 'abc'",
-            '' => "resilient.deadline:: the parameter must be the deadline in seconds, a finite number above 0 (e.g. resilient.deadline:0.9), got ''",
+            'abc' => "resilient.deadline:abc: the parameter must be the deadline in seconds, a finite number above 0 and at most 31536000 (a year) (e.g. resilient.deadline:0.9), got 'abc'",
+            '' => "resilient.deadline:: the parameter must be the deadline in seconds, a finite number above 0 and at most 31536000 (a year) (e.g. resilient.deadline:0.9), got ''",
             'INF' => "got 'INF'",
             '1e999' => "got '1e999'",
             '0' => "got '0'",
             '-1' => "got '-1'",
             '1.5s' => "got '1.5s'",
+            // Past a year, what Deadline::within() takes: refused naming the middleware, not a
+            // ValueError at every request.
+            '1e9' => "at most 31536000 (a year) (e.g. resilient.deadline:0.9), got '1e9'",
+            '31536001' => "got '31536001'",
         ] as $parameter => $message) {
             try {
                 $seen = $this->request((string) $parameter);
@@ -79,12 +83,13 @@ final class DeadlineParameterTest extends PackageTestCase
     public function testBadSecondsForTheConstructorAreRefused(): void
     {
         $this->assertGreaterThan(59.0, (new WithinDeadline(60))->handle('job', fn () => Deadline::remaining()));
-        foreach ([0.0, -1.0, INF, NAN] as $seconds) {
+        $this->assertGreaterThan(31535999.0, (new WithinDeadline(31536000))->handle('job', fn () => Deadline::remaining()), 'a year is taken');
+        foreach ([0.0, -1.0, INF, NAN, 31536001.0, 1e9] as $seconds) {
             try {
                 new WithinDeadline($seconds);
                 $this->fail("WithinDeadline($seconds) must be refused");
             } catch (\InvalidArgumentException $e) {
-                $this->assertStringContainsString('a finite number above 0', $e->getMessage());
+                $this->assertStringContainsString('a finite number above 0 and at most 31536000 (a year)', $e->getMessage());
             }
         }
     }

@@ -13,7 +13,9 @@ use Resilient\Laravel\Facades\Resilient;
 use Resilient\Laravel\Testing\ClientFake;
 use Resilient\Laravel\Testing\RecordedRequest;
 use Resilient\Laravel\Testing\StrayRequest;
+use Resilient\Metrics;
 use Resilient\Response;
+use Resilient\Tests\Harness\Run;
 use Resilient\Unavailable;
 use Resilient\UpstreamFailed;
 
@@ -122,7 +124,7 @@ final class FakeTest extends PackageTestCase
         foreach (['/api/?v=2', '/api?v=2#frag', '/api/'] as $base) {
             $this->boot(['clients' => [$name => ['base_url' => $client['base_url'] . $base] + $client]]);
             Resilient::fake(['someone-else' => Response::fake(200)]);   // $name's calls reach the real client
-            foreach (['/quote', 'quote?x=1', '', '?x=1'] as $path) {
+            foreach (['/quote', 'quote?x=1', '', '?x=1', '/q#frag?x=1', 'q?y=2#frag'] as $path) {
                 $sent = Resilient::client($name)->get($path, ['postcode' => '10110'])->url();
                 parse_str((string) parse_url($sent, PHP_URL_QUERY), $query);
                 Resilient::assertSent(fn (RecordedRequest $r) => $r->path() === $path
@@ -130,6 +132,35 @@ final class FakeTest extends PackageTestCase
                     && $r->query() === $query, "$base + '$path': sent $sent");
             }
         }
+    }
+
+    /**
+     * What the recording says was sent is what the client sends: the configured `headers` and
+     * `user_agent` (a call's own header replaces one), a `query` of false as no query, the
+     * options' body when the verb's `$json` argument is empty (the client ignores an empty one).
+     */
+    public function testTheRecordingHoldsWhatTheClientSendsForEdgeCases(): void
+    {
+        $name = Run::name('fake-recorded');
+        $this->boot(['clients' => [$name => [
+            'base_url' => 'http://127.0.0.1:9/api',
+            'headers' => ['X-Api-Key' => 'k1', 'X-Shop' => 'main'],
+            'user_agent' => 'shop/1.0',
+        ]]]);
+        Resilient::fake([$name => Response::fake(200)]);
+        $client = Resilient::client($name);
+
+        $client->get('/a', ['a' => 1], ['query' => false, 'headers' => ['x-shop' => 'other']]);
+        $client->post('/b', [], ['json' => ['x' => 1]]);
+        $client->put('/c', [], ['form' => ['u' => 'me']]);
+
+        [[$get], [$post], [$put]] = Resilient::recorded();
+        $this->assertSame(['a' => 1], $get->query());
+        $this->assertSame(['k1', 'other', 'shop/1.0'], [$get->header('X-Api-Key'), $get->header('X-Shop'), $get->header('User-Agent')]);
+        $this->assertSame(['x-api-key' => ['k1'], 'x-shop' => ['other'], 'user-agent' => ['shop/1.0']], $get->headers());
+        $this->assertSame([['x' => 1], ['x' => 1]], [$post->json(), $post->data()]);
+        $this->assertSame(['u' => 'me'], $put->data());
+        $this->assertNull($put->json());
     }
 
     public function testAStrayCallThatTheRealClientCannotServeGetsTheClientsFallback(): void
@@ -178,6 +209,30 @@ final class FakeTest extends PackageTestCase
         $this->assertSame(200, $client->head('/x')->status());
         $this->assertSame(0, $client->delete('/x')->attempts(), 'a fake answer made no attempt');
         Resilient::assertSentCount(2);
+    }
+
+    /**
+     * A faked name makes no entry in the host's segment (the test host's, often the
+     * developer's default path): before, each name checked its calls through a client built
+     * on the segment, so its metrics and budget were made there, and a suite faking a few
+     * hundred names filled the table, failing later runs' real clients.
+     */
+    public function testAFakedNameLeavesTheHostsSegmentAlone(): void
+    {
+        $configured = Run::name('fake-configured');
+        $this->boot(['clients' => [$configured => ['base_url' => 'http://127.0.0.1:9/', 'funnel' => ['limit' => 2]]]]);
+        $unconfigured = Run::name('fake-unconfigured');
+        Resilient::fake();
+
+        Resilient::client($configured)->get('/a');
+        Resilient::client($unconfigured)->post('/b', ['x' => 1]);
+        Resilient::client($configured)->pool(['p' => ['GET', '/c']]);
+
+        Resilient::assertSentCount(3);
+        $names = array_keys(Metrics::snapshot());
+        $this->assertNotContains($configured, $names);
+        $this->assertNotContains($unconfigured, $names);
+        $this->assertFalse(Metrics::reset($configured), 'no metrics entry was made');
     }
 
     public function testPoolAnswersInOrderAndReturnsRefusalsAsValues(): void

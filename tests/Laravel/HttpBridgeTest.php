@@ -653,6 +653,39 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame([], $this->up->attempts($key, 0, 200));
     }
 
+    /**
+     * A scripted `new UpstreamFailed($message, $code)` is read as the real client's contract
+     * says (the code is the last status, 0 a connection error) and reaches the app as the real
+     * client's would: 503s exhausted are a 503 response, a code 0 a ConnectionException. Before,
+     * both were a RequestException, which the real client never gives, and directly the
+     * exception had neither response() nor failure().
+     */
+    public function testAScriptedUpstreamFailedReachesTheAppAsTheRealClientsWould(): void
+    {
+        $name = Run::name('bridge-scripted-failure');
+        $this->bootWith($name, ['base_url' => 'http://127.0.0.1:9/']);
+        Resilient::fake([$name => [new UpstreamFailed('503 × 3', 503), new UpstreamFailed('refused')]]);
+
+        $response = Http::resilient($name)->get('/a');
+        $this->assertSame([503, true], [$response->status(), $response->failed()]);
+        try {
+            Http::resilient($name)->get('/b');
+            $this->fail('a code 0 is a connection error');
+        } catch (ConnectionException $e) {
+            $this->assertStringContainsString('refused', $e->getMessage());
+        }
+
+        Resilient::fake([$name => [new UpstreamFailed('503 × 3', 503), new UpstreamFailed('refused')]]);
+        foreach ([[503, null], [null, 'connect']] as [$status, $failure]) {
+            try {
+                Resilient::client($name)->get('/c');
+                $this->fail('scripted to throw');
+            } catch (UpstreamFailed $e) {
+                $this->assertSame([$status, $failure], [$e->response()?->status(), $e->failure()]);
+            }
+        }
+    }
+
     public function testInsideHttpPoolTheBridgeRefersToTheClientsOwnPool(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-pool');

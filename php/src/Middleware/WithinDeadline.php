@@ -6,6 +6,7 @@ use Closure;
 use InvalidArgumentException;
 use Resilient\Deadline;
 use Resilient\Laravel\ExtensionCheck;
+use Resilient\Laravel\Queue\WithinDeadline as QueueWithinDeadline;
 use Symfony\Component\HttpFoundation\StreamedResponse;
 
 /**
@@ -19,7 +20,8 @@ use Symfony\Component\HttpFoundation\StreamedResponse;
  * Every Resilient\Client call inside gets min(its own deadline, what is left of this one),
  * also those a streamed response's body makes after the route returned.
  *
- * The seconds must be a finite number above 0: anything else (`:abc`, `:INF`, `:-1`, `:1.5s`,
+ * The seconds must be a finite number above 0 and at most a year (what `Deadline::within()`
+ * takes, Queue\WithinDeadline::MAX_SECONDS): anything else (`:abc`, `:INF`, `:-1`, `:1.5s`,
  * or `:0,9`, which Laravel splits on the comma into '0' and '9') throws instead of becoming a
  * deadline of 0 s, or of whatever PHP's (float) cast makes of it.
  */
@@ -29,7 +31,7 @@ final class WithinDeadline
     {
         if ($seconds !== null && ! self::valid($seconds)) {
             throw new InvalidArgumentException(sprintf(
-                'resilient: new WithinDeadline(%s): the seconds must be a finite number above 0', var_export($seconds, true),
+                'resilient: new WithinDeadline(%s): the seconds must be %s', var_export($seconds, true), self::RULE,
             ));
         }
     }
@@ -83,17 +85,19 @@ final class WithinDeadline
         $text = trim($parameters[0]);
         if (! is_numeric($text) || ! self::valid((float) $text)) {
             throw new InvalidArgumentException(sprintf(
-                "resilient: route middleware %s: the parameter must be the deadline in seconds, a finite number above 0 "
+                "resilient: route middleware %s: the parameter must be the deadline in seconds, %s "
                 . "(e.g. resilient.deadline:0.9), got '%s'",
-                $given, $parameters[0],
+                $given, self::RULE, $parameters[0],
             ));
         }
 
         return (float) $text;
     }
 
+    private const RULE = 'a finite number above 0 and at most 31536000 (a year)';
+
     private static function valid(float $seconds): bool
     {
-        return is_finite($seconds) && $seconds > 0;
+        return is_finite($seconds) && $seconds > 0 && $seconds <= QueueWithinDeadline::MAX_SECONDS;
     }
 }

@@ -234,14 +234,13 @@ final class ClientFake
     }
 
     /**
-     * A real client that checks the calls, built from the name's config (a config the
-     * extension refuses throws here, as it would in production) without what depends on the
-     * machine the tests run on, which a test host need not have: the `verify`, `cert` and
-     * `ssl_key` files, a Redis `backend`, a `proxy`; and a base URL when config has none (an
-     * unset `env()`). Nor its funnel, budget and breaker: the checker takes no slot and counts
-     * nothing in them (a client's construction makes the name's entries in the host's shared
-     * memory; these are checked in production, and by `resilient:check`). Null without the
-     * extension: the calls are not checked.
+     * A client that checks the calls (`Client::validator()`: the real client's checks, bound to
+     * nothing shared, so a fake makes no entry in the host's segment or on Redis), built from
+     * the name's config (a config the extension refuses throws here, as it would in production)
+     * without what depends on the machine the tests run on, which a test host need not have:
+     * the `verify`, `cert` and `ssl_key` files, a Redis `backend`, a `proxy`; and a base URL
+     * when config has none (an unset `env()`). Null without the extension: the calls are not
+     * checked.
      */
     private function checker(): ?Client
     {
@@ -251,11 +250,11 @@ final class ClientFake
         if ($this->checker === null) {
             $options = array_diff_key(
                 $this->config !== null ? ($this->config)() : [],
-                array_flip(['verify', 'cert', 'ssl_key', 'backend', 'on_backend_error', 'hosts', 'proxy', 'funnel', 'budget', 'circuit']),
+                array_flip(['verify', 'cert', 'ssl_key', 'backend', 'on_backend_error', 'hosts', 'proxy']),
             );
             $options['base_url'] ??= $this->baseUrl ?? 'http://localhost/';
             try {
-                $this->checker = new Client($this->name, $options);
+                $this->checker = Client::validator($this->name, $options);
             } catch (\ValueError $e) {
                 throw new \ValueError("resilient.clients.{$this->name}: " . $e->getMessage(), 0, $e);
             } catch (\TypeError $e) {
@@ -266,10 +265,28 @@ final class ClientFake
         return $this->checker;
     }
 
+    /**
+     * The headers the client's config sends with every call: its `headers`, and its
+     * `user_agent` as User-Agent unless they name one (the client's rule).
+     *
+     * @return array<string, mixed>
+     */
+    private function configuredHeaders(): array
+    {
+        $config = $this->config !== null ? ($this->config)() : [];
+        $headers = is_array($config['headers'] ?? null) ? $config['headers'] : [];
+        $named = array_map(fn ($name) => strtolower((string) $name), array_keys($headers));
+        if (is_string($config['user_agent'] ?? null) && ! in_array('user-agent', $named, true)) {
+            $headers['User-Agent'] = $config['user_agent'];
+        }
+
+        return $headers;
+    }
+
     /** The scripted answer to one call (recorded), or the real client's for a stray one. */
     private function answer(string $method, string $path, ?array $data, array $options): Response
     {
-        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl);
+        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl, $this->configuredHeaders());
 
         return $this->fakes->answer($request, function () use ($method, $path, $data, $options) {
             $real = ($this->real)();

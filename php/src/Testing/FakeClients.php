@@ -8,6 +8,7 @@ use Resilient\Laravel\Events\AttemptMade;
 use Resilient\Laravel\ExtensionCheck;
 use Resilient\Response;
 use Resilient\Unavailable;
+use Resilient\UpstreamFailed;
 
 /**
  * The state of `Resilient::fake()`: each name's script, every call recorded with its outcome,
@@ -87,12 +88,38 @@ final class FakeClients
             } catch (\Throwable $e) {
                 $answer = $e;
             }
-        } elseif (! in_array($request->options()['sink'] ?? null, [null, false], true)) {   // null, false: no sink
-            $answer = self::intoSink($answer, $request->options()['sink']);
+        } else {
+            $answer = self::completed($answer);
+            if (! in_array($request->options()['sink'] ?? null, [null, false], true)) {   // null, false: no sink
+                $answer = self::intoSink($answer, $request->options()['sink']);
+            }
         }
         $this->recorded[] = [$request, $answer];
         if ($answer instanceof \Throwable) {
             throw $answer;
+        }
+
+        return $answer;
+    }
+
+    /**
+     * A scripted `new UpstreamFailed($message, $code)` made as the real client makes one, by
+     * its contract (the code is the last attempt's status, 0 a connection error): with a code
+     * of 100 to 599 its `response()` is a `Response::fake($code)`, with 0 its `failure()` is
+     * `'connect'`. Code that reads them (`Http::resilient()` makes the first a response, the
+     * second a `ConnectionException`) then sees what production gives. One made with either
+     * set, or another code, is left as it is.
+     */
+    private static function completed(mixed $answer): mixed
+    {
+        if (! $answer instanceof UpstreamFailed || $answer->response() !== null || $answer->failure() !== null) {
+            return $answer;
+        }
+        $code = $answer->getCode();
+        if ($code === 0) {
+            (new \ReflectionProperty(Unavailable::class, 'failure'))->setValue($answer, 'connect');
+        } elseif ($code >= 100 && $code <= 599) {
+            (new \ReflectionProperty(Unavailable::class, 'response'))->setValue($answer, Response::fake($code));
         }
 
         return $answer;

@@ -11,6 +11,8 @@ final class RecordedRequest
     /**
      * @param array|null $data a verb's second argument: the query of get()/head(), the JSON of post()/put()/...
      * @param array $options the per-request options (`headers`, `query`, `json`, `idempotency_key`, ...)
+     * @param array<string, string|list<string>> $configured the client's configured headers
+     *        (its `headers`, and `user_agent` as User-Agent unless they name one)
      */
     public function __construct(
         private string $client,
@@ -19,6 +21,7 @@ final class RecordedRequest
         private ?array $data,
         private array $options,
         private ?string $baseUrl,
+        private array $configured = [],
     ) {
     }
 
@@ -46,13 +49,28 @@ final class RecordedRequest
      */
     public function url(): string
     {
-        $path = explode('?', trim($this->path), 2)[0];
+        $path = explode('?', $this->withoutFragment(), 2)[0];
         if (! $this->joinsBase()) {
             return $path;
         }
         $base = rtrim(preg_split('/[?#]/', $this->baseUrl)[0], '/');
 
         return trim($this->path) === '' ? $base : $base . '/' . ltrim($path, '/');
+    }
+
+    /** The path without its fragment (`#...`, never sent; a `?` after it is part of it). */
+    private function withoutFragment(): string
+    {
+        return explode('#', trim($this->path), 2)[0];
+    }
+
+    /**
+     * A post()/put()/patch()/delete() `$json` argument, when it is the body: the client
+     * ignores an empty one (the options' body, if any, is sent).
+     */
+    private function jsonArgument(): ?array
+    {
+        return $this->data !== [] && ! in_array($this->method, ['GET', 'HEAD'], true) ? $this->data : null;
     }
 
     /** Whether the path is joined to `base_url` (a relative path), as the real client does. */
@@ -62,13 +80,13 @@ final class RecordedRequest
     }
 
     /**
-     * As Laravel's `Request::data()`: the verb's data, else the options' `json` or `form`, else
+     * As Laravel's `Request::data()`: a non-empty `$json` argument, else the options' `json` or `form`, else
      * a raw `body` read by its Content-Type (form: parsed, JSON: decoded; `Http::resilient()`
      * sends its bodies so), else the query.
      */
     public function data(): array
     {
-        $given = $this->data ?? $this->options['json'] ?? $this->options['form'] ?? null;
+        $given = $this->jsonArgument() ?? $this->options['json'] ?? $this->options['form'] ?? null;
         if (is_array($given)) {
             return $given;
         }
@@ -99,23 +117,25 @@ final class RecordedRequest
         if ($this->joinsBase()) {
             parse_str((string) parse_url($this->baseUrl, PHP_URL_QUERY), $fromBase);
         }
-        $q = strpos($this->path, '?');
+        $path = $this->withoutFragment();
+        $q = strpos($path, '?');
         if ($q !== false) {
-            parse_str(substr($this->path, $q + 1), $fromPath);
+            parse_str(substr($path, $q + 1), $fromPath);
         }
         $verb = in_array($this->method, ['GET', 'HEAD'], true) ? ($this->data ?? []) : [];
+        $options = $this->options['query'] ?? null;   // null or false: none
 
-        return array_replace($fromBase, $fromPath, $verb, $this->options['query'] ?? []);
+        return array_replace($fromBase, $fromPath, $verb, is_array($options) ? $options : []);
     }
 
     /**
-     * The JSON body: post()/put()/patch()/delete()'s data, or the options' `json`, or a raw
+     * The JSON body: post()/put()/patch()/delete()'s non-empty data, or the options' `json`, or a raw
      * `body` sent as JSON (`Content-Type: application/json`, as `Http::resilient()` sends it).
      */
     public function json(): mixed
     {
-        if ($this->data !== null && ! in_array($this->method, ['GET', 'HEAD'], true)) {
-            return $this->data;
+        if (($json = $this->jsonArgument()) !== null) {
+            return $json;
         }
         if (array_key_exists('json', $this->options)) {
             return $this->options['json'];
@@ -146,17 +166,33 @@ final class RecordedRequest
         return $this->header($name) !== null;
     }
 
-    /** @return array<string, list<string>> lower-case name => values */
+    /**
+     * The client's configured headers (`headers`, `user_agent`), each replaced by the call's
+     * own `headers` of that name, as the client sends them.
+     *
+     * @return array<string, list<string>> lower-case name => values
+     */
     public function headers(): array
     {
-        $out = [];
-        foreach ($this->options['headers'] ?? [] as $name => $value) {
-            foreach ((array) $value as $v) {
-                $out[strtolower((string) $name)][] = (string) $v;
-            }
+        $out = self::lowerCased($this->configured);
+        foreach (self::lowerCased($this->options['headers'] ?? []) as $name => $values) {
+            $out[$name] = $values;
         }
         if (isset($this->options['idempotency_key'])) {
             $out['idempotency-key'] = [(string) $this->options['idempotency_key']];
+        }
+
+        return $out;
+    }
+
+    /** @return array<string, list<string>> */
+    private static function lowerCased(array $headers): array
+    {
+        $out = [];
+        foreach ($headers as $name => $value) {
+            foreach ((array) $value as $v) {
+                $out[strtolower((string) $name)][] = (string) $v;
+            }
         }
 
         return $out;
