@@ -224,9 +224,10 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
             }
             "wait" => wait = seconds(v, &path)?,
             "share" => share = flag(v, &path)?,
-            "min" => min = Some((unsigned(v, &path)?, path)),
-            "max" => max = Some((unsigned(v, &path)?, path)),
-            "initial" => initial = Some((unsigned(v, &path)?, path)),
+            // Any int: the bounds name their ranges (below).
+            "min" => min = Some((int(v, &path)?, path)),
+            "max" => max = Some((int(v, &path)?, path)),
+            "initial" => initial = Some((int(v, &path)?, path)),
             _ => {
                 return Err(unknown(
                     &path,
@@ -255,9 +256,12 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
         });
     }
     use resilient_core::AdaptiveConfig as Bounds;
-    let min = min.map_or(Bounds::DEFAULT_MIN, |m| m.0);
-    let max = max.map_or(Bounds::DEFAULT_MAX, |m| m.0);
-    let initial = initial.map_or(Bounds::DEFAULT_INITIAL.clamp(min, max.max(min)), |i| i.0);
+    let min = min.map_or(Bounds::DEFAULT_MIN.into(), |m| m.0);
+    let max = max.map_or(Bounds::DEFAULT_MAX.into(), |m| m.0);
+    let initial = initial.map_or_else(
+        || i64::from(Bounds::DEFAULT_INITIAL).clamp(min, max.max(min)),
+        |i| i.0,
+    );
     let bounds = Bounds::new(min, max, initial).map_err(|e| core_error("funnel.", e))?;
     Ok(FunnelOptions {
         limit: bounds.max(),
@@ -351,24 +355,21 @@ fn count(
     rule(path, int(value, path)?).map_err(|e| core_error("", e))
 }
 
-/// A count: an int that is not negative (the owner checks its range).
-fn unsigned(value: &Zval, path: &str) -> PhpResult<u32> {
-    count(value, path, validate::unsigned)
-}
-
 /// The breaker's counts of calls are 1 to this.
 const MAX_CALLS: u32 = resilient_core::BreakerConfig::MAX_MIN_CALLS;
 
-/// A count its owner takes within `1..=max`: a value past `u32` is refused with the owner's
-/// range and words, not "at most 4294967295", which is no bound the option has.
+/// A count its owner takes within `1..=max`: a value out of that range is refused with the
+/// owner's range and words, not "must not be negative" or "at most 4294967295".
 fn count_up_to(value: &Zval, path: &str, max: u32) -> PhpResult<u32> {
     let n = int(value, path)?;
-    if n > i64::from(u32::MAX) {
-        return Err(exceptions::value_error(format!(
-            "option '{path}': must be an integer between 1 and {max}, got {n}"
-        )));
-    }
-    validate::unsigned(path, n).map_err(|e| core_error("", e))
+    u32::try_from(n)
+        .ok()
+        .filter(|&n| (1..=max).contains(&n))
+        .ok_or_else(|| {
+            exceptions::value_error(format!(
+                "option '{path}': must be an integer between 1 and {max}, got {n}"
+            ))
+        })
 }
 
 /// Seconds as PHP gives them: finite, not negative, at most a year (`resilient_core`'s rule,

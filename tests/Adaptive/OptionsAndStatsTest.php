@@ -29,7 +29,11 @@ final class OptionsAndStatsTest extends TestCase
             'initial over max' => [['limit' => 'auto', 'max' => 8, 'initial' => 9], \ValueError::class, "option 'funnel.initial': must be between min (1) and max (8), got 9"],
             'max under min' => [['limit' => 'auto', 'min' => 4, 'max' => 2], \ValueError::class, "option 'funnel.max': must be between min (4) and 64, got 2"],
             'min as text' => [['limit' => 'auto', 'min' => 'one'], \TypeError::class, "option 'funnel.min' must be of type int, string given"],
-            'negative max' => [['limit' => 'auto', 'max' => -1], \ValueError::class, "option 'funnel.max': must not be negative, got -1"],
+            // Every value out of range gets the range it has, not "must not be negative" or "at most 4294967295".
+            'negative max' => [['limit' => 'auto', 'max' => -1], \ValueError::class, "option 'funnel.max': must be between min (1) and 64, got -1"],
+            'negative min' => [['limit' => 'auto', 'min' => -1], \ValueError::class, "option 'funnel.min': must be between 1 and 64, got -1"],
+            'huge min' => [['limit' => 'auto', 'min' => 2 ** 40], \ValueError::class, "option 'funnel.min': must be between 1 and 64, got 1099511627776"],
+            'huge initial' => [['limit' => 'auto', 'initial' => PHP_INT_MAX], \ValueError::class, "option 'funnel.initial': must be between min (1) and max (64), got " . PHP_INT_MAX],
             'another word' => [['limit' => 'automatic'], \TypeError::class, "option 'funnel.limit' must be of type int, string given"],
             'bounds with a fixed limit' => [['limit' => 4, 'max' => 8], \ValueError::class, "option 'funnel.max': only with 'limit' => 'auto'"],
             'reserve not under max' => [['limit' => 'auto', 'max' => 4, 'reserve' => 4], \ValueError::class, "option 'funnel.reserve': must be between 0 and limit - 1 (3), got 4"],

@@ -31,6 +31,8 @@ final class BadInputTest extends HttpTestCase
             'zero attempts' => [['max_attempts' => 0], $value, "option 'max_attempts': must be an integer between 1 and 100, got 0"],
             'huge attempts' => [['max_attempts' => PHP_INT_MAX], $value, "option 'max_attempts': must be an integer between 1 and 100, got 9223372036854775807"],
             'huge min calls' => [['circuit' => ['min_calls' => 1 << 40]], $value, "option 'circuit.min_calls': must be an integer between 1 and 1000000, got 1099511627776"],
+            'negative min calls' => [['circuit' => ['min_calls' => -1]], $value, "option 'circuit.min_calls': must be an integer between 1 and 1000000, got -1"],
+            'negative attempts' => [['max_attempts' => -1], $value, "option 'max_attempts': must be an integer between 1 and 100, got -1"],
             // PHP's own words for an anonymous class: no NUL byte, no file path
             'anonymous object' => [['timeout' => new class {}], $type, "option 'timeout' must be of type float, class@anonymous given"],
             'float attempts' => [['max_attempts' => 2.5], $type, "option 'max_attempts' must be of type int, float given"],

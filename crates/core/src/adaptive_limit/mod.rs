@@ -57,17 +57,19 @@ impl AdaptiveConfig {
     pub const DEFAULT_MAX: u32 = MAX_FUNNEL_LIMIT;
     pub const DEFAULT_INITIAL: u32 = 4;
 
-    pub fn new(min: u32, max: u32, initial: u32) -> Result<Self, Error> {
-        if !(1..=MAX_FUNNEL_LIMIT).contains(&min) {
+    /// Checked as PHP gives them (any int), each refused with the range it has.
+    pub fn new(min: i64, max: i64, initial: i64) -> Result<Self, Error> {
+        let top = i64::from(MAX_FUNNEL_LIMIT);
+        if !(1..=top).contains(&min) {
             return Err(Error::invalid_argument(
                 "min",
-                format!("must be between 1 and {MAX_FUNNEL_LIMIT}, got {min}"),
+                format!("must be between 1 and {top}, got {min}"),
             ));
         }
-        if !(min..=MAX_FUNNEL_LIMIT).contains(&max) {
+        if !(min..=top).contains(&max) {
             return Err(Error::invalid_argument(
                 "max",
-                format!("must be between min ({min}) and {MAX_FUNNEL_LIMIT}, got {max}"),
+                format!("must be between min ({min}) and {top}, got {max}"),
             ));
         }
         if !(min..=max).contains(&initial) {
@@ -76,6 +78,8 @@ impl AdaptiveConfig {
                 format!("must be between min ({min}) and max ({max}), got {initial}"),
             ));
         }
+        // In 1..=64 now.
+        let [min, max, initial] = [min, max, initial].map(|n| n as u32);
         Ok(AdaptiveConfig { min, max, initial })
     }
 

@@ -13,7 +13,12 @@ fn limit(tag: &str, min: u32, max: u32, initial: u32) -> (AdaptiveLimit, std::pa
     ));
     let _ = std::fs::remove_file(&p);
     let seg = Arc::new(Segment::open(&p, 16).unwrap());
-    let l = AdaptiveLimit::new(seg, "up", AdaptiveConfig::new(min, max, initial).unwrap()).unwrap();
+    let l = AdaptiveLimit::new(
+        seg,
+        "up",
+        AdaptiveConfig::new(min.into(), max.into(), initial.into()).unwrap(),
+    )
+    .unwrap();
     (l, p)
 }
 
