@@ -270,9 +270,14 @@ pub fn web_connect_timeout() -> f64 {
 /// `resilient.context`: `Some(true)` web, `Some(false)` console, `None` auto (by SAPI). A
 /// refused value counts as auto (logged once).
 pub fn context() -> Option<bool> {
-    log_rejected_once(CONTEXT);
     // Asked on every `Funnel::tryAcquire()`: one atomic load, kept current by the setting's
-    // validator (php.ini, the FPM pool, `ini_set`, and the restore at request end all pass it).
+    // validator (php.ini, the FPM pool, `ini_set`, and the restore at request end all pass it),
+    // and `check` costs two more while nothing was refused. A refused value leaves the value
+    // before it in force (an FPM request's `PHP_VALUE` after another's `console`): auto, then.
+    if check(CONTEXT).is_err() {
+        log_rejected_once(CONTEXT);
+        return None;
+    }
     match CONTEXT_NOW.load(Ordering::Relaxed) {
         CONTEXT_WEB => Some(true),
         CONTEXT_CONSOLE => Some(false),

@@ -153,6 +153,24 @@ final class PoolSegmentTest extends TestCase
         }
     }
 
+    /**
+     * A refused resilient.context counts as auto (web under php-fpm), as its log line says,
+     * whatever value was in force before it: a worker given `console` by one request's
+     * PHP_ADMIN_VALUE (kept for its later requests) and then a request's refused `bogus` ran
+     * that request as console before, without the web caps.
+     */
+    public function testARefusedContextCountsAsAutoNotAsTheValueBefore(): void
+    {
+        $this->start(['ctx' => ['resilient.shm_path' => Run::shmPath('pool-ctx-' . bin2hex(random_bytes(3)))]]);
+        $console = $this->call('ctx', ['do' => 'timeout'], ['PHP_ADMIN_VALUE' => 'resilient.context=console']);
+        $this->assertEquals(30.0, $console['timeout'], 'console: no web cap');
+        $refused = $this->call('ctx', ['do' => 'timeout'], ['PHP_VALUE' => 'resilient.context=bogus']);
+        $this->assertSame($console['pid'], $refused['pid'], 'the same worker');
+        $this->assertFalse($refused['threw'], json_encode($refused));
+        $this->assertEquals(10.0, $refused['timeout'], 'auto: a web request, capped at resilient.web_timeout');
+        $this->waitFor(fn () => str_contains((string) @file_get_contents("{$this->dir}/php-error-ctx.log"), "resilient.context: must be") ?: null, 5.0, 'the refusal in the log');
+    }
+
     public function testABadPoolValueIsAnErrorNamingTheKey(): void
     {
         $this->start([
