@@ -249,6 +249,7 @@ impl AdaptiveLimit {
             drops: (counts >> 32) as u32,
             latency_sum_us: latency & ((1 << LATENCY_BITS) - 1),
             inflight_sum: (latency >> LATENCY_BITS) as u32,
+            duration_us: now_ms.saturating_sub(state_start(state)) * 1000,
         };
         let rtt = b.rtt.load(Relaxed);
         let trend = b.trend.load(Relaxed);

@@ -105,6 +105,22 @@ pub struct Window {
     pub latency_sum_us: u64,
     /// In flight when each attempt ended, summed.
     pub inflight_sum: u32,
+    /// The interval's length, µs (0: not known; the use is then read from `inflight_sum`).
+    pub duration_us: u64,
+}
+
+impl Window {
+    /// How many slots the callers used, on average: what the attempts saw in flight as they
+    /// ended, or the answers' latencies over the interval's length (Little's law), the larger.
+    /// The first is low for attempts that start together and end one after another (a
+    /// `pool()`: 2 in flight then 1 for a limit of 2 it fills); the second counts their time.
+    fn used(&self) -> f64 {
+        let seen = self.inflight_sum as f64 / self.samples as f64;
+        match self.duration_us {
+            0 => seen,
+            d => seen.max(self.latency_sum_us as f64 / d as f64),
+        }
+    }
 }
 
 /// What is learned, carried from interval to interval.
@@ -236,7 +252,7 @@ pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
         e.no_load_us = rtt;
     }
     let gradient = TOLERANCE * e.no_load_us as f64 / rtt as f64;
-    let used = w.inflight_sum as f64 / w.samples as f64;
+    let used = w.used();
     if gradient >= 1.0 {
         e.streak = 0;
         let unused = used < prev.limit.floor() * USED_SHARE;
@@ -340,7 +356,33 @@ mod tests {
             drops: 0,
             latency_sum_us: latency_us * n as u64,
             inflight_sum: inflight * n,
+            duration_us: 0,
         }
+    }
+
+    /// Attempts that start together and end one after another (a `pool()` filling a limit of
+    /// 2) see 2 then 1 in flight as they end: 1.5, under the 80 % of the limit that lets it
+    /// grow. Their latencies over the interval's length show both slots in use all the time.
+    #[test]
+    fn a_limit_a_pool_fills_grows() {
+        // Two rounds of 2 attempts of 21 ms in an interval of 42 ms.
+        let w = Window {
+            samples: 4,
+            drops: 0,
+            latency_sum_us: 4 * 21_000,
+            inflight_sum: 2 + 1 + 2 + 1,
+            duration_us: 42_000,
+        };
+        let e = next(est(2.0, 21_000, 21_000), w, B);
+        assert!((e.limit - (2.0 + 2f64.sqrt())).abs() < 1e-9, "{e:?}");
+        // Half as many rounds: one slot's worth in use, not grown.
+        let w = Window {
+            samples: 2,
+            latency_sum_us: 2 * 21_000,
+            inflight_sum: 2 + 1,
+            ..w
+        };
+        assert_eq!(next(est(2.0, 21_000, 21_000), w, B).limit, 2.0);
     }
 
     #[test]
