@@ -78,12 +78,7 @@ class ResilientPendingRequest extends PendingRequest
             $copy->baseUrl = (string) ($config['base_url'] ?? '');
             $copy->resilientConfiguredBaseUrl = $copy->baseUrl;
         }
-        $copy->resilientHeaders = is_array($config['headers'] ?? null) ? $config['headers'] : [];
-        // A User-Agent header wins over `user_agent`, as in the client.
-        $named = array_map(fn ($name) => strtolower((string) $name), array_keys($copy->resilientHeaders));
-        if (is_string($config['user_agent'] ?? null) && ! in_array('user-agent', $named, true)) {
-            $copy->resilientHeaders['User-Agent'] = $config['user_agent'];
-        }
+        $copy->resilientHeaders = ConfiguredHeaders::of($config);
 
         return $copy;
     }

@@ -4,6 +4,7 @@ namespace Resilient\Laravel\Testing;
 
 use Closure;
 use Resilient\Client;
+use Resilient\Laravel\Http\ConfiguredHeaders;
 use Resilient\Response;
 use Resilient\Unavailable;
 
@@ -265,28 +266,11 @@ final class ClientFake
         return $this->checker;
     }
 
-    /**
-     * The headers the client's config sends with every call: its `headers`, and its
-     * `user_agent` as User-Agent unless they name one (the client's rule).
-     *
-     * @return array<string, mixed>
-     */
-    private function configuredHeaders(): array
-    {
-        $config = $this->config !== null ? ($this->config)() : [];
-        $headers = is_array($config['headers'] ?? null) ? $config['headers'] : [];
-        $named = array_map(fn ($name) => strtolower((string) $name), array_keys($headers));
-        if (is_string($config['user_agent'] ?? null) && ! in_array('user-agent', $named, true)) {
-            $headers['User-Agent'] = $config['user_agent'];
-        }
-
-        return $headers;
-    }
-
     /** The scripted answer to one call (recorded), or the real client's for a stray one. */
     private function answer(string $method, string $path, ?array $data, array $options): Response
     {
-        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl, $this->configuredHeaders());
+        $configured = ConfiguredHeaders::of($this->config !== null ? ($this->config)() : []);
+        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl, $configured);
 
         return $this->fakes->answer($request, function () use ($method, $path, $data, $options) {
             $real = ($this->real)();
