@@ -274,8 +274,8 @@ pub fn context() -> Option<bool> {
     // validator (php.ini, the FPM pool, `ini_set`, and the restore at request end all pass it),
     // and `check` costs two more while nothing was refused. A refused value leaves the value
     // before it in force (an FPM request's `PHP_VALUE` after another's `console`): auto, then.
-    if check(CONTEXT).is_err() {
-        log_rejected_once(CONTEXT);
+    if let Err(message) = check(CONTEXT) {
+        log_once(CONTEXT, &message);
         return None;
     }
     match CONTEXT_NOW.load(Ordering::Relaxed) {
@@ -452,9 +452,13 @@ static LOGGED: Mutex<Vec<(u32, &'static CStr)>> = Mutex::new(Vec::new());
 /// For settings whose callers fall back to the default: log a refused value
 /// once per process, so the fallback is never silent.
 pub fn log_rejected_once(key: &'static CStr) {
-    let Err(message) = check(key) else {
-        return;
-    };
+    if let Err(message) = check(key) {
+        log_once(key, &message);
+    }
+}
+
+/// Logs `message`, the refusal of `key`'s value, unless this process already did.
+fn log_once(key: &'static CStr, message: &str) {
     let pid = resilient_core::current_pid();
     {
         let mut logged = LOGGED.lock().unwrap_or_else(PoisonError::into_inner);

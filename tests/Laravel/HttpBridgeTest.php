@@ -684,6 +684,11 @@ final class HttpBridgeTest extends PackageTestCase
                 $this->assertSame([$status, $failure], [$e->response()?->status(), $e->failure()]);
             }
         }
+
+        // Thrown by a closure script rather than returned: the same answer, and recorded.
+        Resilient::fake([$name => fn () => throw new UpstreamFailed('503 × 3', 503)]);
+        $this->assertSame(503, Http::resilient($name)->get('/d')->status());
+        Resilient::assertSent(fn ($r, $outcome) => str_ends_with($r->url(), '/d') && $outcome instanceof UpstreamFailed);
     }
 
     public function testInsideHttpPoolTheBridgeRefersToTheClientsOwnPool(): void

@@ -164,7 +164,13 @@ final class FakeClients
         if (array_key_exists($name, $this->scripts)) {
             $script = $this->scripts[$name];
             if ($script instanceof Closure) {
-                return $this->checked($script($request), $name);
+                try {
+                    $answer = $script($request);
+                } catch (Unavailable $e) {
+                    $answer = $e;   // thrown rather than returned: the same answer, recorded
+                }
+
+                return $this->checked($answer, $name);
             }
             if (! is_array($script)) {
                 return $this->checked($script, $name);

@@ -114,12 +114,19 @@ impl Window {
     /// ended, or the answers' latencies over the interval's length (Little's law), the larger.
     /// The first is low for attempts that start together and end one after another (a
     /// `pool()`: 2 in flight then 1 for a limit of 2 it fills); the second counts their time.
+    /// An answer longer than the interval began before it: the length is taken as at least
+    /// their mean latency, so that one slow answer in a short interval (the first, which starts
+    /// when the first attempt ends) does not count as many slots.
     fn used(&self) -> f64 {
         let seen = self.inflight_sum as f64 / self.samples as f64;
-        match self.duration_us {
-            0 => seen,
-            d => seen.max(self.latency_sum_us as f64 / d as f64),
+        let answers = self.samples.saturating_sub(self.drops);
+        if self.duration_us == 0 || answers == 0 {
+            return seen;
         }
+        let span = self
+            .duration_us
+            .max(self.latency_sum_us / u64::from(answers));
+        seen.max(self.latency_sum_us as f64 / span as f64)
     }
 }
 
@@ -383,6 +390,16 @@ mod tests {
             ..w
         };
         assert_eq!(next(est(2.0, 21_000, 21_000), w, B).limit, 2.0);
+        // One caller at a time, its first answer slow (1 s, then 40 ms twice) in an interval of
+        // 100 ms: one slot used, not 10.8; a limit of 4 is not grown.
+        let w = Window {
+            samples: 3,
+            latency_sum_us: 1_000_000 + 2 * 40_000,
+            inflight_sum: 3,
+            duration_us: 100_000,
+            ..w
+        };
+        assert!(next(est(4.0, 0, 0), w, B).limit <= 4.0);
     }
 
     #[test]
