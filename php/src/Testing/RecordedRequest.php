@@ -174,10 +174,7 @@ final class RecordedRequest
      */
     public function headers(): array
     {
-        $out = self::lowerCased($this->configured);
-        foreach (self::lowerCased($this->options['headers'] ?? []) as $name => $values) {
-            $out[$name] = $values;
-        }
+        $out = array_replace(self::lowerCased($this->configured), self::lowerCased($this->options['headers'] ?? []));
         if (isset($this->options['idempotency_key'])) {
             $out['idempotency-key'] = [(string) $this->options['idempotency_key']];
         }
