@@ -29,8 +29,8 @@ deps:
 build:
 	$(CARGO) build --release --workspace
 
-# Installs the extension as `extension=resilient` for the CLI and FPM (scripts/install.sh;
-# DESTDIR=/root installs under another root).
+# Installs the extension as `extension=resilient` for every SAPI (scripts/install.sh;
+# DESTDIR=/root installs under another root, enabled for the CLI and FPM).
 install: build
 	scripts/install.sh
 

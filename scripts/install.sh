@@ -31,13 +31,15 @@ INI
 
 if [ -z "$destdir" ] && command -v phpenmod >/dev/null; then
     phpenmod -v "$version" -s ALL resilient
+    sapis="every SAPI"
 else
+    sapis="cli and fpm"
     for sapi in cli fpm; do
         install -d "$destdir$conf_root/$sapi/conf.d"
         ln -sf "$ini" "$destdir$conf_root/$sapi/conf.d/20-resilient.ini"
     done
 fi
-echo "install: $destdir$ext_dir/resilient.so, enabled by $destdir$ini (extension=resilient) for cli and fpm"
+echo "install: $destdir$ext_dir/resilient.so, enabled by $destdir$ini (extension=resilient) for $sapis"
 if [ -z "$destdir" ]; then
     echo "install: restart php-fpm to load it in the workers (e.g. 'service php$version-fpm restart')"
 fi

@@ -248,7 +248,7 @@ impl Funnel {
     /// learned limit (`'limit' => 'auto'` on a client of this name) has learned, shared by
     /// every process: `limit` (fractional; the cap is its whole slots), `no_load_rtt_ms` (the
     /// slowly tracked latency without queueing), `rtt_ms` (the last interval's mean latency)
-    /// and `intervals` (closed so far); null before a client of the name learned anything.
+    /// and `intervals` (closed so far); null before a client of the name made an attempt.
     pub fn stats(&self) -> PhpResult<ZBox<ZendHashTable>> {
         let (segment, inner) = self.current()?;
         let cfg = self.config;

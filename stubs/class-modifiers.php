@@ -4,7 +4,8 @@
  * loaded extension: `final` on the classes that are final, and a private constructor on those
  * that PHP code cannot instantiate (ext-php-rs gives them a public one that throws), so an IDE
  * or a static analyser flags `new Resilient\Metrics()` and `extends Resilient\Response` as
- * PHP would. Run by stubs/generate.sh with the extension loaded.
+ * PHP would (with a docblock saying what `new` really throws). Run by stubs/generate.sh with
+ * the extension loaded.
  */
 declare(strict_types=1);
 
@@ -18,7 +19,9 @@ foreach (explode("\n", stream_get_contents(STDIN)) as $i => $line) {
         }
     } elseif ($class !== null && preg_match('/^(\s*)public function __construct\(\) \{\}$/', $line, $m)
         && !instantiable($class)) {
-        $line = "{$m[1]}private function __construct() {}";
+        $line = "{$m[1]}/** Not for PHP code: `new` throws an `\\Exception` (\"You cannot instantiate this class\n"
+            . "{$m[1]} * from PHP\"), not the `\\Error` of a private constructor. */\n"
+            . "{$m[1]}private function __construct() {}";
     }
     echo $i === 0 ? '' : "\n", $line;
 }

@@ -174,6 +174,8 @@ namespace Resilient {
      * instantiable). Web = any SAPI but cli, phpdbg, embed, micro.
      */
     final class Context {
+        /** Not for PHP code: `new` throws an `\Exception` ("You cannot instantiate this class
+         * from PHP"), not the `\Error` of a private constructor. */
         private function __construct() {}
 
         /**
@@ -225,6 +227,8 @@ namespace Resilient {
      * survives into the next FPM request.
      */
     final class Deadline {
+        /** Not for PHP code: `new` throws an `\Exception` ("You cannot instantiate this class
+         * from PHP"), not the `\Error` of a private constructor. */
         private function __construct() {}
 
         /**
@@ -374,7 +378,7 @@ namespace Resilient {
          * learned limit (`'limit' => 'auto'` on a client of this name) has learned, shared by
          * every process: `limit` (fractional; the cap is its whole slots), `no_load_rtt_ms` (the
          * slowly tracked latency without queueing), `rtt_ms` (the last interval's mean latency)
-         * and `intervals` (closed so far); null before a client of the name learned anything.
+         * and `intervals` (closed so far); null before a client of the name made an attempt.
          *
          * @return array
          */
@@ -399,6 +403,8 @@ namespace Resilient {
      * inherited lease is neither released nor releasable: it belongs to the parent.
      */
     final class Lease {
+        /** Not for PHP code: `new` throws an `\Exception` ("You cannot instantiate this class
+         * from PHP"), not the `\Error` of a private constructor. */
         private function __construct() {}
 
         /**
@@ -431,6 +437,8 @@ namespace Resilient {
      * Host-wide metrics per upstream name (static; not instantiable).
      */
     final class Metrics {
+        /** Not for PHP code: `new` throws an `\Exception` ("You cannot instantiate this class
+         * from PHP"), not the `\Error` of a private constructor. */
         private function __construct() {}
 
         /**
@@ -501,6 +509,8 @@ namespace Resilient {
     }
 
     final class Response {
+        /** Not for PHP code: `new` throws an `\Exception` ("You cannot instantiate this class
+         * from PHP"), not the `\Error` of a private constructor. */
         private function __construct() {}
 
         /**

@@ -114,18 +114,16 @@ fn next_request(
     location: &[u8],
     rules: Redirects,
 ) -> Result<PreparedRequest, TransportError> {
-    // A URL the `http` crate takes too (not longer than 65,534 bytes): one it refuses could
-    // not be requested, and would be said as our failure.
+    let invalid = || {
+        TransportError::new(
+            FailureKind::Redirects,
+            "a redirect's Location is not a valid URL",
+        )
+    };
     let location = std::str::from_utf8(location)
         .ok()
         .and_then(|l| previous.url.join(l.trim()).ok())
-        .filter(|url| hyper::Uri::try_from(url.as_str()).is_ok())
-        .ok_or_else(|| {
-            TransportError::new(
-                FailureKind::Redirects,
-                "a redirect's Location is not a valid URL",
-            )
-        })?;
+        .ok_or_else(invalid)?;
     let allowed = match location.scheme() {
         "https" => rules.https,
         "http" => rules.http,
@@ -139,6 +137,11 @@ fn next_request(
                 location.scheme()
             ),
         ));
+    }
+    // A URL the `http` crate takes too (not longer than 65,534 bytes): one it refuses could
+    // not be requested, and would be said as our failure.
+    if hyper::Uri::try_from(location.as_str()).is_err() {
+        return Err(invalid());
     }
     let mut next = previous.clone();
     let to_get = (status == 303 && previous.method != Method::HEAD)
@@ -332,6 +335,24 @@ mod tests {
         assert_eq!(e.kind, FailureKind::Redirects);
         let e = next_request(&r, 301, b"ftp://x/", Redirects::default()).unwrap_err();
         assert!(e.detail.contains("ftp://"), "{}", e.detail);
+        // A URL of another scheme that the `http` crate cannot request says its scheme too.
+        for location in [
+            &b"file:///etc/passwd"[..],
+            b"mailto:a@example.com",
+            b"data:,x",
+        ] {
+            let e = next_request(&r, 302, location, Redirects::default()).unwrap_err();
+            let scheme = std::str::from_utf8(location)
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap();
+            assert!(
+                e.detail.contains(&format!("{scheme}:// is not allowed")),
+                "{}",
+                e.detail
+            );
+        }
         let e = next_request(&r, 301, b"http://[::1", Redirects::default()).unwrap_err();
         assert!(e.detail.contains("not a valid URL"));
         // A URL the `http` crate refuses (longer than 65,534 bytes), though `url` takes it:
