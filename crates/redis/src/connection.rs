@@ -543,8 +543,12 @@ impl Server {
             });
             match result {
                 Ok(v) => {
-                    slot.retry_at = None;
-                    slot.backoff = FIRST_BACKOFF;
+                    // A release that went through says nothing of the command a back-off is
+                    // for (it passes a back-off, above): only other commands end it.
+                    if !releasing {
+                        slot.retry_at = None;
+                        slot.backoff = FIRST_BACKOFF;
+                    }
                     slot.used_at = Some(Instant::now());
                     break Ok(v);
                 }

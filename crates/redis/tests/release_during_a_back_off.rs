@@ -33,3 +33,50 @@ fn a_release_goes_through_a_back_off_on_an_open_connection() {
         "released in the back-off"
     );
 }
+
+/// The release goes through; the back-off stays: a slot given back is no sign that the
+/// command that failed would now succeed. (Before, every release that went through ended
+/// the back-off, and a permit held across a failing command, such as an admission followed
+/// by a budget record of a key of the wrong type, sent the failing command again each call.)
+#[test]
+fn a_release_in_a_back_off_does_not_end_it() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url("o2:"), OnBackendError::Closed, 1, "o2");
+    let f = web_funnel(&b, "up", 1, Duration::from_secs(20));
+    let broken = web_funnel(&b, "broken", 4, Duration::from_secs(20));
+    drop(f.admit(1, now_ms()).unwrap()); // connected, script loaded
+    resilient_redis::release_leftovers();
+    assert_eq!(
+        redis.cli(&["SET", "o2:{broken}:funnel", "not a sorted set"]),
+        "OK"
+    );
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let until = std::time::Instant::now() + Duration::from_millis(300);
+    let mut calls = 0;
+    while std::time::Instant::now() < until {
+        let held = f.admit(1, now_ms());
+        assert!(
+            broken.admit(1, now_ms()).is_err(),
+            "WRONGTYPE: refused (closed)"
+        );
+        drop(held);
+        resilient_redis::release_leftovers(); // request end
+        calls += 1;
+    }
+    let info = redis.cli(&["INFO", "errorstats"]);
+    let wrongtype: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("errorstat_WRONGTYPE:count="))
+        .map_or(0, |n| n.trim().parse().unwrap());
+    // Back-offs of 50, 100, 200 ms in 300 ms: a handful, not one per call.
+    assert!(
+        wrongtype <= 6,
+        "{wrongtype} failing admissions reached Redis out of {calls} calls in 300 ms"
+    );
+    assert!(calls > 100);
+    assert_eq!(
+        redis.cli(&["ZCARD", "o2:{up}:funnel"]),
+        "0",
+        "every slot given back"
+    );
+}
