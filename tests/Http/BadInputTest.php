@@ -49,6 +49,7 @@ final class BadInputTest extends HttpTestCase
             'circuit ratio' => [['circuit' => ['failure_ratio' => 2]], $value, "option 'circuit.failure_ratio'"],
             'circuit streak' => [['circuit' => ['consecutive_failures' => 0]], $value, "option 'circuit.consecutive_failures': must be an integer between 1 and 1000000, got 0"],
             'redis backend, bad db' => [['backend' => 'redis://:pw@127.0.0.1:6379/x'], $value, "option 'backend': its path must be the database number (/0, /1, …) or nothing"],
+            'redis backend, a user without a password' => [['backend' => 'redis://pw@127.0.0.1:6379/0'], $value, "option 'backend': names a user but no password, and a user alone is never sent"],
             'unknown backend' => [['backend' => 'mysql://:pw@h'], $value, "option 'backend': must be 'shm' or a redis://, rediss:// or unix:// URL"],
             'on_backend_error' => [['on_backend_error' => 'retry'], $value, "option 'on_backend_error': must be 'local', 'open' or 'closed'"],
             'base_url not a url' => [['base_url' => 'not a url'], $value, "option 'base_url'"],

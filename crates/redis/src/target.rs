@@ -195,6 +195,15 @@ impl Target {
                 info.redis.db
             )));
         }
+        // The `redis` crate authenticates only with a password: a user alone (most often a
+        // password typed before the '@' without its ':') would be dropped without a word.
+        if info.redis.username.is_some() && info.redis.password.is_none() {
+            return Err(bad(
+                "names a user but no password, and a user alone is never sent: \
+                 redis://:PASSWORD@host for a password alone, redis://USER:PASSWORD@host for an ACL user"
+                    .into(),
+            ));
+        }
         if matches!(
             &info.addr,
             redis::ConnectionAddr::Tcp(_, 0) | redis::ConnectionAddr::TcpTls { port: 0, .. }
@@ -463,6 +472,19 @@ mod tests {
             (
                 "redis://u:%FFs3cret@127.0.0.1:6390/0",
                 "the user name or password is not valid UTF-8 once percent-decoded",
+            ),
+            // A password typed where the user name goes: never sent (no AUTH without one).
+            (
+                "redis://s3cret@127.0.0.1:6390/0",
+                "names a user but no password",
+            ),
+            (
+                "rediss://s3cret:@127.0.0.1:6390/0",
+                "names a user but no password",
+            ),
+            (
+                "unix:///run/redis.sock?user=s3cret",
+                "names a user but no password",
             ),
         ] {
             let e = Target::parse(url).unwrap_err().to_string();
