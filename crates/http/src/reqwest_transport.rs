@@ -379,11 +379,43 @@ fn describe_tls(error: &rustls::Error) -> String {
                 C::NotValidYet | C::NotValidYetContext { .. } => "the server's certificate is not valid yet",
                 C::Revoked => "the server's certificate is revoked",
                 C::BadSignature => "the server's certificate has a bad signature",
+                C::Other(other)
+                    if matches!(
+                        other.0.downcast_ref::<webpki::Error>(),
+                        Some(webpki::Error::CaUsedAsEndEntity)
+                    ) =>
+                {
+                    "the server's certificate is a CA certificate (CA:TRUE) used as its own, \
+                     which rustls never accepts (OpenSSL does when its CA file holds it): \
+                     give 'verify' the CA that signed it, or make the certificate again with \
+                     basicConstraints=CA:FALSE"
+                }
                 _ => "the server's certificate was refused",
             };
             format!("{what} ({error})")
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod describe_tls_tests {
+    use super::*;
+
+    /// A self-signed certificate made with `openssl req -x509` (CA:TRUE) given to `verify` as
+    /// its own bundle: OpenSSL (Guzzle) accepts it, rustls refuses it. The message says why and
+    /// what to do, not only rustls's name for it.
+    #[test]
+    fn a_ca_certificate_used_as_the_servers_own_is_explained() {
+        let error = rustls::Error::InvalidCertificate(rustls::CertificateError::Other(
+            rustls::OtherError(std::sync::Arc::new(webpki::Error::CaUsedAsEndEntity)),
+        ));
+        let said = describe_tls(&error);
+        assert!(
+            said.starts_with("the server's certificate is a CA certificate (CA:TRUE)"),
+            "{said}"
+        );
+        assert!(said.contains("basicConstraints=CA:FALSE"), "{said}");
     }
 }
 
