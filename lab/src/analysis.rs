@@ -151,7 +151,7 @@ fn upstream_levels(run: &VariantRun) -> Vec<(f64, u32, u32)> {
     // kind order at equal times: end, start, arrival (no peak that never existed).
     let mut ev: Vec<(f64, u8)> = Vec::with_capacity(run.attempts.len() * 3);
     // Outage answers never queue nor take a slot.
-    for a in run.attempts.iter().filter(|a| !a.outage) {
+    for a in run.attempts.iter().filter(|a| !a.unserved) {
         ev.push((a.arrival_s, 2));
         if let Some(s) = a.start_s {
             ev.push((s, 1));
@@ -313,7 +313,8 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
         let web: Vec<_> = arrived.iter().filter(|a| !a.background).collect();
         ps.upstream_attempts = web.len() as u64;
         ps.bg_attempts = (arrived.len() - web.len()) as u64;
-        ps.outage_answers = web.iter().filter(|a| a.outage).count() as u64;
+        // (Only shown for the outage scenario, where every unserved answer is the outage's.)
+        ps.outage_answers = web.iter().filter(|a| a.unserved).count() as u64;
         ps.web_calls_seen = web
             .iter()
             .filter_map(|a| a.call.as_deref())
@@ -579,7 +580,7 @@ mod tests {
             end_s: end,
             gone: false,
             status: Some(200),
-            outage: false,
+            unserved: false,
             background: false,
             call: None,
         };
@@ -616,7 +617,7 @@ mod tests {
             end_s: (!outage).then_some(t + 0.1),
             gone: false,
             status: Some(if outage { 503 } else { 200 }),
-            outage,
+            unserved: outage,
             background: bg,
             call: Some(call.into()),
         };

@@ -168,20 +168,26 @@ pub fn goals(p: &Params, all: &[VariantSummary], name: &str) -> Vec<Verdict> {
     out
 }
 
-/// Proof of the open loop: achieved send rate within 5 % of the target in the slow phase.
+/// The longest p99 send lag the open loop allows: every send is on time but for scheduling
+/// noise (a few ms measured on 2 busy cores).
+pub const MAX_SEND_LAG_P99_MS: f64 = 50.0;
+
+/// Proof of the open loop: achieved send rate within 5 % of the target in the slow phase, and
+/// the sends on time (the rate alone misses sends late by less than the phase's length).
 pub fn open_loop(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     all.iter()
         .filter_map(|v| slow(v).map(|s| (v, s)))
         .map(|(v, s)| Verdict {
             what: format!(
-                "{}: achieved rate within 5 % of {:.0}/s (slow phase)",
+                "{}: achieved rate within 5 % of {:.0}/s, send lag p99 ≤ {MAX_SEND_LAG_P99_MS:.0} ms (slow phase)",
                 v.name, p.rate
             ),
             measured: format!(
                 "{:.2}/s, send lag p99 {:.1} ms",
                 s.achieved_rps, s.send_lag_p99_ms
             ),
-            met: (s.achieved_rps - p.rate).abs() <= 0.05 * p.rate,
+            met: (s.achieved_rps - p.rate).abs() <= 0.05 * p.rate
+                && s.send_lag_p99_ms <= MAX_SEND_LAG_P99_MS,
         })
         .collect()
 }

@@ -81,7 +81,8 @@ pub async fn open_loop(
     let n = (rate * secs).round() as u64;
     for i in 0..n {
         let scheduled_s = i as f64 / rate;
-        tokio::time::sleep_until(t0 + Duration::from_secs_f64(scheduled_s)).await;
+        let due = t0 + Duration::from_secs_f64(scheduled_s);
+        tokio::time::sleep_until(due).await;
         let sent = Instant::now();
         let sent_s = (sent - t0).as_secs_f64();
         if page == Page::Checkout {
@@ -90,7 +91,9 @@ pub async fn open_loop(
         let (http, url, tx, counters) = (http.clone(), url.clone(), tx.clone(), counters.clone());
         tokio::spawn(async move {
             let answer = tokio::time::timeout_at(hard_end, fetch(&http, &url)).await;
-            let latency = sent.elapsed().as_secs_f64();
+            // From when the request was due, not when it left: a generator that fell behind
+            // adds its lag to the latencies instead of hiding it (coordinated omission).
+            let latency = due.elapsed().as_secs_f64();
             let (http_status, outcome, latency_s) = match answer {
                 Err(_) => (
                     0,

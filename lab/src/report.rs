@@ -424,7 +424,7 @@ pub fn markdown(
            that got a live answer, however long that answer took.\n\
          - upstream in service / queue: computed from the upstream's own per-attempt rows (start and end of service); \
            utilization = busy slot-seconds / (slots × phase length), work for clients that had gone included.\n\
-         - latency is measured by the load generator (send to full answer); live and fallback apart.\n\
+         - latency is measured by the load generator, from when the request was due (its place in the open-loop schedule) to the full answer; live and fallback apart.\n\
          - `/health` p99 counts an unanswered request as infinitely slow.\n\
          - recovery: from the upstream's switch back to normal until the first request answered good (live within \
            {0:.1} s) from whose send time t the requests sent in [t, t+2 s) got ≥ 95 % goodput.\n\
@@ -692,8 +692,9 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
     };
     let mut req =
         String::from("variant,page,scheduled_s,sent_s,latency_ms,http_status,outcome,detail\n");
-    let mut att =
-        String::from("variant,arrival_s,start_s,end_s,client_gone,status,outage,background,call\n");
+    let mut att = String::from(
+        "variant,arrival_s,start_s,end_s,client_gone,status,unserved,background,call\n",
+    );
     let mut smp = String::from(
         "variant,t_s,fpm_active,fpm_idle,fpm_listen_queue,upstream_in_service,upstream_queued,breaker,ext_attempts,learned_limit\n",
     );
@@ -729,7 +730,7 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
                 t(a.end_s),
                 a.gone,
                 a.status.map(|s| s.to_string()).unwrap_or_default(),
-                a.outage,
+                a.unserved,
                 a.background,
                 a.call.as_deref().unwrap_or("")
             );

@@ -209,7 +209,7 @@ pub fn max_in_flight<'a>(
     to: f64,
 ) -> u32 {
     let mut ev: Vec<(f64, i32)> = Vec::new();
-    for a in attempts.filter(|a| !a.outage) {
+    for a in attempts.filter(|a| !a.unserved) {
         ev.push((a.arrival_s, 1));
         // Still inside when the rows were read: inside until the end.
         ev.push((a.end_s.unwrap_or(f64::INFINITY), -1));
@@ -434,7 +434,7 @@ mod tests {
             end_s: Some(end),
             gone: false,
             status: Some(200),
-            outage: false,
+            unserved: false,
             background: false,
             call: Some(id.into()),
         }

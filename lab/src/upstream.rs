@@ -23,8 +23,9 @@ pub struct UpstreamAttempt {
     pub gone: bool,
     /// The status answered (None: never answered).
     pub status: Option<u16>,
-    /// Answered at once during an outage (no slot, no service).
-    pub outage: bool,
+    /// Answered at once, without a slot or service: an outage's answer, or a 503 for an arrival
+    /// over the admitted rate (the errors scenario).
+    pub unserved: bool,
     /// Sent by a background worker (X-Request-Id `b-...`), not by the web page.
     pub background: bool,
     /// The call it belongs to (X-Request-Id, the same on every attempt of a call).
@@ -172,8 +173,8 @@ impl Upstream {
                 end_s: r.end_ms.map(lab),
                 gone: r.gone_ms.is_some(),
                 status: r.status,
-                // The simulator's outage answers: a status, never queued, never served.
-                outage: r.status.is_some() && r.start_ms.is_none() && !r.queued,
+                // A status, never queued, never served.
+                unserved: r.status.is_some() && r.start_ms.is_none() && !r.queued,
                 background: r
                     .request_id
                     .as_deref()
