@@ -304,9 +304,9 @@ impl Metrics {
     /// 'shed' => ['funnel' => int, 'budget' => int, 'deadline' => int, 'circuit' => int] (our
     /// refusals), 'failures' => ['4xx' => int, '5xx' => int, 'timeout' => int, 'connection' =>
     /// int, 'other' => int] (upstream failures per attempt), 'latency' => ['success' => h,
-    /// 'failure' => h], 'breaker' => ['state' => 'closed'|'open'|'half_open' (as the last
-    /// transition left it: an open breaker past its `open_for` reads 'open' until the next call,
-    /// its probe), 'transitions' => ['closed' => int, 'open' => int, 'half_open' => int]],
+    /// 'failure' => h], 'breaker' => ['state' => 'closed'|'open'|'half_open' (as this
+    /// host's last call found or left it: an open breaker past its `open_for` reads 'open' until
+    /// the next call, its probe), 'transitions' => ['closed' => int, 'open' => int, 'half_open' => int]],
     /// 'learned' => null|['limit' =>
     /// float, 'no_load_rtt_ms' => float, 'rtt_ms' => float, 'intervals' => int] (a funnel
     /// `'limit' => 'auto'`, as `Funnel::stats()`)]]`, where `h` = `['buckets' =>

@@ -403,6 +403,16 @@ impl Metrics {
         self.block().backend_fallbacks.fetch_add(1, Relaxed);
     }
 
+    /// An admission found the breaker in `state`, whoever made the transition (another host,
+    /// on Redis): stored as the current state, nothing counted. A load first, so the usual
+    /// case (unchanged) writes nothing to the shared line.
+    pub fn breaker_found(&self, state: CircuitState) {
+        let b = self.block();
+        if b.breaker_state.load(Relaxed) != state as u64 {
+            b.breaker_state.store(state as u64, Relaxed);
+        }
+    }
+
     /// The breaker entered `to` (counted as a transition and stored as the current state).
     pub fn breaker_transition(&self, to: CircuitState) {
         let b = self.block();

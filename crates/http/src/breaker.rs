@@ -161,6 +161,12 @@ impl BreakerGuard {
         })
     }
 
+    fn found(&self, state: resilient_core::CircuitState) {
+        if let Some(events) = &self.events {
+            events.breaker_found(state);
+        }
+    }
+
     fn transition(&self, t: Option<Transition>) {
         if let (Some(t), Some(events)) = (t, &self.events) {
             events.breaker_transition(t);
@@ -178,8 +184,14 @@ impl Guard for BreakerGuard {
             self.returned.store(0, Ordering::Relaxed);
         }
         match admission {
-            Admission::Closed => Ok(Permit::free()),
-            Admission::Refused { .. } => Err(Refusal::CircuitOpen),
+            Admission::Closed => {
+                self.found(resilient_core::CircuitState::Closed);
+                Ok(Permit::free())
+            }
+            Admission::Refused { .. } => {
+                self.found(resilient_core::CircuitState::Open);
+                Err(Refusal::CircuitOpen)
+            }
             Admission::Probe { ticket, took_over } => {
                 let asked_again =
                     returned != 0 && self.store.retakes(Ticket::from_word(returned), ticket);
@@ -306,6 +318,34 @@ mod tests {
             now_ms,
             cut_short: false,
         }
+    }
+
+    /// Another host made the transitions (a breaker on Redis): this host's state gauge
+    /// follows what its admissions find, without counting a transition of its own. (Before,
+    /// a host that saw the breaker open read "open" for good once another host closed it.)
+    #[test]
+    fn an_admission_sets_the_state_gauge_to_what_it_found() {
+        use resilient_core::CircuitState;
+        let (seg, seg_path) = segment("gauge");
+        let metrics =
+            crate::MetricsEvents::new(resilient_core::Metrics::new(seg.clone(), "up").unwrap());
+        let store = Arc::new(Scripted {
+            admission: Mutex::new(Admission::Refused { until_ms: 5_000 }),
+            told: Mutex::default(),
+        });
+        let g = BreakerGuard::new(store.clone(), &[503], SECOND).with_events(Arc::new(metrics));
+        let seen = || {
+            resilient_core::Metrics::new(seg.clone(), "up")
+                .unwrap()
+                .snapshot()
+        };
+        assert!(g.admit(1, 0).is_err());
+        assert_eq!(seen().breaker(), CircuitState::Open, "refused: open");
+        *store.admission.lock().unwrap() = Admission::Closed;
+        drop(g.admit(1, 6_000).unwrap());
+        assert_eq!(seen().breaker(), CircuitState::Closed, "closed elsewhere");
+        assert_eq!(seen().breaker_transitions, [0, 0, 0], "none made here");
+        std::fs::remove_file(seg_path).unwrap();
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub trait CallEvents: Send + Sync {
     fn call_ended(&self, _end: CallEnd) {}
     /// The name's circuit breaker changed state, in this process.
     fn breaker_transition(&self, _transition: resilient_core::Transition) {}
+    /// An admission found the breaker closed or open, as another process or host may have
+    /// left it (a breaker on Redis): no transition of this process's.
+    fn breaker_found(&self, _state: resilient_core::CircuitState) {}
     /// The caller used its fallback value instead of the call's `Unavailable`.
     fn fallback_used(&self) {}
     /// A guard decided without its shared backend (Redis down or slow).

@@ -169,6 +169,9 @@ impl CallEvents for MetricsEvents {
             Transition::Closed => CircuitState::Closed,
         });
     }
+    fn breaker_found(&self, state: CircuitState) {
+        self.0.breaker_found(state);
+    }
     fn fallback_used(&self) {
         self.0.fallback_used();
     }
