@@ -403,12 +403,18 @@ impl Metrics {
         self.block().backend_fallbacks.fetch_add(1, Relaxed);
     }
 
-    /// An admission found the breaker in `state`, whoever made the transition (another host,
-    /// on Redis): stored as the current state, nothing counted. A load first, so the usual
-    /// case (unchanged) writes nothing to the shared line.
+    /// An admission found the breaker closed, or refusing (`Open`), whoever made the
+    /// transition (another host, on Redis): stored as the current state, nothing counted. A
+    /// refusal replaces only "closed": a half-open breaker refuses every call but its probe's.
+    /// A load first, so the usual case (unchanged) writes nothing to the shared line.
     pub fn breaker_found(&self, state: CircuitState) {
         let b = self.block();
-        if b.breaker_state.load(Relaxed) != state as u64 {
+        let stored = b.breaker_state.load(Relaxed);
+        let replaces = match state {
+            CircuitState::Open => stored == CircuitState::Closed as u64,
+            _ => stored != state as u64,
+        };
+        if replaces {
             b.breaker_state.store(state as u64, Relaxed);
         }
     }

@@ -345,6 +345,13 @@ mod tests {
         drop(g.admit(1, 6_000).unwrap());
         assert_eq!(seen().breaker(), CircuitState::Closed, "closed elsewhere");
         assert_eq!(seen().breaker_transitions, [0, 0, 0], "none made here");
+        // Half-open here: the calls refused while its probe is out leave it so.
+        resilient_core::Metrics::new(seg.clone(), "up")
+            .unwrap()
+            .breaker_transition(CircuitState::HalfOpen);
+        *store.admission.lock().unwrap() = Admission::Refused { until_ms: 7_000 };
+        assert!(g.admit(1, 6_500).is_err());
+        assert_eq!(seen().breaker(), CircuitState::HalfOpen);
         std::fs::remove_file(seg_path).unwrap();
     }
 
