@@ -57,7 +57,7 @@ return [
     // Queued jobs (Resilient\Laravel\Queue\*).
     'queue' => [
         // ReleaseWhenUnavailable / Funnel: a refused job comes back after a delay drawn from
-        // [min, max] seconds (an end over 43200 is taken as 12 h), so refused jobs do not
+        // [min, max] seconds (an end over 39600 is taken as 11 h), so refused jobs do not
         // return in step.
         'release_delay' => [5, 30],
         // WithinDeadline() without an argument: the job's $timeout (else worker_timeout, as

@@ -25,12 +25,14 @@ use Resilient\Tests\Harness\PhpProcess;
 final class QueueEdgeCasesTest extends PackageTestCase
 {
     /**
-     * A Retry-After longer than 12 hours releases the job for 11 to 12 hours, spread (Amazon
-     * SQS's release, ChangeMessageVisibility, takes at most 43200 s: a longer delay threw there;
+     * A Retry-After longer than 11 hours releases the job for 9.9 to 11 hours, spread (Amazon
+     * SQS's release, ChangeMessageVisibility, takes at most 12 hours counted from when the
+     * worker received the job, an hour of which is left for the job's run: a longer delay threw
+     * there;
      * before that, a number past PHP's integers came out negative or wrapped:
      * `9223372036854775807` released the job with -9223372036854775808 s).
      */
-    public function testAHugeRetryAfterReleasesTheJobForAtMostTwelveHours(): void
+    public function testAHugeRetryAfterReleasesTheJobForAtMostElevenHours(): void
     {
         $this->boot([]);
         $job = new class () {
@@ -42,8 +44,8 @@ final class QueueEdgeCasesTest extends PackageTestCase
             }
         };
         $middleware = new ReleaseWhenUnavailable(3, 5);
-        $bound = $this->logicalAnd($this->greaterThanOrEqual(43200 - 4320), $this->lessThanOrEqual(43200));
-        $afters = ['9223372036854775807', '99999999999999999999', str_repeat('9', 400), '86400', '1000000', '43200'];
+        $bound = $this->logicalAnd($this->greaterThanOrEqual(39600 - 3960), $this->lessThanOrEqual(39600));
+        $afters = ['9223372036854775807', '99999999999999999999', str_repeat('9', 400), '86400', '1000000', '43200', '39601'];
         foreach ($afters as $after) {
             $middleware->handle($job, fn () => throw new RequestException(new Response(new PsrResponse(429, ['Retry-After' => $after]))));
             $this->assertThat(end($job->released), $bound, substr($after, 0, 30));
@@ -54,9 +56,11 @@ final class QueueEdgeCasesTest extends PackageTestCase
         $this->assertThat(ReleaseDelay::afterRetryAfter(INF), $bound);
         // Below the bound nothing changes: no sooner than asked, up to a tenth more, never past it.
         $this->assertThat(ReleaseDelay::afterRetryAfter(40.0), $this->logicalAnd($this->greaterThanOrEqual(40), $this->lessThanOrEqual(44)));
-        $this->assertThat(ReleaseDelay::afterRetryAfter(43000.0), $this->logicalAnd($this->greaterThanOrEqual(43000), $this->lessThanOrEqual(43200)));
+        $this->assertThat(ReleaseDelay::afterRetryAfter(39000.0), $this->logicalAnd($this->greaterThanOrEqual(39000), $this->lessThanOrEqual(39600)));
+        // The bound itself is no longer than asked: waited in full, not drawn from below it.
+        $this->assertSame(39600, ReleaseDelay::afterRetryAfter(39600.0));
         $this->assertThat(ReleaseDelay::afterRetryAfter(NAN), $this->logicalAnd($this->greaterThanOrEqual(0), $this->lessThanOrEqual(1)));
-        $this->assertSame(43200, ReleaseDelay::MAX_RETRY_AFTER, '12 hours, as documented');
+        $this->assertSame(39600, ReleaseDelay::MAX_RETRY_AFTER, '11 hours, as documented');
     }
 
     /**
@@ -90,7 +94,7 @@ final class QueueEdgeCasesTest extends PackageTestCase
                 $this->released[] = $delay;
             }
         };
-        // The backoff, spread as a Retry-After is (up to a tenth more), within the 12 h bound.
+        // The backoff, spread as a Retry-After is (up to a tenth more), within the 11 h bound.
         $within = fn (int $min, int $max) => $this->logicalAnd($this->greaterThanOrEqual($min), $this->lessThanOrEqual($max));
         $this->assertThat($released($jobWith(1, [60, 120])), $within(60, 66));
         $this->assertThat($released($jobWith(2, [60, 120])), $within(120, 132));
@@ -99,7 +103,7 @@ final class QueueEdgeCasesTest extends PackageTestCase
         $this->assertThat($released($jobWith(2, '30,45')), $within(45, 49));
         $this->assertThat($released($jobWith(2, [30, '45,60'])), $within(45, 49));
         $this->assertThat($released($jobWith(1, [3600, 86400])), $within(3600, 3960));
-        $this->assertThat($released($jobWith(2, [3600, 86400])), $within(43200 - 4320, 43200));
+        $this->assertThat($released($jobWith(2, [3600, 86400])), $within(39600 - 3960, 39600));
         // A date, as Laravel reads it: the seconds until it.
         $this->assertThat($released($jobWith(1, [new \DateTimeImmutable('+100 seconds')])), $within(98, 111));
         // No backoff: the Retry-After's (1 s, plus up to a tenth, at least 1 s).
@@ -204,6 +208,71 @@ final class QueueEdgeCasesTest extends PackageTestCase
         $this->assertThat($job->released[0] ?? null, $this->logicalAnd($this->greaterThanOrEqual(58), $this->lessThanOrEqual(67)), 'the longer of the two, an RFC 850 date');
     }
 
+    /**
+     * A job that already failed, deleted itself or released itself before our refusal: the
+     * worker leaves it so (Laravel's Worker releases only a job that is none of these), and so
+     * does the middleware, which throws the refusal as if it were not there. Releasing it
+     * again ran a failed job 5 times under `queue:work`, and on the database queue a released
+     * job released twice is two rows.
+     */
+    public function testAJobThatAlreadyFailedOrWasDeletedOrReleasedIsNotReleasedAgain(): void
+    {
+        $this->boot([]);
+        $settle = [
+            'failed' => fn (\Illuminate\Queue\Jobs\Job $q) => $q->markAsFailed(),
+            'deleted' => fn (\Illuminate\Queue\Jobs\Job $q) => $q->delete(),
+            'released' => fn (\Illuminate\Queue\Jobs\Job $q) => $q->release(7),
+        ];
+        $job = new class () {
+            use \Illuminate\Queue\InteractsWithQueue;
+        };
+        foreach ($settle as $how => $settled) {
+            $job->setJob($queued = $this->queueJob());
+            try {
+                (new ReleaseWhenUnavailable(3, 5))->handle($job, function () use ($settled, $queued): void {
+                    $settled($queued);
+                    throw new BudgetExhausted('shipping');
+                });
+                $this->fail("$how: the refusal was absorbed");
+            } catch (BudgetExhausted) {
+            }
+            $this->assertSame($how === 'released' ? [7] : [], $queued->delays, "$how: released by the job only");
+        }
+        // A job still running is released as before.
+        $job->setJob($queued = $this->queueJob());
+        (new ReleaseWhenUnavailable(3, 5))->handle($job, fn () => throw new BudgetExhausted('shipping'));
+        $this->assertCount(1, $queued->delays);
+    }
+
+    /** A queue job (as a worker's) that records the delays it was released with. */
+    private function queueJob(): \Illuminate\Queue\Jobs\Job
+    {
+        return new class () extends \Illuminate\Queue\Jobs\Job implements \Illuminate\Contracts\Queue\Job {
+            public array $delays = [];
+
+            public function attempts()
+            {
+                return 1;
+            }
+
+            public function getJobId()
+            {
+                return 'j1';
+            }
+
+            public function getRawBody()
+            {
+                return '{}';
+            }
+
+            public function release($delay = 0)
+            {
+                parent::release($delay);
+                $this->delays[] = $delay;
+            }
+        };
+    }
+
     /** A job stand-in that records its releases. */
     private function releasable(): object
     {
@@ -286,12 +355,12 @@ final class QueueEdgeCasesTest extends PackageTestCase
     }
 
     /**
-     * A release delay is at most 12 hours, as a Retry-After's (ReleaseDelay::MAX_RETRY_AFTER):
-     * a longer end is taken as 12 hours. A range that is not finite numbers is refused as
+     * A release delay is at most 11 hours, as a Retry-After's (ReleaseDelay::MAX_RETRY_AFTER):
+     * a longer end is taken as 11 hours. A range that is not finite numbers is refused as
      * written. Before, [0, 1e12] released a job for thousands of years, [NAN, NAN] was read as
      * [0, 0] (refused jobs came straight back), and [5, INF] was refused as "[5, 0]".
      */
-    public function testAReleaseDelayPastTwelveHoursIsTwelveHoursAndOneNotFiniteIsRefusedAsWritten(): void
+    public function testAReleaseDelayPastElevenHoursIsElevenHoursAndOneNotFiniteIsRefusedAsWritten(): void
     {
         foreach ([
             [[NAN, NAN], '[NAN, NAN]'],
@@ -309,12 +378,12 @@ final class QueueEdgeCasesTest extends PackageTestCase
                 $this->assertStringEndsWith("got $shown", $e->getMessage());
             }
         }
-        foreach ([[[0, 1e12], [0, 43200]], [[1e20, 2e20], [43200, 43200]], [[60, 86400], [60, 43200]], [['5', '50000'], [5, 43200]], [[0, 43200], [0, 43200]]] as [$range, $taken]) {
+        foreach ([[[0, 1e12], [0, 39600]], [[1e20, 2e20], [39600, 39600]], [[60, 86400], [60, 39600]], [['5', '50000'], [5, 39600]], [[0, 39600], [0, 39600]], [[0, 43200], [0, 39600]]] as [$range, $taken]) {
             $this->boot(['queue' => ['release_delay' => $range]]);
             $delay = ReleaseDelay::configured();
             $this->assertSame($taken, [$delay->min, $delay->max], json_encode($range));
         }
-        $this->assertSame(43200, (new \ReflectionProperty(ReleaseWhenUnavailable::class, 'delay'))->getValue(new ReleaseWhenUnavailable(0, 10 ** 12))->max);
+        $this->assertSame(39600, (new \ReflectionProperty(ReleaseWhenUnavailable::class, 'delay'))->getValue(new ReleaseWhenUnavailable(0, 10 ** 12))->max);
         foreach ([[-1, 5], [10, 5]] as [$min, $max]) {
             try {
                 new ReleaseWhenUnavailable($min, $max);

@@ -11,22 +11,25 @@ use InvalidArgumentException;
  * fixed delay brings the whole batch back at the same second).
  *
  * The range comes from the constructor, else `resilient.queue.release_delay` ([min, max]; a
- * null end is the default's), else [5, 30]. An end over 12 hours (MAX_RETRY_AFTER) is taken as
- * 12 hours.
+ * null end is the default's), else [5, 30]. An end over 11 hours (MAX_RETRY_AFTER) is taken as
+ * 11 hours.
  */
 final class ReleaseDelay
 {
     public const DEFAULT = [5, 30];
 
     /**
-     * The longest wait a `Retry-After` releases a job for: 12 hours, the most Amazon SQS's
-     * release (ChangeMessageVisibility) accepts. The client itself fails at once on a
+     * The longest wait a `Retry-After` releases a job for: 11 hours. Amazon SQS's release
+     * (ChangeMessageVisibility) accepts at most 12 hours counted from when the worker received
+     * the job, and refuses more (the job then came back after the queue's visibility timeout,
+     * an exception counted against it); the hour left is for the job's run before its release.
+     * The client itself fails at once on a
      * Retry-After above its `max_retry_after` rather than sleep, but a released job costs a
      * worker nothing while it waits, so it waits, up to a bound every queue takes. A job told
      * to wait longer (a number past PHP's integers, a date years ahead) comes back within the
      * bound's last tenth, spread, and is released again.
      */
-    public const MAX_RETRY_AFTER = 43200;
+    public const MAX_RETRY_AFTER = 39600;
 
     private function __construct(public readonly int $min, public readonly int $max)
     {
@@ -34,7 +37,7 @@ final class ReleaseDelay
 
     /**
      * [min, max] seconds, 0 <= min <= max; each end over MAX_RETRY_AFTER is taken as it (a job
-     * released for longer throws on SQS, and comes back no sooner than 12 h on any queue).
+     * released for longer throws on SQS, and comes back no sooner than 11 h on any queue).
      */
     public static function between(int $min, int $max): self
     {
@@ -82,7 +85,7 @@ final class ReleaseDelay
     }
 
     /**
-     * At least what the upstream asked for (never shortened below MAX_RETRY_AFTER, as the client
+     * At least what the upstream asked for (never shortened up to MAX_RETRY_AFTER, as the client
      * itself never shortens a Retry-After), plus up to a tenth more (at least 1 s) so the jobs
      * told the same moment spread out, never past MAX_RETRY_AFTER; a longer wait is drawn from
      * the bound's last tenth.
@@ -90,7 +93,7 @@ final class ReleaseDelay
     public static function afterRetryAfter(float $seconds): int
     {
         // A NAN is no wait, an INF the bound.
-        if ($seconds >= self::MAX_RETRY_AFTER) {
+        if ($seconds > self::MAX_RETRY_AFTER) {
             return random_int(self::MAX_RETRY_AFTER - intdiv(self::MAX_RETRY_AFTER, 10), self::MAX_RETRY_AFTER);
         }
         $base = $seconds > 0 ? (int) ceil($seconds) : 0;

@@ -13,6 +13,9 @@ use LogicException;
  * Only a queue can take a job back. On the `sync` queue (`dispatchSync()`, `QUEUE_CONNECTION=sync`)
  * release() puts it nowhere, and a job object run by hand has no queue job at all: there the
  * refusal is thrown to the caller instead, or the job would count as processed without its work.
+ * A job that already failed, deleted itself or released itself is left so, as Laravel's worker
+ * leaves it, and the refusal thrown as if no middleware were there (released again, a failed
+ * job ran again, and a released one was queued twice).
  */
 final class Released
 {
@@ -27,10 +30,18 @@ final class Released
         }
         // InteractsWithQueue hands release() to the queue job it holds (`$job->job`); a job with a
         // release() of its own is taken at its word.
-        if (in_array(InteractsWithQueue::class, class_uses_recursive($job), true) && ! self::onAQueue($job->job)) {
+        if (in_array(InteractsWithQueue::class, class_uses_recursive($job), true)
+            && (! self::onAQueue($job->job) || self::settled($job->job))) {
             throw $refusal();
         }
         $job->release($seconds);
+    }
+
+    /** Whether the queue job $queued already failed, or was deleted or released. */
+    private static function settled(object $queued): bool
+    {
+        return (method_exists($queued, 'hasFailed') && $queued->hasFailed())
+            || (method_exists($queued, 'isDeletedOrReleased') && $queued->isDeletedOrReleased());
     }
 
     /** Whether $queued (an InteractsWithQueue job's `$job`) is a queue job that can take it back. */
