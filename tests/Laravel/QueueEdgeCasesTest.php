@@ -188,7 +188,11 @@ final class QueueEdgeCasesTest extends PackageTestCase
         ] as $value) {
             $this->assertSame(120.0, RetryAfter::parse($value, $now), $value);
         }
-        foreach (['', '-1', '1.5', 'soon', 'Mon, 32 Dec 2026 00:00:00 GMT', 'Fri, 04 Dec 2026 06:55:49 UTC'] as $value) {
+        // Dates the client (httpdate) refuses, PHP alone would read: a weekday that is not the
+        // date's (2030-01-01 is a Tuesday; PHP took 'Mon' as a jump to the next Monday, six
+        // days on), a day of one digit, a month in lower case.
+        $dates = ['Mon, 01 Jan 2030 00:00:00 GMT', 'Tue, 1 Jan 2030 00:00:00 GMT', 'Tue, 01 jan 2030 00:00:00 GMT', 'Monday, 01-Jan-30 00:00:00 GMT', 'Mon Jan  1 00:00:00 2030'];
+        foreach (['', '-1', '1.5', 'soon', 'Mon, 32 Dec 2026 00:00:00 GMT', 'Fri, 04 Dec 2026 06:55:49 UTC', ...$dates] as $value) {
             $this->assertNull(RetryAfter::parse($value, $now), var_export($value, true));
         }
         $this->assertSame(0.0, RetryAfter::parse('Thu, 01 Jan 1970 00:00:00 GMT', $now), 'a date past is now');

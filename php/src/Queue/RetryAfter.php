@@ -48,9 +48,13 @@ final class RetryAfter
         $text = preg_replace('/ {2,}/', ' ', $value);
         foreach (self::DATE_FORMATS as $format) {
             $date = DateTimeImmutable::createFromFormat($format, $text, new DateTimeZone('UTC'));
-            // A date PHP had to roll over (the 32nd of a month) is no date.
+            // A date PHP had to roll over (the 32nd of a month) is no date, nor one that does not
+            // read back as written: PHP takes a weekday that is not the date's as a jump to the
+            // next such day, and a day of one digit or a month in lower case, which the client
+            // (httpdate) refuses.
             $errors = DateTimeImmutable::getLastErrors();
-            if ($date !== false && ($errors === false || $errors['warning_count'] + $errors['error_count'] === 0)) {
+            if ($date !== false && ($errors === false || $errors['warning_count'] + $errors['error_count'] === 0)
+                && $date->format(ltrim($format, '!')) === $text) {
                 return max(0.0, (float) $date->getTimestamp() - $now);
             }
         }
