@@ -58,6 +58,41 @@ final class CheckEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * A job our middleware puts back on the queue (ReleaseWhenUnavailable, Queue\\Funnel) uses a
+     * try at each release (Laravel's rule): with one try it fails (MaxAttemptsExceededException)
+     * when taken again after its first release, its work never done. The check says so, and
+     * for such a job its "retries in two layers" advice no longer offers `$tries = 1`.
+     */
+    public function testAJobOurMiddlewareReleasesNeedsTriesForItsReleases(): void
+    {
+        $job = fn (string $class, string $tries, string $middleware, string $client) => self::HEAD
+            . "use Resilient\\Laravel\\Queue\\{Funnel, ReleaseWhenUnavailable, WithinDeadline};\n"
+            . "final class $class implements ShouldQueue\n{\n    use JitteredBackoff;\n    public \$timeout = 20;\n$tries"
+            . "    public function middleware(): array { return [$middleware, new WithinDeadline()]; }\n"
+            . "    public function handle(): void { Resilient::client('$client')->get('/x'); }\n}\n";
+        [$exit, $json] = $this->check([
+            'OneTryReleased' => $job('OneTryReleased', "    public \$tries = 1;\n", 'new ReleaseWhenUnavailable()', 'slow'),
+            'NoTriesFunnel' => $job('NoTriesFunnel', '', "new Funnel('slow', limit: 2)", 'slow'),
+            'ReleasedUntil' => $job('ReleasedUntil', "    public \$tries = 1;\n    public function retryUntil() { return now()->addHour(); }\n", 'new ReleaseWhenUnavailable()', 'slow'),
+            'ReleasedPricing' => $job('ReleasedPricing', "    public \$tries = 3;\n", 'new ReleaseWhenUnavailable()', 'pricing'),
+        ]);
+        $this->assertSame(1, $exit);
+        $found = [];
+        foreach ($json['findings'] as $f) {
+            $found[$this->short($f['job'])][] = $f['rule'] . ': ' . $f['message'];
+        }
+        ksort($found);
+        $this->assertSame(['NoTriesFunnel', 'OneTryReleased', 'ReleasedPricing'], array_keys($found), json_encode($found));
+        $this->assertSame(
+            'released without tries: Queue\\Funnel puts the job back on the queue, and each release uses a try: with 1 try (the worker\'s --tries, 1 by default) '
+            . 'the job fails (MaxAttemptsExceededException) when taken after its first release, its work never done; give it $tries room for its releases, or retryUntil()',
+            $found['NoTriesFunnel'][0],
+        );
+        $this->assertStringStartsWith('released without tries: ReleaseWhenUnavailable puts the job back on the queue, and each release uses a try: with $tries 1 the job fails', $found['OneTryReleased'][0]);
+        $this->assertStringEndsWith("let one layer own the retries ('max_attempts' => 1 for this client: the job's releases are its retries)", $found['ReleasedPricing'][0]);
+    }
+
+    /**
      * The route middleware class in a job's middleware() is 30 s whatever the job's timeout
      * (it knows no $timeout); the queue one, even imported in a group, is $timeout − margin.
      */
@@ -70,7 +105,8 @@ final class CheckEdgeCasesTest extends PackageTestCase
                 . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",
             'GroupImport' => "use Illuminate\\Contracts\\Queue\\ShouldQueue;\nuse Resilient\\Laravel\\Facades\\Resilient;\n"
                 . "use Resilient\\Laravel\\Queue\\{ReleaseWhenUnavailable, WithinDeadline};\n"
-                . "final class GroupImport implements ShouldQueue\n{\n    public \$timeout = 20;\n    public \$tries = 1;\n"
+                . "final class GroupImport implements ShouldQueue\n{\n    use \\Resilient\\Laravel\\Queue\\JitteredBackoff;\n"
+                . "    public \$timeout = 20;\n    public \$tries = 3;\n"
                 . "    public function middleware(): array { return [new ReleaseWhenUnavailable(), new WithinDeadline()]; }\n"
                 . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",
         ]);

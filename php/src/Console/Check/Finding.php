@@ -10,6 +10,7 @@ final class Finding
     public const FIXED_BACKOFF = 'fixed backoff';
     public const UNKNOWN_CLIENT = 'unknown client';
     public const JOB_FUNNEL = 'job funnel';
+    public const RELEASED_WITHOUT_TRIES = 'released without tries';
 
     public function __construct(
         public readonly string $rule,

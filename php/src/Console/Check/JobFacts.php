@@ -10,8 +10,8 @@ use Resilient\Laravel\Queue\JitteredBackoff;
  * jittered), the named clients its source calls (`Resilient::client('x')`,
  * `Http::resilient(name: 'x')`, `new Client(self::X)`), whether it wraps itself in a
  * WithinDeadline middleware (the queue one, or the route one, which is 30 s whatever the
- * job's timeout), and the names of the Queue\\Funnel middleware it takes from config
- * (`new Funnel('x')` without a limit).
+ * job's timeout), the names of the Queue\\Funnel middleware it takes from config
+ * (`new Funnel('x')` without a limit), and which of our middleware put it back on the queue.
  *
  * Names and seconds are read where they are constant (a literal, a class constant); one
  * computed at run time is listed in `unchecked` rather than passing unseen.
@@ -21,6 +21,7 @@ final class JobFacts
     public const QUEUE_DEADLINE = 'Resilient\\Laravel\\Queue\\WithinDeadline';
     public const ROUTE_DEADLINE = 'Resilient\\Laravel\\Middleware\\WithinDeadline';
     private const QUEUE_FUNNEL = 'Resilient\\Laravel\\Queue\\Funnel';
+    private const QUEUE_RELEASE = 'Resilient\\Laravel\\Queue\\ReleaseWhenUnavailable';
 
     /** The route middleware's seconds when given none (Middleware\\WithinDeadline::handle). */
     private const ROUTE_DEFAULT = 30.0;
@@ -33,6 +34,8 @@ final class JobFacts
      *        seconds ($timeout − margin); a float: its seconds (INF: known only at run time)
      * @param list<string> $funnels
      * @param list<string> $unchecked what the check could not read, said as such
+     * @param list<string> $releasedBy our middleware the job makes that release it (each a
+     *        try): `ReleaseWhenUnavailable`, `Queue\\Funnel`
      * @param 'none'|'fixed'|'jittered' $backoffKind
      */
     private function __construct(
@@ -51,6 +54,7 @@ final class JobFacts
         public readonly bool $routeDeadlineDefault = false,
         public readonly array $unchecked = [],
         public readonly array $maybeClients = [],
+        public readonly array $releasedBy = [],
     ) {
     }
 
@@ -82,6 +86,10 @@ final class JobFacts
             $routeDefault,
             $unchecked,
             $maybeClients,
+            array_keys(array_filter([
+                'ReleaseWhenUnavailable' => $source->news(self::QUEUE_RELEASE) !== [],
+                'Queue\\Funnel' => $source->news(self::QUEUE_FUNNEL) !== [],
+            ])),
         );
     }
 

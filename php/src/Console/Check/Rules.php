@@ -12,6 +12,8 @@ namespace Resilient\Laravel\Console\Check;
  *   times multiplies the calls the upstream receives (a job with `retryUntil()` is tried until
  *   then, whatever its `$tries`: Laravel's worker reads only the one);
  * - jitter: a fixed backoff brings every job that failed together back at the same second;
+ * - released without tries: a job our middleware puts back on the queue (each release a try,
+ *   Laravel's rule) that may run only once fails when taken after its first release;
  * - job funnel: a Queue\\Funnel middleware whose name config cannot turn into a funnel (none
  *   defined, a client's on Redis or learned, a `funnels` entry a Funnel refuses) would throw at
  *   every run of the job.
@@ -34,7 +36,27 @@ final class Rules
     /** @return list<Finding> */
     public function check(JobFacts $job): array
     {
-        return [...$this->nesting($job), ...$this->twoLayers($job), ...$this->jitter($job), ...$this->funnels($job)];
+        return [
+            ...$this->nesting($job), ...$this->twoLayers($job), ...$this->jitter($job),
+            ...$this->releasedWithoutTries($job), ...$this->funnels($job),
+        ];
+    }
+
+    /** @return list<Finding> */
+    private function releasedWithoutTries(JobFacts $job): array
+    {
+        [$runs] = $this->runs($job);
+        if ($job->releasedBy === [] || $runs > 1) {
+            return [];
+        }
+
+        return [new Finding(Finding::RELEASED_WITHOUT_TRIES, $job->class, sprintf(
+            '%s puts the job back on the queue, and each release uses a try: with %s the job fails '
+            . '(MaxAttemptsExceededException) when taken after its first release, its work never done; '
+            . 'give it $tries room for its releases, or retryUntil()',
+            implode(' and ', $job->releasedBy),
+            $job->tries === null ? "1 try (the worker's --tries, 1 by default)" : sprintf('$tries %d', $job->tries),
+        ))];
     }
 
     /** @return list<Finding> */
@@ -158,9 +180,14 @@ final class Rules
             if ($attempts > 1) {
                 $found[] = new Finding(Finding::TWO_LAYERS, $job->class, sprintf(
                     'client %s makes up to %d attempts per run × %s = %s upstream calls per dispatch; '
-                    . "let one layer own the retries ('max_attempts' => 1 for this client, or %s)",
+                    . "let one layer own the retries ('max_attempts' => 1 for this client%s)",
                     $name, $attempts, $runsText, is_finite($runs) ? (string) ($attempts * $runs) : 'unbounded',
-                    $job->retryUntil ? '$tries = 1 without retryUntil()' : '$tries = 1',
+                    match (true) {
+                        // A try is spent at each release: one try would fail the job at its first.
+                        $job->releasedBy !== [] => ": the job's releases are its retries",
+                        $job->retryUntil => ', or $tries = 1 without retryUntil()',
+                        default => ', or $tries = 1',
+                    },
                 ));
             }
         }
