@@ -102,6 +102,35 @@ final class BreakerTest extends HttpTestCase
         $this->assertCount(100 + self::MIN_CALLS, $this->up->attempts($key, 100 + self::MIN_CALLS));
     }
 
+    /**
+     * The retry the breaker refuses (the first answer opened it) is never sent, so it costs
+     * the retry budget nothing (docs/errors.md): the budget allowed it before its backoff, and
+     * it is given back. Before, it stayed spent: every call in flight when an outage began
+     * used up a retry, and real retries were denied for the rest of the window.
+     */
+    public function testARetryTheBreakerRefusesCostsTheBudgetNothing(): void
+    {
+        $key = $this->up->key('give-back');
+        $this->up->script($key, [['status' => 503]]);
+        $name = Run::name('breaker-budget');
+        $client = new Client($name, [
+            'base_url' => $this->up->base($key),
+            'max_attempts' => 3,
+            'budget' => ['ratio' => 0.1, 'floor' => 5, 'window' => 60.0],
+            'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 1, 'window' => 10.0, 'open_for' => 30.0],
+        ]);
+        try {
+            $client->get('/x');
+            $this->fail('the breaker refuses the retry');
+        } catch (CircuitOpen $e) {
+            $this->assertStringContainsString('not sent', $e->getMessage());
+        }
+        $this->assertCount(1, $this->up->attempts($key, 1), 'one attempt reached the upstream');
+        $stats = (new \Resilient\RetryBudget($name, ratio: 0.1, floor: 5, window: 60.0))->stats();
+        $this->assertSame(1, $stats['originals']);
+        $this->assertSame(0, $stats['retries'], 'the refused retry was given back');
+    }
+
     public function testClientErrorsNeverOpenIt(): void
     {
         $key = $this->up->key('4xx');

@@ -269,6 +269,27 @@ impl RetryBudget {
         }
     }
 
+    /// Gives back a retry [`Self::try_consume`] counted at `consumed_at_ms` that was never sent
+    /// (a guard refused it after its backoff): the budget is a share of what the upstream got.
+    /// It comes off the bucket it was counted in (the caller's epoch, or the next one, when
+    /// another process had already counted into it); a bucket that has left the window since
+    /// took the retry with it, and nothing newer is taken off in its place.
+    pub fn give_back(&self, consumed_at_ms: u64) {
+        let e = self.entry();
+        let epoch = self.epoch(consumed_at_ms);
+        for epoch in [epoch, epoch + 1] {
+            let tag = epoch & TAG_MASK;
+            let taken = e.budget_buckets[index(epoch)].fetch_update(
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+                |w| (tag_of(w) == tag && retries_of(w) > 0).then(|| w - 1),
+            );
+            if taken.is_ok() {
+                return;
+            }
+        }
+    }
+
     pub fn stats(&self, now_ms: u64) -> BudgetStats {
         let window = Window::read(self.entry(), self.epoch(now_ms));
         let (originals, retries) = window.sum();
@@ -387,6 +408,29 @@ mod tests {
             RetryBudget::new(seg, "sap", config(ratio, floor, window)).unwrap(),
             p,
         )
+    }
+
+    /// A retry counted and never sent (a guard refused it after its backoff) is given back: the
+    /// allowance it took is there again. One whose bucket has left the window is gone already:
+    /// a newer retry is not taken off in its place.
+    #[test]
+    fn a_retry_never_sent_is_given_back() {
+        let (b, p) = budget("give-back", 0.0, 1, 1.0);
+        let t = 1_000_000;
+        assert!(b.try_consume(t));
+        assert!(!b.try_consume(t + 10), "the floor of 1 is spent");
+        b.give_back(t);
+        assert_eq!(b.stats(t + 10).retries, 0);
+        assert!(b.try_consume(t + 20), "given back: allowed again");
+        let later = t + 5_000;
+        assert!(b.try_consume(later), "the window slid");
+        b.give_back(t + 20);
+        assert_eq!(
+            b.stats(later).retries,
+            1,
+            "an old retry's give-back takes nothing now"
+        );
+        std::fs::remove_file(p).unwrap();
     }
 
     /// A window that is not a whole number of buckets is covered whole (the buckets are rounded

@@ -171,6 +171,8 @@ pub struct Call {
     /// Where `last`'s answer came from when its attempt followed a redirect.
     redirected_to: Option<reqwest::Url>,
     pending: Option<PendingRetry>,
+    /// When the budget counted the retry about to be sent: given back if it never is.
+    withdrawn_at_ms: Option<u64>,
 }
 
 impl Call {
@@ -207,6 +209,7 @@ impl Call {
             last: None,
             redirected_to: None,
             pending: None,
+            withdrawn_at_ms: None,
         }
     }
 
@@ -277,16 +280,27 @@ impl Call {
         }
         if let Some(budget) = &self.env.allowance {
             let left = time_left::scope(self.time_for_guards(delay));
-            let allowed = budget.try_consume(self.env.clock.monotonic_ms());
+            let now_ms = self.env.clock.monotonic_ms();
+            let allowed = budget.try_consume(now_ms);
             drop(left);
             if !allowed {
                 let why = GiveUpReason::BudgetExhausted;
                 let reason = self.give_up(pending.record, why);
                 return Err(self.unavailable(why.kind(), reason));
             }
+            self.withdrawn_at_ms = Some(now_ms);
         }
         self.emit(pending.record, Decision::Retry(pending.reason));
         Ok(delay)
+    }
+
+    /// The budget is a share of what the upstream got: a retry it counted that our guards (or
+    /// the deadline) then stopped is given back.
+    fn give_back_retry(&mut self) {
+        if let (Some(at), Some(budget)) = (self.withdrawn_at_ms.take(), &self.env.allowance) {
+            let _left = time_left::scope(self.time_for_guards(Duration::ZERO));
+            budget.give_back(at);
+        }
     }
 
     /// Asks every guard, in order, for a permit. A guard that is full (the funnel) is asked
@@ -348,22 +362,29 @@ impl Call {
         let number = self.attempts + 1;
         let remaining = self.remaining();
         if let Err(reason) = self.policy.before_attempt(number, remaining) {
+            self.give_back_retry();
             return Some(Err(
                 self.unavailable(UnavailableKind::DeadlineExceeded, reason)
             ));
         }
         let mut permits = match self.admit(number).await {
             Ok(permits) => permits,
-            Err(e) => return Some(Err(e)),
+            Err(e) => {
+                self.give_back_retry();
+                return Some(Err(e));
+            }
         };
         // Admission may end late (a slow backend; a wait whose thread PHP code held): the
         // deadline again, so that nothing is sent past it. The permits go back unused.
         if let Err(reason) = self.policy.before_attempt(number, self.remaining()) {
             drop(permits);
+            self.give_back_retry();
             return Some(Err(
                 self.unavailable(UnavailableKind::DeadlineExceeded, reason)
             ));
         }
+        // Sent from here: the retry's withdrawal stands.
+        self.withdrawn_at_ms = None;
         // The budget is a share of the load the upstream gets: an original deposits once it is
         // sent, never when our guards refused it (a demand the funnel turned away would earn
         // retries for calls that never reached the upstream).

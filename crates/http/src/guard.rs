@@ -144,6 +144,11 @@ pub trait RetryAllowance: Send + Sync {
     fn record_original(&self, now_ms: u64);
     /// May one retry go out now? Counts it when yes.
     fn try_consume(&self, now_ms: u64) -> bool;
+    /// A retry `try_consume(consumed_at_ms)` counted was never sent (a guard refused it after
+    /// its backoff): taken off the count, as nearly as the store can tell which it was.
+    fn give_back(&self, consumed_at_ms: u64) {
+        let _ = consumed_at_ms;
+    }
 }
 
 impl RetryAllowance for resilient_core::RetryBudget {
@@ -152,6 +157,9 @@ impl RetryAllowance for resilient_core::RetryBudget {
     }
     fn try_consume(&self, now_ms: u64) -> bool {
         resilient_core::RetryBudget::try_consume(self, now_ms)
+    }
+    fn give_back(&self, consumed_at_ms: u64) {
+        resilient_core::RetryBudget::give_back(self, consumed_at_ms)
     }
 }
 

@@ -622,6 +622,31 @@ async fn the_real_shared_budget_bounds_attempts_too() {
     assert!((105..=115).contains(&attempts), "{attempts} attempts");
 }
 
+/// A retry the budget allowed and a guard then refused (the breaker the first answer opened)
+/// was never sent: it is given back, so the budget counts what the upstream got. Before, each
+/// call in flight when an outage began spent a retry it never sent, and after the breaker
+/// closed, real retries were denied for the rest of the window.
+#[tokio::test(start_paused = true)]
+async fn a_retry_a_guard_refused_is_given_back_to_the_budget() {
+    use resilient_http::Clock;
+    let options = json!({
+        "max_attempts": 3,
+        "budget": {"ratio": 0.0, "floor": 5, "window": 60},
+        "circuit": {"min_calls": 1, "failure_ratio": 0.5, "window": 10, "open_for": 30},
+    });
+    let (rig, c, segment) = shared_rig("give-back", options, false, status(503));
+    let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(e.is_circuit_open(), "{e}");
+    assert_eq!(rig.sends(), 1, "the retry was refused, not sent");
+    let config = resilient_core::BudgetConfig::new(0.0, 5, Duration::from_secs(60)).unwrap();
+    let budget = resilient_core::RetryBudget::new(segment, "test", config).unwrap();
+    assert_eq!(
+        budget.stats(rig.clock.monotonic_ms()).retries,
+        0,
+        "given back"
+    );
+}
+
 /// A client of `funnel` options, one attempt of 200 ms at most, and a handle on its funnel
 /// that reads what is held.
 fn shared_funnel_rig(

@@ -1,4 +1,5 @@
-//! The retry budget on Redis: one EVALSHA per original and one per retry decision, with the
+//! The retry budget on Redis: one EVALSHA per original and one per retry decision (and one
+//! more for a retry counted that our guards then refused, given back), with the
 //! shared memory's arithmetic over the same 20 buckets, on the server's clock
 //! (`scripts::BUDGET`).
 //!
@@ -24,7 +25,7 @@ use resilient_http::RetryAllowance;
 
 use crate::backend::Fallback;
 use crate::connection::{evalsha, Server};
-use crate::scripts::BUDGET;
+use crate::scripts::{BUDGET, GIVE_BACK};
 
 pub struct RedisBudget {
     pub(crate) server: Arc<Server>,
@@ -72,5 +73,16 @@ impl RetryAllowance for RedisBudget {
                 self.fallback
                     .decide(|local| local.try_consume(now_ms), || true, || false)
             })
+    }
+
+    /// Sent without waiting, as an original's record. Redis unreachable, nothing is given
+    /// back (the retry may have been counted there): the budget stays stricter by that retry,
+    /// never looser.
+    fn give_back(&self, _consumed_at_ms: u64) {
+        let give_back = evalsha(&GIVE_BACK, &[&self.key]);
+        let _ = self
+            .server
+            .route(&self.key)
+            .run(|c| c.send_script(&GIVE_BACK, &give_back));
     }
 }

@@ -180,6 +180,32 @@ return 1
     )
 });
 
+/// KEYS[1]: the budget's hash (`BUDGET`'s). Gives back one retry counted and never sent (a
+/// guard refused it after its backoff): off the window's sum and the newest bucket that holds a
+/// retry, of the last two (a give-back follows its count by a backoff, well under a bucket of
+/// any window but the shortest). Rotates nothing: the next `BUDGET` call takes the buckets
+/// that left the window off the sums, as they are then. Returns 1, or 0 when no retry was left
+/// to give back.
+pub static GIVE_BACK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local at = tonumber(redis.call('HGET', KEYS[1], 'at'))
+if not at then
+  return 0
+end
+for e = at, at - 1, -1 do
+  local field = 'r' .. e % 20
+  if (tonumber(redis.call('HGET', KEYS[1], field)) or 0) > 0 then
+    redis.call('HINCRBY', KEYS[1], field, -1)
+    redis.call('HINCRBY', KEYS[1], 'r', -1)
+    return 1
+  end
+end
+return 0
+",
+    )
+});
+
 /// KEYS[1]: the breaker's hash: `p` (phase: 0 closed, 1 open, 2 half-open), `g` (generation,
 /// +1 on every transition), `at` (closed: since when; open: until when; half-open: the probe's
 /// bound; ms on the server's clock), `l` (how far ahead `at` was set: the open period or the

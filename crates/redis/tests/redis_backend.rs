@@ -705,3 +705,25 @@ fn a_breaker_record_without_redis_is_counted_as_a_fallback() {
     breaker.record(true, 0, 0, 0);
     assert_eq!(events.count(), 1);
 }
+
+/// A retry counted and never sent (a guard refused it after its backoff) is given back on
+/// Redis too: the floor's retry is there again.
+#[test]
+fn a_retry_never_sent_is_given_back() {
+    let redis = RedisServer::start();
+    let budget = backend(&redis.url("gb:"), OnBackendError::Closed, 1, "gb")
+        .budget(
+            "sap",
+            BudgetConfig::new(0.0, 1, Duration::from_secs(60)).unwrap(),
+        )
+        .unwrap();
+    assert!(budget.try_consume(0), "the floor's one retry");
+    assert!(!budget.try_consume(0), "spent");
+    budget.give_back(0);
+    assert!(budget.try_consume(0), "given back");
+    assert!(!budget.try_consume(0), "spent again");
+    assert_eq!(
+        redis.cli(&["HGET", "gb:{sap}:budget:60000ms:sums", "r"]),
+        "1"
+    );
+}
