@@ -248,6 +248,39 @@ final class QueueEdgeCasesTest extends PackageTestCase
         $this->assertCount(1, $queued->delays);
     }
 
+    /**
+     * JitteredBackoff's ranges written wrong are refused naming the rule: a range of one end
+     * was PHP's "Undefined array key 1" (an ErrorException under Laravel), and an empty list
+     * made backoff() an empty list, which Laravel's payload turns into '' and its worker into
+     * a retry at once, whatever its --backoff.
+     */
+    public function testJitteredBackoffRangesWrittenWrongAreRefusedNamingTheRule(): void
+    {
+        $job = fn (array $ranges) => new class ($ranges) {
+            use \Resilient\Laravel\Queue\JitteredBackoff;
+
+            public function __construct(public array $backoffRanges)
+            {
+            }
+        };
+        foreach ([
+            [[[60]], 'a backoff range must be [min, max] with 0 <= min <= max, got [60]'],
+            [[[1, 2, 3]], 'a backoff range must be [min, max] with 0 <= min <= max, got [1,2,3]'],
+            [[['a', 'b']], 'a backoff range must be [min, max] with 0 <= min <= max, got ["a","b"]'],
+            [[[30, 10]], 'a backoff range must be [min, max] with 0 <= min <= max, got [30,10]'],
+            [[], '$backoffRanges is empty'],
+        ] as [$ranges, $message]) {
+            try {
+                $job($ranges)->backoff();
+                $this->fail('accepted ' . json_encode($ranges));
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString($message, $e->getMessage(), json_encode($ranges));
+            }
+        }
+        $this->assertSame([5, 7], $job([5, [7, 7]])->backoff(), 'a plain number is a fixed delay');
+        $this->assertNull($job([])->releaseDelay(), 'no range: no delay of its own');
+    }
+
     /** A queue job (as a worker's) that records the delays it was released with. */
     private function queueJob(): \Illuminate\Queue\Jobs\Job
     {

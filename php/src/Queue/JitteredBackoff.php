@@ -19,7 +19,13 @@ trait JitteredBackoff
     /** @return list<int> seconds before each retry */
     public function backoff(): array
     {
-        return array_map(fn ($range) => self::drawBackoff($range), $this->backoffRanges());
+        $ranges = $this->backoffRanges();
+        if ($ranges === []) {
+            // Laravel would send it as '' and its worker retry at once, whatever its --backoff.
+            throw new \InvalidArgumentException('resilient: $backoffRanges is empty: give ranges such as [[240, 360]], or drop JitteredBackoff for the worker\'s --backoff');
+        }
+
+        return array_map(fn ($range) => self::drawBackoff($range), $ranges);
     }
 
     /** A delay from the range of this attempt (the last range once past the end), or null without ranges. */
@@ -46,10 +52,11 @@ trait JitteredBackoff
         if (is_int($range)) {
             return $range;
         }
-        [$min, $max] = array_values($range);
-        if ($min < 0 || $max < $min) {
-            throw new \InvalidArgumentException("resilient: a backoff range must be [min, max] with 0 <= min <= max, got [$min, $max]");
+        $ends = array_values($range);
+        if (count($ends) !== 2 || ! is_numeric($ends[0]) || ! is_numeric($ends[1]) || $ends[0] < 0 || $ends[1] < $ends[0]) {
+            throw new \InvalidArgumentException('resilient: a backoff range must be [min, max] with 0 <= min <= max, got ' . json_encode($ends));
         }
+        [$min, $max] = $ends;
 
         return random_int((int) $min, (int) $max);
     }
