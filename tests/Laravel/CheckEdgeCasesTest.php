@@ -75,6 +75,9 @@ final class CheckEdgeCasesTest extends PackageTestCase
             'NoTriesFunnel' => $job('NoTriesFunnel', '', "new Funnel('slow', limit: 2)", 'slow'),
             'ReleasedUntil' => $job('ReleasedUntil', "    public \$tries = 1;\n    public function retryUntil() { return now()->addHour(); }\n", 'new ReleaseWhenUnavailable()', 'slow'),
             'ReleasedPricing' => $job('ReleasedPricing', "    public \$tries = 3;\n", 'new ReleaseWhenUnavailable()', 'pricing'),
+            // Laravel's pattern for a job that releases itself: tries for the releases, one
+            // exception. Releases are no exceptions: room enough.
+            'ReleasesOneException' => $job('ReleasesOneException', "    public \$tries = 25;\n    public \$maxExceptions = 1;\n", 'new ReleaseWhenUnavailable()', 'slow'),
         ]);
         $this->assertSame(1, $exit);
         $found = [];

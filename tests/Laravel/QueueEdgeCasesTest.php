@@ -190,12 +190,16 @@ final class QueueEdgeCasesTest extends PackageTestCase
         }
         // Dates the client (httpdate) refuses, PHP alone would read: a weekday that is not the
         // date's (2030-01-01 is a Tuesday; PHP took 'Mon' as a jump to the next Monday, six
-        // days on), a day of one digit, a month in lower case.
-        $dates = ['Mon, 01 Jan 2030 00:00:00 GMT', 'Tue, 1 Jan 2030 00:00:00 GMT', 'Tue, 01 jan 2030 00:00:00 GMT', 'Monday, 01-Jan-30 00:00:00 GMT', 'Mon Jan  1 00:00:00 2030'];
+        // days on), a day of one digit, a month in lower case, spaces doubled outside asctime's
+        // day.
+        $dates = ['Mon, 01 Jan 2030 00:00:00 GMT', 'Tue, 1 Jan 2030 00:00:00 GMT', 'Tue, 01 jan 2030 00:00:00 GMT', 'Monday, 01-Jan-30 00:00:00 GMT', 'Mon Jan  1 00:00:00 2030', 'Tue,  01 Jan 2030 00:00:00 GMT', 'Tue Jan  1  00:00:00 2030'];
         foreach (['', '-1', '1.5', 'soon', 'Mon, 32 Dec 2026 00:00:00 GMT', 'Fri, 04 Dec 2026 06:55:49 UTC', ...$dates] as $value) {
             $this->assertNull(RetryAfter::parse($value, $now), var_export($value, true));
         }
         $this->assertSame(0.0, RetryAfter::parse('Thu, 01 Jan 1970 00:00:00 GMT', $now), 'a date past is now');
+        // asctime's day, padded with a space or a zero (RFC 9110's date3), as httpdate reads it.
+        $this->assertSame(0.0, RetryAfter::parse('Sun Nov  6 08:49:37 1994', $now));
+        $this->assertSame(0.0, RetryAfter::parse('Sun Nov 06 08:49:37 1994', $now));
         $this->assertSame(120.0, RetryAfter::longest(['5', gmdate('D, d M Y H:i:s', $in120) . ' GMT', 'soon'], $now));
         $this->assertNull(RetryAfter::longest(['soon', ''], $now));
 
@@ -265,16 +269,18 @@ final class QueueEdgeCasesTest extends PackageTestCase
         };
         foreach ([
             [[[60]], 'a backoff range must be [min, max] with 0 <= min <= max, got [60]'],
-            [[[1, 2, 3]], 'a backoff range must be [min, max] with 0 <= min <= max, got [1,2,3]'],
-            [[['a', 'b']], 'a backoff range must be [min, max] with 0 <= min <= max, got ["a","b"]'],
-            [[[30, 10]], 'a backoff range must be [min, max] with 0 <= min <= max, got [30,10]'],
+            [[[1, 2, 3]], 'a backoff range must be [min, max] with 0 <= min <= max, got [1, 2, 3]'],
+            [[['a', 'b']], "a backoff range must be [min, max] with 0 <= min <= max, got ['a', 'b']"],
+            [[[30, 10]], 'a backoff range must be [min, max] with 0 <= min <= max, got [30, 10]'],
+            [[[NAN, [1]]], 'a backoff range must be [min, max] with 0 <= min <= max, got [NAN, array]'],
+            [[[INF, INF]], 'a backoff range must be [min, max] with 0 <= min <= max, got [INF, INF]'],
             [[], '$backoffRanges is empty'],
         ] as [$ranges, $message]) {
             try {
                 $job($ranges)->backoff();
-                $this->fail('accepted ' . json_encode($ranges));
+                $this->fail('accepted ' . var_export($ranges, true));
             } catch (\InvalidArgumentException $e) {
-                $this->assertStringContainsString($message, $e->getMessage(), json_encode($ranges));
+                $this->assertStringContainsString($message, $e->getMessage(), var_export($ranges, true));
             }
         }
         $this->assertSame([5, 7], $job([5, [7, 7]])->backoff(), 'a plain number is a fixed delay');

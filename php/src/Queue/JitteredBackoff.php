@@ -53,8 +53,10 @@ trait JitteredBackoff
             return $range;
         }
         $ends = array_values($range);
-        if (count($ends) !== 2 || ! is_numeric($ends[0]) || ! is_numeric($ends[1]) || $ends[0] < 0 || $ends[1] < $ends[0]) {
-            throw new \InvalidArgumentException('resilient: a backoff range must be [min, max] with 0 <= min <= max, got ' . json_encode($ends));
+        $seconds = fn ($end) => is_numeric($end) && is_finite((float) $end) && $end >= 0;
+        if (count($ends) !== 2 || ! $seconds($ends[0]) || ! $seconds($ends[1]) || $ends[1] < $ends[0]) {
+            throw new \InvalidArgumentException('resilient: a backoff range must be [min, max] with 0 <= min <= max, got ['
+                . implode(', ', array_map(fn ($end) => is_scalar($end) ? var_export($end, true) : get_debug_type($end), $ends)) . ']');
         }
         [$min, $max] = $ends;
 

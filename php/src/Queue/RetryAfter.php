@@ -50,15 +50,23 @@ final class RetryAfter
             $date = DateTimeImmutable::createFromFormat($format, $text, new DateTimeZone('UTC'));
             // A date PHP had to roll over (the 32nd of a month) is no date, nor one that does not
             // read back as written: PHP takes a weekday that is not the date's as a jump to the
-            // next such day, and a day of one digit or a month in lower case, which the client
-            // (httpdate) refuses.
+            // next such day, and a day of one digit, a month in lower case or a doubled space,
+            // which the client (httpdate) refuses.
             $errors = DateTimeImmutable::getLastErrors();
             if ($date !== false && ($errors === false || $errors['warning_count'] + $errors['error_count'] === 0)
-                && $date->format(ltrim($format, '!')) === $text) {
+                && in_array($value, self::written($date, $format), true)) {
                 return max(0.0, (float) $date->getTimestamp() - $now);
             }
         }
 
         return null;
+    }
+
+    /** How an HTTP-date of `$format` writes `$date`: asctime's day padded with a space or a zero. */
+    private static function written(DateTimeImmutable $date, string $format): array
+    {
+        return $format === self::DATE_FORMATS[2]
+            ? [$date->format('D M ') . sprintf('%2d', $date->format('j')) . $date->format(' H:i:s Y'), $date->format('D M d H:i:s Y')]
+            : [$date->format(ltrim($format, '!'))];
     }
 }

@@ -45,8 +45,9 @@ final class Rules
     /** @return list<Finding> */
     private function releasedWithoutTries(JobFacts $job): array
     {
-        [$runs] = $this->runs($job);
-        if ($job->releasedBy === [] || $runs > 1) {
+        // Releases are no exceptions: $maxExceptions does not bound them, only the tries do.
+        $once = ! $job->retryUntil && ($job->tries ?? 1) === 1;
+        if ($job->releasedBy === [] || ! $once) {
             return [];
         }
 
