@@ -279,12 +279,13 @@ impl RetryBudget {
         let epoch = self.epoch(consumed_at_ms);
         for epoch in [epoch, epoch + 1] {
             let tag = epoch & TAG_MASK;
-            let taken = e.budget_buckets[index(epoch)].fetch_update(
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-                |w| (tag_of(w) == tag && retries_of(w) > 0).then(|| w - 1),
-            );
-            if taken.is_ok() {
+            let bucket = &e.budget_buckets[index(epoch)];
+            let taken = bucket.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                (tag_of(w) == tag && retries_of(w) > 0).then(|| w - 1)
+            });
+            // Counted here, or this bucket has moved on to a later epoch: the window has left
+            // the retry's, and the next bucket may hold only newer ones.
+            if taken.is_ok() || newer(bucket.load(Ordering::SeqCst), tag) {
                 return;
             }
         }

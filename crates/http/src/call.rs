@@ -299,7 +299,7 @@ impl Call {
     fn give_back_retry(&mut self) {
         if let (Some(at), Some(budget)) = (self.withdrawn_at_ms.take(), &self.env.allowance) {
             let _left = time_left::scope(self.time_for_guards(Duration::ZERO));
-            budget.give_back(at);
+            budget.give_back(at, self.env.clock.monotonic_ms());
         }
     }
 

@@ -145,9 +145,9 @@ pub trait RetryAllowance: Send + Sync {
     /// May one retry go out now? Counts it when yes.
     fn try_consume(&self, now_ms: u64) -> bool;
     /// A retry `try_consume(consumed_at_ms)` counted was never sent (a guard refused it after
-    /// its backoff): taken off the count, as nearly as the store can tell which it was.
-    fn give_back(&self, consumed_at_ms: u64) {
-        let _ = consumed_at_ms;
+    /// its backoff; `now_ms` on the same clock): taken off the count where it was counted.
+    fn give_back(&self, consumed_at_ms: u64, now_ms: u64) {
+        let _ = (consumed_at_ms, now_ms);
     }
 }
 
@@ -158,7 +158,7 @@ impl RetryAllowance for resilient_core::RetryBudget {
     fn try_consume(&self, now_ms: u64) -> bool {
         resilient_core::RetryBudget::try_consume(self, now_ms)
     }
-    fn give_back(&self, consumed_at_ms: u64) {
+    fn give_back(&self, consumed_at_ms: u64, _now_ms: u64) {
         resilient_core::RetryBudget::give_back(self, consumed_at_ms)
     }
 }

@@ -184,6 +184,7 @@ impl Backend for Redis {
             floor: config.floor(),
             ratio: config.ratio(),
             fallback,
+            granted_without_redis: Default::default(),
         }))
     }
 

@@ -19,7 +19,7 @@
 //! sent before the error reply is read are lost, per process and event. Each lost original
 //! makes the budget stricter, by `ratio` of a retry, never looser.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use resilient_http::RetryAllowance;
 
@@ -34,7 +34,14 @@ pub struct RedisBudget {
     pub(crate) floor: u32,
     pub(crate) ratio: f64,
     pub(crate) fallback: Fallback<Arc<dyn RetryAllowance>>,
+    /// When the last retries granted without Redis (its `on_backend_error` behaviour) were
+    /// counted: given back there, not on Redis.
+    pub(crate) granted_without_redis: Mutex<Vec<u64>>,
 }
+
+/// How many retries granted without Redis are remembered to be given back there (a call gives
+/// one back within its backoff, so only the last few can be).
+const REMEMBERED: usize = 16;
 
 impl RedisBudget {
     /// The budget script's command for `op` (`o`: an original, `r`: a retry).
@@ -70,16 +77,46 @@ impl RetryAllowance for RedisBudget {
             .run(|c| c.query_script::<i64>(&BUDGET, &decision))
             .map(|n| n == 1)
             .unwrap_or_else(|_| {
-                self.fallback
-                    .decide(|local| local.try_consume(now_ms), || true, || false)
+                let granted =
+                    self.fallback
+                        .decide(|local| local.try_consume(now_ms), || true, || false);
+                if granted {
+                    let mut remembered = self
+                        .granted_without_redis
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    if remembered.len() == REMEMBERED {
+                        remembered.remove(0);
+                    }
+                    remembered.push(now_ms);
+                }
+                granted
             })
     }
 
-    /// Sent without waiting, as an original's record. Redis unreachable, nothing is given
-    /// back (the retry may have been counted there): the budget stays stricter by that retry,
-    /// never looser.
-    fn give_back(&self, _consumed_at_ms: u64) {
-        let give_back = evalsha(&GIVE_BACK, &[&self.key]);
+    /// Where the retry was granted: without Redis, there (the local budget; nothing under
+    /// `open`); else on Redis, by its age on the server's clock, sent without waiting as an
+    /// original's record. Redis unreachable then, the retry stays counted: the budget stricter
+    /// by one retry, never looser.
+    fn give_back(&self, consumed_at_ms: u64, now_ms: u64) {
+        let without_redis = {
+            let mut remembered = self
+                .granted_without_redis
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let found = remembered.iter().rposition(|at| *at == consumed_at_ms);
+            found.map(|i| remembered.remove(i)).is_some()
+        };
+        if without_redis {
+            if let Fallback::Local { store, .. } = &self.fallback {
+                store.give_back(consumed_at_ms, now_ms);
+            }
+            return;
+        }
+        let mut give_back = evalsha(&GIVE_BACK, &[&self.key]);
+        give_back
+            .arg(self.bucket_ms)
+            .arg(now_ms.saturating_sub(consumed_at_ms));
         let _ = self
             .server
             .route(&self.key)

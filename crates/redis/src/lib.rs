@@ -37,5 +37,5 @@ pub use lookup::Resolver;
 pub use report::report_to;
 /// The budget's script, for the test that checks its arithmetic against the shared memory's.
 #[doc(hidden)]
-pub use scripts::BUDGET;
+pub use scripts::{BUDGET, GIVE_BACK};
 pub use target::{Target, DEFAULT_PREFIX, DEFAULT_TIMEOUT, QUERY_PARAMETERS};

@@ -180,28 +180,37 @@ return 1
     )
 });
 
-/// KEYS[1]: the budget's hash (`BUDGET`'s). Gives back one retry counted and never sent (a
-/// guard refused it after its backoff): off the window's sum and the newest bucket that holds a
-/// retry, of the last two (a give-back follows its count by a backoff, well under a bucket of
-/// any window but the shortest). Rotates nothing: the next `BUDGET` call takes the buckets
-/// that left the window off the sums, as they are then. Returns 1, or 0 when no retry was left
-/// to give back.
+/// KEYS[1]: the budget's hash (`BUDGET`'s). Gives back one retry counted `ARGV[2]` ms ago
+/// and never sent (a guard refused it after its backoff): off the window's sum and the bucket
+/// of that moment on the server's clock (ARGV[1]: bucket ms; ARGV[3], given by tests only, the
+/// time in ms), or the newest when the clock has stepped back since (`BUDGET` counts there).
+/// A bucket that has left the window took the retry with it: nothing newer is taken off in its
+/// place. Rotates nothing: the next `BUDGET` call takes the buckets that left the window off
+/// the sums, as they are then. Returns 1, or 0 when nothing was given back.
 pub static GIVE_BACK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
+local now = tonumber(ARGV[3])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local at = tonumber(redis.call('HGET', KEYS[1], 'at'))
 if not at then
   return 0
 end
-for e = at, at - 1, -1 do
-  local field = 'r' .. e % 20
-  if (tonumber(redis.call('HGET', KEYS[1], field)) or 0) > 0 then
-    redis.call('HINCRBY', KEYS[1], field, -1)
-    redis.call('HINCRBY', KEYS[1], 'r', -1)
-    return 1
-  end
+local bucket_ms = tonumber(ARGV[1])
+local e = math.min(math.floor((now - tonumber(ARGV[2])) / bucket_ms), at)
+if e <= math.max(at, math.floor(now / bucket_ms)) - 20 then
+  return 0
 end
-return 0
+local field = 'r' .. e % 20
+if (tonumber(redis.call('HGET', KEYS[1], field)) or 0) < 1 then
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], field, -1)
+redis.call('HINCRBY', KEYS[1], 'r', -1)
+return 1
 ",
     )
 });

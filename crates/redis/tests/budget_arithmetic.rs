@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use resilient_core::{BudgetConfig, RetryBudget};
-use resilient_redis::BUDGET;
+use resilient_redis::{BUDGET, GIVE_BACK};
 
 mod common;
 use common::RedisServer;
@@ -78,6 +78,18 @@ impl Both {
             invocation.invoke(&mut self.conn).unwrap()
         };
         answer == 1
+    }
+
+    /// A retry counted at `consumed_at` given back at `now_ms`, by both.
+    fn give_back(&mut self, consumed_at: u64, now_ms: u64) {
+        self.shm.give_back(consumed_at);
+        let _: i64 = GIVE_BACK
+            .key(&self.key)
+            .arg(self.config.bucket_ms())
+            .arg(now_ms - consumed_at)
+            .arg(now_ms)
+            .invoke(&mut self.conn)
+            .unwrap();
     }
 
     fn record_original(&mut self, now_ms: u64) {
@@ -227,4 +239,29 @@ fn a_clock_stepped_back_beyond_the_look_ahead_starts_a_new_window() {
         !both.script("r", t2),
         "within the look-ahead the window is kept"
     );
+}
+
+/// A retry given back comes off the bucket it was counted in, on Redis as in shared memory:
+/// soon after (the same bucket), buckets later (a long Retry-After before the refusal), and
+/// once that bucket has left the window, off nothing newer.
+#[test]
+fn a_retry_given_back_comes_off_where_it_was_counted() {
+    let redis = RedisServer::start();
+    // A window of 2 s: buckets of 100 ms; a floor of 3 retries.
+    let config = BudgetConfig::new(0.0, 3, Duration::from_secs(2)).unwrap();
+    let mut both = Both::new(&redis, "give-back", config);
+    both.persist = true;
+    let t: u64 = 7_000_000_000;
+    assert!(both.try_consume(t, "first"));
+    both.give_back(t, t + 30);
+    assert!(both.try_consume(t + 40, "a"));
+    assert!(both.try_consume(t + 350, "b"));
+    both.give_back(t + 40, t + 650);
+    assert!(both.try_consume(t + 700, "c"));
+    assert!(both.try_consume(t + 710, "d"));
+    assert!(!both.try_consume(t + 720, "b, c, d: the floor is spent"));
+    // b's bucket has left the window: c and d stay counted.
+    both.give_back(t + 350, t + 2_500);
+    assert!(both.try_consume(t + 2_500, "e, beside c and d"));
+    assert!(!both.try_consume(t + 2_510, "c, d, e"));
 }

@@ -719,11 +719,36 @@ fn a_retry_never_sent_is_given_back() {
         .unwrap();
     assert!(budget.try_consume(0), "the floor's one retry");
     assert!(!budget.try_consume(0), "spent");
-    budget.give_back(0);
+    budget.give_back(0, 0);
     assert!(budget.try_consume(0), "given back");
     assert!(!budget.try_consume(0), "spent again");
     assert_eq!(
         redis.cli(&["HGET", "gb:{sap}:budget:60000ms:sums", "r"]),
         "1"
     );
+}
+
+/// A retry granted without Redis (the `local` behaviour, Redis down) is given back to the
+/// local budget that counted it, not to Redis.
+#[test]
+fn a_retry_granted_without_redis_is_given_back_there() {
+    let mut redis = RedisServer::start();
+    let seg = segment("give-back-local");
+    let b = resilient_redis::Redis::new(
+        Arc::new(Server::new(Target::parse(&redis.url("gl:")).unwrap()).unwrap()),
+        OnBackendError::Local,
+        1,
+        Some(Arc::new(resilient_http::SharedMemory::new(seg.clone()))),
+    );
+    let config = BudgetConfig::new(0.0, 2, Duration::from_secs(60)).unwrap();
+    let budget = b.budget("sap", config).unwrap();
+    assert!(budget.try_consume(1), "on Redis");
+    redis.kill();
+    assert!(budget.try_consume(2), "Redis down: the local budget's");
+    let local = resilient_core::RetryBudget::new(seg, "sap", config).unwrap();
+    assert_eq!(local.stats(3).retries, 1);
+    budget.give_back(2, 3);
+    assert_eq!(local.stats(3).retries, 0, "given back where it was counted");
+    budget.give_back(1, 3);
+    assert_eq!(local.stats(3).retries, 0, "Redis's stays Redis's");
 }
