@@ -149,6 +149,14 @@ pub enum Progress {
     RetryPending,
 }
 
+/// A call dropped between its retry's count and its send (PHP stopped it in the backoff: a
+/// signal handler's exception, a pool abandoned) gives the retry back as a refused one does.
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.give_back_retry();
+    }
+}
+
 /// A retry decided but not yet started.
 struct PendingRetry {
     reason: RetryReason,

@@ -647,6 +647,27 @@ async fn a_retry_a_guard_refused_is_given_back_to_the_budget() {
     );
 }
 
+/// A call dropped during its backoff (PHP stopped it: a signal handler's exception, a pool
+/// abandoned) never sends the retry the budget counted for it: given back too.
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_in_its_backoff_gives_its_retry_back() {
+    use resilient_http::Clock;
+    let options = json!({"max_attempts": 3, "budget": {"ratio": 0.0, "floor": 5, "window": 60}});
+    let answer = status_with(503, &[("Retry-After", "2")], "");
+    let (rig, c, segment) = shared_rig("dropped-in-backoff", options, false, answer);
+    let during_backoff = Duration::from_secs(1);
+    let cut = tokio::time::timeout(during_backoff, call(&rig, &c, "GET", "/", json!({}))).await;
+    assert!(cut.is_err(), "dropped in its 2 s backoff");
+    assert_eq!(rig.sends(), 1);
+    let config = resilient_core::BudgetConfig::new(0.0, 5, Duration::from_secs(60)).unwrap();
+    let budget = resilient_core::RetryBudget::new(segment, "test", config).unwrap();
+    assert_eq!(
+        budget.stats(rig.clock.monotonic_ms()).retries,
+        0,
+        "given back"
+    );
+}
+
 /// A client of `funnel` options, one attempt of 200 ms at most, and a handle on its funnel
 /// that reads what is held.
 fn shared_funnel_rig(
