@@ -365,32 +365,31 @@ impl Call {
         }
     }
 
+    /// The permits for attempt `number`, with time left to send it; else why not (nothing sent).
+    async fn admit_to_send(&mut self, number: u32) -> Result<Vec<Permit>, Unavailable> {
+        if let Err(reason) = self.policy.before_attempt(number, self.remaining()) {
+            return Err(self.unavailable(UnavailableKind::DeadlineExceeded, reason));
+        }
+        let permits = self.admit(number).await?;
+        // Admission may end late (a slow backend; a wait whose thread PHP code held): the
+        // deadline again, so that nothing is sent past it. The permits go back unused.
+        if let Err(reason) = self.policy.before_attempt(number, self.remaining()) {
+            drop(permits);
+            return Err(self.unavailable(UnavailableKind::DeadlineExceeded, reason));
+        }
+        Ok(permits)
+    }
+
     /// One attempt: admission, send, release, decide. `None` when a retry is now pending.
     async fn attempt(&mut self) -> Option<Result<Response, Unavailable>> {
         let number = self.attempts + 1;
-        let remaining = self.remaining();
-        if let Err(reason) = self.policy.before_attempt(number, remaining) {
-            self.give_back_retry();
-            return Some(Err(
-                self.unavailable(UnavailableKind::DeadlineExceeded, reason)
-            ));
-        }
-        let mut permits = match self.admit(number).await {
+        let mut permits = match self.admit_to_send(number).await {
             Ok(permits) => permits,
             Err(e) => {
                 self.give_back_retry();
                 return Some(Err(e));
             }
         };
-        // Admission may end late (a slow backend; a wait whose thread PHP code held): the
-        // deadline again, so that nothing is sent past it. The permits go back unused.
-        if let Err(reason) = self.policy.before_attempt(number, self.remaining()) {
-            drop(permits);
-            self.give_back_retry();
-            return Some(Err(
-                self.unavailable(UnavailableKind::DeadlineExceeded, reason)
-            ));
-        }
         // Sent from here: the retry's withdrawal stands.
         self.withdrawn_at_ms = None;
         // The budget is a share of the load the upstream gets: an original deposits once it is

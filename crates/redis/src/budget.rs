@@ -19,7 +19,7 @@
 //! sent before the error reply is read are lost, per process and event. Each lost original
 //! makes the budget stricter, by `ratio` of a retry, never looser.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use resilient_http::RetryAllowance;
 
@@ -44,6 +44,12 @@ pub struct RedisBudget {
 const REMEMBERED: usize = 16;
 
 impl RedisBudget {
+    fn granted_without_redis(&self) -> MutexGuard<'_, Vec<u64>> {
+        self.granted_without_redis
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The budget script's command for `op` (`o`: an original, `r`: a retry).
     fn command(&self, op: &str) -> redis::Cmd {
         let mut command = evalsha(&BUDGET, &[&self.key]);
@@ -81,10 +87,7 @@ impl RetryAllowance for RedisBudget {
                     self.fallback
                         .decide(|local| local.try_consume(now_ms), || true, || false);
                 if granted {
-                    let mut remembered = self
-                        .granted_without_redis
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
+                    let mut remembered = self.granted_without_redis();
                     if remembered.len() == REMEMBERED {
                         remembered.remove(0);
                     }
@@ -100,10 +103,7 @@ impl RetryAllowance for RedisBudget {
     /// by one retry, never looser.
     fn give_back(&self, consumed_at_ms: u64, now_ms: u64) {
         let without_redis = {
-            let mut remembered = self
-                .granted_without_redis
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut remembered = self.granted_without_redis();
             let found = remembered.iter().rposition(|at| *at == consumed_at_ms);
             found.map(|i| remembered.remove(i)).is_some()
         };

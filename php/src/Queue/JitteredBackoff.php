@@ -53,10 +53,9 @@ trait JitteredBackoff
             return $range;
         }
         $ends = array_values($range);
-        $seconds = fn ($end) => is_numeric($end) && is_finite((float) $end) && $end >= 0;
-        if (count($ends) !== 2 || ! $seconds($ends[0]) || ! $seconds($ends[1]) || $ends[1] < $ends[0]) {
+        if (count($ends) !== 2 || ! QueueSettings::isSeconds($ends[0]) || ! QueueSettings::isSeconds($ends[1]) || $ends[1] < $ends[0]) {
             throw new \InvalidArgumentException('resilient: a backoff range must be [min, max] with 0 <= min <= max, got ['
-                . implode(', ', array_map(fn ($end) => is_scalar($end) ? var_export($end, true) : get_debug_type($end), $ends)) . ']');
+                . implode(', ', array_map(QueueSettings::shown(...), $ends)) . ']');
         }
         [$min, $max] = $ends;
 

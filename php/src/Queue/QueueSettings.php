@@ -37,6 +37,12 @@ final class QueueSettings
         );
     }
 
+    /** Whether $value is seconds as every queue setting takes them: a finite number >= 0. */
+    public static function isSeconds(mixed $value): bool
+    {
+        return is_numeric($value) && is_finite((float) $value) && (float) $value >= 0;
+    }
+
     /** $value as written: a string quoted, a number as PHP exports it (INF, NAN), else its type. */
     public static function shown(mixed $value): string
     {
@@ -52,7 +58,7 @@ final class QueueSettings
         if ($value === null || $value === '') {
             return null;
         }
-        if (is_numeric($value) && is_finite((float) $value) && (float) $value >= 0) {
+        if (self::isSeconds($value)) {
             return (float) $value;
         }
         throw new InvalidArgumentException(sprintf('%s: must be %s, got %s', $key, $what, self::shown($value)));

@@ -63,7 +63,7 @@ final class ReleaseDelay
         [$min, $max] = array_map(fn ($v) => $v === '' ? null : $v, array_values($range));
         // Checked before any cast: (int) makes NAN and INF 0, and a float past PHP's integers
         // anything. Past MAX_RETRY_AFTER an end is taken as it (between()).
-        $seconds = fn ($v) => is_numeric($v) && is_finite((float) $v) && (float) $v >= 0;
+        $seconds = QueueSettings::isSeconds(...);
         $whole = fn ($v) => (int) min((float) $v, self::MAX_RETRY_AFTER);
         if (($min !== null && ! $seconds($min)) || ($max !== null && ! $seconds($max))
             || ($min !== null && $max !== null && (float) $min > (float) $max)) {
