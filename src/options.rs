@@ -132,7 +132,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                 .map_err(config_error)?,
             "hosts" => config.set_hosts(int(value, key)?).map_err(config_error)?,
             "headers" => {
-                for (name, v) in entries(table(value, key)?, key)? {
+                for (name, v) in header_entries(table(value, key)?, key)? {
                     let path = format!("headers.{}", resilient_http::shown_name(&name));
                     let values = match v.dereference().array() {
                         Some(list) => values(list),
@@ -190,8 +190,12 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
     Ok((config, binding))
 }
 
-/// A `?callable` option (`null`: none), kept as a counted reference.
+/// A `?callable` option (`null`: none), kept as a `Closure`: bound now, in the scope of the
+/// code creating the client, as `Closure::fromCallable` does. A private method given here
+/// then stays callable wherever the client is used, and a callable given by reference is the
+/// value it had here, not whatever its variable holds later.
 fn callable(value: &Zval, key: &str) -> PhpResult<Option<Zval>> {
+    let value = value.dereference();
     if value.is_null() {
         return Ok(None);
     }
@@ -202,7 +206,12 @@ fn callable(value: &Zval, key: &str) -> PhpResult<Option<Zval>> {
         }
         .for_option(key));
     }
-    Ok(Some(value.shallow_clone()))
+    let from_callable = ZendCallable::try_from_name("Closure::fromCallable")
+        .map_err(|_| PhpException::from("Closure::fromCallable is not available"))?;
+    from_callable
+        .try_call(vec![value as &dyn IntoZvalDyn])
+        .map(Some)
+        .map_err(|e| PhpException::from(format!("option '{key}': {e}")))
 }
 
 fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
@@ -478,6 +487,22 @@ pub fn entries<'a>(table: &'a ZendHashTable, path: &str) -> PhpResult<Vec<(Strin
     Ok(out)
 }
 
+/// A `headers` array's entries, name first. A list (`['Name: value', ...]`, curl's style) is
+/// refused by its key: sent as it is, its lines would be headers named `0`, `1`, ... and the
+/// request would go out without them. The message names the key, never the line (a secret).
+pub fn header_entries<'a>(
+    table: &'a ZendHashTable,
+    path: &str,
+) -> PhpResult<Vec<(String, &'a Zval)>> {
+    let entries = entries(table, path)?;
+    if let Some((i, _)) = entries.iter().find(|(name, _)| name.parse::<i64>().is_ok()) {
+        return Err(exceptions::value_error(format!(
+            "option '{path}.{i}': the key must be the header's name, as in ['Name' => 'value']; a list of 'Name: value' lines is not read"
+        )));
+    }
+    Ok(entries)
+}
+
 /// UTF-8 text, or the message saying the option holds other bytes.
 pub fn utf8(bytes: &[u8], path: &str) -> Result<String, String> {
     match std::str::from_utf8(bytes) {
@@ -564,6 +589,8 @@ pub fn request(
                         }
                     }
                 }
+                // `null` is "not given", as for every option (Guzzle's `isset`).
+                "json" | "body" | "form" | "multipart" if value.dereference().is_null() => {}
                 "json" => bodies.push(("json", value)),
                 "body" => bodies.push(("body", value)),
                 "form" => bodies.push(("form", value)),
@@ -585,7 +612,7 @@ pub fn request(
                         .map_err(config_error)?
                 }
                 "headers" => {
-                    for (name, v) in entries(table(value, "headers")?, "headers")? {
+                    for (name, v) in header_entries(table(value, "headers")?, "headers")? {
                         let path = format!("headers.{}", resilient_http::shown_name(&name));
                         let values = match v.dereference().array() {
                             Some(list) => values(list),

@@ -105,7 +105,7 @@ impl Response {
         };
         let mut list = Vec::new();
         if let Some(headers) = headers {
-            for (name, value) in options::entries(headers, "headers")? {
+            for (name, value) in options::header_entries(headers, "headers")? {
                 // What a real response could carry: a token for the name, no line break or NUL
                 // in a value (code under test may copy them into a response of its own).
                 let shown = resilient_http::shown_name(&name);

@@ -15,7 +15,8 @@ use resilient_http::{
 
 use crate::exceptions;
 use crate::options::{
-    config_error, entries, header_value, mismatch, off, table, text, unknown, values,
+    config_error, entries, header_entries, header_value, mismatch, off, table, text, unknown,
+    values,
 };
 
 /// Transport options being read: `cert` and `ssl_key` are applied together at the end.
@@ -282,7 +283,7 @@ pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
                 "contents" => contents = Some(part_contents(v, &path, until)?),
                 "filename" => filename = Some(text(v, &path)?),
                 "headers" => {
-                    for (h, hv) in entries(table(v, &path)?, &path)? {
+                    for (h, hv) in header_entries(table(v, &path)?, &path)? {
                         let value = header_value(hv, &format!("{path}.{h}"))?;
                         // Named as the part's (`multipart.0.headers.X`), not the request's.
                         resilient_http::RequestOptions::new()
@@ -452,6 +453,14 @@ pub fn sink(value: &Zval) -> PhpResult<PathBuf> {
         if !writable(&file.mode) {
             return Err(exceptions::value_error(format!(
                 "option 'sink': the stream was opened read-only (mode '{}'); open it for writing",
+                file.mode
+            )));
+        }
+        // Written by its path from the start, each attempt's answer replacing the last: a
+        // stream meant to append would lose what the file held.
+        if file.mode.starts_with('a') {
+            return Err(exceptions::value_error(format!(
+                "option 'sink': the stream was opened to append (mode '{}'); the answer's body replaces the file's content: open it with 'w', or give its path",
                 file.mode
             )));
         }

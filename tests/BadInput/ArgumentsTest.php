@@ -251,6 +251,12 @@ final class ArgumentsTest extends TestCase
         yield 'header name (client)' => [$client . '["headers" => ["Authorization: Bearer s3cr3tT0k" => "x"]]);', 'Authorization'];
         yield 'header value of a wrong type' => [$client . '["headers" => ["Authorization: Bearer s3cr3tT0k" => 1.5]]);', 'Authorization'];
         yield 'header name (request)' => ['(new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"]))->get("/", [], ["headers" => ["Authorization: Bearer s3cr3tT0k" => "x"]]);', 'Authorization'];
+        // A list of curl-style lines: the keys are 0, 1, ..., no header name (before: sent as
+        // a header named `0`, the request unauthenticated).
+        yield 'header lines (client)' => [$client . '["headers" => ["Authorization: Bearer s3cr3tT0k"]]);', "'headers.0'"];
+        yield 'header lines (request)' => ['(new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"]))->get("/", [], ["headers" => ["X-A: 1", "Authorization: Bearer s3cr3tT0k"]]);', "'headers.0'"];
+        yield 'header lines (part)' => ['(new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"]))->post("/", [], ["multipart" => [["name" => "a", "contents" => "x", "headers" => ["Authorization: Bearer s3cr3tT0k"]]]]);', "'multipart.0.headers.0'"];
+        yield 'header lines (Response::fake)' => ['Resilient\\Response::fake(200, "", ["Authorization: Bearer s3cr3tT0k"]);', "'headers.0'"];
         yield 'option key' => [$client . '["Bearer s3cr3tT0k" => 1]);', 'Bearer'];
         yield 'header name (Response::fake)' => ['Resilient\\Response::fake(200, "", ["Authorization: Bearer s3cr3tT0k" => "x"]);', 'Authorization'];
         yield 'header value (Response::fake)' => ['Resilient\\Response::fake(200, "", ["Authorization: Bearer s3cr3tT0k" => [1.5]]);', 'Authorization'];

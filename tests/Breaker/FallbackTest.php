@@ -120,10 +120,80 @@ final class FallbackTest extends HttpTestCase
         $this->assertSame(404, $r->status(), 'a final status is an answer, not a failure');
     }
 
+    public function testPrivateMethodsGivenAsCallbacksWorkWhereverTheClientIsUsed(): void
+    {
+        $key = $this->up->key('fallback-private');
+        $this->up->script($key, [['status' => 503]]);
+        $service = new PrivateCallbacks();
+        $client = $service->client(Run::name('fallback'), $this->up->base($key));
+        // Called from outside the class that gave them: they were checked in its scope, where
+        // they are callable, and stay bound to it.
+        $this->assertSame('cached', $client->get('/x'));
+        $this->assertSame(['status 503; max_attempts (1) reached'], $service->seen);
+        $this->assertSame('cached', $service->inside($client));
+        $this->assertCount(2, $service->seen);
+        $results = $client->pool(['a' => ['GET', '/x']]);
+        $this->assertInstanceOf(UpstreamFailed::class, $results['a']);
+        $this->assertCount(3, $service->seen, 'pool() calls on_attempt too');
+    }
+
+    public function testACallbackGivenByReferenceIsTheValueAtConstruction(): void
+    {
+        $key = $this->up->key('fallback-ref');
+        $this->up->script($key, [['status' => 503]]);
+        $none = null;
+        new Client('x', ['on_attempt' => &$none, 'fallback' => &$none]);
+        $calls = 0;
+        $callback = function () use (&$calls): string {
+            $calls++;
+            return 'fallback';
+        };
+        $client = new Client(Run::name('fallback'), [
+            'base_url' => $this->up->base($key),
+            'max_attempts' => 1,
+            'fallback' => &$callback,
+        ]);
+        $callback = null;
+        $this->assertSame('fallback', $client->get('/x'), 'reassigning the variable changes nothing');
+        $this->assertSame(1, $calls);
+    }
+
     public function testAFallbackMustBeCallable(): void
     {
         $this->expectException(\TypeError::class);
         $this->expectExceptionMessage("option 'fallback' must be of type ?callable, int given");
         new Client('x', ['fallback' => 42]);
+    }
+}
+
+/** A service that builds its client with private methods as callbacks. */
+final class PrivateCallbacks
+{
+    /** @var list<string> */
+    public array $seen = [];
+
+    public function client(string $name, string $base): Client
+    {
+        return new Client($name, [
+            'base_url' => $base,
+            'max_attempts' => 1,
+            'on_attempt' => [$this, 'record'],
+            'fallback' => [$this, 'cached'],
+        ]);
+    }
+
+    public function inside(Client $client): mixed
+    {
+        return $client->get('/x');
+    }
+
+    private function record(array $attempt): void
+    {
+        $this->seen[] = $attempt['reason'];
+    }
+
+    private function cached(Unavailable $e): string
+    {
+        return 'cached';
     }
 }

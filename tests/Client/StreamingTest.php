@@ -559,6 +559,14 @@ final class StreamingTest extends ClientTestCase
         $this->assertStringContainsString("'sink", $e->getMessage());
         $this->assertSame('keep me', file_get_contents($path));
 
+        // Nor one opened to append: the body replaces the file's content (Guzzle would append).
+        foreach (['a', 'ab', 'a+'] as $mode) {
+            $e = self::thrown(fn () => $client->get('/x', null, ['sink' => fopen($path, $mode)]));
+            $this->assertInstanceOf(\ValueError::class, $e, self::describe($e));
+            $this->assertStringStartsWith("option 'sink': the stream was opened to append (mode '$mode')", $e->getMessage());
+            $this->assertSame('keep me', file_get_contents($path));
+        }
+
         // A multipart stream opened write-only (Guzzle: "Cannot read from non-readable stream").
         $e = self::thrown(fn () => $client->post('/x', null, ['multipart' => [['name' => 'f', 'contents' => fopen($path, 'a'), 'filename' => 'f.txt']]]));
         $this->assertTrue($e instanceof \ValueError || $e instanceof \TypeError, self::describe($e));

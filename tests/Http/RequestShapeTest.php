@@ -9,7 +9,8 @@ require_once __DIR__ . '/support/HttpTestCase.php';
 /**
  * The request the upstream receives is the one PHP's own functions describe: `query` and
  * `form` as `http_build_query`, `json` as `json_encode`; a verb's `$data` and the options'
- * `query` are merged (the options' key wins); a `$json` argument beside another body is refused.
+ * `query` are merged (the options' key wins), and a key they give replaces that key in the path's
+ * own query; a `$json` argument beside another body is refused.
  */
 final class RequestShapeTest extends HttpTestCase
 {
@@ -77,6 +78,32 @@ final class RequestShapeTest extends HttpTestCase
         $this->up->script($key, [['status' => 200]]);
         $this->client($key)->get('/m', ['a' => 1, 'b' => 2], ['query' => ['b' => 'options', 'c' => 3]]);
         $this->assertSame('a=1&b=options&c=3', $this->up->attempts($key, 1)[0]['query']);
+    }
+
+    /** `null` for a body option means "not given", as for every other option (Guzzle's `isset`). */
+    public function testANullBodyOptionSendsNoBody(): void
+    {
+        $key = $this->up->key('shapenull');
+        $this->up->script($key, [['status' => 200]]);
+        $client = $this->client($key);
+        foreach (['json', 'form', 'body', 'multipart'] as $option) {
+            $client->request('POST', "/$option", [$option => null]);
+        }
+        $client->request('POST', '/both', ['json' => null, 'body' => 'raw']);
+        $seen = $this->up->attempts($key, 5);
+        foreach (array_slice($seen, 0, 4) as $request) {
+            $this->assertSame('', $request['body'], $request['path']);
+            $this->assertArrayNotHasKey('content-type', $request['headers'], $request['path']);
+        }
+        $this->assertSame('raw', $seen[4]['body']);
+    }
+
+    public function testAQueryKeyReplacesThatKeyInThePathsQuery(): void
+    {
+        $key = $this->up->key('shapep');
+        $this->up->script($key, [['status' => 200]]);
+        $this->client($key)->get('/s?page=1&sort=asc', ['page' => 2]);
+        $this->assertSame('sort=asc&page=2', $this->up->attempts($key, 1)[0]['query']);
     }
 
     public function testAJsonArgumentBesideAnotherBodyIsRefused(): void

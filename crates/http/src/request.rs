@@ -241,6 +241,7 @@ pub fn prepare_at(
     }
 
     if !options.query.is_empty() {
+        drop_replaced_pairs(&mut url, &options.query);
         let mut serializer = url.query_pairs_mut();
         for (k, v) in &options.query {
             serializer.append_pair(k, v);
@@ -432,6 +433,29 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
     }
 }
 
+/// Removes from the URL's own query (the base URL's and the path's) every pair whose key the
+/// request's `query` gives: its keys win, as they do over `$query`. Keys compare by name
+/// before any `[`, so `filter` replaces every `filter[...]` pair (PHP's `array_merge` of the
+/// two queries). The pairs kept stay as written.
+fn drop_replaced_pairs(url: &mut Url, query: &[(String, String)]) {
+    fn name(key: &str) -> &str {
+        key.split('[').next().unwrap_or(key)
+    }
+    let Some(own) = url.query() else { return };
+    let replaced = |pair: &str| {
+        let raw_key = pair.split('=').next().unwrap_or(pair);
+        url::form_urlencoded::parse(raw_key.as_bytes())
+            .next()
+            .is_some_and(|(key, _)| query.iter().any(|(k, _)| name(k) == name(&key)))
+    };
+    let kept: Vec<&str> = own.split('&').filter(|pair| !replaced(pair)).collect();
+    if kept.len() == own.split('&').count() {
+        return;
+    }
+    let kept = kept.join("&");
+    url.set_query((!kept.is_empty()).then_some(kept.as_str()));
+}
+
 /// Whether `path` can be written: an existing file opened for writing without truncating it,
 /// else a new one created and removed again. A FIFO's write end is handed back, to be kept open
 /// for the call ([`HeldOpen`]).
@@ -569,6 +593,36 @@ mod tests {
                 "{other}"
             );
         }
+    }
+
+    #[test]
+    fn a_query_key_replaces_that_key_in_the_urls_own_query() {
+        let c = config("http://h/v1?key=abc&page=9");
+        let r = prepare(
+            &c,
+            "GET",
+            "/search?page=1&sort=a%20b&filter[x]=1&filter[y]=2&pages=3",
+            RequestOptions::new()
+                .query("page", "2")
+                .query("filter[z]", "3")
+                .query("key", "def"),
+        )
+        .unwrap();
+        // `page` and every `filter[...]` are replaced, the other pairs kept as written (a key
+        // given as an array replaces the whole array, as PHP's array_merge of the two would).
+        assert_eq!(
+            r.url.query(),
+            Some("sort=a%20b&pages=3&page=2&filter%5Bz%5D=3&key=def")
+        );
+        // Encoded keys are compared decoded.
+        let r = prepare(
+            &c,
+            "GET",
+            "/s?p%61ge=1&a+b=1",
+            RequestOptions::new().query("page", "2").query("a b", "2"),
+        )
+        .unwrap();
+        assert_eq!(r.url.query(), Some("key=abc&page=2&a+b=2"));
     }
 
     #[test]
