@@ -163,6 +163,46 @@ final class FakeTest extends PackageTestCase
         $this->assertNull($put->json());
     }
 
+    /**
+     * The recorded Content-Type is the one the real client sends (measured at the upstream): a
+     * JSON, form or multipart body's replaces a configured one, a raw `body` or no body keeps
+     * it, a call's own header wins over both. Before, the configured one was recorded for a
+     * JSON or form body, so an assertion on it passed for a request production never sends.
+     */
+    public function testTheRecordedContentTypeIsTheOneTheClientSends(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-content-type', ['headers' => ['Content-Type' => 'application/xml']]);
+        $this->up->script($key, [['status' => 200]]);
+        $this->boot(['clients' => [$name => $client]]);
+        $calls = [
+            'a $json argument' => fn ($c) => $c->post('/json-argument', ['a' => 1]),
+            'option json' => fn ($c) => $c->put('/json-option', [], ['json' => ['a' => 1]]),
+            'option form' => fn ($c) => $c->post('/form', null, ['form' => ['a' => '1']]),
+            'option multipart' => fn ($c) => $c->post('/multipart', null, ['multipart' => [['name' => 'a', 'contents' => 'x']]]),
+            'a raw body' => fn ($c) => $c->post('/raw', null, ['body' => '<a/>']),
+            'no body' => fn ($c) => $c->get('/none'),
+            "the call's own header" => fn ($c) => $c->patch('/own', ['a' => 1], ['headers' => ['content-type' => 'application/merge-patch+json']]),
+        ];
+        foreach ($calls as $call) {
+            $call(Resilient::client($name));
+        }
+        $sent = array_column($this->up->attempts($key, count($calls)), 'headers');
+        Resilient::fake([$name => Response::fake(200)]);
+        foreach ($calls as $call) {
+            $call(Resilient::client($name));
+        }
+        $recorded = array_column(Resilient::recorded(), 0);
+        $this->assertCount(count($calls), $recorded);
+        foreach (array_keys($calls) as $i => $how) {
+            // The multipart boundary is the client's, chosen as it sends.
+            $real = preg_replace('/; boundary=.*$/', '', $sent[$i]['content-type']);
+            $this->assertSame($real, $recorded[$i]->header('Content-Type'), $how);
+            $this->assertSame([$real], $recorded[$i]->headers()['content-type'], $how);
+        }
+        $this->assertSame('application/json', $recorded[0]->header('Content-Type'), 'not the configured application/xml');
+        $this->assertSame('application/xml', $recorded[4]->header('Content-Type'));
+    }
+
     public function testAStrayCallThatTheRealClientCannotServeGetsTheClientsFallback(): void
     {
         [$name, $key, $client] = $this->upstreamClient('fake-stray-fallback');

@@ -282,6 +282,48 @@ final class HttpBridgeTest extends PackageTestCase
     }
 
     /**
+     * Under Http::fake() a redirect follows the precedence it has in production: the request's
+     * setting, else the client's `allow_redirects`, else Laravel's default. Before, Guzzle's
+     * redirect middleware followed every 3xx whatever the client's config said, and a hop no
+     * stub answered failed on Guzzle's internal option `__redirect_count`.
+     */
+    public function testUnderHttpFakeRedirectsFollowTheClientsPrecedence(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-fake-redirect-config');
+        $base = $client['base_url'];
+        $this->up->script($key, [['status' => 302, 'headers' => ['Location' => $base . '/to']]], path: '/real-from');
+        $this->up->script($key, [['status' => 200, 'body' => 'landed']], path: '/to');
+        [$noFollow, $oneHop] = [Run::name('bridge-fake-noredirect'), Run::name('bridge-fake-onehop')];
+        $this->boot(['clients' => [
+            $name => $client,
+            $noFollow => $client + ['allow_redirects' => false],
+            $oneHop => $client + ['allow_redirects' => ['max' => 1]],
+        ]]);
+        Http::fake([
+            '*/old' => Http::response('', 302, ['Location' => $base . '/new']),
+            '*/new' => Http::response('followed'),
+            '*/twice' => Http::response('', 302, ['Location' => $base . '/old']),
+            // to a URL no stub answers: Laravel sends it on, to the client
+            '*/away' => Http::response('', 301, ['Location' => $base . '/to']),
+        ]);
+
+        $this->assertSame(302, Http::resilient($noFollow)->get('/old')->status(), 'the client config says no, as in production');
+        $this->assertSame('followed', Http::resilient($noFollow)->withOptions(['allow_redirects' => true])->get('/old')->body(), 'the request wins');
+        $this->assertSame('followed', Http::resilient($name)->get('/old')->body(), "Laravel's default");
+        $this->assertSame('followed', Http::resilient($oneHop)->get('/old')->body());
+        try {
+            Http::resilient($oneHop)->get('/twice');
+            $this->fail("a second redirect past the client's max of 1 was followed");
+        } catch (TooManyRedirectsException $e) {
+            $this->assertStringContainsString('Will not follow more than 1 redirects', $e->getMessage());
+        }
+        $this->assertSame('landed', Http::resilient($name)->get('/away')->body(), 'the unfaked hop reached the client');
+        // The client answers the 3xx it was told not to follow: not followed above it either.
+        $this->assertSame(302, Http::resilient($noFollow)->get('/real-from')->status());
+        $this->assertSame(['/to', '/real-from'], array_column($this->up->attempts($key, 2), 'path'));
+    }
+
+    /**
      * A status PSR-7 has no room for (600) is a rejection, as Guzzle's own handler makes it
      * (RequestException), not an InvalidArgumentException from outside the rejection path.
      */
@@ -698,6 +740,36 @@ final class HttpBridgeTest extends PackageTestCase
         $this->expectException(\LogicException::class);
         $this->expectExceptionMessage("Use Resilient::client('$name')->pool([...]) instead");
         Http::pool(fn ($pool) => [$pool->as('a')->resilient($name)->get('/a')]);
+    }
+
+    /**
+     * `->pool()` on a resilient request is refused as `->async()` is: Laravel's pool builds its
+     * requests from the plain factory, so before they went out through Guzzle without the
+     * client's base URL, headers, funnel and budget (and `$pool->as()` failed on a missing
+     * `wait()`).
+     */
+    public function testPoolOnTheResilientRequestIsRefused(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-own-pool', ['headers' => ['X-Api-Key' => 'k1']]);
+        $this->up->script($key, [['status' => 200]]);
+        $this->bootWith($name, $client);
+        $originals = Resilient::budget($name)->stats()['originals'];
+        $url = $this->up->base($key) . '/a';
+        foreach ([
+            'pool()' => fn ($pool) => [$pool->get($url)],
+            'pool() with as()' => fn ($pool) => [$pool->as('k')->get($url)],
+        ] as $how => $requests) {
+            try {
+                Http::resilient($name)->pool($requests);
+                $this->fail("$how was accepted");
+            } catch (\LogicException $e) {
+                $this->assertStringContainsString("Http::resilient('$name')", $e->getMessage(), $how);
+                $this->assertStringContainsString("Use Resilient::client('$name')->pool([...]) instead", $e->getMessage(), $how);
+            }
+        }
+        $this->assertSame([], $this->up->attempts($key, 0, 300), 'nothing was sent');
+        $this->assertSame($originals, Resilient::budget($name)->stats()['originals']);
+        $this->assertSame(0, $this->events[RequestSending::class] ?? 0);
     }
 
     /**

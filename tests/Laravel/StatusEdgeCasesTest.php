@@ -250,6 +250,40 @@ final class StatusEdgeCasesTest extends PackageTestCase
         $this->assertLessThanOrEqual(8, $names[$ok]['funnel']['current_limit'], "its 'max' of '8' bounds it");
     }
 
+    /**
+     * A client on Redis is built as any other (building one does not connect, so with Redis
+     * down too): a config that cannot build it is trouble on its row, in the client's words,
+     * and exit 1. Before, every client on Redis was "ok".
+     */
+    public function testAClientOnRedisWhoseConfigCannotBuildTheClientIsTrouble(): void
+    {
+        [$auto, $obe, $tmo, $port, $ok] = [Run::name('ra'), Run::name('ro'), Run::name('rt'), Run::name('rp'), Run::name('rok')];
+        $down = 'redis://:s3cret@127.0.0.1:' . Run::freePort() . '/0';   // nothing listens there
+        $this->boot([
+            'defaults' => ['backend' => $down],
+            'clients' => [
+                $auto => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 'auto']],
+                $obe => ['base_url' => 'http://127.0.0.1:9', 'on_backend_error' => 'explode'],
+                $tmo => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 'abc'],
+                $port => ['base_url' => 'http://127.0.0.1:9', 'backend' => 'redis://:s3cret@127.0.0.1:notaport/0'],
+                $ok => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 2]],
+            ],
+        ]);
+        [$exit, $out] = $this->status(['--json' => true]);
+        $this->assertSame(1, $exit, $out);
+        $names = json_decode($out, true)['names'] ?? $this->fail($out);
+        foreach ([$auto, $obe, $tmo, $port, $ok] as $name) {
+            $this->assertSame('redis', $names[$name]['backend'], $name);
+        }
+        $this->assertStringStartsWith("resilient.clients.$auto: option 'funnel.limit': 'auto' is not available with the redis backend", $names[$auto]['trouble'][0] ?? '(no trouble)');
+        $this->assertSame(["resilient.clients.$obe: option 'on_backend_error': must be 'local', 'open' or 'closed', got \"explode\""], $names[$obe]['trouble']);
+        $this->assertSame(["resilient.clients.$tmo: option 'timeout' must be of type float, string given"], $names[$tmo]['trouble']);
+        $this->assertStringStartsWith("resilient.clients.$port: option 'backend': is not a valid Redis URL", $names[$port]['trouble'][0] ?? '(no trouble)');
+        $this->assertSame([], $names[$ok]['trouble'], 'a client that builds is ok with Redis down');
+        $this->assertSame(['on_redis' => true], $names[$ok]['funnel']);
+        $this->assertStringNotContainsString('s3cret', $out);
+    }
+
     /** @return array{0: int, 1: string} */
     /**
      * A name is text in the table too, never console markup: `pay<fg=green>v2</>` was shown as

@@ -36,17 +36,19 @@ final class UpstreamStatus
                 continue;
             }
             $options = $manager?->clientConfig((string) $name) ?? $options;
+            // A client its config cannot build throws at every call (a `funnel` that is not an
+            // array, a learned funnel's `max` of 'x', a learned funnel or a Redis URL the redis
+            // backend refuses): said in its words, not shown as counters. Building one does not
+            // connect to Redis, so a client on Redis is checked too, with Redis down as well.
+            if (($problem = $manager?->clientProblem((string) $name)) !== null) {
+                $unbuilt[$name] = $problem;
+            }
             if ($manager?->onRedis((string) $name)) {
                 // Its funnel and budget live on Redis: this host's segment holds none of them
                 // (a `funnels` / `budgets` entry of the same name is this host's, shown below).
                 $onRedis[$name] = ['funnel' => isset($options['funnel']), 'budget' => ($options['budget'] ?? []) !== false];
                 $names[$name] ??= [];
                 continue;
-            }
-            // A client its config cannot build throws at every call (a `funnel` that is not an
-            // array, a learned funnel's `max` of 'x'): said in its words, not shown as counters.
-            if (($problem = $manager?->clientProblem((string) $name)) !== null) {
-                $unbuilt[$name] = $problem;
             }
             if (isset($options['funnel']) && is_array($options['funnel'])) {
                 $names[$name]['funnel'] = $options['funnel'];

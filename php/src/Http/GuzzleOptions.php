@@ -61,6 +61,11 @@ final class GuzzleOptions
             if (in_array($key, self::DONE_ABOVE, true) || $key === 'sink') {
                 continue;
             }
+            // Guzzle's middleware keep their own state in `__`-prefixed options (the redirect
+            // middleware's `__redirect_count`, under Http::fake()): bookkeeping, not a request option.
+            if (str_starts_with($key, '__')) {
+                continue;
+            }
             if (in_array($key, self::TRANSPORT, true)) {
                 $byRequest = in_array($key, $explicit, true);
                 $laravelDefault = $key === 'allow_redirects' && ! in_array($key, $configured, true);

@@ -19,8 +19,9 @@ use Resilient\Laravel\ResilientManager;
  *   `retry(1)` (Laravel's one try, no retry) is accepted, before or after `resilient()`;
  * - Guzzle's redirect middleware is left out: redirects are followed by the client inside
  *   one attempt (`allow_redirects`), so a redirect is never a second call with its own
- *   funnel slot and budget deposit;
- * - `->async()` and Http::pool() are refused: a client call is synchronous;
+ *   funnel slot and budget deposit (under Http::fake() it follows faked redirects, by the
+ *   client's precedence);
+ * - `->async()`, `->pool()` and Http::pool() are refused: a client call is synchronous;
  * - a `base_url` with a query keeps it, in front of the request's, as the client joins it
  *   (Laravel 8 joins the strings, `/api?v=2/items`); events and Http::fake() see the URL
  *   without it;
@@ -44,6 +45,9 @@ class ResilientPendingRequest extends PendingRequest
 
     /** The base URL from() filled in from the client's `base_url` (a later resilient() replaces it). */
     protected ?string $resilientConfiguredBaseUrl = null;
+
+    /** The client's `allow_redirects` (null: its config says nothing), for faked redirects (buildClient()). */
+    protected mixed $resilientRedirects = null;
 
     /** A copy of $request (its options, headers, callbacks, stubs) sending through client $name. */
     public static function from(PendingRequest $request, string $name, ResilientManager $manager): static
@@ -79,6 +83,7 @@ class ResilientPendingRequest extends PendingRequest
             $copy->resilientConfiguredBaseUrl = $copy->baseUrl;
         }
         $copy->resilientHeaders = ConfiguredHeaders::of($config);
+        $copy->resilientRedirects = $config['allow_redirects'] ?? null;
 
         return $copy;
     }
@@ -133,6 +138,16 @@ class ResilientPendingRequest extends PendingRequest
         }
 
         return parent::async($async);
+    }
+
+    /**
+     * Refused, as `->async()`: Laravel's pool builds its requests from the plain factory, so
+     * they would go out without this client (its base URL, headers, funnel, budget, retries).
+     * `$more`: what later Laravels take after the callback (12: `$concurrency`).
+     */
+    public function pool(callable $callback, mixed ...$more)
+    {
+        throw static::asyncRefused($this->resilientName);
     }
 
     /**
@@ -192,10 +207,11 @@ class ResilientPendingRequest extends PendingRequest
      */
     public function buildClient()
     {
+        $explicit = [...array_keys($this->getOptions()), ...$this->resilientSendOptions];
         $stack = new HandlerStack(new ResilientHandler(
             $this->resilientManager,
             $this->resilientName,
-            [...array_keys($this->getOptions()), ...$this->resilientSendOptions],
+            $explicit,
             // What a fresh PendingRequest holds (Laravel 8: `http_errors`; 9+ adds `timeout` 30
             // and `connect_timeout` 10, 11+ `crypto_method`): Laravel's defaults, not the
             // caller's wishes, so they never override the client's config (GuzzleOptions).
@@ -204,8 +220,14 @@ class ResilientPendingRequest extends PendingRequest
         ));
         $stack->push(Middleware::httpErrors(), 'http_errors');
         // Under Http::fake() the fake answers before the client runs: a faked redirect is
-        // followed here, as Guzzle follows it for plain Http:: (the client follows real ones).
+        // followed here, as Guzzle follows it for plain Http:: (the client follows real ones),
+        // by the rule the client would follow it by (GuzzleOptions: the request's setting, else
+        // the client's, else Laravel's default, which Guzzle has already put in the options).
         if ($this->faked()) {
+            $configured = $this->resilientRedirects;
+            if (! in_array('allow_redirects', $explicit, true) && (is_bool($configured) || is_array($configured))) {
+                $stack->push(static fn (callable $next) => static fn ($request, array $options) => $next($request, ['allow_redirects' => $configured] + $options), 'resilient_allow_redirects');
+            }
             $stack->push(Middleware::redirect(), 'allow_redirects');
         }
         // The jar's cookies for the request; the handler files the answer's (after redirects).
@@ -239,7 +261,7 @@ class ResilientPendingRequest extends PendingRequest
     protected static function asyncRefused(string $name): LogicException
     {
         return new LogicException(sprintf(
-            "resilient: Http::resilient('%s') inside Http::pool() or with ->async() is not supported: a client call is synchronous, "
+            "resilient: Http::resilient('%s') inside Http::pool(), with ->pool() or with ->async() is not supported: a client call is synchronous, "
             . "so the pool would run them one by one. Use Resilient::client('%s')->pool([...]) instead "
             . '(a sliding window, each request under the funnel and the budget).',
             $name, $name,

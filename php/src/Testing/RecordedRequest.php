@@ -167,19 +167,41 @@ final class RecordedRequest
     }
 
     /**
-     * The client's configured headers (`headers`, `user_agent`), each replaced by the call's
-     * own `headers` of that name, as the client sends them.
+     * The client's configured headers (`headers`, `user_agent`), a JSON, form or multipart
+     * body's Content-Type in place of a configured one, each replaced by the call's own
+     * `headers` of that name, as the client sends them (docs/client-options.md, `headers`).
      *
      * @return array<string, list<string>> lower-case name => values
      */
     public function headers(): array
     {
-        $out = array_replace(self::lowerCased($this->configured), self::lowerCased($this->options['headers'] ?? []));
+        $configured = self::lowerCased($this->configured);
+        if (($type = $this->bodyType()) !== null) {
+            $configured['content-type'] = [$type];
+        }
+        $out = array_replace($configured, self::lowerCased($this->options['headers'] ?? []));
         if (isset($this->options['idempotency_key'])) {
             $out['idempotency-key'] = [(string) $this->options['idempotency_key']];
         }
 
         return $out;
+    }
+
+    /**
+     * The Content-Type the client gives the body, which replaces a configured one: a JSON body
+     * (a non-empty `$json` argument, option `json`), a `form` or `multipart` one; none for a
+     * raw `body` (sent under the configured type) or no body. A multipart boundary is chosen
+     * by the client as it sends, so it is not part of it here.
+     */
+    private function bodyType(): ?string
+    {
+        return match (true) {
+            // `null` is no body, as the client reads it.
+            $this->jsonArgument() !== null, isset($this->options['json']) => 'application/json',
+            isset($this->options['form']) => 'application/x-www-form-urlencoded',
+            isset($this->options['multipart']) => 'multipart/form-data',
+            default => null,
+        };
     }
 
     /** @return array<string, list<string>> */
