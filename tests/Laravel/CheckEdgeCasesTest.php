@@ -41,6 +41,50 @@ final class CheckEdgeCasesTest extends PackageTestCase
         $this->assertSame(0, $exit);
     }
 
+    /** The job and the client php/README.md's five minutes set up pass the check it tells to run. */
+    public function testTheReadmesJobPassesTheCheck(): void
+    {
+        $readme = (string) file_get_contents(__DIR__ . '/../../php/README.md');
+        $this->assertSame(1, preg_match("/```php\n   \/\/ config\/resilient.php\n   ('erp' => .*?),\n   ```/", $readme, $config));
+        $this->assertSame(1, preg_match("/```php\n(   use .*?class SyncStock .*?)   ```/s", $readme, $job));
+        $clients = eval("return [{$config[1]}];");
+        $clients['erp']['base_url'] = 'http://127.0.0.1:9';
+        [$exit, $json] = $this->check(
+            ['SyncStock' => preg_replace('/^   /m', '', $job[1])],
+            ['clients' => $clients],
+        );
+        $this->assertSame([], $json['findings']);
+        $this->assertSame(0, $exit);
+    }
+
+    /**
+     * A job our middleware releases must be able to go back on the queue: without
+     * InteractsWithQueue (or a release() of its own) the release throws at its first refusal,
+     * and the job waits for the queue's retry_after or its backoff instead of the release's seconds.
+     */
+    public function testAJobOurMiddlewareReleasesMustBeReleasable(): void
+    {
+        $job = fn (string $class, string $uses) => self::HEAD
+            . "use Illuminate\\Queue\\InteractsWithQueue;\n"
+            . "use Resilient\\Laravel\\Queue\\{ReleaseWhenUnavailable, WithinDeadline};\n"
+            . "final class $class implements ShouldQueue\n{\n    use $uses;\n    public \$timeout = 20;\n    public \$tries = 3;\n"
+            . "    public function middleware(): array { return [new ReleaseWhenUnavailable(), new WithinDeadline()]; }\n"
+            . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n";
+        [$exit, $json] = $this->check([
+            'Unreleasable' => $job('Unreleasable', 'JitteredBackoff'),
+            'Releasable' => $job('Releasable', 'InteractsWithQueue, JitteredBackoff'),
+        ]);
+        $this->assertSame(1, $exit);
+        $this->assertSame([[
+            'rule' => 'cannot be released',
+            'job' => $json['findings'][0]['job'] ?? null,
+            'message' => 'ReleaseWhenUnavailable puts the job back on the queue, but the job has no release(): '
+                . 'use Illuminate\\Queue\\InteractsWithQueue in it (without, each refusal fails the run, and the job '
+                . 'comes back after its backoff, not the release\'s seconds)',
+        ]], $json['findings']);
+        $this->assertSame('Unreleasable', $this->short($json['findings'][0]['job']));
+    }
+
     /** Laravel 8's worker ignores `$tries` when `retryUntil()` is set: the job runs until then. */
     public function testRetryUntilMakesTheRunsUnboundedWhateverTheTries(): void
     {
@@ -67,7 +111,7 @@ final class CheckEdgeCasesTest extends PackageTestCase
     {
         $job = fn (string $class, string $tries, string $middleware, string $client) => self::HEAD
             . "use Resilient\\Laravel\\Queue\\{Funnel, ReleaseWhenUnavailable, WithinDeadline};\n"
-            . "final class $class implements ShouldQueue\n{\n    use JitteredBackoff;\n    public \$timeout = 20;\n$tries"
+            . "final class $class implements ShouldQueue\n{\n    use \\Illuminate\\Queue\\InteractsWithQueue, JitteredBackoff;\n    public \$timeout = 20;\n$tries"
             . "    public function middleware(): array { return [$middleware, new WithinDeadline()]; }\n"
             . "    public function handle(): void { Resilient::client('$client')->get('/x'); }\n}\n";
         [$exit, $json] = $this->check([
@@ -108,7 +152,7 @@ final class CheckEdgeCasesTest extends PackageTestCase
                 . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",
             'GroupImport' => "use Illuminate\\Contracts\\Queue\\ShouldQueue;\nuse Resilient\\Laravel\\Facades\\Resilient;\n"
                 . "use Resilient\\Laravel\\Queue\\{ReleaseWhenUnavailable, WithinDeadline};\n"
-                . "final class GroupImport implements ShouldQueue\n{\n    use \\Resilient\\Laravel\\Queue\\JitteredBackoff;\n"
+                . "final class GroupImport implements ShouldQueue\n{\n    use \\Illuminate\\Queue\\InteractsWithQueue, \\Resilient\\Laravel\\Queue\\JitteredBackoff;\n"
                 . "    public \$timeout = 20;\n    public \$tries = 3;\n"
                 . "    public function middleware(): array { return [new ReleaseWhenUnavailable(), new WithinDeadline()]; }\n"
                 . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",

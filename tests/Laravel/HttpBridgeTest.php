@@ -424,6 +424,34 @@ final class HttpBridgeTest extends PackageTestCase
         $this->assertSame(1, $this->events[ResponseReceived::class] ?? 0);
     }
 
+    /**
+     * A retry our budget or the deadline stopped after an answer: the answer is the outcome, as
+     * when max_attempts ran out (code checking `->failed()` keeps working through an outage).
+     */
+    public function testAnAnswerNotRetriedForLackOfBudgetOrTimeIsTheLastResponse(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('bridge-spent', [
+            'max_attempts' => 3, 'backoff' => ['base' => 0.001, 'cap' => 0.002],
+            'budget' => ['ratio' => 0.0, 'floor' => 0],
+        ]);
+        $this->up->script($key, [['status' => 503, 'body' => 'down']]);
+        $this->bootWith($name, $client);
+        $response = Http::resilient($name)->get('/quote');
+        $this->assertSame(503, $response->status());
+        $this->assertSame('down', $response->body());
+        $this->assertCount(1, $this->up->attempts($key, 1), 'the budget refused the retry');
+
+        [$name, $key, $client] = $this->upstreamClient('bridge-late', [
+            'max_attempts' => 3, 'deadline' => 2.0,
+        ]);
+        $this->up->script($key, [['status' => 503, 'headers' => ['Retry-After' => '30']]]);
+        $this->bootWith($name, $client);
+        $response = Http::resilient($name)->get('/quote');
+        $this->assertSame(503, $response->status());
+        $this->assertSame('30', $response->header('Retry-After'));
+        $this->assertCount(1, $this->up->attempts($key, 1), 'no time left for the wait');
+    }
+
     public function testOurRefusalRejectsWithTheResilientException(): void
     {
         [$name, $key, $client] = $this->upstreamClient('bridge-full', ['funnel' => ['limit' => 1]]);

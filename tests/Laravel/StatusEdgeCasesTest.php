@@ -185,7 +185,7 @@ final class StatusEdgeCasesTest extends PackageTestCase
         $dir = Run::tempDir('status-jobs');
         file_put_contents("$dir/SapJob.php", "<?php\n\nnamespace StatusEdge;\n\n"
             . "use Illuminate\\Contracts\\Queue\\ShouldQueue;\nuse Resilient\\Laravel\\Queue\\Funnel;\n"
-            . "final class SapJob implements ShouldQueue\n{\n    use \\Resilient\\Laravel\\Queue\\JitteredBackoff;\n"
+            . "final class SapJob implements ShouldQueue\n{\n    use \\Illuminate\\Queue\\InteractsWithQueue, \\Resilient\\Laravel\\Queue\\JitteredBackoff;\n"
             . "    public \$timeout = 20;\n    public \$tries = 3;\n"
             . "    public function middleware(): array { return [new Funnel('$name')]; }\n"
             . "    public function handle(): void { }\n}\n");

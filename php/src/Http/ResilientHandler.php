@@ -18,6 +18,7 @@ use Psr\Http\Message\RequestInterface;
 use Psr\Http\Message\StreamInterface;
 use Resilient\Laravel\ResilientManager;
 use Resilient\Response;
+use Resilient\Unavailable;
 use Resilient\UpstreamFailed;
 
 /**
@@ -28,16 +29,17 @@ use Resilient\UpstreamFailed;
  *
  * Outcomes, in Guzzle's terms:
  * - any answer the client returns is a fulfilled response (a 404 or a 500 included);
- * - `UpstreamFailed` with a last response (retryable statuses exhausted) is that response,
- *   fulfilled, as Laravel's Http would have returned it;
+ * - a failure with a last response (retryable statuses exhausted: `UpstreamFailed`; a retry
+ *   our budget or the deadline stopped: `BudgetExhausted`, `DeadlineExceeded`) is that
+ *   response, fulfilled, as Laravel's Http would have returned it;
  * - `UpstreamFailed` without one rejects with the exception Guzzle's curl handler gives for
  *   that failure, whose previous is the `UpstreamFailed`: a failure to reach the upstream
  *   (refused, timeouts, TLS, closed before an answer) is a `ConnectException`, so Laravel
  *   raises its `ConnectionException` and dispatches `ConnectionFailed`; a redirect loop is a
  *   `TooManyRedirectsException`, anything else (a body over `max_body`, one that cannot be
  *   read or decoded, a sink that cannot be written) a `RequestException`;
- * - the client's own refusals (`FunnelFull`, `BudgetExhausted`, `DeadlineExceeded`,
- *   `CircuitOpen`) and bad options reject with the exception itself.
+ * - the client's own refusals with no answer in hand (`FunnelFull`, `BudgetExhausted`,
+ *   `DeadlineExceeded`, `CircuitOpen`) and bad options reject with the exception itself.
  */
 final class ResilientHandler
 {
@@ -93,10 +95,12 @@ final class ResilientHandler
                 $uri = $uri->withQuery($this->baseQuery . ($uri->getQuery() === '' ? '' : '&' . $uri->getQuery()));
             }
             $answer = $this->manager->clientWithoutFallback($this->name)->request($request->getMethod(), (string) $uri, $clientOptions);
-        } catch (UpstreamFailed $e) {
+        } catch (Unavailable $e) {
+            // An answer not retried (max_attempts, or our budget or the deadline stopped the
+            // retry) is that answer, as Laravel's Http would have returned it.
             $answer = $e->response();
             if ($answer === null) {
-                $failure = self::rejection($e, $request);
+                $failure = $e instanceof UpstreamFailed ? self::rejection($e, $request) : $e;
                 $this->stats($options, $request, null, $failure, $started, null);
 
                 return Create::rejectionFor($failure);

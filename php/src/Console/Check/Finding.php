@@ -11,6 +11,7 @@ final class Finding
     public const UNKNOWN_CLIENT = 'unknown client';
     public const JOB_FUNNEL = 'job funnel';
     public const RELEASED_WITHOUT_TRIES = 'released without tries';
+    public const NOT_RELEASABLE = 'cannot be released';
 
     public function __construct(
         public readonly string $rule,

@@ -11,7 +11,8 @@ use Resilient\Laravel\Queue\JitteredBackoff;
  * `Http::resilient(name: 'x')`, `new Client(self::X)`), whether it wraps itself in a
  * WithinDeadline middleware (the queue one, or the route one, which is 30 s whatever the
  * job's timeout), the names of the Queue\\Funnel middleware it takes from config
- * (`new Funnel('x')` without a limit), and which of our middleware put it back on the queue.
+ * (`new Funnel('x')` without a limit), which of our middleware put it back on the queue, and
+ * whether it can go back (a release()).
  *
  * Names and seconds are read where they are constant (a literal, a class constant); one
  * computed at run time is listed in `unchecked` rather than passing unseen.
@@ -55,6 +56,8 @@ final class JobFacts
         public readonly array $unchecked = [],
         public readonly array $maybeClients = [],
         public readonly array $releasedBy = [],
+        /** Whether it has a release() (InteractsWithQueue's) for our middleware to call. */
+        public readonly bool $releasable = true,
     ) {
     }
 
@@ -90,6 +93,7 @@ final class JobFacts
                 'ReleaseWhenUnavailable' => $source->news(self::QUEUE_RELEASE) !== [],
                 'Queue\\Funnel' => $source->news(self::QUEUE_FUNNEL) !== [],
             ])),
+            $r->hasMethod('release'),
         );
     }
 

@@ -14,6 +14,8 @@ namespace Resilient\Laravel\Console\Check;
  * - jitter: a fixed backoff brings every job that failed together back at the same second;
  * - released without tries: a job our middleware puts back on the queue (each release a try,
  *   Laravel's rule) that may run only once fails when taken after its first release;
+ * - cannot be released: a job our middleware puts back on the queue has no release()
+ *   (InteractsWithQueue), so each refusal fails the run instead;
  * - job funnel: a Queue\\Funnel middleware whose name config cannot turn into a funnel (none
  *   defined, a client's on Redis or learned, a `funnels` entry a Funnel refuses) would throw at
  *   every run of the job.
@@ -38,8 +40,23 @@ final class Rules
     {
         return [
             ...$this->nesting($job), ...$this->twoLayers($job), ...$this->jitter($job),
-            ...$this->releasedWithoutTries($job), ...$this->funnels($job),
+            ...$this->releasedWithoutTries($job), ...$this->notReleasable($job), ...$this->funnels($job),
         ];
+    }
+
+    /** @return list<Finding> */
+    private function notReleasable(JobFacts $job): array
+    {
+        if ($job->releasedBy === [] || $job->releasable) {
+            return [];
+        }
+
+        return [new Finding(Finding::NOT_RELEASABLE, $job->class, sprintf(
+            '%s puts the job back on the queue, but the job has no release(): use '
+            . 'Illuminate\\Queue\\InteractsWithQueue in it (without, each refusal fails the run, and the '
+            . "job comes back after its backoff, not the release's seconds)",
+            implode(' and ', $job->releasedBy),
+        ))];
     }
 
     /** @return list<Finding> */
