@@ -39,6 +39,34 @@ final class HangTest extends HttpTestCase
         $this->assertFalse($records[0]['retry_follows']);
     }
 
+    /**
+     * A request's timeout longer than the funnel's lease is cut to the lease (an attempt never
+     * outlives its slot): the failure says so, naming the option that would allow more.
+     */
+    public function testATimeoutCutToTheFunnelsLeaseSaysSo(): void
+    {
+        $key = $this->up->key('hang-lease');
+        $this->up->script($key, [['hang' => true, 'hang_ms' => 20000]]);
+        $client = $this->client($key, ['timeout' => 0.1, 'max_attempts' => 1, 'funnel' => ['limit' => 2]]);
+        try {
+            $client->get('/slow', null, ['timeout' => 5]);
+            $this->fail('expected UpstreamFailed');
+        } catch (\Resilient\UpstreamFailed $e) {
+            // 2 × the client's timeout, less the admission's own time.
+            $this->assertMatchesRegularExpression(
+                "/\\[timeout error: the attempt timed out after (1\\d\\d|200)ms, cut to the funnel's lease \\(option 'funnel\\.lease'\\)\\]$/",
+                $e->getMessage(),
+            );
+        }
+        // Cut by the deadline or its own timeout, the message is as before.
+        try {
+            $client->get('/slow');
+            $this->fail('expected UpstreamFailed');
+        } catch (\Resilient\UpstreamFailed $e) {
+            $this->assertStringEndsWith('[timeout error: the attempt timed out]', $e->getMessage());
+        }
+    }
+
     public function testEachAttemptGetsOnlyTheRemainder(): void
     {
         // The seed's deadline (850 ms) and 3 attempts, with 600 ms per attempt instead of its

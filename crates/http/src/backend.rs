@@ -17,7 +17,7 @@ use resilient_core::adaptive_limit::Sample;
 
 use crate::breaker::BreakerStore;
 use crate::decision::Outcome;
-use crate::guard::{Ended, Guard, Permit, Refusal, RetryAllowance};
+use crate::guard::{Ended, Guard, Permit, Refusal, RetryAllowance, FUNNEL_LEASE};
 use crate::transport::FailureKind;
 
 /// Makes a client's funnel, retry budget and circuit breaker.
@@ -150,7 +150,7 @@ impl Guard for FunnelGuard {
             }
         });
         // The slot lapses at its lease's end: the attempt must be over by then.
-        Ok(permit.lasting(Duration::from_millis(self.lease_ms)))
+        Ok(permit.lasting(Duration::from_millis(self.lease_ms), FUNNEL_LEASE))
     }
 
     /// A learned limit learns from every attempt it admitted.

@@ -213,7 +213,10 @@ impl Guard for BreakerGuard {
                 });
                 // The store's bound (`timeout` + PROBE_MARGIN) runs from when the admission
                 // ran there, after `asked` (on Redis, half a round trip later).
-                Ok(permit.lasting(self.probe_attempt.saturating_sub(asked.elapsed())))
+                Ok(permit.lasting(
+                    self.probe_attempt.saturating_sub(asked.elapsed()),
+                    "the breaker's probe time (the client's option 'timeout')",
+                ))
             }
         }
     }

@@ -40,7 +40,7 @@ use crate::request::PreparedRequest;
 use crate::response::Response;
 use crate::retry_after::retry_after_of;
 use crate::time_left;
-use crate::transport::{AttemptLimits, RawResponse, Transport, TransportError};
+use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 
 /// The mechanism a call runs on. Cheap to clone (all `Arc`s).
 #[derive(Clone)]
@@ -404,12 +404,17 @@ impl Call {
         }
         // An attempt never outlives what admitted it (a funnel slot's lease, a probe's ticket).
         let remaining = self.remaining();
-        let room = permits
-            .iter()
-            .filter_map(Permit::lasts)
-            .fold(remaining, Duration::min);
+        let (room, lapsing) = permits.iter().filter_map(Permit::lasts_for).fold(
+            (remaining, None),
+            |(room, by), (lasts, what)| match lasts < room {
+                true => (lasts, Some(what)),
+                false => (room, by),
+            },
+        );
         let (timeout, connect_timeout) = self.policy.attempt_limits(room);
         let cut_short = timeout == remaining && remaining < self.policy.timeout;
+        // What cut the attempt's timeout below its own, when it was a permit's bound.
+        let cut_by = lapsing.filter(|_| timeout == room && room < self.policy.timeout);
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
         let limits = AttemptLimits {
@@ -443,7 +448,16 @@ impl Call {
             }
         };
         // An answer the client retries on is that answer even with its body over max_body.
-        let outcome = outcome.or_else(|e| e.into_retryable_answer(&self.policy.retry_on));
+        let mut outcome = outcome.or_else(|e| e.into_retryable_answer(&self.policy.retry_on));
+        if let (Err(e), Some(what)) = (&mut outcome, cut_by) {
+            if e.kind == FailureKind::Timeout {
+                e.detail = format!(
+                    "{} after {}, cut to {what}",
+                    e.detail,
+                    fmt_duration(timeout)
+                );
+            }
+        }
         // Release before anything else: no path from here holds the slot into a sleep.
         let left = time_left::scope(self.remaining());
         let duration = Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(began));

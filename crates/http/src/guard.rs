@@ -23,8 +23,9 @@ use crate::decision::Outcome;
 #[derive(Default)]
 pub struct Permit {
     release: Option<Release>,
-    /// When what it holds lapses, if bounded: its attempt must be over by then.
-    lapses: Option<Instant>,
+    /// When what it holds lapses, if bounded: its attempt must be over by then; and what
+    /// lapses then, for a failure it cut short.
+    lapses: Option<(Instant, &'static str)>,
 }
 
 /// A closure told how the attempt ended (`None`: dropped without one).
@@ -61,6 +62,9 @@ pub struct Ended {
     pub cut_short: bool,
 }
 
+/// What a funnel slot's permit says lapses, for an attempt its lease cut short.
+pub const FUNNEL_LEASE: &str = "the funnel's lease (option 'funnel.lease')";
+
 impl Permit {
     /// A permit that holds nothing (a guard that only observes or only refuses).
     pub fn free() -> Self {
@@ -87,17 +91,25 @@ impl Permit {
     /// The permit, for an attempt that must be over within `d` from now: the loop cuts the
     /// attempt's timeout to what is left of it when the attempt starts (after the guards that
     /// admit it next, a Redis round trip each), so an attempt never outlives what admitted it
-    /// (a funnel slot's lease, a probe's ticket).
-    pub fn lasting(mut self, d: Duration) -> Self {
+    /// (a funnel slot's lease, a probe's ticket). `what` names it, and the option that sets
+    /// it, for the message of an attempt it cut short (`the funnel's lease (option
+    /// 'funnel.lease')`).
+    pub fn lasting(mut self, d: Duration, what: &'static str) -> Self {
         if let Some(at) = Instant::now().checked_add(d) {
-            self.lapses = Some(self.lapses.map_or(at, |l| l.min(at)));
+            if self.lapses.is_none_or(|(l, _)| at < l) {
+                self.lapses = Some((at, what));
+            }
         }
         self
     }
     /// What is left of the time its attempt may last, if bounded.
     pub fn lasts(&self) -> Option<Duration> {
+        self.lasts_for().map(|(d, _)| d)
+    }
+    /// [`Permit::lasts`], with what lapses then.
+    pub fn lasts_for(&self) -> Option<(Duration, &'static str)> {
         self.lapses
-            .map(|at| at.saturating_duration_since(Instant::now()))
+            .map(|(at, what)| (at.saturating_duration_since(Instant::now()), what))
     }
     /// Gives back what the permit holds, told how its attempt ended.
     pub fn end(mut self, ended: &Ended) {
@@ -172,11 +184,12 @@ mod tests {
     #[test]
     fn a_permits_time_runs_from_when_it_was_given() {
         let ms = Duration::from_millis;
-        let permit = Permit::free().lasting(ms(200)).lasting(ms(500));
+        let permit = Permit::free().lasting(ms(200), "a").lasting(ms(500), "b");
         std::thread::sleep(ms(50));
-        let lasts = permit.lasts().expect("bounded");
+        let (lasts, what) = permit.lasts_for().expect("bounded");
         assert!(lasts <= ms(150), "{lasts:?}");
+        assert_eq!(what, "a", "the earlier bound is the one that lapses");
         assert_eq!(Permit::free().lasts(), None);
-        assert_eq!(Permit::free().lasting(Duration::MAX).lasts(), None);
+        assert_eq!(Permit::free().lasting(Duration::MAX, "c").lasts(), None);
     }
 }

@@ -132,7 +132,7 @@ pub use clock::{BoxFuture, Clock, Sleeper, SystemClock, TokioSleeper};
 pub use config_error::ConfigError;
 pub use decision::{Decision, GiveUpReason, Outcome, RetryReason};
 pub use error::{Unavailable, UnavailableKind};
-pub use guard::{Ended, Guard, Permit, Refusal, RetryAllowance};
+pub use guard::{Ended, Guard, Permit, Refusal, RetryAllowance, FUNNEL_LEASE};
 pub use http1_transport::Http1Transport;
 pub use metrics_events::{attempt_class, end_open_attempts, refusal_of, MetricsEvents};
 pub use multipart::{Multipart, Part, PartContents};

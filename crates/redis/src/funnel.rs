@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use resilient_http::{Guard, Outcome, Permit, Refusal};
+use resilient_http::{Guard, Outcome, Permit, Refusal, FUNNEL_LEASE};
 
 use crate::backend::Fallback;
 use crate::connection::{Server, Unreachable};
@@ -131,7 +131,7 @@ impl Guard for RedisFunnel {
                 let permit = Permit::holding(move || RedisFunnel::release(&server, &token));
                 // The slot lapses at its lease's end, counted on Redis from when the script
                 // ran, after `sent`: the attempt must be over by then.
-                Ok(permit.lasting(lease.saturating_sub(sent.elapsed())))
+                Ok(permit.lasting(lease.saturating_sub(sent.elapsed()), FUNNEL_LEASE))
             }
             Ok(_) => {
                 let quiet = self.quiet_ms.load(Ordering::Relaxed).max(FIRST_QUIET_MS);
