@@ -40,6 +40,28 @@ final class HangTest extends HttpTestCase
     }
 
     /**
+     * The deadline ending the only attempt (one allowed, as a web request's cap makes it, or a
+     * POST without key) is DeadlineExceeded, as when it leaves no time for a retry: the same
+     * deadline gives the same exception whatever max_attempts says.
+     */
+    public function testTheDeadlineEndingTheOnlyAttemptIsDeadlineExceeded(): void
+    {
+        $key = $this->up->key('hang-only');
+        $this->up->script($key, [['hang' => true, 'hang_ms' => 20000]]);
+        $client = $this->client($key, ['deadline' => 0.3, 'timeout' => 10, 'max_attempts' => 1]);
+        foreach (['GET', 'POST'] as $method) {
+            try {
+                $client->request($method, '/slow');
+                $this->fail("$method: expected DeadlineExceeded");
+            } catch (DeadlineExceeded $e) {
+                $this->assertStringContainsString('deadline exceeded: the deadline ended the attempt (1 attempt in', $e->getMessage());
+                $this->assertNull($e->response());
+            }
+        }
+        $this->assertCount(2, $this->up->attempts($key, 2), 'each was sent');
+    }
+
+    /**
      * A request's timeout longer than the funnel's lease is cut to the lease (an attempt never
      * outlives its slot): the failure says so, naming the option that would allow more.
      */

@@ -108,6 +108,8 @@ pub enum GiveUpReason {
         left: Duration,
     },
     BudgetExhausted,
+    /// The deadline ended the attempt in flight (its timeout was what was left of it).
+    DeadlineEnded,
     /// The pool's batch rule: more than half of the batch's first attempts failed.
     BatchFailing {
         failed: usize,
@@ -119,9 +121,9 @@ impl GiveUpReason {
     /// How the call ends.
     pub fn kind(self) -> UnavailableKind {
         match self {
-            GiveUpReason::NoTimeForRetry { .. } | GiveUpReason::NoTimeForWait { .. } => {
-                UnavailableKind::DeadlineExceeded
-            }
+            GiveUpReason::NoTimeForRetry { .. }
+            | GiveUpReason::NoTimeForWait { .. }
+            | GiveUpReason::DeadlineEnded => UnavailableKind::DeadlineExceeded,
             GiveUpReason::BudgetExhausted => UnavailableKind::BudgetExhausted,
             _ => UnavailableKind::UpstreamFailed,
         }
@@ -154,6 +156,9 @@ impl fmt::Display for GiveUpReason {
                 fmt_duration(left)
             ),
             GiveUpReason::BudgetExhausted => f.write_str("retry budget exhausted"),
+            GiveUpReason::DeadlineEnded => {
+                f.write_str("deadline exceeded: the deadline ended the attempt")
+            }
             GiveUpReason::BatchFailing { failed, of } => write!(
                 f,
                 "retry skipped: more than half of the batch's first attempts failed ({failed} of {of})"

@@ -79,6 +79,9 @@ pub struct AttemptFacts {
     pub retry_after: Option<Duration>,
     /// What is left of the deadline now (`Duration::MAX` without a deadline).
     pub remaining: Duration,
+    /// The attempt timed out with its timeout cut to what was left of the deadline: the
+    /// deadline ended it.
+    pub deadline_cut: bool,
 }
 
 impl Policy {
@@ -145,6 +148,9 @@ impl Policy {
             Verdict::Final => return Next::Return,
             Verdict::FatalFailure(_) => return upstream(GiveUpReason::NotRetryable),
             Verdict::TransientStatus(_) | Verdict::TransientFailure(_) => {}
+        }
+        if facts.deadline_cut {
+            return upstream(GiveUpReason::DeadlineEnded);
         }
         if !facts.may_retry {
             return upstream(GiveUpReason::NotIdempotent);
@@ -219,6 +225,7 @@ mod tests {
             may_retry: true,
             retry_after,
             remaining,
+            deadline_cut: false,
         }
     }
 
@@ -356,6 +363,34 @@ mod tests {
             p.after_attempt(f, &mut no_jitter()),
             Next::GiveUp { reason } if reason.kind() == UnavailableKind::UpstreamFailed
         ));
+    }
+
+    /// An attempt the deadline ended (its timeout cut to what was left, then timed out): the
+    /// deadline is why the call ends, with one attempt allowed or a POST without key as well.
+    #[test]
+    fn an_attempt_the_deadline_ended_is_deadline_exceeded() {
+        let p = policy();
+        let timeout = Verdict::TransientFailure(FailureKind::Timeout);
+        for (attempt, may_retry) in [(1, true), (3, true), (1, false)] {
+            let mut f = facts(attempt, timeout, None, Duration::ZERO);
+            f.may_retry = may_retry;
+            f.deadline_cut = true;
+            let n = p.after_attempt(f, &mut no_jitter());
+            assert!(
+                matches!(n, Next::GiveUp { reason: GiveUpReason::DeadlineEnded }),
+                "{n:?}"
+            );
+            assert_eq!(
+                GiveUpReason::DeadlineEnded.kind(),
+                UnavailableKind::DeadlineExceeded
+            );
+        }
+        // Not cut by the deadline: the attempt's own timeout, as before.
+        let n = p.after_attempt(facts(3, timeout, None, 800 * MS), &mut no_jitter());
+        assert!(
+            matches!(n, Next::GiveUp { reason: GiveUpReason::MaxAttempts(3) }),
+            "{n:?}"
+        );
     }
 
     #[test]
