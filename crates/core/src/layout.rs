@@ -98,15 +98,20 @@ pub struct Entry {
 
 /// One name's adaptive limit: the limit, the latency estimates and the current interval's
 /// sums. 64 bytes. Every attempt adds to `window_counts` and `window_latency`; the process whose
-/// attempt ends an interval folds them into a new limit with one CAS on `state`.
+/// attempt ends an interval claims the close with one CAS on `state`, takes the sums out,
+/// stores the estimates and publishes the new limit (see [`crate::adaptive_limit`]).
 #[repr(C)]
 pub struct AdaptiveBlock {
-    /// `interval_start_ms:40 | limit × 256:24`. Zero: not started (the config's `initial`).
+    /// `interval_start_ms:40 | limit × 256:24`, or while a process closes the interval
+    /// `1:1 | 0:7 | closer_pid:32 | limit × 256:24` (a reader of an earlier build takes it for
+    /// an interval that starts in 17 years, and leaves it alone). Zero: not started (the
+    /// config's `initial`).
     pub state: AtomicU64,
     /// `drops:32 | samples:32` of the current interval.
     pub window_counts: AtomicU64,
     /// `inflight_sum:24 | latency_sum_us:40` of the current interval (latency of answers
-    /// that were not drops; in-flight seen when each attempt ended).
+    /// that were not drops, each rounded to 8 µs plus 1, so the low 3 bits count the answers;
+    /// in-flight seen when each attempt ended).
     pub window_latency: AtomicU64,
     /// `no_load_rtt_us:32 | rtt_us:32`: the slowly tracked no-load latency and the last
     /// interval's mean latency.

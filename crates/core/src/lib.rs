@@ -10,7 +10,11 @@
 //!   and a fixed table of named entries ([`table`]); one entry per name holds that
 //!   name's funnel and budget state ([`layout`]).
 //! - [`funnel`] hands out [`Lease`]s from a 64-bit slot mask; a lease expires on the
-//!   monotonic clock and the slot of a dead process is reclaimed at once.
+//!   monotonic clock, and the slot of a dead process is reclaimed by the next acquire that
+//!   finds no free slot, without waiting for the lease to expire. Dead means its pid is gone
+//!   (`kill(pid, 0)`): the slot of a holder killed after another process took its pid comes
+//!   back only when its lease expires or, killed in the middle of taking or giving back the
+//!   slot (steps the expiry does not cover), when that other process ends.
 //! - [`budget`] is a sliding window of epoch-tagged buckets: originals deposit, retries
 //!   withdraw.
 //! - [`adaptive_limit`] learns a funnel's limit from every attempt's latency and drops

@@ -1,6 +1,8 @@
-//! Is a process still alive? Used to reclaim a dead holder's funnel slot at once instead
-//! of waiting for its lease to expire. And this process's pid, cached: `getpid` is a
-//! system call and the lease path needs the pid on every acquire and release.
+//! Is a process still alive? Used to reclaim a dead holder's funnel slot without waiting for
+//! its lease to expire (and to take over the close of a learned limit's interval from a dead
+//! closer). A pid another process took since reads as alive, as does a zombie: only the lease's
+//! expiry (or that process's end) frees the slot then. And this process's pid, cached: `getpid`
+//! is a system call and the lease path needs the pid on every acquire and release.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;

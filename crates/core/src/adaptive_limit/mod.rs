@@ -2,15 +2,22 @@
 //! from every attempt's latency and drops by every process of the host, in shared memory.
 //!
 //! Mechanism here, policy in [`policy`]. Every attempt's end costs two atomic adds to the
-//! current interval's sums (`window_counts`, `window_latency`) and two loads; the interval
-//! ends at the first attempt that ends after it is due (at least [`MIN_INTERVAL_MS`] and
-//! 2 × the last mean latency, and at least [`MIN_SAMPLES`] attempts). That process reads the
-//! sums, asks the policy for the next limit and installs it with one compare-and-swap on
-//! `state` (`interval_start:40 | limit × 256:24`), which also starts the next interval, so
-//! exactly one process closes each interval; it then subtracts what it read from the sums
-//! (attempts that ended meanwhile stay for the next interval) and stores the estimates.
-//! A process stopped or killed between the CAS and those stores leaves the estimates one
-//! interval old: they are estimates, the limit itself is always one consistent word.
+//! current interval's sums ([`sums`]) and a few loads; the interval ends at the first attempt
+//! that ends after it is due (at least [`MIN_INTERVAL_MS`] and 2 × the last mean latency, and
+//! at least [`MIN_SAMPLES`] attempts). That process reads the sums and the estimates and asks
+//! the policy for the next limit; then it claims the close with one compare-and-swap on
+//! `state` ([`state_word`]: the running word becomes its closing word, the limit unchanged),
+//! so exactly one process closes each interval; it takes what it read out of the sums
+//! (attempts that ended meanwhile stay for the next interval), stores the estimates and
+//! publishes the next limit, which also starts the next interval. Until it publishes, no
+//! other process closes anything: a closer paused in the middle, for as long as it may be,
+//! finds the sums and estimates as it left them, and the next closer reads neither its
+//! interval's sums nor older estimates (they were taken out and stored before). A closer
+//! killed in the middle is told by its pid: the next attempt to end starts a new interval,
+//! with the estimates as far as the dead closer stored them, and its interval's sums counted
+//! in the next unless it had taken them out (as a funnel slot, a killed closer whose pid
+//! another process took keeps the limit where it was until that process ends). The limit
+//! itself is always one consistent word.
 //!
 //! A limit is judged only by the attempts it admitted: after a cut, an attempt that started
 //! before it is not counted (`cut_ms`). Those attempts were let in by the higher limit and
@@ -22,12 +29,18 @@
 //! reads to its own `[min, max]`.
 
 pub mod policy;
+mod state_word;
+mod sums;
 
 use crate::layout::{AdaptiveBlock, MAX_FUNNEL_LIMIT};
+use crate::liveness;
 use crate::{Error, Segment};
-use policy::{Bounds, Estimates, Window};
+use policy::{Bounds, Estimates};
+pub(crate) use state_word::pack_state;
+use state_word::{State, LIMIT_MASK, LIMIT_ONE};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
+use sums::Sums;
 
 /// The shortest interval.
 pub const MIN_INTERVAL_MS: u64 = 100;
@@ -35,13 +48,6 @@ pub const MIN_INTERVAL_MS: u64 = 100;
 pub const MAX_INTERVAL_MS: u64 = 2_000;
 /// Attempts an interval needs before it closes (unless 10 intervals passed).
 pub const MIN_SAMPLES: u32 = 3;
-/// Fixed point of the stored limit: 1/256 of a slot.
-const LIMIT_ONE: f64 = 256.0;
-const LIMIT_BITS: u32 = 24;
-const LIMIT_MASK: u64 = (1 << LIMIT_BITS) - 1;
-/// One attempt's latency is capped at this (µs, ~17 min) so the 40-bit sum cannot overflow.
-const LATENCY_CAP_US: u64 = (1 << 30) - 1;
-const LATENCY_BITS: u32 = 40;
 
 /// The bounds of a learned limit: `1 <= min <= initial <= max <= 64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,21 +154,6 @@ pub struct AdaptiveLimit {
     config: AdaptiveConfig,
 }
 
-pub(crate) fn pack_state(start_ms: u64, limit: f64) -> u64 {
-    let fp = (limit * LIMIT_ONE)
-        .round()
-        .clamp(LIMIT_ONE, LIMIT_MASK as f64) as u64;
-    (start_ms << LIMIT_BITS) | fp
-}
-
-fn state_limit(state: u64) -> f64 {
-    (state & LIMIT_MASK) as f64 / LIMIT_ONE
-}
-
-fn state_start(state: u64) -> u64 {
-    state >> LIMIT_BITS
-}
-
 /// The interval's length after a mean latency of `rtt_us`.
 pub fn interval_ms(rtt_us: u32) -> u64 {
     (2 * rtt_us as u64 / 1000).clamp(MIN_INTERVAL_MS, MAX_INTERVAL_MS)
@@ -188,7 +179,7 @@ impl AdaptiveLimit {
         let limit = if state == 0 {
             self.config.initial as f64
         } else {
-            state_limit(state)
+            state_word::limit(state)
         };
         limit.clamp(self.config.min as f64, self.config.max as f64)
     }
@@ -198,9 +189,16 @@ impl AdaptiveLimit {
         self.current().floor() as u32
     }
 
-    /// Learns from one attempt that ended at `now_ms`. Two atomic adds and two loads; the
+    /// Learns from one attempt that ended at `now_ms`. Two atomic adds and a few loads; the
     /// attempt that ends an interval also computes and installs the next limit.
     pub fn record(&self, sample: Sample, now_ms: u64) {
+        self.record_pausing(sample, now_ms, || {})
+    }
+
+    /// [`Self::record`], running `claimed` once this attempt claimed the close of the interval
+    /// and before the close is done (tests replay other processes there).
+    #[inline(always)]
+    pub(crate) fn record_pausing(&self, sample: Sample, now_ms: u64, claimed: impl FnOnce()) {
         let b = self.block();
         let started_ms = now_ms.saturating_sub(sample.latency_us / 1000);
         if started_ms < b.cut_ms.load(Relaxed) {
@@ -210,57 +208,44 @@ impl AdaptiveLimit {
         if !policy::teaches(&sample, (rtt >> 32) as u32) {
             return; // cut short by its caller: says nothing of the upstream
         }
-        let latency = if sample.drop {
-            0
-        } else {
-            sample.latency_us.min(LATENCY_CAP_US)
-        };
-        b.window_counts
-            .fetch_add(1 | (sample.drop as u64) << 32, Relaxed);
-        b.window_latency.fetch_add(
-            latency | (sample.inflight.min(MAX_FUNNEL_LIMIT) as u64) << LATENCY_BITS,
-            Relaxed,
-        );
+        let (counts, latency) = sums::added(&sample);
+        b.window_counts.fetch_add(counts, Relaxed);
+        b.window_latency.fetch_add(latency, Relaxed);
         let state = b.state.load(Acquire);
-        if state == 0 {
-            // First attempt ever: the interval starts now, at `initial`.
-            let _ = b.state.compare_exchange(
-                0,
-                pack_state(now_ms, self.config.initial as f64),
-                AcqRel,
-                Acquire,
-            );
-            return;
-        }
-        let due = state_start(state).saturating_add(interval_ms(rtt as u32));
-        if now_ms >= due {
-            self.close(state, now_ms);
+        match state_word::read(state) {
+            State::Running { start_ms } => {
+                if now_ms >= start_ms.saturating_add(interval_ms(rtt as u32)) {
+                    self.close(state, start_ms, now_ms, claimed);
+                }
+            }
+            State::NotStarted => {
+                // First attempt ever: the interval starts now, at `initial`.
+                let _ = b.state.compare_exchange(
+                    0,
+                    pack_state(now_ms, self.config.initial as f64),
+                    AcqRel,
+                    Acquire,
+                );
+            }
+            State::Closing { pid } => self.take_over_if_dead(pid, state, now_ms),
         }
     }
 
-    /// Ends the interval that `state` started, if enough attempts ended in it and no other
-    /// process ended it first.
-    fn close(&self, state: u64, now_ms: u64) {
+    /// Ends the interval that began at `start_ms` (the running word `state`), if enough attempts
+    /// ended in it and no other process claimed it first.
+    fn close(&self, state: u64, start_ms: u64, now_ms: u64, claimed: impl FnOnce()) {
         let b = self.block();
-        let counts = b.window_counts.load(Acquire);
-        let latency = b.window_latency.load(Acquire);
-        let window = Window {
-            samples: counts as u32,
-            drops: (counts >> 32) as u32,
-            latency_sum_us: latency & ((1 << LATENCY_BITS) - 1),
-            inflight_sum: (latency >> LATENCY_BITS) as u32,
-            duration_us: now_ms.saturating_sub(state_start(state)) * 1000,
-        };
+        // As the last closer left them: it stored everything before it published `state`.
+        let sums = Sums::load(b);
         let rtt = b.rtt.load(Relaxed);
         let trend = b.trend.load(Relaxed);
-        let long_overdue =
-            now_ms >= state_start(state).saturating_add(10 * interval_ms(rtt as u32));
-        if window.samples < MIN_SAMPLES && !long_overdue {
+        let long_overdue = now_ms >= start_ms.saturating_add(10 * interval_ms(rtt as u32));
+        if sums.samples() < MIN_SAMPLES && !long_overdue {
             return;
         }
         let start = b.streak_start.load(Relaxed);
         let prev = Estimates {
-            limit: state_limit(state),
+            limit: state_word::limit(state),
             no_load_us: (rtt >> 32) as u32,
             rtt_us: rtt as u32,
             streak: (trend >> 56) as u8,
@@ -269,16 +254,22 @@ impl AdaptiveLimit {
             unused_limit: b.unused_limit.load(Relaxed) as f64 / LIMIT_ONE,
             intervals: trend & ((1 << 56) - 1),
         };
-        let next = policy::next(prev, window, self.config.bounds());
-        let installed = pack_state(now_ms, next.limit);
+        // Sums no attempts add up to (a closer of an earlier build subtracted twice) are
+        // taken out unread: the interval starts again, nothing learnt.
+        let window = sums.window(now_ms.saturating_sub(start_ms) * 1000);
+        let next = match window {
+            Some(w) => policy::next(prev, w, self.config.bounds()),
+            None => prev,
+        };
+        let claim = state_word::closing(state, liveness::current_pid());
         if b.state
-            .compare_exchange(state, installed, AcqRel, Acquire)
+            .compare_exchange(state, claim, AcqRel, Acquire)
             .is_err()
         {
-            return; // another process closed it
+            return; // another process closes it
         }
-        b.window_counts.fetch_sub(counts, Relaxed);
-        b.window_latency.fetch_sub(latency, Relaxed);
+        claimed();
+        sums.take(b);
         b.rtt
             .store((next.no_load_us as u64) << 32 | next.rtt_us as u64, Relaxed);
         let ref_fp = (next.ref_limit * LIMIT_ONE) as u64;
@@ -289,8 +280,28 @@ impl AdaptiveLimit {
         if policy::judged_afresh(&prev, &next) {
             b.cut_ms.store(now_ms, Relaxed);
         }
+        let intervals = prev.intervals + window.is_some() as u64;
         b.trend
-            .store((next.streak as u64) << 56 | (prev.intervals + 1), Release);
+            .store((next.streak as u64) << 56 | intervals, Release);
+        // Only a process that found this one dead moves a claim on: then it has no say.
+        let _ = b
+            .state
+            .compare_exchange(claim, pack_state(now_ms, next.limit), Release, Relaxed);
+    }
+
+    /// An interval being closed by process `pid` (the claim `state`): if that process died
+    /// in the middle, starts a new interval at the limit of before. (While it is alive, if
+    /// stopped, each attempt's end asks once: one `kill(pid, 0)`.)
+    #[cold]
+    fn take_over_if_dead(&self, pid: u32, state: u64, now_ms: u64) {
+        if !liveness::pid_alive(pid) {
+            let _ = self.block().state.compare_exchange(
+                state,
+                pack_state(now_ms, state_word::limit(state)),
+                AcqRel,
+                Acquire,
+            );
+        }
     }
 
     /// What the limit has learned (the limit within this config's bounds).

@@ -20,7 +20,8 @@
 //!   above the upstream's `C` slots, rtt ≈ no_load × L / C, so this lands on
 //!   `TOLERANCE × C + 0.5` in one step: every slot busy, and a queue at the upstream of
 //!   `0.25 × C + 0.5`, below `C` for every `C ≥ 1`.
-//! - **no_load** (the latency without queueing) follows a lower rtt at once. A higher one is
+//! - **no_load** (the latency without queueing) follows a lower rtt at once (but not one of an
+//!   interval whose sums disagree, [`Window::torn`]: too low by an answer). A higher one is
 //!   adopted only when it proves not to be ours (the Vegas trap: a latency step taken for a
 //!   queue drives the limit to its floor and keeps it there): when the limit sits at its floor,
 //!   or when [`REBASELINE_AFTER`] latency-driven cuts (of 5 % or more, or with the latency
@@ -107,6 +108,10 @@ pub struct Window {
     pub inflight_sum: u32,
     /// The interval's length, µs (0: not known; the use is then read from `inflight_sum`).
     pub duration_us: u64,
+    /// The latency sum does not hold the latencies of exactly the answers counted: an attempt's
+    /// count and latency fell either side of a close (see `super::sums`), and the rtt is off by
+    /// about one answer. No lower no-load latency is learnt from it.
+    pub torn: bool,
 }
 
 impl Window {
@@ -195,6 +200,17 @@ pub fn judged_afresh(prev: &Estimates, next: &Estimates) -> bool {
 
 /// The estimates after `window`.
 pub fn next(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
+    let mut e = judge(prev, w, bounds);
+    if w.torn && (prev.no_load_us == 0 || e.no_load_us < prev.no_load_us) {
+        // Its rtt is off by about one answer, too low as often as too high; a no-load latency
+        // learnt too low would stay (only a higher one has to prove itself).
+        e.no_load_us = prev.no_load_us;
+    }
+    e
+}
+
+/// [`next`] before the check of a torn window.
+fn judge(prev: Estimates, w: Window, bounds: Bounds) -> Estimates {
     let mut e = prev;
     if w.samples == 0 {
         return e;
@@ -364,6 +380,7 @@ mod tests {
             latency_sum_us: latency_us * n as u64,
             inflight_sum: inflight * n,
             duration_us: 0,
+            torn: false,
         }
     }
 
@@ -379,6 +396,7 @@ mod tests {
             latency_sum_us: 4 * 21_000,
             inflight_sum: 2 + 1 + 2 + 1,
             duration_us: 42_000,
+            torn: false,
         };
         let e = next(est(2.0, 21_000, 21_000), w, B);
         assert!((e.limit - (2.0 + 2f64.sqrt())).abs() < 1e-9, "{e:?}");
@@ -543,6 +561,33 @@ mod tests {
         w.drops = 1;
         let e = next(probing, w, B);
         assert!((e.limit - 20.5 * 0.9).abs() < 1e-9, "{}", e.limit);
+    }
+
+    /// An interval whose sums disagree (an answer's count without its latency: rtt 80 ms for
+    /// 100) teaches no lower no-load latency, nor a first one (an untorn one does).
+    #[test]
+    fn a_torn_window_lowers_no_no_load_latency() {
+        let torn = Window {
+            torn: true,
+            ..answers(5, 80_000, 4)
+        };
+        assert_eq!(
+            next(est(8.0, 100_000, 100_000), torn, B).no_load_us,
+            100_000
+        );
+        assert_eq!(next(est(8.0, 0, 0), torn, B).no_load_us, 0);
+        assert_eq!(
+            next(
+                est(8.0, 100_000, 100_000),
+                Window {
+                    torn: false,
+                    ..torn
+                },
+                B
+            )
+            .no_load_us,
+            80_000
+        );
     }
 
     #[test]

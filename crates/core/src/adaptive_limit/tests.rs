@@ -691,3 +691,143 @@ fn processes_closing_at_once_close_each_interval_once() {
     assert!(left <= 200_000, "sums are conserved: {left}");
     std::fs::remove_file(p).unwrap();
 }
+
+fn answer(latency_ms: u64, inflight: u32) -> Sample {
+    Sample {
+        latency_us: latency_ms * 1_000,
+        drop: false,
+        deadline_cut: false,
+        inflight,
+    }
+}
+
+/// A process that won the close of an interval is paused for an interval or more (a
+/// CPU-throttled container's period, SIGSTOP) while attempts keep ending: the outcome is the one
+/// without the pause. Before, the next interval's closer read the paused closer's sums as well,
+/// and the paused closer subtracted them a second time when it resumed: the window wrapped
+/// (4294967292 samples, every one a drop), the next close halved the limit with no drop, and
+/// the paused closer's late stores replaced the newer estimates.
+#[test]
+fn a_closer_paused_mid_close_changes_nothing() {
+    let outcome = |paused: bool| {
+        let (l, p) = limit(&format!("paused-closer-{paused}"), 1, 64, 8);
+        for t in [1_000, 1_010, 1_020, 1_030] {
+            l.record(answer(10, 4), t);
+        }
+        // Attempts that end while the closer of 1 100 is paused; the last one is past the next
+        // interval's end (100 ms).
+        let meanwhile = || {
+            l.record(answer(10, 4), 1_150);
+            l.record(answer(10, 4), 1_210);
+        };
+        if paused {
+            l.record_pausing(answer(10, 4), 1_100, meanwhile);
+        } else {
+            l.record(answer(10, 4), 1_100);
+            meanwhile();
+        }
+        let after_pause = l.stats();
+        for t in [1_320, 1_330, 1_340] {
+            l.record(answer(10, 4), t);
+        }
+        let b = l.block();
+        let sums = (
+            b.window_counts.load(Relaxed),
+            b.window_latency.load(Relaxed),
+        );
+        let outcome = (after_pause, l.stats(), sums);
+        std::fs::remove_file(p).unwrap();
+        outcome
+    };
+    let control = outcome(false);
+    assert_eq!(control.1.intervals, 2, "{control:?}");
+    assert_eq!(outcome(true), control);
+}
+
+/// Sums that no attempts can add up to (more drops than samples: what a subtraction made twice
+/// leaves) are dropped and the interval starts again, not read as an interval of drops.
+#[test]
+fn an_impossible_window_is_dropped_not_read_as_drops() {
+    let (l, p) = limit("impossible-window", 1, 64, 8);
+    for t in [1_000, 1_010, 1_020, 1_100] {
+        l.record(answer(10, 4), t);
+    }
+    let before = l.stats();
+    assert_eq!(before.intervals, 1, "{before:?}");
+    let b = l.block();
+    b.window_counts.store(0xffff_ffff_ffff_fffc, Relaxed);
+    for t in [1_210, 1_220, 1_230] {
+        l.record(answer(10, 4), t);
+    }
+    assert_eq!(l.current(), before.limit(), "{:?}", l.stats());
+    assert_eq!(
+        b.window_counts.load(Relaxed),
+        2,
+        "started again at 1 210: two samples since"
+    );
+    std::fs::remove_file(p).unwrap();
+}
+
+/// An attempt's end adds to the two sums one after the other, so a close can fall between them:
+/// its count in one interval, its latency in the next. Before, the first interval's rtt was low
+/// by one answer in five (80 ms for 100) and became the no-load latency, for good: a no-load
+/// latency 20 % low holds the limit under the capacity. The figures of such an interval do not
+/// agree, and no no-load latency is learnt from it.
+#[test]
+fn an_attempt_split_by_a_close_teaches_no_lower_no_load_latency() {
+    let (l, p) = limit("split-attempt", 1, 64, 8);
+    let b = l.block();
+    for t in [1_000, 1_010, 1_020] {
+        l.record(answer(100, 4), t);
+    }
+    // Another process's record: its count lands, the interval closes, its latency lands.
+    let (counts, latency) = sums::added(&answer(100, 4));
+    b.window_counts.fetch_add(counts, Relaxed);
+    l.record(answer(100, 4), 1_210);
+    assert_eq!(l.stats().intervals, 1);
+    b.window_latency.fetch_add(latency, Relaxed);
+    let mut t = 1_210;
+    for interval in 1..=7 {
+        while l.stats().intervals < interval {
+            t += 50;
+            l.record(answer(100, 4), t);
+        }
+        let s = l.stats();
+        assert!(
+            s.no_load_rtt_us == 0 || s.no_load_rtt_us == 100_000,
+            "interval {interval}: {s:?}"
+        );
+    }
+    assert_eq!(l.stats().no_load_rtt_us, 100_000);
+    std::fs::remove_file(p).unwrap();
+}
+
+/// A closer killed after its claim (its pid gone) does not stop the learning: the next attempt
+/// to end starts a new interval at the same limit, which closes as any other.
+#[test]
+fn a_closer_killed_mid_close_is_taken_over() {
+    let (l, p) = limit("killed-closer", 1, 64, 8);
+    for t in [1_000, 1_010, 1_020, 1_100] {
+        l.record(answer(10, 4), t);
+    }
+    let before = l.stats();
+    assert_eq!(before.intervals, 1);
+    let b = l.block();
+    let dead_pid = 4_194_000;
+    assert!(!crate::liveness::pid_alive(dead_pid));
+    // Its claim of the interval that began at 1 100, then SIGKILL.
+    let running = b.state.load(Relaxed);
+    b.state
+        .store(state_word::closing(running, dead_pid), Relaxed);
+    l.record(answer(10, 4), 1_150);
+    assert_eq!(
+        state_word::read(b.state.load(Relaxed)),
+        state_word::State::Running { start_ms: 1_150 }
+    );
+    assert_eq!(l.current(), before.limit());
+    for t in [1_200, 1_260] {
+        l.record(answer(10, 4), t);
+    }
+    assert_eq!(l.stats().intervals, 2, "{:?}", l.stats());
+    std::fs::remove_file(p).unwrap();
+}

@@ -298,7 +298,10 @@ impl CircuitBreaker {
 
     /// An attempt admitted while closed, sent at `started_ms`, ended; `failure`: the client
     /// would retry it. One sent before the breaker last closed is not counted: it tells of the
-    /// outage the probe has seen end. `jitter`: a uniform random u64, used if this opens it.
+    /// outage the probe has seen end; nor one that ends while it is open or half-open (the
+    /// window starts afresh at the close), nor one whose `now_ms` is a window or more behind
+    /// what another process already counted. `jitter`: a uniform random u64, used if this
+    /// opens it.
     pub fn record(
         &self,
         failure: bool,
@@ -599,6 +602,54 @@ mod tests {
         assert_eq!(
             b.record(true, t + 16_000, t + 16_000, MID),
             Some(Transition::Opened)
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// A process that read its clock a window or more ago (paused since) records its attempt:
+    /// the place of its bucket holds a newer one now, which it must not reset. Before, the
+    /// newer bucket (9 calls, 9 failures) was replaced by the late one, out of the window: the
+    /// 10th failure found 1 call and the breaker stayed closed.
+    #[test]
+    fn a_record_a_window_late_leaves_the_newer_bucket() {
+        let (b, p) = breaker("late-record", 0.5, 10);
+        let b = CircuitBreaker {
+            config: b.config.with_consecutive_failures(1_000).unwrap(),
+            ..b
+        };
+        let t = 1_000_000;
+        for i in 0..9 {
+            assert_eq!(b.record(true, t + i, t + i, MID), None);
+        }
+        // 10 s late: the same bucket of the ring, one lap behind.
+        assert_eq!(b.record(false, t - 10_100, t - 10_000, MID), None);
+        let s = b.state(t + 20);
+        assert_eq!((s.calls, s.failures), (9, 9));
+        assert_eq!(
+            b.record(true, t + 30, t + 30, MID),
+            Some(Transition::Opened),
+            "10 of 10 failed"
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// The same for the streak: a failure a window late is not the start of a new run.
+    #[test]
+    fn a_failure_a_window_late_leaves_the_newer_streak() {
+        let (b, p) = breaker("late-failure", 0.5, 1_000);
+        let b = CircuitBreaker {
+            config: b.config.with_consecutive_failures(5).unwrap(),
+            ..b
+        };
+        let t = 1_000_000;
+        for i in 0..4 {
+            assert_eq!(b.record(true, t + i, t + i, MID), None);
+        }
+        assert_eq!(b.record(true, t - 10_100, t - 10_000, MID), None);
+        assert_eq!(
+            b.record(true, t + 30, t + 30, MID),
+            Some(Transition::Opened),
+            "the fifth failure in a row"
         );
         std::fs::remove_file(p).unwrap();
     }

@@ -82,6 +82,9 @@ struct Scenario {
     late: u64,
     /// How often the breaker must have opened, in every schedule (when checked).
     opens: Option<u32>,
+    /// Failures counted before the start, `(epoch, n)`: `n` in the bucket of `epoch` and a
+    /// streak of `n` (the outage that opened the breaker).
+    failures_before: Option<(u64, u64)>,
 }
 
 /// One ticket granted, in grant order.
@@ -258,6 +261,9 @@ fn run_one(b: &BreakerBlock, sc: &Scenario, path: &mut Vec<(usize, usize)>) {
         bucket.store(0, SeqCst);
     }
     b.streak.store(0, SeqCst);
+    if let Some((epoch, n)) = sc.failures_before {
+        protocol::count_failures(b, epoch, n);
+    }
     let log = Log::default();
     let ghost = (sc.start.phase() == Phase::HalfOpen).then_some(Ticket(sc.start));
     if let Some(t) = ghost {
@@ -370,6 +376,7 @@ fn three_callers_at_the_half_open_moment() {
         actors: vec![actor(A), actor(B), actor(A)],
         late: 20_000,
         opens: None,
+        failures_before: None,
     };
     let n = explore("three callers at the half-open moment", &sc);
     assert!(n > 100);
@@ -407,6 +414,7 @@ fn a_probe_killed_anywhere() {
         actors: vec![mortal(FIRST), actor(LATE_OK), actor(LATE_FAIL)],
         late: 20_000,
         opens: None,
+        failures_before: None,
     };
     let n = explore("a probe killed anywhere", &sc);
     assert!(n > 100);
@@ -437,6 +445,7 @@ fn a_late_report_of_a_given_up_probe() {
         actors: vec![actor(AT_BOUND), mortal(AT_BOUND_OK)],
         late: 20_000,
         opens: None,
+        failures_before: None,
     };
     let n = explore("a late report of a given-up probe", &sc);
     assert!(n > 20);
@@ -466,6 +475,7 @@ fn failures_counted_at_once_open_once() {
         actors: vec![actor(FAIL), actor(FAIL), actor(OK)],
         late: 20_000,
         opens: Some(1),
+        failures_before: None,
     };
     let n = explore("failures counted at once open once", &sc);
     assert!(n > 100);
@@ -490,6 +500,7 @@ fn a_ticket_given_back() {
         actors: vec![mortal(BACK), actor(NEXT), actor(NEXT)],
         late: 20_000,
         opens: None,
+        failures_before: None,
     };
     let n = explore("a ticket given back", &sc);
     assert!(n > 100);
@@ -518,7 +529,43 @@ fn a_stale_failure_racing_the_close() {
         actors: vec![actor(PROBE), actor(STALE)],
         late: 20_000,
         opens: Some(0),
+        failures_before: None,
     };
     let n = explore("a stale failure racing the close", &sc);
+    assert!(n > 10, "{n}");
+}
+
+/// The probe's process is killed at any step of its report (right after its close, above all),
+/// while an attempt sent after the close fails: one failure is not the `consecutive_failures`
+/// (2) in a row of the outage, so it never reopens the breaker. Before, a resolver killed right
+/// after its close left the outage's streak and bucket behind, and the next single failure
+/// reopened the breaker.
+#[test]
+fn a_resolver_killed_after_its_close() {
+    const PROBE: &[Op] = &[
+        Op::Admit { now: 10_100 },
+        Op::Resolve {
+            success: true,
+            now: 10_110,
+        },
+    ];
+    const AFTER: &[Op] = &[Op::Record {
+        failure: true,
+        started: 10_120,
+        now: 10_130,
+    }];
+    let ms = Duration::from_millis;
+    let sc = Scenario {
+        // Opened at 10 000 for 100 ms by two failures: they, the close and the failure after
+        // it all fall in one bucket (500 ms: 10 000 to 10 499).
+        start: StateWord::new(Phase::Open, 1, 10_100),
+        ghost_report: None,
+        config: BreakerConfig::new(0.5, 2, ms(10_000), ms(100), ms(1_000)).unwrap(),
+        actors: vec![mortal(PROBE), actor(AFTER)],
+        late: 20_000,
+        opens: Some(0),
+        failures_before: Some((20, 2)),
+    };
+    let n = explore("a resolver killed after its close", &sc);
     assert!(n > 10, "{n}");
 }

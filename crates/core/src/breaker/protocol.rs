@@ -6,14 +6,16 @@
 //!   that CAS, and only it, holds the one probe ticket of the host; half-open at or after the
 //!   bound (the probe's process died or hangs) → the same CAS from the old ticket: the caller
 //!   takes the ticket over and probes, so the breaker is never half-open for ever.
-//! - record (an attempt admitted while closed ended): count it in the bucket of `now`; a
-//!   success sets the streak to 0, a failure adds 1 to it; on a failure, while closed, CAS
-//!   `Closed → Open(now + jittered open_for)` when the streak reached `consecutive_failures`,
-//!   or else when the window holds `min_calls` calls and the failure ratio reached
-//!   `failure_ratio`.
-//! - resolve (the probe ended): CAS `ticket → Closed(now)` on success, `ticket → Open(..)` on a
-//!   failure. A ticket that was given up is no longer the word: its CAS fails, its report is
-//!   ignored.
+//! - record (an attempt admitted while closed ended, while it is still closed and since the
+//!   attempt was sent): count it in the bucket of `now`; a success sets the streak to 0, a
+//!   failure adds 1 to it; on a failure, CAS `Closed → Open(now + jittered open_for)` when the
+//!   streak reached `consecutive_failures`, or else when the window holds `min_calls` calls and
+//!   the failure ratio reached `failure_ratio`. A record a window or more late (its caller was
+//!   paused since it read its clock) finds a newer bucket in the place of its own: it counts
+//!   nothing, and resets neither that bucket nor a newer streak.
+//! - resolve (the probe ended): on success, empty the bucket of `now` and the streak, then CAS
+//!   `ticket → Closed(now)`; on a failure, CAS `ticket → Open(..)`. A ticket that was given up
+//!   is no longer the word: its CAS fails, its report is ignored.
 //!
 //! - give back (the probe ended without an outcome): CAS `ticket → Open(now)`, so the next
 //!   caller probes at once.
@@ -37,6 +39,14 @@ const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 const STREAK_BITS: u32 = 64 - TAG_BITS;
 const STREAK_MAX: u64 = (1 << STREAK_BITS) - 1;
+/// How many buckets late a record may be and still be told late (its caller paused since it
+/// read its clock, or another process's clock read later): it then counts nothing rather than
+/// reset the newer bucket or streak in its place. Tags wrap at 2^24 epochs, so a bucket left
+/// that old reads as newer too: the bound keeps that to a narrow band (a breaker idle for 2^24
+/// buckets, 4.7 hours at the shortest window, whose records within 1024 buckets of that moment
+/// count nothing), as the budget's look ahead does. A record later than this is counted as
+/// before, in its bucket's place.
+const LATE_LIMIT: u64 = 1024;
 
 /// Which shared word an access is about to touch (read by the model checker only).
 #[derive(Clone, Copy, Debug)]
@@ -102,8 +112,10 @@ pub(crate) async fn admit(
 }
 
 /// Counts an attempt admitted while closed, sent at `started_ms` and ended at `now_ms`; on a
-/// failure, opens the breaker when the window says so. An attempt sent before the breaker
-/// last closed is not counted (the window starts afresh at the close). `jitter`: a uniform
+/// failure, opens the breaker when the window says so. An attempt that ends while the breaker
+/// is open or half-open, or that was sent before it last closed, is not counted: the window
+/// and the streak start afresh at the close (so nothing counted before the close has to be
+/// emptied after it, which a closer killed in between would leave undone). `jitter`: a uniform
 /// random u64 (the open period's jitter).
 pub(crate) async fn record(
     b: &BreakerBlock,
@@ -115,7 +127,7 @@ pub(crate) async fn record(
 ) -> Option<Transition> {
     me.step(At::State).await;
     let seen = StateWord(b.state.load(Acquire));
-    if seen.phase() == Phase::Closed && started_ms < seen.at_ms() {
+    if seen.phase() != Phase::Closed || started_ms < seen.at_ms() {
         return None;
     }
     let epoch = config.epoch(now_ms);
@@ -126,6 +138,10 @@ pub(crate) async fn record(
     loop {
         me.step(At::Bucket(idx)).await;
         let w = bucket.load(Acquire);
+        if w != 0 && newer(tag_of(w), tag) {
+            // A window or more late: its bucket left the window, a newer one took its place.
+            return None;
+        }
         let (c, f) = if tag_of(w) == tag {
             (calls_of(w), failures_of(w))
         } else {
@@ -149,8 +165,8 @@ pub(crate) async fn record(
     let streak = lengthen_streak(b, me, tag).await;
     me.step(At::State).await;
     let seen = StateWord(b.state.load(Acquire));
-    // A close between the first check and the counts: the attempt's failure may have landed in
-    // the emptied bucket and streak (one count too many for the new period, never an opening).
+    // An open and a close between the first check and the counts: the attempt may have been
+    // counted in the new period's bucket and streak (one count too many, never an opening).
     if seen.phase() != Phase::Closed || started_ms < seen.at_ms() {
         return None;
     }
@@ -173,6 +189,9 @@ pub(crate) async fn record(
 /// run of failures may last longer than the window (one caller of a hung upstream, each
 /// failure taking its timeout), while failures hours apart never make a run.
 ///
+/// A failure a window or more before the run's last (a caller paused since it read its
+/// clock) belongs to no run: it leaves the streak as it is and counts as 0.
+///
 /// One pause per round, before the load: the next word depends on the loaded one only, so a
 /// write landing between the load and the CAS just fails the CAS and the round starts again,
 /// as if the round had begun after that write; the model checker need not split the round.
@@ -186,6 +205,9 @@ async fn lengthen_streak(b: &BreakerBlock, me: &impl Pause, tag: u64) -> u64 {
         // its clock) is still the run's last.
         let ahead = last.wrapping_sub(tag) & TAG_MASK;
         let window = BREAKER_BUCKETS as u64;
+        if w != 0 && ahead >= window && newer(last, tag) {
+            return 0;
+        }
         let next = if w != 0 && (age < window || ahead < window) {
             let newest = if age < window { tag } else { last };
             newest << STREAK_BITS | ((w & STREAK_MAX) + 1).min(STREAK_MAX)
@@ -240,22 +262,29 @@ pub(crate) async fn resolve(
             Transition::Reopened,
         ),
     };
-    me.step(At::State).await;
-    let changed = b
-        .state
-        .compare_exchange(ticket.0 .0, next.0, AcqRel, Acquire)
-        .is_ok();
-    if changed && success {
+    if success {
         // The window starts afresh at the close: buckets before it are not counted (`since`),
         // and the one it falls in is emptied of what came before (the failures that opened
-        // the breaker, when it closes within a bucket of opening). A call counted between the
-        // close and this store is lost with them: a few µs of calls. The streak restarts too.
+        // the breaker, when it closes within a bucket of opening); the streak restarts too.
+        // Emptied before the close, while nothing counts (half-open), so that a process killed
+        // after its close leaves nothing of the outage behind. Only while this ticket is still
+        // the word: a ticket given up (another probe may have closed the breaker since) must
+        // not empty a period that is counting.
+        me.step(At::State).await;
+        if b.state.load(Acquire) != ticket.0 .0 {
+            return None;
+        }
         let idx = (config.epoch(now_ms) % BREAKER_BUCKETS as u64) as usize;
         me.step(At::Bucket(idx)).await;
         b.buckets[idx].store(0, Release);
         me.step(At::Streak).await;
         b.streak.store(0, Release);
     }
+    me.step(At::State).await;
+    let changed = b
+        .state
+        .compare_exchange(ticket.0 .0, next.0, AcqRel, Acquire)
+        .is_ok();
     changed.then_some(transition)
 }
 
@@ -295,6 +324,20 @@ pub(crate) async fn give_back(
     b.state
         .compare_exchange(ticket.0 .0, open.0, AcqRel, Acquire)
         .is_ok()
+}
+
+/// Whether epoch tag `tag` is later than `than`, by at most [`LATE_LIMIT`].
+fn newer(tag: u64, than: u64) -> bool {
+    let ahead = tag.wrapping_sub(than) & TAG_MASK;
+    ahead != 0 && ahead <= LATE_LIMIT
+}
+
+/// Counts `n` failures at `epoch` in its bucket and the streak, as an outage leaves them.
+#[cfg(test)]
+pub(crate) fn count_failures(b: &BreakerBlock, epoch: u64, n: u64) {
+    let tag = epoch & TAG_MASK;
+    b.buckets[(epoch % BREAKER_BUCKETS as u64) as usize].store(pack(tag, n, n), Release);
+    b.streak.store(tag << STREAK_BITS | n, Release);
 }
 
 fn pack(tag: u64, calls: u64, failures: u64) -> u64 {

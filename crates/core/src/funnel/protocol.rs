@@ -20,10 +20,12 @@
 //!   `Clearing → Free`.
 //! - reclaim: a `Held` word whose lease expired or whose process is dead, or a `Claiming` /
 //!   `Clearing` word whose process is dead, is taken by CAS (`→ Clearing(me)`); clear the bit;
-//!   `→ Free`. A `Claiming` or `Clearing` word of a live process is never taken: its owner is
-//!   between two steps that touch the bit. A process stopped there keeps that one slot out of
-//!   use until it resumes or dies (so does a process killed there whose pid another process
-//!   reuses, until that one ends): capacity may err low for a while, the count never does.
+//!   `→ Free`. Dead means `kill(pid, 0)` finds no such process: a `Held` word of a holder
+//!   killed after another process took its pid waits for its lease to expire. A `Claiming` or
+//!   `Clearing` word of a live process is never taken: its owner is between two steps that
+//!   touch the bit. A process stopped there keeps that one slot out of use until it resumes or
+//!   dies (so does a process killed there whose pid another process reuses, until that one
+//!   ends): capacity may err low for a while, the count never does.
 //!   Holders are told apart by pid, so every process of a segment shares one pid namespace
 //!   (the segment header records it).
 //!
