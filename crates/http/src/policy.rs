@@ -377,7 +377,12 @@ mod tests {
             f.deadline_cut = true;
             let n = p.after_attempt(f, &mut no_jitter());
             assert!(
-                matches!(n, Next::GiveUp { reason: GiveUpReason::DeadlineEnded }),
+                matches!(
+                    n,
+                    Next::GiveUp {
+                        reason: GiveUpReason::DeadlineEnded
+                    }
+                ),
                 "{n:?}"
             );
             assert_eq!(
@@ -388,7 +393,12 @@ mod tests {
         // Not cut by the deadline: the attempt's own timeout, as before.
         let n = p.after_attempt(facts(3, timeout, None, 800 * MS), &mut no_jitter());
         assert!(
-            matches!(n, Next::GiveUp { reason: GiveUpReason::MaxAttempts(3) }),
+            matches!(
+                n,
+                Next::GiveUp {
+                    reason: GiveUpReason::MaxAttempts(3)
+                }
+            ),
             "{n:?}"
         );
     }
