@@ -14,8 +14,9 @@
 //!
 //! Each Fiber has its own scopes: a scope entered in a Fiber that suspends does
 //! not bound the code that goes on outside it. A Fiber starts with the scopes in
-//! force where it was started, and keeps its own while it is suspended (parked
-//! by fiber context, swapped in and out by the engine's fiber-switch observer).
+//! force where it was started, each bounding it while the `within()` that entered
+//! it runs, and keeps its own while it is suspended (parked by fiber context,
+//! swapped in and out by the engine's fiber-switch observer).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -24,14 +25,14 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::Zval;
 use ext_php_rs::zend::ExecutorGlobals;
-use resilient_core::{clock, validate, DeadlineStack};
+use resilient_core::{clock, validate, DeadlineStack, Deadlines};
 
 use crate::bailout::Guarded;
 use crate::{coerce, errors};
 
-static STACK: Mutex<DeadlineStack> = Mutex::new(DeadlineStack::new());
+static STACK: Mutex<Deadlines> = Mutex::new(Deadlines::new());
 
-fn with_stack<R>(f: impl FnOnce(&mut DeadlineStack) -> R) -> R {
+fn with_stack<R>(f: impl FnOnce(&mut Deadlines) -> R) -> R {
     f(&mut STACK.lock().unwrap_or_else(PoisonError::into_inner))
 }
 
@@ -45,7 +46,8 @@ pub type FiberSwitch = unsafe extern "C" fn(from: *mut c_void, to: *mut c_void);
 pub type FiberDestroy = unsafe extern "C" fn(destroying: *mut c_void);
 
 /// Parks the running context's scopes and brings back those of `to`; a context never seen
-/// (a Fiber starting) begins with a copy of the scopes in force where it starts. First, what a
+/// (a Fiber starting) begins with a copy of the scopes in force where it starts (each ending
+/// with its `within()`). First, what a
 /// Fiber that a bailout ended still held is dropped ([`crate::bailout::drop_held`]), while its
 /// scopes are still the ones in place.
 unsafe extern "C" fn on_fiber_switch(from: *mut c_void, to: *mut c_void) {
@@ -61,10 +63,7 @@ unsafe extern "C" fn on_fiber_switch(from: *mut c_void, to: *mut c_void) {
         crate::fiber_states::switched(from as usize, to as usize, ended);
         let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
         let incoming = parked.remove(&(to as usize));
-        let outgoing = with_stack(|s| {
-            let next = incoming.unwrap_or_else(|| s.clone());
-            std::mem::replace(s, next)
-        });
+        let outgoing = with_stack(|s| s.switch_to(incoming));
         parked.insert(from as usize, outgoing);
     });
 }
@@ -100,7 +99,7 @@ pub fn observe_fibers() {
 
 /// Empties the stack and forgets parked Fibers' scopes (RINIT, RSHUTDOWN).
 pub fn clear() {
-    with_stack(DeadlineStack::clear);
+    with_stack(Deadlines::clear);
     PARKED
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -160,7 +159,7 @@ impl Drop for Scope {
         if self.context != current_context() {
             let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(stack) = parked.get_mut(&self.context) {
-                stack.pop_to(self.depth);
+                with_stack(|s| s.pop_in(stack, self.depth));
                 return;
             }
         }
@@ -170,8 +169,8 @@ impl Drop for Scope {
 
 /// One deadline shared by every call inside a scope (static; not
 /// instantiable). Per process, each Fiber with its own scopes (starting with
-/// those in force where it starts); cleared at request start and end: nothing
-/// survives into the next FPM request.
+/// those in force where it starts, each while its `within()` runs); cleared at
+/// request start and end: nothing survives into the next FPM request.
 #[php_class]
 #[php(name = "Resilient\\Deadline")]
 #[php(flags = ext_php_rs::flags::ClassFlags::Final)]

@@ -223,8 +223,8 @@ namespace Resilient {
     /**
      * One deadline shared by every call inside a scope (static; not
      * instantiable). Per process, each Fiber with its own scopes (starting with
-     * those in force where it starts); cleared at request start and end: nothing
-     * survives into the next FPM request.
+     * those in force where it starts, each while its `within()` runs); cleared at
+     * request start and end: nothing survives into the next FPM request.
      */
     final class Deadline {
         /** Not for PHP code: `new` throws an `\Exception` ("You cannot instantiate this class

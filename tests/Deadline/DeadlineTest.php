@@ -118,6 +118,30 @@ final class DeadlineTest extends TestCase
         $this->assertNull(Deadline::remaining());
     }
 
+    /**
+     * A scope a Fiber inherited bounds it while the within() that entered it runs, not after:
+     * a long-lived Fiber (an event loop's, first started inside one request's or job's deadline)
+     * is not held to that deadline for the rest of the worker's life, nor is a scope of its own
+     * entered later cut by it. Before, the Fiber's calls failed at once with DeadlineExceeded.
+     */
+    public function testAFibersInheritedScopeEndsWithItsWithin(): void
+    {
+        $loop = new \Fiber(function () {
+            while (true) {
+                \Fiber::suspend([Deadline::remaining(), Deadline::within(30.0, fn () => Deadline::remaining())]);
+            }
+        });
+        [$first, $firstOwn] = Deadline::within(0.05, fn () => $loop->start());
+        $this->assertLessThanOrEqual(0.05, $first, 'bounded while the scope is open');
+        $this->assertLessThanOrEqual(0.05, $firstOwn, 'an inner scope only shortens');
+        usleep(60_000);
+        [$later, $laterOwn] = $loop->resume();
+        $this->assertNull($later, 'the scope ended: the Fiber is no longer in it');
+        $this->assertGreaterThan(29.0, $laterOwn, 'its own scope, not cut by the ended one');
+        [$again] = Deadline::within(5.0, fn () => $loop->resume());
+        $this->assertNull($again, 'a Fiber keeps its own scopes where it is resumed (as before)');
+    }
+
     public function testCap(): void
     {
         $this->assertSame(30.0, Deadline::cap(30.0), 'without a deadline cap() returns its argument');

@@ -73,7 +73,7 @@ pub mod validate;
 pub use adaptive_limit::{AdaptiveConfig, AdaptiveLimit, AdaptiveStats};
 pub use breaker::{Admission, BreakerConfig, BreakerState, CircuitBreaker, Ticket, Transition};
 pub use budget::{BudgetConfig, BudgetStats, RetryBudget};
-pub use deadline::DeadlineStack;
+pub use deadline::{DeadlineStack, Deadlines};
 pub use error::Error;
 pub use funnel::{Funnel, FunnelConfig, Lease, LeaseId};
 pub use liveness::current_pid;
