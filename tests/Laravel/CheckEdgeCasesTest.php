@@ -85,6 +85,33 @@ final class CheckEdgeCasesTest extends PackageTestCase
         $this->assertSame('Unreleasable', $this->short($json['findings'][0]['job']));
     }
 
+    /**
+     * With the default connection `sync` (tests, CI: QUEUE_CONNECTION=sync), a job without a
+     * `$connection` of its own runs on a real queue elsewhere: its `$timeout` is checked against
+     * every connection with a `retry_after`, instead of passing unchecked.
+     */
+    public function testUnderASyncDefaultEveryQueuesRetryAfterIsChecked(): void
+    {
+        $job = fn (string $class, int $timeout, string $more = '') => self::HEAD
+            . "final class $class implements ShouldQueue\n{\n    use JitteredBackoff;\n    public \$timeout = $timeout;\n    public \$tries = 1;\n$more"
+            . "    public function handle(): void { }\n}\n";
+        $queue = ['default' => 'sync', 'connections' => [
+            'sync' => ['driver' => 'sync'],
+            'redis' => ['driver' => 'redis', 'retry_after' => 90],
+            'sqs' => ['driver' => 'sqs'],
+        ]];
+        [$exit, $json] = $this->check([
+            'LongJob' => $job('LongJob', 120),
+            'ShortJob' => $job('ShortJob', 60),
+            'PinnedJob' => $job('PinnedJob', 120, "    public \$connection = 'sync';\n"),
+        ], [], ['queue' => $queue]);
+        $this->assertSame(1, $exit);
+        $this->assertSame(
+            ['LongJob: nesting: $timeout 120s >= retry_after 90s of queue connection "redis" (the default connection is "sync" here, so every queue connection with a retry_after is checked)'],
+            array_map(fn ($f) => $this->short($f['job']) . ': ' . $f['rule'] . ': ' . strstr($f['message'], ':', true), $json['findings']),
+        );
+    }
+
     /** Laravel 8's worker ignores `$tries` when `retryUntil()` is set: the job runs until then. */
     public function testRetryUntilMakesTheRunsUnboundedWhateverTheTries(): void
     {
@@ -434,7 +461,7 @@ final class CheckEdgeCasesTest extends PackageTestCase
     }
 
     /** @return array{0: int, 1: array} exit code and the --json output */
-    private function check(array $jobs, array $resilient = []): array
+    private function check(array $jobs, array $resilient = [], array $laravel = []): array
     {
         $dir = Run::tempDir('check-edge');
         $namespace = 'CheckEdge' . bin2hex(random_bytes(4));
@@ -442,7 +469,7 @@ final class CheckEdgeCasesTest extends PackageTestCase
             file_put_contents("$dir/$class.php", "<?php\n\nnamespace $namespace;\n\n$source");
             require "$dir/$class.php";
         }
-        $this->boot($resilient + ['clients' => self::CLIENTS, 'check' => ['paths' => [$dir]]]);
+        $this->boot($resilient + ['clients' => self::CLIENTS, 'check' => ['paths' => [$dir]]], $laravel);
         [$exit, $out] = $this->artisan(['--json' => true]);
 
         return [$exit, json_decode($out, true) ?? $this->fail($out)];

@@ -101,18 +101,21 @@ final class Rules
         $found = [];
         $timeout = (float) ($job->timeout ?? $this->workerTimeout);
         $timeoutText = $job->timeout !== null ? sprintf('$timeout %gs', $timeout) : sprintf('no $timeout (the worker\'s %gs)', $timeout);
-        $connection = $job->connection ?? (string) ($this->queue['default'] ?? 'sync');
-        $retryAfter = $this->retryAfter($connection);
+        $connections = $this->connectionsOf($job);
         if ($timeout <= 0) {
             // 0 is no timeout (pcntl_alarm(0)): nothing bounds HTTP time but the clients' own
             // deadlines, and nothing stops a run before retry_after.
-            return $retryAfter === null ? [] : [new Finding(Finding::NESTING, $job->class, sprintf(
-                '%s 0 (none: the worker never stops the job) and retry_after %gs of queue connection "%s": '
-                . 'a run longer than retry_after is taken again by another worker while it still runs; '
-                . 'give the job a $timeout several seconds below retry_after',
-                $job->timeout !== null ? '$timeout' : 'no $timeout and the worker\'s',
-                $retryAfter, $connection,
-            ))];
+            foreach ($connections as $connection => [$retryAfter, $why]) {
+                $found[] = new Finding(Finding::NESTING, $job->class, sprintf(
+                    '%s 0 (none: the worker never stops the job) and retry_after %gs of queue connection "%s"%s: '
+                    . 'a run longer than retry_after is taken again by another worker while it still runs; '
+                    . 'give the job a $timeout several seconds below retry_after',
+                    $job->timeout !== null ? '$timeout' : 'no $timeout and the worker\'s',
+                    $retryAfter, $connection, $why,
+                ));
+            }
+
+            return $found;
         }
 
         $limits = [];
@@ -146,15 +149,47 @@ final class Rules
             }
         }
 
-        if ($retryAfter !== null && $timeout >= $retryAfter) {
-            $found[] = new Finding(Finding::NESTING, $job->class, sprintf(
-                '%s >= retry_after %gs of queue connection "%s": another worker takes the job again while it still runs; '
-                . 'keep $timeout several seconds below retry_after',
-                $timeoutText, $retryAfter, $connection,
-            ));
+        foreach ($connections as $connection => [$retryAfter, $why]) {
+            if ($timeout >= $retryAfter) {
+                $found[] = new Finding(Finding::NESTING, $job->class, sprintf(
+                    '%s >= retry_after %gs of queue connection "%s"%s: another worker takes the job again while it still runs; '
+                    . 'keep $timeout several seconds below retry_after',
+                    $timeoutText, $retryAfter, $connection, $why,
+                ));
+            }
         }
 
         return $found;
+    }
+
+    /**
+     * The connections whose `retry_after` a job's `$timeout` must stay below: its own, else the
+     * default; when that is one without (`sync` in tests and CI), every connection with one,
+     * since the job runs on a real queue elsewhere.
+     *
+     * @return array<string, array{0: float, 1: string}> name => [retry_after, why it is checked]
+     */
+    private function connectionsOf(JobFacts $job): array
+    {
+        $default = (string) ($this->queue['default'] ?? 'sync');
+        $connection = $job->connection ?? $default;
+        if (($retryAfter = $this->retryAfter($connection)) !== null) {
+            return [$connection => [$retryAfter, '']];
+        }
+        if ($job->connection !== null) {
+            return [];
+        }
+        $all = [];
+        foreach (array_keys((array) ($this->queue['connections'] ?? [])) as $name) {
+            if (($retryAfter = $this->retryAfter((string) $name)) !== null) {
+                $all[(string) $name] = [$retryAfter, sprintf(
+                    ' (the default connection is "%s" here, so every queue connection with a retry_after is checked)',
+                    $default,
+                )];
+            }
+        }
+
+        return $all;
     }
 
     /** The connection's `retry_after` (Laravel's 60 s for the drivers that have one), or null. */
