@@ -121,27 +121,8 @@ impl Funnel {
 
     /// Why the caller of this context was refused, in numbers.
     fn full_message(&self, inner: &CoreFunnel) -> String {
-        let background = !context::is_web();
-        let now = clock::monotonic_ms();
-        let (may_hold, kept_to_reserve) = inner.allowed(background, now);
-        let held = inner.in_flight(now);
-        let limit = inner.current_limit();
-        let why = if background && may_hold < limit {
-            format!("background callers may hold {may_hold}, the rest is kept for web callers")
-        } else if background {
-            // No reserve (none set, or one scaled to nothing at a small limit): none kept.
-            format!("background callers may hold {may_hold}")
-        } else if kept_to_reserve {
-            format!(
-                "background callers were refused just now, so web callers keep to their {may_hold} reserved"
-            )
-        } else {
-            format!("web callers may hold {may_hold}")
-        };
-        format!(
-            "funnel '{}' is full ({held} of {limit} slots in flight; {why})",
-            self.name
-        )
+        let why = inner.why_full(!context::is_web(), clock::monotonic_ms());
+        format!("funnel '{}' is full ({why})", self.name)
     }
 
     /// Wraps a core lease in a PHP-visible Lease.

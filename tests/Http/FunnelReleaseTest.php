@@ -53,6 +53,29 @@ final class FunnelReleaseTest extends HttpTestCase
         $this->assertLessThan($ta[1], $tb, 'B was served between A\'s attempts');
     }
 
+    /** A client's FunnelFull says why in numbers, as Funnel::acquire()'s refusal does. */
+    public function testAFullFunnelSaysWhyInNumbers(): void
+    {
+        $name = Run::name('funnel');
+        $key = $this->up->key('fwhy');
+        $this->up->script($key, [['status' => 200]]);
+        $held = (new \Resilient\Funnel($name, 2, 1))->tryAcquire();
+        $this->assertNotNull($held, 'a console caller may take one of the two');
+        $client = new \Resilient\Client($name, ['base_url' => $this->up->base($key), 'funnel' => ['limit' => 2, 'reserve' => 1], 'budget' => false]);
+        try {
+            $client->get('/x');
+            $this->fail('expected FunnelFull');
+        } catch (FunnelFull $e) {
+            $this->assertStringContainsString(
+                'funnel full: no free slot for attempt 1, not sent (1 of 2 slots in flight; background callers may hold 1, the rest is kept for web callers)',
+                $e->getMessage(),
+            );
+        } finally {
+            $held->release();
+        }
+        $this->assertSame([], $this->up->attempts($key), 'nothing was sent');
+    }
+
     public function testTheSlotIsHeldDuringAnAttempt(): void
     {
         $funnel = Run::name('funnel');

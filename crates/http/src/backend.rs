@@ -123,6 +123,10 @@ struct FunnelGuard {
 }
 
 impl Guard for FunnelGuard {
+    fn why_full(&self, now_ms: u64) -> Option<String> {
+        Some(self.funnel.why_full(self.background, now_ms))
+    }
+
     fn admit(&self, _attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
         let lease = self
             .funnel

@@ -348,13 +348,17 @@ impl Call {
                     ),
                     Refusal::Full if !slept => (
                         UnavailableKind::FunnelFull,
-                        format!("funnel full: no free slot for attempt {number}, not sent"),
+                        format!(
+                            "funnel full: no free slot for attempt {number}, not sent{}",
+                            self.why_full()
+                        ),
                     ),
                     Refusal::Full => (
                         UnavailableKind::FunnelFull,
                         format!(
-                            "funnel full: no free slot for attempt {number} after waiting {}, not sent",
-                            fmt_duration(waited)
+                            "funnel full: no free slot for attempt {number} after waiting {}, not sent{}",
+                            fmt_duration(waited),
+                            self.why_full()
                         ),
                     ),
                 };
@@ -363,6 +367,14 @@ impl Call {
             self.env.sleeper.sleep(left.min(FUNNEL_POLL)).await;
             slept = true;
         }
+    }
+
+    /// ` (7 of 10 slots in flight; ...)` from the first guard that can say why it is full.
+    fn why_full(&self) -> String {
+        let now_ms = self.env.clock.monotonic_ms();
+        (self.env.guards.iter())
+            .find_map(|g| g.why_full(now_ms))
+            .map_or_else(String::new, |why| format!(" ({why})"))
     }
 
     /// The permits for attempt `number`, with time left to send it; else why not (nothing sent).

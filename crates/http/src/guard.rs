@@ -142,6 +142,11 @@ pub enum Refusal {
 pub trait Guard: Send + Sync {
     /// Asked before attempt `attempt` (1-based) of a call.
     fn admit(&self, attempt: u32, now_ms: u64) -> Result<Permit, Refusal>;
+    /// Why it is full now, in numbers, for the message of a call it refused (`7 of 10 slots
+    /// in flight; ...`); `None` when it cannot say cheaply.
+    fn why_full(&self, _now_ms: u64) -> Option<String> {
+        None
+    }
     /// Told how an attempt this guard admitted ended (after its permit was dropped).
     fn outcome(&self, _outcome: Outcome, _now_ms: u64) {}
     /// As [`Guard::outcome`], with how long the attempt took and whether the deadline cut it

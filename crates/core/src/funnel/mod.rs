@@ -292,6 +292,27 @@ impl Funnel {
         (a.cap.min(a.within), kept)
     }
 
+    /// Why such a caller is refused now, in numbers, for its message: `7 of 10 slots in
+    /// flight; background callers may hold 7, the rest is kept for web callers`.
+    pub fn why_full(&self, background: bool, now_ms: u64) -> String {
+        let (may_hold, kept_to_reserve) = self.allowed(background, now_ms);
+        let held = self.in_flight(now_ms);
+        let limit = self.current_limit();
+        let why = if background && may_hold < limit {
+            format!("background callers may hold {may_hold}, the rest is kept for web callers")
+        } else if background {
+            // No reserve (none set, or one scaled to nothing at a small limit): none kept.
+            format!("background callers may hold {may_hold}")
+        } else if kept_to_reserve {
+            format!(
+                "background callers were refused just now, so web callers keep to their {may_hold} reserved"
+            )
+        } else {
+            format!("web callers may hold {may_hold}")
+        };
+        format!("{held} of {limit} slots in flight; {why}")
+    }
+
     /// Whether a background caller of this `share` funnel was refused recently.
     fn background_wanted(&self, now_ms: u64) -> bool {
         let e = self.seg.entry(self.entry);
