@@ -459,11 +459,26 @@ final class ResilientManager
         try {
             return $this->clients[$key] = new Client($name, $options);
         } catch (\ValueError $e) {
-            throw new \ValueError("resilient.clients.$name: " . $e->getMessage(), 0, $e);
+            throw new \ValueError($this->refusedIn($name, $e->getMessage()) . $e->getMessage(), 0, $e);
         } catch (\TypeError $e) {
             // The extension's message names the option; this names the entry that holds it.
-            throw new \TypeError("resilient.clients.$name: " . $e->getMessage(), 0, $e);
+            throw new \TypeError($this->refusedIn($name, $e->getMessage()) . $e->getMessage(), 0, $e);
         }
+    }
+
+    /**
+     * The config key holding the option a client's build refused (`option 'timeout' ...`):
+     * the client's entry, or `defaults` when the entry does not set it (an .env value).
+     */
+    private function refusedIn(string $name, string $message): string
+    {
+        if (preg_match("/^option '([^'.]+)/", $message, $m) === 1
+            && ! isset($this->section('clients', $name)[$m[1]])
+            && isset($this->entries('defaults')[$m[1]])) {
+            return "resilient.defaults.{$m[1]} (taken by client $name): ";
+        }
+
+        return "resilient.clients.$name: ";
     }
 
     /** @return (Closure(): \Psr\Log\LoggerInterface)|null */

@@ -58,6 +58,29 @@ final class ConfigEdgeCasesTest extends PackageTestCase
         Resilient::client($name);
     }
 
+    /** A bad value the client takes from `defaults` (an .env value) is named there, not in the client's entry. */
+    public function testABadDefaultIsNamedInDefaults(): void
+    {
+        $name = Run::name('cfg-bad-default');
+        $this->boot([
+            'defaults' => ['connect_timeout' => '0.3s'],
+            'clients' => [$name => ['base_url' => 'http://127.0.0.1:9']],
+        ]);
+        try {
+            Resilient::client($name);
+            $this->fail('a bad default must throw');
+        } catch (\TypeError $e) {
+            $this->assertSame("resilient.defaults.connect_timeout (taken by client $name): option 'connect_timeout' must be of type float, string given", $e->getMessage());
+        }
+        // The client's own value wins, and is named in its entry.
+        $this->boot([
+            'defaults' => ['timeout' => 'abc'],
+            'clients' => [$name => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 'xyz']],
+        ]);
+        $this->expectExceptionMessage("resilient.clients.$name: option 'timeout' must be of type float, string given");
+        Resilient::client($name);
+    }
+
     public function testAClientEntryThatIsNotAnArrayIsAClearError(): void
     {
         $this->boot(['clients' => ['nothing' => null, 'url' => 'https://api.example']]);
