@@ -514,6 +514,13 @@ final class ResilientManager
     private function fromClient(string $name, string $key, array $arguments, string $section): array
     {
         if (! array_key_exists($name, $this->entries('clients'))) {
+            if (! array_key_exists($name, $this->entries($section))) {
+                throw new InvalidArgumentException(sprintf(
+                    'resilient: no %s named "%s" in config/resilient.php (known: %s)',
+                    $key, $name, implode(', ', $this->namesOf($key, $section)) ?: 'none',
+                ));
+            }
+
             return $this->section($section, $name);
         }
         if ($this->onRedis($name)) {
@@ -533,6 +540,25 @@ final class ResilientManager
         }
 
         return array_intersect_key($given, array_flip($arguments));
+    }
+
+    /**
+     * The names a Funnel or RetryBudget can be built for: the `funnels` / `budgets` entries,
+     * and the clients with one of their own (a funnel with a fixed limit; a budget unless off).
+     *
+     * @return list<string>
+     */
+    private function namesOf(string $key, string $section): array
+    {
+        $names = array_map('strval', array_keys($this->entries($section)));
+        foreach ($this->entries('clients') as $client => $entry) {
+            $own = is_array($entry) ? ($entry[$key] ?? null) : null;
+            if ($key === 'budget' ? $own !== false : is_array($own) && ($own['limit'] ?? null) !== 'auto') {
+                $names[] = (string) $client;
+            }
+        }
+
+        return array_values(array_unique($names));
     }
 
     private function config(): array

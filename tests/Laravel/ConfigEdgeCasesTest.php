@@ -81,6 +81,19 @@ final class ConfigEdgeCasesTest extends PackageTestCase
         Resilient::client($name);
     }
 
+    /** A client's own funnel (a fixed limit) is a name Resilient::funnel() and Queue\\Funnel take: listed too. */
+    public function testAnUnknownFunnelNameListsTheClientsFunnelsToo(): void
+    {
+        $this->boot(['clients' => [
+            'shipping' => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 10, 'reserve' => 3]],
+            'learned' => ['base_url' => 'http://127.0.0.1:9', 'funnel' => ['limit' => 'auto']],
+            'plain' => ['base_url' => 'http://127.0.0.1:9'],
+        ]]);
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage('no funnel named "sap" in config/resilient.php (known: shipping)');
+        Resilient::funnel('sap');
+    }
+
     public function testAClientEntryThatIsNotAnArrayIsAClearError(): void
     {
         $this->boot(['clients' => ['nothing' => null, 'url' => 'https://api.example']]);
