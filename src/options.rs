@@ -589,7 +589,7 @@ pub fn request(
                         }
                     }
                 }
-                // `null` is "not given", as for every option (Guzzle's `isset`).
+                // A null body is no body, as Guzzle's `isset` reads it.
                 "json" | "body" | "form" | "multipart" if value.dereference().is_null() => {}
                 "json" => bodies.push(("json", value)),
                 "body" => bodies.push(("body", value)),
