@@ -11,6 +11,29 @@ use Resilient\Tests\Harness\PhpProcess;
 /** `resilient:doctor` when what it checks is broken: it names the problem and goes on with the report. */
 final class DoctorEdgeCasesTest extends PackageTestCase
 {
+    /** A client whose config cannot build the client (it throws at every call) is an error, as in resilient:status. */
+    public function testAClientItsConfigCannotBuildIsAnError(): void
+    {
+        $code = self::childApp([
+            'clients' => [
+                'ok' => ['base_url' => 'http://127.0.0.1:9'],
+                'bad' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 'abc'],
+            ],
+        ]) . <<<'PHP'
+            $app->boot();
+            $command = new Resilient\Laravel\Console\DoctorCommand();
+            $command->setLaravel($app);
+            $out = new Symfony\Component\Console\Output\BufferedOutput();
+            $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput([]), $out);
+            echo "exit $exit\n", $out->fetch();
+            PHP;
+        $result = PhpProcess::code($code, ['extension' => 'intl'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $out = $result->stdout;
+        $this->assertStringStartsWith("exit 1\n", $out, $result->describe());
+        $this->assertStringContainsString("error: resilient.clients.bad: option 'timeout' must be of type float, string given", $out);
+        $this->assertStringNotContainsString('resilient.clients.ok', $out);
+    }
+
     /**
      * With `resilient.shm_required=1` a segment that cannot be opened throws (SharedMemoryError):
      * doctor reports it as an error and still prints the rest (before, it stopped with the
