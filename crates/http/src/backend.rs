@@ -166,7 +166,7 @@ impl Guard for FunnelGuard {
         let sample = Sample {
             latency_us: duration.as_micros().min(u64::MAX as u128) as u64,
             drop: is_drop(outcome),
-            deadline_cut: end.cut_short && outcome == Outcome::Failed(FailureKind::Timeout),
+            deadline_cut: end.by_deadline(),
             // Its own slot was given back just before, unless it is kept (abandoned).
             inflight: self.funnel.counted(now_ms) + u32::from(!abandoned(outcome)),
         };

@@ -528,7 +528,7 @@ impl Call {
             may_retry: may_retry(&self.request.method, self.request.has_idempotency_key),
             retry_after,
             remaining: self.remaining(),
-            deadline_cut: cut_short && matches!(&outcome, Err(e) if e.kind == FailureKind::Timeout),
+            deadline_cut: end.by_deadline(),
         };
         let next = self.policy.after_attempt(facts, &mut self.jitter);
         let record = AttemptRecord {

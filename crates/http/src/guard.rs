@@ -15,6 +15,7 @@
 use std::time::{Duration, Instant};
 
 use crate::decision::Outcome;
+use crate::transport::FailureKind;
 
 /// Permission for one attempt. Whatever it holds (a funnel slot) is given back exactly once:
 /// when the loop ends it with the attempt's outcome ([`Permit::end`]), or when it is dropped
@@ -60,6 +61,13 @@ pub struct Ended {
     /// request's, a web cap): a timeout then tells of the caller's budget more than of the
     /// upstream.
     pub cut_short: bool,
+}
+
+impl Ended {
+    /// The deadline ended the attempt: its timeout was cut to what was left, and it timed out.
+    pub fn by_deadline(&self) -> bool {
+        self.cut_short && self.outcome == Outcome::Failed(FailureKind::Timeout)
+    }
 }
 
 /// What a funnel slot's permit says lapses, for an attempt its lease cut short.
