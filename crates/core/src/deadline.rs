@@ -81,18 +81,13 @@ impl Deadlines {
 
     /// Leaves every scope entered at or after `depth` in the running context.
     pub fn pop_to(&mut self, depth: usize) {
-        let mut running = std::mem::take(&mut self.running);
-        self.pop_in(&mut running, depth);
-        self.running = running;
+        leave(&mut self.running, &mut self.open, depth);
     }
 
     /// Leaves every scope entered at or after `depth` in `stack` (a context not running: a
-    /// bailout in a Fiber ends the main context's scopes). Copies of them in Fibers started
-    /// inside stop bounding those Fibers.
+    /// bailout in a Fiber ends the main context's scopes).
     pub fn pop_in(&mut self, stack: &mut DeadlineStack, depth: usize) {
-        for scope in stack.stack.drain(depth.min(stack.stack.len())..) {
-            self.open.remove(&scope.id);
-        }
+        leave(stack, &mut self.open, depth);
     }
 
     /// Makes `incoming` the running context's scopes (a context never seen, a Fiber starting:
@@ -138,6 +133,14 @@ impl Deadlines {
             None => seconds,
         };
         capped.max(CAP_FLOOR_SECONDS)
+    }
+}
+
+/// Drops `stack`'s scopes from `depth` on and closes them: copies of them in Fibers started
+/// inside stop bounding those Fibers.
+fn leave(stack: &mut DeadlineStack, open: &mut BTreeSet<u64>, depth: usize) {
+    for scope in stack.stack.drain(depth.min(stack.stack.len())..) {
+        open.remove(&scope.id);
     }
 }
 
