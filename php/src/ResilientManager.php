@@ -514,13 +514,6 @@ final class ResilientManager
     private function fromClient(string $name, string $key, array $arguments, string $section): array
     {
         if (! array_key_exists($name, $this->entries('clients'))) {
-            if (! array_key_exists($name, $this->entries($section))) {
-                throw new InvalidArgumentException(sprintf(
-                    'resilient: no %s named "%s" in config/resilient.php (known: %s)',
-                    $key, $name, implode(', ', $this->namesOf($key, $section)) ?: 'none',
-                ));
-            }
-
             return $this->section($section, $name);
         }
         if ($this->onRedis($name)) {
@@ -543,15 +536,17 @@ final class ResilientManager
     }
 
     /**
-     * The names a Funnel or RetryBudget can be built for: the `funnels` / `budgets` entries,
-     * and the clients with one of their own (a funnel with a fixed limit; a budget unless off).
+     * The names a section's objects can be built for: its entries, and for `funnels` and
+     * `budgets` the clients with one of their own (a funnel with a fixed limit; a budget unless
+     * off), which Resilient::funnel() / budget() and Queue\Funnel take too.
      *
      * @return list<string>
      */
-    private function namesOf(string $key, string $section): array
+    private function known(string $section): array
     {
         $names = array_map('strval', array_keys($this->entries($section)));
-        foreach ($this->entries('clients') as $client => $entry) {
+        $key = ['funnels' => 'funnel', 'budgets' => 'budget'][$section] ?? null;
+        foreach ($key === null ? [] : $this->entries('clients') as $client => $entry) {
             $own = is_array($entry) ? ($entry[$key] ?? null) : null;
             if ($key === 'budget' ? $own !== false : is_array($own) && ($own['limit'] ?? null) !== 'auto') {
                 $names[] = (string) $client;
@@ -602,7 +597,7 @@ final class ResilientManager
                 'resilient: no %s named "%s" in config/resilient.php (known: %s)',
                 rtrim($section, 's'),
                 $name,
-                $all ? implode(', ', array_keys($all)) : 'none',
+                implode(', ', $this->known($section)) ?: 'none',
             ));
         }
         if (! is_array($all[$name])) {
