@@ -6,6 +6,7 @@ namespace Resilient\Tests\Laravel;
 
 require_once __DIR__ . '/support/PackageTestCase.php';
 
+use Resilient\Laravel\Console\DoctorCommand;
 use Resilient\Tests\Harness\PhpProcess;
 
 /** `resilient:doctor` when what it checks is broken: it names the problem and goes on with the report. */
@@ -19,14 +20,7 @@ final class DoctorEdgeCasesTest extends PackageTestCase
                 'ok' => ['base_url' => 'http://127.0.0.1:9'],
                 'bad' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 'abc'],
             ],
-        ]) . <<<'PHP'
-            $app->boot();
-            $command = new Resilient\Laravel\Console\DoctorCommand();
-            $command->setLaravel($app);
-            $out = new Symfony\Component\Console\Output\BufferedOutput();
-            $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput([]), $out);
-            echo "exit $exit\n", $out->fetch();
-            PHP;
+        ]) . self::commandInChild(DoctorCommand::class);
         $result = PhpProcess::code($code, ['extension' => 'intl'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
         $out = $result->stdout;
         $this->assertStringStartsWith("exit 1\n", $out, $result->describe());
@@ -47,18 +41,7 @@ final class DoctorEdgeCasesTest extends PackageTestCase
                 // A name is text, never console markup.
                 '<comment>b</comment>' => ['base_url' => 'http://127.0.0.1:9', 'timeout' => 30],
             ],
-        ]) . <<<'PHP'
-            $app->boot();
-            $command = new Resilient\Laravel\Console\DoctorCommand();
-            $command->setLaravel($app);
-            $out = new Symfony\Component\Console\Output\BufferedOutput();
-            try {
-                $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput([]), $out);
-                echo "exit $exit\n", $out->fetch();
-            } catch (Throwable $e) {
-                echo 'thrown ', get_class($e), ': ', $e->getMessage(), "\n", $out->fetch();
-            }
-            PHP;
+        ]) . self::commandInChild(DoctorCommand::class);
         $path = '/nonexistent/dir/x.shm';
         $result = PhpProcess::code($code, ['extension' => 'intl', 'resilient.shm_path' => $path, 'resilient.shm_required' => '1'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
         $out = $result->stdout;

@@ -284,7 +284,6 @@ final class StatusEdgeCasesTest extends PackageTestCase
         $this->assertStringNotContainsString('s3cret', $out);
     }
 
-    /** @return array{0: int, 1: string} */
     /**
      * A name is text in the table too, never console markup: `pay<fg=green>v2</>` was shown as
      * `payv2`, a row for a name that does not exist.
@@ -292,14 +291,7 @@ final class StatusEdgeCasesTest extends PackageTestCase
     public function testANameIsShownAsWrittenNotAsMarkup(): void
     {
         $names = [Run::name('pay') . '<fg=green>v2</>', '<comment>' . Run::name('billing') . '</comment>'];
-        $code = self::childApp(['funnels' => array_fill_keys($names, ['limit' => 3])]) . <<<'PHP'
-            $app->boot();
-            $command = new Resilient\Laravel\Console\StatusCommand();
-            $command->setLaravel($app);
-            $out = new Symfony\Component\Console\Output\BufferedOutput();
-            $exit = $command->run(new Symfony\Component\Console\Input\ArrayInput([]), $out);
-            echo "exit $exit\n", $out->fetch();
-            PHP;
+        $code = self::childApp(['funnels' => array_fill_keys($names, ['limit' => 3])]) . self::commandInChild(StatusCommand::class);
         $result = PhpProcess::code($code, ['extension' => 'intl'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
         $this->assertStringStartsWith("exit 0\n", $result->stdout, $result->describe());
         foreach ($names as $name) {
@@ -307,6 +299,7 @@ final class StatusEdgeCasesTest extends PackageTestCase
         }
     }
 
+    /** @return array{0: int, 1: string} */
     private function status(array $input): array
     {
         $command = new StatusCommand();

@@ -54,7 +54,6 @@ abstract class PackageTestCase extends TestCase
         Container::setInstance(null);
     }
 
-    /** Boots an app whose config/resilient.php is the package's merged with $resilient. */
     /**
      * The start of a child PHP script (for a process run without the extension, or with another
      * ini): Laravel's and the package's autoloaders, an Application with `$resilient` as the
@@ -100,6 +99,29 @@ abstract class PackageTestCase extends TestCase
         }
     }
 
+    /**
+     * The rest of a childApp() script that boots the app and runs artisan command `$class`
+     * without arguments: it prints `exit N` and the output, or `thrown Class: message` and the
+     * output so far.
+     */
+    protected static function commandInChild(string $class): string
+    {
+        return <<<PHP
+            \$app->boot();
+            \$command = new $class();
+            \$command->setLaravel(\$app);
+            \$out = new Symfony\\Component\\Console\\Output\\BufferedOutput();
+            try {
+                \$exit = \$command->run(new Symfony\\Component\\Console\\Input\\ArrayInput([]), \$out);
+                echo "exit \$exit\\n", \$out->fetch();
+            } catch (Throwable \$e) {
+                echo 'thrown ', get_class(\$e), ': ', \$e->getMessage(), "\\n", \$out->fetch();
+            }
+
+            PHP;
+    }
+
+    /** Boots an app whose config/resilient.php is the package's merged with $resilient. */
     protected function boot(array $resilient, array $more = []): Application
     {
         $this->app = new Application(Run::tempDir('laravel'));
