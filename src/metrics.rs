@@ -314,8 +314,12 @@ impl Metrics {
     /// in ms), 'sum' => float (s), 'count' => int]`. A name that looks like an int is an int
     /// key, as PHP makes it. Throws `Resilient\SharedMemoryError` when this process cannot use
     /// the host's segment (the degraded mode, see `Funnel::degradedReason()`): its own counters
-    /// are never given as the host's.
+    /// are never given as the host's. Before any process created the segment: `[]`, and the
+    /// file is not created (made by an operator's user, it would lock PHP-FPM's workers out).
     pub fn snapshot() -> PhpResult<ZBox<ZendHashTable>> {
+        if segment::not_created_yet()? {
+            return Ok(ZendHashTable::new());
+        }
         let seg = segment::host_wide("Resilient\\Metrics::snapshot()")?;
         let keys = KEYS.keys();
         let mut builder = Builder {
@@ -341,8 +345,12 @@ impl Metrics {
 
     /// The same metrics in Prometheus's text exposition format 0.0.4 (serve it with
     /// `Content-Type: text/plain; version=0.0.4`). Labels: `upstream`, and `reason` or
-    /// `outcome`. Throws `Resilient\SharedMemoryError` as `snapshot()` does.
+    /// `outcome`. Throws `Resilient\SharedMemoryError` as `snapshot()` does, and creates no
+    /// segment file either (before one exists: each family's headers only).
     pub fn prometheus() -> PhpResult<String> {
+        if segment::not_created_yet()? {
+            return Ok(resilient_core::exposition::prometheus(&[]));
+        }
         let seg = segment::host_wide("Resilient\\Metrics::prometheus()")?;
         Ok(resilient_core::exposition::prometheus(
             &metrics::snapshot_all(&seg),
@@ -365,8 +373,7 @@ impl Metrics {
     pub fn reset(name: crate::coerce::StringArg) -> PhpResult<bool> {
         let name = name.utf8_or_key("Resilient\\Metrics::reset", 1, "name")?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
-        let path = segment::path()?;
-        if !path.exists() && path.parent().is_some_and(|dir| dir.is_dir()) {
+        if segment::not_created_yet()? {
             return Ok(false);
         }
         let seg = segment::host_wide("Resilient\\Metrics::reset()")?;

@@ -69,6 +69,15 @@ fn config_error(message: String) -> PhpException {
     exceptions::error(Kind::SharedMemoryError, message, 0)
 }
 
+/// True when no process created the segment yet and one could (the file is absent, its folder
+/// is there). What only reads the host's state checks this first and finds nothing: opening
+/// the segment creates it, mode 0600 for this process's user, and made by an operator's user
+/// at a `resilient.shm_path` php-fpm shares, it would lock the FPM workers out.
+pub fn not_created_yet() -> Result<bool, PhpException> {
+    let path = path()?;
+    Ok(!path.exists() && path.parent().is_some_and(|dir| dir.is_dir()))
+}
+
 /// The path in effect: `resilient.shm_path`, or the per-uid default.
 pub fn path() -> Result<PathBuf, PhpException> {
     Ok(match ini::shm_path().map_err(config_error)? {

@@ -444,7 +444,8 @@ namespace Resilient {
         /**
          * The same metrics in Prometheus's text exposition format 0.0.4 (serve it with
          * `Content-Type: text/plain; version=0.0.4`). Labels: `upstream`, and `reason` or
-         * `outcome`. Throws `Resilient\SharedMemoryError` as `snapshot()` does.
+         * `outcome`. Throws `Resilient\SharedMemoryError` as `snapshot()` does, and creates no
+         * segment file either (before one exists: each family's headers only).
          *
          * @return string
          */
@@ -501,7 +502,8 @@ namespace Resilient {
          * in ms), 'sum' => float (s), 'count' => int]`. A name that looks like an int is an int
          * key, as PHP makes it. Throws `Resilient\SharedMemoryError` when this process cannot use
          * the host's segment (the degraded mode, see `Funnel::degradedReason()`): its own counters
-         * are never given as the host's.
+         * are never given as the host's. Before any process created the segment: `[]`, and the
+         * file is not created (made by an operator's user, it would lock PHP-FPM's workers out).
          *
          * @return array
          */

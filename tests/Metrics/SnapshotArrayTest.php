@@ -216,4 +216,23 @@ final class SnapshotArrayTest extends TestCase
             $fpm->stop();
         }
     }
+
+    /**
+     * Reading the metrics creates nothing: before any process used resilient there are none, and
+     * a segment file made by the reader's user (root in a cron job or tinker, at a
+     * `resilient.shm_path` php-fpm shares) would lock the FPM workers out of it.
+     */
+    public function testReadingBeforeAnyProcessMadeTheSegmentCreatesNoFile(): void
+    {
+        $path = Run::tempDir('snapshot') . '/not-yet.shm';
+        $r = PhpProcess::runCode(
+            'var_export(Resilient\\Metrics::snapshot()); echo "|"; echo Resilient\\Metrics::prometheus();',
+            ['resilient.shm_path' => $path],
+        );
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        [$snapshot, $prometheus] = explode('|', $r->stdout, 2);
+        $this->assertSame('array (' . "\n" . ')', $snapshot);
+        $this->assertStringNotContainsString('upstream=', $prometheus);
+        $this->assertFileDoesNotExist($path, 'reading the metrics created the segment');
+    }
 }
