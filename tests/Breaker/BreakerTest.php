@@ -8,6 +8,8 @@ require_once __DIR__ . '/../Http/support/HttpTestCase.php';
 
 use Resilient\Client;
 use Resilient\CircuitOpen;
+use Resilient\Deadline;
+use Resilient\DeadlineExceeded;
 use Resilient\Tests\Harness\PhpProcess;
 use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Http\HttpTestCase;
@@ -239,6 +241,32 @@ final class BreakerTest extends HttpTestCase
         $this->assertSame(200, $client->get('/x')->status(), 'closed by the new probe');
         $this->assertCount(self::MIN_CALLS + 3, $this->up->attempts($key, self::MIN_CALLS + 3));
         fwrite(STDERR, sprintf("\n[breaker] probe holder SIGKILLed: %d refusals, a new probe went through %.2f s after the lost one (bound 1.25 s)\n", $refusals, $after));
+    }
+
+    /**
+     * A probe won by a caller whose deadline ends before the upstream answers is no verdict:
+     * the next caller probes at once and closes the breaker of the healthy upstream. Before,
+     * that one page's deadline reopened it for every process of the host.
+     */
+    public function testAProbeEndedByItsCallersDeadlineLeavesTheNextCallerToProbe(): void
+    {
+        $key = $this->up->key('deadline-probe');
+        $this->up->script($key, [...array_fill(0, self::MIN_CALLS, ['status' => 503]), ['status' => 200, 'delay_ms' => 150]]);
+        $client = new Client(Run::name('breaker'), $this->options($key, 0.2));
+        $this->open($client);
+        usleep(300_000); // past open_for + 20 %
+
+        Deadline::within(0.07, function () use ($client) {
+            try {
+                $client->get('/x');
+                $this->fail('the probe outlives its caller\'s deadline');
+            } catch (DeadlineExceeded) {
+                $this->addToAssertionCount(1);
+            }
+        });
+        $this->assertSame(200, $client->get('/x')->status(), 'the next caller probed and closed it');
+        $this->assertSame(200, $client->get('/x')->status(), 'closed');
+        $this->assertCount(self::MIN_CALLS + 3, $this->up->attempts($key, self::MIN_CALLS + 3));
     }
 
     private function expectCircuitOpen(Client $client): void

@@ -14,7 +14,10 @@
 //!
 //! A timeout counts also when the call's deadline cut the attempt short: where every caller's
 //! deadline is shorter than the client's timeout, every attempt is cut, and a hung upstream
-//! must still open the breaker.
+//! must still open the breaker. Not so for the probe: one caller's lack of time must not keep
+//! the upstream cut off for another `open_for`. A probe its caller's deadline ended gives its
+//! ticket back (the next caller probes at once); a hung upstream then keeps the breaker
+//! half-open, one probe at a time, until a probe is answered or runs its whole timeout.
 //!
 //! An attempt sent before the breaker last closed is not counted when it ends after the close
 //! (the store gets when it was sent): it tells of the outage the probe saw end.
@@ -225,6 +228,11 @@ impl Guard for BreakerGuard {
         let (outcome, now_ms) = (end.outcome, end.now_ms);
         let failure = self.is_failure(outcome);
         if let Some(ticket) = self.take_ended_probe() {
+            // The caller's own deadline ended the probe: no verdict on the upstream, the next
+            // caller probes (given back as of now, so at once).
+            if end.by_deadline() && self.store.give_back(ticket, now_ms) {
+                return;
+            }
             if let Some(t) = self.store.resolve(ticket, !failure, now_ms, jitter()) {
                 return self.transition(Some(t));
             }
@@ -467,6 +475,44 @@ mod tests {
         probe.end(&ended(200, 7_015));
         b.ended(&took(Outcome::Status(200), Duration::from_millis(5), 7_015));
         assert!(a.admit(1, 7_016).is_ok(), "closed by b's probe");
+        std::fs::remove_file(seg_path).unwrap();
+    }
+
+    /// A probe won by a caller with little time left (its deadline ended the attempt before
+    /// the client's timeout) says nothing of the upstream: the ticket is given back and the
+    /// next caller probes at once. (Before, one page's deadline reopened the breaker of a
+    /// healthy upstream for the whole host for another `open_for`.) A probe that ran its full
+    /// timeout still reopens it, and while closed a deadline-cut timeout still counts (a hung
+    /// upstream must open the breaker where every caller's deadline is short).
+    #[test]
+    fn a_probe_ended_by_its_callers_deadline_gives_its_ticket_back() {
+        let (seg, seg_path) = segment("deadline-probe");
+        let s = std::time::Duration::from_secs;
+        let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
+        let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
+        let g = BreakerGuard::new(store.clone(), &[503], SECOND);
+        let timeout = Outcome::Failed(FailureKind::Timeout);
+        let cut = |now_ms| Ended {
+            cut_short: true,
+            ..took(timeout, Duration::from_millis(70), now_ms)
+        };
+        drop(g.admit(1, 0).unwrap());
+        g.ended(&cut(70));
+        assert_eq!(g.admit(1, 100).err(), Some(Refusal::CircuitOpen), "opened");
+
+        let probe = g.admit(1, 7_000).expect("the probe");
+        probe.end(&cut(7_070));
+        g.ended(&cut(7_070));
+        let probe = g
+            .admit(1, 7_071)
+            .expect("no verdict: the next caller probes at once");
+        probe.end(&took(timeout, SECOND, 8_071));
+        g.ended(&took(timeout, SECOND, 8_071));
+        assert_eq!(
+            g.admit(1, 8_072).err(),
+            Some(Refusal::CircuitOpen),
+            "a probe that ran its whole timeout reopens it"
+        );
         std::fs::remove_file(seg_path).unwrap();
     }
 }
