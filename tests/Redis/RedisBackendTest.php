@@ -505,6 +505,41 @@ final class RedisBackendTest extends HttpTestCase
         $this->assertCount(3, $this->up->attempts($key, 3, 5000, false), 'the open breaker sent nothing more');
     }
 
+    /**
+     * Redis out of reach under 'closed': the call is refused as the guard's own refusal is
+     * (CircuitOpen for a breaker, FunnelFull for a funnel: what callers catch), but its message
+     * says why, and the breaker's state gauge is not set to open. Before, the message said
+     * "circuit open" and the gauge read open for a breaker that never opened, pointing the
+     * on-call engineer at a healthy upstream.
+     */
+    public function testRedisOutOfReachUnderClosedIsToldAsSuchNotAsTheGuardsState(): void
+    {
+        $key = $this->up->key('closed-down');
+        $this->up->script($key, [['status' => 200]]);
+        $down = 'redis://127.0.0.1:' . Run::freePort() . '/0?timeout=0.05';
+        foreach ([
+            'circuit' => [\Resilient\CircuitOpen::class, ['circuit' => ['min_calls' => 5]]],
+            'funnel' => [\Resilient\FunnelFull::class, ['funnel' => ['limit' => 2]]],
+        ] as $guard => [$class, $extra]) {
+            $name = Run::name("closed-down-$guard");
+            $client = new Client($name, ['base_url' => $this->up->base($key), 'backend' => $down, 'on_backend_error' => 'closed',
+                'max_attempts' => 1, 'budget' => false] + $extra);
+            try {
+                $client->get('/x');
+                $this->fail("$guard: refused while Redis is out of reach");
+            } catch (\Resilient\Unavailable $e) {
+                $this->assertInstanceOf($class, $e, $e->getMessage());
+                $this->assertStringContainsString("the backend did not answer (on_backend_error 'closed'): attempt 1 refused, not sent", $e->getMessage());
+                $this->assertStringNotContainsString('circuit open', $e->getMessage());
+                $this->assertStringNotContainsString('funnel full', $e->getMessage());
+            }
+            $m = \Resilient\Metrics::snapshot()[$name];
+            $this->assertSame(1, $m['backend_fallbacks'], $guard);
+            $this->assertSame('closed', $m['breaker']['state'], "$guard: the breaker's state is not what Redis being down says");
+        }
+        $this->assertSame([], $this->up->attempts($key, 0, 100), 'nothing sent');
+    }
+
     public function testAForkedChildOpensItsOwnConnection(): void
     {
         $key = $this->up->key('fork');

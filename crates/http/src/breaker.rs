@@ -44,6 +44,7 @@ use resilient_core::{Admission, CircuitBreaker, Ticket, Transition};
 
 use crate::call_events::CallEvents;
 use crate::decision::Outcome;
+use crate::error::UnavailableKind;
 use crate::guard::{Ended, Guard, Permit, Refusal};
 
 /// Where a breaker's state lives: asked to admit, told how attempts ended.
@@ -195,6 +196,8 @@ impl Guard for BreakerGuard {
                 self.found(resilient_core::CircuitState::Open);
                 Err(Refusal::CircuitOpen)
             }
+            // Not the breaker's state: the gauge keeps what was last found.
+            Admission::Unreachable => Err(Refusal::BackendDown(UnavailableKind::CircuitOpen)),
             Admission::Probe { ticket, took_over } => {
                 let asked_again =
                     returned != 0 && self.store.retakes(Ticket::from_word(returned), ticket);

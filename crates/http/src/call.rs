@@ -332,7 +332,7 @@ impl Call {
             let waited =
                 Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(started));
             let left = match refusal {
-                Refusal::Full => {
+                Refusal::Full | Refusal::BackendDown(UnavailableKind::FunnelFull) => {
                     let room = self
                         .remaining()
                         .saturating_sub(self.policy.min_useful_attempt());
@@ -342,6 +342,13 @@ impl Call {
             };
             if left.is_zero() {
                 let (kind, reason) = match refusal {
+                    Refusal::BackendDown(kind) => (
+                        kind,
+                        format!(
+                            "the backend did not answer (on_backend_error 'closed'): attempt \
+                             {number} refused, not sent"
+                        ),
+                    ),
                     Refusal::CircuitOpen => (
                         UnavailableKind::CircuitOpen,
                         format!("circuit open: attempt {number} refused, not sent"),

@@ -144,6 +144,11 @@ pub enum Refusal {
     Full,
     /// The circuit is open: fail fast as *circuit open*, without waiting.
     CircuitOpen,
+    /// The backend keeping the guard's state (Redis) did not answer and `on_backend_error` is
+    /// 'closed': refused as the guard's own refusal is (`FunnelFull`, waited on as `Full` is;
+    /// `CircuitOpen`, at once), which is what callers catch, with a message that says why
+    /// instead of what the guard's state does not say.
+    BackendDown(crate::UnavailableKind),
 }
 
 /// An admission guard. Must not block: `admit` answers at once.

@@ -132,9 +132,7 @@ impl BreakerStore for RedisBreaker {
             _ => self.fallback.decide(
                 |local| local.admit(now_ms),
                 || Admission::Closed,
-                || Admission::Refused {
-                    until_ms: now_ms.saturating_add(1),
-                },
+                || Admission::Unreachable,
             ),
         }
     }

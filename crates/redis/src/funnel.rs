@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use resilient_http::{Guard, Outcome, Permit, Refusal, FUNNEL_LEASE};
+use resilient_http::{Guard, Outcome, Permit, Refusal, UnavailableKind, FUNNEL_LEASE};
 
 use crate::backend::Fallback;
 use crate::connection::{Server, Unreachable};
@@ -151,7 +151,7 @@ impl Guard for RedisFunnel {
                 self.fallback.decide(
                     |local| local.admit(attempt, now_ms),
                     || Ok(Permit::free()),
-                    || Err(Refusal::Full),
+                    || Err(Refusal::BackendDown(UnavailableKind::FunnelFull)),
                 )
             }
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resilient_core::{Admission, BreakerConfig, BudgetConfig, FunnelConfig};
-use resilient_http::{Backend, Guard, OnBackendError, Refusal};
+use resilient_http::{Backend, Guard, OnBackendError, Refusal, UnavailableKind};
 use resilient_redis::{Server, Target};
 
 mod common;
@@ -230,7 +230,11 @@ fn redis_down_uses_the_configured_behaviour_at_once_and_recovers() {
     drop(closed.admit(1, now_ms()).unwrap());
     redis.kill();
     let started = Instant::now();
-    assert_eq!(closed.admit(1, now_ms()).err(), Some(Refusal::Full));
+    assert_eq!(
+        closed.admit(1, now_ms()).err(),
+        Some(Refusal::BackendDown(UnavailableKind::FunnelFull)),
+        "closed: refused as the funnel refuses, saying why"
+    );
     let _o: Vec<_> = (0..10)
         .map(|_| open.admit(1, now_ms()).expect("open: allowed"))
         .collect();

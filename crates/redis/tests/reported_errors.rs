@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use resilient_http::{OnBackendError, Refusal};
+use resilient_http::{OnBackendError, Refusal, UnavailableKind};
 
 mod common;
 use common::*;
@@ -16,7 +16,10 @@ fn a_server_error_is_reported_once_per_kind() {
     let b = backend(&redis.url("rep:"), OnBackendError::Closed, 1, "rep");
     let funnel = web_funnel(&b, "sap", 4, Duration::from_secs(10));
     for _ in 0..3 {
-        assert_eq!(funnel.admit(1, now_ms()).err(), Some(Refusal::Full));
+        assert_eq!(
+            funnel.admit(1, now_ms()).err(),
+            Some(Refusal::BackendDown(UnavailableKind::FunnelFull))
+        );
         // Past the back-off, so that each turn asks Redis again.
         std::thread::sleep(resilient_redis::MAX_BACKOFF + Duration::from_millis(50));
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use resilient_http::{OnBackendError, Refusal};
+use resilient_http::{OnBackendError, Refusal, UnavailableKind};
 
 mod common;
 use common::*;
@@ -23,7 +23,10 @@ fn an_unknown_handshake_command_is_reported_without_its_arguments() {
     );
     let b = backend(&url, OnBackendError::Closed, 1, "hello");
     let funnel = web_funnel(&b, "sap", 4, Duration::from_secs(10));
-    assert_eq!(funnel.admit(1, now_ms()).err(), Some(Refusal::Full));
+    assert_eq!(
+        funnel.admit(1, now_ms()).err(),
+        Some(Refusal::BackendDown(UnavailableKind::FunnelFull))
+    );
     let reports = reports();
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert!(reports[0].contains("unknown command"), "{}", reports[0]);

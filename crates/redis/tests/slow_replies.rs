@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use resilient_core::BreakerConfig;
-use resilient_http::{Backend, BreakerGuard, Guard, OnBackendError, Refusal};
+use resilient_http::{Backend, BreakerGuard, Guard, OnBackendError, Refusal, UnavailableKind};
 
 mod common;
 use common::*;
@@ -74,8 +74,8 @@ fn a_script_reloaded_reply_by_reply_ends_near_its_wait() {
     let took = started.elapsed();
     assert_eq!(
         outcome.err(),
-        Some(Refusal::Full),
-        "closed: Redis too slow is full"
+        Some(Refusal::BackendDown(UnavailableKind::FunnelFull)),
+        "closed: Redis too slow is refused as full"
     );
     assert!(
         took <= Duration::from_millis(3000),

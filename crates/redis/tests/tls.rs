@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resilient_core::{FunnelConfig, Segment};
-use resilient_http::{Backend, OnBackendError, Refusal, SharedMemory};
+use resilient_http::{Backend, OnBackendError, Refusal, SharedMemory, UnavailableKind};
 use resilient_redis::{Redis, Server, Target};
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -166,10 +166,13 @@ fn rediss_with_a_private_ca() {
     );
     assert_eq!(
         refused,
-        Some(Refusal::Full),
+        Some(Refusal::BackendDown(UnavailableKind::FunnelFull)),
         "an unknown CA: no connection, 'closed'"
     );
-    assert_eq!(plain_refused, Some(Refusal::Full));
+    assert_eq!(
+        plain_refused,
+        Some(Refusal::BackendDown(UnavailableKind::FunnelFull))
+    );
     assert!(
         by_name_admitted,
         "rediss://localhost, its certificate naming localhost"

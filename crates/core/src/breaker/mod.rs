@@ -226,6 +226,10 @@ pub enum Admission {
     /// Open, or half-open with a probe out: do not send. `until_ms`: when asking again may
     /// help (the open period's end or the probe's bound).
     Refused { until_ms: u64 },
+    /// The store keeping the state could not be asked (a backend such as Redis did not
+    /// answer) and its `on_backend_error` refuses: do not send. The breaker's state is
+    /// unknown, not open. Never from shared memory.
+    Unreachable,
 }
 
 /// A change of state, for metrics.
