@@ -58,7 +58,7 @@ return [
     'queue' => [
         // ReleaseWhenUnavailable / Funnel: a refused job comes back after a delay drawn from
         // [min, max] seconds (an end over 39600 is taken as 11 h), so refused jobs do not
-        // return in step.
+        // return in step; after a spent retry budget, no sooner than the job's own backoff.
         'release_delay' => [5, 30],
         // WithinDeadline() without an argument: the job's $timeout (else worker_timeout, as
         // `queue:work --timeout`) minus this margin; null = a tenth of it, at least 1 s.

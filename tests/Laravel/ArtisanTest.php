@@ -74,7 +74,7 @@ final class ArtisanTest extends TestCase
         $clean = (new FixtureApp())->artisan(['resilient:check', '--json']);
         $this->assertSame(0, $clean->exitCode, $clean->describe());
         $this->assertSame([], $clean->json()['findings']);
-        $this->assertSame(['App\\Jobs\\CallShipping', 'App\\Jobs\\HangingCall', 'App\\Jobs\\JitteredReport', 'App\\Jobs\\SyncSap'], $clean->json()['jobs']);
+        $this->assertSame(['App\\Jobs\\CallShipping', 'App\\Jobs\\HangingCall', 'App\\Jobs\\JitteredReport', 'App\\Jobs\\OutlivesTimeout', 'App\\Jobs\\SyncSap'], $clean->json()['jobs']);
 
         $app = new FixtureApp(['FIXTURE_PROFILE' => 'violations']);
         $r = $app->artisan(['resilient:check', '--json']);
@@ -106,7 +106,7 @@ final class ArtisanTest extends TestCase
     {
         $r = (new FixtureApp(['FIXTURE_PROFILE' => 'published']))->artisan(['resilient:check', '--json']);
         $this->assertSame(0, $r->exitCode, $r->describe());
-        $this->assertSame(['App\\Jobs\\CallShipping', 'App\\Jobs\\HangingCall', 'App\\Jobs\\JitteredReport', 'App\\Jobs\\SyncSap'], $r->json()['jobs']);
+        $this->assertSame(['App\\Jobs\\CallShipping', 'App\\Jobs\\HangingCall', 'App\\Jobs\\JitteredReport', 'App\\Jobs\\OutlivesTimeout', 'App\\Jobs\\SyncSap'], $r->json()['jobs']);
     }
 
     /** A client's settings in `defaults` count as the client runs them. */
@@ -150,7 +150,50 @@ final class ArtisanTest extends TestCase
         $this->assertStringContainsString('sapi       cli → console', $out);
         $this->assertMatchesRegularExpression('~segment    ' . preg_quote($app->shmPath, '~') . ' owner root mode 0600 size \d+ bytes~', $out);
         $this->assertStringContainsString("warning: segment $other belongs to nobody (uid 65534), this process runs as root (uid 0)", $out);
+        // One user, not one path: a segment of another user is refused as foreign (that side counts alone).
+        $this->assertStringContainsString('run both as one user (e.g. `sudo -u www-data php artisan …`)', $out);
+        $this->assertStringNotContainsString('give both the same resilient.shm_path', $out);
         $this->assertStringContainsString('client slow: timeout 30s in config, but resilient.web_timeout = 10: under php-fpm it gets 10s', $out);
+    }
+
+    /**
+     * Run as root (docker exec, a deploy hook), an artisan command at a `resilient.shm_path`
+     * shared with PHP-FPM creates the segment root's, mode 0600: FPM workers of another user
+     * then count alone. Doctor and status, run as root, say so (before, nothing): that what root
+     * creates cannot be shared, and once it did, which file and how to fix it.
+     */
+    public function testDoctorAndStatusRunAsRootWarnThatFpmWorkersCannotShareTheSegment(): void
+    {
+        if (posix_geteuid() !== 0) {
+            $this->markTestSkipped('needs root');
+        }
+        $app = new FixtureApp();
+        $r = $app->artisan(['resilient:doctor']);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $this->assertStringContainsString('warning: this process runs as root: a segment it creates is root\'s (mode 0600), which FPM workers of another user cannot share', $r->stdout);
+        $this->assertStringContainsString('run artisan as the FPM user (e.g. `sudo -u www-data php artisan …`)', $r->stdout);
+        $r = $app->artisan(['resilient:status']);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertStringContainsString('warning: running as root: a segment it creates cannot be shared with FPM workers of another user (see resilient:doctor)', $r->stdout);
+        $this->assertFileDoesNotExist($app->shmPath);
+
+        // A deploy step as root uses a funnel: the segment is root's, and another user's
+        // process (an FPM worker as nobody here) cannot use it.
+        $this->assertSame('auto 1', trim($app->artisan(['fixture:funnel-context', Run::name('warmup')])->stdout));
+        $this->assertSame(0, fileowner($app->shmPath));
+        $fpm = $app->php('posix_setgid(65534); posix_setuid(65534); echo Resilient\Funnel::degradedReason() === null ? "shared" : "alone";')->wait(20);
+        $this->assertSame('alone', $fpm->stdout, $fpm->describe());
+
+        $r = $app->artisan(['resilient:doctor']);
+        $this->assertSame(1, $r->exitCode, $r->describe());
+        $this->assertStringContainsString("warning: segment {$app->shmPath} (resilient.shm_path) is root's: FPM workers of another user cannot use it and count alone;"
+            . ' stop the root processes using it, remove the file and run artisan as the FPM user (e.g. `sudo -u www-data php artisan …`)', $r->stdout);
+        $r = $app->artisan(['resilient:status']);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertStringContainsString("warning: running as root: segment {$app->shmPath} is root's, FPM workers of another user cannot use it (see resilient:doctor)", $r->stdout);
+        $json = $app->artisan(['resilient:status', '--json']);
+        $this->assertSame(0, $json->exitCode, $json->describe());
+        $this->assertTrue($json->json()['ok'], 'JSON as before');
     }
 
     /**

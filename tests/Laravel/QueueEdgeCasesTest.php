@@ -172,6 +172,62 @@ final class QueueEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * BudgetExhausted only ever follows a failed attempt (the budget refused its retry): the job
+     * comes back no sooner than its own backoff for the attempt, as after the upstream's failure.
+     * Before, it came back within the refusal range ([5, 30] s by default): in an outage the job
+     * used up its `$tries` within a minute. FunnelFull and CircuitOpen keep the range.
+     */
+    public function testABudgetExhaustedIsReleasedNoSoonerThanTheJobsBackoff(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('qe-budget-backoff', [
+            'max_attempts' => 2, 'retry_on' => [503], 'budget' => ['ratio' => 0.0, 'floor' => 0],
+        ]);
+        $this->boot(['clients' => [$name => $client]]);
+        $this->up->script($key, [['status' => 503]]);
+        $job = fn (int $attempt) => new class ($attempt) {
+            public array $released = [];
+            public array $backoff = [240, 540];
+
+            public function __construct(private int $attempt)
+            {
+            }
+
+            public function attempts(): int
+            {
+                return $this->attempt;
+            }
+
+            public function release(int $delay): void
+            {
+                $this->released[] = $delay;
+            }
+        };
+        $middleware = new ReleaseWhenUnavailable(3, 5);
+        foreach ([1 => [240, 264], 2 => [540, 594]] as $attempt => [$min, $max]) {
+            $released = $job($attempt);
+            $thrown = null;
+            $middleware->handle($released, function () use ($name, &$thrown) {
+                try {
+                    return \Resilient\Laravel\Facades\Resilient::client($name)->get('/x');
+                } catch (\Throwable $e) {
+                    throw $thrown = $e;
+                }
+            });
+            $this->assertInstanceOf(BudgetExhausted::class, $thrown);
+            $this->assertCount(1, $released->released, 'released, not failed');
+            $this->assertThat($released->released[0], $this->logicalAnd($this->greaterThanOrEqual($min), $this->lessThanOrEqual($max)),
+                "attempt $attempt: the job's backoff ($min s), spread as a Retry-After is");
+        }
+        $this->assertCount(2, $this->up->attempts($key, 2), 'one attempt per run: each retry was refused');
+
+        foreach ([new \Resilient\FunnelFull('full'), new \Resilient\CircuitOpen('open')] as $e) {
+            $released = $job(1);
+            $middleware->handle($released, fn () => throw $e);
+            $this->assertContains($released->released[0], [3, 4, 5], get_class($e));
+        }
+    }
+
+    /**
      * Retry-After as the client reads it (RFC 9110 §10.2.3): the three HTTP-date forms, and the
      * longest of several values. Before, an RFC 850 or asctime date, or two headers (joined
      * '5, 120'), read as no Retry-After at all and the job failed.
@@ -482,6 +538,40 @@ final class QueueEdgeCasesTest extends PackageTestCase
             $this->fail('a reserve of the whole limit must be refused');
         } catch (\InvalidArgumentException $e) {
             $this->assertSame("Queue\\Funnel('$name'): reserve: must be between 0 and limit - 1 (1), got 2", $e->getMessage());
+        }
+    }
+
+    /**
+     * The lease a Queue\Funnel takes follows the worker's alarm: armed (`queue:work`, which kills
+     * the job at its timeout), the timeout plus a tenth (at least 1 s), or the alarm plus as much
+     * when it rings later (a worker `--timeout` over the job's configured default); not armed
+     * (`queue:work --once`, no pcntl), a day, as for a job without a timeout. The alarm is left
+     * armed. QueueTest runs the unarmed case under a real worker.
+     */
+    public function testTheQueueFunnelsLeaseFollowsTheWorkersAlarm(): void
+    {
+        $this->boot([]);
+        $leaseFor = function (int $timeout): float {
+            $job = new class ($timeout) {
+                public function __construct(public int $timeout)
+                {
+                }
+            };
+            $funnel = new \Resilient\Laravel\Queue\Funnel(\Resilient\Tests\Harness\Run::name('qa'), limit: 2, lease: 1.0);
+
+            return (new \ReflectionMethod($funnel, 'funnel'))->invoke($funnel, $job)->lease();
+        };
+        try {
+            $this->assertSame(0, pcntl_alarm(0), 'no alarm armed before');
+            $this->assertSame(86400.0, $leaseFor(20));
+            pcntl_alarm(20);
+            $this->assertSame(22.0, $leaseFor(20));
+            $this->assertSame(20, pcntl_alarm(0), 'the alarm is armed again');
+            pcntl_alarm(50);
+            $this->assertSame(55.0, $leaseFor(20));
+            $this->assertSame(50, pcntl_alarm(0));
+        } finally {
+            pcntl_alarm(0);
         }
     }
 

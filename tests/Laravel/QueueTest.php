@@ -169,6 +169,42 @@ final class QueueTest extends TestCase
         $this->assertLessThanOrEqual(time() + self::RELEASE_MAX, $released[0]['available_at']);
     }
 
+    /**
+     * `queue:work --once` arms no alarm: a job outliving its `$timeout` (OutlivesTimeout: 1 s,
+     * 4 s of work) runs to its end, so its slot must be held as long. Before, the lease was the
+     * timeout plus a second: a third worker started after it lapsed ran a third job on a funnel
+     * of 2. Counted from the times the jobs recorded, not from the funnel.
+     */
+    public function testTheFunnelHoldsTheSlotOfAJobNoAlarmEndsUntilItEnds(): void
+    {
+        $app = $this->app($this->up->key('lq-outlive'));
+        for ($i = 0; $i < 3; $i++) {
+            $app->dispatch('OutlivesTimeout', 'outlive');
+        }
+        $once = fn () => $app->start(['queue:work', 'redis', "--queue={$app->queue}", '--sleep=0', '--once']);
+        $workers = [$once(), $once()];
+        $this->waitFor(fn () => count(array_column($app->outcomes('outlive'), 'started')) === 2, 15, 'two jobs to start', 0.05);
+        // A lease of the timeout plus a second, taken before its job started, has lapsed 2.3 s
+        // after the later start.
+        usleep((int) max(0, (max(array_column($app->outcomes('outlive'), 'started')) + 2.3 - microtime(true)) * 1e6));
+        $workers[] = $once();
+        foreach ($workers as $worker) {
+            $result = $worker->wait(30);
+            $this->assertSame(0, $result->exitCode, $result->describe());
+        }
+
+        $runs = [];
+        foreach ($app->outcomes('outlive') as $o) {
+            $runs[$o['pid']] = ($runs[$o['pid']] ?? []) + $o;
+        }
+        $most = 0;
+        foreach ($runs as $run) {
+            $most = max($most, count(array_filter($runs, fn ($r) => $r['started'] <= $run['started'] && $run['started'] < ($r['ended'] ?? INF))));
+        }
+        $this->assertSame(2, $most, 'at most 2 jobs ran at once: ' . json_encode(array_values($runs)));
+        $this->assertCount(1, $app->delayed(), 'the third was released: the funnel was full');
+    }
+
     public function testJitteredBackoffDrawsFreshSecondsAtEveryDispatch(): void
     {
         $app = $this->app($this->up->key('lq-backoff'));

@@ -285,6 +285,48 @@ final class StatusEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * A client whose circuit breaker is open has its calls refused: trouble on its row, in
+     * `--json` and in the exit code, as a full funnel is (before: "ok", exit 0). One whose
+     * breaker is closed is ok; `--prometheus` exits 0 as before.
+     */
+    public function testAnOpenCircuitBreakerIsTrouble(): void
+    {
+        $circuit = ['max_attempts' => 1, 'circuit' => ['min_calls' => 2, 'open_for' => 300]];
+        [$open, $openKey, $openClient] = $this->upstreamClient('st-open', $circuit);
+        [$calm, $calmKey, $calmClient] = $this->upstreamClient('st-calm', $circuit);
+        $this->boot(['clients' => [$open => $openClient, $calm => $calmClient]]);
+        $this->up->script($openKey, [['status' => 503]]);
+        $this->up->script($calmKey, [['status' => 200]]);
+        $thrown = [];
+        for ($i = 0; $i < 3; $i++) {
+            try {
+                \Resilient\Laravel\Facades\Resilient::client($open)->get('/x');
+            } catch (\Resilient\Unavailable $e) {
+                $thrown[] = get_class($e);
+            }
+            \Resilient\Laravel\Facades\Resilient::client($calm)->get('/x');
+        }
+        $this->assertSame(['Resilient\\UpstreamFailed', 'Resilient\\UpstreamFailed', 'Resilient\\CircuitOpen'], $thrown);
+
+        [$exit, $out] = $this->status(['--json' => true]);
+        $this->assertSame(1, $exit, $out);
+        $data = json_decode($out, true);
+        $this->assertFalse($data['ok']);
+        $this->assertSame(['circuit breaker open: calls are refused until its open_for ends, then the next one probes the upstream'], $data['names'][$open]['trouble']);
+        $this->assertSame([], $data['names'][$calm]['trouble']);
+
+        // The table in a child (Symfony's needs intl), on the same segment.
+        $code = self::childApp(['clients' => [$open => $openClient, $calm => $calmClient]]) . self::commandInChild(StatusCommand::class);
+        $result = PhpProcess::code($code, ['extension' => 'intl'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $this->assertStringStartsWith("exit 1\n", $result->stdout, $result->describe());
+        $this->assertMatchesRegularExpression('/\| ' . preg_quote($open, '/') . ' .*\| circuit breaker open: /', $result->stdout);
+        $this->assertMatchesRegularExpression('/\| ' . preg_quote($calm, '/') . ' .*\| ok\s+\|/', $result->stdout);
+
+        [$exit, $out] = $this->status(['--prometheus' => true]);
+        $this->assertSame(0, $exit, $out);
+    }
+
+    /**
      * A name is text in the table too, never console markup: `pay<fg=green>v2</>` was shown as
      * `payv2`, a row for a name that does not exist.
      */

@@ -10,8 +10,10 @@ use Resilient\Laravel\ResilientManager;
 /**
  * `php artisan resilient:doctor`: is the extension loaded, which version, which SAPI and context
  * this process counts as, which segment file it shares and whether it really shares it; warns
- * when other users have segments (their processes share no limit with this one) and when the
- * php.ini web caps cut what config/resilient.php asks for. Exits 1 when anything is flagged.
+ * when other users have segments (their processes share no limit with this one), when it runs
+ * as root (a segment root creates locks FPM workers of another user out, so it names one that
+ * root already owns at the configured path) and when the php.ini web caps cut what
+ * config/resilient.php asks for. Exits 1 when anything is flagged.
  *
  * It reads this CLI's ini; php-fpm reads its own php.ini and pool files, so compare with
  * `php-fpm -i` or a page calling phpinfo() when they may differ.
@@ -125,9 +127,16 @@ final class DoctorCommand extends Command
             $this->problem('warning', sprintf(
                 'segment %s belongs to %s (uid %d), this process runs as %s (uid %d): their processes '
                 . '(e.g. FPM workers) and these (e.g. queue workers) share no funnel and no retry budget; '
-                . 'run both as one user, or give both the same resilient.shm_path',
+                . 'run both as one user (e.g. `sudo -u www-data php artisan …`)',
                 $other['path'], $other['owner'], $other['uid'], SegmentFiles::userName(SegmentFiles::uid()), SegmentFiles::uid(),
             ));
+        }
+        if (SegmentFiles::runsAsRoot()) {
+            $this->problem('warning', ($owned = SegmentFiles::sharedPathOwnedByRoot()) !== null
+                ? "segment $owned (resilient.shm_path) is root's: FPM workers of another user cannot use it and count alone; "
+                    . 'stop the root processes using it, remove the file and run artisan as the FPM user (e.g. `sudo -u www-data php artisan …`)'
+                : "this process runs as root: a segment it creates is root's (mode 0600), which FPM workers of another user cannot share "
+                    . '(they would count alone); run artisan as the FPM user (e.g. `sudo -u www-data php artisan …`)');
         }
     }
 

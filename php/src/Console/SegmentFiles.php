@@ -64,6 +64,27 @@ final class SegmentFiles
         }
     }
 
+    /** Whether this process runs as root: a segment it creates (mode 0600) is then root's alone. */
+    public static function runsAsRoot(): bool
+    {
+        return function_exists('posix_geteuid') && posix_geteuid() === 0;
+    }
+
+    /**
+     * The segment at a configured `resilient.shm_path` when it exists and root owns it: the FPM
+     * workers of another user that share the path cannot use it, and each counts alone.
+     */
+    public static function sharedPathOwnedByRoot(): ?string
+    {
+        $ini = ini_get('resilient.shm_path');
+        if (! is_string($ini) || $ini === '') {
+            return null;
+        }
+        $d = self::describe(self::path());
+
+        return $d['exists'] && $d['uid'] === 0 ? $d['path'] : null;
+    }
+
     public static function uid(): int
     {
         return function_exists('posix_getuid') ? posix_getuid() : (int) getmyuid();

@@ -11,12 +11,14 @@ use Symfony\Component\Console\Output\OutputInterface;
 /**
  * `php artisan resilient:status [--json] [--prometheus]`: per configured name, the funnel's limit and reserve,
  * the leases held now by every process of the host, and the retry budget's window. Exits 1 when
- * a funnel is full, a budget is spent or a funnel entry cannot be built, so a health check or a
- * deploy script can act on it (as `horizon:status` does); 2 when the host's state cannot be
- * read (no extension, or an unusable segment: the counters are then this process's own).
+ * a funnel is full, a budget is spent, a circuit breaker is open or a funnel entry cannot be
+ * built, so a health check or a deploy script can act on it (as `horizon:status` does); 2 when
+ * the host's state cannot be read (no extension, or an unusable segment: the counters are then
+ * this process's own).
  * A name is data, never console markup (`pay<info>v2</info>` stays as it is): escaped in the
  * table (PlainText), `--json` and `--prometheus` written raw. A segment no process created yet is said, not created
- * (see SegmentFiles::notCreatedYet()).
+ * (see SegmentFiles::notCreatedYet()). Run as root, the table is preceded by a warning (a
+ * segment root creates locks FPM workers of another user out; resilient:doctor says more).
  */
 final class StatusCommand extends Command
 {
@@ -126,6 +128,12 @@ final class StatusCommand extends Command
         }
         if ($degraded !== null) {
             $this->error("segment unusable: $degraded: every number below is this process's own counters, not the host's (see resilient:doctor)");
+        }
+        if (SegmentFiles::runsAsRoot()) {
+            // On a stand-in (`$absent`) there is no segment of root's to name.
+            $this->warn($absent === null && ($owned = SegmentFiles::sharedPathOwnedByRoot()) !== null
+                ? "warning: running as root: segment $owned is root's, FPM workers of another user cannot use it (see resilient:doctor)"
+                : 'warning: running as root: a segment it creates cannot be shared with FPM workers of another user (see resilient:doctor)');
         }
         if ($status === []) {
             $this->line('No clients, funnels or budgets in config/resilient.php.');

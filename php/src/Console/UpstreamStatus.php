@@ -7,7 +7,8 @@ use Resilient\Laravel\ResilientManager;
 
 /**
  * The shared state of every configured name, read from the host's segment: what a funnel allows,
- * how many leases all processes hold now, and how much of the retry budget is left.
+ * how many leases all processes hold now, how much of the retry budget is left, and whether the
+ * circuit breaker is open.
  *
  * A name may appear under `clients` (its `funnel` / `budget` options; a client without `budget`
  * uses the default budget, as the extension does) and under `funnels` / `budgets`: all of them
@@ -76,6 +77,7 @@ final class UpstreamStatus
         }
         ksort($names);
 
+        $breakers = self::breakerStates();
         $out = [];
         foreach ($names as $name => $parts) {
             $redis = $onRedis[$name] ?? ['funnel' => false, 'budget' => false];
@@ -110,10 +112,36 @@ final class UpstreamStatus
             if ($budget !== null && ($budget['spent'] ?? false)) {
                 $trouble[] = sprintf('retry budget spent: %d retries of %.1f allowed', $budget['retries'], $budget['allowed']);
             }
+            // 'open' is also a breaker past its open_for whose probe no call has made yet.
+            if (($breakers[$name] ?? null) === 'open') {
+                $trouble[] = 'circuit breaker open: calls are refused until its open_for ends, then the next one probes the upstream';
+            }
             $out[$name] = ['funnel' => $funnel, 'budget' => $budget, 'backend' => isset($onRedis[$name]) ? 'redis' : 'shm', 'trouble' => $trouble];
         }
 
         return $out;
+    }
+
+    /**
+     * Each name's circuit breaker state, as the host's last call left it; none where there is
+     * no segment to read (an extension without Metrics, or an unusable segment: the degraded
+     * mode, which status reports on its own).
+     *
+     * @return array<string, ?string>
+     */
+    private static function breakerStates(): array
+    {
+        if (! class_exists(\Resilient\Metrics::class)) {
+            return [];
+        }
+        try {
+            $snapshot = \Resilient\Metrics::snapshot();
+        } catch (\RuntimeException) {
+            // Resilient\SharedMemoryError: this process cannot use the host's segment.
+            return [];
+        }
+
+        return array_map(fn ($metrics) => $metrics['breaker']['state'] ?? null, $snapshot);
     }
 
     /** Whether the row's funnel or budget error comes from the client's own entry. */

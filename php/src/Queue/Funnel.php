@@ -20,11 +20,14 @@ use Resilient\Laravel\ResilientManager;
  * with a delay from the configured range (see ReleaseDelay) and the worker moves on at once;
  * it never blocks. Where nothing can take the job back (the `sync` queue, a job run by hand) it
  * throws FunnelFull instead: the job did not run. The lease is held while the job runs and given
- * back after it, also when the job throws. It lasts at least the job's timeout plus a tenth (at
- * least 1 s), whatever the funnel's `lease`: a lease that ended first would let another worker in
- * while the job still runs. A job without a timeout (`$timeout = 0`: the worker never kills it) holds its slot for up
- * to a day, or the funnel's `lease` when longer (at most a year). A worker killed at its timeout
- * gives the slot back at once (its process is gone); the lease only bounds a worker that is stuck.
+ * back after it, also when the job throws. Under a worker that arms its alarm for the job
+ * (`queue:work` with pcntl) it lasts at least the job's timeout (or the alarm, when that rings
+ * later) plus a tenth (at least 1 s), whatever the funnel's `lease`: a lease that ended first
+ * would let another worker in while the job still runs. Where no alarm ends the job at its
+ * timeout (`queue:work --once`, `queue:listen`, PHP without pcntl), and for a job without a
+ * timeout (`$timeout = 0`), the job holds its slot for up to a day, or the funnel's `lease` when
+ * longer (at most a year). A worker killed at its timeout gives the slot back at once (its
+ * process is gone); the lease only bounds a worker that is stuck.
  *
  * One funnel per name on the host: a job holding a slot of `shipping` that calls the client
  * `shipping` (whose own funnel has that name) needs a second slot of it, and at saturation none is
@@ -38,7 +41,7 @@ use Resilient\Laravel\ResilientManager;
  */
 final class Funnel
 {
-    /** The lease of a job without a timeout (see the class doc): a day. */
+    /** The lease of a job no alarm ends (see the class doc): a day. */
     private const NO_TIMEOUT_LEASE = 86400.0;
 
     /** The longest lease a Funnel takes: a year (a job's `$timeout` of 1e9 or INF gets it). */
@@ -89,12 +92,34 @@ final class Funnel
         $funnel = $this->limit !== null
             ? ResilientManager::buildFunnel($key, $this->name, [$this->limit, $this->reserve, $this->lease, $this->share])
             : Container::getInstance()->make(ResilientManager::class)->funnel($this->name);
-        $timeout = WithinDeadline::timeoutOf($job);
+        // The worker's alarm, not `$timeout`, is what ends the job: without one it runs to its end.
+        $alarm = self::alarmLeft();
+        $timeout = $alarm > 0 ? WithinDeadline::timeoutOf($job) : null;
+        if ($timeout !== null) {
+            $timeout = max($timeout, $alarm);
+        }
         $lease = $timeout === null ? self::NO_TIMEOUT_LEASE : $timeout + WithinDeadline::defaultMargin($timeout);
         $lease = min($lease, self::MAX_LEASE);
 
         return $funnel->lease() >= $lease
             ? $funnel
             : new SharedFunnel($this->name, $funnel->limit(), $funnel->reserve(), $lease, $funnel->share());
+    }
+
+    /**
+     * Seconds until this process's alarm (the one `queue:work` arms with the job's timeout), 0 when
+     * none is armed. Reading it cancels it, so it is armed again (to the second, as alarm() counts).
+     */
+    private static function alarmLeft(): int
+    {
+        if (! function_exists('pcntl_alarm')) {
+            return 0;
+        }
+        $left = pcntl_alarm(0);
+        if ($left > 0) {
+            pcntl_alarm($left);
+        }
+
+        return $left;
     }
 }

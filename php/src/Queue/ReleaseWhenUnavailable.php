@@ -16,13 +16,16 @@ use Resilient\Unavailable;
  * - FunnelFull, BudgetExhausted, CircuitOpen: nothing was wrong with the job, the host is
  *   protecting the upstream; release with a delay drawn from the range (constructor, else
  *   `resilient.queue.release_delay`, else [5, 30] s), so the refused jobs come back spread out.
+ *   A BudgetExhausted also comes back no sooner than the job's own backoff for this attempt
+ *   (`$backoff`, `backoff()`): it refused the retry of an attempt that failed, so the upstream
+ *   is failing now, and a release counts as an attempt.
  * - Any of our exceptions whose last response carries Retry-After (an UpstreamFailed; a
  *   DeadlineExceeded thrown because the wait asked for did not fit the deadline; a refusal
  *   after such an answer): release no sooner than it; so also Laravel's RequestException
  *   (`Http::resilient()->...->throw()`, where such an answer comes back as a Laravel response)
  *   of a 429 or 503 with Retry-After.
- *   Unless it is a refusal, also no sooner than the job's own backoff for this attempt
- *   (`$backoff`, `backoff()`): a release counts as an attempt.
+ *   Unless it is a FunnelFull or CircuitOpen, also no sooner than the job's own backoff for
+ *   this attempt.
  * - Anything else (DeadlineExceeded or UpstreamFailed without Retry-After, other exceptions)
  *   is rethrown: the job's own `$tries` and `backoff()` decide, as without this middleware.
  *
@@ -37,6 +40,9 @@ final class ReleaseWhenUnavailable
      * (CircuitOpen on an extension build without the breaker) matches nothing, no error.
      */
     private const REFUSALS = [FunnelFull::class, BudgetExhausted::class, 'Resilient\\CircuitOpen'];
+
+    /** Refusals released without the job's backoff: unlike BudgetExhausted, they need not follow a failed attempt. */
+    private const NO_BACKOFF = [FunnelFull::class, 'Resilient\\CircuitOpen'];
 
     private ReleaseDelay $delay;
 
@@ -60,10 +66,11 @@ final class ReleaseWhenUnavailable
         if ($seconds === null) {
             throw $e;
         }
-        if (! self::isRefusal($e) && ($backoff = ReleaseDelay::jobBackoff($job)) > $seconds) {
-            // The upstream's answer: no sooner than the job's own backoff for this attempt
-            // either (a release counts as one, and a short Retry-After used up its `$tries`
-            // within seconds); spread and bounded as a Retry-After is.
+        if (! self::isOneOf($e, self::NO_BACKOFF) && ($backoff = ReleaseDelay::jobBackoff($job)) > $seconds) {
+            // An attempt failed (the upstream's answer, or the retry of a failed attempt refused
+            // by the budget): no sooner than the job's own backoff for this attempt either (a
+            // release counts as one, and a short delay used up its `$tries` within seconds);
+            // spread and bounded as a Retry-After is.
             $seconds = ReleaseDelay::afterRetryAfter($backoff);
         }
         Released::job($job, $seconds, fn () => $e);
@@ -88,17 +95,17 @@ final class ReleaseWhenUnavailable
     {
         $after = RetryAfter::of($e);
         $told = $after === null ? null : ReleaseDelay::afterRetryAfter($after);
-        if (self::isRefusal($e)) {
+        if (self::isOneOf($e, self::REFUSALS)) {
             return max($this->delay->draw(), $told ?? 0);
         }
 
         return $told;
     }
 
-    /** One of our refusals (nothing was wrong with the job). */
-    private static function isRefusal(\Throwable $e): bool
+    /** @param list<string> $classes */
+    private static function isOneOf(\Throwable $e, array $classes): bool
     {
-        foreach (self::REFUSALS as $class) {
+        foreach ($classes as $class) {
             if ($e instanceof $class) {
                 return true;
             }
