@@ -11,6 +11,8 @@
 //! `resilient.context = web` (php.ini, `-d`, or `ini_set` at worker boot), or a client with
 //! the option `'context' => 'web'`.
 
+use std::ffi::CStr;
+
 use ext_php_rs::prelude::*;
 use resilient_core::validate;
 
@@ -40,9 +42,17 @@ pub fn is_web_sapi(sapi: &str) -> bool {
     !sapi.is_empty() && !NON_WEB_SAPIS.contains(&sapi)
 }
 
-/// `seconds`, capped to `cap` under a web SAPI.
-fn cap_when_web(seconds: f64, cap: f64) -> f64 {
-    if is_web() {
+/// Whether the web cap `key` binds a call in context `web`: always in a web context; in a
+/// console context under a web SAPI (a client's `'context' => 'console'`, or
+/// `ini_set('resilient.context', 'console')` in a request) when the pool locked the cap
+/// (`php_admin_value`): a rule of the pool is not the application's to lift.
+fn binds(key: &CStr, web: bool) -> bool {
+    web || (is_web_by_sapi() && ini::locked(key))
+}
+
+/// `seconds`, capped to `cap` where the web cap `key` binds this process's context.
+fn cap_where_bound(seconds: f64, key: &CStr, cap: f64) -> f64 {
+    if binds(key, is_web()) {
         seconds.min(cap)
     } else {
         seconds
@@ -64,44 +74,51 @@ pub fn check_caps_for(web: bool) -> PhpResult<()> {
         ini::WEB_CONNECT_TIMEOUT,
         ini::WEB_MAX_ATTEMPTS,
     ];
-    if !web {
-        // Where they do not apply, a refused one is said once per process in the error log:
-        // the web workers it is meant for will refuse it.
-        keys.into_iter().for_each(ini::log_rejected_once);
-        return Ok(());
-    }
     for key in keys {
-        ini::check(key).map_err(crate::exceptions::value_error)?;
+        if binds(key, web) {
+            ini::check(key).map_err(crate::exceptions::value_error)?;
+        } else {
+            // Where it does not apply, a refused one is said once per process in the error
+            // log: the web workers it is meant for will refuse it.
+            ini::log_rejected_once(key);
+        }
     }
     Ok(())
 }
 
-/// The caps of a client: the web caps when `web`, none otherwise.
+/// The caps of a client: the web caps when `web`; otherwise those a web SAPI's pool locked
+/// (see [`binds`]).
 pub fn caps(web: bool) -> resilient_http::Caps {
     use std::time::Duration;
-    if !web {
-        return resilient_http::Caps::default();
-    }
+    let seconds = |key, value: fn() -> f64| {
+        binds(key, web)
+            .then(|| Duration::try_from_secs_f64(value()).ok())
+            .flatten()
+    };
     resilient_http::Caps {
-        timeout: Duration::try_from_secs_f64(ini::web_timeout()).ok(),
-        connect_timeout: Duration::try_from_secs_f64(ini::web_connect_timeout()).ok(),
-        max_attempts: Some(ini::web_max_attempts()),
+        timeout: seconds(ini::WEB_TIMEOUT, ini::web_timeout),
+        connect_timeout: seconds(ini::WEB_CONNECT_TIMEOUT, ini::web_connect_timeout),
+        max_attempts: binds(ini::WEB_MAX_ATTEMPTS, web).then(ini::web_max_attempts),
     }
 }
 
 /// Per-attempt timeout for this context (seconds), for Rust callers (Client).
 pub fn timeout(seconds: f64) -> f64 {
-    cap_when_web(seconds, ini::web_timeout())
+    cap_where_bound(seconds, ini::WEB_TIMEOUT, ini::web_timeout())
 }
 
 /// Connect timeout for this context (seconds), for Rust callers (Client).
 pub fn connect_timeout(seconds: f64) -> f64 {
-    cap_when_web(seconds, ini::web_connect_timeout())
+    cap_where_bound(
+        seconds,
+        ini::WEB_CONNECT_TIMEOUT,
+        ini::web_connect_timeout(),
+    )
 }
 
 /// Attempts (the first one included) for this context, for Rust callers (Client).
 pub fn max_attempts(attempts: u32) -> u32 {
-    if is_web() {
+    if binds(ini::WEB_MAX_ATTEMPTS, is_web()) {
         attempts.min(ini::web_max_attempts())
     } else {
         attempts

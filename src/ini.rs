@@ -393,28 +393,14 @@ fn refused(key: &'static CStr, value: &str) -> String {
 /// equal the original: after a refused configured value the engine put the default there,
 /// and setting the default is how a script asks for it.
 fn set_at_runtime(key: &'static CStr) -> bool {
-    let globals = ext_php_rs::zend::ExecutorGlobals::get();
-    // SAFETY: the engine's table of ini entries, live for the request; entries are found by
-    // name and only read here, their strings live while they are the entry's.
-    let value = unsafe {
-        let Some(table) = globals.ini_directives.as_mut() else {
-            return false;
-        };
-        let found = ext_php_rs::ffi::zend_hash_str_find(table, key.as_ptr(), key.count_bytes());
-        let Some(entry) = found
-            .as_ref()
-            .and_then(|z| z.value.ptr.cast::<zend_ini_entry>().as_ref())
-        else {
-            return false;
-        };
+    let value = with_entry(key, |entry| {
         if entry.modified == 0 {
-            return false;
+            return None;
         }
-        let text =
-            |s: *mut zend_string| s.cast::<ZendStr>().as_ref().map(|s| s.as_bytes().to_vec());
-        text(entry.value)
-    };
-    let Some(value) = value else {
+        // SAFETY: the entry's value lives while it is the entry's (read at once, copied).
+        unsafe { entry.value.cast::<ZendStr>().as_ref() }.map(|s| s.as_bytes().to_vec())
+    });
+    let Some(value) = value.flatten() else {
         return false;
     };
     ACCEPTED_AT_RUNTIME
@@ -422,6 +408,31 @@ fn set_at_runtime(key: &'static CStr) -> bool {
         .unwrap_or_else(PoisonError::into_inner)
         .iter()
         .any(|(k, v)| *k == key && *v == value)
+}
+
+/// `f` of the engine's entry for `key`; `None` when there is none (outside a request's engine).
+fn with_entry<T>(key: &CStr, f: impl FnOnce(&zend_ini_entry) -> T) -> Option<T> {
+    let globals = ext_php_rs::zend::ExecutorGlobals::get();
+    // SAFETY: the engine's table of ini entries, live for the request; entries are found by
+    // name and only read here.
+    unsafe {
+        let table = globals.ini_directives.as_mut()?;
+        let found = ext_php_rs::ffi::zend_hash_str_find(table, key.as_ptr(), key.count_bytes());
+        let entry = found
+            .as_ref()
+            .and_then(|z| z.value.ptr.cast::<zend_ini_entry>().as_ref())?;
+        Some(f(entry))
+    }
+}
+
+/// `ZEND_INI_USER`: the bit of an entry's `modifiable` that lets `ini_set()` change it.
+const ZEND_INI_USER: u8 = 1;
+
+/// `key` cannot be changed by application code: php-fpm's `php_admin_value` (or
+/// `php_admin_flag`) made it system-only, so `ini_set()` fails. Such a web cap is a rule of
+/// the pool, which no context declared by the application lifts.
+pub fn locked(key: &CStr) -> bool {
+    with_entry(key, |entry| entry.modifiable & ZEND_INI_USER == 0).unwrap_or(false)
 }
 
 /// At a request's end: what `ini_set()` accepted is forgotten, so that in a later request of
