@@ -52,7 +52,7 @@ trap 'exit 143' TERM
 # The suites' shared segment holds every name they use (each client name has an entry, for its
 # metrics at least): created here with room for them all; the processes of the run attach to it
 # whatever their resilient.shm_slots (an existing file keeps its own slot count).
-tests/harness/php.sh -d resilient.shm_slots=4096 -d resilient.shm_required=1 -r 'Resilient\Metrics::snapshot();'
+tests/harness/php.sh -d resilient.shm_slots=4096 -d resilient.shm_required=1 -r 'Resilient\Funnel::degradedReason();'
 
 # In the background so a TERM/INT reaches the trap at once (bash defers traps while a
 # foreground child runs); PHPUnit's own pid is recorded with the others.
