@@ -16,6 +16,7 @@
 //! `HTTP_PROXY`-style variable), TLS options and multipart bodies go to the reqwest transport.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -141,6 +142,13 @@ impl Transport for Http1Transport {
         let pool = self.idle.clone();
         let dial = (host.to_string(), port);
         let target = request.body_target.for_attempt(limits.timeout);
+        // The connect phase ends at `connect_timeout`, never after the attempt's timeout: when
+        // the two are one, the attempt's timeout is what ran out.
+        let out_of_time = if limits.connect_timeout < limits.timeout {
+            FailureKind::Connect
+        } else {
+            FailureKind::Timeout
+        };
         Box::pin(async move {
             let exchange = exchange(
                 pool,
@@ -148,7 +156,7 @@ impl Transport for Http1Transport {
                 dial,
                 reused,
                 http_request,
-                limits.connect_timeout,
+                (limits.connect_timeout, out_of_time),
                 (target, limits.body, limits.follows_redirects),
             );
             match tokio::time::timeout(limits.timeout, exchange).await {
@@ -183,27 +191,29 @@ fn socket_is_quiet(fd: RawFd) -> bool {
         )
 }
 
+/// Opens a connection to `host:port` within `limit`, the name resolved first (within it too).
+/// Running out of time is an `out_of_time` failure: [`FailureKind::Connect`] when `limit` is
+/// `connect_timeout`, [`FailureKind::Timeout`] when it is the attempt's own timeout (or the
+/// deadline's remainder), as reqwest's transport says it.
 async fn connect(
     host: &str,
     port: u16,
-    connect_timeout: Duration,
+    limit: Duration,
+    out_of_time: FailureKind,
 ) -> Result<Http1Conn, TransportError> {
-    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect((host, port))).await
-    {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            return Err(TransportError::new(
-                FailureKind::of_connect(&e),
-                format!("tcp connect error: {e}"),
-            ))
-        }
-        Err(_) => {
-            return Err(TransportError::new(
-                FailureKind::Connect,
-                "connect timed out",
-            ))
-        }
-    };
+    let deadline = tokio::time::Instant::now() + limit;
+    let addrs: Vec<SocketAddr> =
+        match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
+            Ok(Ok(addrs)) => addrs.collect(),
+            Ok(Err(e)) => {
+                return Err(TransportError::new(
+                    FailureKind::of_connect(&e),
+                    format!("tcp connect error: {e}"),
+                ))
+            }
+            Err(_) => return Err(timed_out(out_of_time)),
+        };
+    let stream = open(&addrs, deadline, out_of_time).await?;
     let _ = stream.set_nodelay(true);
     let fd = stream.as_raw_fd();
     let (sender, conn) = http1::Builder::new()
@@ -212,6 +222,42 @@ async fn connect(
         .await
         .map_err(|e| TransportError::new(FailureKind::Connect, format!("handshake error: {e}")))?;
     Ok(Http1Conn { sender, conn, fd })
+}
+
+/// A TCP connection to the first of `addrs` that accepts by `deadline`. They are tried in
+/// turn, each given an equal share of the time left (as hyper-util's `HttpConnector` does),
+/// so an address that drops SYNs does not take the whole connect timeout from the next
+/// one, which may be up. The last address's failure is the one reported.
+async fn open(
+    addrs: &[SocketAddr],
+    deadline: tokio::time::Instant,
+    out_of_time: FailureKind,
+) -> Result<TcpStream, TransportError> {
+    let mut failure = TransportError::new(
+        FailureKind::Connect,
+        "tcp connect error: the name has no address",
+    );
+    for (tried, addr) in addrs.iter().enumerate() {
+        let left = u32::try_from(addrs.len() - tried).unwrap_or(u32::MAX);
+        let share = deadline.saturating_duration_since(tokio::time::Instant::now()) / left;
+        failure = match tokio::time::timeout(share, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => TransportError::new(
+                FailureKind::of_connect(&e),
+                format!("tcp connect error: {e}"),
+            ),
+            Err(_) => timed_out(out_of_time),
+        };
+    }
+    Err(failure)
+}
+
+/// A connect that ran out of time, in the words of the limit that ran out.
+fn timed_out(kind: FailureKind) -> TransportError {
+    match kind {
+        FailureKind::Timeout => TransportError::new(kind, "the attempt timed out"),
+        _ => TransportError::new(FailureKind::Connect, "connect timed out"),
+    }
 }
 
 /// Sends one request on a (reused or new) connection, polling the connection inline, and puts
@@ -223,12 +269,12 @@ async fn exchange(
     dial: (String, u16),
     reused: Option<Http1Conn>,
     request: hyper::Request<Full<Bytes>>,
-    connect_timeout: Duration,
+    (connect_limit, out_of_time): (Duration, FailureKind),
     (target, body_limit, follows_redirects): (BodyTarget, BodyLimit, bool),
 ) -> Result<RawResponse, TransportError> {
     let mut c = match reused {
         Some(c) => c,
-        None => connect(&dial.0, dial.1, connect_timeout).await?,
+        None => connect(&dial.0, dial.1, connect_limit, out_of_time).await?,
     };
     let response = c.sender.send_request(request);
     let work = async move {
@@ -246,7 +292,7 @@ async fn exchange(
             ResponseBody::start(&target, &mut headers, body.size_hint().exact(), body_limit)
                 .map_err(|e| e.answered(status, &headers))?;
         while let Some(frame) = body.frame().await {
-            if let Ok(data) = frame.map_err(map_hyper_error)?.into_data() {
+            if let Ok(data) = frame.map_err(map_body_error)?.into_data() {
                 received
                     .push(&data)
                     .map_err(|e| e.answered(status, &headers))?;
@@ -284,6 +330,16 @@ async fn exchange(
     })
 }
 
+/// A body that could not be read to its end after the answer's head came (cut short, reset,
+/// malformed chunking) is a `body` failure, as reqwest's transport says it.
+fn map_body_error(e: hyper::Error) -> TransportError {
+    let mut error = map_hyper_error(e);
+    if error.kind != FailureKind::Timeout {
+        error.kind = FailureKind::Body;
+    }
+    error
+}
+
 fn map_hyper_error(e: hyper::Error) -> TransportError {
     let kind = if e.is_timeout() {
         FailureKind::Timeout
@@ -305,4 +361,70 @@ fn _assert_send() {
     fn is_send<T: Send>() {}
     is_send::<Http1Conn>();
     let _ = Poll::<()>::Pending;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream as StdStream};
+
+    /// A listener whose accept queue is full: a connect to it neither succeeds nor fails.
+    fn blackhole() -> (SocketAddr, TcpListener, Vec<StdStream>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        // SAFETY: a listening socket owned here; listen() again only lowers its backlog.
+        assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
+        let addr = listener.local_addr().unwrap();
+        let mut queued = Vec::new();
+        while let Ok(s) = StdStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            queued.push(s);
+        }
+        (addr, listener, queued)
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// A name whose first address is down (SYNs dropped) and whose second is up: the second
+    /// is reached within the connect timeout, after the first had its share of it.
+    #[test]
+    fn a_dead_first_address_leaves_time_for_the_next() {
+        let (hole, _listener, _queued) = blackhole();
+        let live = TcpListener::bind("127.0.0.1:0").unwrap();
+        let limit = Duration::from_millis(1000);
+        let started = std::time::Instant::now();
+        let stream = runtime()
+            .block_on(open(
+                &[hole, live.local_addr().unwrap()],
+                tokio::time::Instant::now() + limit,
+                FailureKind::Connect,
+            ))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let took = started.elapsed();
+        assert_eq!(stream.peer_addr().unwrap(), live.local_addr().unwrap());
+        assert!(took >= limit / 2 && took < limit, "{took:?}");
+    }
+
+    /// A refused address costs nothing of the next one's time.
+    #[test]
+    fn a_refused_first_address_is_passed_at_once() {
+        let refused = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let live = TcpListener::bind("127.0.0.1:0").unwrap();
+        let started = std::time::Instant::now();
+        let stream = runtime()
+            .block_on(open(
+                &[refused, live.local_addr().unwrap()],
+                tokio::time::Instant::now() + Duration::from_secs(2),
+                FailureKind::Connect,
+            ))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stream.peer_addr().unwrap(), live.local_addr().unwrap());
+        assert!(started.elapsed() < Duration::from_millis(500));
+    }
 }

@@ -92,6 +92,7 @@ mod call;
 mod call_events;
 mod classify;
 mod client;
+mod client_cache;
 mod clock;
 mod config_error;
 mod decision;

@@ -4,47 +4,61 @@
 //!   (keep-alive) within a process. Never created before it is needed (FPM forks after MINIT).
 //! - reqwest's connect timeout, TLS settings and proxy are client settings, so clients are cached
 //!   by connect timeout in milliseconds and [`TransportOptions::fingerprint`] (a handful per
-//!   process in practice; the cache is bounded). HTTP/2 is offered by ALPN over TLS, so a pool
-//!   against an HTTP/2 server multiplexes on one connection.
+//!   process in practice; the cache is bounded: [`ClientCache`]). HTTP/2 is offered by ALPN
+//!   over TLS, so a pool against an HTTP/2 server multiplexes on one connection.
 //!   The per-attempt connect limit is `min(connect_timeout, attempt timeout)`: the client
 //!   bounds the connect phase by the configured value ([`AttemptLimits::connect_timeout_setting`])
 //!   and one tokio timer around the whole exchange (connect + send + full body) bounds
 //!   everything by the attempt timeout. The limit a deadline cut (different on nearly every
 //!   call) is never a cache key: keyed by it, every call under a deadline built a client of its
 //!   own, and so a new connection and TLS handshake.
-//! - reqwest follows no redirect itself (`crate::redirect` does, when asked, over any transport)
-//!   and its own retry policy is off (`retry::never()`), so the attempt loop stays the single retry owner. (hyper's pool
-//!   may resend a request whose pooled connection turned out closed *before the request was
-//!   written*; such a request never reached the upstream.)
+//! - A silently dead HTTP/2 connection (no FIN, no RST) is left behind: every connection is
+//!   pinged when it received nothing for a while and closed when the ping goes unanswered, and
+//!   an attempt that timed out on an origin that speaks HTTP/2 moves the origin to a new client
+//!   (a new connection) at once: otherwise every later request to it would go down the same
+//!   connection.
+//! - reqwest follows no redirect itself (`crate::redirect` does, when asked, over any
+//!   transport) and sends nothing again on its own, except what the server provably never
+//!   processed: a request whose pooled connection turned out closed before it was written
+//!   (hyper's pool), and an HTTP/2 stream the server refused (`REFUSED_STREAM`) or that was
+//!   above the last stream of its graceful `GOAWAY` (reqwest's default, protocol-level retry;
+//!   RFC 9113 §8.7). Such a resend is part of the attempt, for any method: the attempt loop
+//!   stays the single owner of retries of what the upstream may have seen.
 //! - Errors are reported without the URL (`without_url`), so query secrets cannot leak; a TLS
 //!   failure is told apart by its rustls error type ([`FailureKind::Tls`], not retried).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::client_cache::ClientCache;
 use crate::clock::BoxFuture;
 use crate::request::PreparedRequest;
 use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 use crate::transport_options::{TransportOptions, Verify};
 
-/// Distinct (connect timeout, connection options) pairs kept; beyond this the least recently
-/// added client is dropped.
-const MAX_CLIENTS: usize = 16;
 /// Origins remembered as warm (beyond this, new ones are simply opened as before).
 const MAX_WARM: usize = 1024;
-
-/// reqwest clients keyed by connect timeout and [`TransportOptions::fingerprint`].
-#[derive(Default)]
-pub struct ReqwestTransport {
-    clients: Mutex<Vec<((u64, u64), reqwest::Client)>>,
-    /// Origins (with their connection options) that answered in this process.
-    warm: Arc<Mutex<HashSet<(String, u64)>>>,
-}
+/// An HTTP/2 connection that received nothing for this long is sent a ping...
+const H2_PING_INTERVAL: Duration = Duration::from_secs(10);
+/// ...and closed when the ping is not answered within this: its path died without a word.
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What identifies an origin's connections: `scheme://host:port` and the connection options.
-fn origin(request: &PreparedRequest) -> (String, u64) {
+type Origin = (String, u64);
+
+/// reqwest clients by connect timeout, [`TransportOptions::fingerprint`] and origin.
+#[derive(Default)]
+pub struct ReqwestTransport {
+    clients: Arc<Mutex<ClientCache<reqwest::Client>>>,
+    /// Origins (with their connection options) that answered in this process, and whether
+    /// their last answer came over HTTP/2.
+    warm: Arc<Mutex<HashMap<Origin, bool>>>,
+}
+
+/// The origin a request goes to.
+fn origin(request: &PreparedRequest) -> Origin {
     let url = &request.url;
     (
         format!(
@@ -62,29 +76,53 @@ impl ReqwestTransport {
         Self::default()
     }
 
-    /// The client for a connect timeout and connection options (created on first use).
-    pub fn client(
+    /// The client for a connect timeout, connection options and origin (created on first
+    /// use), with its id in the cache.
+    fn client(
         &self,
         connect_timeout: Duration,
         options: &TransportOptions,
-    ) -> Result<reqwest::Client, TransportError> {
+        origin: &str,
+    ) -> Result<(u64, reqwest::Client), TransportError> {
         let millis = on_the_ladder(connect_timeout);
-        let key = (millis, options.fingerprint());
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
-            return Ok(client.clone());
-        }
-        let client = build(Duration::from_millis(millis), options).map_err(|e| {
-            TransportError::new(
-                FailureKind::Request,
-                format!("cannot build the HTTP client: {}", e.without_url()),
-            )
-        })?;
-        if clients.len() >= MAX_CLIENTS {
-            clients.remove(0);
-        }
-        clients.push((key, client.clone()));
-        Ok(client)
+        clients.get(millis, options, origin, || {
+            build(Duration::from_millis(millis), options).map_err(|e| {
+                TransportError::new(
+                    FailureKind::Request,
+                    format!("cannot build the HTTP client: {}", e.without_url()),
+                )
+            })
+        })
+    }
+}
+
+/// After an attempt to `origin` on client `used` timed out: an origin that speaks HTTP/2 (or
+/// has not answered yet) moves to a new client, so that its next attempt does not go down the
+/// same, possibly dead, connection. It is cold again then, so a pool opens its connection
+/// first.
+fn leave_connection(
+    clients: &Mutex<ClientCache<reqwest::Client>>,
+    warm: &Mutex<HashMap<Origin, bool>>,
+    origin: &Origin,
+    used: u64,
+) {
+    let speaks_http1 = || {
+        let warm = warm.lock().unwrap_or_else(|e| e.into_inner());
+        warm.get(origin) == Some(&false)
+    };
+    if !origin.0.starts_with("https:") || speaks_http1() {
+        return;
+    }
+    let replaced = clients.lock().unwrap_or_else(|e| e.into_inner()).replace(
+        &origin.0,
+        used,
+        |millis, options| build(Duration::from_millis(millis), options),
+    );
+    if replaced {
+        warm.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(origin);
     }
 }
 
@@ -110,8 +148,9 @@ fn on_the_ladder(connect_timeout: Duration) -> u64 {
     .clamp(EXACT_UP_TO_MS, ms)
 }
 
-/// A reqwest client for these options: never redirecting or retrying on its own (the attempt
-/// loop and `redirect` own both), HTTP/2 offered by ALPN over TLS.
+/// A reqwest client for these options: never redirecting on its own (`redirect` does), resending
+/// only what the server refused unprocessed (reqwest's default retry), HTTP/2 offered by ALPN
+/// over TLS and its connections pinged.
 fn build(
     connect_timeout: Duration,
     options: &TransportOptions,
@@ -150,7 +189,9 @@ fn build(
     }
     builder
         .redirect(reqwest::redirect::Policy::none())
-        .retry(reqwest::retry::never())
+        .http2_keep_alive_interval(H2_PING_INTERVAL)
+        .http2_keep_alive_timeout(H2_PING_TIMEOUT)
+        .http2_keep_alive_while_idle(true)
         .pool_idle_timeout(Duration::from_secs(60))
         .tcp_nodelay(true)
         .build()
@@ -163,7 +204,7 @@ impl Transport for ReqwestTransport {
                 .warm
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .contains(&origin(request))
+                .contains_key(&origin(request))
     }
 
     fn send(
@@ -171,7 +212,12 @@ impl Transport for ReqwestTransport {
         request: &PreparedRequest,
         limits: AttemptLimits,
     ) -> BoxFuture<'static, Result<RawResponse, TransportError>> {
-        let client = match self.client(limits.connect_timeout_setting, &request.transport) {
+        let origin = origin(request);
+        let (used, client) = match self.client(
+            limits.connect_timeout_setting,
+            &request.transport,
+            &origin.0,
+        ) {
             Ok(client) => client,
             Err(e) => return Box::pin(async move { Err(e) }),
         };
@@ -200,15 +246,27 @@ impl Transport for ReqwestTransport {
         let body_limit = limits.body;
         let target = request.body_target.for_attempt(limits.timeout);
         let follows_redirects = limits.follows_redirects;
-        let warm = (self.warm.clone(), origin(request));
+        // The client's connect timeout is the configured one, rounded down (`on_the_ladder`):
+        // when the attempt's own timeout is no longer, it is that limit a connect runs out of,
+        // as the plain-http transport says it.
+        let connect_is_cut = limits.connect_timeout_setting >= timeout;
+        let (clients, warm) = (self.clients.clone(), self.warm.clone());
         Box::pin(async move {
+            let answered = (warm.clone(), origin.clone());
             let exchange = async move {
-                let mut response = builder.send().await.map_err(map_error)?;
+                let mut response = builder.send().await.map_err(|e| {
+                    if connect_is_cut && e.is_connect() && e.is_timeout() {
+                        attempt_timed_out()
+                    } else {
+                        map_error(e)
+                    }
+                })?;
                 {
-                    let (set, origin) = warm;
-                    let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
-                    if set.len() < MAX_WARM {
-                        set.insert(origin);
+                    let (warm, origin) = answered;
+                    let http2 = response.version() == reqwest::Version::HTTP_2;
+                    let mut warm = warm.lock().unwrap_or_else(|e| e.into_inner());
+                    if warm.len() < MAX_WARM || warm.contains_key(&origin) {
+                        warm.insert(origin, http2);
                     }
                 }
                 let status = response.status().as_u16();
@@ -238,13 +296,17 @@ impl Transport for ReqwestTransport {
             };
             match tokio::time::timeout(timeout, exchange).await {
                 Ok(result) => result,
-                Err(_) => Err(TransportError::new(
-                    FailureKind::Timeout,
-                    "the attempt timed out",
-                )),
+                Err(_) => {
+                    leave_connection(&clients, &warm, &origin, used);
+                    Err(attempt_timed_out())
+                }
             }
         })
     }
+}
+
+fn attempt_timed_out() -> TransportError {
+    TransportError::new(FailureKind::Timeout, "the attempt timed out")
 }
 
 /// Whether the environment names a proxy (reqwest honours `HTTP(S)_PROXY` / `ALL_PROXY`, as curl
@@ -444,7 +506,8 @@ mod ladder_tests {
         let t = ReqwestTransport::new();
         let options = TransportOptions::default();
         for ms in [999, 995, 990, 980] {
-            t.client(Duration::from_millis(ms), &options).unwrap();
+            t.client(Duration::from_millis(ms), &options, "https://a:443")
+                .unwrap();
         }
         assert_eq!(t.clients.lock().unwrap().len(), 1);
     }
