@@ -81,4 +81,4 @@ stubs: deps
 clean-run:
 	rm -rf tests/.run bench/.run
 	git worktree remove --force bench/.baseline/src 2>/dev/null || true; rm -rf bench/.baseline
-	rm -rf /dev/shm/resilient-test-*.shm /dev/shm/resilient-bench-*.shm
+	rm -rf /dev/shm/resilient-test-*.shm /dev/shm/resilient-bench-*.shm /tmp/resilient-lab-*

@@ -9,8 +9,9 @@
 #   bash lab/run.sh --help           every knob (rate, capacity, latencies, phases, workers, deadline)
 #
 # Every process the lab starts (upstream simulator, redis-server, php-fpm, nginx) is a child of
-# resilient-lab, which stops them on exit, error or signal; this script also runs the lab in its
-# own process group and kills that whole group on exit, Ctrl-C or failure as a last resort.
+# resilient-lab, which stops them on exit, error or signal, and each gets SIGTERM from the kernel
+# should the lab itself be SIGKILLed; this script also runs the lab in its own process group and
+# kills that whole group on exit, Ctrl-C or failure as a last resort.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,7 +22,7 @@ case ":$PATH:" in *":$HOME/.cargo/bin:"*) ;; *) export PATH="$HOME/.cargo/bin:$P
 for a in "$@"; do
     if [ "$a" = "-h" ] || [ "$a" = "--help" ]; then
         [ -x target/release/resilient-lab ] && exec target/release/resilient-lab --help
-        sed -n '2,13p' "$0"; exit 0
+        sed -n '2,14p' "$0"; exit 0
     fi
 done
 
@@ -53,6 +54,8 @@ cleanup() {
     # Whatever is left of the lab's process group (children of a killed lab), for sure.
     [ -n "$lab_pid" ] && kill -KILL -- "-$lab_pid" 2>/dev/null || true
     [ -n "$lab_pid" ] && rm -f /dev/shm/resilient-lab-"$lab_pid"-*.shm
+    # The run's unix sockets (lab/src/sockets.rs), should the lab have been killed.
+    [ -n "$lab_pid" ] && rm -rf /tmp/resilient-lab-"$lab_pid"
     exit "$rc"
 }
 trap cleanup EXIT

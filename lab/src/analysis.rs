@@ -88,6 +88,14 @@ pub struct PhaseStats {
     pub recovery_s: Option<f64>,
 }
 
+impl PhaseStats {
+    /// What the phase can serve: the upstream's slots / service time, or the offered load when
+    /// that is lower (a variant cannot serve more than it is asked for).
+    pub fn servable_rps(&self) -> f64 {
+        self.capacity_rps.min(self.offered_rps)
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Bin {
     pub t_s: f64,

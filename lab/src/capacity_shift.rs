@@ -12,16 +12,10 @@ use crate::analysis::{PhaseStats, VariantSummary};
 use crate::goals::Verdict;
 use crate::params::Params;
 
-/// What can be served in the phase: the upstream's slots / service time, or the offered load
-/// when that is lower (a 20 ms phase has room for more than the load offers).
-fn servable(ps: &PhaseStats) -> f64 {
-    ps.capacity_rps.min(ps.offered_rps)
-}
-
 /// Served (goodput) / what can be served.
 fn served_share(ps: &PhaseStats) -> f64 {
-    if servable(ps) > 0.0 {
-        ps.goodput_rps / servable(ps)
+    if ps.servable_rps() > 0.0 {
+        ps.goodput_rps / ps.servable_rps()
     } else {
         0.0
     }
@@ -59,7 +53,7 @@ fn served_at_least(ps: &PhaseStats, min: f64) -> Verdict {
         measured: format!(
             "{:.1}/s of {:.1}/s ({:.0} %)",
             ps.goodput_rps,
-            servable(ps),
+            ps.servable_rps(),
             100.0 * share
         ),
         met: share >= min,
@@ -197,7 +191,7 @@ pub fn table(p: &Params, all: &[VariantSummary]) -> String {
                 phase.slots,
                 phase.upstream.service_ms,
                 ps.capacity_rps,
-                servable(ps),
+                ps.servable_rps(),
                 v.name,
                 ps.goodput_rps,
                 100.0 * served_share(ps),

@@ -16,13 +16,16 @@ mod capacity_shift;
 mod experiment;
 mod goals;
 mod loadgen;
+mod outlock;
 mod params;
 mod plot;
 mod procs;
 mod progress;
 mod report;
+mod runs;
 mod sampler;
 mod scenario;
+mod sockets;
 mod sut;
 mod two_hosts;
 mod upstream;
@@ -39,6 +42,21 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
+        }
+    };
+    // Held for the whole run, released however the lab ends.
+    let _lock = match outlock::OutLock::take(&p.out_dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("lab: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let sockets = match sockets::SocketDir::create() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("lab: {e}");
+            return ExitCode::FAILURE;
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -61,8 +79,10 @@ fn main() -> ExitCode {
             }
         }
     });
-    // Dropping the runtime drops every task, and with them the process guards (procs.rs).
+    // Dropping the runtime drops every task, and with them the process guards (procs.rs);
+    // then nothing uses the sockets any more.
     drop(rt);
+    drop(sockets);
     code
 }
 
@@ -79,22 +99,30 @@ async fn interrupted() {
 
 async fn run(p: Params) -> ExitCode {
     let stamp = utc_stamp();
-    let run_dir = p.out_dir.join(format!(
-        "run-{}",
-        stamp.replace([':', '-'], "").replace(' ', "-")
-    ));
+    let run_dir = p
+        .out_dir
+        .join(runs::folder_name(&stamp, std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&run_dir) {
         eprintln!("cannot create {}: {e}", run_dir.display());
         return ExitCode::FAILURE;
     }
-    prune_old_runs(&p.out_dir, 5);
+    runs::prune(&p.out_dir, 5, &run_dir);
     let mut report = String::new();
     let mut failed_checks = false;
     let mut all_checks = Vec::new();
+    // "scenario/variant (why)" of every variant that did not run.
+    let mut not_run = Vec::new();
+    let mut variants = 0;
     for sc in p.scenarios.clone() {
         let mut ps = p.clone();
         ps.set_scenario(sc);
-        let (md, checks) = run_scenario(&ps, &run_dir, &stamp).await;
+        let (md, checks, scenario_runs) = run_scenario(&ps, &run_dir, &stamp).await;
+        variants += scenario_runs.len();
+        for r in scenario_runs {
+            if let Some(why) = r.skipped {
+                not_run.push(format!("{}/{} ({why})", sc.name(), r.name));
+            }
+        }
         if !report.is_empty() {
             report.push_str("\n---\n\n");
         }
@@ -130,28 +158,45 @@ async fn run(p: Params) -> ExitCode {
             );
         }
     }
+    if !not_run.is_empty() {
+        println!(
+            "lab: {} of {variants} variants did not run: {}",
+            not_run.len(),
+            not_run.join(", ")
+        );
+    }
     if p.check {
         let _ = std::fs::write(
             run_dir.join("check.json"),
             serde_json::to_string_pretty(&all_checks).unwrap_or_default(),
         );
-        if failed_checks {
+        if failed_checks || !not_run.is_empty() {
             println!("CHECK FAILED");
             return ExitCode::FAILURE;
         }
         println!("CHECK PASSED");
     }
-    ExitCode::SUCCESS
+    // A run with a variant missing is not the experiment asked for, --check or not.
+    if not_run.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// One scenario: every variant, then its figures, plots and report section. Returns the
-/// markdown and, with --check, its CI verdicts. The slowdown (seed 000) keeps its file names
-/// (timelines.png, …); the other scenarios' plots are prefixed with the scenario's name.
+/// markdown, with --check its CI verdicts, and the variants' runs. The slowdown (seed 000)
+/// keeps its file names (timelines.png, …); the other scenarios' plots are prefixed with the
+/// scenario's name.
 async fn run_scenario(
     p: &Params,
     run_dir: &Path,
     stamp: &str,
-) -> (String, Option<Vec<goals::Verdict>>) {
+) -> (
+    String,
+    Option<Vec<goals::Verdict>>,
+    Vec<experiment::VariantRun>,
+) {
     let sc = p.scenario;
     let dir = run_dir.join(sc.name());
     let _ = std::fs::create_dir_all(&dir);
@@ -251,7 +296,7 @@ async fn run_scenario(
     }
     print!("{}", report::verdicts("Open loop", &open_loop, false));
     let checks = p.check.then(|| goals::scenario_check(p, &summaries));
-    (md, checks)
+    (md, checks, runs)
 }
 
 /// The resilient variants need the extension with its client class (helpers H1/H4), and one
@@ -285,28 +330,6 @@ fn resilient_available(p: &Params) -> Result<(), String> {
             p.extension.display(),
             String::from_utf8_lossy(&out.stderr).trim()
         )),
-    }
-}
-
-/// Keeps the newest `keep` run-* directories under out/.
-fn prune_old_runs(out: &Path, keep: usize) {
-    let Ok(rd) = std::fs::read_dir(out) else {
-        return;
-    };
-    let mut runs: Vec<_> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_dir()
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
-        })
-        .collect();
-    runs.sort();
-    if runs.len() > keep {
-        for old in &runs[..runs.len() - keep] {
-            let _ = std::fs::remove_dir_all(old);
-        }
     }
 }
 

@@ -161,7 +161,7 @@ usage: resilient-lab [options]
                           resilient-failfast always 0)
   --budget R,F,W          the resilient variants' retry budget: ratio, floor, window in
                           seconds (default 0.08,5,10)
-  --phase-secs S          seconds per phase (default 20; --quick 5)
+  --phase-secs S          seconds per phase, at least 2 (default 20; --quick 5)
   --rate R                /checkout requests per second (default 50)
   --health-rate R         /health requests per second (default 5)
   --capacity N            upstream slots (default 4)
@@ -227,7 +227,7 @@ usage: resilient-lab [options]
                         .map(|s| Scenario::parse(s.trim()))
                         .collect::<Result<_, _>>()?;
                 }
-                "--error-ratio" => p.error_ratio = num(&a, &val(&a)?)?.min(1.0),
+                "--error-ratio" => p.error_ratio = share(&a, &val(&a)?)?,
                 "--error-model" => {
                     p.error_model = match val(&a)?.as_str() {
                         "shed" => scenario::ErrorModel::Shed,
@@ -239,8 +239,8 @@ usage: resilient-lab [options]
                         }
                     }
                 }
-                "--bg-workers" => p.bg_workers = num(&a, &val(&a)?)? as u32,
-                "--reserve" => p.reserve = num(&a, &val(&a)?)? as u32,
+                "--bg-workers" => p.bg_workers = whole(&a, &val(&a)?)?,
+                "--reserve" => p.reserve = whole(&a, &val(&a)?)?,
                 "--share" => {
                     p.share = match val(&a)?.as_str() {
                         "true" => true,
@@ -248,7 +248,7 @@ usage: resilient-lab [options]
                         other => return Err(format!("--share: true or false, got '{other}'")),
                     }
                 }
-                "--bg-deadline-ms" => p.bg_deadline_ms = num(&a, &val(&a)?)? as u64,
+                "--bg-deadline-ms" => p.bg_deadline_ms = whole(&a, &val(&a)?)?,
                 "--variants" => {
                     let list: Vec<String> = val(&a)?
                         .split(',')
@@ -265,17 +265,17 @@ usage: resilient-lab [options]
                     }
                     p.variants_override = Some(list);
                 }
-                "--funnel-wait-ms" => p.funnel_wait_ms = num(&a, &val(&a)?)? as u64,
+                "--funnel-wait-ms" => p.funnel_wait_ms = whole(&a, &val(&a)?)?,
                 "--budget" => p.budget = Budget::parse(&val(&a)?)?,
                 "--phase-secs" => p.phase_secs = num(&a, &val(&a)?)?,
                 "--rate" => p.rate = num(&a, &val(&a)?)?,
                 "--health-rate" => p.health_rate = num(&a, &val(&a)?)?,
-                "--capacity" => p.capacity = num(&a, &val(&a)?)? as u32,
-                "--normal-ms" => p.normal_ms = num(&a, &val(&a)?)? as u64,
-                "--slow-ms" => p.slow_ms = num(&a, &val(&a)?)? as u64,
-                "--slow-fail-ratio" => p.slow_fail_ratio = num(&a, &val(&a)?)?.min(1.0),
-                "--workers" => p.workers = num(&a, &val(&a)?)? as u32,
-                "--deadline-ms" => p.deadline_ms = num(&a, &val(&a)?)? as u64,
+                "--capacity" => p.capacity = whole(&a, &val(&a)?)?,
+                "--normal-ms" => p.normal_ms = whole(&a, &val(&a)?)?,
+                "--slow-ms" => p.slow_ms = whole(&a, &val(&a)?)?,
+                "--slow-fail-ratio" => p.slow_fail_ratio = share(&a, &val(&a)?)?,
+                "--workers" => p.workers = whole(&a, &val(&a)?)?,
+                "--deadline-ms" => p.deadline_ms = whole(&a, &val(&a)?)?,
                 "--good-within" => p.good_within_s = num(&a, &val(&a)?)?,
                 "--drain-secs" => p.drain_secs = num(&a, &val(&a)?)?,
                 "--out" => out = Some(PathBuf::from(val(&a)?)),
@@ -293,6 +293,18 @@ usage: resilient-lab [options]
             || p.slow_ms == 0
         {
             return Err("rate, phase-secs, capacity, workers and slow-ms must be positive".into());
+        }
+        if p.phase_secs < MIN_PHASE_SECS {
+            return Err(format!(
+                "--phase-secs: {} is below {MIN_PHASE_SECS} s (recovery is judged over 2 s of the last phase)",
+                p.phase_secs
+            ));
+        }
+        if p.rate * p.phase_secs < 1.0 {
+            return Err(format!(
+                "--rate {} × --phase-secs {} is less than one /checkout request per phase",
+                p.rate, p.phase_secs
+            ));
         }
         if p.reserve >= p.capacity {
             return Err("reserve must be below capacity (the funnel's limit)".into());
@@ -414,11 +426,35 @@ usage: resilient-lab [options]
     }
 }
 
+/// The shortest phase: recovery is measured over 2 s windows of the last phase.
+pub const MIN_PHASE_SECS: f64 = 2.0;
+
 fn num(name: &str, v: &str) -> Result<f64, String> {
     v.parse::<f64>()
         .ok()
         .filter(|x| x.is_finite() && *x >= 0.0)
         .ok_or_else(|| format!("{name}: '{v}' is not a non-negative number"))
+}
+
+/// A count or a number of milliseconds: refused rather than rounded or clamped, so the run
+/// is the one asked for.
+fn whole<T: TryFrom<u64>>(name: &str, v: &str) -> Result<T, String> {
+    let x = num(name, v)?;
+    if x.fract() != 0.0 {
+        return Err(format!("{name}: '{v}' is not a whole number"));
+    }
+    let too_large = || format!("{name}: '{v}' is too large");
+    if x >= u64::MAX as f64 {
+        return Err(too_large());
+    }
+    T::try_from(x as u64).map_err(|_| too_large())
+}
+
+/// A share from 0 to 1, refused rather than clamped.
+fn share(name: &str, v: &str) -> Result<f64, String> {
+    Some(num(name, v)?)
+        .filter(|x| *x <= 1.0)
+        .ok_or_else(|| format!("{name}: '{v}' is not a share from 0 to 1"))
 }
 
 /// Every variant, in the default order: the two without this extension first, then those
@@ -547,6 +583,40 @@ mod tests {
             .unwrap()
             .share_of("resilient"));
         assert!(parse(&["--share", "yes"]).is_err());
+    }
+
+    #[test]
+    fn values_that_would_change_silently_are_refused_naming_the_option() {
+        for args in [
+            ["--capacity", "4.9"],
+            ["--capacity", "99999999999"],
+            ["--workers", "16.5"],
+            ["--bg-workers", "1e12"],
+            ["--reserve", "1.5"],
+            ["--normal-ms", "20.5"],
+            ["--deadline-ms", "1e30"],
+            ["--error-ratio", "5"],
+            ["--slow-fail-ratio", "1.01"],
+            ["--phase-secs", "0.0001"],
+        ] {
+            let e = parse(&args).expect_err(&args.join(" "));
+            assert!(e.contains(args[0]), "{args:?}: {e}");
+        }
+        // Too few requests to measure a phase: at least one /checkout request per phase.
+        let e = parse(&["--rate", "0.01"]).unwrap_err();
+        assert!(e.contains("--rate") && e.contains("--phase-secs"), "{e}");
+        let p = parse(&[
+            "--capacity",
+            "6",
+            "--workers",
+            "8.0",
+            "--error-ratio",
+            "1",
+            "--phase-secs",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!((p.capacity, p.workers, p.error_ratio), (6, 8, 1.0));
     }
 
     #[test]

@@ -2,14 +2,19 @@
 //!
 //! Every child is a [`Child`] guard: dropping it sends SIGTERM, waits up to 3 s, then SIGKILLs.
 //! So an error, a panic or Ctrl-C (main turns SIGINT/SIGTERM into an orderly return) stops them.
-//! Children stay in the lab's process group, so `lab/run.sh`, which starts the lab in its own
-//! group, can kill the whole group as a last resort (e.g. if the lab itself is SIGKILLed).
-//! php-fpm is the exception: it makes itself a session leader (`setsid`), and its workers
-//! outlive a master killed alone. So a child that leads its own group is signalled as a group.
+//! php-fpm makes itself a session leader (`setsid`), and its workers outlive a master killed
+//! alone, so a child that leads its own group is signalled as a group.
+//!
+//! When the lab is SIGKILLed no guard runs, and no process-group kill reaches php-fpm's own
+//! session: so every child also asks the kernel for SIGTERM when the lab dies
+//! (`PR_SET_PDEATHSIG`), which stops php-fpm's master and, through it, its workers.
 
 use std::fs::File;
+use std::io;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A running child process that is stopped when dropped.
@@ -28,9 +33,9 @@ impl Child {
             .map_err(|e| format!("{}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-        let inner = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {name} ({:?}): {e}", cmd.get_program()))?;
+        let program = cmd.get_program().to_owned();
+        let inner =
+            spawn_tied(cmd).map_err(|e| format!("cannot start {name} ({program:?}): {e}"))?;
         Ok(Child {
             name: name.to_string(),
             inner: Some(inner),
@@ -58,12 +63,12 @@ impl Child {
         }
         let pid = c.id() as i32;
         // SAFETY: getpgid(2) and kill(2) on our own child's pid, which we have not reaped yet.
-        let target = if unsafe { getpgid(pid) } == pid {
+        let target = if unsafe { libc::getpgid(pid) } == pid {
             -pid
         } else {
             pid
         };
-        unsafe { libc_kill(target, 15) };
+        unsafe { libc::kill(target, libc::SIGTERM) };
         let until = Instant::now() + Duration::from_secs(3);
         while Instant::now() < until {
             if let Ok(Some(_)) = c.try_wait() {
@@ -72,7 +77,7 @@ impl Child {
             std::thread::sleep(Duration::from_millis(20));
         }
         // SAFETY: as above (the child is not reaped, so its group id is still its own).
-        unsafe { libc_kill(target, 9) };
+        unsafe { libc::kill(target, libc::SIGKILL) };
         let _ = c.wait();
     }
 }
@@ -83,10 +88,50 @@ impl Drop for Child {
     }
 }
 
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
-    fn getpgid(pid: i32) -> i32;
+/// A spawn request for the spawner thread, and where its answer goes.
+type SpawnJob = (Command, mpsc::Sender<io::Result<std::process::Child>>);
+
+/// Starts `cmd` so that it gets SIGTERM when the lab dies. The kernel sends that signal when
+/// the *thread* that forked the child ends, not the process: so every child is forked by one
+/// spawner thread that lives as long as the lab (a tokio blocking thread ends after 10 s idle).
+fn spawn_tied(mut cmd: Command) -> io::Result<std::process::Child> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    let lab = std::process::id() as i32;
+    // SAFETY: prctl(2) and getppid(2) are async-signal-safe system calls, and the error needs
+    // no allocation: fine between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The lab died before the request took effect: nobody would stop this child.
+            if libc::getppid() != lab {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("lab-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("cannot start the spawner thread");
+        Mutex::new(tx)
+    });
+    let (reply, answer) = mpsc::channel();
+    spawner
+        .lock()
+        .map_err(|_| io::Error::other("spawner lock poisoned"))?
+        .send((cmd, reply))
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    answer
+        .recv()
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?
 }
 
 /// A loopback port that was free a moment ago (bind to :0, read, release).

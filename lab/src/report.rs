@@ -386,7 +386,21 @@ pub fn markdown(
         let _ = writeln!(md, "**Not the seed's experiment:** in the slow phase {:.0} % of the upstream's answers are 503 (`--slow-fail-ratio`).\n", 100.0 * p.slow_fail_ratio);
     }
     if p.bad_is_slow() {
-        let _ = writeln!(md, "Upstream capacity when slow: {} / {} ms = {:.1} req/s, below the offered {} req/s before any retry.\n", p.capacity, p.slow_ms, p.slow_capacity_rps(), p.rate);
+        let relation = if p.slow_capacity_rps() < p.rate {
+            format!("below the offered {} req/s before any retry", p.rate)
+        } else {
+            format!(
+                "not below the offered {} req/s: the slow upstream can serve all of it",
+                p.rate
+            )
+        };
+        let _ = writeln!(
+            md,
+            "Upstream capacity when slow: {} / {} ms = {:.1} req/s, {relation}.\n",
+            p.capacity,
+            p.slow_ms,
+            p.slow_capacity_rps()
+        );
     }
     for g in goals {
         let title = if p.scenario == Scenario::Slowdown {
@@ -611,6 +625,10 @@ fn miss_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> String {
     else {
         return out;
     };
+    // The explanation below is about arrivals that outpace the slots.
+    if s.offered_rps < s.capacity_rps {
+        return out;
+    }
     let interval = 1000.0 / p.rate;
     let per_cycle = (p.slow_ms as f64 / interval).floor() + 1.0;
     let ceiling = p.slow_ms as f64 / (per_cycle * interval);
@@ -811,4 +829,39 @@ pub fn write_raw(dir: &Path, runs: &[VariantRun], all: &[VariantSummary]) -> Res
             .map_err(|e| e.to_string())?,
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::goals::tests::{params, served_everything};
+
+    fn report(p: &Params, all: &[VariantSummary]) -> String {
+        let goals = crate::goals::scenario_goals(p, all);
+        let open_loop = crate::goals::open_loop(p, all);
+        markdown(p, all, &goals, &open_loop, Path::new("/tmp"), "now", &[])
+    }
+
+    #[test]
+    fn a_load_below_capacity_is_not_reported_as_above_it_nor_as_missed() {
+        // 20 req/s against a slow upstream that serves 33.3/s, every request served.
+        let p = params(&["--quick", "--rate", "20"]);
+        let md = report(&p, &[served_everything("resilient", 20.0, 1.0)]);
+        assert!(!md.contains("misses the goodput goal"), "{md}");
+        assert!(!md.contains("req/s, below the offered"), "{md}");
+        assert!(
+            md.contains("33.3 req/s, not below the offered 20 req/s"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_load_above_capacity_keeps_its_sentence_and_its_miss_note() {
+        let p = params(&["--quick"]);
+        let mut r = served_everything("resilient", 50.0, 1.0);
+        r.phases[1].goodput_rps = 20.0;
+        let md = report(&p, &[r]);
+        assert!(md.contains("33.3 req/s, below the offered 50 req/s before any retry"));
+        assert!(md.contains("Why resilient misses the goodput goal"), "{md}");
+    }
 }

@@ -90,6 +90,12 @@ impl SystemUnderTest {
             ("BUDGET_FLOOR", p.budget.floor.to_string()),
             ("BUDGET_WINDOW", p.budget.window_s.to_string()),
             ("FPM_PORT", free_port()?.to_string()),
+            (
+                "STATUS_SOCK",
+                crate::sockets::fpm_status(p.scenario.name(), variant, 'a')?
+                    .display()
+                    .to_string(),
+            ),
         ];
         let fpm_conf = dir.join("php-fpm.conf");
         render(&conf.join("php-fpm.conf.tmpl"), &fpm_conf, &vars)?;

@@ -45,7 +45,7 @@ const FUNNEL_LIMIT: u32 = 4;
 pub struct HostB {
     fpm: Child,
     port: u16,
-    dir: PathBuf,
+    status_sock: PathBuf,
     shm_path: Option<PathBuf>,
 }
 
@@ -67,11 +67,13 @@ impl HostB {
         let bdir = dir.join("host-b");
         std::fs::create_dir_all(&bdir).map_err(|e| e.to_string())?;
         let port = free_port()?;
+        let status_sock = crate::sockets::fpm_status(p.scenario.name(), variant, 'b')?;
         let vars_b: Vec<(&str, String)> = vars
             .iter()
             .map(|(k, v)| match *k {
                 "DIR" => (*k, bdir.display().to_string()),
                 "FPM_PORT" => (*k, port.to_string()),
+                "STATUS_SOCK" => (*k, status_sock.display().to_string()),
                 _ => (*k, v.clone()),
             })
             .collect();
@@ -105,7 +107,7 @@ impl HostB {
         Ok(Some(HostB {
             fpm,
             port,
-            dir: bdir,
+            status_sock,
             shm_path,
         }))
     }
@@ -114,7 +116,7 @@ impl HostB {
     pub fn vars(&self) -> [(&'static str, String); 2] {
         [
             ("FPM_PORT_B", self.port.to_string()),
-            ("DIR_B", self.dir.display().to_string()),
+            ("STATUS_SOCK_B", self.status_sock.display().to_string()),
         ]
     }
 }

@@ -4,6 +4,8 @@ declare(strict_types=1);
 
 namespace Resilient\Tests\Lab;
 
+require_once __DIR__ . '/support/LabProcess.php';
+
 use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 
@@ -13,15 +15,17 @@ use Resilient\Tests\Harness\TestCase;
  * Starts `lab/run.sh` in its own process group (as a terminal would), waits until the system
  * under test is up (php-fpm, nginx, the upstream simulator are its descendants), records every
  * descendant, sends SIGINT to the group (what Ctrl-C does) and then checks that each recorded
- * process is gone and no shared-memory file of the run is left.
+ * process is gone and no shared-memory file or socket folder of the run is left.
  */
 final class LabCleanupTest extends TestCase
 {
     public function testCtrlCStopsEveryProcessTheLabStarted(): void
     {
-        $log = Run::tempDir('lab-cleanup') . '/lab.log';
+        $dir = Run::tempDir('lab-cleanup');
+        $log = "$dir/lab.log";
+        // Its own output directory: lab/out keeps the user's runs (and its lock).
         $proc = proc_open(
-            ['setsid', 'bash', 'lab/run.sh', '--quick', '--variants', 'naive', '--phase-secs', '30'],
+            ['setsid', 'bash', 'lab/run.sh', '--quick', '--variants', 'naive', '--phase-secs', '30', '--out', "$dir/out"],
             [0 => ['file', '/dev/null', 'r'], 1 => ['file', $log, 'w'], 2 => ['file', $log, 'a']],
             $pipes,
             Run::root(),
@@ -32,8 +36,8 @@ final class LabCleanupTest extends TestCase
 
         // Wait (bounded) until php-fpm and nginx run below the lab.
         [$tree] = $this->waitFor(function () use ($pid) {
-            $tree = self::descendants($pid);
-            $names = array_map(fn ($p) => self::comm($p), $tree);
+            $tree = LabProcess::descendants($pid);
+            $names = array_map(fn ($p) => LabProcess::comm($p), $tree);
             $up = array_filter($names, fn ($n) => str_starts_with($n, 'php-fpm')) && in_array('nginx', $names, true)
                 && in_array('resilient-upstr', $names, true);
             return $up ? $tree : null;
@@ -45,48 +49,12 @@ final class LabCleanupTest extends TestCase
         proc_close($proc);
         Run::untrackPid($pid);
 
-        $this->waitFor(fn () => array_filter($tree, fn ($p) => self::alive($p)) === [], 10, 'every process of the lab to be gone');
-        $left = array_filter($tree, fn ($p) => self::alive($p));
-        $this->assertSame([], $left, 'still running after Ctrl-C: ' . implode(', ', array_map(fn ($p) => "$p " . self::comm($p), $left)));
+        $this->waitFor(fn () => array_filter($tree, fn ($p) => LabProcess::alive($p)) === [], 10, 'every process of the lab to be gone');
+        $left = array_filter($tree, fn ($p) => LabProcess::alive($p));
+        $this->assertSame([], $left, 'still running after Ctrl-C: ' . implode(', ', array_map(fn ($p) => "$p " . LabProcess::comm($p), $left)));
         foreach ($tree as $p) {
             $this->assertSame([], glob("/dev/shm/resilient-lab-$p-*") ?: [], "shm file of lab process $p left behind");
+            $this->assertDirectoryDoesNotExist("/tmp/resilient-lab-$p", "socket folder of lab process $p left behind");
         }
-    }
-
-    /** @return list<int> every live descendant of $root */
-    private static function descendants(int $root): array
-    {
-        $children = [];
-        foreach (glob('/proc/[0-9]*/stat') ?: [] as $stat) {
-            $s = @file_get_contents($stat);
-            if ($s === false) {
-                continue;
-            }
-            // pid (comm) state ppid ...: comm may contain spaces, so split after the last ')'.
-            $pid = (int) $s;
-            $rest = explode(' ', substr($s, strrpos($s, ')') + 2));
-            $children[(int) $rest[1]][] = $pid;
-        }
-        $out = [];
-        $todo = [$root];
-        while ($todo) {
-            foreach ($children[array_pop($todo)] ?? [] as $c) {
-                $out[] = $c;
-                $todo[] = $c;
-            }
-        }
-        return $out;
-    }
-
-    private static function comm(int $pid): string
-    {
-        return trim((string) @file_get_contents("/proc/$pid/comm"));
-    }
-
-    private static function alive(int $pid): bool
-    {
-        $s = @file_get_contents("/proc/$pid/stat");
-        // A zombie has exited; only its parent's wait is missing.
-        return $s !== false && substr($s, strrpos($s, ')') + 2, 1) !== 'Z';
     }
 }

@@ -226,6 +226,13 @@ fn timeline(app: &App, pairs: &[(String, String)]) -> Response<OutBody> {
     if bucket_ms < 1.0 {
         return bad("bucket_ms must be at least 1");
     }
+    let n = timeline::bucket_count(from_ms, to_ms, bucket_ms);
+    if n > timeline::MAX_BUCKETS as f64 {
+        return bad(format!(
+            "{n} buckets of bucket_ms {bucket_ms} from {from_ms} to {to_ms}: at most {} in one answer (a larger bucket_ms or a shorter span)",
+            timeline::MAX_BUCKETS
+        ));
+    }
     let rows = app.sim.rows_since(0);
     let buckets = timeline::build(&rows, from_ms, to_ms, bucket_ms);
     match query::get(pairs, "format").unwrap_or("json") {

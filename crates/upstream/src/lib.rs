@@ -25,7 +25,7 @@ pub mod server;
 pub mod sim;
 pub mod timeline;
 
-pub use server::{serve, Upstream};
+pub use server::{serve, serve_with, Upstream, HEADER_READ_TIMEOUT};
 pub use sim::SimConfig;
 
 /// Everything the handlers share.

@@ -1,23 +1,27 @@
 //! `resilient-upstream --listen 127.0.0.1:0 [--port-file PATH] [--capacity N] [--service-ms MS]`
 //!
 //! Prints `listening 127.0.0.1:PORT` once bound, writes the port to `--port-file` (atomically,
-//! removed again on exit), and runs until SIGTERM or SIGINT.
+//! removed again on exit), and runs until SIGTERM or SIGINT. `--header-timeout-ms` closes a
+//! connection that does not send a request's headers in time (default 60 s; also the longest
+//! idle keep-alive).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
-use resilient_upstream::{serve, App, SimConfig};
+use resilient_upstream::{serve_with, App, SimConfig, HEADER_READ_TIMEOUT};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
-const USAGE: &str = "usage: resilient-upstream [--listen 127.0.0.1:0] [--port-file PATH] [--capacity N] [--service-ms MS] [--fail-ratio R] [--fail-status S]";
+const USAGE: &str = "usage: resilient-upstream [--listen 127.0.0.1:0] [--port-file PATH] [--capacity N] [--service-ms MS] [--fail-ratio R] [--fail-status S] [--header-timeout-ms MS]";
 
 struct Args {
     listen: SocketAddr,
     port_file: Option<PathBuf>,
     sim: SimConfig,
+    header_read_timeout: Duration,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -25,6 +29,7 @@ fn parse_args() -> Result<Args, String> {
         listen: "127.0.0.1:0".parse().unwrap(),
         port_file: None,
         sim: SimConfig::default(),
+        header_read_timeout: HEADER_READ_TIMEOUT,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -63,6 +68,14 @@ fn parse_args() -> Result<Args, String> {
                     .ok()
                     .filter(|s| (200..=999).contains(s))
                     .ok_or_else(|| bad("a status"))?
+            }
+            "--header-timeout-ms" => {
+                args.header_read_timeout = value
+                    .parse()
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| bad("a positive number of milliseconds"))?
             }
             _ => return Err(format!("unknown option {flag}")),
         }
@@ -121,7 +134,7 @@ async fn main() -> ExitCode {
     }
     println!("listening {addr}");
     let app = Arc::new(App::new(args.sim));
-    serve(listener, app, async move {
+    serve_with(listener, app, args.header_read_timeout, async move {
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}

@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::http::{Request, StatusCode};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -30,9 +30,27 @@ pub struct ConnectionId(pub u64);
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
-/// Accepts connections until `shutdown` completes. Each connection is served (keep-alive) on
-/// its own task; connections still open when this returns end when the runtime does.
+/// How long a connection may take to send a request's headers, counted from its opening or
+/// from the end of the previous answer on it (so it is also the longest idle keep-alive): a
+/// client that stalls or never sends is disconnected instead of holding its connection
+/// forever. A minute is longer than any pause the lab's and the tests' clients make between
+/// two requests on one connection.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Accepts connections until `shutdown` completes, with the [`HEADER_READ_TIMEOUT`].
 pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
+    serve_with(listener, app, HEADER_READ_TIMEOUT, shutdown).await
+}
+
+/// Accepts connections until `shutdown` completes. Each connection is served (keep-alive) on
+/// its own task and closed when it does not send a request's headers within
+/// `header_read_timeout`; connections still open when this returns end when the runtime does.
+pub async fn serve_with(
+    listener: TcpListener,
+    app: Arc<App>,
+    header_read_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -48,7 +66,12 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
                             route(app.clone(), req)
                         });
                         // Errors here are client disconnects or our own scripted closes.
-                        let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service).await;
+                        let _ = http1::Builder::new()
+                            .keep_alive(true)
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(header_read_timeout)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
                     });
                 }
                 // Out of file descriptors and the like: back off instead of spinning.

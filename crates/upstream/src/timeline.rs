@@ -36,10 +36,14 @@ enum Kind {
     Gone,
 }
 
-/// Buckets covering `[from_ms, to_ms)`.
+/// How many buckets of `bucket_ms` cover `[from_ms, to_ms)` (at least one).
+pub fn bucket_count(from_ms: f64, to_ms: f64, bucket_ms: f64) -> f64 {
+    ((to_ms - from_ms).max(0.0) / bucket_ms).ceil().max(1.0)
+}
+
+/// Buckets covering `[from_ms, to_ms)`; at most [`MAX_BUCKETS`] (callers refuse more).
 pub fn build(rows: &[SimRow], from_ms: f64, to_ms: f64, bucket_ms: f64) -> Vec<Bucket> {
-    let span = (to_ms - from_ms).max(0.0);
-    let n = ((span / bucket_ms).ceil() as usize).clamp(1, MAX_BUCKETS);
+    let n = (bucket_count(from_ms, to_ms, bucket_ms) as usize).min(MAX_BUCKETS);
     let mut buckets: Vec<Bucket> = (0..n)
         .map(|i| Bucket {
             t_ms: from_ms + i as f64 * bucket_ms,

@@ -1,9 +1,11 @@
-//! The binary: announces its port, serves, and exits cleanly on SIGTERM.
+//! The binary: announces its port, serves, exits cleanly on SIGTERM, and closes connections
+//! that do not send a request's headers in time.
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -83,4 +85,84 @@ fn refuses_bad_arguments() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The binary on a free port with `args`; its address.
+fn start(args: &[&str]) -> (Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_resilient-upstream"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("no listening line: {line:?}")
+        })
+        .parse()
+        .unwrap();
+    (child, addr)
+}
+
+/// Seconds until the server closes `s` (whatever it sends before), at most 5.
+fn closed_after(mut s: TcpStream) -> f64 {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t = Instant::now();
+    let mut sink = Vec::new();
+    match s.read_to_end(&mut sink) {
+        Ok(_) => t.elapsed().as_secs_f64(),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => t.elapsed().as_secs_f64(),
+        Err(e) => panic!(
+            "still open after 5 s ({e}); got {:?}",
+            String::from_utf8_lossy(&sink)
+        ),
+    }
+}
+
+#[test]
+fn connections_that_do_not_send_their_headers_in_time_are_closed() {
+    let (mut child, addr) = start(&["--header-timeout-ms", "300"]);
+    // Partial headers, then nothing.
+    let mut partial = TcpStream::connect(addr).unwrap();
+    partial
+        .write_all(b"GET /sim/quote HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    // Connected, never a byte.
+    let silent = TcpStream::connect(addr).unwrap();
+    // One request answered, then idle on the kept-alive connection.
+    let mut idle = common::Conn::open(addr);
+    assert_eq!(idle.call("GET", "/sim/quote", &[], b"").status, 200);
+    let idle = idle.stream().try_clone().unwrap();
+
+    for (what, s) in [
+        ("partial headers", partial),
+        ("silent", silent),
+        ("idle", idle),
+    ] {
+        let secs = closed_after(s);
+        assert!(secs < 2.0, "{what}: closed after {secs:.2} s");
+    }
+    // A client that sends its request in time is served as before.
+    assert_eq!(common::get(addr, "/sim/quote").status, 200);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn the_header_timeout_must_be_positive() {
+    for bad in ["0", "-1", "x"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_resilient-upstream"))
+            .args(["--header-timeout-ms", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--header-timeout-ms"));
+    }
 }

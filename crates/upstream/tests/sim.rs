@@ -414,3 +414,31 @@ fn over_the_shed_rate_requests_are_answered_at_once_without_a_slot() {
     post_json(a, "/__control/sim", json!({"shed_rps": 0.0}));
     assert!((0..10).all(|_| get(a, "/sim/q").status == 200), "off again");
 }
+
+#[test]
+fn a_timeline_of_more_buckets_than_one_answer_holds_is_refused() {
+    let up = Upstream::start().unwrap();
+    let a = up.addr();
+    let max = resilient_upstream::timeline::MAX_BUCKETS;
+    let r = get(
+        a,
+        &format!(
+            "/__control/timeline?bucket_ms=1&from_ms=0&to_ms={}",
+            max + 1
+        ),
+    );
+    let start: String = r.text().chars().take(200).collect();
+    assert_eq!(r.status, 400, "{start}");
+    assert!(r.text().contains("bucket_ms"), "{start}");
+    // As many as it holds: every one, at the bucket size asked for.
+    let r = get(
+        a,
+        &format!("/__control/timeline?bucket_ms=1&from_ms=0&to_ms={max}&format=csv"),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.text().lines().count(),
+        max + 1,
+        "header and {max} buckets"
+    );
+}
