@@ -410,7 +410,12 @@ impl Client {
     /// `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
     /// options?]`; at most `$concurrency` in flight (a sliding window); returns `key =>
     /// Response|Unavailable` (failures are values, not thrown). When more than half of 3 or
-    /// more first attempts failed, no call is retried (the upstream is in trouble).
+    /// more first attempts failed, no call is retried (the upstream is in trouble); a retry
+    /// waits only until the first attempts still running cannot make it so. The requests run
+    /// on this thread between the callables' calls: a slow `on_attempt` holds every request of
+    /// the pool, whose timeouts keep running (keep it quick: queue what it records, write it
+    /// after); one that throws ends the pool there, its requests in flight cancelled and the
+    /// results so far lost (catch inside it).
     pub fn pool(
         &self,
         requests: ArrayArg,

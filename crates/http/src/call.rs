@@ -161,6 +161,8 @@ impl Drop for Call {
 struct PendingRetry {
     reason: RetryReason,
     record: AttemptRecord,
+    /// When it was decided: a pool call paused since has waited that long already.
+    decided_ns: u64,
 }
 
 /// One call in progress.
@@ -273,8 +275,15 @@ impl Call {
     /// Spends the budget and tells the observer a retry follows; returns the wait.
     /// Errors end the call at once, without sleeping.
     fn begin_retry(&mut self, pending: PendingRetry) -> Result<Duration, Unavailable> {
-        // Time may have passed since the decision (a paused pool call): check the deadline again.
-        let delay = pending.reason.delay();
+        // Time may have passed since the decision (a paused pool call): it counts in the wait
+        // (a `Retry-After` runs from the answer), and the deadline is checked again.
+        let waited = Duration::from_nanos(
+            self.env
+                .clock
+                .monotonic_ns()
+                .saturating_sub(pending.decided_ns),
+        );
+        let delay = pending.reason.delay().saturating_sub(waited);
         let remaining = self.remaining();
         if remaining != Duration::MAX
             && remaining < delay.saturating_add(self.policy.min_useful_attempt())
@@ -570,7 +579,12 @@ impl Call {
                 Some(Err(self.unavailable(why.kind(), reason)))
             }
             Next::Retry { reason } => {
-                self.pending = Some(PendingRetry { reason, record });
+                let decided_ns = self.env.clock.monotonic_ns();
+                self.pending = Some(PendingRetry {
+                    reason,
+                    record,
+                    decided_ns,
+                });
                 None
             }
         }

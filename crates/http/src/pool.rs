@@ -4,10 +4,12 @@
 //! (a sliding window, not chunks: one slow request never holds back the others). Every call
 //! runs the same loop with the same rules (deadline, funnel per attempt, budget, jitter).
 //!
-//! Batch rule (seed 000): the first attempts of the whole batch run first; when more than half
-//! of them failed transiently the upstream is in trouble, not hiccuping, and the retry round
-//! is skipped for the whole batch (those calls fail as upstream failed). Otherwise the calls
-//! that want a retry continue, again under the sliding window. A batch of fewer than
+//! Batch rule (seed 000): when more than half of the batch's first attempts failed transiently
+//! the upstream is in trouble, not hiccuping, and the retry round is skipped for the whole
+//! batch (those calls fail as upstream failed). Otherwise the calls that want a retry continue,
+//! under the same window. A call that wants a retry waits only until the rule is settled, as
+//! soon as the first attempts not ended yet cannot change it (one slow first attempt holds no
+//! retry back, and a `Retry-After` runs from its answer). A batch of fewer than
 //! [`BATCH_RULE_MIN`] first attempts shows no share: its calls are retried as alone (the
 //! retry budget still caps a storm). Results come back in input order (the caller keys them
 //! like its input).
@@ -146,6 +148,22 @@ async fn result_of<T: 'static>(running: &mut JoinSet<T>, joined: Result<T, JoinE
     }
 }
 
+/// The batch rule, once `unfinished` first attempts (running or queued) can no longer change
+/// it: `Some(true)` skips the retry round (more than half of at least [`BATCH_RULE_MIN`] first
+/// attempts failed transiently, whatever the others do), `Some(false)` runs it (even if every
+/// unfinished one failed), `None` not yet. An unfinished call that makes no attempt (the
+/// deadline) counts neither way.
+fn settled(summary: &BatchSummary, unfinished: usize) -> Option<bool> {
+    let (made, failed) = (summary.first_attempts, summary.first_failed);
+    if made >= BATCH_RULE_MIN && 2 * failed > made + unfinished {
+        return Some(true);
+    }
+    if made + unfinished < BATCH_RULE_MIN || 2 * failed + unfinished <= made {
+        return Some(false);
+    }
+    None
+}
+
 /// Runs `items` with at most `concurrency` in flight. Must run inside a tokio runtime (tasks
 /// are spawned on it). `enclosing_remaining` is an enclosing deadline's remainder at the start.
 pub async fn run_pool(
@@ -161,13 +179,16 @@ pub async fn run_pool(
         (0..count).map(|_| None).collect();
     let mut summary = BatchSummary::default();
 
-    // Round 1: every call up to the point where it would retry. While the first call to a
-    // cold TLS origin opens it, the others wait (once per pool): over HTTP/2 they then share
-    // its connection instead of racing a handshake each. They go as soon as the origin is warm
-    // (its first answer's headers), the opener's attempt ended, or `OPENER_WAIT` passed (under a
-    // deadline, a quarter of what the batch has left if less): a slow first answer never holds
-    // the batch.
-    let mut paused: Vec<(usize, Call)> = Vec::new();
+    // Every call runs up to the point where it would retry (its first attempt, round 1). While
+    // the first call to a cold TLS origin opens it, the others wait (once per pool): over
+    // HTTP/2 they then share its connection instead of racing a handshake each. They go as soon
+    // as the origin is warm (its first answer's headers), the opener's attempt ended, or
+    // `OPENER_WAIT` passed (under a deadline, a quarter of what the batch has left if less): a
+    // slow first answer never holds the batch. The retries (round 2) wait only for the batch
+    // rule to be settled, which is as soon as the first attempts not ended yet cannot change it
+    // (`settled`), and then share the window, after the first attempts still queued: a retry
+    // never waits for the slowest first attempt of the batch.
+    let mut paused: std::collections::VecDeque<(usize, Call)> = Default::default();
     let mut queue = items.into_iter().enumerate().peekable();
     let mut running = JoinSet::new();
     let mut registered = Registered::default();
@@ -175,10 +196,36 @@ pub async fn run_pool(
     let mut opener_since_ns = 0;
     let mut opener_wait = OPENER_WAIT;
     let mut opened = false;
+    // First attempts started and not ended yet.
+    let mut first_running = 0;
+    // The batch rule once settled: `Some(true)` skips every retry.
+    let mut skip: Option<bool> = None;
     loop {
+        if skip.is_none() {
+            skip = settled(&summary, first_running + queue.len());
+            summary.retry_round_skipped = skip == Some(true);
+        }
+        if skip == Some(true) {
+            for (index, call) in paused.drain(..) {
+                results[index] = Some(Err(
+                    call.skip_retry(summary.first_failed, summary.first_attempts)
+                ));
+            }
+        }
         while running.len() < concurrency {
             let Some((_, next)) = queue.peek() else {
-                break;
+                // No first attempt left to start: the retries, once the rule lets them.
+                if skip != Some(false) {
+                    break;
+                }
+                let Some((index, mut call)) = paused.pop_front() else {
+                    break;
+                };
+                registered.add(running.spawn(async move {
+                    let progress = call.advance(false).await;
+                    (index, call, progress, false)
+                }));
+                continue;
             };
             let cold = !opened && !env.transport_ref().is_warm(&next.request);
             if cold && opener.is_some() {
@@ -202,10 +249,11 @@ pub async fn run_pool(
                 // Under a deadline, at most a quarter of what is left: the others must fit.
                 opener_wait = enclosing.map_or(OPENER_WAIT, |left| OPENER_WAIT.min(left / 4));
             }
+            first_running += 1;
             registered.add(running.spawn(async move {
                 let mut call = Call::start(env, item.policy, item.request, enclosing);
                 let progress = call.advance(true).await;
-                (index, call, progress)
+                (index, call, progress, true)
             }));
         }
         // Only a cold origin being opened keeps a free place empty.
@@ -232,52 +280,21 @@ pub async fn run_pool(
         let Some(joined) = joined else {
             break;
         };
-        let (index, call, progress) = result_of(&mut running, joined).await;
+        let (index, call, progress, first) = result_of(&mut running, joined).await;
         if opener == Some(index) {
             opener = None;
             opened = true;
         }
-        if call.attempts() > 0 {
-            summary.first_attempts += 1;
-            summary.first_failed += usize::from(call.first_attempt_transient());
+        if first {
+            first_running -= 1;
+            if call.attempts() > 0 {
+                summary.first_attempts += 1;
+                summary.first_failed += usize::from(call.first_attempt_transient());
+            }
         }
         match progress {
             Progress::Done(result) => results[index] = Some(result),
-            Progress::RetryPending => paused.push((index, call)),
-        }
-    }
-
-    // The batch rule.
-    if summary.first_attempts >= BATCH_RULE_MIN && summary.first_failed * 2 > summary.first_attempts
-    {
-        summary.retry_round_skipped = true;
-        for (index, call) in paused {
-            results[index] = Some(Err(
-                call.skip_retry(summary.first_failed, summary.first_attempts)
-            ));
-        }
-    } else {
-        // Round 2: the retries, under the same window.
-        paused.sort_by_key(|(index, _)| *index);
-        let mut queue = paused.into_iter();
-        loop {
-            while running.len() < concurrency {
-                let Some((index, mut call)) = queue.next() else {
-                    break;
-                };
-                registered.add(running.spawn(async move {
-                    let progress = call.advance(false).await;
-                    (index, call, progress)
-                }));
-            }
-            let Some(joined) = running.join_next().await else {
-                break;
-            };
-            let (index, _call, progress) = result_of(&mut running, joined).await;
-            match progress {
-                Progress::Done(result) => results[index] = Some(result),
-                Progress::RetryPending => unreachable!("advance(false) runs to the end"),
-            }
+            Progress::RetryPending => paused.push_back((index, call)),
         }
     }
     let results = results

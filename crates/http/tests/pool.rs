@@ -152,6 +152,72 @@ async fn when_few_fail_they_are_retried() {
     assert_eq!(results[0].as_ref().unwrap_err().attempts(), 3);
 }
 
+/// Ten requests: `/sku/0` .. `/sku/{failing - 1}` answer 503 (with `Retry-After: 1`) at 10 ms,
+/// `/sku/9` hangs into its 5 s timeout, the others answer 200 at 10 ms.
+async fn pool_beside_a_hanging_request(
+    failing: usize,
+) -> (
+    Rig,
+    Vec<Result<resilient_http::Response, resilient_http::Unavailable>>,
+    resilient_http::BatchSummary,
+) {
+    let rig = Rig::new(vec![], status(200));
+    for i in 0..failing {
+        rig.transport.by_path.lock().unwrap().push((
+            format!("/sku/{i}"),
+            status_with(503, &[("Retry-After", "1")], ""),
+        ));
+    }
+    rig.transport
+        .by_path
+        .lock()
+        .unwrap()
+        .push(("/sku/9".into(), Step::Hang));
+    let c = rig.client(json!({"timeout": 5, "max_attempts": 2}));
+    let requests = (0..10)
+        .map(|i| {
+            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
+                .unwrap()
+        })
+        .collect();
+    let (results, summary) = c.pool(rig.env.clone(), requests, 10, None).await;
+    (rig, results, summary)
+}
+
+/// The batch rule is decided as soon as the first attempts still running cannot change it:
+/// a retry waits for its own `Retry-After`, counted from its answer, not for the slowest first
+/// attempt of the batch. Before, the 503's retry went out after the hanging request's 5 s
+/// timeout (and under a deadline, not at all).
+#[tokio::test(start_paused = true)]
+async fn a_retry_goes_out_once_the_batch_rule_is_settled_not_after_the_slowest_first_attempt() {
+    let (rig, results, summary) = pool_beside_a_hanging_request(1).await;
+    assert!(!summary.retry_round_skipped);
+    let retried: Vec<Duration> = rig
+        .transport
+        .seen()
+        .iter()
+        .filter(|s| s.request.url.path() == "/sku/0")
+        .map(|s| s.at)
+        .collect();
+    assert_eq!(retried, [Duration::ZERO, 1010 * MS], "Retry-After counted from the answer");
+    assert_eq!(results[0].as_ref().unwrap_err().attempts(), 2);
+    assert!(results[9].as_ref().unwrap_err().is_upstream_failed());
+}
+
+/// Likewise a batch whose failures already outnumber whatever the rest can do skips its retries
+/// at once: each failure ends at its own answer (10 ms), not at the hanging request's timeout.
+#[tokio::test(start_paused = true)]
+async fn a_skipped_retry_round_ends_the_failures_once_it_is_settled() {
+    let (rig, results, summary) = pool_beside_a_hanging_request(7).await;
+    assert!(summary.retry_round_skipped);
+    assert_eq!(rig.sends(), 10, "no retries at all");
+    for r in &results[..7] {
+        let e = r.as_ref().unwrap_err();
+        assert!(e.message().contains("retry skipped"), "{e}");
+        assert!(e.message().contains("(1 attempt in 10ms)"), "{e}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_deadline_bounds_the_whole_batch() {
     // Issue 7 item 8: 101 hanging items, concurrency 16, deadline 2 s took 14 s (each wave got
