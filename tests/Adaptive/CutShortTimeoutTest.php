@@ -69,4 +69,40 @@ final class CutShortTimeoutTest extends TestCase
         $fallen = $handle->stats()['learned'];
         $this->assertLessThanOrEqual(0.9 * $learned['limit'], $fallen['limit'], json_encode([$learned, $fallen]));
     }
+
+    /**
+     * On a fresh name nothing tells a timeout the deadline made from one an idle upstream would
+     * make too: pages with tight deadlines teach nothing until answers taught the no-load
+     * latency (before, they took the limit to its floor before any answer came).
+     */
+    public function testBeforeAnyAnswerTheDeadlinesTimeoutsTeachNothing(): void
+    {
+        $up = MockUpstream::shared();
+        $key = $up->key('cut-short-cold');
+        $up->script($key, [['delay_ms' => 100]]);
+        $name = Run::name('cut-short-cold');
+        $client = new Client($name, [
+            'base_url' => $up->base($key),
+            'timeout' => 2,
+            'max_attempts' => 1,
+            'funnel' => ['limit' => 'auto', 'min' => 1, 'max' => 16, 'initial' => 4, 'wait' => 0.2],
+        ]);
+        $handle = new Funnel($name, 64);
+        for ($i = 0; $i < 30; $i++) {
+            try {
+                Deadline::within(0.06, fn () => $client->get('/x'));
+                $this->fail('answered in 60 ms');
+            } catch (Unavailable $e) {
+                $this->assertSame('timeout', $e->failure(), $e->getMessage());
+            }
+        }
+        $this->assertNull($handle->stats()['learned'], 'nothing learnt, the limit still the initial 4');
+        for ($i = 0; $i < 10; $i++) {
+            $this->assertSame(200, $client->get('/x')->status());
+        }
+        $learned = $handle->stats()['learned'];
+        $this->assertGreaterThanOrEqual(100.0, $learned['no_load_rtt_ms'], json_encode($learned));
+        // One caller at a time: the limit comes down toward its use, not under 1 / 0.8 + 1.
+        $this->assertGreaterThanOrEqual(2.25, $learned['limit'], json_encode($learned));
+    }
 }

@@ -347,9 +347,11 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
     out
 }
 
-/// The learned funnel limits (`'limit' => 'auto'`), for the names that have one.
+/// The learned funnel limits (`'limit' => 'auto'`), for the names that have one. A latency not
+/// known yet (0, before the first interval with answers) has no sample: 0 s would read as
+/// measured.
 fn learned_gauges(out: &mut String, names: &[(String, MetricsSnapshot)], labels: &[String]) {
-    type Value = fn(&crate::AdaptiveStats) -> f64;
+    type Value = fn(&crate::AdaptiveStats) -> Option<String>;
     let families: [(Family, Value); 3] = [
         (
             Family {
@@ -357,23 +359,24 @@ fn learned_gauges(out: &mut String, names: &[(String, MetricsSnapshot)], labels:
                 kind: "gauge",
                 help: "The funnel's learned concurrency limit (fractional; the cap is its whole slots).",
             },
-            |l| l.limit(),
+            // In 1/256 of a slot: exact in binary, printed exactly.
+            |l| Some(l.limit().to_string()),
         ),
         (
             Family {
                 name: "resilient_funnel_no_load_rtt_seconds",
                 kind: "gauge",
-                help: "The learned limit's slowly tracked latency without queueing.",
+                help: "The learned limit's slowly tracked latency without queueing (absent until known).",
             },
-            |l| l.no_load_rtt_ms() / 1000.0,
+            |l| seconds(l.no_load_rtt_us),
         ),
         (
             Family {
                 name: "resilient_funnel_rtt_seconds",
                 kind: "gauge",
-                help: "The learned limit's mean attempt latency over its last interval.",
+                help: "The learned limit's mean attempt latency over its last interval (absent until known).",
             },
-            |l| l.rtt_ms() / 1000.0,
+            |l| seconds(l.rtt_us),
         ),
     ];
     if names.iter().all(|(_, s)| s.learned.is_none()) {
@@ -382,11 +385,21 @@ fn learned_gauges(out: &mut String, names: &[(String, MetricsSnapshot)], labels:
     for (f, value) in families {
         header(out, &f);
         for ((_, s), upstream) in names.iter().zip(labels) {
-            if let Some(l) = &s.learned {
-                let _ = writeln!(out, "{}{upstream}}} {}", f.name, value(l));
+            if let Some(v) = s.learned.as_ref().and_then(value) {
+                let _ = writeln!(out, "{}{upstream}}} {v}", f.name);
             }
         }
     }
+}
+
+/// Whole µs as seconds, exactly (`0.021233`, `1.5`; two float divisions printed
+/// `0.021233000000000002`); `None` for 0, not known yet.
+fn seconds(us: u32) -> Option<String> {
+    if us == 0 {
+        return None;
+    }
+    let text = format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
+    Some(text.trim_end_matches('0').trim_end_matches('.').to_string())
 }
 
 #[cfg(test)]
@@ -435,6 +448,49 @@ mod tests {
                 text.len()
             );
         }
+    }
+
+    /// Latencies as whole µs in seconds, without the noise of two float divisions
+    /// (`0.021233000000000002`); a latency not known yet (0) is no sample, not a measured 0 s.
+    #[test]
+    fn learned_latencies_print_exact_and_unknown_ones_not_at_all() {
+        let learned = |no_load_rtt_us, rtt_us| MetricsSnapshot {
+            learned: Some(crate::AdaptiveStats {
+                limit_256ths: 3 * 256 + 64,
+                no_load_rtt_us,
+                rtt_us,
+                intervals: 7,
+            }),
+            ..MetricsSnapshot::default()
+        };
+        let text = prometheus(&[
+            ("a".to_string(), learned(21_233, 1_500_000)),
+            ("b".to_string(), learned(0, 0)),
+        ]);
+        assert!(
+            text.contains("resilient_funnel_no_load_rtt_seconds{upstream=\"a\"} 0.021233\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("resilient_funnel_rtt_seconds{upstream=\"a\"} 1.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("resilient_funnel_learned_limit{upstream=\"a\"} 3.25\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("resilient_funnel_learned_limit{upstream=\"b\"} 3.25\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("resilient_funnel_no_load_rtt_seconds{upstream=\"b\"}"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("resilient_funnel_rtt_seconds{upstream=\"b\"}"),
+            "{text}"
+        );
     }
 
     #[test]

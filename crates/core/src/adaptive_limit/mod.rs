@@ -25,8 +25,8 @@
 //! interval after interval, down to the floor (TCP reacts once per round trip for the same
 //! reason). The same after a probe ends: the attempts it admitted found a shorter queue.
 //!
-//! Different processes may configure different bounds for one name: each clamps what it
-//! reads to its own `[min, max]`.
+//! Different processes may configure different bounds for one name: the limit is learnt and
+//! stored within `[1, 64]`, and each process clamps what it reads to its own `[min, max]`.
 
 pub mod policy;
 mod state_word;
@@ -98,13 +98,15 @@ impl AdaptiveConfig {
     pub fn initial(&self) -> u32 {
         self.initial
     }
-    fn bounds(&self) -> Bounds {
-        Bounds {
-            min: self.min as f64,
-            max: self.max as f64,
-        }
-    }
 }
+
+/// The bounds of the limit stored for every process of a name. A process's own `[min, max]`
+/// clamps only what it reads ([`AdaptiveLimit::current`]): stored, a job configured with
+/// `min` 12 would lift every other caller's limit to 12, into an upstream that refuses them.
+const STORED: Bounds = Bounds {
+    min: 1.0,
+    max: MAX_FUNNEL_LIMIT as f64,
+};
 
 /// How one attempt ended, as the limit learns from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,7 +260,7 @@ impl AdaptiveLimit {
         // taken out unread: the interval starts again, nothing learnt.
         let window = sums.window(now_ms.saturating_sub(start_ms) * 1000);
         let next = match window {
-            Some(w) => policy::next(prev, w, self.config.bounds()),
+            Some(w) => policy::next(prev, w, STORED),
             None => prev,
         };
         let claim = state_word::closing(state, liveness::current_pid());

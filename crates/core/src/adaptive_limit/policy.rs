@@ -90,9 +90,12 @@ pub const QUEUE_ALLOWANCE: f64 = 0.5;
 /// budget elsewhere would otherwise cut the limit every caller of the host shares). Such an
 /// attempt is neither a drop nor a latency. A timeout of the attempt's own (the client's or a
 /// request's `timeout`) is the caller's word on what is too slow: always a drop. Before a
-/// no-load latency is known (0), every timeout is a drop.
+/// no-load latency is known (0) the deadline's timeouts teach nothing: they cannot be told
+/// from those an idle upstream would make too, and on a fresh name pages with tight deadlines
+/// would take the limit to its floor before any answer came.
 pub fn teaches(sample: &Sample, no_load_us: u32) -> bool {
-    !sample.deadline_cut || sample.latency_us as f64 >= TOLERANCE * no_load_us as f64
+    !sample.deadline_cut
+        || (no_load_us > 0 && sample.latency_us as f64 >= TOLERANCE * no_load_us as f64)
 }
 
 /// One interval's sums.

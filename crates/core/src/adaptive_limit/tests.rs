@@ -644,6 +644,92 @@ fn a_lightly_used_limit_comes_down_to_its_use_and_bounds_are_clamped() {
     std::fs::remove_file(p).unwrap();
 }
 
+/// Two configs of one name (a web client with `min` 1, a CLI job with `min` 12, then one with
+/// `max` 2): each process's bounds clamp only what it reads. Before, the closer clamped the
+/// shared limit to its own bounds: the job's few calls into a dead upstream lifted the host's
+/// limit from 1 to 12, and a `max` of 2 held every other process's limit at 2.
+#[test]
+fn a_process_with_other_bounds_moves_the_shared_limit_only_as_its_own_reading() {
+    let (web, p) = limit("other-bounds", 1, 32, 16);
+    let other = |min: u32, max: u32| {
+        AdaptiveLimit::new(
+            web.seg.clone(),
+            "up",
+            AdaptiveConfig::new(min.into(), max.into(), min.into()).unwrap(),
+        )
+        .unwrap()
+    };
+    let refused = Sample {
+        latency_us: 1_000,
+        drop: true,
+        deadline_cut: false,
+        inflight: 1,
+    };
+    let mut t = 10_000;
+    for _ in 0..60 {
+        t += 20;
+        web.record(refused, t);
+    }
+    assert_eq!(web.current(), 1.0, "503s: at the floor");
+    let job = other(12, 32);
+    for _ in 0..30 {
+        t += 20;
+        job.record(refused, t);
+    }
+    assert_eq!(job.current(), 12.0, "the job reads its own floor");
+    assert_eq!(web.current(), 1.0, "the web's limit is not lifted by it");
+    // Healthy answers with the web's slots full: the limit grows past 2...
+    for _ in 0..100 {
+        t += 20;
+        web.record(answer(20, web.cap()), t);
+    }
+    let grown = web.current();
+    assert!(grown > 4.0, "{:?}", web.stats());
+    // ...and a process whose `max` is 2 closing intervals holds it at 2 only for itself.
+    let small = other(1, 2);
+    for _ in 0..30 {
+        t += 20;
+        small.record(answer(20, 2), t);
+    }
+    assert_eq!(small.current(), 2.0);
+    assert!(web.current() > 2.0, "{:?}", web.stats());
+    std::fs::remove_file(p).unwrap();
+}
+
+/// Before the no-load latency is known (a fresh name or segment) a timeout the call's deadline
+/// made cannot be told from one an idle upstream would make too: pages with tight deadlines
+/// (60 ms of an upstream's 100) must not take the limit every caller shares to its floor.
+#[test]
+fn a_timeout_cut_short_before_no_load_is_known_teaches_nothing() {
+    let (l, p) = limit("cut-short-cold", 1, 32, 8);
+    let cut_short = Sample {
+        latency_us: 60_000,
+        drop: true,
+        deadline_cut: true,
+        inflight: 6,
+    };
+    let mut t = 10_000;
+    for _ in 0..100 {
+        t += 10;
+        l.record(cut_short, t);
+    }
+    assert_eq!(l.current(), 8.0, "{:?}", l.stats());
+    // Answers of 100 ms come in among them: no_load is learnt, and the cut-short timeouts
+    // still teach nothing.
+    for i in 0..200 {
+        t += 10;
+        if i % 4 == 0 {
+            l.record(answer(100, 6), t);
+        } else {
+            l.record(cut_short, t);
+        }
+    }
+    let s = l.stats();
+    assert_eq!(s.no_load_rtt_us, 100_000, "{s:?}");
+    assert!(l.current() >= 8.0, "{s:?}");
+    std::fs::remove_file(p).unwrap();
+}
+
 #[test]
 fn config_validation_names_the_argument() {
     let arg = |r: Result<AdaptiveConfig, Error>| r.unwrap_err().to_string();

@@ -37,7 +37,9 @@
 //! The reserve is kept in full while the limit is at least twice it; below, web callers keep
 //! half the slots: background callers may fill `L − min(reserve, ⌊L/2⌋)`, and with `share`
 //! the split is at `R' = min(reserve, ⌊L/2⌋)`, at least 1 (background: slots `R'..max`, at most
-//! `L − R'`; at `L = 1` the one slot stays with the web).
+//! `L − R'`; at `L = 1` that is nothing, so either side takes the one slot when it is free:
+//! a refused caller teaches the limit nothing, and background callers alone would never raise
+//! it again).
 
 #[cfg(test)]
 mod model_check;
@@ -245,8 +247,8 @@ impl Funnel {
 
     /// What a caller may take now. Without `share`: web callers any slot up to the limit `L`,
     /// background callers up to `L − R'` (one counter, two caps). With `share`: background
-    /// callers the slots `R'..` (at most `L − R'` of them), web callers every slot, or only
-    /// `0..R'` while a background caller was refused within the last
+    /// callers the slots `R'..` (at most `L − R'` of them, at least 1), web callers every slot,
+    /// or only `0..R'` while a background caller was refused within the last
     /// [`BACKGROUND_DEMAND_MS`] (one load).
     ///
     /// Background callers take slots `R'..` without `share` too. It admits exactly the same
@@ -258,8 +260,8 @@ impl Funnel {
         let limit = self.current_limit();
         let mut reserve = self.reserve_for(limit);
         if self.config.share {
-            // A learned limit of 1 leaves `R' = 0`: web callers still keep that one slot, or
-            // background demand would shut them out entirely.
+            // A learned limit of 1 leaves `R' = 0`: web callers still keep that one slot under
+            // background demand, or it would shut them out entirely.
             reserve = reserve.max(1).min(limit);
         }
         let all = protocol::slots_below(self.config.limit);
@@ -275,7 +277,14 @@ impl Funnel {
                 slots: all & !protocol::slots_below(reserve),
                 within: limit - reserve,
             },
-            (true, true) => within(all & !protocol::slots_below(reserve), limit - reserve),
+            // At a learned limit of 1 the background's part would be nothing: it takes the one
+            // slot when it is free, as the web does. A refused caller sends nothing, so only
+            // the samples of those let in can raise the limit again (a queue worker's host has
+            // no others).
+            (true, true) => within(
+                all & !protocol::slots_below(reserve),
+                (limit - reserve).max(1),
+            ),
             (true, false) if self.background_wanted(now_ms) => {
                 within(protocol::slots_below(reserve), reserve)
             }
@@ -711,7 +720,7 @@ mod tests {
     }
 
     #[test]
-    fn with_share_a_learned_limit_of_one_stays_with_the_web() {
+    fn with_share_a_learned_limit_of_one_is_shared() {
         let (s, p) = seg("ashare1");
         let bounds = AdaptiveConfig::new(1, 16, 8).unwrap();
         let config = FunnelConfig::adaptive(bounds, 2, Duration::from_secs(10))
@@ -721,16 +730,56 @@ mod tests {
         let f = Funnel::new(s.clone(), "ashare1", config).unwrap();
         learn(&f, 1.0);
         let t = 1000;
-        // L = 1: R' = min(2, 0) = 0, kept at 1 with share, so the background has no part.
-        assert!(
-            f.admit(true, t, LEASE).is_none(),
-            "no background part at L = 1"
-        );
+        // L = 1: R' = min(2, 0) = 0, kept at 1 with share; the background's part would be
+        // nothing, so it may take the one slot when free.
+        let bg = f.admit(true, t, LEASE).expect("the one slot is free");
+        assert!(f.admit(false, t, LEASE).is_none(), "L = 1");
+        assert!(f.admit(true, t, LEASE).is_none(), "L = 1: marks demand");
+        drop(bg);
         let web = f
             .admit(false, t, LEASE)
-            .expect("background demand never shuts the web out of its one slot");
-        assert!(f.admit(false, t, LEASE).is_none(), "L = 1");
+            .expect("background demand never shuts the web out of the one slot");
+        assert_eq!(web.id().slot(), 0, "the reserve");
+        assert!(f.admit(true, t, LEASE).is_none(), "L = 1");
         drop(web);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// A queue worker's host (background callers only) after an outage left the learned limit
+    /// at 1. A refused caller sends nothing and teaches nothing: were the one slot the web's,
+    /// every job would fail from then on, the upstream healthy or not.
+    #[test]
+    fn with_share_background_callers_alone_at_a_learned_limit_of_one_raise_it() {
+        let (s, p) = seg("ashare1bg");
+        let bounds = AdaptiveConfig::new(1, 16, 8).unwrap();
+        let config = FunnelConfig::adaptive(bounds, 2, Duration::from_secs(10))
+            .unwrap()
+            .with_share(true)
+            .unwrap();
+        let f = Funnel::new(s.clone(), "ashare1bg", config).unwrap();
+        learn(&f, 1.0);
+        let healthy = Sample {
+            latency_us: 20_000,
+            drop: false,
+            deadline_cut: false,
+            inflight: 1,
+        };
+        let (mut t, mut refused) = (1_000, 0);
+        for _ in 0..100 {
+            match f.admit(true, t, LEASE) {
+                Some(lease) => {
+                    t += 20;
+                    f.record(healthy, t);
+                    drop(lease);
+                }
+                None => {
+                    refused += 1;
+                    t += 20;
+                }
+            }
+        }
+        assert_eq!(refused, 0, "the one slot is free and nobody else wants it");
+        assert!(f.current_limit() >= 2, "{:?}", f.adaptive_stats());
         std::fs::remove_file(p).unwrap();
     }
 
