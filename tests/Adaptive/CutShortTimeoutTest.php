@@ -22,20 +22,31 @@ use Resilient\Unavailable;
  */
 final class CutShortTimeoutTest extends TestCase
 {
+    /**
+     * A client of a learned limit (initial 4, 1..16) and a handle on its funnel. A timed-out
+     * attempt's slot stays held as long again (rule 5): the next caller waits up to 0.2 s.
+     *
+     * @return array{Client, Funnel}
+     */
+    private static function learning(string $name, string $baseUrl): array
+    {
+        $client = new Client($name, [
+            'base_url' => $baseUrl,
+            'timeout' => 2,
+            'max_attempts' => 1,
+            'funnel' => ['limit' => 'auto', 'min' => 1, 'max' => 16, 'initial' => 4, 'wait' => 0.2],
+        ]);
+
+        return [$client, new Funnel($name, 64)];
+    }
+
     public function testTimeoutsTheDeadlineCutShortLeaveTheLearnedLimitAlone(): void
     {
         $up = MockUpstream::shared();
         $key = $up->key('cut-short');
         $up->script($key, [['delay_ms' => 100]]);
         $name = Run::name('cut-short');
-        $client = new Client($name, [
-            'base_url' => $up->base($key),
-            'timeout' => 2,
-            'max_attempts' => 1,
-            // A timed-out attempt's slot stays held as long again (rule 5): the next caller waits.
-            'funnel' => ['limit' => 'auto', 'min' => 1, 'max' => 16, 'initial' => 4, 'wait' => 0.2],
-        ]);
-        $handle = new Funnel($name, 64);
+        [$client, $handle] = self::learning($name, $up->base($key));
         for ($i = 0; $i < 25; $i++) {
             $this->assertSame(200, $client->get('/x')->status());
         }
@@ -81,13 +92,7 @@ final class CutShortTimeoutTest extends TestCase
         $key = $up->key('cut-short-cold');
         $up->script($key, [['delay_ms' => 100]]);
         $name = Run::name('cut-short-cold');
-        $client = new Client($name, [
-            'base_url' => $up->base($key),
-            'timeout' => 2,
-            'max_attempts' => 1,
-            'funnel' => ['limit' => 'auto', 'min' => 1, 'max' => 16, 'initial' => 4, 'wait' => 0.2],
-        ]);
-        $handle = new Funnel($name, 64);
+        [$client, $handle] = self::learning($name, $up->base($key));
         for ($i = 0; $i < 30; $i++) {
             try {
                 Deadline::within(0.06, fn () => $client->get('/x'));

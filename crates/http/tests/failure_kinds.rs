@@ -4,6 +4,8 @@
 //! `timeout` when the attempt's own timeout did (also during the connect), `body` when an
 //! answer's body stopped short.
 
+#[path = "support/accept_loop.rs"]
+mod accept_loop;
 #[path = "support/blackhole.rs"]
 mod blackhole;
 #[path = "support/json.rs"]
@@ -49,34 +51,20 @@ fn both(host: &str) -> [(&'static str, String); 2] {
 /// A server that answers every request with a `Content-Length` of 100 and 5 bytes of body,
 /// then closes the connection.
 fn short_body_server() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((mut socket, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match socket.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let _ = socket
-                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nshort")
-                        .await;
-                });
+    accept_loop::spawn(|mut socket| async move {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
-        });
-    });
-    addr
+        }
+        let _ = socket
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nshort")
+            .await;
+    })
+    .to_string()
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! answering is found by keep-alive pings. The relay counts the connections the client opened;
 //! the server counts what it answered.
 
+#[path = "support/accept_loop.rs"]
+mod accept_loop;
 #[path = "support/freezing_relay.rs"]
 mod freezing_relay;
 #[path = "support/h2_tls.rs"]

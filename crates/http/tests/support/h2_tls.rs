@@ -17,6 +17,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::accept_loop;
+
 /// The CA that signed the server's certificate (`verify`).
 pub const CA_PEM: &[u8] = include_bytes!("tls/ca.pem");
 const SERVER_PEM: &[u8] = include_bytes!("tls/server.pem");
@@ -44,33 +46,19 @@ impl H2Server {
 
 /// HTTP/2 in cleartext on a port of its own, on a runtime of its own.
 fn serve_h2c(answered: Arc<AtomicUsize>) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                let answered = answered.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |_request| {
-                        answered.fetch_add(1, Ordering::SeqCst);
-                        async {
-                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from("ok"))))
-                        }
-                    });
-                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-    });
-    port
+    accept_loop::spawn(move |stream| {
+        let answered = answered.clone();
+        async move {
+            let service = hyper::service::service_fn(move |_request| {
+                answered.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from("ok")))) }
+            });
+            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        }
+    })
+    .port()
 }
 
 /// Terminates TLS on a port of its own and passes the cleartext to `backend`, one thread per
