@@ -28,15 +28,28 @@ async fn sku_pool(
             .unwrap()
             .push((format!("/sku/{i}"), status(503)));
     }
-    let c = rig.client(json!({}));
+    let (results, summary) = skus(&rig, n, json!({}), 4).await;
+    (rig, results, summary)
+}
+
+/// GET /sku/0 .. /sku/{n-1} as a pool of a client with `options` on `rig`.
+async fn skus(
+    rig: &Rig,
+    n: usize,
+    options: serde_json::Value,
+    concurrency: usize,
+) -> (
+    Vec<Result<resilient_http::Response, resilient_http::Unavailable>>,
+    resilient_http::BatchSummary,
+) {
+    let c = rig.client(options);
     let requests = (0..n)
         .map(|i| {
             c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
                 .unwrap()
         })
         .collect();
-    let (results, summary) = c.pool(rig.env.clone(), requests, 4, None).await;
-    (rig, results, summary)
+    c.pool(rig.env.clone(), requests, concurrency, None).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -173,14 +186,7 @@ async fn pool_beside_a_hanging_request(
         .lock()
         .unwrap()
         .push(("/sku/9".into(), Step::Hang));
-    let c = rig.client(json!({"timeout": 5, "max_attempts": 2}));
-    let requests = (0..10)
-        .map(|i| {
-            c.prepare("GET", &format!("/sku/{i}"), RequestOptions::new())
-                .unwrap()
-        })
-        .collect();
-    let (results, summary) = c.pool(rig.env.clone(), requests, 10, None).await;
+    let (results, summary) = skus(&rig, 10, json!({"timeout": 5, "max_attempts": 2}), 10).await;
     (rig, results, summary)
 }
 
@@ -199,7 +205,11 @@ async fn a_retry_goes_out_once_the_batch_rule_is_settled_not_after_the_slowest_f
         .filter(|s| s.request.url.path() == "/sku/0")
         .map(|s| s.at)
         .collect();
-    assert_eq!(retried, [Duration::ZERO, 1010 * MS], "Retry-After counted from the answer");
+    assert_eq!(
+        retried,
+        [Duration::ZERO, 1010 * MS],
+        "Retry-After counted from the answer"
+    );
     assert_eq!(results[0].as_ref().unwrap_err().attempts(), 2);
     assert!(results[9].as_ref().unwrap_err().is_upstream_failed());
 }
