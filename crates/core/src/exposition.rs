@@ -392,14 +392,11 @@ fn learned_gauges(out: &mut String, names: &[(String, MetricsSnapshot)], labels:
     }
 }
 
-/// Whole µs as seconds, exactly (`0.021233`, `1.5`; two float divisions printed
+/// Whole µs as seconds, exactly (`0.021233`, `1.5`): one division is correctly rounded, and
+/// the shortest text that reads back prints it as written (via ms, two divisions printed
 /// `0.021233000000000002`); `None` for 0, not known yet.
 fn seconds(us: u32) -> Option<String> {
-    if us == 0 {
-        return None;
-    }
-    let text = format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
-    Some(text.trim_end_matches('0').trim_end_matches('.').to_string())
+    (us > 0).then(|| (f64::from(us) / 1e6).to_string())
 }
 
 #[cfg(test)]
