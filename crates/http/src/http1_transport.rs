@@ -363,23 +363,16 @@ fn _assert_send() {
     let _ = Poll::<()>::Pending;
 }
 
+/// The integration tests' address that drops SYNs, for the unit tests of `open`.
+#[cfg(test)]
+#[path = "../tests/support/blackhole.rs"]
+mod blackhole;
+
 #[cfg(test)]
 mod tests {
+    use super::blackhole::Blackhole;
     use super::*;
-    use std::net::{TcpListener, TcpStream as StdStream};
-
-    /// A listener whose accept queue is full: a connect to it neither succeeds nor fails.
-    fn blackhole() -> (SocketAddr, TcpListener, Vec<StdStream>) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        // SAFETY: a listening socket owned here; listen() again only lowers its backlog.
-        assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
-        let addr = listener.local_addr().unwrap();
-        let mut queued = Vec::new();
-        while let Ok(s) = StdStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            queued.push(s);
-        }
-        (addr, listener, queued)
-    }
+    use std::net::TcpListener;
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
@@ -392,13 +385,13 @@ mod tests {
     /// is reached within the connect timeout, after the first had its share of it.
     #[test]
     fn a_dead_first_address_leaves_time_for_the_next() {
-        let (hole, _listener, _queued) = blackhole();
+        let hole = Blackhole::new();
         let live = TcpListener::bind("127.0.0.1:0").unwrap();
         let limit = Duration::from_millis(1000);
         let started = std::time::Instant::now();
         let stream = runtime()
             .block_on(open(
-                &[hole, live.local_addr().unwrap()],
+                &[hole.addr, live.local_addr().unwrap()],
                 tokio::time::Instant::now() + limit,
                 FailureKind::Connect,
             ))

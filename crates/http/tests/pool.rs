@@ -10,16 +10,12 @@ use support::*;
 
 const MS: Duration = Duration::from_millis(1);
 
+/// What a pool returns, in input order.
+type PoolResults = Vec<Result<resilient_http::Response, resilient_http::Unavailable>>;
+
 /// A pool of GET /sku/0 .. /sku/{n-1}, concurrency 4, where the first `failing` answer 503
 /// every time and the others 200.
-async fn sku_pool(
-    n: usize,
-    failing: usize,
-) -> (
-    Rig,
-    Vec<Result<resilient_http::Response, resilient_http::Unavailable>>,
-    resilient_http::BatchSummary,
-) {
+async fn sku_pool(n: usize, failing: usize) -> (Rig, PoolResults, resilient_http::BatchSummary) {
     let rig = Rig::new(vec![], status(200));
     for i in 0..failing {
         rig.transport
@@ -38,10 +34,7 @@ async fn skus(
     n: usize,
     options: serde_json::Value,
     concurrency: usize,
-) -> (
-    Vec<Result<resilient_http::Response, resilient_http::Unavailable>>,
-    resilient_http::BatchSummary,
-) {
+) -> (PoolResults, resilient_http::BatchSummary) {
     let c = rig.client(options);
     let requests = (0..n)
         .map(|i| {
@@ -169,11 +162,7 @@ async fn when_few_fail_they_are_retried() {
 /// `/sku/9` hangs into its 5 s timeout, the others answer 200 at 10 ms.
 async fn pool_beside_a_hanging_request(
     failing: usize,
-) -> (
-    Rig,
-    Vec<Result<resilient_http::Response, resilient_http::Unavailable>>,
-    resilient_http::BatchSummary,
-) {
+) -> (Rig, PoolResults, resilient_http::BatchSummary) {
     let rig = Rig::new(vec![], status(200));
     for i in 0..failing {
         rig.transport.by_path.lock().unwrap().push((

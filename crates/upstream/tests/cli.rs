@@ -14,30 +14,14 @@ fn prints_its_port_writes_the_port_file_and_exits_on_sigterm() {
         "resilient-upstream-test-{}.port",
         std::process::id()
     ));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_resilient-upstream"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--capacity",
-            "3",
-            "--service-ms",
-            "5",
-            "--port-file",
-        ])
-        .arg(&port_file)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: std::net::SocketAddr = line
-        .trim()
-        .strip_prefix("listening ")
-        .expect("listening line")
-        .parse()
-        .unwrap();
+    let (mut child, addr) = start(&[
+        "--capacity",
+        "3",
+        "--service-ms",
+        "5",
+        "--port-file",
+        port_file.to_str().unwrap(),
+    ]);
     let port: u16 = std::fs::read_to_string(&port_file)
         .unwrap()
         .trim()
