@@ -39,6 +39,11 @@ engine_fn!(
     zend_ini_string_ex: fn(name: *const c_char, len: usize, orig: c_int, exists: *mut bool) -> *mut c_char
 );
 engine_fn!(
+    /// `void display_ini_entries(zend_module_entry *module)`: phpinfo()'s table of a module's
+    /// settings.
+    display_ini_entries: fn(module: *mut ext_php_rs::zend::ModuleEntry)
+);
+engine_fn!(
     /// `void zend_unregister_ini_entries(int module_number)`
     zend_unregister_ini_entries: fn(module_number: c_int)
 );

@@ -78,7 +78,84 @@ const fn entry(
 ) -> IniEntryDef {
     let mut def = IniEntryDef::new(name, default, IniEntryPermission::All);
     def.on_modify = on_modify;
+    def.displayer = Some(display_checked);
     def
+}
+
+/// Every setting of the extension, in the order phpinfo() lists them.
+const KEYS: [&CStr; 8] = [
+    SHM_PATH,
+    SHM_SLOTS,
+    SHM_REQUIRED,
+    WEB_TIMEOUT,
+    WEB_CONNECT_TIMEOUT,
+    WEB_MAX_ATTEMPTS,
+    BACKEND,
+    CONTEXT,
+];
+
+/// The value the displayer is asked for: php.ini's (`kind` [`ZEND_INI_DISPLAY_ORIG`]) or the
+/// current one.
+///
+/// # Safety
+/// `entry` is the engine's live entry.
+unsafe fn displayed_value(entry: *mut zend_ini_entry, kind: c_int) -> String {
+    // SAFETY: the engine passes its live entry; its value strings outlive this call.
+    unsafe {
+        let e = &*entry;
+        let v = if kind == ZEND_INI_DISPLAY_ORIG && e.modified != 0 {
+            e.orig_value
+        } else {
+            e.value
+        };
+        v.as_ref()
+            .map(|s| String::from_utf8_lossy(ZendStr::as_bytes(s)).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// Writes `text` into phpinfo()'s output, escaped for its HTML form.
+fn display(text: &str) {
+    // SAFETY: `sapi_module` is set by the SAPI before any module starts.
+    let html = unsafe { ext_php_rs::ffi::sapi_module.phpinfo_as_text } == 0;
+    let shown = if html {
+        text.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    } else {
+        text.to_owned()
+    };
+    // SAFETY: a valid buffer of that length.
+    unsafe { ext_php_rs::ffi::php_output_write(shown.as_ptr().cast(), shown.len()) };
+}
+
+/// Prints a setting for phpinfo() and `php --ri`. A configured value that was refused is
+/// shown as refused, with why: the engine holds the default in its place, which alone would
+/// read as the setting in effect while the setting's first use throws.
+unsafe extern "C" fn display_checked(entry: *mut zend_ini_entry, kind: c_int) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the engine passes its live entry.
+        let value = unsafe { displayed_value(entry, kind) };
+        // SAFETY: as above; the name lives as long as the entry.
+        let name = unsafe { (*entry).name.as_ref() }.map(|n| ZendStr::as_bytes(n).to_vec());
+        let key = KEYS
+            .into_iter()
+            .find(|k| name.as_deref() == Some(k.to_bytes()));
+        let shown = match key.and_then(refusal) {
+            Some(Refusal::Value(given)) => {
+                format!("(refused '{}': its first use throws)", given.escape_debug())
+            }
+            Some(Refusal::DroppedByPool) => {
+                "(dropped by the FPM pool, which loads the extension after it: its first use \
+                 throws)"
+                    .to_owned()
+            }
+            None if value.is_empty() => "no value".to_owned(),
+            None => value,
+        };
+        display(&shown);
+    }));
 }
 
 /// `resilient.backend`, shown by phpinfo() and `php -i` with its password masked.
@@ -95,18 +172,8 @@ const ZEND_INI_DISPLAY_ORIG: c_int = 1;
 /// replaced by `***`.
 unsafe extern "C" fn display_backend(entry: *mut zend_ini_entry, kind: c_int) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: the engine passes its live entry; its value strings outlive this call.
-        let value = unsafe {
-            let e = &*entry;
-            let v = if kind == ZEND_INI_DISPLAY_ORIG && e.modified != 0 {
-                e.orig_value
-            } else {
-                e.value
-            };
-            v.as_ref()
-                .map(|s| String::from_utf8_lossy(ZendStr::as_bytes(s)).into_owned())
-                .unwrap_or_default()
-        };
+        // SAFETY: the engine passes its live entry.
+        let value = unsafe { displayed_value(entry, kind) };
         // A value php.ini gave that was refused (the default stands in for it): not the
         // default's name, which would say the file asks for shared memory.
         let shown = if check(BACKEND).is_err() {
@@ -114,8 +181,7 @@ unsafe extern "C" fn display_backend(entry: *mut zend_ini_entry, kind: c_int) {
         } else {
             masked(&value)
         };
-        // SAFETY: a valid buffer of that length.
-        unsafe { ext_php_rs::ffi::php_output_write(shown.as_ptr().cast(), shown.len()) };
+        display(&shown);
     }));
 }
 
@@ -330,6 +396,30 @@ static ACCEPTED_AT_RUNTIME: Mutex<Vec<(&'static CStr, Vec<u8>)>> = Mutex::new(Ve
 /// `Err(message)` when the configured value of `key` was refused: the message
 /// names the key, what it must be and the value given.
 pub fn check(key: &'static CStr) -> Result<(), String> {
+    match refusal(key) {
+        None => Ok(()),
+        Some(Refusal::Value(value)) => Err(refused(key, &value)),
+        Some(Refusal::DroppedByPool) => Err(
+            "resilient.shm_path: this FPM pool loads the extension with \
+             php_admin_value[extension], and php-fpm drops a pool's resilient.* lines written \
+             after that line; put php_admin_value[resilient.shm_path] (and every resilient.* \
+             line) before php_admin_value[extension] in the pool, or load the extension in \
+             php.ini (see docs/shared-memory.md)"
+                .to_owned(),
+        ),
+    }
+}
+
+/// Why a setting's configured value does not apply.
+enum Refusal {
+    /// This raw value was given and refused.
+    Value(String),
+    /// `resilient.shm_path` in an FPM pool that loads the extension itself and set no path
+    /// before it (see [`check`]).
+    DroppedByPool,
+}
+
+fn refusal(key: &'static CStr) -> Option<Refusal> {
     let this_request = ANY_THIS_REQUEST.load(Ordering::Acquire);
     let any_rejected = ANY_REJECTED.load(Ordering::Acquire);
     // Asked once, and only when something was refused or given for this request.
@@ -339,8 +429,8 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
     if this_request && !set_now {
         let given = THIS_REQUEST.lock().unwrap_or_else(PoisonError::into_inner);
         match given.iter().find(|(k, _)| *k == key) {
-            Some((_, None)) => return Ok(()),
-            Some((_, Some(value))) => return Err(refused(key, value)),
+            Some((_, None)) => return None,
+            Some((_, Some(value))) => return Some(Refusal::Value(value.clone())),
             None => {}
         }
     }
@@ -348,23 +438,17 @@ pub fn check(key: &'static CStr) -> Result<(), String> {
         && LOADED_BY_FPM_POOL.load(Ordering::Relaxed)
         && !PATH_SET_BY_POOL.load(Ordering::Relaxed)
     {
-        return Err(
-            "resilient.shm_path: this FPM pool loads the extension with \
-             php_admin_value[extension], and php-fpm drops a pool's resilient.* lines written \
-             after that line; put php_admin_value[resilient.shm_path] (and every resilient.* \
-             line) before php_admin_value[extension] in the pool, or load the extension in \
-             php.ini (see docs/shared-memory.md)"
-                .to_owned(),
-        );
+        return Some(Refusal::DroppedByPool);
     }
     if !any_rejected || set_now {
-        return Ok(());
+        return None;
     }
     let rejected = REJECTED.lock().unwrap_or_else(PoisonError::into_inner);
-    match rejected.iter().rev().find(|(k, _)| *k == key) {
-        None => Ok(()),
-        Some((_, value)) => Err(refused(key, value)),
-    }
+    rejected
+        .iter()
+        .rev()
+        .find(|(k, _)| *k == key)
+        .map(|(_, value)| Refusal::Value(value.clone()))
 }
 
 /// The error for `key`'s configured `value`, refused.
@@ -485,19 +569,7 @@ fn log_once(key: &'static CStr, message: &str) {
 
 /// [`check`] for every setting at once (all problems, one per line).
 pub fn check_all() -> Result<(), String> {
-    let errors: Vec<String> = [
-        SHM_PATH,
-        SHM_SLOTS,
-        SHM_REQUIRED,
-        WEB_TIMEOUT,
-        WEB_CONNECT_TIMEOUT,
-        WEB_MAX_ATTEMPTS,
-        BACKEND,
-        CONTEXT,
-    ]
-    .into_iter()
-    .filter_map(|k| check(k).err())
-    .collect();
+    let errors: Vec<String> = KEYS.into_iter().filter_map(|k| check(k).err()).collect();
     if errors.is_empty() {
         Ok(())
     } else {
@@ -507,9 +579,11 @@ pub fn check_all() -> Result<(), String> {
 
 fn requirement(key: &CStr) -> String {
     match key.to_bytes() {
-        b"resilient.shm_path" => "must be an absolute path without control characters, or \
-                                  empty for the default /dev/shm/resilient-<uid>.v6.shm"
-            .to_owned(),
+        b"resilient.shm_path" => format!(
+            "must be an absolute path without control characters, or empty for the default \
+             /dev/shm/resilient-<uid>.v{}.shm",
+            resilient_core::layout::LAYOUT_VERSION
+        ),
         b"resilient.shm_slots" => format!("must be an integer between 1 and {MAX_SHM_SLOTS}"),
         b"resilient.shm_required" => {
             "must be a boolean (0, 1, on, off, true, false, yes, no)".to_owned()

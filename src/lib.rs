@@ -3,7 +3,7 @@
 //! stack) and `resilient-http` crates. No policy lives here: this crate turns
 //! PHP arguments into core calls and core errors into PHP exceptions.
 //!
-//! - `ini`: php.ini settings (`resilient.*`), registered at MINIT.
+//! - `ini`: php.ini settings (`resilient.*`), registered at MINIT; `info`: what phpinfo() shows.
 //! - `hooks`: MINIT/MSHUTDOWN/RINIT/RSHUTDOWN, each under `catch_unwind`.
 //! - `exceptions`: `Resilient\Unavailable` & co, registered at MINIT.
 //! - `array_keys`: fixed array keys made once (the metrics' snapshot).
@@ -38,6 +38,7 @@ pub mod fiber_states;
 pub mod funnel;
 pub mod held;
 pub mod hooks;
+pub mod info;
 pub mod ini;
 pub mod interrupt;
 pub mod metrics;
@@ -54,6 +55,7 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .shutdown_function(hooks::module_shutdown)
         .request_startup_function(hooks::request_startup)
         .request_shutdown_function(hooks::request_shutdown)
+        .info_function(info::module_info)
         .class::<funnel::Funnel>()
         .class::<funnel::Lease>()
         .class::<budget::RetryBudget>()

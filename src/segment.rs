@@ -3,7 +3,7 @@
 //! Opened lazily on first use (a Funnel, RetryBudget or Client with guards),
 //! never in MINIT: the FPM master runs MINIT as root before forking, and the
 //! file must be created by the user that runs PHP (the core refuses a file
-//! owned by another uid). The default path `/dev/shm/resilient-<uid>.v6.shm` is
+//! owned by another uid). The default path `/dev/shm/resilient-<uid>.v<layout version>.shm` is
 //! computed here with `getuid()` for the same reason (why this default, and
 //! how to choose a safer one: docs/shared-memory.md).
 //!

@@ -147,4 +147,26 @@ final class IniTest extends TestCase
             $this->assertStringContainsString("got $value", $r->stderr);
         }
     }
+
+    /**
+     * `php --ri resilient` (and phpinfo()) shows a refused configured value as refused, not as
+     * the default the engine holds in its place (which reads as the setting in effect while its
+     * first use throws), and names the shared-memory layout and the segment file in use.
+     */
+    public function testPhpinfoShowsARefusedValueAsRefusedAndTheSegmentInUse(): void
+    {
+        $path = Run::shmPath('ini-info');
+        $r = PhpProcess::args(['--ri', 'resilient'], [
+            'resilient.shm_path' => $path,
+            'resilient.web_timeout' => '0',
+            'resilient.shm_slots' => 'abc',
+        ])->wait(20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertStringContainsString("resilient.web_timeout => (refused '0': its first use throws)", $r->stdout);
+        $this->assertStringContainsString("resilient.shm_slots => (refused 'abc': its first use throws)", $r->stdout);
+        $this->assertStringContainsString('resilient.web_connect_timeout => 3 => 3', $r->stdout);
+        $this->assertMatchesRegularExpression('/^Shared-memory layout version => \d+$/m', $r->stdout);
+        $this->assertStringContainsString("Shared-memory segment (this process) => $path", $r->stdout);
+        $this->assertFileDoesNotExist($path, 'phpinfo() creates no segment');
+    }
 }
