@@ -109,11 +109,13 @@ return 1
 /// allowed while `retries + 1 <= floor + ratio × originals` (+1e-9) over the buckets of the
 /// window. The sums make a decision as cheap as a record (no read of all 20 buckets): when the
 /// epoch moves on, the buckets it comes round to leave the window, so their counts are taken
-/// off the sums and zeroed. A clock that steps back counts in the newest bucket; one that steps
-/// back more than 1024 buckets (the shared memory's look-ahead) starts a new window, so an
-/// hour's correction neither keeps a spent floor spent nor the key alive for that hour. The key
-/// expires one bucket after its newest bucket has left the window (reckoned from that bucket,
-/// which a clock stepped back keeps ahead of now).
+/// off the sums and zeroed. A clock that steps back less than a window counts in the newest
+/// bucket (as the shared memory counts a caller whose reading is behind); one that steps back a
+/// window or more starts a new window: pinned to the newest bucket, every decision until the
+/// clock caught up would land in that one bucket, which never leaves the window, so the spent
+/// floor would stay spent and the originals of the whole period keep allowing retries, and the
+/// key would live as long. The key expires one bucket after its newest bucket has left the
+/// window (reckoned from that bucket, which a clock stepped back keeps ahead of now).
 pub static BUDGET: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -128,7 +130,7 @@ local v = redis.call('HMGET', KEYS[1], 'at', 'o', 'r', 'o' .. epoch % 20, 'r' ..
 local at = tonumber(v[1])
 local o, r = tonumber(v[2]) or 0, tonumber(v[3]) or 0
 local oi, ri = tonumber(v[4]) or 0, tonumber(v[5]) or 0
-if at and at - epoch > 1024 then
+if at and at - epoch >= 20 then
   at = nil
 elseif at and epoch < at then
   epoch = at

@@ -139,9 +139,11 @@ fn the_script_decides_as_the_shared_memory_does() {
     );
 }
 
-/// As above, at the edges: gaps of exactly 19, 20, 21 buckets, steps back of whole buckets (up
-/// to 60 buckets, inside the shared memory's look-ahead), ratio 0.1, floors 0 and 1, windows of
-/// 20 and 39 ms (the key kept: its expiry, a few real ms, is not what this compares).
+/// As above, at the edges: gaps of exactly 19, 20, 21 buckets, steps back of up to 19 buckets
+/// (within the window, where the script counts in the newest bucket as the shared memory does
+/// for a caller whose reading is behind; a step back of a window or more starts a new window on
+/// Redis, tested below), ratio 0.1, floors 0 and 1, windows of 20 and 39 ms (the key kept: its
+/// expiry, a few real ms, is not what this compares).
 #[test]
 fn the_script_matches_the_shared_memory_at_the_edges() {
     let redis = RedisServer::start();
@@ -160,6 +162,9 @@ fn the_script_matches_the_shared_memory_at_the_edges() {
         both.persist = true;
         let mut steps = Steps(0x1234_5678_9abc_def1 ^ (n as u64));
         let mut now: u64 = 5_000_000_000;
+        // The newest time yet: steps back stop in its window's oldest bucket (at most 19
+        // buckets behind the newest, however many steps back follow each other).
+        let mut newest = now;
         for step in 0..6000 {
             now = match steps.below(100) {
                 0..=59 => now + steps.below(b),
@@ -167,9 +172,11 @@ fn the_script_matches_the_shared_memory_at_the_edges() {
                 70..=74 => now + b * 20,
                 75..=79 => now + b * 21,
                 80..=89 => now + b * (1 + steps.below(25)),
-                90..=95 => now.saturating_sub(b * (1 + steps.below(30))),
-                _ => now.saturating_sub(b * steps.below(60)),
-            };
+                90..=95 => now - b * (1 + steps.below(19)),
+                _ => now - (b * steps.below(19) + steps.below(b)),
+            }
+            .max((newest / b - 19) * b);
+            newest = newest.max(now);
             if steps.below(100) < 70 {
                 both.record_original(now);
             } else {
@@ -204,12 +211,13 @@ fn after_a_clock_step_back_the_key_outlives_the_retries_still_in_the_window() {
     both.try_consume(clock(0), "after the quiet time");
 }
 
-/// A server clock stepped back far (an NTP correction of hours, a restored VM): the window
-/// starts again at the new time, as the shared memory judges a caller further behind than its
-/// look-ahead (1024 buckets). Pinned to the newest bucket instead, the spent floor would stay
-/// spent and the key would live until the clock caught up (hours).
+/// A server clock stepped back a window or more (an NTP correction, a VM restored from a
+/// snapshot): the window starts again at the new time. Pinned to the newest bucket instead (as
+/// a step back within the window is), every decision until the clock caught up would land in
+/// that one bucket, which never leaves the window: the spent floor stays spent, and the
+/// originals of the whole catch-up period keep allowing retries, for as long as the step.
 #[test]
-fn a_clock_stepped_back_beyond_the_look_ahead_starts_a_new_window() {
+fn a_clock_stepped_back_a_window_or_more_starts_a_new_window() {
     let redis = RedisServer::start();
     // A window of 2 s: buckets of 100 ms; a floor of 3 retries.
     let config = BudgetConfig::new(0.0, 3, Duration::from_secs(2)).unwrap();
@@ -233,12 +241,48 @@ fn a_clock_stepped_back_beyond_the_look_ahead_starts_a_new_window() {
         (0..=2100).contains(&ttl),
         "the key lives one window and a bucket from the new time, not until the old one: {ttl} ms"
     );
-    // Back by the look-ahead exactly (1024 buckets): still taken as this clock's newest bucket.
-    let t2 = t1 - 1024 * 100;
+    // Back 19 buckets, less than the window: counted in the newest bucket, the floor spent.
+    let t2 = t1 - 19 * 100;
     assert!(
         !both.script("r", t2),
-        "within the look-ahead the window is kept"
+        "within the window the window is kept"
     );
+    // Back a whole window (20 buckets) from the newest bucket: a new window.
+    let t3 = t1 - 20 * 100;
+    assert!(
+        both.script("r", t3),
+        "a step back of a window starts a new one"
+    );
+}
+
+/// A 600 s window (buckets of 30 s) whose server clock steps back an hour (120 buckets), then
+/// one original a second: once the floor spent before the step is no longer in the window
+/// (on the new clock), the retries allowed follow `floor + ratio × originals` of the last
+/// window, as the shared memory on a clock that did not step allows them.
+#[test]
+fn after_a_long_step_back_the_budget_holds_its_limit() {
+    let redis = RedisServer::start();
+    let config = BudgetConfig::new(0.1, 3, Duration::from_secs(600)).unwrap();
+    let mut both = Both::new(&redis, "step-back-hour", config);
+    both.persist = true;
+    let t0: u64 = 9_000_000_000;
+    for _ in 0..3 {
+        assert!(both.script("r", t0));
+    }
+    assert!(!both.script("r", t0), "the floor is spent");
+    // An hour back, then one original a second for 599 s.
+    let t1 = t0 - 3_600_000;
+    for s in 0..599 {
+        assert!(both.script("o", t1 + s * 1000));
+    }
+    let now = t1 + 599 * 1000;
+    let mut allowed = 0;
+    while both.script("r", now) {
+        allowed += 1;
+        assert!(allowed <= 1000, "no limit");
+    }
+    // 3 + 0.1 × 599 = 62.9: 62 retries (the shared memory's answer on an unstepped clock).
+    assert_eq!(allowed, 62, "floor + ratio × the window's originals");
 }
 
 /// A retry given back comes off the bucket it was counted in, on Redis as in shared memory:
