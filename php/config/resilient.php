@@ -2,6 +2,8 @@
 
 // Named upstreams. Each entry is the options array of `new Resilient\Client($name, $options)`;
 // see the extension's README for every key. Unknown keys are an error, so a typo fails loudly.
+// Elsewhere in this file, the keys below are the ones the package reads: resilient:doctor and
+// resilient:check name any other (`log_chanel`, `queue.release_delays`).
 //
 // One class per upstream should own the retries (the "one retry owner" rule): call
 // Resilient::client('shipping') (or Http::resilient('shipping')) there and nowhere else.

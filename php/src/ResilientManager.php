@@ -505,9 +505,14 @@ final class ResilientManager
     {
         $backend = $this->clientConfig($name)['backend'] ?? ini_get('resilient.backend');
 
-        // As the extension reads it (trimmed); anything else is shm or refused by the client.
-        return is_string($backend)
-            && preg_match('#^(redis|rediss|unix)://#i', trim($backend)) === 1;
+        return is_string($backend) && self::isRedisUrl($backend);
+    }
+
+    /** Whether a `backend` value (the option, or `resilient.backend`) names Redis, as the extension reads it (trimmed). */
+    public static function isRedisUrl(string $backend): bool
+    {
+        // Anything else is shm or refused by the client.
+        return preg_match('#^(redis|rediss|unix)://#i', trim($backend)) === 1;
     }
 
     /** The `funnel` or `budget` options of the client named $name, as constructor arguments. */

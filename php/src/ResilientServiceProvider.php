@@ -12,9 +12,12 @@ use Resilient\Laravel\Http\ResilientPendingRequest;
  */
 final class ResilientServiceProvider extends ServiceProvider
 {
+    /** The package's config file: merged under the app's, published, and the keys doctor and check know. */
+    public const CONFIG = __DIR__ . '/../config/resilient.php';
+
     public function register(): void
     {
-        $this->mergeConfigFrom(__DIR__ . '/../config/resilient.php', 'resilient');
+        $this->mergeConfigFrom(self::CONFIG, 'resilient');
 
         $this->app->singleton(ResilientManager::class, function ($app) {
             return new ResilientManager(
@@ -36,7 +39,7 @@ final class ResilientServiceProvider extends ServiceProvider
 
         if (method_exists($this->app, 'configPath')) {
             $this->publishes([
-                __DIR__ . '/../config/resilient.php' => $this->app->configPath('resilient.php'),
+                self::CONFIG => $this->app->configPath('resilient.php'),
             ], 'resilient-config');
         }
 

@@ -19,8 +19,9 @@ use Symfony\Component\Console\Output\OutputInterface;
  * the multiplication), fixed backoff where jitter belongs. Exits 1 on any violation, for CI, and
  * 2 when it cannot check what config points it at (an empty `check.paths`, an entry that is not
  * a directory, a client entry that is not an array, a `queue.deadline_margin`,
- * `queue.worker_timeout` or `queue.release_delay` the job middleware refuses, a
- * `resilient.shm_path` the extension refuses): an empty check must not pass. What a job
+ * `queue.worker_timeout` or `queue.release_delay` the job middleware refuses, a key of
+ * config/resilient.php nothing reads, a `resilient.shm_path` the extension refuses): an empty
+ * check, or one of settings that do not run as written, must not pass. What a job
  * computes at run time (a client name in a variable) is listed as not checked, without failing.
  * `--json` is written raw: a name in a finding is data, never console markup.
  */
@@ -57,6 +58,8 @@ final class CheckCommand extends Command
         $default = $this->laravel->path('Jobs');
         $paths = (array) ($configured ?? (is_dir($default) ? [$default] : []));
         $errors = $segment === null ? [] : [$segment];
+        // A typo (`queue.release_delays`) leaves the setting meant at its default, unchecked.
+        array_push($errors, ...ConfigKeys::problems((array) $config->get('resilient', [])));
         if ($paths === [] && $configured !== null) {
             // `array_filter([env('JOBS_PATH')])` with the variable unset: nothing would be checked.
             $errors[] = 'resilient.check.paths: is empty, so no job would be checked (null checks app/Jobs)';

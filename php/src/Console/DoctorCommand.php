@@ -9,11 +9,14 @@ use Resilient\Laravel\ResilientManager;
 
 /**
  * `php artisan resilient:doctor`: is the extension loaded, which version, which SAPI and context
- * this process counts as, which segment file it shares and whether it really shares it; warns
- * when other users have segments (their processes share no limit with this one), when it runs
- * as root (a segment root creates locks FPM workers of another user out, so it names one that
- * root already owns at the configured path) and when the php.ini web caps cut what
- * config/resilient.php asks for. Exits 1 when anything is flagged.
+ * this process counts as, which segment file it shares and whether it really shares it, which
+ * backend is in effect (a password masked) and whether its Redis answers; warns when other users
+ * have segments (their processes share no limit with this one), when it runs as root (a segment
+ * root creates locks FPM workers of another user out, so it names one that root already owns at
+ * the configured path), when config/resilient.php has keys nothing reads and when the php.ini
+ * web caps cut what config asks for. Exits 1 when anything is flagged; a segment file of another
+ * build's layout is warned about without failing (every upgrade of the layout has one until the
+ * other build's processes are restarted).
  *
  * It reads this CLI's ini; php-fpm reads its own php.ini and pool files, so compare with
  * `php-fpm -i` or a page calling phpinfo() when they may differ.
@@ -47,6 +50,8 @@ final class DoctorCommand extends Command
         $problems = [];
         $manager = $this->laravel->make(ResilientManager::class);
         $clients = $manager->clientConfigs($problems);
+        $this->backend($clients);
+        array_push($problems, ...ConfigKeys::problems((array) $this->laravel['config']->get('resilient', [])));
         foreach ($problems as $problem) {
             $this->problem('error', $problem);
         }
@@ -131,6 +136,20 @@ final class DoctorCommand extends Command
                 $other['path'], $other['owner'], $other['uid'], SegmentFiles::userName(SegmentFiles::uid()), SegmentFiles::uid(),
             ));
         }
+        foreach (($layout = SegmentFiles::layout()) === null ? [] : SegmentFiles::ofOtherLayouts($path, $layout) as $other) {
+            // Not counted: every deploy that changes the layout has one until the processes of
+            // the other build are restarted.
+            $this->warn(sprintf(
+                'warning: segment %s is of shared-memory layout version %d, this build\'s is %d: processes of %s count there, '
+                . 'apart from this build\'s (a funnel\'s limit can be reached once in each file, a retry budget spent twice); '
+                . 'once no process uses it (restart PHP-FPM and the queue workers; `fuser %s` then prints no process), remove it',
+                $other['path'], $other['layout'], $layout,
+                $other['layout'] < $layout
+                    ? 'an older build (e.g. a queue worker not restarted since the deploy)'
+                    : 'a newer build (this PHP loads the older one: is it the one PHP-FPM and the queue workers load?)',
+                $other['path'],
+            ));
+        }
         if (SegmentFiles::runsAsRoot()) {
             $this->problem('warning', ($owned = SegmentFiles::sharedPathOwnedByRoot()) !== null
                 ? "segment $owned (resilient.shm_path) is root's: FPM workers of another user cannot use it and count alone; "
@@ -155,6 +174,81 @@ final class DoctorCommand extends Command
             // this check's error, as resilient:status reports it; the rest of the report runs.
             return [null, $e->getMessage()];
         }
+    }
+
+    /**
+     * The backend in effect: `resilient.backend` as `php --ri resilient` shows it (a password
+     * masked by the extension), then each Redis URL clients take from config instead (their
+     * `backend` option, e.g. RESILIENT_BACKEND through `defaults`: never shown, it may hold a
+     * password). For each Redis, whether it answers.
+     */
+    private function backend(array $clients): void
+    {
+        $ini = trim((string) ini_get('resilient.backend'));
+        $shown = ExtensionInfo::value('resilient.backend') ?? $ini;
+        if (ResilientManager::isRedisUrl($ini)) {
+            $this->redis("$shown (resilient.backend)", 'Redis (resilient.backend)', []);
+        } else {
+            $this->line("backend    $shown (resilient.backend)");
+        }
+        // A refused value reads as the default here (and is a note in parentheses there): its
+        // refusal, as every client throws it, from a validator bound to nothing shared.
+        if (str_starts_with($shown, '(') && ! ResilientManager::isRedisUrl($ini) && method_exists(\Resilient\Client::class, 'validator')) {
+            try {
+                \Resilient\Client::validator('resilient-doctor');
+            } catch (\Exception|\ValueError|\TypeError $e) {
+                $this->problem('error', $e->getMessage());
+            }
+        }
+
+        $others = [];
+        foreach ($clients as $name => $options) {
+            $backend = is_array($options) && is_string($options['backend'] ?? null) ? trim($options['backend']) : null;
+            if ($backend !== null && $backend !== $ini && ResilientManager::isRedisUrl($backend)) {
+                $others[$backend][] = (string) $name;
+            }
+        }
+        foreach ($others as $backend => $names) {
+            [$who, $its] = count($names) === 1 ? ["client {$names[0]}", 'its'] : ['clients ' . implode(', ', $names), 'their'];
+            $this->redis("$who: a Redis URL from $its `backend` option (not shown)", "Redis of $who ($its `backend` option)", ['backend' => $backend]);
+        }
+    }
+
+    /**
+     * Prints `$shown` and whether the Redis of $options (else of `resilient.backend`) answers:
+     * one retry-budget decision, under `on_backend_error` 'closed' so that a Redis that cannot
+     * answer denies it at once rather than falling back. It waits no longer than the URL's
+     * `timeout` (0.25 s unless set), as any call does.
+     */
+    private function redis(string $shown, string $which, array $options): void
+    {
+        if (! method_exists(\Resilient\Client::class, 'benchBackend')) {
+            $this->line("backend    $shown: not asked (this build of the extension cannot)");
+
+            return;
+        }
+        try {
+            // The extension's one call that asks the backend and sends nothing upstream; its
+            // keys on Redis expire a second later.
+            $answers = \Resilient\Client::benchBackend('resilient-doctor', $options + [
+                'on_backend_error' => 'closed',
+                'budget' => ['ratio' => 0.1, 'floor' => 100, 'window' => 1.0],
+            ], 'budget', 1) === 1;
+        } catch (\Exception|\ValueError|\TypeError $e) {
+            // The extension's words never show the URL.
+            $this->line("backend    $shown");
+            $this->problem('error', "$which unusable: " . $e->getMessage());
+
+            return;
+        }
+        if ($answers) {
+            $this->line("backend    $shown: Redis answers");
+
+            return;
+        }
+        $this->line("backend    $shown");
+        $this->problem('error', "$which did not answer within its timeout, or refused this process (e.g. a wrong password): "
+            . 'until it does, the clients on it follow their on_backend_error (default: this host\'s shared memory)');
     }
 
     /** Options that a web SAPI caps with the ini values, so web requests get less than config says. */

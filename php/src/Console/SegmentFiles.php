@@ -4,10 +4,11 @@ namespace Resilient\Laravel\Console;
 
 /**
  * The shared-memory segment files on this host: ours (from `resilient.shm_path`, else the
- * default `/dev/shm/resilient-<uid>.v6.shm`) and any other `resilient-*.shm` beside it or in
- * /dev/shm. A file owned by another user means processes of that user (typically FPM as
+ * default `/dev/shm/resilient-<uid>.v<layout>.shm`) and any other `resilient-*.shm` beside it or
+ * in /dev/shm. A file owned by another user means processes of that user (typically FPM as
  * www-data while queue workers run as a deploy user) keep their own funnels and budgets: the
- * limits are per user, not per host.
+ * limits are per user, not per host. One of this user's of another layout version means
+ * processes of another build count apart from this one's until they are restarted.
  */
 final class SegmentFiles
 {
@@ -107,6 +108,49 @@ final class SegmentFiles
             'mode' => sprintf('%04o', $st['mode'] & 07777),
             'size' => $st['size'],
         ];
+    }
+
+    /**
+     * The shared-memory layout version of the loaded build (as `php --ri resilient` shows it;
+     * else from the default path's name, when that path is in effect), or null.
+     */
+    public static function layout(): ?int
+    {
+        $shown = ExtensionInfo::value('Shared-memory layout version');
+        if ($shown !== null && ctype_digit($shown)) {
+            return (int) $shown;
+        }
+        $ini = ini_get('resilient.shm_path');
+
+        return ($ini === false || $ini === '') && preg_match('/\.v(\d+)\.shm$/', self::path(), $m) === 1 ? (int) $m[1] : null;
+    }
+
+    /**
+     * This user's segment files at the default name of another layout version than $layout
+     * (`resilient-<uid>.v<layout>.shm`): after an upgrade that changed the layout, processes
+     * still on the other build (a queue worker not restarted yet) count there, apart from
+     * this build's.
+     *
+     * @return list<array> as describe(), with the file's `layout`
+     */
+    public static function ofOtherLayouts(string $ours, int $layout): array
+    {
+        $found = [];
+        foreach (array_unique([dirname($ours), '/dev/shm']) as $dir) {
+            foreach (glob(sprintf('%s/resilient-%d.v*.shm', $dir, self::uid())) ?: [] as $file) {
+                if ($file === $ours || preg_match('/^resilient-\d+\.v(\d+)\.shm$/', basename($file), $m) !== 1 || (int) $m[1] === $layout) {
+                    continue;
+                }
+                $d = self::describe($file);
+                // Another user's file is ofOtherUsers()'s.
+                if ($d['exists'] && $d['uid'] === self::uid()) {
+                    $found[$file] = $d + ['layout' => (int) $m[1]];
+                }
+            }
+        }
+        ksort($found);
+
+        return array_values($found);
     }
 
     /** @return list<array> segment files owned by another uid than this process's */
