@@ -168,6 +168,10 @@ final class ResilientManager
     public function budget(string $name): RetryBudget
     {
         $this->assertExtension();
+        // With both, the `budgets` entry, as funnel() takes the `funnels` one: it is the entry
+        // written for this call (a job's budget, this host's for a client on Redis), and code
+        // that counts in it must not move to other counters when a client of the name appears.
+        // When the two differ, resilient:doctor warns and resilient:status shows both.
         if (array_key_exists($name, $this->entries('budgets'))) {
             $key = "resilient.budgets.$name";
             $options = $this->entries('budgets')[$name];

@@ -29,6 +29,45 @@ final class DoctorEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * A client's budget and a `budgets` entry of its name that differ are a warning naming
+     * both: with another window they are two budgets counted apart, with another floor or
+     * ratio one budget judged two ways. Not when they are the same budget, when the client
+     * has none, or keeps it on Redis (the entry is then this host's, as the README suggests).
+     */
+    public function testABudgetsEntryThatDiffersFromTheClientsBudgetIsAWarning(): void
+    {
+        $redis = 'redis://127.0.0.1:' . \Resilient\Tests\Harness\Run::freePort() . '/0';
+        $code = self::childApp([
+            'clients' => [
+                'win' => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['ratio' => 0.1, 'floor' => 1, 'window' => 60.0]],
+                'floor' => ['base_url' => 'http://127.0.0.1:9'],
+                'same' => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['floor' => 2]],
+                'off' => ['base_url' => 'http://127.0.0.1:9', 'budget' => false],
+                'far' => ['base_url' => 'http://127.0.0.1:9', 'backend' => $redis],
+            ],
+            'budgets' => [
+                'win' => ['ratio' => 0.1, 'floor' => 1, 'window' => 30.0],
+                'floor' => [0.1, 2],
+                'same' => ['ratio' => 0.1, 'floor' => 2, 'window' => 60],
+                'off' => ['window' => 30.0],
+                'far' => ['window' => 30.0],
+            ],
+        ]) . self::commandInChild(DoctorCommand::class);
+        $result = PhpProcess::code($code, ['extension' => 'intl'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $out = $result->stdout;
+        $this->assertStringStartsWith("exit 1\n", $out, $result->describe());
+        $this->assertStringContainsString('warning: resilient.clients.win.budget (ratio 0.1, floor 1, window 60 s) and resilient.budgets.win '
+            . '(ratio 0.1, floor 1, window 30 s) are two retry budgets: a budget is its name and its window, so the client\'s retries '
+            . 'and those of Resilient::budget(\'win\') count apart; give both the same values, or the entry a name of its own', $out);
+        $this->assertStringContainsString('warning: resilient.clients.floor.budget (not set: ratio 0.1, floor 5, window 60 s) and '
+            . 'resilient.budgets.floor (ratio 0.1, floor 2, window 60 s) count in one retry budget but allow other retries: '
+            . 'the client by its ratio and floor, Resilient::budget(\'floor\') by the entry\'s; give both the same values', $out);
+        foreach (['same', 'off', 'far'] as $name) {
+            $this->assertStringNotContainsString("resilient.budgets.$name", $out);
+        }
+    }
+
+    /**
      * With `resilient.shm_required=1` a segment that cannot be opened throws (SharedMemoryError):
      * doctor reports it as an error and still prints the rest (before, it stopped with the
      * exception, exit 1 and no report).

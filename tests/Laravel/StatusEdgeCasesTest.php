@@ -327,6 +327,72 @@ final class StatusEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * A retry budget is its name and its window: a client's `budget` and a `budgets` entry of
+     * the same name with another window are two budgets, counted apart. Status shows the one
+     * the client spends (it showed the entry's, nothing spent, while the client's was spent)
+     * and the entry beside it, each saying where it comes from. With one window and another
+     * floor they share counters but allow other retries: both shown too. An entry that is the
+     * client's budget is shown once; beside a client on Redis it is this host's, shown too.
+     */
+    public function testAClientBudgetAndABudgetsEntryThatDifferAreBothShown(): void
+    {
+        $fast = ['max_attempts' => 3, 'backoff' => ['base' => 0.001, 'cap' => 0.002]];
+        [$two, $key, $twoClient] = $this->upstreamClient('st-2win', $fast + ['budget' => ['ratio' => 0.1, 'floor' => 1, 'window' => 60.0]]);
+        [$judged, $same, $far] = [Run::name('st-judged'), Run::name('st-same'), Run::name('st-far')];
+        $config = [
+            'clients' => [
+                $two => $twoClient,
+                $judged => ['base_url' => 'http://127.0.0.1:9'],   // the default budget: floor 5
+                $same => ['base_url' => 'http://127.0.0.1:9', 'budget' => ['floor' => 1]],
+                $far => ['base_url' => 'http://127.0.0.1:9', 'backend' => 'redis://127.0.0.1:' . Run::freePort() . '/0'],
+            ],
+            'budgets' => [
+                $two => ['ratio' => 0.1, 'floor' => 1, 'window' => 30.0],
+                $judged => ['ratio' => 0.1, 'floor' => 2, 'window' => 60.0],
+                $same => [0.1, 'floor' => 1],
+                $far => ['window' => 30.0],
+            ],
+        ];
+        $this->boot($config);
+        $this->up->script($key, [['status' => 503]]);
+        for ($i = 0; $i < 3; $i++) {
+            try {
+                \Resilient\Laravel\Facades\Resilient::client($two)->get('/x');
+            } catch (\Resilient\Unavailable) {
+            }
+        }
+        // One retry through the entry: the client's budget of that window counts it too.
+        $this->assertTrue((new \Resilient\RetryBudget($judged, 0.1, 2, 60.0))->tryConsume());
+
+        [$exit, $out] = $this->status(['--json' => true]);
+        $this->assertSame(1, $exit, $out);
+        $names = json_decode($out, true)['names'] ?? $this->fail($out);
+        $pick = fn (?array $b) => $b === null ? null : [(float) $b['window'], $b['originals'], $b['retries'], (float) $b['allowed'], $b['spent'], $b['from']];
+        $this->assertSame([60.0, 3, 1, 1.3, true, "resilient.clients.$two.budget"], $pick($names[$two]['budget']), $out);
+        $this->assertSame([30.0, 0, 0, 1.0, false, "resilient.budgets.$two"], $pick($names[$two]['budgets_entry']), $out);
+        $this->assertSame(["retry budget spent (resilient.clients.$two.budget): 1 retries of 1.3 allowed"], $names[$two]['trouble']);
+        $this->assertSame([60.0, 0, 1, 5.0, false, "resilient.clients.$judged.budget"], $pick($names[$judged]['budget']), $out);
+        $this->assertSame([60.0, 0, 1, 2.0, false, "resilient.budgets.$judged"], $pick($names[$judged]['budgets_entry']), $out);
+        $this->assertSame([], $names[$judged]['trouble']);
+        $this->assertSame([60.0, 0, 0, 1.0, false, "resilient.clients.$same.budget"], $pick($names[$same]['budget']), $out);
+        $this->assertNull($names[$same]['budgets_entry'], 'the same budget, shown once');
+        $this->assertSame(['on_redis' => true], $names[$far]['budget'], $out);
+        $this->assertSame([30.0, 0, 0, 5.0, false, "resilient.budgets.$far"], $pick($names[$far]['budgets_entry']), $out);
+        $this->assertSame([], $names[$far]['trouble']);
+
+        // Resilient::budget() is the `budgets` entry, whatever the client's (README).
+        $this->assertSame(30.0, \Resilient\Laravel\Facades\Resilient::budget($two)->stats()['window']);
+
+        // The table in a child (Symfony's needs intl), on the same segment.
+        $code = self::childApp($config) . self::commandInChild(StatusCommand::class);
+        $result = PhpProcess::code($code, ['extension' => 'intl'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+        $this->assertStringStartsWith("exit 1\n", $result->stdout, $result->describe());
+        $this->assertStringContainsString('client: 3 originals, 1 retries of 1.3 allowed in 60s', $result->stdout);
+        $this->assertStringContainsString("budgets.$two: 0 originals, 0 retries of 1.0 allowed in 30s", $result->stdout);
+        $this->assertStringContainsString("budgets.$judged: 0 originals, 1 retries of 2.0 allowed in 60s", $result->stdout);
+    }
+
+    /**
      * A name is text in the table too, never console markup: `pay<fg=green>v2</>` was shown as
      * `payv2`, a row for a name that does not exist.
      */

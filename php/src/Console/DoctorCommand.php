@@ -14,7 +14,8 @@ use Resilient\Laravel\ResilientManager;
  * have segments (their processes share no limit with this one), when it runs as root (a segment
  * root creates locks FPM workers of another user out, so it names one that root already owns at
  * the configured path), when config/resilient.php has keys nothing reads and when the php.ini
- * web caps cut what config asks for. Exits 1 when anything is flagged; a segment file of another
+ * web caps cut what config asks for, and when a `budgets` entry and the client of its name have
+ * budgets that differ. Exits 1 when anything is flagged; a segment file of another
  * build's layout is warned about without failing (every upgrade of the layout has one until the
  * other build's processes are restarted).
  *
@@ -56,6 +57,7 @@ final class DoctorCommand extends Command
             $this->problem('error', $problem);
         }
         $this->clientProblems($manager, array_keys($clients));
+        $this->budgetMismatches($manager, $clients);
         $this->webCaps($clients);
 
         $this->line($this->problems === 0 ? 'No problems found.' : "{$this->problems} problem(s) found.");
@@ -90,6 +92,42 @@ final class DoctorCommand extends Command
             return;
         }
         $absent === null ? $check() : SegmentFiles::withStandIn($absent, $check);
+    }
+
+    /**
+     * A `budgets` entry whose client spends another budget (resilient:status shows both):
+     * another window is another budget, counted apart (the window is part of a budget's
+     * identity); another ratio or floor judges the same counters differently. A client on Redis
+     * is left out: its budget is there, and a `budgets` entry is the way to one of this host.
+     */
+    private function budgetMismatches(ResilientManager $manager, array $clients): void
+    {
+        try {
+            $entries = ResilientManager::sectionOf((array) $this->laravel['config']->get('resilient', []), 'budgets');
+        } catch (\InvalidArgumentException) {
+            // Not an array: every budget throws that, as resilient:status says.
+            return;
+        }
+        $shown = fn (array $v): string => sprintf('ratio %g, floor %g, window %g s', $v['ratio'], $v['floor'], $v['window']);
+        foreach ($clients as $name => $options) {
+            if (! array_key_exists($name, $entries) || $manager->onRedis((string) $name)
+                || ($own = UpstreamStatus::clientBudget($options)) === null) {
+                continue;
+            }
+            [$ownKey, $entryKey] = ["resilient.clients.$name.budget", "resilient.budgets.$name"];
+            $a = UpstreamStatus::budgetValues($ownKey, $own);
+            $b = UpstreamStatus::budgetValues($entryKey, $entries[$name]);
+            // One that cannot build a budget is an error of its own.
+            if ($a === null || $b === null || UpstreamStatus::sameBudget($a, $b)) {
+                continue;
+            }
+            $both = sprintf('%s (%s%s) and %s (%s)', $ownKey, array_key_exists('budget', $options) ? '' : 'not set: ', $shown($a), $entryKey, $shown($b));
+            $this->problem('warning', $a['window'] !== $b['window']
+                ? "$both are two retry budgets: a budget is its name and its window, so the client's retries and those of "
+                    . "Resilient::budget('$name') count apart; give both the same values, or the entry a name of its own"
+                : "$both count in one retry budget but allow other retries: the client by its ratio and floor, "
+                    . "Resilient::budget('$name') by the entry's; give both the same values");
+        }
     }
 
     private function contextSetting(): string

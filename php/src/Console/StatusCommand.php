@@ -10,7 +10,8 @@ use Symfony\Component\Console\Output\OutputInterface;
 
 /**
  * `php artisan resilient:status [--json] [--prometheus]`: per configured name, the funnel's limit and reserve,
- * the leases held now by every process of the host, and the retry budget's window. Exits 1 when
+ * the leases held now by every process of the host, and the retry budget's window (the client's,
+ * and beside it a `budgets` entry of the name that is another budget). Exits 1 when
  * a funnel is full, a budget is spent, a circuit breaker is open or a funnel entry cannot be
  * built, so a health check or a deploy script can act on it (as `horizon:status` does); 2 when
  * the host's state cannot be read (no extension, or an unusable segment: the counters are then
@@ -141,10 +142,15 @@ final class StatusCommand extends Command
             return $exit;
         }
 
+        $budget = fn (?array $b): string => match (true) {
+            $b === null => '-',
+            isset($b['error']) => 'invalid',
+            isset($b['on_redis']) => 'on Redis',
+            default => sprintf('%d originals, %d retries of %.1f allowed in %gs', $b['originals'], $b['retries'], $b['allowed'], $b['window']),
+        };
         $rows = [];
         foreach ($status as $name => $s) {
             $f = $s['funnel'];
-            $b = $s['budget'];
             $rows[] = [
                 $name,
                 match (true) {
@@ -154,12 +160,9 @@ final class StatusCommand extends Command
                     default => ($f['limit'] === 'auto' ? "auto (now {$f['current_limit']})" : $f['limit']) . " ({$f['reserve']} reserved for web)",
                 },
                 $f === null || isset($f['on_redis']) || isset($f['error']) ? '-' : "{$f['in_flight']}" . ($f['background_full'] && ! $f['full'] ? ' (no slot for workers)' : ''),
-                match (true) {
-                    $b === null => '-',
-                    isset($b['error']) => 'invalid',
-                    isset($b['on_redis']) => 'on Redis',
-                    default => sprintf('%d originals, %d retries of %.1f allowed in %gs', $b['originals'], $b['retries'], $b['allowed'], $b['window']),
-                },
+                // A `budgets` entry that is another budget than the client's: both, each labelled.
+                $s['budgets_entry'] === null ? $budget($s['budget'])
+                    : "client: {$budget($s['budget'])}\nbudgets.$name: {$budget($s['budgets_entry'])}",
                 $s['trouble'] === [] ? 'ok' : implode('; ', $s['trouble']),
             ];
         }

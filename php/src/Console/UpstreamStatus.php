@@ -11,8 +11,11 @@ use Resilient\Laravel\ResilientManager;
  * circuit breaker is open.
  *
  * A name may appear under `clients` (its `funnel` / `budget` options; a client without `budget`
- * uses the default budget, as the extension does) and under `funnels` / `budgets`: all of them
- * are the same shared entry, so they are reported once.
+ * uses the default budget, as the extension does) and under `funnels` / `budgets`. A funnel is
+ * one shared entry per name, reported once. A retry budget is its name and its window: a
+ * `budgets` entry with another window than the client's is another budget, counted apart, and
+ * one with another ratio or floor judges the same counters differently. The row's `budget` is
+ * the one the client spends; `budgets_entry` is the `budgets` entry when it is not that budget.
  */
 final class UpstreamStatus
 {
@@ -21,7 +24,7 @@ final class UpstreamStatus
 
     /**
      * @param ResilientManager|null $manager reads each client as it runs (its entry over `defaults`)
-     * @return array<string, array{funnel: ?array, budget: ?array, backend: string, trouble: list<string>}>
+     * @return array<string, array{funnel: ?array, budget: ?array, budgets_entry: ?array, backend: string, trouble: list<string>}>
      */
     public static function of(array $config, ?ResilientManager $manager = null): array
     {
@@ -55,12 +58,8 @@ final class UpstreamStatus
                 $names[$name]['funnel'] = $options['funnel'];
                 $names[$name]['funnel_from'] = ["resilient.clients.$name.funnel", true];
             }
-            if (! array_key_exists('budget', $options)) {
-                $names[$name]['budget'] = self::CLIENT_BUDGET;
-                $names[$name]['budget_from'] = "resilient.clients.$name.budget";
-            } elseif (is_array($options['budget'])) {
-                // The client's own: it fills what is not set with the default budget's.
-                $names[$name]['budget'] = array_intersect_key($options['budget'], self::CLIENT_BUDGET) + self::CLIENT_BUDGET;
+            if (($budget = self::clientBudget($options)) !== null) {
+                $names[$name]['budget'] = $budget;
                 $names[$name]['budget_from'] = "resilient.clients.$name.budget";
             }
             $names[$name] ??= [];
@@ -72,8 +71,7 @@ final class UpstreamStatus
         }
         foreach (ResilientManager::sectionOf($config, 'budgets') as $name => $options) {
             // As given: an entry that is not an array is reported, not cast into one.
-            $names[$name]['budget'] = $options;
-            $names[$name]['budget_from'] = "resilient.budgets.$name";
+            $names[$name]['entry'] = $options;
         }
         ksort($names);
 
@@ -90,17 +88,26 @@ final class UpstreamStatus
                 $redis['funnel'] => ['on_redis' => true],
                 default => null,
             };
+            $entryKey = "resilient.budgets.$name";
             $budget = match (true) {
                 array_key_exists('budget', $parts) => self::budget((string) $name, $parts['budget'], $parts['budget_from']),
                 $redis['budget'] => ['on_redis' => true],
+                array_key_exists('entry', $parts) => self::budget((string) $name, $parts['entry'], $entryKey),
                 default => null,
             };
+            // The `budgets` entry beside the client's budget, unless it is that budget (this
+            // host's, never the one on Redis).
+            $entry = array_key_exists('entry', $parts) && ($redis['budget'] || (array_key_exists('budget', $parts)
+                && ! self::sameBudget(self::budgetValues($parts['budget_from'], $parts['budget']), self::budgetValues($entryKey, $parts['entry']))))
+                ? self::budget((string) $name, $parts['entry'], $entryKey) : null;
             $trouble = isset($invalid[$name]) ? [$invalid[$name]] : [];
             if (isset($funnel['error'])) {
                 $trouble[] = $funnel['error'];
             }
-            if (isset($budget['error'])) {
-                $trouble[] = $budget['error'];
+            foreach ([$budget, $entry] as $b) {
+                if (isset($b['error'])) {
+                    $trouble[] = $b['error'];
+                }
             }
             // Once: a client's funnel or budget entry that fails is already named above.
             if ($clientProblem !== null && ! self::failsFromClient($funnel, $budget, $parts, (string) $name)) {
@@ -109,14 +116,18 @@ final class UpstreamStatus
             if ($funnel !== null && ($funnel['full'] ?? false)) {
                 $trouble[] = "funnel full: {$funnel['in_flight']} of {$funnel['current_limit']} in flight";
             }
-            if ($budget !== null && ($budget['spent'] ?? false)) {
-                $trouble[] = sprintf('retry budget spent: %d retries of %.1f allowed', $budget['retries'], $budget['allowed']);
+            foreach ([$budget, $entry] as $b) {
+                if ($b['spent'] ?? false) {
+                    // With two budgets on the row, which one.
+                    $trouble[] = sprintf('retry budget spent%s: %d retries of %.1f allowed',
+                        $entry === null ? '' : " ({$b['from']})", $b['retries'], $b['allowed']);
+                }
             }
             // 'open' is also a breaker past its open_for whose probe no call has made yet.
             if (($breakers[$name] ?? null) === 'open') {
                 $trouble[] = 'circuit breaker open: calls are refused until its open_for ends, then the next one probes the upstream';
             }
-            $out[$name] = ['funnel' => $funnel, 'budget' => $budget, 'backend' => isset($onRedis[$name]) ? 'redis' : 'shm', 'trouble' => $trouble];
+            $out[$name] = ['funnel' => $funnel, 'budget' => $budget, 'budgets_entry' => $entry, 'backend' => isset($onRedis[$name]) ? 'redis' : 'shm', 'trouble' => $trouble];
         }
 
         return $out;
@@ -148,7 +159,7 @@ final class UpstreamStatus
     private static function failsFromClient(?array $funnel, ?array $budget, array $parts, string $name): bool
     {
         return (isset($funnel['error']) && $parts['funnel_from'][1])
-            || (isset($budget['error']) && $parts['budget_from'] === "resilient.clients.$name.budget");
+            || (isset($budget['error']) && ($parts['budget_from'] ?? null) === "resilient.clients.$name.budget");
     }
 
     /**
@@ -210,8 +221,58 @@ final class UpstreamStatus
     }
 
     /**
+     * The budget a client's calls spend, as RetryBudget arguments: its `budget` options filled
+     * with the default budget's, as the client fills them; null when it has none (`false`) or
+     * one the client refuses (not an array: said in the client's words).
+     */
+    public static function clientBudget(array $options): ?array
+    {
+        if (! array_key_exists('budget', $options)) {
+            return self::CLIENT_BUDGET;
+        }
+
+        return is_array($options['budget'])
+            ? array_intersect_key($options['budget'], self::CLIENT_BUDGET) + self::CLIENT_BUDGET
+            : null;
+    }
+
+    /**
+     * A budget's ratio, floor and window as numbers, what is not set filled with the default's
+     * (a client's and a RetryBudget's are the same); the window (seconds) cut to whole ms, as
+     * the extension keeps it. Null when $o cannot build a budget: that is said on its own.
+     *
+     * @return array{ratio: float, floor: float, window: float}|null
+     */
+    public static function budgetValues(string $key, mixed $o): ?array
+    {
+        try {
+            $o = ResilientManager::budgetArguments($key, $o) + self::CLIENT_BUDGET;
+        } catch (\InvalidArgumentException) {
+            return null;
+        }
+        foreach ($o as $value) {
+            if (! is_numeric($value) || ! is_finite((float) $value)) {
+                return null;
+            }
+        }
+
+        return [
+            'ratio' => (float) $o['ratio'],
+            'floor' => (float) $o['floor'],
+            // To the ns, then whole ms (Rust's Duration::from_secs_f64 and as_millis).
+            'window' => floor(round((float) $o['window'] * 1e9) / 1e6) / 1000,
+        ];
+    }
+
+    /** Whether both are the same budget: the same counters (window) judged alike (ratio, floor). */
+    public static function sameBudget(?array $a, ?array $b): bool
+    {
+        return $a !== null && $a === $b;
+    }
+
+    /**
      * The budget's window, or `['error' => ...]` naming $key when its values cannot build the
-     * RetryBudget its users build: checked as ResilientManager does.
+     * RetryBudget its users build: checked as ResilientManager does. `from` is $key.
      */
     private static function budget(string $name, mixed $o, string $key): array
     {
@@ -224,6 +285,7 @@ final class UpstreamStatus
         // The next retry needs one whole retry of room; a budget that gave none has not been
         // spent, only not earned yet (no floor, few originals): nothing to report.
         $stats['spent'] = $stats['remaining'] < 1.0 && $stats['retries'] > 0;
+        $stats['from'] = $key;
 
         return $stats;
     }
