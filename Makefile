@@ -30,8 +30,10 @@ build:
 	$(CARGO) build --release --workspace
 
 # Installs the extension as `extension=resilient` for every SAPI (scripts/install.sh;
-# DESTDIR=/root installs under another root, enabled for the CLI and FPM).
-install: build
+# DESTDIR=/root installs under another root, enabled for the CLI and FPM). Builds the extension
+# alone: the workspace's lab crate needs fontconfig, which a production host has no use for.
+install:
+	$(CARGO) build --release -p resilient
 	scripts/install.sh
 
 cargo-test:

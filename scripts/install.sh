@@ -2,9 +2,15 @@
 # `make install`: puts the built extension where PHP looks for it and enables it by name.
 #
 #   - target/release/libresilient.so → `php-config --extension-dir`/resilient.so
-#   - /etc/php/<version>/mods-available/resilient.ini with `extension=resilient`
+#   - /etc/php/<version>/mods-available/resilient.ini with `extension=resilient`, written only
+#     when absent: an existing one is the user's (its `resilient.*` settings) and is kept as it
+#     is, given an `extension=resilient` line only when nothing in it loads the extension
 #   - enabled for every SAPI installed (Debian's `phpenmod -s ALL`); with DESTDIR, conf.d links
 #     for the CLI and FPM
+#
+# Each file is written to a temporary file beside it and renamed over it: a PHP process that
+# starts during an upgrade loads the old file or the new one, never a half-written one (mapping
+# a .so still being written ends in SIGBUS), and running processes keep the old one.
 #
 # DESTDIR=/some/root installs under that root instead (nothing outside it is touched): how
 # the tests check the layout without changing the machine's PHP.
@@ -12,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 so=target/release/libresilient.so
-[ -f "$so" ] || { echo "install: $so is missing: run 'make build' first" >&2; exit 1; }
+[ -f "$so" ] || { echo "install: $so is missing: run 'cargo build --release -p resilient' first" >&2; exit 1; }
 command -v php-config >/dev/null || { echo "install: php-config not found (apt-get install php8.2-dev)" >&2; exit 1; }
 
 destdir="${DESTDIR:-}"
@@ -21,13 +27,42 @@ version="$(php-config --version | cut -d. -f1,2)"
 conf_root="/etc/php/$version"
 ini="$conf_root/mods-available/resilient.ini"
 
+# The temporary file being written, removed if the install stops before renaming it.
+tmp=""
+trap '[ -z "$tmp" ] || rm -f "$tmp"' EXIT
+
+# Replaces $1 with stdin, mode 0644, by a rename in the same directory (atomic).
+put() {
+    tmp="$(mktemp "$(dirname "$1")/.$(basename "$1").XXXXXX")"
+    cat > "$tmp"
+    chmod 0644 "$tmp"
+    mv -fT "$tmp" "$1"
+    tmp=""
+}
+
 install -d "$destdir$ext_dir" "$destdir$conf_root/mods-available"
-install -m 0644 "$so" "$destdir$ext_dir/resilient.so"
-cat > "$destdir$ini" <<INI
+put "$destdir$ext_dir/resilient.so" < "$so"
+
+# An uncommented `extension=resilient` (or `extension=/path/to/resilient.so`) line.
+loads='^[[:space:]]*extension[[:space:]]*=[[:space:]]*"?([^";]*/)?resilient(\.so)?"?[[:space:]]*(;.*)?$'
+if [ ! -e "$destdir$ini" ]; then
+    put "$destdir$ini" <<INI
 ; resilient: a resilient HTTP client and host-wide limits in shared memory.
 ; priority=20
 extension=resilient
 INI
+    ini_state="written"
+elif grep -Eq "$loads" "$destdir$ini"; then
+    ini_state="existing, kept as it was with its settings"
+else
+    # The file's own lines first (ended by a newline if the last one has none), then the line.
+    put "$destdir$ini" < <(
+        cat "$destdir$ini"
+        [ -z "$(tail -c1 "$destdir$ini")" ] || echo
+        echo "extension=resilient"
+    )
+    ini_state="existing, kept with its settings, extension=resilient added"
+fi
 
 if [ -z "$destdir" ] && command -v phpenmod >/dev/null; then
     phpenmod -v "$version" -s ALL resilient
@@ -35,11 +70,13 @@ if [ -z "$destdir" ] && command -v phpenmod >/dev/null; then
 else
     sapis="cli and fpm"
     for sapi in cli fpm; do
-        install -d "$destdir$conf_root/$sapi/conf.d"
-        ln -sf "$ini" "$destdir$conf_root/$sapi/conf.d/20-resilient.ini"
+        link="$destdir$conf_root/$sapi/conf.d/20-resilient.ini"
+        install -d "$(dirname "$link")"
+        # Left alone when right: replacing it would unlink it for a moment.
+        [ "$(readlink "$link" 2>/dev/null)" = "$ini" ] || ln -sfn "$ini" "$link"
     done
 fi
-echo "install: $destdir$ext_dir/resilient.so, enabled by $destdir$ini (extension=resilient) for $sapis"
+echo "install: $destdir$ext_dir/resilient.so, enabled for $sapis by $destdir$ini ($ini_state)"
 if [ -z "$destdir" ]; then
     echo "install: restart php-fpm to load it in the workers (e.g. 'service php$version-fpm restart')"
 fi
