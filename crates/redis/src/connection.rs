@@ -330,19 +330,51 @@ impl Route<'_> {
     }
 }
 
+/// Servers kept for URLs nothing uses now (no client's backend, no slot to give back): a
+/// process that meets many URLs (a key prefix per tenant) keeps the connections of the most
+/// recently used ones, not one per URL ever used, each a file descriptor here and one of
+/// Redis's `maxclients` in every worker of every host.
+pub const MAX_IDLE_SERVERS: usize = 32;
+
 impl Server {
-    /// The process-wide server for `url` (one connection per URL and process).
+    /// The process-wide server for `url` (one connection per URL and process). Past
+    /// [`MAX_IDLE_SERVERS`] URLs, the least recently asked for of those nothing uses are let go
+    /// (their releases and replies settled first) and their connections closed.
     pub fn shared(url: &str) -> Result<Arc<Server>, resilient_http::ConfigError> {
-        static SERVERS: OnceLock<Mutex<HashMap<String, Arc<Server>>>> = OnceLock::new();
-        let mut servers = SERVERS
+        /// Each URL's server and when it was last asked for (a count of calls).
+        type Servers = HashMap<String, (Arc<Server>, u64)>;
+        static SERVERS: OnceLock<Mutex<(Servers, u64)>> = OnceLock::new();
+        let mut guard = SERVERS
             .get_or_init(Default::default)
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(s) = servers.get(url) {
+        let (servers, tick) = &mut *guard;
+        *tick += 1;
+        if let Some((s, used)) = servers.get_mut(url) {
+            *used = *tick;
             return Ok(s.clone());
         }
         let server = Arc::new(Server::new(Target::parse(url)?)?);
-        servers.insert(url.to_owned(), server.clone());
+        servers.insert(url.to_owned(), (server.clone(), *tick));
+        let mut gone = Vec::new();
+        while servers.len() > MAX_IDLE_SERVERS {
+            // Nothing but this map holds it: no backend in use, no slot still to give back.
+            let idle = servers
+                .iter()
+                .filter(|(_, (s, _))| Arc::strong_count(s) == 1)
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(url, _)| url.clone());
+            match idle.and_then(|url| servers.remove(&url)) {
+                Some((s, _)) => gone.push(s),
+                None => break,
+            }
+        }
+        drop(guard);
+        for s in gone {
+            // Replies still unread (an original's record) are read before the socket closes:
+            // closed with data unread, it would be reset.
+            let _ = s.settle_releases();
+        }
         Ok(server)
     }
 

@@ -30,7 +30,7 @@ mod token;
 mod unix_connect;
 
 pub use backend::Redis;
-pub use connection::{Route, Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF};
+pub use connection::{Route, Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF, MAX_IDLE_SERVERS};
 pub use funnel::{FIRST_QUIET_MS, MAX_QUIET_MS};
 pub use leftovers::{release_leftovers, release_leftovers_at_exit, releases_owed};
 pub use lookup::Resolver;
