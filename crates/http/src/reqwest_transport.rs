@@ -4,7 +4,8 @@
 //!   (keep-alive) within a process. Never created before it is needed (FPM forks after MINIT).
 //! - reqwest's connect timeout, TLS settings and proxy are client settings, so clients are cached
 //!   by connect timeout in milliseconds and [`TransportOptions::fingerprint`] (a handful per
-//!   process in practice; the cache is bounded: [`ClientCache`]). HTTP/2 is offered by ALPN
+//!   process in practice; the cache is bounded: [`ClientCache`], and so are the origins its
+//!   shared clients keep connections to). HTTP/2 is offered by ALPN
 //!   over TLS, so a pool against an HTTP/2 server multiplexes on one connection.
 //!   The per-attempt connect limit is `min(connect_timeout, attempt timeout)`: the client
 //!   bounds the connect phase by the configured value ([`AttemptLimits::connect_timeout_setting`])
@@ -27,7 +28,6 @@
 //! - Errors are reported without the URL (`without_url`), so query secrets cannot leak; a TLS
 //!   failure is told apart by its rustls error type ([`FailureKind::Tls`], not retried).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,8 +38,6 @@ use crate::response_body::{header_list, ResponseBody};
 use crate::transport::{AttemptLimits, FailureKind, RawResponse, Transport, TransportError};
 use crate::transport_options::{TransportOptions, Verify};
 
-/// Origins remembered as warm (beyond this, new ones are simply opened as before).
-const MAX_WARM: usize = 1024;
 /// An HTTP/2 connection that received nothing for this long is sent a ping...
 const H2_PING_INTERVAL: Duration = Duration::from_secs(10);
 /// ...and closed when the ping is not answered within this: its path died without a word.
@@ -48,13 +46,11 @@ const H2_PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// What identifies an origin's connections: `scheme://host:port` and the connection options.
 type Origin = (String, u64);
 
-/// reqwest clients by connect timeout, [`TransportOptions::fingerprint`] and origin.
+/// reqwest clients by connect timeout, [`TransportOptions::fingerprint`] and origin; each knows
+/// the origins that answered on it, and whether over HTTP/2.
 #[derive(Default)]
 pub struct ReqwestTransport {
     clients: Arc<Mutex<ClientCache<reqwest::Client>>>,
-    /// Origins (with their connection options) that answered in this process, and whether
-    /// their last answer came over HTTP/2.
-    warm: Arc<Mutex<HashMap<Origin, bool>>>,
 }
 
 /// The origin a request goes to.
@@ -99,31 +95,16 @@ impl ReqwestTransport {
 
 /// After an attempt to `origin` on client `used` timed out: an origin that speaks HTTP/2 (or
 /// has not answered yet) moves to a new client, so that its next attempt does not go down the
-/// same, possibly dead, connection. It is cold again then, so a pool opens its connection
-/// first.
-fn leave_connection(
-    clients: &Mutex<ClientCache<reqwest::Client>>,
-    warm: &Mutex<HashMap<Origin, bool>>,
-    origin: &Origin,
-    used: u64,
-) {
-    let speaks_http1 = || {
-        let warm = warm.lock().unwrap_or_else(|e| e.into_inner());
-        warm.get(origin) == Some(&false)
-    };
-    if !origin.0.starts_with("https:") || speaks_http1() {
+/// same, possibly dead, connection. It is cold again then (nothing answered on the new
+/// client), so a pool opens its connection first.
+fn leave_connection(clients: &Mutex<ClientCache<reqwest::Client>>, origin: &str, used: u64) {
+    let mut clients = clients.lock().unwrap_or_else(|e| e.into_inner());
+    if !origin.starts_with("https:") || clients.speaks_http1(used, origin) {
         return;
     }
-    let replaced = clients.lock().unwrap_or_else(|e| e.into_inner()).replace(
-        &origin.0,
-        used,
-        |millis, options| build(Duration::from_millis(millis), options),
-    );
-    if replaced {
-        warm.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(origin);
-    }
+    clients.replace(origin, used, |millis, options| {
+        build(Duration::from_millis(millis), options)
+    });
 }
 
 /// A connect timeout as the clients are keyed by: rounded down to a step of a ladder whose steps
@@ -199,12 +180,14 @@ fn build(
 
 impl Transport for ReqwestTransport {
     fn is_warm(&self, request: &PreparedRequest) -> bool {
-        request.url.scheme() != "https"
-            || self
-                .warm
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&origin(request))
+        if request.url.scheme() != "https" {
+            return true;
+        }
+        let (origin, fingerprint) = origin(request);
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_warm(fingerprint, &origin)
     }
 
     fn send(
@@ -250,9 +233,9 @@ impl Transport for ReqwestTransport {
         // when the attempt's own timeout is no longer, it is that limit a connect runs out of,
         // as the plain-http transport says it.
         let connect_is_cut = limits.connect_timeout_setting >= timeout;
-        let (clients, warm) = (self.clients.clone(), self.warm.clone());
+        let clients = self.clients.clone();
         Box::pin(async move {
-            let answered = (warm.clone(), origin.clone());
+            let answered = (clients.clone(), origin.0.clone());
             let exchange = async move {
                 let mut response = builder.send().await.map_err(|e| {
                     if connect_is_cut && e.is_connect() && e.is_timeout() {
@@ -262,12 +245,12 @@ impl Transport for ReqwestTransport {
                     }
                 })?;
                 {
-                    let (warm, origin) = answered;
+                    let (clients, origin) = answered;
                     let http2 = response.version() == reqwest::Version::HTTP_2;
-                    let mut warm = warm.lock().unwrap_or_else(|e| e.into_inner());
-                    if warm.len() < MAX_WARM || warm.contains_key(&origin) {
-                        warm.insert(origin, http2);
-                    }
+                    clients
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .answered(used, &origin, http2);
                 }
                 let status = response.status().as_u16();
                 let mut headers = header_list(response.headers());
@@ -297,7 +280,7 @@ impl Transport for ReqwestTransport {
             match tokio::time::timeout(timeout, exchange).await {
                 Ok(result) => result,
                 Err(_) => {
-                    leave_connection(&clients, &warm, &origin, used);
+                    leave_connection(&clients, &origin.0, used);
                     Err(attempt_timed_out())
                 }
             }
