@@ -16,14 +16,12 @@ use ext_php_rs::{info_table_end, info_table_row, info_table_start};
 pub unsafe extern "C" fn module_info(module: *mut ModuleEntry) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let layout = resilient_core::layout::LAYOUT_VERSION.to_string();
-        // The path in effect for this process (its uid's default, or resilient.shm_path); a
-        // refused setting is shown as the error its first use throws.
-        let segment = match crate::ini::shm_path() {
-            Err(_) => "(unknown: resilient.shm_path was refused)".to_owned(),
-            Ok(_) => crate::segment::path()
-                .map(|path| path.display().to_string())
-                .unwrap_or_default(),
-        };
+        // The path in effect for this process (its uid's default, or resilient.shm_path); the
+        // one way it fails is a refused resilient.shm_path.
+        let segment = crate::segment::path().map_or_else(
+            |_| "(unknown: resilient.shm_path was refused)".to_owned(),
+            |path| path.display().to_string(),
+        );
         info_table_start!();
         info_table_row!("Version", env!("CARGO_PKG_VERSION"));
         info_table_row!("Shared-memory layout version", layout);

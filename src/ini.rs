@@ -131,8 +131,9 @@ fn display(text: &str) {
 }
 
 /// Prints a setting for phpinfo() and `php --ri`. A configured value that was refused is
-/// shown as refused, with why: the engine holds the default in its place, which alone would
-/// read as the setting in effect while the setting's first use throws.
+/// shown as refused, with the value given: the engine holds the default in its place, which
+/// alone would read as the setting in effect while the setting's first use throws (its
+/// message says why).
 unsafe extern "C" fn display_checked(entry: *mut zend_ini_entry, kind: c_int) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the engine passes its live entry.

@@ -370,12 +370,21 @@ impl Server {
             }
         }
         drop(guard);
-        for s in gone {
-            // Replies still unread (an original's record) are read before the socket closes:
-            // closed with data unread, it would be reset.
+        // Replies still unread (an original's record) are read before the socket closes:
+        // closed with data unread, it would be reset. (Nothing else to settle: a slot to give
+        // back holds its server. Nor a connection opened just to be closed.)
+        for s in gone.iter().filter(|s| s.has_unread_replies()) {
             let _ = s.settle_releases();
         }
         Ok(server)
+    }
+
+    /// This process's connection has replies it has not read yet.
+    fn has_unread_replies(&self) -> bool {
+        let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.pid == resilient_core::current_pid()
+            && slot.conn.is_some()
+            && !slot.pending.unread.is_empty()
     }
 
     pub fn new(target: Target) -> Result<Server, resilient_http::ConfigError> {
