@@ -1,0 +1,88 @@
+//! HTTP/1.1 upstreams over TLS on loopback (no ALPN: HTTP/1.1 only, as many https APIs
+//! behind older proxies are), counting their open connections. Their certificate
+//! (tls/server.pem, for 127.0.0.1 and localhost) is signed by tls/ca.pem.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The servers' connections.
+#[derive(Default)]
+pub struct Connections {
+    /// Open now (one the client closed ends here, once its thread reads the close).
+    pub open: AtomicUsize,
+    /// Accepted in all.
+    pub accepted: AtomicUsize,
+}
+
+pub const CA_PEM: &[u8] = include_bytes!("tls/ca.pem");
+const SERVER_PEM: &[u8] = include_bytes!("tls/server.pem");
+const SERVER_KEY: &[u8] = include_bytes!("tls/server.key");
+
+/// `n` HTTP/1.1-over-TLS servers on loopback ports of their own (a blocking thread per
+/// connection), each answer `delay` after its request; returns their ports and their
+/// connections' count.
+pub fn serve(n: usize, delay: Duration) -> (Vec<u16>, Arc<Connections>) {
+    let certs = CertificateDer::pem_slice_iter(SERVER_PEM)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).unwrap();
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap(),
+    );
+    let open = Arc::new(Connections::default());
+    let mut ports = Vec::new();
+    for _ in 0..n {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        ports.push(listener.local_addr().unwrap().port());
+        let (config, open) = (config.clone(), open.clone());
+        std::thread::spawn(move || {
+            for socket in listener.incoming().flatten() {
+                let (config, open) = (config.clone(), open.clone());
+                open.accepted.fetch_add(1, Ordering::SeqCst);
+                open.open.fetch_add(1, Ordering::SeqCst);
+                // Else each answer waits for the client's delayed ACK (40 ms).
+                socket.set_nodelay(true).unwrap();
+                std::thread::spawn(move || {
+                    let tls = rustls::ServerConnection::new(config).unwrap();
+                    let mut stream = rustls::StreamOwned::new(tls, socket);
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    while let Ok(read) = stream.read(&mut chunk) {
+                        if read == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..read]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            std::thread::sleep(delay);
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if stream
+                                .write_all(answer)
+                                .and_then(|_| stream.flush())
+                                .is_err()
+                            {
+                                break;
+                            }
+                        }
+                    }
+                    open.open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+    }
+    (ports, open)
+}
