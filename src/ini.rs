@@ -143,11 +143,15 @@ unsafe extern "C" fn display_checked(entry: *mut zend_ini_entry, kind: c_int) {
         let key = KEYS
             .into_iter()
             .find(|k| name.as_deref() == Some(k.to_bytes()));
-        let shown = match key.and_then(refusal) {
-            Some(Refusal::Value(given)) => {
-                format!("(refused '{}': its first use throws)", given.escape_debug())
+        let shown = match key.and_then(|k| Some((k, refusal(k)?))) {
+            Some((key, Refusal::Value(given))) => {
+                format!(
+                    "(refused '{}': {})",
+                    shown_value(key, &given),
+                    consequence(key)
+                )
             }
-            Some(Refusal::DroppedByPool) => {
+            Some((_, Refusal::DroppedByPool)) => {
                 "(dropped by the FPM pool, which loads the extension after it: its first use \
                  throws)"
                     .to_owned()
@@ -467,8 +471,30 @@ fn refused(key: &'static CStr, value: &str) -> String {
         "{}: {}, got '{}' (from php.ini, -d, the FPM pool, .user.ini or a FastCGI PHP_VALUE)",
         key.to_string_lossy(),
         requirement(key),
-        value.escape_debug()
+        shown_value(key, value)
     )
+}
+
+/// A refused value as messages and phpinfo() show it: a path whole, any other value (a word or
+/// a number) up to its first character no word or number has, so that a secret put in the
+/// wrong setting (a Redis URL with its password in `resilient.context`) is never shown.
+fn shown_value(key: &CStr, value: &str) -> String {
+    if key == SHM_PATH {
+        value.escape_debug().to_string()
+    } else {
+        resilient_http::shown_name(value).escape_debug().to_string()
+    }
+}
+
+/// What a refused value of `key` does where it is used (phpinfo()'s words).
+fn consequence(key: &CStr) -> &'static str {
+    if key == CONTEXT {
+        "auto applies, said in the error log"
+    } else if key == WEB_TIMEOUT || key == WEB_CONNECT_TIMEOUT || key == WEB_MAX_ATTEMPTS {
+        "a web caller's use throws, a console caller's is said in the error log"
+    } else {
+        "its first use throws"
+    }
 }
 
 /// `ini_set()` gave `key` a good value in this request: a refused configured value does not

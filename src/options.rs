@@ -164,7 +164,7 @@ pub fn client(options: Option<&ZendHashTable>) -> PhpResult<(ClientConfig, Bindi
                 binding.context = crate::ini::parse_context(&text).ok_or_else(|| {
                     exceptions::value_error(format!(
                         "option 'context': must be 'web', 'console' or 'auto', got '{}'",
-                        text.escape_debug()
+                        resilient_http::shown_name(&text).escape_debug()
                     ))
                 })?;
             }

@@ -238,7 +238,7 @@ fn redirects(table: &ext_php_rs::types::ZendHashTable) -> PhpResult<Redirects> {
                         other => {
                             return Err(exceptions::value_error(format!(
                                 "option '{path}': only 'http' and 'https' are supported, got '{}'",
-                                other.chars().take(16).collect::<String>()
+                                resilient_http::shown_name(other).escape_debug()
                             )))
                         }
                     }

@@ -263,6 +263,11 @@ final class ArgumentsTest extends TestCase
         yield 'cert pair swapped' => [$client . '["cert" => ["s3cr3tPw", PHP_BINARY]]);', "'cert'"];
         yield 'ssl_key pair swapped' => [$client . '["cert" => PHP_BINARY, "ssl_key" => ["s3cr3tPw", PHP_BINARY]]);', "'ssl_key'"];
         yield 'cert pair swapped, neither a file' => [$client . '["cert" => ["s3cr3tPw", "/nonexistent/cert.pem"]]);', "'cert'"];
+        // A value from the wrong environment variable (a Redis URL where a word belongs): the
+        // word-like start of the value is shown, up to its first character no such word has.
+        yield 'Redis URL as on_backend_error' => [$client . '["on_backend_error" => "redis://:s3cr3tPw@cache:6379"]);', "got \"redis…\""];
+        yield 'Redis URL as context' => [$client . '["context" => "redis://:s3cr3tPw@cache:6379"]);', "got 'redis…'"];
+        yield 'URL as a redirect protocol' => [$client . '["allow_redirects" => ["protocols" => ["https://u:s3cr3tPw@h"]]]);', "got 'https…'"];
     }
 
     /** @dataProvider secretsInTheWrongPlace */

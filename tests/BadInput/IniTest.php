@@ -162,11 +162,40 @@ final class IniTest extends TestCase
             'resilient.shm_slots' => 'abc',
         ])->wait(20);
         $this->assertSame(0, $r->exitCode, $r->describe());
-        $this->assertStringContainsString("resilient.web_timeout => (refused '0': its first use throws)", $r->stdout);
+        $this->assertStringContainsString("resilient.web_timeout => (refused '0': a web caller's use throws, a console caller's is said in the error log)", $r->stdout);
         $this->assertStringContainsString("resilient.shm_slots => (refused 'abc': its first use throws)", $r->stdout);
         $this->assertStringContainsString('resilient.web_connect_timeout => 3 => 3', $r->stdout);
         $this->assertMatchesRegularExpression('/^Shared-memory layout version => \d+$/m', $r->stdout);
         $this->assertStringContainsString("Shared-memory segment (this process) => $path", $r->stdout);
         $this->assertFileDoesNotExist($path, 'phpinfo() creates no segment');
+    }
+
+    /**
+     * A secret configured where a word belongs (a Redis URL put in `resilient.context` by a
+     * mixed-up env file): neither `php --ri` nor the error log line of its use shows more of it
+     * than its word-like start; `php --ri` says what its use does (a refused context is taken
+     * as `auto`, a refused web cap throws for web callers only).
+     */
+    public function testARefusedValueShowsOnlyItsWordLikeStart(): void
+    {
+        $ini = [
+            'resilient.shm_path' => Run::shmPath('ini-secret'),
+            'resilient.context' => 'redis://:s3cr3tPw@cache:6379',
+            'resilient.web_timeout' => 'redis://:s3cr3tPw@cache:6379',
+            'log_errors' => '1',
+            'error_log' => '',
+        ];
+        $info = PhpProcess::args(['--ri', 'resilient'], $ini)->wait(20);
+        $this->assertSame(0, $info->exitCode, $info->describe());
+        $this->assertStringContainsString("resilient.context => (refused 'redis…': auto applies, said in the error log)", $info->stdout);
+        $this->assertStringContainsString("resilient.web_timeout => (refused 'redis…': a web caller's use throws, a console caller's is said in the error log)", $info->stdout);
+        $used = PhpProcess::runCode('var_export(Resilient\Context::isWeb()); echo " ", Resilient\Context::timeout(5.0);', $ini);
+        $this->assertSame(0, $used->exitCode, $used->describe());
+        $this->assertSame('false 5', $used->stdout, 'auto (the CLI: console), and no web cap in a console context');
+        $this->assertStringContainsString("resilient.context: must be auto, web or console, got 'redis…'", $used->stderr);
+        $this->assertStringContainsString("resilient.web_timeout: must be", $used->stderr);
+        foreach ([$info->stdout, $info->stderr, $used->stdout, $used->stderr] as $said) {
+            $this->assertStringNotContainsString('s3cr3t', $said);
+        }
     }
 }

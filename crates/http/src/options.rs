@@ -366,7 +366,7 @@ impl ClientConfig {
                     "on_backend_error",
                     format!(
                         "must be 'local', 'open' or 'closed', got {:?}",
-                        truncate(other, 32)
+                        shown_name(other)
                     ),
                 ))
             }
