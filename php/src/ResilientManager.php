@@ -35,7 +35,11 @@ final class ResilientManager
 
     private ?FakeClients $fake = null;
 
-    /** `defaults.context` as shown when it is no context the extension knows (see declareContext): `'bogus'`, `bool true`. */
+    /**
+     * `defaults.context` as shown when it is no context the extension knows (see declareContext):
+     * `'bogus'`, `bool true`; a string only up to its first character no word has (GivenText::shown()),
+     * so a Redis URL set in RESILIENT_CONTEXT by mistake shows as `'redis…'`, not with its password.
+     */
     private static ?string $refusedContext = null;
 
     /** The `resilient.context` value declareContext() set, to undo at the next app's boot. */
@@ -50,7 +54,7 @@ final class ResilientManager
      * @param string|null $extensionProblem why the loaded extension does not fit (ExtensionCheck), thrown at first use
      */
     public function __construct(
-        private array|Closure $config,
+        #[\SensitiveParameter] private array|Closure $config,
         private ?Closure $events = null,
         private ?Closure $logs = null,
         private ?string $extensionProblem = null,
@@ -215,7 +219,7 @@ final class ResilientManager
         foreach (array_keys($options) as $option) {
             if (! in_array($option, $names, true)) {
                 throw new InvalidArgumentException(sprintf(
-                    "%s: unknown key '%s' (a %s takes %s)", $key, $option, $class, implode(', ', $names),
+                    "%s: unknown key '%s' (a %s takes %s)", $key, GivenText::shown((string) $option), $class, implode(', ', $names),
                 ));
             }
         }
@@ -251,7 +255,7 @@ final class ResilientManager
      * too, rather than running as `auto`. Not thrown here: `package:discover` and
      * `config:cache` must still run.
      */
-    public static function declareContext(mixed $context): void
+    public static function declareContext(#[\SensitiveParameter] mixed $context): void
     {
         self::$refusedContext = null;
         // An app booted before in this process (a test suite boots one per test) set its own:
@@ -273,7 +277,7 @@ final class ResilientManager
         // Judged here, not by ini_set()'s result, which is false too for a setting an FPM pool
         // locked with php_admin_value (then the pool's value stands).
         if (! in_array(self::contextName($context), ['web', 'console', 'auto'], true)) {
-            self::$refusedContext = "'$context'";
+            self::$refusedContext = "'" . GivenText::shown($context) . "'";
 
             return;
         }
@@ -283,7 +287,7 @@ final class ResilientManager
     }
 
     /** A context as the extension reads one (`resilient.context`, a client's `context`): any case, spaces around. */
-    public static function contextName(string $context): string
+    public static function contextName(#[\SensitiveParameter] string $context): string
     {
         return strtolower(trim($context));
     }
@@ -513,7 +517,7 @@ final class ResilientManager
     }
 
     /** Whether a `backend` value (the option, or `resilient.backend`) names Redis, as the extension reads it (trimmed). */
-    public static function isRedisUrl(string $backend): bool
+    public static function isRedisUrl(#[\SensitiveParameter] string $backend): bool
     {
         // Anything else is shm or refused by the client.
         return preg_match('#^(redis|rediss|unix)://#i', trim($backend)) === 1;
@@ -581,7 +585,7 @@ final class ResilientManager
      * A top-level section of the config (`clients`, `funnels`, `budgets`, `defaults`); null or
      * absent is empty. Throws InvalidArgumentException naming it when it is not an array.
      */
-    public static function sectionOf(array $config, string $section): array
+    public static function sectionOf(#[\SensitiveParameter] array $config, string $section): array
     {
         $all = $config[$section] ?? [];
         if (! is_array($all)) {
@@ -640,7 +644,7 @@ final class ResilientManager
     }
 
     /** $options without its nulls, at every depth: a null (an unset `env()`) is "not set". */
-    private static function withoutNulls(array $options): array
+    private static function withoutNulls(#[\SensitiveParameter] array $options): array
     {
         foreach ($options as $key => $value) {
             if ($value === null) {

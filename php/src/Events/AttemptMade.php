@@ -2,6 +2,8 @@
 
 namespace Resilient\Laravel\Events;
 
+use Resilient\Laravel\GivenText;
+
 /**
  * One attempt of a `Resilient\Client` call, dispatched while the call is in progress (after
  * the attempt, before any sleep), so a listener sees retries as they happen.
@@ -34,7 +36,7 @@ final class AttemptMade
     }
 
     /** From the array the extension passes to `on_attempt`. */
-    public static function fromRecord(array $a): self
+    public static function fromRecord(#[\SensitiveParameter] array $a): self
     {
         return new self(
             (string) ($a['client'] ?? ''),
@@ -68,14 +70,15 @@ final class AttemptMade
     }
 
     /**
-     * The URL as it may be shown (logs, events, test failures): without the query, the
-     * fragment and any user:password it may carry. The user-info ends at the authority's last
-     * '@', as the client reads it (a password may hold an '@').
+     * The URL as it may be shown (logs, events, test failures): trimmed as the client reads it
+     * (Unicode whitespace), without the query, the fragment and any user:password it may carry,
+     * wherever a `scheme://user:password@` appears (also inside a path). The user-info ends at
+     * the authority's last '@', as the client reads it (a password may hold an '@').
      */
-    public static function safeUrl(string $url): string
+    public static function safeUrl(#[\SensitiveParameter] string $url): string
     {
-        $url = preg_replace('/[?#].*$/s', '', $url);
+        $url = preg_replace('/[?#].*$/s', '', GivenText::trimmed($url));
 
-        return preg_replace('#^([a-z][a-z0-9+.-]*://)[^/]*@#i', '$1', $url);
+        return preg_replace('#([a-z][a-z0-9+.-]*://)[^/]*@#i', '$1', $url);
     }
 }

@@ -40,6 +40,10 @@ use Resilient\UpstreamFailed;
  *   read or decoded, a sink that cannot be written) a `RequestException`;
  * - the client's own refusals with no answer in hand (`FunnelFull`, `BudgetExhausted`,
  *   `DeadlineExceeded`, `CircuitOpen`) and bad options reject with the exception itself.
+ *
+ * Requests, options, bodies and responses are `#[\SensitiveParameter]`: a stack trace's
+ * arguments (`zend.exception_ignore_args=0`, which error trackers collect) would carry their
+ * headers and credentials.
  */
 final class ResilientHandler
 {
@@ -58,11 +62,11 @@ final class ResilientHandler
         private string $name,
         private array $explicit = [],
         private array $laravelDefaults = [],
-        private string $baseQuery = '',
+        #[\SensitiveParameter] private string $baseQuery = '',
     ) {
     }
 
-    public function __invoke(RequestInterface $request, array $options): PromiseInterface
+    public function __invoke(#[\SensitiveParameter] RequestInterface $request, #[\SensitiveParameter] array $options): PromiseInterface
     {
         $started = hrtime(true);
         try {
@@ -134,7 +138,7 @@ final class ResilientHandler
     private const CONNECT_FAILURES = ['timeout', 'connect', 'tls', 'closed'];
 
     /** What Guzzle would have rejected with, for a call that got no answer. */
-    private static function rejection(UpstreamFailed $e, RequestInterface $request): TransferException
+    private static function rejection(UpstreamFailed $e, #[\SensitiveParameter] RequestInterface $request): TransferException
     {
         return match (true) {
             in_array($e->failure(), self::CONNECT_FAILURES, true) => new ConnectException($e->getMessage(), $request, $e),
@@ -182,7 +186,7 @@ final class ResilientHandler
     }
 
     /** Whether a client's config sets a user agent: `user_agent`, or a `User-Agent` header. */
-    private static function userAgentConfigured(array $config): bool
+    private static function userAgentConfigured(#[\SensitiveParameter] array $config): bool
     {
         if (array_key_exists('user_agent', $config)) {
             return true;
@@ -197,7 +201,7 @@ final class ResilientHandler
     }
 
     /** @return array<string, list<string>> */
-    private function headers(RequestInterface $request, array $config): array
+    private function headers(#[\SensitiveParameter] RequestInterface $request, #[\SensitiveParameter] array $config): array
     {
         $out = [];
         $authority = $request->getUri()->getAuthority();
@@ -230,7 +234,7 @@ final class ResilientHandler
      *
      * @return list<array<string, mixed>>|null
      */
-    private static function parts(mixed $parts, RequestInterface $request): ?array
+    private static function parts(#[\SensitiveParameter] mixed $parts, #[\SensitiveParameter] RequestInterface $request): ?array
     {
         $body = $request->getBody();
         if (! is_array($parts) || ! $body instanceof MultipartStream
@@ -260,7 +264,7 @@ final class ResilientHandler
      * @param array<mixed> $part
      * @return array<string, mixed>|null
      */
-    private static function part(array $part): ?array
+    private static function part(#[\SensitiveParameter] array $part): ?array
     {
         $contents = $part['contents'] ?? '';
         $uri = null;
@@ -297,7 +301,7 @@ final class ResilientHandler
     }
 
     /** The body Guzzle built (JSON, form, multipart with its boundary, raw), as bytes. */
-    private function body(StreamInterface $body): string
+    private function body(#[\SensitiveParameter] StreamInterface $body): string
     {
         if ($body->getSize() === 0) {
             return '';
@@ -313,7 +317,7 @@ final class ResilientHandler
         return $bytes;
     }
 
-    private function responseBody(Response $answer, mixed $sink): StreamInterface
+    private function responseBody(#[\SensitiveParameter] Response $answer, #[\SensitiveParameter] mixed $sink): StreamInterface
     {
         if (is_string($sink)) {
             return Utils::streamFor(Utils::tryFopen($sink, 'r'));
@@ -338,7 +342,7 @@ final class ResilientHandler
     }
 
     /** Guzzle's `on_stats` (Laravel reads transferStats from it), once per call. */
-    private function stats(array $options, RequestInterface $request, ?PsrResponse $response, ?\Throwable $error, int $started, ?Response $answer): void
+    private function stats(#[\SensitiveParameter] array $options, #[\SensitiveParameter] RequestInterface $request, #[\SensitiveParameter] ?PsrResponse $response, ?\Throwable $error, int $started, #[\SensitiveParameter] ?Response $answer): void
     {
         if (! isset($options['on_stats']) || ! is_callable($options['on_stats'])) {
             return;

@@ -3,13 +3,15 @@
 namespace Resilient\Laravel\Queue;
 
 use InvalidArgumentException;
+use Resilient\Laravel\GivenText;
 
 /**
  * The `resilient.queue` seconds the job middleware reads at every run, checked by one rule
  * wherever they are read (WithinDeadline, Queue\Funnel, `resilient:check`): a value the
  * middleware would refuse at every run is never one the check passes. An unset or empty value
  * (`env('X')` with X unset or empty) is no setting; anything but a finite number >= 0 is
- * refused, naming the setting and the value as written.
+ * refused, naming the setting and the value (a string that is no number only up to its first
+ * character no word has: a Redis URL pasted there shows as `'redis…'`).
  */
 final class QueueSettings
 {
@@ -17,7 +19,7 @@ final class QueueSettings
     public const DEFAULT_WORKER_TIMEOUT = 60.0;
 
     /** `resilient.queue.worker_timeout`: the seconds of `queue:work --timeout` (0: none), else 60. */
-    public static function workerTimeout(mixed $value): float
+    public static function workerTimeout(#[\SensitiveParameter] mixed $value): float
     {
         return self::seconds(
             $value,
@@ -27,7 +29,7 @@ final class QueueSettings
     }
 
     /** `resilient.queue.deadline_margin`: seconds >= 0, or null when it is not set. */
-    public static function deadlineMargin(mixed $value): ?float
+    public static function deadlineMargin(#[\SensitiveParameter] mixed $value): ?float
     {
         return self::seconds(
             $value,
@@ -43,17 +45,21 @@ final class QueueSettings
         return is_numeric($value) && is_finite((float) $value) && (float) $value >= 0;
     }
 
-    /** $value as written: a string quoted, a number as PHP exports it (INF, NAN), else its type. */
-    public static function shown(mixed $value): string
+    /**
+     * $value as a message may show it: a numeric string quoted as written, another string
+     * quoted up to its first character no word has (GivenText::shown()), a number as PHP
+     * exports it (INF, NAN), else its type.
+     */
+    public static function shown(#[\SensitiveParameter] mixed $value): string
     {
         return match (true) {
-            is_string($value) => "'$value'",
+            is_string($value) => "'" . (is_numeric($value) ? $value : GivenText::shown($value)) . "'",
             is_int($value), is_float($value) => var_export($value, true),
             default => get_debug_type($value),
         };
     }
 
-    private static function seconds(mixed $value, string $key, string $what): ?float
+    private static function seconds(#[\SensitiveParameter] mixed $value, string $key, string $what): ?float
     {
         if ($value === null || $value === '') {
             return null;

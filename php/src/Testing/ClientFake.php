@@ -17,6 +17,10 @@ use Resilient\Unavailable;
  * the real client refuses (a misspelt option, a bad method, `$json` beside option `json`) throws
  * the same exception here, and is not recorded, so a test cannot pass on a call that fails in
  * production. Without the extension nothing is checked.
+ *
+ * Paths, data and options are `#[\SensitiveParameter]`: a stack trace's arguments
+ * (`zend.exception_ignore_args=0`, which error trackers collect) would carry their headers,
+ * credentials and bodies.
  */
 final class ClientFake
 {
@@ -35,7 +39,7 @@ final class ClientFake
         private string $name,
         private FakeClients $fakes,
         private Closure $real,
-        private ?string $baseUrl,
+        #[\SensitiveParameter] private ?string $baseUrl,
         private mixed $fallback = null,
         private ?Closure $config = null,
     ) {
@@ -55,37 +59,37 @@ final class ClientFake
         return $copy;
     }
 
-    public function get(string $path, ?array $query = null, ?array $options = null): mixed
+    public function get(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $query = null, #[\SensitiveParameter] ?array $options = null): mixed
     {
         return $this->call('GET', $path, $query, $options ?? []);
     }
 
-    public function head(string $path, ?array $query = null, ?array $options = null): mixed
+    public function head(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $query = null, #[\SensitiveParameter] ?array $options = null): mixed
     {
         return $this->call('HEAD', $path, $query, $options ?? []);
     }
 
-    public function post(string $path, ?array $json = null, ?array $options = null): mixed
+    public function post(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed
     {
         return $this->call('POST', $path, $json, $options ?? []);
     }
 
-    public function put(string $path, ?array $json = null, ?array $options = null): mixed
+    public function put(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed
     {
         return $this->call('PUT', $path, $json, $options ?? []);
     }
 
-    public function patch(string $path, ?array $json = null, ?array $options = null): mixed
+    public function patch(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed
     {
         return $this->call('PATCH', $path, $json, $options ?? []);
     }
 
-    public function delete(string $path, ?array $json = null, ?array $options = null): mixed
+    public function delete(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed
     {
         return $this->call('DELETE', $path, $json, $options ?? []);
     }
 
-    public function request(string $method, string $path, ?array $options = null): mixed
+    public function request(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $options = null): mixed
     {
         return $this->call($method, $path, null, $options ?? []);
     }
@@ -96,7 +100,7 @@ final class ClientFake
      *
      * @return array<array-key, Response|Unavailable>
      */
-    public function pool(array $requests, mixed $concurrency = null): array
+    public function pool(#[\SensitiveParameter] array $requests, mixed $concurrency = null): array
     {
         $concurrency = self::concurrency($concurrency);
         // Every item is checked before any is answered: the real pool sends none of them when one is refused.
@@ -144,7 +148,7 @@ final class ClientFake
         return $number;
     }
 
-    private function poolItem(string $label, mixed $item): array
+    private function poolItem(string $label, #[\SensitiveParameter] mixed $item): array
     {
         if (! is_array($item) || array_diff_key($item, [0, 1, 2]) !== [] || ! is_string($item[0] ?? null) || ! is_string($item[1] ?? null)
             || ! (($item[2] ?? null) === null || is_array($item[2]))) {
@@ -162,7 +166,7 @@ final class ClientFake
     }
 
     /** A Response, or with a `fallback` its value when the answer is an `Unavailable`. */
-    private function call(string $method, string $path, ?array $data, array $options): mixed
+    private function call(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $data, #[\SensitiveParameter] array $options): mixed
     {
         $this->check($method, $path, $data, $options);
         $method = strtoupper(trim($method));
@@ -183,7 +187,7 @@ final class ClientFake
      * before the options' `query` (whose keys replace its own), a non-empty JSON body refused
      * beside another body once the other options are read.
      */
-    private function check(string $method, string $path, ?array $data, array $options): void
+    private function check(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $data, #[\SensitiveParameter] array $options): void
     {
         // The check reads a multipart part's stream as a real call would: seekable ones are put
         // back where they were (the recorded request, a stray call, still read them), others
@@ -208,7 +212,7 @@ final class ClientFake
         }
     }
 
-    private function checkRequest(string $method, string $path, ?array $data, array $options): void
+    private function checkRequest(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $data, #[\SensitiveParameter] array $options): void
     {
         $checker = $this->checker();
         if ($checker === null || $data === null) {
@@ -269,7 +273,7 @@ final class ClientFake
     }
 
     /** The scripted answer to one call (recorded), or the real client's for a stray one. */
-    private function answer(string $method, string $path, ?array $data, array $options): Response
+    private function answer(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $data, #[\SensitiveParameter] array $options): Response
     {
         $configured = ConfiguredHeaders::of($this->config !== null ? ($this->config)() : []);
         $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl, $configured);

@@ -66,7 +66,7 @@ final class FakeClients
      * @param Closure(): \Resilient\Client $real
      * @param callable|null $fallback the client's `fallback` option
      */
-    public function client(string $name, Closure $real, ?string $baseUrl = null, mixed $fallback = null, ?Closure $config = null): ClientFake
+    public function client(string $name, Closure $real, #[\SensitiveParameter] ?string $baseUrl = null, mixed $fallback = null, ?Closure $config = null): ClientFake
     {
         return $this->clients[$name] ??= new ClientFake($name, $this, $real, $baseUrl, $fallback, $config);
     }
@@ -76,7 +76,7 @@ final class FakeClients
      *
      * @param Closure(): Response $stray sends the call through the real client
      */
-    public function answer(RecordedRequest $request, Closure $stray): Response
+    public function answer(#[\SensitiveParameter] RecordedRequest $request, Closure $stray): Response
     {
         $answer = $this->next($request);
         if ($answer === null) {
@@ -131,8 +131,16 @@ final class FakeClients
         if ($callback === null) {
             return $this->recorded;
         }
+        // A loop, not array_filter(): a trace of an exception $callback throws would hold the
+        // recordings as array_filter()'s argument.
+        $accepted = [];
+        foreach ($this->recorded as $pair) {
+            if ($callback($pair[0], $pair[1])) {
+                $accepted[] = $pair;
+            }
+        }
 
-        return array_values(array_filter($this->recorded, fn ($pair) => (bool) $callback($pair[0], $pair[1])));
+        return $accepted;
     }
 
     public function assertSent(callable $callback): void
@@ -152,13 +160,28 @@ final class FakeClients
         ));
     }
 
+    /**
+     * Fails naming each call (client, method, URL without user-info or query), not with
+     * PHPUnit's diff of the recordings, which would print every header, body and URL they hold.
+     */
     public function assertNothingSent(): void
     {
-        PHPUnit::assertSame([], $this->recorded, 'Calls were made through faked Resilient clients.');
+        PHPUnit::assertTrue($this->recorded === [], $this->madeCalls());
+    }
+
+    /** The calls made, each as its client, method and URL without user-info or query, for a failure message. */
+    private function madeCalls(): string
+    {
+        $lines = [sprintf('%d call%s made through faked Resilient clients:', count($this->recorded), count($this->recorded) === 1 ? ' was' : 's were')];
+        foreach ($this->recorded as [$request]) {
+            $lines[] = sprintf('- "%s": %s %s', $request->client(), $request->method(), AttemptMade::safeUrl($request->url()));
+        }
+
+        return implode("\n", $lines);
     }
 
     /** The scripted answer to $request, or null when nothing answers it. */
-    private function next(RecordedRequest $request): Response|\Throwable|null
+    private function next(#[\SensitiveParameter] RecordedRequest $request): Response|\Throwable|null
     {
         $name = $request->client();
         if (array_key_exists($name, $this->scripts)) {
@@ -197,7 +220,7 @@ final class FakeClients
      * body written to the sink (a path or a stream), `body()` then ''. A refusal's last response
      * (retryable statuses exhausted) is written there too, as the real client wrote it.
      */
-    private static function intoSink(Response|\Throwable $answer, mixed $sink): Response|\Throwable
+    private static function intoSink(Response|\Throwable $answer, #[\SensitiveParameter] mixed $sink): Response|\Throwable
     {
         $response = $answer instanceof Unavailable ? $answer->response() : $answer;
         if (! $response instanceof Response) {
@@ -226,7 +249,7 @@ final class FakeClients
         ));
     }
 
-    private function strayMessage(RecordedRequest $request): string
+    private function strayMessage(#[\SensitiveParameter] RecordedRequest $request): string
     {
         $what = sprintf('%s %s', $request->method(), AttemptMade::safeUrl($request->url()));
         $name = $request->client();

@@ -2,12 +2,20 @@
 
 namespace Resilient\Laravel\Testing;
 
+use Resilient\Laravel\Events\AttemptMade;
+use Resilient\Laravel\GivenText;
+
 /**
  * One call made to a faked client, as the code under test made it; what
  * `Resilient::assertSent(fn (RecordedRequest $request, $outcome) => ...)` receives.
  */
 final class RecordedRequest
 {
+    /** Header names whose values carry credentials, beside any name holding one of SECRET_WORDS. */
+    private const SECRET_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
+
+    private const SECRET_WORDS = ['token', 'secret', 'key', 'auth', 'cookie', 'password'];
+
     /**
      * @param array|null $data a verb's second argument: the query of get()/head(), the JSON of post()/put()/...
      * @param array $options the per-request options (`headers`, `query`, `json`, `idempotency_key`, ...)
@@ -17,12 +25,43 @@ final class RecordedRequest
     public function __construct(
         private string $client,
         private string $method,
-        private string $path,
-        private ?array $data,
-        private array $options,
-        private ?string $baseUrl,
-        private array $configured = [],
+        #[\SensitiveParameter] private string $path,
+        #[\SensitiveParameter] private ?array $data,
+        #[\SensitiveParameter] private array $options,
+        #[\SensitiveParameter] private ?string $baseUrl,
+        #[\SensitiveParameter] private array $configured = [],
     ) {
+    }
+
+    /**
+     * What `var_dump()` and `print_r()` show: the call's client, method and URL without
+     * user-info or query, and its headers with the values of those that carry credentials
+     * masked. Never the body, the query or the options, which may hold secrets too; the
+     * accessors still give everything.
+     */
+    public function __debugInfo(): array
+    {
+        $headers = [];
+        foreach ($this->headers() as $name => $values) {
+            $headers[$name] = self::isSecretHeader((string) $name) ? '(not shown)' : implode(', ', $values);
+        }
+
+        return ['client' => $this->client, 'method' => $this->method, 'url' => AttemptMade::safeUrl($this->url()), 'headers' => $headers];
+    }
+
+    private static function isSecretHeader(string $name): bool
+    {
+        $name = strtolower($name);
+        if (in_array($name, self::SECRET_HEADERS, true)) {
+            return true;
+        }
+        foreach (self::SECRET_WORDS as $word) {
+            if (str_contains($name, $word)) {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     /** The client's name. */
@@ -45,7 +84,8 @@ final class RecordedRequest
 
     /**
      * The URL the real client would call, without the query: the path joined to `base_url`
-     * (Laravel's join, the base's own query and fragment left out).
+     * (Laravel's join, the base's own query and fragment left out), both trimmed as the client
+     * trims them (Unicode whitespace: U+00A0 too).
      */
     public function url(): string
     {
@@ -53,15 +93,15 @@ final class RecordedRequest
         if (! $this->joinsBase()) {
             return $path;
         }
-        $base = rtrim(preg_split('/[?#]/', $this->baseUrl)[0], '/');
+        $base = rtrim(preg_split('/[?#]/', GivenText::trimmed($this->baseUrl))[0], '/');
 
-        return trim($this->path) === '' ? $base : $base . '/' . ltrim($path, '/');
+        return GivenText::trimmed($this->path) === '' ? $base : $base . '/' . ltrim($path, '/');
     }
 
-    /** The path without its fragment (`#...`, never sent; a `?` after it is part of it). */
+    /** The trimmed path without its fragment (`#...`, never sent; a `?` after it is part of it). */
     private function withoutFragment(): string
     {
-        return explode('#', trim($this->path), 2)[0];
+        return explode('#', GivenText::trimmed($this->path), 2)[0];
     }
 
     /**
@@ -76,7 +116,7 @@ final class RecordedRequest
     /** Whether the path is joined to `base_url` (a relative path), as the real client does. */
     private function joinsBase(): bool
     {
-        return $this->baseUrl !== null && ! preg_match('#^\s*https?://#i', $this->path);
+        return $this->baseUrl !== null && ! preg_match('#^https?://#i', GivenText::trimmed($this->path));
     }
 
     /**
@@ -115,7 +155,7 @@ final class RecordedRequest
     {
         $fromBase = $fromPath = [];
         if ($this->joinsBase()) {
-            parse_str((string) parse_url($this->baseUrl, PHP_URL_QUERY), $fromBase);
+            parse_str((string) parse_url(GivenText::trimmed($this->baseUrl), PHP_URL_QUERY), $fromBase);
         }
         $path = $this->withoutFragment();
         $q = strpos($path, '?');
@@ -205,7 +245,7 @@ final class RecordedRequest
     }
 
     /** @return array<string, list<string>> */
-    private static function lowerCased(array $headers): array
+    private static function lowerCased(#[\SensitiveParameter] array $headers): array
     {
         $out = [];
         foreach ($headers as $name => $value) {
