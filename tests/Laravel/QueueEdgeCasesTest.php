@@ -575,6 +575,35 @@ final class QueueEdgeCasesTest extends PackageTestCase
         }
     }
 
+    /**
+     * The job's deadline ends before the worker's alarm, which is what kills it: `queue:work
+     * --timeout=7` with the default `resilient.queue.worker_timeout` (60) gave a job without a
+     * `$timeout` 54 s, and the worker killed it at 7 s mid-call. An alarm armed (by the worker,
+     * with the job's timeout) bounds the timeout the deadline is taken from; a job's own shorter
+     * timeout still counts. The alarm is left armed.
+     */
+    public function testTheJobsDeadlineEndsBeforeTheWorkersAlarm(): void
+    {
+        $this->boot([]);
+        $job = new \stdClass();
+        $ownTimeout = new class () {
+            public int $timeout = 20;
+        };
+        try {
+            $this->assertSame(0, pcntl_alarm(0), 'no alarm armed before');
+            $this->assertSame(54.0, (new WithinDeadline())->secondsFor($job), 'no alarm: the configured worker timeout');
+            pcntl_alarm(7);
+            $this->assertSame(6.0, (new WithinDeadline())->secondsFor($job), '--timeout=7: 7 s less the 1 s margin');
+            $this->assertSame(7, pcntl_alarm(0), 'the alarm is armed again');
+            pcntl_alarm(50);
+            $this->assertSame(18.0, (new WithinDeadline())->secondsFor($ownTimeout), "the job's own 20 s, before the alarm");
+            $this->assertSame(45.0, (new WithinDeadline(45))->secondsFor($job), 'seconds given are kept');
+            $this->assertSame(50, pcntl_alarm(0));
+        } finally {
+            pcntl_alarm(0);
+        }
+    }
+
     /** Seconds of 0 or less (or not finite) would refuse every call of the job at once: refused, as the route middleware's. */
     public function testSecondsThatLeaveNoTimeAreRefused(): void
     {

@@ -93,7 +93,7 @@ final class Funnel
             ? ResilientManager::buildFunnel($key, $this->name, [$this->limit, $this->reserve, $this->lease, $this->share])
             : Container::getInstance()->make(ResilientManager::class)->funnel($this->name);
         // The worker's alarm, not `$timeout`, is what ends the job: without one it runs to its end.
-        $alarm = self::alarmLeft();
+        $alarm = WithinDeadline::alarmLeft();
         $timeout = $alarm > 0 ? WithinDeadline::timeoutOf($job) : null;
         if ($timeout !== null) {
             $timeout = max($timeout, $alarm);
@@ -104,22 +104,5 @@ final class Funnel
         return $funnel->lease() >= $lease
             ? $funnel
             : new SharedFunnel($this->name, $funnel->limit(), $funnel->reserve(), $lease, $funnel->share());
-    }
-
-    /**
-     * Seconds until this process's alarm (the one `queue:work` arms with the job's timeout), 0 when
-     * none is armed. Reading it cancels it, so it is armed again (to the second, as alarm() counts).
-     */
-    private static function alarmLeft(): int
-    {
-        if (! function_exists('pcntl_alarm')) {
-            return 0;
-        }
-        $left = pcntl_alarm(0);
-        if ($left > 0) {
-            pcntl_alarm($left);
-        }
-
-        return $left;
     }
 }

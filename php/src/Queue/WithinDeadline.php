@@ -17,7 +17,8 @@ use Resilient\Laravel\ExtensionCheck;
  *     public function middleware(): array { return [new WithinDeadline(45)]; }  // 45 s
  *
  * Without an argument the deadline is the job's timeout (its `$timeout`, else the worker's
- * default `resilient.queue.worker_timeout`, 60 s as `queue:work`) minus a margin
+ * default `resilient.queue.worker_timeout`, 60 s as `queue:work`; the worker's alarm when it
+ * rings sooner, as `queue:work --timeout=7` arms it) minus a margin
  * (`resilient.queue.deadline_margin` seconds, else a tenth of the timeout, at least 1 s), so the
  * client throws DeadlineExceeded while the job can still record the outcome, instead of the
  * worker killing the process mid-write. A margin or worker timeout that is not a finite number
@@ -65,6 +66,12 @@ final class WithinDeadline
             return $this->seconds;
         }
         $timeout = self::timeoutOf($job);
+        // The worker's alarm is what kills the job: a `queue:work --timeout` shorter than the
+        // configured worker timeout (which the job cannot see) ends it sooner.
+        $alarm = self::alarmLeft();
+        if ($alarm > 0) {
+            $timeout = $timeout === null ? (float) $alarm : min($timeout, (float) $alarm);
+        }
         if ($timeout === null) {
             return null;
         }
@@ -76,6 +83,23 @@ final class WithinDeadline
 
         // A margin as long as the timeout would leave nothing: keep half rather than zero.
         return min($seconds > 0 ? $seconds : $timeout / 2, self::MAX_SECONDS);
+    }
+
+    /**
+     * Seconds until this process's alarm (the one `queue:work` arms with the job's timeout), 0 when
+     * none is armed. Reading it cancels it, so it is armed again (to the second, as alarm() counts).
+     */
+    public static function alarmLeft(): int
+    {
+        if (! function_exists('pcntl_alarm')) {
+            return 0;
+        }
+        $left = pcntl_alarm(0);
+        if ($left > 0) {
+            pcntl_alarm($left);
+        }
+
+        return $left;
     }
 
     /** The default margin between a job's timeout and what happens before or after it: a tenth, at least 1 s. */
