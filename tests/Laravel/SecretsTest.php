@@ -11,7 +11,10 @@ use PHPUnit\Framework\ExpectationFailedException;
 use PHPUnit\Framework\TestFailure;
 use Resilient\Laravel\Events\AttemptMade;
 use Resilient\Laravel\Facades\Resilient;
+use Resilient\Laravel\Http\ConfiguredHeaders;
+use Resilient\Laravel\Http\GuzzleOptions;
 use Resilient\Laravel\Http\ResilientHandler;
+use Resilient\Laravel\Http\ResilientPendingRequest;
 use Resilient\Laravel\Queue\QueueSettings;
 use Resilient\Laravel\ResilientManager;
 use Resilient\Laravel\Testing\ClientFake;
@@ -254,7 +257,7 @@ final class SecretsTest extends PackageTestCase
                 } catch (\RuntimeException|\ValueError|\InvalidArgumentException $e) {
                     foreach ($e->getTrace() as $frame) {
                         $class = $frame['class'] ?? '';
-                        if (! in_array($class, [ClientFake::class, FakeClients::class, RecordedRequest::class, ResilientManager::class, ResilientHandler::class, AttemptMade::class], true)) {
+                        if (! in_array($class, [ClientFake::class, FakeClients::class, RecordedRequest::class, ResilientManager::class, ResilientHandler::class, AttemptMade::class, ResilientPendingRequest::class, GuzzleOptions::class, ConfiguredHeaders::class], true)) {
                             continue;   // Laravel's, the extension's, this test's closures
                         }
                         $frames["$class::{$frame['function']}"] = $frame['args'];
@@ -268,6 +271,7 @@ final class SecretsTest extends PackageTestCase
                 ClientFake::class . '::pool' => [0],
                 ResilientHandler::class . '::__invoke' => [0, 1],
                 ResilientManager::class . '::sectionOf' => [0],
+                ResilientPendingRequest::class . '::send' => [1, 2],
             ] as $function => $sensitive) {
                 $this->assertArrayHasKey($function, $frames, "$function is in a trace");
                 foreach ($sensitive as $i) {

@@ -11,7 +11,7 @@ namespace Resilient\Laravel\Http;
 final class ConfiguredHeaders
 {
     /** @return array<string, mixed> */
-    public static function of(array $config): array
+    public static function of(#[\SensitiveParameter] array $config): array
     {
         $headers = is_array($config['headers'] ?? null) ? $config['headers'] : [];
         $named = array_map(fn ($name) => strtolower((string) $name), array_keys($headers));

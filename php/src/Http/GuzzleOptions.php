@@ -53,7 +53,7 @@ final class GuzzleOptions
      * @param array $laravelDefaults the options a fresh PendingRequest holds (skipped when unchanged)
      * @return array options for Resilient\Client::request() (no body, headers or sink: the handler adds those)
      */
-    public static function toClient(array $options, array $explicit, array $configured, string $name, array $laravelDefaults = []): array
+    public static function toClient(#[\SensitiveParameter] array $options, #[\SensitiveParameter] array $explicit, #[\SensitiveParameter] array $configured, string $name, #[\SensitiveParameter] array $laravelDefaults = []): array
     {
         $out = [];
         foreach ($options as $key => $value) {

@@ -98,7 +98,7 @@ class ResilientPendingRequest extends PendingRequest
      * @param bool $body whether the request has a body (Guzzle then sets its type)
      * @return array<string, mixed> $set and the configured headers it lacks
      */
-    private function withConfiguredHeaders(array $set, bool $body): array
+    private function withConfiguredHeaders(#[\SensitiveParameter] array $set, bool $body): array
     {
         $taken = array_map(fn ($name) => strtolower((string) $name), array_keys($set));
         if ($body) {
@@ -156,7 +156,7 @@ class ResilientPendingRequest extends PendingRequest
      * `$options` count as the request's own, as withOptions() ones do (GuzzleOptions: what
      * the request set wins over the client's config).
      */
-    public function send(string $method, string $url, array $options = [])
+    public function send(string $method, #[\SensitiveParameter] string $url, #[\SensitiveParameter] array $options = [])
     {
         $base = $this->baseUrl;
         if (preg_match('#^https?://#i', $url) === 1) {
@@ -192,7 +192,7 @@ class ResilientPendingRequest extends PendingRequest
      * middleware of the app's (`withMiddleware()`): it may have read or signed Guzzle's bytes,
      * which are then sent as they are.
      */
-    protected function sendRequest(string $method, string $url, array $options = [])
+    protected function sendRequest(string $method, #[\SensitiveParameter] string $url, #[\SensitiveParameter] array $options = [])
     {
         if (is_array($options['multipart'] ?? null) && collect($this->middleware)->isEmpty()) {
             $options[ResilientHandler::PARTS] = $options['multipart'];
@@ -231,7 +231,7 @@ class ResilientPendingRequest extends PendingRequest
             $stack->push(Middleware::redirect(), 'allow_redirects');
         }
         // The jar's cookies for the request; the handler files the answer's (after redirects).
-        $stack->push(static fn (callable $next) => static function ($request, array $options) use ($next) {
+        $stack->push(static fn (callable $next) => static function (#[\SensitiveParameter] $request, #[\SensitiveParameter] array $options) use ($next) {
             $jar = $options['cookies'] ?? null;
             if (! empty($jar) && ! $jar instanceof CookieJarInterface) {
                 throw new \InvalidArgumentException('cookies must be an instance of GuzzleHttp\Cookie\CookieJarInterface');
