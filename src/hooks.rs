@@ -35,6 +35,7 @@ fn guarded(body: impl FnOnce() -> i32) -> i32 {
 pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::register(module_number);
+        crate::sensitive::forget();
         deadline::observe_fibers();
         crate::fatal::observe();
         crate::collector::install();
@@ -77,6 +78,7 @@ pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
         deadline::clear();
         crate::fiber_states::clear();
         crate::exceptions::forget_item();
+        crate::sensitive::mark_once();
         crate::segment::recheck_at_next_use();
         SUCCESS
     })

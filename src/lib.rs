@@ -45,6 +45,7 @@ pub mod metrics;
 pub mod options;
 pub mod response;
 pub mod segment;
+pub mod sensitive;
 pub mod stack;
 pub mod transport_options;
 
