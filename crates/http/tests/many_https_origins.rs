@@ -11,15 +11,10 @@ mod h1_tls;
 mod json;
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use resilient_http::{
-    process_io, CallEnv, Caps, HttpClient, SystemClock, TokioSleeper, TransportOptions, Verify,
-};
+use resilient_http::process_io;
 use serde_json::json;
-
-use h1_tls::CA_PEM;
 
 /// Origins called: well past the distinct origins the process's shared clients serve together
 /// before one is replaced (128).
@@ -40,17 +35,7 @@ fn connections_to_many_https_origins_stay_bounded() {
     let before = open_fds();
     for port in &ports {
         // A client per call, as a PHP script makes one: they share the process's clients.
-        let mut config = json::config(&json!({"base_url": format!("https://127.0.0.1:{port}")}));
-        config.transport = Arc::new(TransportOptions {
-            verify: Verify::Bundle(CA_PEM.into()),
-            ..TransportOptions::default()
-        });
-        let env = CallEnv::new(
-            Arc::new(SystemClock),
-            Arc::new(TokioSleeper),
-            io.transport(),
-        );
-        let client = HttpClient::new(config, Caps::default(), env);
+        let client = h1_tls::client(io, *port);
         let req = client
             .prepare("GET", "/hook", json::request(&json!({})))
             .unwrap();

@@ -9,8 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use resilient_http::{
+    CallEnv, Caps, HttpClient, ProcessIo, SystemClock, TokioSleeper, TransportOptions, Verify,
+};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::json;
 
 /// The servers' connections.
 #[derive(Default)]
@@ -85,4 +89,21 @@ pub fn serve(n: usize, delay: Duration) -> (Vec<u16>, Arc<Connections>) {
         });
     }
     (ports, open)
+}
+
+/// A client of `https://127.0.0.1:{port}` that trusts these servers' certificate, calling
+/// through `io` (a PHP script's `new Client`: every such client shares the process's
+/// connections).
+pub fn client(io: &ProcessIo, port: u16) -> HttpClient {
+    let mut config = crate::json::config(&json!({"base_url": format!("https://127.0.0.1:{port}")}));
+    config.transport = Arc::new(TransportOptions {
+        verify: Verify::Bundle(CA_PEM.into()),
+        ..TransportOptions::default()
+    });
+    let env = CallEnv::new(
+        Arc::new(SystemClock),
+        Arc::new(TokioSleeper),
+        io.transport(),
+    );
+    HttpClient::new(config, Caps::default(), env)
 }
