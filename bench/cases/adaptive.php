@@ -3,7 +3,7 @@
 declare(strict_types=1);
 
 /*
- * The learned funnel limit (issue 13, `'limit' => 'auto'`): what every attempt adds to the
+ * The learned funnel limit (`'limit' => 'auto'`): what every attempt adds to the
  * client's funnel guard when its limit is learned: one clock read, the in-flight load and the
  * update of the name's interval sums in the shared segment (two atomic adds, two loads; the
  * attempt that ends an interval also computes the next limit). Run in a loop inside the

@@ -6,7 +6,7 @@ declare(strict_types=1);
  * Pools of 100 GETs kept 16 in flight over HTTPS, against the local nginx with TLS from a test
  * CA and HTTP/2 that bench/run.sh starts (bench/http/nginx-tls.conf.template); one op = one
  * request, a round = as many pools of 100 as it takes. The warm-up round begins with a pool of
- * 100 from a cold start (TLS handshakes included), the shape of issue 9's "a pool of 100 at
+ * 100 from a cold start (TLS handshakes included), the shape of the goal "a pool of 100 at
  * concurrency 16 uses 1 connection", and the connection counts include it.
  * - resilient: $client->pool(..., concurrency: 16) with `verify => ca.pem`: HTTP/2 by ALPN, so
  *   the 16 in flight should share one connection;

@@ -3,7 +3,7 @@
 declare(strict_types=1);
 
 /*
- * Host-wide metrics (issue 11), in the bench run's shared segment:
+ * Host-wide metrics, in the bench run's shared segment:
  * - record: what the attempt loop adds to one call of one attempt, through the same recorder
  *   (resilient_http::MetricsEvents): the original, the attempt sent and in flight, its outcome
  *   and latency bucket, the call's end. Run in a loop inside the extension

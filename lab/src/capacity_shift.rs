@@ -1,6 +1,6 @@
-//! Scenario `capacity-shift` (issue 13): the upstream's capacity changes under the same load,
-//! and a fixed funnel limit is right in at most some phases. Its goals (issue 13's must show 1),
-//! its per-phase table (served vs capacity, the upstream's queue) and the plot of the learned
+//! Scenario `capacity-shift`: the upstream's capacity changes under the same load, and a fixed
+//! funnel limit is right in at most some phases. Its goals (a learned limit that follows the
+//! capacity), its per-phase table (served vs capacity, the upstream's queue) and the plot of the learned
 //! limit beside the upstream's true slot count.
 
 use std::fmt::Write;
@@ -80,7 +80,7 @@ fn queue_within_slots(ps: &PhaseStats) -> Verdict {
     }
 }
 
-/// Issue 13's must show 1: resilient-adaptive ≥ 90 % of the capacity in every phase with the
+/// The scenario's goals: resilient-adaptive ≥ 90 % of the capacity in every phase with the
 /// upstream's queue p99 ≤ its slots, and better than each fixed limit in the phases that limit
 /// was not tuned for (served, or the same served with a shorter queue).
 pub fn goals(all: &[VariantSummary]) -> Vec<Verdict> {
@@ -129,7 +129,7 @@ pub fn goals(all: &[VariantSummary]) -> Vec<Verdict> {
 }
 
 /// The CI properties (`--quick --check`): with 5 s phases the transitions weigh too much for
-/// issue 13's goals, so only what a broken limit could not show:
+/// the scenario's goals, so only what a broken limit could not show:
 /// - every phase but the fall to 2 slots ≥ 50 % served (a limit stuck at 1 serves 25 % at 4
 ///   slots of 120 ms, one stuck high 3 %; a working one 85–100 %). The 5 s after the fall are
 ///   mostly the queue the 8-slot limit left (44–89 % served in CI runs): judged by the limit;

@@ -1,12 +1,12 @@
-//! Issue 4's goals for the resilient variants in the slow phase (`resilient`, with a funnel wait,
-//! and `resilient-failfast`, the contract's default), and the CI check (`--check`, on `resilient`
+//! The slowdown's goals for the resilient variants in the slow phase (`resilient`, with a funnel
+//! wait, and `resilient-failfast`, the contract's default), and the CI check (`--check`, on `resilient`
 //! only): each one with the measured number, met or missed. Nothing here is tuned to pass.
 
 use crate::analysis::{PhaseStats, VariantSummary};
 use crate::params::{is_resilient, Params, BREAKER_OPEN_FOR_S, RESILIENT_VARIANTS};
 use crate::scenario::{ErrorModel, Scenario};
 
-/// Issue 4's goals evaluated for one resilient variant.
+/// The goals evaluated for one resilient variant (the slowdown's, or the scenario's).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VariantGoals {
     pub variant: String,
@@ -17,13 +17,13 @@ impl VariantGoals {
     /// "Goals for resilient (funnel wait 50 ms, slow phase)".
     pub fn title(&self, p: &Params) -> String {
         if p.scenario == Scenario::CapacityShift {
-            return "Goals of scenario capacity-shift (issue 13)".into();
+            return "Goals of scenario capacity-shift".into();
         }
         if p.scenario == Scenario::TwoHosts {
-            return "Goals of scenario two-hosts (issue 12)".into();
+            return "Goals of scenario two-hosts".into();
         }
         if p.scenario != Scenario::Slowdown {
-            return format!("Goals of scenario {} (issue 11)", p.scenario.name());
+            return format!("Goals of scenario {}", p.scenario.name());
         }
         match p.funnel_wait_ms_of(&self.variant) {
             Some(0) => format!("Goals for {} (funnel fails fast, slow phase)", self.variant),
@@ -89,7 +89,7 @@ fn ms(v: Option<f64>) -> String {
     }
 }
 
-/// The goals of issue 4 for one resilient variant (slow phase unless said otherwise).
+/// The slowdown's goals for one resilient variant (slow phase unless said otherwise).
 pub fn goals(p: &Params, all: &[VariantSummary], name: &str) -> Vec<Verdict> {
     let Some(r) = find(all, name) else {
         return vec![Verdict {
@@ -150,14 +150,14 @@ pub fn goals(p: &Params, all: &[VariantSummary], name: &str) -> Vec<Verdict> {
         },
     ];
     if name == "resilient-adaptive" {
-        // Issue 13's must show 2: the learned limit, told nothing of the slots, does better
-        // than issue 4 asks of a hand-set one.
+        // The learned limit's goal: told nothing of the slots, it does better than the
+        // slowdown's goals ask of a hand-set one.
         out.push(goodput_share(
             s,
             0.95,
             cap,
             format!(
-                "learned limit: goodput ≥ 95 % of {} ({:.1}/s; issue 13)",
+                "learned limit: goodput ≥ 95 % of {} ({:.1}/s)",
                 sv.name,
                 0.95 * cap
             ),
@@ -165,7 +165,7 @@ pub fn goals(p: &Params, all: &[VariantSummary], name: &str) -> Vec<Verdict> {
         out.push(health_p99_within(
             s,
             20.0,
-            "learned limit: /health p99 ≤ 20 ms (issue 13)",
+            "learned limit: /health p99 ≤ 20 ms",
         ));
     }
     out
@@ -304,9 +304,10 @@ pub fn ci_check(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
             met: false,
         }),
     }
-    // Issue 13's must show 2, with a bound for 5 s phases that only a broken limit misses (the
-    // goal, 95 %, is judged by the full run; quick runs gave 86–96 %, a limit stuck at 1 serves
-    // 25 %): the learned limit, told nothing, still serves most of the slow upstream.
+    // The learned limit's goal in the slowdown, with a bound for 5 s phases that only a broken
+    // limit misses (the goal, 95 %, is judged by the full run; quick runs gave 86–96 %, a limit
+    // stuck at 1 serves 25 %): the learned limit, told nothing, still serves most of the slow
+    // upstream.
     if let Some(s) = find(all, "resilient-adaptive").and_then(slow) {
         let sv = servable(s, "the upstream's capacity");
         out.push(goodput_share(
@@ -382,7 +383,7 @@ fn health_served(v: &VariantSummary) -> Verdict {
     }
 }
 
-/// The goals of the current scenario: issue 4's for the slowdown, issue 11's for the others.
+/// The goals of the current scenario: the slowdown's, or those of the failure scenario run.
 pub fn scenario_goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
     match p.scenario {
         Scenario::Slowdown => all_goals(p, all),
@@ -434,7 +435,7 @@ fn amp(s: &crate::analysis::PhaseStats) -> String {
     )
 }
 
-/// `errors`: resilient's amplification ≤ 1.1 while naive's ≥ 1.5 (issue 11).
+/// `errors`: resilient's amplification ≤ 1.1 while naive's ≥ 1.5.
 pub fn errors_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     let mut out = Vec::new();
     for name in ["resilient", "resilient-breaker"] {
@@ -492,7 +493,7 @@ pub fn naive_against_shedding(p: f64) -> f64 {
 }
 
 /// `outage`: resilient-breaker sends ≤ 5 % of naive's attempts during the outage and serves
-/// again within 1 s + open_for of the upstream's return (issue 11). resilient is reported too.
+/// again within 1 s + open_for of the upstream's return. resilient is reported too.
 pub fn outage_goals(all: &[VariantSummary]) -> Vec<Verdict> {
     let mut out = Vec::new();
     let naive = ran(all, "naive").map(|s| s.upstream_attempts);
@@ -551,7 +552,7 @@ pub fn outage_goals(all: &[VariantSummary]) -> Vec<Verdict> {
 
 /// `mixed`: resilient's web goodput ≥ 90 % of what the reserved slots serve and /health p99
 /// ≤ 20 ms, while Laravel's web requests are refused by the flood; the background work still
-/// gets the unreserved slots (issue 11).
+/// gets the unreserved slots.
 pub fn mixed_goals(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
     let mut out = Vec::new();
     let reserved = p.reserved_capacity_rps();

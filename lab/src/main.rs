@@ -1,5 +1,5 @@
 //! resilient-lab: seed 000's overload experiment ("ลองทำให้ปลายทางช้า แล้วดูว่าระบบฟื้นไหม") as one
-//! command, and issue 11's failure scenarios beside it (scenario.rs: slowdown, errors, outage,
+//! command, and the failure scenarios beside it (scenario.rs: slowdown, errors, outage,
 //! mixed). For each scenario and each variant (naive, laravel, resilient, resilient-failfast,
 //! resilient-breaker) it starts a fresh upstream simulator, php-fpm + nginx serving lab/app (and,
 //! in `mixed`, background PHP CLI workers), drives /checkout with an open-loop 50 req/s (and
@@ -276,7 +276,7 @@ async fn run_scenario(
         };
         let table = capacity_shift::table(p, &summaries);
         md.push_str(&format!(
-            "\n### Per phase: served vs capacity (issue 13)\n\n{table}{plot}"
+            "\n### Per phase: served vs capacity\n\n{table}{plot}"
         ));
         println!("\n{table}");
     }

@@ -403,11 +403,7 @@ pub fn markdown(
         );
     }
     for g in goals {
-        let title = if p.scenario == Scenario::Slowdown {
-            format!("{} — issue 4", g.title(p))
-        } else {
-            g.title(p)
-        };
+        let title = g.title(p);
         md.push_str(&verdicts(&title, &g.verdicts, true));
         md.push_str(&scenario_notes(p, all, g));
         md.push_str(&miss_notes(p, all, g));
@@ -541,7 +537,8 @@ fn extension_metrics(all: &[VariantSummary]) -> String {
     out
 }
 
-/// Why an issue-11 goal was missed, from the measurements and the rules that explain them.
+/// Why a failure scenario's goal was missed, from the measurements and the rules that explain
+/// them.
 fn scenario_notes(p: &Params, all: &[VariantSummary], g: &VariantGoals) -> String {
     let mut out = String::new();
     let missed = |prefix: &str| {

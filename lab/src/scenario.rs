@@ -7,7 +7,7 @@
 //! - `outage`: every request is answered 503 at once, then the upstream is healthy again.
 //! - `mixed`: seed 000's semaphore with reserved slots: the upstream slows down as in
 //!   `slowdown` while background CLI workers call the same upstream in closed loops.
-//! - `capacity-shift` (issue 13, not in `--all`): five phases in which the upstream's slots and
+//! - `capacity-shift` (not in `--all`): five phases in which the upstream's slots and
 //!   service time change under the same load (4 at 20 ms → 4 at 120 → 8 at 120 → 2 at 120 → 4
 //!   at 20), run by the fixed funnels 4 and 16 and the learned one.
 
@@ -18,9 +18,9 @@ pub enum Scenario {
     Errors,
     Outage,
     Mixed,
-    /// Issue 13: the upstream's capacity changes (capacity_shift.rs); not part of `--all`.
+    /// The upstream's capacity changes (capacity_shift.rs); not part of `--all`.
     CapacityShift,
-    /// Issue 12: the slowdown on two hosts (two_hosts.rs); not part of `--all`.
+    /// The slowdown on two hosts (two_hosts.rs); not part of `--all`.
     TwoHosts,
 }
 

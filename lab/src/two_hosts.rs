@@ -1,4 +1,4 @@
-//! The `two-hosts` scenario (issue 12): seed 000's slowdown on two "servers" at once. Two
+//! The `two-hosts` scenario: seed 000's slowdown on two "servers" at once. Two
 //! php-fpm masters, each with its own shared-memory segment (`resilient.shm_path`), stand for two
 //! hosts; one nginx balances `/checkout` and `/health` across both (round robin); one
 //! redis-server serves the `resilient-redis` variant. The question: does a funnel of 4 stay 4
@@ -272,10 +272,10 @@ fn phase_rows(p: &Params, run: &VariantRun, s: &VariantSummary) -> Vec<PhaseRow>
         .collect()
 }
 
-/// The scenario's goal (issue 12), from the summaries' 0.5 s bins (in flight = in service +
-/// queued, from the upstream's rows): on Redis the upstream never has more than the funnel's
-/// limit at once; on each host's shared memory it gets up to hosts × limit, and more than one
-/// host's limit.
+/// The scenario's goal (one funnel limit across hosts on Redis), from the summaries' 0.5 s bins
+/// (in flight = in service + queued, from the upstream's rows): on Redis the upstream never has
+/// more than the funnel's limit at once; on each host's shared memory it gets up to hosts ×
+/// limit, and more than one host's limit.
 pub fn goals(p: &Params, all: &[VariantSummary]) -> Vec<VariantGoals> {
     let max_of = |name: &str| {
         all.iter()

@@ -16,7 +16,7 @@ use Resilient\Tests\Harness\TestCase;
 use Resilient\Tests\Http\MockUpstream;
 
 /**
- * Issue 13, must show 3: one learned limit (`'limit' => 'auto'`) shared by 8 php-fpm workers
+ * One learned limit (`'limit' => 'auto'`) shared by 8 php-fpm workers
  * (behind nginx) and 8 CLI processes calling the same upstream at once. The mock upstream is the
  * independent observer: it records how many of the name's requests were in flight when each
  * arrived. This process samples the shared learned limit (`Funnel::stats()`) every few ms.

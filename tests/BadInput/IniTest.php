@@ -9,7 +9,7 @@ use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 
 /**
- * Issue 7 item 5: a bad setting is never replaced by the default in silence. A bad value given
+ * A bad setting is never replaced by the default in silence. A bad value given
  * at startup (-d here; php.ini and FPM pools go the same way, see tests/Fpm/PoolSegmentTest.php)
  * makes the first use of the segment throw, naming the key and the value; ini_set() of a bad
  * value returns false and changes nothing.

@@ -140,7 +140,7 @@ final class SegmentFileTest extends TestCase
     }
 
     /**
-     * Issue 7 item 10: metrics live in the segment, so a file others can read is refused too.
+     * Metrics live in the segment, so a file others can read is refused too.
      *
      * @dataProvider readableModes
      */
@@ -154,7 +154,7 @@ final class SegmentFileTest extends TestCase
         $this->assertStringContainsString(sprintf('mode %o', $mode), $result['message']);
     }
 
-    /** Issue 7 item 4: without shm_required, an unusable file means local guards, said once. */
+    /** Without shm_required, an unusable file means local guards, said once. */
     public function testUnusableFileDegradesToLocalGuardsAndSaysSoOnce(): void
     {
         $path = $this->validSegment('degrade-' . bin2hex(random_bytes(3)));

@@ -12,7 +12,7 @@ use Resilient\Tests\Harness\Run;
 use Resilient\Unavailable;
 
 /**
- * Issue 9: per-request `timeout` overrides the client's, and the new options refuse bad values
+ * Per-request `timeout` overrides the client's, and the new options refuse bad values
  * by name (`\ValueError`, or `\TypeError` for a wrong type) before anything is sent.
  */
 final class OptionsTest extends ClientTestCase

@@ -12,7 +12,7 @@ use Resilient\Tests\Harness\Tinyproxy;
 use Resilient\Tests\Harness\TlsNginx;
 
 /**
- * Issue 9, must show 2: a real forward proxy (Debian's tinyproxy, started on a free loopback
+ * Proxies: a real forward proxy (Debian's tinyproxy, started on a free loopback
  * port by tests/harness/src/Tinyproxy.php) sees the request when `proxy` is set and not when the
  * host is in `no`. Two witnesses each time: the `Via` header tinyproxy adds (recorded by the mock
  * upstream) and tinyproxy's own log of request lines. HTTPS goes through the proxy as CONNECT.

@@ -11,7 +11,7 @@ use Resilient\Tests\Http\MockUpstream;
 use Resilient\UpstreamFailed;
 
 /**
- * Issue 9, must show 3, with the mock upstream scripting 3xx answers and `Location` headers:
+ * Redirects, with the mock upstream scripting 3xx answers and `Location` headers:
  * redirects are off by default (the 3xx is the answer); `allow_redirects => true` and
  * `['max' => 5]` follow them inside ONE attempt; a loop fails after 5 follows ("too many
  * redirects", not retried); Authorization and Cookie are not sent to another host (a second

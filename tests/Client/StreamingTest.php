@@ -14,7 +14,7 @@ use Resilient\Unavailable;
 use Resilient\UpstreamFailed;
 
 /**
- * Issue 9, must show 4: big bodies stream.
+ * Big bodies stream.
  * - `multipart` with a 50 MB file given as an fopen() resource: the mock upstream (which reads
  *   bodies as a stream and digests each multipart part, FNV-1a 64) gets the file byte for byte,
  *   and the sending PHP process's peak RSS grows by less than 10 MB; on a retry the file is sent

@@ -11,7 +11,7 @@ use Resilient\Tests\Harness\TlsNginx;
 use Resilient\UpstreamFailed;
 
 /**
- * Issue 9, must show 1: real nginx with certificates from a test CA made by openssl
+ * TLS and mTLS: real nginx with certificates from a test CA made by openssl
  * (tests/harness/src/TestCa.php). `verify => ca.pem` succeeds; the default verification (system
  * roots) refuses the unknown CA; `verify => false` succeeds; a wrong host name and an expired
  * certificate are refused with the cause named; a client certificate required by nginx

@@ -9,7 +9,7 @@ use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 
 /**
- * Issue 7 item 7: Deadline::within nested about 5,100 deep overflowed the C stack (SIGSEGV).
+ * Nesting depth: Deadline::within nested about 5,100 deep once overflowed the C stack (SIGSEGV).
  * Nesting is now limited to 1,000 scopes, and to what leaves 256 KB of C stack free (a 1 MB
  * stack holds about 450): deeper is a clear \Error, the stack of deadlines is unwound on the
  * way out, and the process carries on (exit 0). Runs in a child process so a

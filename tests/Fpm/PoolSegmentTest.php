@@ -11,7 +11,7 @@ use Resilient\Tests\Harness\ServiceProcess;
 use Resilient\Tests\Harness\TestCase;
 
 /**
- * Issue 7 item 5, under real php-fpm: per-pool segment paths keep separate limits; a pool that
+ * Segment settings under real php-fpm: per-pool segment paths keep separate limits; a pool that
  * loads the extension itself gets its resilient.shm_path only when that line comes before the
  * extension line (php-fpm applies a pool's lines in reverse order and drops settings that are
  * not registered yet), and is refused loudly otherwise instead of silently sharing another
@@ -116,7 +116,7 @@ final class PoolSegmentTest extends TestCase
         $this->assertStringContainsString("got 'relative/x' (from php.ini, -d, the FPM pool, .user.ini or a FastCGI PHP_VALUE)", $r['message']);
     }
 
-    /** Issue 7 item 4 under FPM: an unusable file → local guards, one log line per worker. */
+    /** An unusable segment file under FPM: local guards, one log line per worker. */
     public function testAnUnusableSegmentDegradesAWorkerAndItsLogSaysSoOnce(): void
     {
         $path = Run::shmPath('pool-bad-' . bin2hex(random_bytes(3)));

@@ -7,7 +7,7 @@ namespace Resilient\Tests\Http;
 require_once __DIR__ . '/support/HttpTestCase.php';
 
 /**
- * Issue 7 item 9: no silent rewriting. Non-UTF-8 bytes in header, query and form values (and
+ * No silent rewriting. Non-UTF-8 bytes in header, query and form values (and
  * array keys) used to become U+FFFD; now they are refused with a \ValueError
  * naming the option, and nothing is sent. A raw `body` reaches the upstream byte for byte.
  * A response with 150 headers (hyper's default limit is 100) is read whole.

@@ -9,7 +9,7 @@ require_once __DIR__ . '/support/HttpTestCase.php';
 use Resilient\Tests\Harness\PhpProcess;
 
 /**
- * Issue 7 item 6: `pcntl_fork` inside `on_attempt`, a call in flight. The child inherited the
+ * `pcntl_fork` inside `on_attempt`, a call in flight. The child inherited the
  * runtime and the kept-alive socket and once received the parent's response. Now the child's
  * copy of the call fails with a clear \RuntimeException, it sends nothing and reads nothing;
  * the parent's call goes on unharmed. 1,000 forks, half while a retry is pending (the retry

@@ -11,7 +11,7 @@ use Resilient\Tests\Harness\Run;
 use Resilient\UpstreamFailed;
 
 /**
- * Issue 7 item 2: response bodies are bounded by `max_body`, enforced while reading. A 300 MB
+ * Response bodies are bounded by `max_body`, enforced while reading. A 300 MB
  * body (announced or chunked) and an endless chunked body end with the max_body error (an
  * UpstreamFailed naming the limit, never retried), in `request` and in `pool`; the process's
  * peak RSS stays under 3 × max_body above its baseline (read from /proc); `max_body` is lowered

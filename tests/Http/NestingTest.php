@@ -9,7 +9,7 @@ require_once __DIR__ . '/support/HttpTestCase.php';
 use Resilient\Tests\Harness\PhpProcess;
 
 /**
- * Issue 7 item 7: `on_attempt` re-entering the client 1,000 deep crashed PHP with SIGSEGV (each
+ * Nesting depth: `on_attempt` re-entering the client 1,000 deep once crashed PHP with SIGSEGV (each
  * level costs C stack). Now a call is refused with a clear \RuntimeException when the stack
  * runs low: 100,000 levels asked for end with that exception at some depth, the process exits 0,
  * and shallow nesting (a logger that calls the client) keeps working.

@@ -172,7 +172,7 @@ final class OnAttemptTest extends HttpTestCase
 
     public function testASlowCallableCountsInTheDeadlineAndNoAttemptStartsPastIt(): void
     {
-        // Issue 7 item 10b: the callable runs between attempts and cannot be interrupted; when
+        // The callable runs between attempts and cannot be interrupted; when
         // it returns past the deadline the call stops with DeadlineExceeded instead of making
         // another attempt.
         $key = $this->up->key('onslow');

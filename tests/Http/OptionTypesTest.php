@@ -11,7 +11,7 @@ use Resilient\Funnel;
 use Resilient\RetryBudget;
 
 /**
- * Issue 8: one owner per rule. The same mistake gives the same exception class and the same
+ * One owner per rule. The same mistake gives the same exception class and the same
  * words through `new Funnel(...)` / `new RetryBudget(...)` and through the client's `funnel` /
  * `budget` options (the option path in front); types follow PHP's coercive mode.
  */

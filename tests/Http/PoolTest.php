@@ -123,8 +123,8 @@ final class PoolTest extends HttpTestCase
 
     public function testTheDeadlineBoundsTheWholeBatch(): void
     {
-        // Issue 7 item 8: 101 hanging items, concurrency 16, deadline 2 s took 14 s (each wave
-        // got its own 2 s). The deadline now counts from the pool's start.
+        // 101 hanging items, concurrency 16, deadline 2 s once took 14 s (each wave got its own
+        // 2 s). The deadline now counts from the pool's start.
         $key = $this->up->key('pooldeadline');
         $this->up->script($key, [['hang' => true, 'hang_ms' => 30000]]);
         $client = $this->client($key, ['timeout' => 10, 'deadline' => 2.0]);

@@ -141,7 +141,7 @@ final class RetryAfterTest extends HttpTestCase
             $this->assertSame(1, count($this->up->attempts($key, 1)));
         }
         // A date in 1970 is in the past, and `Retry-After: 0` asks for no wait: the jittered
-        // backoff still applies (issue 7 item 10c), never a retry at once.
+        // backoff still applies, never a retry at once.
         foreach (['Thu, 01 Jan 1970 00:00:00 GMT', '0'] as $i => $value) {
             $key = $this->up->key("rapast$i");
             $this->up->script($key, [['status' => 503, 'headers' => ['Retry-After' => $value]], ['status' => 200]]);

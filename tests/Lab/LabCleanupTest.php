@@ -10,7 +10,7 @@ use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 
 /**
- * Issue 4, must show 1: the lab cleans up every process it started, also on Ctrl-C.
+ * The lab cleans up every process it started, also on Ctrl-C.
  *
  * Starts `lab/run.sh` in its own process group (as a terminal would), waits until the system
  * under test is up (php-fpm, nginx, the upstream simulator are its descendants), records every

@@ -15,7 +15,7 @@ use Resilient\Tests\Harness\TestCase;
 use Resilient\Tests\Http\MockUpstream;
 
 /**
- * Issue 11, must show 1: after a mixed run from several processes (8 php-fpm requests in
+ * After a mixed run from several processes (8 php-fpm requests in
  * flight at once and 3 CLI processes, all on one upstream name, against the mock upstream
  * scripted with 503s and 200s, under a tight shared retry budget), the extension's host-wide
  * counters equal the upstream's own records and the callers' results: attempts counted ==

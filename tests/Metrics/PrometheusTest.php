@@ -14,7 +14,7 @@ use Resilient\Tests\Harness\TestCase;
 use Resilient\Tests\Http\MockUpstream;
 
 /**
- * Issue 11, must show 2: the exposition passes `promtool check metrics`, and a real Prometheus
+ * The Prometheus exposition is valid: it passes `promtool check metrics`, and a real Prometheus
  * server (Debian's, started here on loopback with its own config) scrapes an endpoint serving
  * `Metrics::prometheus()` (`php -S` with the extension): the target is up, and counters and a
  * histogram's count queried through Prometheus's HTTP API equal the extension's snapshot.

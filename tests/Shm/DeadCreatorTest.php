@@ -9,7 +9,7 @@ use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 
 /**
- * Issue 7 item 3: a creator killed before it wrote the header used to leave a file on which
+ * A creator killed before it wrote the header used to leave a file on which
  * every process waited 1 s and threw "not initialised" until someone deleted it. Now the
  * initialiser holds an flock on the file while it works; the kernel drops the lock of a dead
  * process, and the next opener of the same user re-initialises the header-less file.

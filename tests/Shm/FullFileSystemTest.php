@@ -9,7 +9,7 @@ use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 
 /**
- * Issue 7 item 3: a segment on a full tmpfs. The file used to be sized sparsely and mapped, so
+ * A segment on a full tmpfs. The file used to be sized sparsely and mapped, so
  * the creator died of SIGBUS on first touch and left a header-less file behind. Now its pages
  * are reserved at creation: a clean SharedMemoryError with shm_required=1, the degraded mode
  * (with its one log line) without, no signal either way, and no half-made file left.

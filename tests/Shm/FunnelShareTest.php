@@ -12,7 +12,7 @@ use Resilient\Tests\Harness\TestCase;
 
 /**
  * The funnel's `share` option: under contention web callers keep the reserved slots and
- * background callers get the others (issue 11, must-show 5); without it the web takes every
+ * background callers get the others; without it the web takes every
  * slot it can (the default, interactive first). Explicit `$background` in one process, then
  * real processes: two web-context CLI processes (resilient.context=web) that want every slot
  * and one background CLI process.

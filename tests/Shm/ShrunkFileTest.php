@@ -9,7 +9,7 @@ use Resilient\Tests\Harness\Run;
 use Resilient\Tests\Harness\TestCase;
 
 /**
- * Issue 7 item 3, a file changed under a running process. A long-lived process (an FPM worker,
+ * A segment file changed under a running process. A long-lived process (an FPM worker,
  * a queue worker) keeps its mapping between requests; before each new use (at most once a
  * second) it checks that the file was not shrunk, removed or replaced, and reopens the path if
  * it was. So the next request after `truncate` gets a clean degraded mode (or error) instead of

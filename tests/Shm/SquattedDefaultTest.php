@@ -9,7 +9,7 @@ use Resilient\Tests\Harness\ServiceProcess;
 use Resilient\Tests\Harness\TestCase;
 
 /**
- * Issue 7 item 4: another local user pre-creates the default segment of a victim
+ * A squatted default segment: another local user pre-creates the default segment of a victim
  * (/dev/shm/resilient-<uid>.v6.shm; /dev/shm is sticky, so the victim cannot remove it). Every
  * Funnel and every Client with a budget used to throw SharedMemoryError. Now the victim's
  * process keeps working with process-local guards and says so once in PHP's error log.

@@ -1,5 +1,5 @@
 //! The seam for what a call does as it happens, told without text or allocation: the hook
-//! host-wide metrics record through (issue 11).
+//! host-wide metrics record through.
 //!
 //! A [`Guard`](crate::guard::Guard) decides; [`CallEvents`] only watches, and sees what a guard
 //! cannot: the start and end of a call (originals, successes, our refusals by reason: a budget

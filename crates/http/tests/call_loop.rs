@@ -106,8 +106,9 @@ async fn retry_after_beyond_max_retry_after_fails_at_once_as_upstream_failed() {
 #[tokio::test(start_paused = true)]
 async fn invalid_retry_after_values_fall_back_to_jitter_and_zero_or_a_past_date_waits_the_backoff()
 {
-    // Issue 7 item 10c: `Retry-After: 0` or a date in the past used to retry with no wait at
-    // all. The jittered backoff is the least wait: here every sleep is exactly the seeded jitter.
+    // A `Retry-After` never shortens the backoff: `Retry-After: 0` or a date in the past used
+    // to retry with no wait at all. The jittered backoff is the least wait: here every sleep is
+    // exactly the seeded jitter.
     let rig = Rig::new(
         vec![
             status_with(503, &[("Retry-After", "-1")], ""),

@@ -219,8 +219,9 @@ async fn a_skipped_retry_round_ends_the_failures_once_it_is_settled() {
 
 #[tokio::test(start_paused = true)]
 async fn the_deadline_bounds_the_whole_batch() {
-    // Issue 7 item 8: 101 hanging items, concurrency 16, deadline 2 s took 14 s (each wave got
-    // a fresh 2 s). Now the batch ends at 2 s; items never started fail as deadline exceeded.
+    // The deadline bounds the batch, not each wave: 101 hanging items, concurrency 16, deadline
+    // 2 s once took 14 s (each wave got a fresh 2 s). Now the batch ends at 2 s; items never
+    // started fail as deadline exceeded.
     let rig = Rig::new(vec![], Step::Hang);
     let c = rig.client(json!({"timeout": 10, "deadline": 2.0, "max_attempts": 3}));
     let requests = (0..101)

@@ -50,7 +50,7 @@ final class Page
         ];
     }
 
-    /** The resilient client's funnel limit: 4 (the seed's), 16, or 'auto' (issue 13). */
+    /** The resilient client's funnel limit: 4 (the seed's), 16, or 'auto' (learned). */
     public static function funnelLimit(): int|string
     {
         $limit = (string) (getenv('LAB_FUNNEL_LIMIT') ?: '4');

@@ -12,7 +12,7 @@ use Resilient\Tests\Harness\TestCase;
 use Resilient\Tests\Http\MockUpstream;
 
 /**
- * Base of the issue 9 suites (the client as a Guzzle replacement, against real servers on
+ * Base of the tests/Client suites (the client as a Guzzle replacement, against real servers on
  * loopback): the run's mock upstream, a client factory that records every attempt through
  * `on_attempt` (the client's own count, compared with what the servers saw), and small helpers.
  */

@@ -822,7 +822,7 @@ impl<'a> Stepped<'a> {
     }
 }
 
-/// Issue 7, item 1, replayed step by step: A's release paused after its first step, two
+/// The release/reclaim race, replayed step by step: A's release paused after its first step, two
 /// reclaims (B, C) and an acquire (D) run to completion, then A finishes. The old protocol
 /// let B mark the slot orphaned, C free it, D take it, and A's late bit-clear erase D's bit.
 #[test]
