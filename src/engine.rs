@@ -44,6 +44,14 @@ engine_fn!(
     display_ini_entries: fn(module: *mut ext_php_rs::zend::ModuleEntry)
 );
 engine_fn!(
+    /// `zend_attribute *zend_add_attribute(HashTable **attributes, zend_string *name, uint32_t argc, uint32_t flags, uint32_t offset, uint32_t lineno)`
+    zend_add_attribute: fn(attributes: *mut *mut ext_php_rs::ffi::HashTable, name: *mut ext_php_rs::ffi::zend_string, argc: u32, flags: u32, offset: u32, lineno: u32) -> *mut std::ffi::c_void
+);
+engine_fn!(
+    /// `zend_attribute *zend_get_parameter_attribute_str(HashTable *attributes, const char *str, size_t len, uint32_t offset)`
+    zend_get_parameter_attribute_str: fn(attributes: *mut ext_php_rs::ffi::HashTable, name: *const c_char, len: usize, offset: u32) -> *mut std::ffi::c_void
+);
+engine_fn!(
     /// `void zend_unregister_ini_entries(int module_number)`
     zend_unregister_ini_entries: fn(module_number: c_int)
 );

@@ -8,13 +8,13 @@
 //! ext-php-rs cannot declare a parameter's attribute, and registers the classes after the
 //! module's startup hook: the attribute is added to the registered methods at the first
 //! request of each process (the engine's `zend_add_parameter_attribute`, spelled out: it is
-//! inline in PHP's headers). The methods are the engine's, persistent: so is the attribute,
+//! inline in PHP's headers; its functions looked up as engine.rs says why). The methods are the engine's, persistent: so is the attribute,
 //! which the engine frees with its class at shutdown.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ext_php_rs::ffi::{zend_function, HashTable};
+use ext_php_rs::ffi::zend_function;
 use ext_php_rs::types::ZendStr;
 use ext_php_rs::zend::ClassEntry;
 
@@ -41,23 +41,6 @@ const PERSISTENT: u32 = 1;
 /// The classes are registered again with the module (a SAPI may start it again in the same
 /// process): marked again then.
 static MARKED: AtomicBool = AtomicBool::new(false);
-
-extern "C" {
-    fn zend_add_attribute(
-        attributes: *mut *mut HashTable,
-        name: *mut ext_php_rs::ffi::zend_string,
-        argc: u32,
-        flags: u32,
-        offset: u32,
-        lineno: u32,
-    ) -> *mut std::ffi::c_void;
-    fn zend_get_parameter_attribute_str(
-        attributes: *mut HashTable,
-        str_: *const c_char,
-        len: usize,
-        offset: u32,
-    ) -> *mut std::ffi::c_void;
-}
 
 /// At module startup: the classes about to be registered have no attribute yet.
 pub fn forget() {
@@ -92,6 +75,13 @@ pub fn mark_once() {
 /// # Safety
 /// `func` is a live internal function of a registered class, on the thread that runs PHP.
 unsafe fn mark(func: *mut zend_function) {
+    // Looked up, not linked: see engine.rs.
+    let (Some(add), Some(get)) = (
+        crate::engine::zend_add_attribute(),
+        crate::engine::zend_get_parameter_attribute_str(),
+    ) else {
+        return;
+    };
     let internal = unsafe { &mut (*func).internal_function };
     if internal.arg_info.is_null() {
         return;
@@ -106,7 +96,7 @@ unsafe fn mark(func: *mut zend_function) {
         unsafe {
             let attributes = &raw mut internal.attributes;
             let has = !(*attributes).is_null()
-                && !zend_get_parameter_attribute_str(
+                && !get(
                     *attributes,
                     ATTRIBUTE_LC.as_ptr(),
                     ATTRIBUTE_LC.to_bytes().len(),
@@ -115,7 +105,7 @@ unsafe fn mark(func: *mut zend_function) {
                 .is_null();
             if !has {
                 let mut name = ZendStr::new("SensitiveParameter", true);
-                zend_add_attribute(attributes, &raw mut *name, 0, PERSISTENT, i + 1, 0);
+                add(attributes, &raw mut *name, 0, PERSISTENT, i + 1, 0);
             }
         }
     }
