@@ -126,6 +126,18 @@ pub fn interrupt_function() -> Option<crate::interrupt::InterruptFunction> {
     unsafe { *(slot as *const Option<crate::interrupt::InterruptFunction>) }
 }
 
+/// A post-startup callback: `zend_result (*)(void)`.
+pub type PostStartup = unsafe extern "C" fn() -> std::ffi::c_int;
+
+/// The engine's `zend_post_startup_cb` variable, which `zend_post_startup()` calls (and clears)
+/// once every module has started, in the process that then forks (FPM's master); each
+/// extension that sets it calls the one it replaced.
+pub fn post_startup_slot() -> Option<*mut Option<PostStartup>> {
+    static CACHE: OnceLock<usize> = OnceLock::new();
+    let slot = lookup(&CACHE, b"zend_post_startup_cb\0");
+    (slot != 0).then_some(slot as *mut Option<PostStartup>)
+}
+
 /// The value of one of SPL's `zend_class_entry *` globals
 /// (`spl_ce_RuntimeException`...), set by SPL's MINIT, which runs before any
 /// extension loaded with `extension=` starts.

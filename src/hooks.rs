@@ -35,7 +35,6 @@ fn guarded(body: impl FnOnce() -> i32) -> i32 {
 pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
     guarded(|| {
         ini::register(module_number);
-        crate::sensitive::forget();
         deadline::observe_fibers();
         crate::fatal::observe();
         crate::collector::install();
@@ -45,6 +44,7 @@ pub unsafe extern "C" fn module_startup(_ty: i32, module_number: i32) -> i32 {
         let late = crate::engine::php_get_module_initialized().is_none_or(|f| unsafe { f() });
         if !late {
             crate::metrics::make_permanent_keys();
+            crate::sensitive::mark_after_startup();
         }
         match exceptions::register() {
             Ok(()) => SUCCESS,
@@ -78,7 +78,6 @@ pub unsafe extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
         deadline::clear();
         crate::fiber_states::clear();
         crate::exceptions::forget_item();
-        crate::sensitive::mark_once();
         crate::segment::recheck_at_next_use();
         SUCCESS
     })

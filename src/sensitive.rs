@@ -6,17 +6,25 @@
 //! frame holds a `SensitiveParameterValue` instead.
 //!
 //! ext-php-rs cannot declare a parameter's attribute, and registers the classes after the
-//! module's startup hook: the attribute is added to the registered methods at the first
-//! request of each process (the engine's `zend_add_parameter_attribute`, spelled out: it is
-//! inline in PHP's headers; its functions looked up as engine.rs says why). The methods are the engine's, persistent: so is the attribute,
-//! which the engine frees with its class at shutdown.
+//! module's startup hook: the attribute is added to the registered methods once every module
+//! has started (the engine's post-startup callback, chained), with the engine's
+//! `zend_add_parameter_attribute` spelled out (it is inline in PHP's headers; its functions
+//! looked up as engine.rs says why). That is before FPM's master forks: a user class extending
+//! `Resilient\Client` copies the methods, attribute table included, and opcache shares that
+//! copy between the workers, so the table must be one every worker has at the same address
+//! (made in one worker, the others followed a pointer into its heap: SIGSEGV). The table is
+//! persistent, as the methods are, and the engine frees it with its class at shutdown. An
+//! extension loaded after startup (an FPM pool's `php_admin_value[extension]`) marks nothing.
 
-use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::{c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ext_php_rs::ffi::zend_function;
 use ext_php_rs::types::ZendStr;
 use ext_php_rs::zend::ClassEntry;
+
+use crate::engine::PostStartup;
 
 /// The classes whose methods take such parameters.
 const CLASSES: [&str; 2] = ["Resilient\\Client", "Resilient\\Response"];
@@ -38,32 +46,56 @@ const ATTRIBUTE_LC: &CStr = c"sensitiveparameter";
 /// `ZEND_ATTRIBUTE_PERSISTENT`: an internal function's attributes live as long as it.
 const PERSISTENT: u32 = 1;
 
-/// The classes are registered again with the module (a SAPI may start it again in the same
-/// process): marked again then.
-static MARKED: AtomicBool = AtomicBool::new(false);
+/// The post-startup callback this module's replaced (0: none), called after marking.
+static PREVIOUS: AtomicUsize = AtomicUsize::new(0);
 
-/// At module startup: the classes about to be registered have no attribute yet.
-pub fn forget() {
-    MARKED.store(false, Ordering::Relaxed);
+/// At module startup (PHP's own, not a late load): has the methods marked once every module
+/// has started.
+pub fn mark_after_startup() {
+    let Some(slot) = crate::engine::post_startup_slot() else {
+        return;
+    };
+    // SAFETY: the engine's variable, set during startup on the thread that starts PHP.
+    unsafe {
+        PREVIOUS.store((*slot).map_or(0, |f| f as usize), Ordering::Relaxed);
+        *slot = Some(post_startup);
+    }
 }
 
-/// Marks the sensitive parameters, once per process and module start (a request's startup).
-pub fn mark_once() {
-    if MARKED.swap(true, Ordering::Relaxed) {
-        return;
+/// The chained post-startup callback: marks, then calls the one it replaced (opcache's, which
+/// preloads: a preloaded subclass copies the marked methods).
+unsafe extern "C" fn post_startup() -> c_int {
+    let _ = catch_unwind(AssertUnwindSafe(mark_all));
+    match PREVIOUS.swap(0, Ordering::Relaxed) {
+        0 => 0,
+        // SAFETY: the value the engine's variable held, a callback of this type.
+        previous => unsafe { std::mem::transmute::<usize, PostStartup>(previous)() },
     }
+}
+
+/// Marks the sensitive parameters of [`CLASSES`]' methods.
+fn mark_all() {
+    // The compiler's class table: the executor's exists only while a request runs.
+    // SAFETY: read on the thread that starts PHP, after every module registered its classes.
+    let Some(table) = (unsafe { ext_php_rs::ffi::compiler_globals.class_table.as_ref() }) else {
+        return;
+    };
     for class in CLASSES {
-        if let Some(ce) = ClassEntry::try_find(class) {
-            for method in ce.function_table.values() {
-                // SAFETY: a class's function table holds pointers to its methods, and a
-                // registered class's methods are internal functions.
-                unsafe {
-                    let func = method.value.ptr.cast::<zend_function>();
-                    if !func.is_null()
-                        && (*func).type_ == ext_php_rs::ffi::ZEND_INTERNAL_FUNCTION as u8
-                    {
-                        mark(func);
-                    }
+        let Some(ce) = table
+            .get(class.to_ascii_lowercase().as_str())
+            // SAFETY: the class table holds class entries.
+            .and_then(|zv| unsafe { zv.value.ptr.cast::<ClassEntry>().as_ref() })
+        else {
+            continue;
+        };
+        for method in ce.function_table.values() {
+            // SAFETY: a class's function table holds pointers to its methods, and a
+            // registered class's methods are internal functions.
+            unsafe {
+                let func = method.value.ptr.cast::<zend_function>();
+                if !func.is_null() && (*func).type_ == ext_php_rs::ffi::ZEND_INTERNAL_FUNCTION as u8
+                {
+                    mark(func);
                 }
             }
         }

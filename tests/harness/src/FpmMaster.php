@@ -21,8 +21,11 @@ final class FpmMaster
      * it loads it itself (`'ini' => ['extension' => Run::extension(), ...]`, in the order given).
      *
      * @param array<string, array{workers: int, ini?: array<string,string>, values?: array<string,string>, env?: array<string,string>}> $pools (`ini`: php_admin_value lines; `values`: php_value lines, which a `.user.ini` may change)
+     * @param array<string,string> $masterIni more `-d` settings of the master
+     * @param bool $systemIni read the system's php-fpm php.ini and conf.d (opcache and the other
+     *        extensions installed) instead of none (`-n`)
      */
-    public static function start(string $dir, array $pools, string $shmPath, bool $extensionInMaster = true): ServiceProcess
+    public static function start(string $dir, array $pools, string $shmPath, bool $extensionInMaster = true, array $masterIni = [], bool $systemIni = false): ServiceProcess
     {
         $asRoot = posix_geteuid() === 0;
         $conf = ['[global]', "pid = $dir/fpm.pid", "error_log = $dir/fpm-error.log", 'daemonize = no', 'log_level = notice', ''];
@@ -59,10 +62,11 @@ final class FpmMaster
         file_put_contents("$dir/fpm.conf", implode("\n", $conf));
 
         return ServiceProcess::start([
-            'php-fpm8.2', '-n',
+            'php-fpm8.2', ...($systemIni ? [] : ['-n']),
             ...($asRoot ? ['-R'] : []),
             ...($extensionInMaster ? ['-d', 'extension=' . Run::extension()] : []),
             '-d', 'resilient.shm_path=' . $shmPath,
+            ...array_merge(...array_map(fn ($k, $v) => ['-d', "$k=$v"], array_keys($masterIni), $masterIni)),
             '-F', '-O', '-y', "$dir/fpm.conf",
         ], "$dir/fpm");
     }
