@@ -113,6 +113,15 @@ final class SecretsTest extends PackageTestCase
         var_dump($request);
         $dumped = ob_get_clean();
         $printed = print_r($request, true);
+        // Laravel's dump()/dd() (Symfony VarDumper) and var_export() list the properties
+        // themselves, whatever __debugInfo() says.
+        $varDumper = (new \Symfony\Component\VarDumper\Dumper\CliDumper())->dump(
+            (new \Symfony\Component\VarDumper\Cloner\VarCloner())->cloneVar($request),
+            true,
+        );
+        foreach (['VarDumper' => $varDumper, 'var_export' => var_export($request, true), '(array)' => print_r((array) $request, true)] as $what => $shown) {
+            $this->assertShowsNoSecret($shown, $what);
+        }
         foreach (['var_dump' => $dumped, 'print_r' => $printed] as $what => $shown) {
             $this->assertShowsNoSecret($shown, $what);
             $this->assertStringContainsString('http://127.0.0.1:1/api/orders', $shown, $what);

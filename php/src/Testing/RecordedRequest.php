@@ -25,12 +25,25 @@ final class RecordedRequest
     public function __construct(
         private string $client,
         private string $method,
-        #[\SensitiveParameter] private string $path,
-        #[\SensitiveParameter] private ?array $data,
-        #[\SensitiveParameter] private array $options,
-        #[\SensitiveParameter] private ?string $baseUrl,
-        #[\SensitiveParameter] private array $configured = [],
+        #[\SensitiveParameter] string $path,
+        #[\SensitiveParameter] ?array $data,
+        #[\SensitiveParameter] array $options,
+        #[\SensitiveParameter] ?string $baseUrl,
+        #[\SensitiveParameter] array $configured = [],
     ) {
+        $this->given = new \SensitiveParameterValue(compact('path', 'data', 'options', 'baseUrl', 'configured'));
+    }
+
+    /**
+     * What the call was given (path, data, options, base URL, configured headers), kept wrapped:
+     * `dump()`/`dd()`, `var_export()` and PHPUnit's failure diffs list an object's properties
+     * whatever `__debugInfo()` says, and show a `SensitiveParameterValue` without its value.
+     */
+    private \SensitiveParameterValue $given;
+
+    private function given(string $what): mixed
+    {
+        return $this->given->getValue()[$what];
     }
 
     /**
@@ -79,7 +92,7 @@ final class RecordedRequest
     /** The path (or absolute URL) as given to the client. */
     public function path(): string
     {
-        return $this->path;
+        return $this->given('path');
     }
 
     /**
@@ -93,15 +106,15 @@ final class RecordedRequest
         if (! $this->joinsBase()) {
             return $path;
         }
-        $base = rtrim(preg_split('/[?#]/', GivenText::trimmed($this->baseUrl))[0], '/');
+        $base = rtrim(preg_split('/[?#]/', GivenText::trimmed($this->given('baseUrl')))[0], '/');
 
-        return GivenText::trimmed($this->path) === '' ? $base : $base . '/' . ltrim($path, '/');
+        return GivenText::trimmed($this->given('path')) === '' ? $base : $base . '/' . ltrim($path, '/');
     }
 
     /** The trimmed path without its fragment (`#...`, never sent; a `?` after it is part of it). */
     private function withoutFragment(): string
     {
-        return explode('#', GivenText::trimmed($this->path), 2)[0];
+        return explode('#', GivenText::trimmed($this->given('path')), 2)[0];
     }
 
     /**
@@ -110,13 +123,13 @@ final class RecordedRequest
      */
     private function jsonArgument(): ?array
     {
-        return $this->data !== [] && ! in_array($this->method, ['GET', 'HEAD'], true) ? $this->data : null;
+        return $this->given('data') !== [] && ! in_array($this->method, ['GET', 'HEAD'], true) ? $this->given('data') : null;
     }
 
     /** Whether the path is joined to `base_url` (a relative path), as the real client does. */
     private function joinsBase(): bool
     {
-        return $this->baseUrl !== null && ! preg_match('#^https?://#i', GivenText::trimmed($this->path));
+        return $this->given('baseUrl') !== null && ! preg_match('#^https?://#i', GivenText::trimmed($this->given('path')));
     }
 
     /**
@@ -126,11 +139,11 @@ final class RecordedRequest
      */
     public function data(): array
     {
-        $given = $this->jsonArgument() ?? $this->options['json'] ?? $this->options['form'] ?? null;
+        $given = $this->jsonArgument() ?? $this->given('options')['json'] ?? $this->given('options')['form'] ?? null;
         if (is_array($given)) {
             return $given;
         }
-        $body = $this->options['body'] ?? null;
+        $body = $this->given('options')['body'] ?? null;
         $type = strtolower((string) $this->header('content-type'));
         if (is_string($body) && str_contains($type, 'application/x-www-form-urlencoded')) {
             parse_str($body, $form);
@@ -155,15 +168,15 @@ final class RecordedRequest
     {
         $fromBase = $fromPath = [];
         if ($this->joinsBase()) {
-            parse_str((string) parse_url(GivenText::trimmed($this->baseUrl), PHP_URL_QUERY), $fromBase);
+            parse_str((string) parse_url(GivenText::trimmed($this->given('baseUrl')), PHP_URL_QUERY), $fromBase);
         }
         $path = $this->withoutFragment();
         $q = strpos($path, '?');
         if ($q !== false) {
             parse_str(substr($path, $q + 1), $fromPath);
         }
-        $verb = in_array($this->method, ['GET', 'HEAD'], true) ? ($this->data ?? []) : [];
-        $options = $this->options['query'] ?? null;   // null or false: none
+        $verb = in_array($this->method, ['GET', 'HEAD'], true) ? ($this->given('data') ?? []) : [];
+        $options = $this->given('options')['query'] ?? null;   // null or false: none
 
         return array_replace($fromBase, $fromPath, $verb, is_array($options) ? $options : []);
     }
@@ -177,10 +190,10 @@ final class RecordedRequest
         if (($json = $this->jsonArgument()) !== null) {
             return $json;
         }
-        if (array_key_exists('json', $this->options)) {
-            return $this->options['json'];
+        if (array_key_exists('json', $this->given('options'))) {
+            return $this->given('options')['json'];
         }
-        $body = $this->options['body'] ?? null;
+        $body = $this->given('options')['body'] ?? null;
         if (is_string($body) && $body !== '' && str_contains(strtolower((string) $this->header('content-type')), 'json')) {
             return json_decode($body, true);
         }
@@ -190,7 +203,7 @@ final class RecordedRequest
 
     public function options(): array
     {
-        return $this->options;
+        return $this->given('options');
     }
 
     /** A header's values joined with ", " (case-insensitive name), or null; `Idempotency-Key` from `idempotency_key` too. */
@@ -215,13 +228,13 @@ final class RecordedRequest
      */
     public function headers(): array
     {
-        $configured = self::lowerCased($this->configured);
+        $configured = self::lowerCased($this->given('configured'));
         if (($type = $this->bodyType()) !== null) {
             $configured['content-type'] = [$type];
         }
-        $out = array_replace($configured, self::lowerCased($this->options['headers'] ?? []));
-        if (isset($this->options['idempotency_key'])) {
-            $out['idempotency-key'] = [(string) $this->options['idempotency_key']];
+        $out = array_replace($configured, self::lowerCased($this->given('options')['headers'] ?? []));
+        if (isset($this->given('options')['idempotency_key'])) {
+            $out['idempotency-key'] = [(string) $this->given('options')['idempotency_key']];
         }
 
         return $out;
@@ -237,9 +250,9 @@ final class RecordedRequest
     {
         return match (true) {
             // `null` is no body, as the client reads it.
-            $this->jsonArgument() !== null, isset($this->options['json']) => 'application/json',
-            isset($this->options['form']) => 'application/x-www-form-urlencoded',
-            isset($this->options['multipart']) => 'multipart/form-data',
+            $this->jsonArgument() !== null, isset($this->given('options')['json']) => 'application/json',
+            isset($this->given('options')['form']) => 'application/x-www-form-urlencoded',
+            isset($this->given('options')['multipart']) => 'multipart/form-data',
             default => null,
         };
     }
