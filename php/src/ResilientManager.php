@@ -519,8 +519,8 @@ final class ResilientManager
     /** Whether a `backend` value (the option, or `resilient.backend`) names Redis, as the extension reads it (trimmed). */
     public static function isRedisUrl(#[\SensitiveParameter] string $backend): bool
     {
-        // Anything else is shm or refused by the client.
-        return preg_match('#^(redis|rediss|unix)://#i', trim($backend)) === 1;
+        // Anything else is shm or refused by the client; trimmed as the client trims it.
+        return preg_match('#^(redis|rediss|unix)://#i', GivenText::trimmed($backend)) === 1;
     }
 
     /** The `funnel` or `budget` options of the client named $name, as constructor arguments. */

@@ -61,8 +61,8 @@ final class CommandOutputTest extends PackageTestCase
         $this->boot([
             'defaults' => ['backend' => $redis],
             'clients' => [
-                // The scheme in any case, as the extension takes it.
-                $own => ['base_url' => 'http://127.0.0.1:1', 'backend' => 'REDIS' . substr($redis, 5), 'funnel' => ['limit' => 2]],
+                // The scheme in any case, behind Unicode whitespace (U+00A0), as the extension takes it.
+                $own => ['base_url' => 'http://127.0.0.1:1', 'backend' => "\u{a0}REDIS" . substr($redis, 5), 'funnel' => ['limit' => 2]],
                 $inherited => ['base_url' => 'http://127.0.0.1:1', 'funnel' => ['limit' => 2]],
                 $local => ['base_url' => 'http://127.0.0.1:1', 'backend' => ' shm', 'funnel' => ['limit' => 2]],
                 $both => ['base_url' => 'http://127.0.0.1:1', 'funnel' => ['limit' => 2]],
