@@ -500,6 +500,19 @@ pub fn header_entries<'a>(
             "option '{path}.{i}': the key must be the header's name, as in ['Name' => 'value']; a list of 'Name: value' lines is not read"
         )));
     }
+    // Header names have no case: `Host` and `host` would both be sent (two Host lines, two
+    // Authorization lines, two Idempotency-Keys), and which one a server or a proxy reads is a
+    // guess.
+    let mut seen = std::collections::HashMap::with_capacity(entries.len());
+    for (name, _) in &entries {
+        if let Some(other) = seen.insert(name.to_ascii_lowercase(), name.as_str()) {
+            return Err(exceptions::value_error(format!(
+                "option '{path}': '{}' and '{}' name the same header (give it once; several values as a list)",
+                resilient_http::shown_name(other).escape_debug(),
+                resilient_http::shown_name(name).escape_debug(),
+            )));
+        }
+    }
     Ok(entries)
 }
 

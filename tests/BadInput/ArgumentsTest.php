@@ -372,6 +372,30 @@ final class ArgumentsTest extends TestCase
      *
      * @return array{threw: bool, class: string, parents: list<string>, message: string}
      */
+    /**
+     * Two keys of one `headers` array that name the same header in another case (`Host` and
+     * `host`): both were sent, two Host lines (a server must answer 400; a proxy and the server
+     * behind it may each take another), two Authorization lines, two Idempotency-Keys (and the
+     * POST retried on either). Refused, naming both; several values go as a list.
+     *
+     * @return iterable<string,array{string,string}> code, the message it must give
+     */
+    public static function headerNamesInTwoCases(): iterable
+    {
+        $client = 'new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9", "headers" => ["Host" => "a.example", "host" => "b.example"]]);';
+        yield 'client headers' => [$client, "option 'headers': 'Host' and 'host' name the same header (give it once; several values as a list)"];
+        yield 'request headers' => ['(new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"]))->post("/", [], ["headers" => ["Idempotency-Key" => "a", "idempotency-key" => "b"]]);', "option 'headers': 'Idempotency-Key' and 'idempotency-key' name the same header"];
+        yield 'part headers' => ['(new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"]))->post("/", [], ["multipart" => [["name" => "a", "contents" => "x", "headers" => ["Content-Type" => "text/plain", "CONTENT-TYPE" => "text/html"]]]]);', "option 'multipart.0.headers': 'Content-Type' and 'CONTENT-TYPE' name the same header"];
+    }
+
+    /** @dataProvider headerNamesInTwoCases */
+    public function testAHeaderNamedTwiceInTwoCasesIsRefused(string $code, string $message): void
+    {
+        $result = $this->thrownInAChild($code);
+        $this->assertSame('ValueError', $result['class']);
+        $this->assertStringStartsWith($message, $result['message']);
+    }
+
     private function thrownInAChild(string $code): array
     {
         $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);
