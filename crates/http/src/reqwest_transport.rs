@@ -238,6 +238,12 @@ impl Transport for ReqwestTransport {
         let connect_is_cut = limits.connect_timeout_setting >= timeout;
         let clients = self.clients.clone();
         Box::pin(async move {
+            // The process's runtime runs only while a call runs, so a kept connection the server
+            // closed since (its keep-alive timeout: no `Connection: close` said it) is still in
+            // reqwest's pool, its close unread. One turn of the runtime first reads it: the
+            // connection's task sees the close and leaves the pool, and the request goes on
+            // a live connection (sent on the dead one, a POST failed, never retried).
+            tokio::task::yield_now().await;
             let answered = (clients.clone(), origin.0.clone());
             let exchange = async move {
                 let mut response = builder.send().await.map_err(|e| {

@@ -107,3 +107,66 @@ pub fn client(io: &ProcessIo, port: u16) -> HttpClient {
     );
     HttpClient::new(config, Caps::default(), env)
 }
+
+/// An HTTP/1.1-over-TLS server that answers one request per connection and closes it `idle`
+/// later, without `Connection: close` (a server whose keep-alive timeout is short: Node's 5 s,
+/// a load balancer's idle timeout); returns its port and how many requests it answered.
+pub fn serve_closing_idle(idle: Duration) -> (u16, Arc<AtomicUsize>) {
+    let certs = CertificateDer::pem_slice_iter(SERVER_PEM)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).unwrap();
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap(),
+    );
+    let answered = Arc::new(AtomicUsize::new(0));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = answered.clone();
+    std::thread::spawn(move || {
+        for socket in listener.incoming().flatten() {
+            let (config, count) = (config.clone(), count.clone());
+            socket.set_nodelay(true).unwrap();
+            std::thread::spawn(move || {
+                let tls = rustls::ServerConnection::new(config).unwrap();
+                let mut stream = rustls::StreamOwned::new(tls, socket);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while let Ok(read) = stream.read(&mut chunk) {
+                    if read == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..read]);
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    // The body a Content-Length announces, read before answering.
+                    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if buf.len() < end + 4 + length {
+                        continue;
+                    }
+                    count.fetch_add(1, Ordering::SeqCst);
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    let _ = stream.write_all(answer).and_then(|_| stream.flush());
+                    std::thread::sleep(idle);
+                    // Closed as most servers close an idle connection: the socket alone, no
+                    // TLS close_notify first.
+                    return;
+                }
+            });
+        }
+    });
+    (port, answered)
+}
