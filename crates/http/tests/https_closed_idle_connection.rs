@@ -17,7 +17,7 @@ use serde_json::json;
 
 #[test]
 fn a_post_after_the_server_closed_the_idle_connection_goes_on_a_new_one() {
-    let (port, answered) = h1_tls::serve_closing_idle(Duration::from_millis(50));
+    let (port, connections) = h1_tls::serve_closing_idle(Duration::from_millis(50));
     let io = process_io().unwrap();
     let client = h1_tls::client(io, port);
     for i in 0..3 {
@@ -42,5 +42,5 @@ fn a_post_after_the_server_closed_the_idle_connection_goes_on_a_new_one() {
         // Past the server's idle time: the connection is closed before the next call.
         std::thread::sleep(Duration::from_millis(250));
     }
-    assert_eq!(answered.load(Ordering::SeqCst), 3);
+    assert_eq!(connections.answered.load(Ordering::SeqCst), 3);
 }

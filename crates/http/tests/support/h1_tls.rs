@@ -23,21 +23,21 @@ pub struct Connections {
     pub open: AtomicUsize,
     /// Accepted in all.
     pub accepted: AtomicUsize,
+    /// Requests answered in all.
+    pub answered: AtomicUsize,
 }
 
 pub const CA_PEM: &[u8] = include_bytes!("tls/ca.pem");
 const SERVER_PEM: &[u8] = include_bytes!("tls/server.pem");
 const SERVER_KEY: &[u8] = include_bytes!("tls/server.key");
 
-/// `n` HTTP/1.1-over-TLS servers on loopback ports of their own (a blocking thread per
-/// connection), each answer `delay` after its request; returns their ports and their
-/// connections' count.
-pub fn serve(n: usize, delay: Duration) -> (Vec<u16>, Arc<Connections>) {
+/// The servers' TLS: their certificate, no ALPN (HTTP/1.1 only).
+fn server_config() -> Arc<rustls::ServerConfig> {
     let certs = CertificateDer::pem_slice_iter(SERVER_PEM)
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
     let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).unwrap();
-    let config = Arc::new(
+    Arc::new(
         rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -46,7 +46,31 @@ pub fn serve(n: usize, delay: Duration) -> (Vec<u16>, Arc<Connections>) {
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .unwrap(),
-    );
+    )
+}
+
+/// `n` HTTP/1.1-over-TLS servers on loopback ports of their own (a blocking thread per
+/// connection), each answer `delay` after its request; returns their ports and their
+/// connections' count.
+pub fn serve(n: usize, delay: Duration) -> (Vec<u16>, Arc<Connections>) {
+    serve_with(n, delay, None)
+}
+
+/// A server as [`serve`]'s that closes each connection `idle` after its first answer, without
+/// `Connection: close` (a server whose keep-alive timeout is short: Node's 5 s, a load
+/// balancer's idle timeout), the socket alone, no TLS close_notify first (as most servers
+/// close an idle connection).
+pub fn serve_closing_idle(idle: Duration) -> (u16, Arc<Connections>) {
+    let (ports, connections) = serve_with(1, Duration::ZERO, Some(idle));
+    (ports[0], connections)
+}
+
+fn serve_with(
+    n: usize,
+    delay: Duration,
+    close_idle: Option<Duration>,
+) -> (Vec<u16>, Arc<Connections>) {
+    let config = server_config();
     let open = Arc::new(Connections::default());
     let mut ports = Vec::new();
     for _ in 0..n {
@@ -63,32 +87,58 @@ pub fn serve(n: usize, delay: Duration) -> (Vec<u16>, Arc<Connections>) {
                 std::thread::spawn(move || {
                     let tls = rustls::ServerConnection::new(config).unwrap();
                     let mut stream = rustls::StreamOwned::new(tls, socket);
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    while let Ok(read) = stream.read(&mut chunk) {
-                        if read == 0 {
-                            break;
-                        }
-                        buf.extend_from_slice(&chunk[..read]);
-                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            buf.drain(..end + 4);
-                            std::thread::sleep(delay);
-                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                            if stream
-                                .write_all(answer)
-                                .and_then(|_| stream.flush())
-                                .is_err()
-                            {
-                                break;
-                            }
-                        }
-                    }
+                    answer_requests(&mut stream, delay, close_idle, &open.answered);
                     open.open.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
     }
     (ports, open)
+}
+
+/// Answers `ok` to each request read from `stream` (its body, as its Content-Length says,
+/// read first), `delay` after it; with `close_idle`, returns that long after the first
+/// answer.
+fn answer_requests(
+    stream: &mut (impl Read + Write),
+    delay: Duration,
+    close_idle: Option<Duration>,
+    answered: &AtomicUsize,
+) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(read) = stream.read(&mut chunk) {
+        if read == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..read]);
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if buf.len() < end + 4 + length {
+                break;
+            }
+            buf.drain(..end + 4 + length);
+            std::thread::sleep(delay);
+            answered.fetch_add(1, Ordering::SeqCst);
+            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+            if stream
+                .write_all(answer)
+                .and_then(|_| stream.flush())
+                .is_err()
+            {
+                return;
+            }
+            if let Some(idle) = close_idle {
+                std::thread::sleep(idle);
+                return;
+            }
+        }
+    }
 }
 
 /// A client of `https://127.0.0.1:{port}` that trusts these servers' certificate, calling
@@ -106,67 +156,4 @@ pub fn client(io: &ProcessIo, port: u16) -> HttpClient {
         io.transport(),
     );
     HttpClient::new(config, Caps::default(), env)
-}
-
-/// An HTTP/1.1-over-TLS server that answers one request per connection and closes it `idle`
-/// later, without `Connection: close` (a server whose keep-alive timeout is short: Node's 5 s,
-/// a load balancer's idle timeout); returns its port and how many requests it answered.
-pub fn serve_closing_idle(idle: Duration) -> (u16, Arc<AtomicUsize>) {
-    let certs = CertificateDer::pem_slice_iter(SERVER_PEM)
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).unwrap();
-    let config = Arc::new(
-        rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap(),
-    );
-    let answered = Arc::new(AtomicUsize::new(0));
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = answered.clone();
-    std::thread::spawn(move || {
-        for socket in listener.incoming().flatten() {
-            let (config, count) = (config.clone(), count.clone());
-            socket.set_nodelay(true).unwrap();
-            std::thread::spawn(move || {
-                let tls = rustls::ServerConnection::new(config).unwrap();
-                let mut stream = rustls::StreamOwned::new(tls, socket);
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while let Ok(read) = stream.read(&mut chunk) {
-                    if read == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..read]);
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        continue;
-                    };
-                    // The body a Content-Length announces, read before answering.
-                    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                    let length = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse::<usize>().ok())
-                        .unwrap_or(0);
-                    if buf.len() < end + 4 + length {
-                        continue;
-                    }
-                    count.fetch_add(1, Ordering::SeqCst);
-                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                    let _ = stream.write_all(answer).and_then(|_| stream.flush());
-                    std::thread::sleep(idle);
-                    // Closed as most servers close an idle connection: the socket alone, no
-                    // TLS close_notify first.
-                    return;
-                }
-            });
-        }
-    });
-    (port, answered)
 }
