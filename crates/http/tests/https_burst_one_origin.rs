@@ -5,6 +5,8 @@
 //! per host; the https one keeps the same. Its own binary: the process's clients hold only
 //! this test's connections.
 
+#[path = "support/drive.rs"]
+mod drive;
 #[path = "support/h1_tls.rs"]
 mod h1_tls;
 #[path = "support/json.rs"]
@@ -54,22 +56,8 @@ fn idle_connections_to_one_https_origin_stay_bounded_after_a_burst() {
     // A connection goes back to the pool (where the bound applies) on the process's runtime,
     // which runs while a call is driven: the burst's last ones may go back only with the next
     // call, as in a PHP process, whose next call settles them.
-    let next = client
-        .prepare("GET", "/next", json::request(&json!({})))
-        .unwrap();
-    let out = io.drive(
-        client.call(client.env().clone(), next, None),
-        None,
-        None,
-        |_| true,
-    );
-    assert_eq!(
-        out.done()
-            .unwrap()
-            .unwrap_or_else(|e| panic!("{e}"))
-            .status(),
-        200
-    );
+    let next = drive::call(io, &client, "GET", "/next", &json!({}));
+    assert_eq!(next.unwrap_or_else(|e| panic!("{e}")).status(), 200);
     // The server's threads read the closes as they get to them: wait for up to 10 s.
     let until = Instant::now() + Duration::from_secs(10);
     while open.open.load(Ordering::SeqCst) > IDLE_PER_HOST && Instant::now() < until {

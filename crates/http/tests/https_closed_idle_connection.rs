@@ -4,6 +4,8 @@
 //! next call must not send its request on that connection (a POST, which is not retried, failed
 //! with "connection closed before message completed", the server never having seen it).
 
+#[path = "support/drive.rs"]
+mod drive;
 #[path = "support/h1_tls.rs"]
 mod h1_tls;
 #[path = "support/json.rs"]
@@ -21,22 +23,8 @@ fn a_post_after_the_server_closed_the_idle_connection_goes_on_a_new_one() {
     let io = process_io().unwrap();
     let client = h1_tls::client(io, port);
     for i in 0..3 {
-        let request = client
-            .prepare(
-                "POST",
-                &format!("/orders/{i}"),
-                json::request(&json!({"json": {"n": i}})),
-            )
-            .unwrap();
-        let out = io.drive(
-            client.call(client.env().clone(), request, None),
-            None,
-            None,
-            |_| true,
-        );
-        let response = out
-            .done()
-            .unwrap()
+        let path = format!("/orders/{i}");
+        let response = drive::call(io, &client, "POST", &path, &json!({"json": {"n": i}}))
             .unwrap_or_else(|e| panic!("call {i}: {e}"));
         assert_eq!(response.status(), 200);
         // Past the server's idle time: the connection is closed before the next call.

@@ -4,6 +4,8 @@
 //! after about a thousand hosts every `connect` and every `fopen` failed with "Too many open
 //! files". Its own binary: the process's pool holds only this test's connections.
 
+#[path = "support/drive.rs"]
+mod drive;
 #[path = "support/json.rs"]
 mod json;
 
@@ -80,20 +82,9 @@ fn idle_connections_to_many_hosts_stay_bounded() {
     );
     let client = HttpClient::new(json::config(&json!({})), Caps::default(), env);
     for port in &ports {
-        let req = client
-            .prepare(
-                "GET",
-                &format!("http://127.0.0.1:{port}/hook"),
-                json::request(&json!({})),
-            )
-            .unwrap();
-        let out = io.drive(
-            client.call(client.env().clone(), req, None),
-            None,
-            None,
-            |_| true,
-        );
-        assert_eq!(out.done().unwrap().unwrap().status(), 200);
+        let url = format!("http://127.0.0.1:{port}/hook");
+        let response = drive::call(io, &client, "GET", &url, &json!({})).unwrap();
+        assert_eq!(response.status(), 200);
     }
     let kept = io.idle_connections();
     assert!(

@@ -5,6 +5,8 @@
 //! for its own `fopen` too). Its own binary: the process's clients hold only this test's
 //! connections, and `/proc/self/fd` counts only this test's descriptors.
 
+#[path = "support/drive.rs"]
+mod drive;
 #[path = "support/h1_tls.rs"]
 mod h1_tls;
 #[path = "support/json.rs"]
@@ -36,16 +38,8 @@ fn connections_to_many_https_origins_stay_bounded() {
     for port in &ports {
         // A client per call, as a PHP script makes one: they share the process's clients.
         let client = h1_tls::client(io, *port);
-        let req = client
-            .prepare("GET", "/hook", json::request(&json!({})))
-            .unwrap();
-        let out = io.drive(
-            client.call(client.env().clone(), req, None),
-            None,
-            None,
-            |_| true,
-        );
-        let response = out.done().unwrap().unwrap_or_else(|e| panic!("{e}"));
+        let response =
+            drive::call(io, &client, "GET", "/hook", &json!({})).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(response.status(), 200);
     }
     // The servers' threads read the closes as they get to them: wait for up to 10 s.
