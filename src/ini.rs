@@ -131,9 +131,8 @@ fn display(text: &str) {
 }
 
 /// Prints a setting for phpinfo() and `php --ri`. A configured value that was refused is
-/// shown as refused, with the value given: the engine holds the default in its place, which
-/// alone would read as the setting in effect while the setting's first use throws (its
-/// message says why).
+/// shown as refused, with the value given and what its use does ([`consequence`]): the engine
+/// holds the default in its place, which alone would read as the setting in effect.
 unsafe extern "C" fn display_checked(entry: *mut zend_ini_entry, kind: c_int) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the engine passes its live entry.
