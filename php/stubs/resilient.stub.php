@@ -17,7 +17,7 @@ namespace Resilient {
          * @param string $name
          * @param array|null $options
          */
-        public function __construct(string $name, ?array $options = null) {}
+        public function __construct(string $name, #[\SensitiveParameter] ?array $options = null) {}
 
         /**
          * @internal For `make bench`: `$n` funnel admissions, each released at once (`$op`
@@ -31,7 +31,7 @@ namespace Resilient {
          * @param int $n
          * @return int
          */
-        public static function benchBackend(string $name, array $options, string $op, int $n): int {}
+        public static function benchBackend(string $name, #[\SensitiveParameter] array $options, string $op, int $n): int {}
 
         /**
          * `delete(string $path, array $json = [], array $options = [])`.
@@ -43,7 +43,7 @@ namespace Resilient {
          * @param array|null $options
          * @return mixed
          */
-        public function delete(string $path, ?array $json = null, ?array $options = null): mixed {}
+        public function delete(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
          * `get(string $path, array $query = [], array $options = [])`.
@@ -55,7 +55,7 @@ namespace Resilient {
          * @param array|null $options
          * @return mixed
          */
-        public function get(string $path, ?array $query = null, ?array $options = null): mixed {}
+        public function get(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $query = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
          * `head(string $path, array $query = [], array $options = [])`.
@@ -67,7 +67,7 @@ namespace Resilient {
          * @param array|null $options
          * @return mixed
          */
-        public function head(string $path, ?array $query = null, ?array $options = null): mixed {}
+        public function head(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $query = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
          * The client's name (its funnel and budget name).
@@ -87,7 +87,7 @@ namespace Resilient {
          * @param array|null $options
          * @return mixed
          */
-        public function patch(string $path, ?array $json = null, ?array $options = null): mixed {}
+        public function patch(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
          * `pool(array $requests, int $concurrency = 5)`: `$requests` is `key => [method, path,
@@ -104,7 +104,7 @@ namespace Resilient {
          * @param mixed $concurrency
          * @return array
          */
-        public function pool(array $requests, mixed $concurrency = null): array {}
+        public function pool(#[\SensitiveParameter] array $requests, mixed $concurrency = null): array {}
 
         /**
          * `post(string $path, array $json = [], array $options = [])`: a non-empty `$json` is
@@ -117,7 +117,7 @@ namespace Resilient {
          * @param array|null $options
          * @return mixed
          */
-        public function post(string $path, ?array $json = null, ?array $options = null): mixed {}
+        public function post(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
          * `put(string $path, array $json = [], array $options = [])`.
@@ -129,7 +129,7 @@ namespace Resilient {
          * @param array|null $options
          * @return mixed
          */
-        public function put(string $path, ?array $json = null, ?array $options = null): mixed {}
+        public function put(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
          * `request(string $method, string $path, array $options = [])` with options `query`,
@@ -144,7 +144,7 @@ namespace Resilient {
          * @param array|null $options
          * @return mixed
          */
-        public function request(string $method, string $path, ?array $options = null): mixed {}
+        public function request(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
          * `validateRequest(string $method, string $path, array $options = [])`: checks the call
@@ -158,7 +158,7 @@ namespace Resilient {
          * @param array|null $options
          * @return void
          */
-        public function validateRequest(string $method, string $path, ?array $options = null): void {}
+        public function validateRequest(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $options = null): void {}
 
         /**
          * `Client::validator(string $name, array $options = [])`: a client made from the same
@@ -171,7 +171,7 @@ namespace Resilient {
          * @param array|null $options
          * @return \Resilient\Client
          */
-        public static function validator(string $name, ?array $options = null): \Resilient\Client {}
+        public static function validator(string $name, #[\SensitiveParameter] ?array $options = null): \Resilient\Client {}
     }
 
     /**
@@ -554,7 +554,7 @@ namespace Resilient {
          * @param array|null $headers
          * @return \Resilient\Response
          */
-        public static function fake(mixed $status = null, mixed $body = null, ?array $headers = null): \Resilient\Response {}
+        public static function fake(mixed $status = null, #[\SensitiveParameter] mixed $body = null, #[\SensitiveParameter] ?array $headers = null): \Resilient\Response {}
 
         /**
          * A header's values joined with ", " (case-insensitive name), or null when absent. Bytes
