@@ -354,8 +354,8 @@ impl Call {
                     Refusal::BackendDown(kind) => (
                         kind,
                         format!(
-                            "the backend did not answer (on_backend_error 'closed'): attempt \
-                             {number} refused, not sent"
+                            "the backend did not answer or refused (on_backend_error 'closed'): \
+                             attempt {number} refused, not sent"
                         ),
                     ),
                     Refusal::CircuitOpen => (

@@ -661,6 +661,11 @@ impl Server {
         if slot.conn.is_some() && slot.pending.unread.is_empty() {
             if std::mem::take(&mut slot.pending.refused) {
                 crate::leftovers::send_again(self);
+                // A release Redis refused (an ACL without ZREM, a replica's READONLY) frees no
+                // slot: admitted on, the funnel would fill with slots nothing frees until their
+                // leases end. The calls follow on_backend_error through the back-off instead,
+                // as for any other command Redis refused.
+                slot.failed();
             } else {
                 crate::leftovers::answered(self);
             }

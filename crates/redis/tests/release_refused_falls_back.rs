@@ -1,0 +1,40 @@
+//! A release Redis refuses for good (an ACL that allows the scripts but not ZREM): with
+//! `'local'`, the calls after it are admitted by the host's own funnel, as the log line says.
+//! Before, they went on being admitted on Redis until the slots no release could free filled the
+//! funnel, which then refused every call as full for as long as the leases lasted. Its own test
+//! binary: the process reports each kind of error once (`release_refused_reported.rs` counts).
+
+use std::time::Duration;
+
+use resilient_http::OnBackendError;
+
+mod common;
+use common::*;
+
+/// With `'local'`, the calls after a refused release are admitted by the host's own funnel
+/// (its limit): the slots no release frees on Redis do not refuse them.
+#[test]
+fn after_a_refused_release_the_calls_follow_the_local_funnel() {
+    let redis = RedisServer::start();
+    redis.cli(&[
+        "ACL", "SETUSER", "norel2", "on", ">s3cret", "~*", "&*", "+@all", "-zrem",
+    ]);
+    let url = format!(
+        "redis://norel2:s3cret@127.0.0.1:{}/0?prefix=norel2:",
+        redis.port()
+    );
+    let b = backend(&url, OnBackendError::Local, 1, "norel2");
+    let funnel = web_funnel(&b, "sap", 2, Duration::from_secs(10));
+    for i in 0..6 {
+        drop(
+            funnel
+                .admit(1, now_ms())
+                .unwrap_or_else(|e| panic!("call {i}: {e:?}")),
+        );
+    }
+    assert_eq!(
+        redis.cli(&["ZCARD", "norel2:{sap}:funnel"]),
+        "2",
+        "two admitted on Redis, then the local funnel (within the back-off)"
+    );
+}
