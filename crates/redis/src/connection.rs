@@ -41,7 +41,7 @@
 //! followed: that key's calls fall back while the migration lasts.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -130,6 +130,10 @@ struct Pending {
     /// refuses to run it (a replica's READONLY, OOM, NOPERM...), so the next ones are waited
     /// for until one runs, and their errors fall back as any command's.
     scripts_refused: bool,
+    /// The reply to a command written by this operation was read (an error reply too): Redis
+    /// has read what this process wrote before the operation began (see
+    /// [`Server::answered_ms`]). Replies to commands sent ahead without waiting do not count.
+    answered: bool,
 }
 
 struct Slot {
@@ -158,6 +162,8 @@ pub struct Server {
     redirects: Link,
     /// A `unix://` server's connects (`unix_connect.rs`).
     unix: UnixConnect,
+    /// When the last operation began that Redis answered (monotonic ms; 0: never).
+    answered_ms: AtomicU64,
 }
 
 /// What a Redis Cluster's redirections (`MOVED`) taught this process: a server per node they
@@ -369,11 +375,27 @@ impl Server {
                 None => break,
             }
         }
+        // Still over: the least recently asked for are held by something. A release's entry
+        // holds its server until the reply to its ZREM, written without waiting, is read with
+        // the next command on that URL, which never comes when each URL is used once (a queue
+        // worker's tenants): those replies are read now, and the next new URL lets it go.
+        let mut by_age: Vec<_> = servers.values().collect();
+        by_age.sort_by_key(|(_, used)| *used);
+        let excess = servers.len().saturating_sub(MAX_IDLE_SERVERS);
+        let unsettled: Vec<Arc<Server>> = by_age
+            .into_iter()
+            .take(excess)
+            .map(|(s, _)| s.clone())
+            .collect();
         drop(guard);
         // Replies still unread (an original's record) are read before the socket closes:
         // closed with data unread, it would be reset. (Nothing else to settle: a slot to give
         // back holds its server. Nor a connection opened just to be closed.)
-        for s in gone.iter().filter(|s| s.has_unread_replies()) {
+        for s in gone
+            .iter()
+            .chain(&unsettled)
+            .filter(|s| s.has_unread_replies())
+        {
             let _ = s.settle_releases();
         }
         Ok(server)
@@ -427,7 +449,16 @@ impl Server {
             slot: Mutex::new(Slot::new(0, resolver)),
             redirects,
             unix: UnixConnect::default(),
+            answered_ms: AtomicU64::new(0),
         })
+    }
+
+    /// When the last operation began that the server answered (monotonic ms, 0: never): a
+    /// script this process wrote before then has run by now (`leftovers.rs`: a late admission,
+    /// its connection dropped unanswered during a stall, is run when Redis is back, before
+    /// the commands of connections opened after it in practice).
+    pub(crate) fn answered_ms(&self) -> u64 {
+        self.answered_ms.load(Ordering::Relaxed)
     }
 
     pub fn target(&self) -> &Target {
@@ -499,6 +530,7 @@ impl Server {
         let wait = self.wait(floor).max(LEAST_WAIT.min(self.target.timeout));
         // One budget for connecting, reading replies left unread and the command together.
         let started = Instant::now();
+        let started_ms = resilient_core::clock::monotonic_ms();
         let left = || wait.saturating_sub(started.elapsed());
         let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = &mut *guard;
@@ -657,6 +689,9 @@ impl Server {
                 .is_some();
             // Not learnt: as any other refusal, the next ones are waited for.
             slot.pending.scripts_refused |= !learnt;
+        }
+        if std::mem::take(&mut slot.pending.answered) {
+            self.answered_ms.fetch_max(started_ms, Ordering::Relaxed);
         }
         if slot.conn.is_some() && slot.pending.unread.is_empty() {
             if std::mem::take(&mut slot.pending.refused) {
@@ -998,7 +1033,12 @@ impl redis::ConnectionLike for Pipelined<'_> {
             .and_then(|()| self.drain());
         self.not_read_if_dropped(ahead)?;
         self.bound()?;
-        self.conn.recv_response()
+        let reply = self.conn.recv_response();
+        // An error Redis answered is an answer; a timeout or a lost connection is none.
+        self.pending.answered |= reply
+            .as_ref()
+            .map_or_else(|e| !leaves_out_of_step(e), |_| true);
+        reply
     }
 
     fn req_packed_commands(
@@ -1010,7 +1050,11 @@ impl redis::ConnectionLike for Pipelined<'_> {
         let ahead = self.drain();
         self.not_read_if_dropped(ahead)?;
         self.bound()?;
-        self.conn.req_packed_commands(cmd, offset, count)
+        let replies = self.conn.req_packed_commands(cmd, offset, count);
+        self.pending.answered |= replies
+            .as_ref()
+            .map_or_else(|e| !leaves_out_of_step(e), |_| true);
+        replies
     }
 
     fn get_db(&self) -> i64 {

@@ -26,8 +26,11 @@
 //! another address) would otherwise have every command, and every request end, of the process
 //! try it for as long as it lives. (The end is reckoned from when the admission was sent, by
 //! this host's clock: Redis starts the lease when it runs the admission, a round trip later at
-//! most for an admission it answered. An admission Redis runs only after a stall longer than
-//! its lease holds its slot until that lease ends.)
+//! most for an admission it answered.) An admission that got no answer is kept past that end
+//! until its server has answered this process since it was sent (Redis runs the script when it
+//! is back, and starts the lease then), at most [`LATE_KEEP`]: a stall longer than the lease
+//! would otherwise leave the slot held for a lease after it whenever no command could be
+//! written during it (a connect whose handshake, AUTH or SELECT, timed out).
 //!
 //! Redis Cluster: a release answered `MOVED` (the slot was resharded while it was held, its key
 //! moved with it) goes to the node named, which this process then uses for the key.
@@ -37,6 +40,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::connection::Server;
+
+/// How long past its lease an admission Redis never answered is kept while its server gives
+/// this process no answer: an admission Redis runs more than this late holds its slot for its
+/// lease. (Bounds the entries a long stall piles up: one per back-off at most.)
+const LATE_KEEP: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -57,6 +65,19 @@ struct Slot {
     state: State,
     /// When the admission was sent plus the lease: a release not done by then is dropped.
     until: Instant,
+    /// An admission that got no answer: when it was sent (monotonic ms), to keep it past
+    /// `until` while its server has not answered since ([`Slot::may_run_later`]).
+    unanswered_at_ms: Option<u64>,
+}
+
+impl Slot {
+    /// An admission Redis may not have run yet: no reply came from its server since it was
+    /// sent (within [`LATE_KEEP`] past its lease).
+    fn may_run_later(&self, now: Instant) -> bool {
+        self.unanswered_at_ms.is_some_and(|sent_ms| {
+            self.server.answered_ms() <= sent_ms && now < self.until + LATE_KEEP
+        })
+    }
 }
 
 static SLOTS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
@@ -80,7 +101,7 @@ pub(crate) struct Asked<'a> {
     pub lease: Duration,
 }
 
-fn push(asked: &Asked<'_>, state: State) {
+fn push(asked: &Asked<'_>, state: State, unanswered_at_ms: Option<u64>) {
     let Asked {
         server,
         key,
@@ -99,15 +120,19 @@ fn push(asked: &Asked<'_>, state: State) {
         token: token.to_owned(),
         state,
         until: asked.sent + asked.lease,
+        unanswered_at_ms,
     });
     recount(&slots);
 }
 
-/// Keeps this process's entries, but a release past its slot's lease.
+/// Keeps this process's entries, but a release past its slot's lease (unless Redis may run
+/// its admission later still).
 fn prune(slots: &mut Vec<Slot>) {
     let pid = resilient_core::current_pid();
     let now = Instant::now();
-    slots.retain(|s| s.pid == pid && (s.state == State::Held || now < s.until));
+    slots.retain(|s| {
+        s.pid == pid && (s.state == State::Held || now < s.until || s.may_run_later(now))
+    });
 }
 
 fn recount(slots: &[Slot]) {
@@ -123,13 +148,17 @@ fn of(slot: &Slot, server: &Server) -> bool {
 
 /// A slot Redis granted: held until its permit's release.
 pub(crate) fn add(asked: &Asked<'_>) {
-    push(asked, State::Held);
+    push(asked, State::Held, None);
 }
 
 /// An admission whose answer never came although its script may have been written: Redis may
 /// run it late and hold the token, so it is given back like a release.
 pub(crate) fn unanswered(asked: &Asked<'_>) {
-    push(asked, State::ToRelease);
+    // The time it was sent, as `Server::answered_ms` counts: an answer read in the same
+    // millisecond may be to an earlier command, so only a later one counts.
+    let sent_ms = resilient_core::clock::monotonic_ms()
+        .saturating_sub(asked.sent.elapsed().as_millis() as u64);
+    push(asked, State::ToRelease, Some(sent_ms));
 }
 
 /// The permit of `token` ended: its slot is to be given back (by the next write to its server).
