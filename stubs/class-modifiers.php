@@ -24,7 +24,8 @@ foreach (explode("\n", stream_get_contents(STDIN)) as $i => $line) {
         $line = "{$m[1]}/** Not for PHP code: `new` throws an `\\Exception` (\"You cannot instantiate this class\n"
             . "{$m[1]} * from PHP\"), not the `\\Error` of a private constructor. */\n"
             . "{$m[1]}private function __construct() {}";
-    } elseif ($class !== null && preg_match('/^\s*(?:public |protected |private |static |final |abstract )+function (\w+)\(/', $line, $m)) {
+    } elseif ($class !== null && preg_match('/^\s*(?:public |protected |private |static |final |abstract )+function (\w+)\(/', $line, $m)
+        && $class->hasMethod($m[1])) {
         $line = markSensitive($class->getMethod($m[1]), $line);
     }
     echo $i === 0 ? '' : "\n", $line;
@@ -46,7 +47,7 @@ function markSensitive(ReflectionMethod $method, string $line): string
     foreach ($method->getParameters() as $parameter) {
         if ($parameter->getAttributes(SensitiveParameter::class) !== []) {
             $name = preg_quote($parameter->getName(), '/');
-            $line = preg_replace('/((?:\??[\w\\\\|]+ )?\$' . $name . '\b)/', '#[\\SensitiveParameter] $1', $line, 1);
+            $line = preg_replace('/((?:\??[\w\\\\|]+ )?&?(?:\.\.\.)?\$' . $name . '\b)/', '#[\\SensitiveParameter] $1', $line, 1);
         }
     }
     return $line;

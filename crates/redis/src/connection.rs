@@ -117,6 +117,10 @@ struct Pending {
     /// A release's reply read with [`Pipelined::drain`] was an error: a release Redis refused
     /// (BUSY, LOADING, READONLY, MISCONF), to be sent again rather than taken as done.
     refused: bool,
+    /// Of those, one that no wait explains (an ACL's NOPERM, a replica's READONLY, MISCONF): the
+    /// operation counts as failed (see [`Server::exec`]). Not BUSY, LOADING or a cluster's
+    /// ASK, TRYAGAIN, CLUSTERDOWN: they pass, and the command itself tells.
+    release_refused_for_good: bool,
     /// Releases answered `MOVED` (their entry, the node named): the slot was resharded while
     /// held, and the release follows its key.
     moved: Vec<(u64, String)>,
@@ -133,6 +137,10 @@ struct Pending {
     /// The reply to a command written by this operation was read (an error reply too): Redis
     /// has read what this process wrote before the operation began (see
     /// [`Server::answered_ms`]). Replies to commands sent ahead without waiting do not count.
+    /// (A reply to a command written earlier in the same operation does: a SCRIPT LOAD, the
+    /// idle check's PING. The operation's start is what is recorded, so an admission sent in
+    /// the same millisecond as it began is still counted unanswered; one begun later, as a
+    /// cluster's second try after MOVED is, may not be.)
     answered: bool,
 }
 
@@ -617,8 +625,9 @@ impl Server {
             match result {
                 Ok(v) => {
                     // A release that went through says nothing of the command a back-off is
-                    // for (it passes a back-off, above): only other commands end it.
-                    if !releasing {
+                    // for (it passes a back-off, above): only other commands end it. Nor does
+                    // an operation whose releases were refused (below).
+                    if !releasing && !slot.pending.release_refused_for_good {
                         slot.retry_at = None;
                         slot.backoff = FIRST_BACKOFF;
                     }
@@ -696,13 +705,20 @@ impl Server {
         if slot.conn.is_some() && slot.pending.unread.is_empty() {
             if std::mem::take(&mut slot.pending.refused) {
                 crate::leftovers::send_again(self);
-                // A release Redis refused (an ACL without ZREM, a replica's READONLY) frees no
-                // slot: admitted on, the funnel would fill with slots nothing frees until their
-                // leases end. The calls follow on_backend_error through the back-off instead,
-                // as for any other command Redis refused.
-                slot.failed();
             } else {
                 crate::leftovers::answered(self);
+            }
+        }
+        // A release Redis refuses for good (an ACL without ZREM, a replica's READONLY) frees no
+        // slot: admitted on, the funnel would fill with slots nothing frees until their leases
+        // end, and then refuse every call as full. So the operation counts as failed: its
+        // outcome follows on_backend_error (an admission it made is given back as one that got
+        // no answer is, once Redis takes releases again), and the back-off grows, Redis asked
+        // again as it ends. (Its own command failing has started the back-off already.)
+        if std::mem::take(&mut slot.pending.release_refused_for_good) && outcome.is_ok() {
+            slot.failed();
+            if !releasing {
+                return Err(Unreachable::Failed);
             }
         }
         outcome
@@ -995,10 +1011,14 @@ impl Pipelined<'_> {
                     self.pending.moved.push((id, to))
                 }
                 (Unread::Release(_), Some("WRONGTYPE"), _) => {}
-                (Unread::Release(_), Some(_), _) => {
+                (Unread::Release(_), Some(code), _) => {
                     // Reported as a refused command is (a NOPERM on ZREM: a misconfiguration
                     // that holds every slot until its lease ends is never silent).
                     self.pending.refused = true;
+                    self.pending.release_refused_for_good |= !matches!(
+                        code,
+                        "BUSY" | "LOADING" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "MOVED"
+                    );
                     if let Some(e) = &error {
                         crate::report::failure(e);
                     }

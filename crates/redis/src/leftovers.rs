@@ -30,7 +30,9 @@
 //! until its server has answered this process since it was sent (Redis runs the script when it
 //! is back, and starts the lease then), at most [`LATE_KEEP`]: a stall longer than the lease
 //! would otherwise leave the slot held for a lease after it whenever no command could be
-//! written during it (a connect whose handshake, AUTH or SELECT, timed out).
+//! written during it (a connect whose handshake, AUTH or SELECT, timed out). Against a server
+//! that is gone, such an entry is tried (at request end, once per back-off) for those 60 s
+//! more.
 //!
 //! Redis Cluster: a release answered `MOVED` (the slot was resharded while it was held, its key
 //! moved with it) goes to the node named, which this process then uses for the key.
