@@ -18,13 +18,7 @@ use common::*;
 #[test]
 fn after_a_refused_release_the_calls_follow_the_local_funnel() {
     let redis = RedisServer::start();
-    redis.cli(&[
-        "ACL", "SETUSER", "norel2", "on", ">s3cret", "~*", "&*", "+@all", "-zrem",
-    ]);
-    let url = format!(
-        "redis://norel2:s3cret@127.0.0.1:{}/0?prefix=norel2:",
-        redis.port()
-    );
+    let url = redis.url_of_a_user_without_zrem("norel2");
     let b = backend(&url, OnBackendError::Local, 1, "norel2");
     let funnel = web_funnel(&b, "sap", 2, Duration::from_secs(10));
     for i in 0..12 {

@@ -109,6 +109,19 @@ impl RedisServer {
     pub fn url(&self, prefix: &str) -> String {
         format!("redis://127.0.0.1:{}/0?prefix={prefix}", self.port)
     }
+    /// The URL (key prefix `user:`) of a new ACL user `user` allowed every command but
+    /// `ZREM`: Redis runs its scripts and refuses its releases.
+    pub fn url_of_a_user_without_zrem(&self, user: &str) -> String {
+        let rule = format!(">{user}-pass");
+        self.cli(&[
+            "ACL", "SETUSER", user, "on", &rule, "~*", "&*", "+@all", "-zrem",
+        ]);
+        format!(
+            "redis://{user}:{user}-pass@127.0.0.1:{}/0?prefix={user}:",
+            self.port
+        )
+    }
+
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
             .args(["-p", &self.port.to_string()])
