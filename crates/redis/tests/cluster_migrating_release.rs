@@ -38,24 +38,7 @@ fn a_release_answered_ask_holds_no_other_name_back() {
 
     // b's slot migrating from node 1 to node 2, its key moved already: node 1 answers b's
     // release with ASK.
-    let slot = nodes[0].cli(&["CLUSTER", "KEYSLOT", &b_key]);
-    let (from_id, to_id) = (
-        nodes[1].cli(&["CLUSTER", "MYID"]),
-        nodes[2].cli(&["CLUSTER", "MYID"]),
-    );
-    assert_eq!(
-        nodes[2].cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]),
-        "OK"
-    );
-    assert_eq!(
-        nodes[1].cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]),
-        "OK"
-    );
-    let port = nodes[2].port().to_string();
-    assert_eq!(
-        nodes[1].cli(&["MIGRATE", "127.0.0.1", &port, &b_key, "0", "5000"]),
-        "OK"
-    );
+    migrate_keys(&nodes, &b_key, 1, 2);
     drop(held); // its ZREM goes with c's next admission, and is answered ASK
 
     for i in 0..10 {

@@ -77,6 +77,24 @@ pub fn name_on(nodes: &[RedisServer; 3], want: usize) -> String {
 /// `redis-cli --cluster reshard` does (IMPORTING / MIGRATING, MIGRATE, then the new owner told
 /// to every node).
 pub fn move_slot(nodes: &[RedisServer; 3], key: &str, from: usize, to: usize) {
+    let (slot, to_id) = migrate_keys(nodes, key, from, to);
+    for node in nodes {
+        assert_eq!(
+            node.cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
+            "OK"
+        );
+    }
+}
+
+/// The first half of [`move_slot`]: `key`'s slot marked migrating from node `from` to node
+/// `to` and its keys moved there, the owner not told yet: node `from` answers a command on one
+/// of those keys with `ASK`. Returns the slot and node `to`'s id.
+pub fn migrate_keys(
+    nodes: &[RedisServer; 3],
+    key: &str,
+    from: usize,
+    to: usize,
+) -> (String, String) {
     let slot = nodes[0].cli(&["CLUSTER", "KEYSLOT", key]);
     let from_id = nodes[from].cli(&["CLUSTER", "MYID"]);
     let to_id = nodes[to].cli(&["CLUSTER", "MYID"]);
@@ -96,10 +114,5 @@ pub fn move_slot(nodes: &[RedisServer; 3], key: &str, from: usize, to: usize) {
             "OK"
         );
     }
-    for node in nodes {
-        assert_eq!(
-            node.cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
-            "OK"
-        );
-    }
+    (slot, to_id)
 }
