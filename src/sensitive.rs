@@ -46,23 +46,6 @@ const ATTRIBUTE_LC: &CStr = c"sensitiveparameter";
 /// `ZEND_ATTRIBUTE_PERSISTENT`: an internal function's attributes live as long as it.
 const PERSISTENT: u32 = 1;
 
-/// The engine's `zend_add_attribute`.
-type AddAttribute = unsafe extern "C" fn(
-    *mut *mut ext_php_rs::ffi::HashTable,
-    *mut ext_php_rs::ffi::zend_string,
-    u32,
-    u32,
-    u32,
-    u32,
-) -> *mut std::ffi::c_void;
-/// The engine's `zend_get_parameter_attribute_str`.
-type GetParameterAttribute = unsafe extern "C" fn(
-    *mut ext_php_rs::ffi::HashTable,
-    *const std::ffi::c_char,
-    usize,
-    u32,
-) -> *mut std::ffi::c_void;
-
 /// The post-startup callback this module's replaced (0: none), called after marking.
 static PREVIOUS: AtomicUsize = AtomicUsize::new(0);
 
@@ -92,13 +75,6 @@ unsafe extern "C" fn post_startup() -> c_int {
 
 /// Marks the sensitive parameters of [`CLASSES`]' methods.
 fn mark_all() {
-    // Looked up, not linked: see engine.rs.
-    let (Some(add), Some(get)) = (
-        crate::engine::zend_add_attribute(),
-        crate::engine::zend_get_parameter_attribute_str(),
-    ) else {
-        return;
-    };
     // The compiler's class table: the executor's exists only while a request runs.
     // SAFETY: read on the thread that starts PHP, after every module registered its classes.
     let Some(table) = (unsafe { ext_php_rs::ffi::compiler_globals.class_table.as_ref() }) else {
@@ -119,19 +95,25 @@ fn mark_all() {
                 let func = method.value.ptr.cast::<zend_function>();
                 if !func.is_null() && (*func).type_ == ext_php_rs::ffi::ZEND_INTERNAL_FUNCTION as u8
                 {
-                    mark(func, add, get);
+                    mark(func);
                 }
             }
         }
     }
 }
 
-/// Adds the attribute to `func`'s parameters named in [`SENSITIVE`] that have none, with the
-/// engine's `zend_add_attribute` (`add`) and `zend_get_parameter_attribute_str` (`get`).
+/// Adds the attribute to `func`'s parameters named in [`SENSITIVE`] that have none.
 ///
 /// # Safety
 /// `func` is a live internal function of a registered class, on the thread that runs PHP.
-unsafe fn mark(func: *mut zend_function, add: AddAttribute, get: GetParameterAttribute) {
+unsafe fn mark(func: *mut zend_function) {
+    // Looked up, not linked (see engine.rs); each lookup is cached there after the first.
+    let (Some(add), Some(get)) = (
+        crate::engine::zend_add_attribute(),
+        crate::engine::zend_get_parameter_attribute_str(),
+    ) else {
+        return;
+    };
     let internal = unsafe { &mut (*func).internal_function };
     if internal.arg_info.is_null() {
         return;

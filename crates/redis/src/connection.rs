@@ -874,6 +874,14 @@ pub struct Pipelined<'a> {
 }
 
 impl Pipelined<'_> {
+    /// Notes that Redis answered this operation's own command ([`Pending::answered`]): an
+    /// error Redis answered is an answer; a timeout or a lost connection is none.
+    fn note_answer<T>(&mut self, reply: &redis::RedisResult<T>) {
+        self.pending.answered |= reply
+            .as_ref()
+            .map_or_else(|e| !leaves_out_of_step(e), |_| true);
+    }
+
     /// Before each read or write: once a quarter of the wait is used, what is left of it
     /// (none left: a timeout). Free while the operation is quick (no syscall).
     fn bound(&mut self) -> redis::RedisResult<()> {
@@ -1054,10 +1062,7 @@ impl redis::ConnectionLike for Pipelined<'_> {
         self.not_read_if_dropped(ahead)?;
         self.bound()?;
         let reply = self.conn.recv_response();
-        // An error Redis answered is an answer; a timeout or a lost connection is none.
-        self.pending.answered |= reply
-            .as_ref()
-            .map_or_else(|e| !leaves_out_of_step(e), |_| true);
+        self.note_answer(&reply);
         reply
     }
 
@@ -1071,9 +1076,7 @@ impl redis::ConnectionLike for Pipelined<'_> {
         self.not_read_if_dropped(ahead)?;
         self.bound()?;
         let replies = self.conn.req_packed_commands(cmd, offset, count);
-        self.pending.answered |= replies
-            .as_ref()
-            .map_or_else(|e| !leaves_out_of_step(e), |_| true);
+        self.note_answer(&replies);
         replies
     }
 
