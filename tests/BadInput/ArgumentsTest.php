@@ -396,6 +396,42 @@ final class ArgumentsTest extends TestCase
         $this->assertStringStartsWith($message, $result['message']);
     }
 
+    /**
+     * More header values than any server takes (the client's and a request's together) are
+     * refused up front. Past 24,576 they made a Rust panic (the HTTP crate's header map is
+     * full), thrown into PHP as `Error: Rust panic`.
+     *
+     * @return iterable<string,array{string,string}> code, the message it must give
+     */
+    public static function tooManyHeaderValues(): iterable
+    {
+        $client = '(new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"%s]))';
+        $many = fn (string $prefix, int $n): string => "array_combine(array_map(fn (\$i) => \"$prefix-\$i\", range(1, $n)), array_fill(0, $n, \"v\"))";
+        yield 'one request header with 24,577 values' => [sprintf($client, '') . '->get("/", null, ["headers" => ["X" => array_fill(0, 24577, "v")]]);', "option 'headers': more than 1000 header values"];
+        yield 'the client\'s and the request\'s, 16,000 each' => [sprintf($client, ', "headers" => ' . $many('X', 16000)) . '->get("/", null, ["headers" => ' . $many('Y', 16000) . ']);', "option 'headers': more than 1000 header values"];
+        yield 'the client\'s 600 and the request\'s 600' => [sprintf($client, ', "headers" => ' . $many('X', 600)) . '->get("/", null, ["headers" => ' . $many('Y', 600) . ']);', "option 'headers': more than 1000 header values (the client's 600 and the request's 600)"];
+        yield 'a client with 32,769' => [sprintf($client, ', "headers" => ["X" => array_fill(0, 32769, "v")]') . ';', "option 'headers': more than 1000 header values"];
+        yield 'a pool item' => [sprintf($client, '') . '->pool([["GET", "/", ["headers" => ["X" => array_fill(0, 1001, "v")]]]]);', "pool request '0': option 'headers': more than 1000 header values"];
+        yield 'validateRequest' => [sprintf($client, '') . '->validateRequest("GET", "/", ["headers" => ["X" => array_fill(0, 24577, "v")]]);', "option 'headers': more than 1000 header values"];
+    }
+
+    /** @dataProvider tooManyHeaderValues */
+    public function testTooManyHeaderValuesAreRefusedNotAPanic(string $code, string $message): void
+    {
+        $result = $this->thrownInAChild($code);
+        $this->assertSame('ValueError', $result['class'], json_encode($result));
+        $this->assertStringStartsWith($message, $result['message']);
+    }
+
+    /** A thousand values in all (the client's and the request's) are sent. */
+    public function testAThousandHeaderValuesAreAccepted(): void
+    {
+        $code = '$c = new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9", "headers" => ["X" => array_fill(0, 500, "v")]]);'
+            . ' $c->validateRequest("GET", "/", ["headers" => ["Y" => array_fill(0, 500, "v")]]); throw new LogicException("validated");';
+        $result = $this->thrownInAChild($code);
+        $this->assertSame(['LogicException', 'validated'], [$result['class'], $result['message']], json_encode($result));
+    }
+
     private function thrownInAChild(string $code): array
     {
         $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "accepted";'], [], 20);

@@ -199,6 +199,20 @@ const MAX_HOSTS: i64 = 1000;
 /// Upper bound for `max_attempts`.
 pub const MAX_ATTEMPTS: u32 = 100;
 
+/// Most header values one request may carry, the client's `headers` and the request's
+/// together: servers refuse far fewer (hyper's server takes 100 fields, nginx's default
+/// buffers 32 KB of header lines), and the HTTP crate's header map panics past 24,576, so more
+/// is a mistake named up front.
+pub(crate) const MAX_HEADER_VALUES: usize = 1000;
+
+/// The refusal of header values past [`MAX_HEADER_VALUES`]; `detail` says whose they were.
+pub(crate) fn too_many_header_values(detail: &str) -> ConfigError {
+    ConfigError::new(
+        "headers",
+        format!("more than {MAX_HEADER_VALUES} header values{detail}"),
+    )
+}
+
 impl Default for ClientConfig {
     /// Laravel's client defaults for timeouts (connect 10 s, timeout 30 s), the seed's retry
     /// policy (3 attempts, 25 ms / 200 ms full jitter, 429 and 503) and the seed's budget.
@@ -398,6 +412,9 @@ impl ClientConfig {
         })?;
         refuse_framing(&name, &path)?;
         let value = header_bytes(value, &path)?;
+        if self.headers.len() >= MAX_HEADER_VALUES {
+            return Err(too_many_header_values(""));
+        }
         self.headers.push((name, value));
         Ok(())
     }

@@ -147,6 +147,9 @@ impl RequestOptions {
                 "contains characters not allowed in a header value (control characters or line breaks)",
             )
         })?;
+        if self.headers.len() >= crate::options::MAX_HEADER_VALUES {
+            return Err(crate::options::too_many_header_values(""));
+        }
         self.headers.push((header_name, value));
         Ok(self)
     }
@@ -313,6 +316,17 @@ pub fn prepare_at(
         // Per-request headers replace defaults of the same name.
         let extra = options.headers;
         headers.retain(|(name, _)| !extra.iter().any(|(n, _)| n == name));
+        let client = config
+            .headers
+            .iter()
+            .filter(|(name, _)| !extra.iter().any(|(n, _)| n == name))
+            .count();
+        if client + extra.len() > crate::options::MAX_HEADER_VALUES {
+            return Err(crate::options::too_many_header_values(&format!(
+                " (the client's {client} and the request's {})",
+                extra.len()
+            )));
+        }
         headers.extend(extra);
     }
     if let Some(key) = options.idempotency_key {
@@ -766,6 +780,50 @@ mod tests {
             .unwrap();
         let r = prepare(&c, "POST", "/x", json).unwrap();
         assert!(header(&r, "content-length").is_empty());
+    }
+
+    /// Past 24,576 values the HTTP crate's header map panics; a thousand in all (the client's
+    /// and the request's) is the most a request carries, named before anything is built.
+    #[test]
+    fn more_than_a_thousand_header_values_are_refused() {
+        let mut c = config("http://h");
+        for i in 0..598 {
+            c.add_header("headers", format!("x-{i}").as_bytes(), b"v")
+                .unwrap();
+        }
+        let request = |n: usize| {
+            (0..n).fold(RequestOptions::new(), |o, i| {
+                o.header(&format!("y-{i}"), b"v").unwrap()
+            })
+        };
+        // The client's 2 + 598 and the request's 401, one of them replacing a default: 1000
+        // values, and the User-Agent.
+        let at_the_limit = request(400).header("accept", b"a/b").unwrap();
+        assert_eq!(
+            prepare(&c, "GET", "/", at_the_limit).unwrap().headers.len(),
+            1001
+        );
+        let err = prepare(&c, "GET", "/", request(401)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "option 'headers': more than 1000 header values (the client's 600 and the request's 401)"
+        );
+        let err = (0..=1000)
+            .try_fold(RequestOptions::new(), |o, i| {
+                o.header("x", format!("{i}").as_bytes())
+            })
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "option 'headers': more than 1000 header values"
+        );
+        let err = (0..=400)
+            .try_for_each(|i| c.add_header("headers", b"x", format!("{i}").as_bytes()))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "option 'headers': more than 1000 header values"
+        );
     }
 
     #[test]
