@@ -3,6 +3,7 @@
 //! `resilient_http`'s types. Shapes and types are checked here (PHP's words for a wrong type);
 //! files and values by `resilient_http::TransportOptions`' setters.
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -345,6 +346,14 @@ fn part_contents(
                 )));
             }
             name = file.name;
+            // A character device may have no end to read to (/dev/zero, /dev/urandom, a
+            // terminal).
+            if std::fs::metadata(&file.uri).is_ok_and(|m| m.file_type().is_char_device()) {
+                return Err(exceptions::value_error(format!(
+                    "option '{path}': the stream reads a character device ({}), which may never end; nothing was sent",
+                    file.uri.display()
+                )));
+            }
             // Sent from the file (re-opened for each attempt) only when its path still names
             // it and its size is its contents: /proc and /sys files say 0 bytes, devices and
             // pipes have no size. Else read from the stream itself, which is that file.
@@ -363,47 +372,54 @@ fn part_contents(
 /// How often a stream that may stall is looked at again while its data has not all come.
 const STREAM_POLL: Duration = Duration::from_millis(2);
 
+/// The most read from a part's stream at once (a PHP string, freed when copied).
+const STREAM_CHUNK: i64 = 1 << 20;
+
 /// A part's stream read to its end, as Guzzle sends it: a seekable one (`php://temp`,
 /// `php://memory`) from its start, wherever it was left. One that may stall (a socket, a pipe)
 /// is read without blocking, at most until `until` (the call's deadline), and left in the mode
 /// it was in; a socket whose own timeout (`default_socket_timeout`) ran out is an error too,
-/// never a part cut short.
+/// never a part cut short. Read in chunks, and never past what `memory_limit` leaves: the
+/// contents are held outside it until sent, and a stream that never ends (an endless pipe)
+/// would otherwise be read until the process dies, a fatal error or the system's OOM killer.
 fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8>> {
     let meta = call("stream_get_meta_data", v)?;
     let cannot_read =
         || exceptions::value_error(format!("option '{path}': the stream cannot be read"));
-    let bytes = |z: Zval| z.zend_str().map(|s| s.as_bytes().to_vec());
-    if meta_flag(&meta, "seekable") {
-        // stream_get_contents($stream, -1, 0): all of it, from offset 0.
-        return bytes(call_with("stream_get_contents", &[v, &-1i64, &0i64])?)
-            .ok_or_else(cannot_read);
-    }
     let blocking = |on: bool| -> PhpResult<bool> {
         Ok(call_with("stream_set_blocking", &[v, &on])?
             .bool()
             .unwrap_or(false))
     };
+    let seekable = meta_flag(&meta, "seekable");
     // A stream the caller made non-blocking is polled too (read once, it gave what had come).
     let was_blocking = meta_flag(&meta, "blocked");
-    let polled = !was_blocking || (until.is_some() && blocking(false)?);
-    if !polled {
-        let read = bytes(call("stream_get_contents", v)?).ok_or_else(cannot_read)?;
-        // (Read again: the flag is set by the read.)
-        if meta_flag(&call("stream_get_meta_data", v)?, "timed_out") {
-            return Err(stalled(
-                path,
-                "its socket's timeout (default_socket_timeout) ran out",
-            ));
-        }
-        return Ok(read);
-    }
+    let polled = !seekable && (!was_blocking || (until.is_some() && blocking(false)?));
+    let cap = crate::context::memory_headroom();
     let read = || -> PhpResult<Vec<u8>> {
         let mut out = Vec::new();
+        // From offset 0 when seekable (stream_get_contents' offset), then on from there.
+        let mut offset: i64 = if seekable { 0 } else { -1 };
         loop {
-            let chunk = call("stream_get_contents", v)?;
-            out.extend_from_slice(chunk.zend_str().ok_or_else(cannot_read)?.as_bytes());
+            let chunk = call_with("stream_get_contents", &[v, &STREAM_CHUNK, &offset])?;
+            offset = -1;
+            let chunk = chunk.zend_str().ok_or_else(cannot_read)?.as_bytes();
+            if let Some(cap) = cap.filter(|&cap| (out.len() + chunk.len()) as u64 > cap) {
+                return Err(stalled(
+                    path,
+                    &format!("it holds more than memory_limit leaves, {cap} bytes"),
+                ));
+            }
+            out.extend_from_slice(chunk);
             if call("feof", v)?.bool().unwrap_or(true) {
                 return Ok(out);
+            }
+            // (Read again: the flag is set by the read.)
+            if !polled && meta_flag(&call("stream_get_meta_data", v)?, "timed_out") {
+                return Err(stalled(
+                    path,
+                    "its socket's timeout (default_socket_timeout) ran out",
+                ));
             }
             let left = until.map_or(Duration::MAX, |u| {
                 u.saturating_duration_since(Instant::now())
@@ -411,12 +427,15 @@ fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8
             if left.is_zero() {
                 return Err(stalled(path, "the call's deadline came first"));
             }
-            std::thread::sleep(left.min(STREAM_POLL));
+            // A full chunk: more may be there already.
+            if polled && (chunk.len() as i64) < STREAM_CHUNK {
+                std::thread::sleep(left.min(STREAM_POLL));
+            }
         }
     };
     let result = read();
     // Left as the caller had it, whatever happened.
-    if was_blocking {
+    if polled && was_blocking {
         blocking(true)?;
     }
     result

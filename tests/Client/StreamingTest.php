@@ -276,6 +276,38 @@ final class StreamingTest extends ClientTestCase
     }
 
     /**
+     * A part's stream that never ends is refused, never read until PHP dies of it. `/dev/zero`
+     * (seekable, so read "to its end" at once) made the call a fatal `Allowed memory size
+     * exhausted`, whatever the deadline; from an endless pipe the contents are read up to what
+     * `memory_limit` leaves (a pipe read under a deadline grew the process by what came in that
+     * time, outside `memory_limit`). Each runs in a child with `memory_limit=64M`, so a fatal
+     * error shows as an exit code.
+     */
+    public function testAStreamThatNeverEndsIsRefusedNotAFatalError(): void
+    {
+        $post = fn (string $contents, string $options = '[]') => sprintf(
+            '(new Resilient\\Client("endless", ["base_url" => "http://127.0.0.1:9", "max_attempts" => 1] + %s))'
+            . '->post("/", null, ["multipart" => [["name" => "a", "contents" => %s]]]);',
+            $options,
+            $contents,
+        );
+        $cases = [
+            'a character device' => [$post('fopen("/dev/zero", "r")', '["deadline" => 1.0]'), 'ValueError',
+                "option 'multipart.0.contents': the stream reads a character device (/dev/zero), which may never end; nothing was sent"],
+            'an endless pipe' => [$post('popen("cat /dev/zero", "r")'), 'RuntimeException',
+                "option 'multipart.0.contents': the stream did not reach its end (it holds more than memory_limit leaves"],
+            'an endless pipe read under a deadline' => [$post('popen("cat /dev/zero", "r")', '["deadline" => 30.0]'), 'RuntimeException',
+                "option 'multipart.0.contents': the stream did not reach its end (it holds more than memory_limit leaves"],
+        ];
+        foreach ($cases as $case => [$code, $class, $message]) {
+            $r = PhpProcess::runScript('expect_throw.php', [$code . ' return "sent";'], ['memory_limit' => '64M'], 60);
+            $this->assertSame(0, $r->exitCode, "$case: the child must not die:\n" . $r->describe());
+            $result = $r->json();
+            $this->assertSame([$class, true], [$result['class'] ?? null, str_starts_with($result['message'] ?? '', $message)], "$case: " . json_encode($result));
+        }
+    }
+
+    /**
      * A plain file whose size says nothing of its contents (/proc reports 0 bytes) is read
      * through its stream, not sent as an empty part; a directory stream is refused by name.
      */
