@@ -223,7 +223,9 @@ final class DoctorCommand extends Command
     private function backend(array $clients): void
     {
         $ini = trim((string) ini_get('resilient.backend'));
-        $shown = ExtensionInfo::value('resilient.backend') ?? $ini;
+        // Never the setting itself when the extension's masked words cannot be read.
+        $shown = ExtensionInfo::value('resilient.backend')
+            ?? (ResilientManager::isRedisUrl($ini) ? 'a Redis URL (not shown: it may hold a password)' : $ini);
         if (ResilientManager::isRedisUrl($ini)) {
             $this->redis("$shown (resilient.backend)", 'Redis (resilient.backend)', []);
         } else {
