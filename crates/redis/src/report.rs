@@ -52,7 +52,7 @@ pub(crate) fn failure(e: &redis::RedisError) {
         reported.push((pid, code));
     }
     report(&format!(
-        "resilient: {what}; calls follow on_backend_error until it is fixed (reported once per \
+        "resilient: {what}; calls follow on_backend_error while it lasts (reported once per \
          process)"
     ));
 }
