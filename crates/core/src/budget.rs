@@ -35,9 +35,12 @@ const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 /// process's clock, or the caller paused since it read its own). Tags wrap at 2^24 epochs, so
 /// a bucket left that old would read as ahead too: the bound keeps that to a narrow band (a
 /// budget idle for 2^24 buckets, about 4.7 hours at the shortest window, and used again within
-/// 1024 buckets of that moment, judges a window up to 1024 buckets off for that long). A
-/// caller paused longer than this judges its own, older window, but never resets a newer
-/// bucket it finds in its bucket's place: it adds its original to it, and is refused a retry.
+/// 1024 buckets of that moment, judges a window up to 1024 buckets off for that long). Past
+/// it a bucket is taken for an old one, whatever its tag says (a bound of half the tags' range
+/// took the buckets of a budget idle for 2^23 of them for newer ones, and refused every retry
+/// for as long again). So a caller paused longer than this, 51 windows, between its clock
+/// read and its count, takes a newer bucket in its bucket's place for an old one and resets
+/// it: that bucket's counts are lost, once.
 const AHEAD_LIMIT: u64 = 1024;
 
 /// A budget's settings. The fields are private and [`BudgetConfig::new`] is the only way to
@@ -368,11 +371,11 @@ impl Window {
     }
 }
 
-/// Bucket word `w` counts a later epoch than `tag` (within half the tags' range); an empty
+/// Bucket word `w` counts a later epoch than `tag` (at most [`AHEAD_LIMIT`] later); an empty
 /// word counts none.
 fn newer(w: u64, tag: u64) -> bool {
     let ahead = tag_of(w).wrapping_sub(tag) & TAG_MASK;
-    w != 0 && ahead != 0 && ahead < TAG_MASK / 2
+    w != 0 && ahead != 0 && ahead <= AHEAD_LIMIT
 }
 
 fn index(epoch: u64) -> usize {
@@ -624,25 +627,69 @@ mod tests {
         std::fs::remove_file(p).unwrap();
     }
 
-    /// A caller paused for longer than the ring looks ahead (1200 buckets) finds, at its
-    /// bucket's place, a newer bucket: it must add to it, never reset it (which erased the
-    /// retries counted there).
+    /// A budget idle for 2^23 of its buckets or more (4.9 days at a 1 s window, 2.3 hours at
+    /// the shortest) and used again: its buckets were taken for newer ones (up to half the
+    /// tags' range ahead), so every retry was refused, its originals piled into those buckets unseen,
+    /// and when the tags came round again they were summed at once: 0 of 72,000 retries in an
+    /// hour at a 1 s window, then 336,701 granted in one bucket of a 20 ms window whose allowance
+    /// was 15.
     #[test]
-    fn a_caller_far_behind_never_resets_a_newer_bucket() {
+    fn a_budget_idle_for_half_the_tags_range_starts_a_window_of_its_own() {
+        for idle in [(1u64 << 23) + (1 << 20), (1 << 24) - 2048] {
+            let (b, p) = budget("idle", 0.1, 5, 1.0);
+            let mut t = 1_000_000_000;
+            // Every bucket of the ring written.
+            while t < 1_000_002_000 {
+                b.record_original(t);
+                t += 10;
+            }
+            let resume = t + idle * 50;
+            for _ in 0..100 {
+                b.record_original(resume);
+            }
+            assert_eq!(
+                b.stats(resume).originals,
+                100,
+                "idle {idle}: the originals counted"
+            );
+            let granted = (0..30).filter(|_| b.try_consume(resume)).count();
+            assert_eq!(granted, 15, "idle {idle}: 5 + 0.1 × 100");
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+
+    /// A caller paused since its clock read, less than the ring looks ahead (1000 buckets),
+    /// finds a newer bucket at its bucket's place: it counts in the newest bucket and judges
+    /// the newest window, never resets it (which erased the retries counted there).
+    #[test]
+    fn a_caller_behind_never_resets_a_newer_bucket() {
         let (b, p) = budget("behind", 0.0, 1, 1.0);
         let now = 1_000_000;
         assert!(b.try_consume(now));
-        let stale = now - 1200 * 50; // the same place in the ring
+        let stale = now - 1000 * 50; // the same place in the ring
         b.record_original(stale);
         assert!(
             !b.try_consume(stale),
-            "refused: its bucket's place holds a newer one"
+            "judged as of the newest bucket, whose retry spent the floor"
         );
         assert!(
             !b.try_consume(now),
             "the retry counted at `now` still counts"
         );
         assert_eq!(b.stats(now).originals, 1, "the original was counted");
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// Past the look-ahead (1200 buckets, 60 windows) a newer bucket cannot be told from one
+    /// left 2^24 buckets ago, which must be reset (the test above): such a caller resets it,
+    /// and its counts are lost, once.
+    #[test]
+    fn a_caller_behind_past_the_look_ahead_takes_a_newer_bucket_for_an_old_one() {
+        let (b, p) = budget("far-behind", 0.0, 1, 1.0);
+        let now = 1_000_000;
+        assert!(b.try_consume(now));
+        b.record_original(now - 1200 * 50);
+        assert_eq!(b.stats(now).retries, 0, "the retry counted at `now` is lost");
         std::fs::remove_file(p).unwrap();
     }
 
