@@ -3,7 +3,7 @@
 //! `resilient_http`'s types. Shapes and types are checked here (PHP's words for a wrong type);
 //! files and values by `resilient_http::TransportOptions`' setters.
 
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -274,6 +274,8 @@ fn flag(value: &Zval, path: &str) -> PhpResult<bool> {
 /// every attempt); any other stream is read now.
 pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
     let mut parts = Vec::new();
+    // What the parts read from streams hold so far, outside `memory_limit`.
+    let mut held = 0;
     for (i, item) in entries(table(value, "multipart")?, "multipart")? {
         let at = format!("multipart.{i}");
         let (mut name, mut contents, mut filename, mut headers) = (None, None, None, Vec::new());
@@ -281,7 +283,7 @@ pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
             let path = format!("{at}.{key}");
             match key.as_str() {
                 "name" => name = Some(text(v, &path)?),
-                "contents" => contents = Some(part_contents(v, &path, until)?),
+                "contents" => contents = Some(part_contents(v, &path, until, &mut held)?),
                 "filename" => filename = Some(text(v, &path)?),
                 "headers" => {
                     for (h, hv) in header_entries(table(v, &path)?, &path)? {
@@ -317,11 +319,13 @@ pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
 }
 
 /// A part's contents, and the file name a plain-file stream suggests. `until`: the call's
-/// deadline, which bounds the read of a stream that may stall (a socket, a pipe).
+/// deadline, which bounds the read of a stream that may stall (a socket, a pipe); `held`: the
+/// bytes the request's parts read from streams so far, which this one's adds to.
 fn part_contents(
     value: &Zval,
     path: &str,
     until: Option<Instant>,
+    held: &mut u64,
 ) -> PhpResult<(PartContents, Option<String>)> {
     let v = value.dereference();
     if let Some(s) = v.zend_str() {
@@ -346,12 +350,10 @@ fn part_contents(
                 )));
             }
             name = file.name;
-            // A character device may have no end to read to (/dev/zero, /dev/urandom, a
-            // terminal).
-            if std::fs::metadata(&file.uri).is_ok_and(|m| m.file_type().is_char_device()) {
+            if let Some(device) = file.path.as_deref().filter(|p| endless_device(p)) {
                 return Err(exceptions::value_error(format!(
-                    "option '{path}': the stream reads a character device ({}), which may never end; nothing was sent",
-                    file.uri.display()
+                    "option '{path}': the stream reads {}, which never ends; nothing was sent",
+                    device.display()
                 )));
             }
             // Sent from the file (re-opened for each attempt) only when its path still names
@@ -363,10 +365,23 @@ fn part_contents(
                 }
             }
         }
-        let read = read_stream(v, path, until)?;
+        let read = read_stream(v, path, until, *held)?;
+        *held += read.len() as u64;
         return Ok((PartContents::Bytes(Bytes::from(read)), name));
     }
     Err(mismatch("string|resource", value, path))
+}
+
+/// A device that gives bytes for ever (`/dev/zero`, `/dev/full`, `/dev/random`,
+/// `/dev/urandom`: the kernel's memory devices, major 1), by its device number, whatever its
+/// path. `/dev/null` (1, 3) ends at once, a terminal when its user ends it: read as streams.
+fn endless_device(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| {
+        let rdev = m.rdev();
+        m.file_type().is_char_device()
+            && libc::major(rdev) == 1
+            && [5, 7, 8, 9].contains(&libc::minor(rdev))
+    })
 }
 
 /// How often a stream that may stall is looked at again while its data has not all come.
@@ -382,7 +397,7 @@ const STREAM_CHUNK: i64 = 1 << 20;
 /// never a part cut short. Read in chunks, and never past what `memory_limit` leaves: the
 /// contents are held outside it until sent, and a stream that never ends (an endless pipe)
 /// would otherwise be read until the process dies, a fatal error or the system's OOM killer.
-fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8>> {
+fn read_stream(v: &Zval, path: &str, until: Option<Instant>, held: u64) -> PhpResult<Vec<u8>> {
     let meta = call("stream_get_meta_data", v)?;
     let cannot_read =
         || exceptions::value_error(format!("option '{path}': the stream cannot be read"));
@@ -395,7 +410,7 @@ fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8
     // A stream the caller made non-blocking is polled too (read once, it gave what had come).
     let was_blocking = meta_flag(&meta, "blocked");
     let polled = !seekable && (!was_blocking || (until.is_some() && blocking(false)?));
-    let cap = crate::context::memory_headroom();
+    let cap = crate::context::memory_headroom().map(|room| room.saturating_sub(held));
     let read = || -> PhpResult<Vec<u8>> {
         let mut out = Vec::new();
         // From offset 0 when seekable (stream_get_contents' offset), then on from there.
@@ -414,12 +429,19 @@ fn read_stream(v: &Zval, path: &str, until: Option<Instant>) -> PhpResult<Vec<u8
             if call("feof", v)?.bool().unwrap_or(true) {
                 return Ok(out);
             }
-            // (Read again: the flag is set by the read.)
-            if !polled && meta_flag(&call("stream_get_meta_data", v)?, "timed_out") {
-                return Err(stalled(
-                    path,
-                    "its socket's timeout (default_socket_timeout) ran out",
-                ));
+            if !polled {
+                // (Read again: the flag is set by the read.)
+                if meta_flag(&call("stream_get_meta_data", v)?, "timed_out") {
+                    return Err(stalled(
+                        path,
+                        "its socket's timeout (default_socket_timeout) ran out",
+                    ));
+                }
+                // A read that waits gave nothing: the end, even from a stream wrapper whose
+                // `stream_eof` never says so (read once, as before, such a stream was sent).
+                if chunk.is_empty() {
+                    return Ok(out);
+                }
             }
             let left = until.map_or(Duration::MAX, |u| {
                 u.saturating_duration_since(Instant::now())

@@ -291,9 +291,17 @@ final class StreamingTest extends ClientTestCase
             $options,
             $contents,
         );
+        $link = Run::tempDir('endless') . '/urandom';
+        symlink('/dev/urandom', $link);
         $cases = [
-            'a character device' => [$post('fopen("/dev/zero", "r")', '["deadline" => 1.0]'), 'ValueError',
-                "option 'multipart.0.contents': the stream reads a character device (/dev/zero), which may never end; nothing was sent"],
+            'a device that never ends' => [$post('fopen("/dev/zero", "r")', '["deadline" => 1.0]'), 'ValueError',
+                "option 'multipart.0.contents': the stream reads /dev/zero, which never ends; nothing was sent"],
+            'the same by another path' => [$post("fopen('$link', 'r')"), 'ValueError',
+                "option 'multipart.0.contents': the stream reads $link, which never ends"],
+            'two parts that fit alone, not together' => ['$a = fopen("php://temp", "w+"); fwrite($a, str_repeat("a", 36 << 20)); '
+                . '$b = fopen("php://temp", "w+"); fwrite($b, str_repeat("b", 36 << 20)); '
+                . str_replace('[["name" => "a", "contents" => X]]', '[["name" => "a", "contents" => $a], ["name" => "b", "contents" => $b]]', $post('X')),
+                'RuntimeException', "option 'multipart.1.contents': the stream did not reach its end (it holds more than memory_limit leaves"],
             'an endless pipe' => [$post('popen("cat /dev/zero", "r")'), 'RuntimeException',
                 "option 'multipart.0.contents': the stream did not reach its end (it holds more than memory_limit leaves"],
             'an endless pipe read under a deadline' => [$post('popen("cat /dev/zero", "r")', '["deadline" => 30.0]'), 'RuntimeException',
@@ -305,6 +313,27 @@ final class StreamingTest extends ClientTestCase
             $result = $r->json();
             $this->assertSame([$class, true], [$result['class'] ?? null, str_starts_with($result['message'] ?? '', $message)], "$case: " . json_encode($result));
         }
+    }
+
+    /**
+     * What ends is sent whole: `/dev/null` (a device too) as an empty part, and a stream whose
+     * wrapper never says it reached its end (`stream_eof` always false, as a PSR-7 stream
+     * whose `eof()` lies, through Guzzle's StreamWrapper) once a read gives nothing, as it was
+     * sent before the stream was read in chunks (which then spun until the deadline).
+     */
+    public function testADeviceThatEndsAndAStreamThatNeverSaysSoAreSentWhole(): void
+    {
+        $key = $this->up->key('multiends');
+        if (!in_array('resilient-lax-eof', stream_get_wrappers(), true)) {
+            stream_wrapper_register('resilient-lax-eof', LaxEofStream::class);
+        }
+        $this->client($this->up->base($key), ['deadline' => 5.0])->post('/upload', null, ['multipart' => [
+            ['name' => 'null', 'contents' => fopen('/dev/null', 'r')],
+            ['name' => 'lax', 'contents' => fopen('resilient-lax-eof://x', 'r')],
+        ]]);
+        $parts = $this->up->attempts($key, 1)[0]['parts'] ?? [];
+        $this->assertSame([0, 100], array_column($parts, 'len'), json_encode($parts));
+        $this->assertSame(hash('fnv1a64', str_repeat('l', 100)), $parts[1]['fnv1a64']);
     }
 
     /**
@@ -693,5 +722,31 @@ final class StreamingTest extends ClientTestCase
         $this->waitFor(fn () => count(self::$nginx->requests('plain')) >= $before + 2, 5.0, 'nginx logs both requests');
         $bombs = array_filter(self::$nginx->requests('plain'), fn (array $r) => str_contains($r['request'], '/gz/bomb.json'));
         $this->assertCount(1, $bombs, 'not retried');
+    }
+}
+
+/** A stream wrapper that gives 100 bytes and never says it reached its end. */
+final class LaxEofStream
+{
+    /** @var resource|null */
+    public $context;
+    private int $given = 0;
+
+    public function stream_open(string $path, string $mode, int $options, ?string &$opened): bool
+    {
+        return true;
+    }
+
+    public function stream_read(int $count): string
+    {
+        $n = min($count, 100 - $this->given);
+        $this->given += $n;
+
+        return str_repeat('l', $n);
+    }
+
+    public function stream_eof(): bool
+    {
+        return false;
     }
 }

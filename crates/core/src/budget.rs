@@ -689,7 +689,11 @@ mod tests {
         let now = 1_000_000;
         assert!(b.try_consume(now));
         b.record_original(now - 1200 * 50);
-        assert_eq!(b.stats(now).retries, 0, "the retry counted at `now` is lost");
+        assert_eq!(
+            b.stats(now).retries,
+            0,
+            "the retry counted at `now` is lost"
+        );
         std::fs::remove_file(p).unwrap();
     }
 

@@ -426,10 +426,11 @@ impl ClientConfig {
         name: &[u8],
         value: &[u8],
     ) -> Result<(), ConfigError> {
-        self.add_header(option, name, value)?;
-        let (name, value) = self.headers.pop().expect("just added");
-        replace_header(&mut self.headers, name, value);
-        Ok(())
+        // The values it replaces go first, so they do not count against the cap.
+        if let Ok(replaced) = HeaderName::from_bytes(name) {
+            self.headers.retain(|(n, _)| *n != replaced);
+        }
+        self.add_header(option, name, value)
     }
     pub fn set_user_agent(&mut self, value: &[u8]) -> Result<(), ConfigError> {
         self.user_agent = header_bytes(value, "user_agent")?;

@@ -155,10 +155,11 @@ impl RequestOptions {
     }
     /// As [`header`](Self::header), replacing the values `headers` gave the name.
     pub fn set_header(mut self, name: &str, value: &[u8]) -> Result<Self, ConfigError> {
-        self = self.header(name, value)?;
-        let (name, value) = self.headers.pop().expect("just added");
-        replace_header(&mut self.headers, name, value);
-        Ok(self)
+        // The values it replaces go first, so they do not count against the cap.
+        if let Ok(replaced) = HeaderName::from_bytes(name.as_bytes()) {
+            self.headers.retain(|(n, _)| *n != replaced);
+        }
+        self.header(name, value)
     }
     /// The `Idempotency-Key` (not blank).
     pub fn idempotency_key(mut self, key: &str) -> Result<Self, ConfigError> {
@@ -824,6 +825,20 @@ mod tests {
             err.to_string(),
             "option 'headers': more than 1000 header values"
         );
+        // A value that replaces the name's (decode_content's Accept-Encoding) adds none.
+        let mut c = config("http://h");
+        for i in 0..997 {
+            c.add_header("headers", format!("z-{i}").as_bytes(), b"v")
+                .unwrap();
+        }
+        c.add_header("headers", b"Accept-Encoding", b"br").unwrap();
+        assert_eq!(c.headers.len(), 1000);
+        c.set_header("decode_content", b"Accept-Encoding", b"gzip")
+            .unwrap();
+        assert_eq!(c.headers.len(), 1000);
+        let full = request(999).header("accept-encoding", b"br").unwrap();
+        let full = full.set_header("Accept-Encoding", b"gzip").unwrap();
+        assert_eq!(full.headers.len(), 1000);
     }
 
     #[test]
