@@ -193,7 +193,10 @@ impl Backend for Redis {
         let fallback = self.fallback(|local| local.breaker(name, config))?;
         Ok(Arc::new(RedisBreaker::new(
             self.server.clone(),
-            self.server.target().key(name, "breaker"),
+            // A breaker per bucket width, as in shared memory (`BreakerConfig::key`).
+            self.server
+                .target()
+                .key(name, &config.key().replace('/', ":")),
             config,
             fallback,
         )))

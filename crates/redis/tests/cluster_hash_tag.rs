@@ -57,7 +57,7 @@ fn a_names_keys_share_one_cluster_slot_whatever_its_braces() {
         let slots: Vec<String> = [
             "funnel",
             "funnel:background",
-            "breaker",
+            "breaker:500ms",
             "budget:60000ms:sums",
         ]
         .iter()

@@ -489,6 +489,41 @@ fn opened_breaker(
     b
 }
 
+/// One name, two windows (a web client's 10 s, a queue job's 60 s): two breakers, each with
+/// its own key, as budgets of two windows are. In one key each counted in epochs of its own
+/// width and took the other's buckets and streak for old ones (in shared memory, 720 failures
+/// in an hour, a web and a queue call taking turns, never opened it).
+#[test]
+fn two_windows_of_one_name_are_two_breakers_on_redis() {
+    let redis = RedisServer::start();
+    let s = Duration::from_secs;
+    let b = backend(&redis.url("t30:"), OnBackendError::Closed, 1, "windows");
+    let web = b
+        .breaker("up", BreakerConfig::new(0.5, 4, s(10), s(5), s(1)).unwrap())
+        .unwrap();
+    let queue = b
+        .breaker("up", BreakerConfig::new(0.5, 4, s(60), s(5), s(1)).unwrap())
+        .unwrap();
+    for _ in 0..4 {
+        assert_eq!(web.admit(now_ms()), Admission::Closed);
+        web.record(true, 0, 0, 0);
+    }
+    assert!(matches!(web.admit(now_ms()), Admission::Refused { .. }));
+    assert_eq!(
+        queue.admit(now_ms()),
+        Admission::Closed,
+        "the queue's own breaker"
+    );
+    queue.record(false, 0, 0, 0);
+    let mut keys = redis
+        .cli(&["KEYS", "t30:*"])
+        .lines()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+    keys.sort();
+    assert_eq!(keys, ["t30:{up}:breaker:3000ms", "t30:{up}:breaker:500ms"]);
+}
+
 /// The breaker's key lives for a window past its state's moment, set by every write: an open
 /// breaker whose probes keep failing, or one whose probe is still out, never expires into
 /// "closed" (the key's absence) while the window is short.
@@ -501,7 +536,7 @@ fn an_open_or_half_open_breaker_outlives_a_short_window_on_redis() {
     let b = opened_breaker(&redis, "t12:", "ttl", config);
     let pttl = || {
         redis
-            .cli(&["PTTL", "t12:{up}:breaker"])
+            .cli(&["PTTL", "t12:{up}:breaker:50ms"])
             .parse::<i64>()
             .unwrap()
     };
@@ -561,7 +596,7 @@ fn a_server_clock_stepped_back_neither_blinds_nor_holds_the_breaker() {
         .unwrap()
         .as_millis() as u64;
     let ahead = |ms: u64| (wall + ms).to_string();
-    let key = "t17:{up}:breaker";
+    let key = "t17:{up}:breaker:500ms";
     // Closed since an hour from now: attempts of 5 ms fail. The first, in flight when the step
     // is seen, may have been sent before the close: not counted; those sent after it count.
     redis.cli(&[

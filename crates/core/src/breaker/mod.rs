@@ -158,6 +158,14 @@ impl BreakerConfig {
         self.window_ms.div_ceil(BREAKER_BUCKETS as u64).max(1)
     }
 
+    /// What a breaker is kept under beside its name, `breaker/500ms`: its bucket width. Its
+    /// buckets and streak are counted in epochs of that width, so breakers of one name whose
+    /// windows differ (a web client's 10 s, a queue job's 60 s) are breakers of their own,
+    /// as budgets are: in one place, each took the other's counts for old ones and reset them.
+    pub fn key(&self) -> String {
+        format!("breaker/{}ms", self.bucket_ms())
+    }
+
     fn epoch(&self, now_ms: u64) -> u64 {
         now_ms / self.bucket_ms()
     }
@@ -280,9 +288,12 @@ pub struct CircuitBreaker {
 }
 
 impl CircuitBreaker {
-    /// The breaker of `name` (the name's entry, shared with its funnel).
+    /// The breaker of `name` and its window's bucket width ([`BreakerConfig::key`]): an entry
+    /// of its own, as a budget's.
     pub fn new(seg: Arc<Segment>, name: &str, config: BreakerConfig) -> Result<Self, Error> {
-        let entry = seg.entry_index(name)?;
+        validate::name("name", name)?;
+        // The separator is a control character, which no validated name contains.
+        let entry = seg.entry_index_unchecked(&format!("{name}\u{1f}{}", config.key()))?;
         Ok(CircuitBreaker { seg, entry, config })
     }
 
@@ -374,16 +385,6 @@ impl CircuitBreaker {
     }
 }
 
-/// The phase of the breaker in entry `index` of `seg` (as [`Segment::names`] lists them) and
-/// its moment (open: until; half-open: the probe's bound; closed: since), without a config:
-/// for metrics, which read every name's breaker.
-pub fn phase_at(seg: &Segment, index: usize) -> Option<(Phase, u64)> {
-    (index < seg.slots() as usize).then(|| {
-        let w = StateWord(seg.entry(index).breaker.state.load(Ordering::Acquire));
-        (w.phase(), w.at_ms())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,7 +419,44 @@ mod tests {
         // The 20th call, a failure: 20 of 20.
         assert_eq!(b.record(true, t, t, MID), Some(Transition::Opened));
         assert!(refused(b.admit(t)));
-        assert_eq!(phase_at(&b.seg, b.entry), Some((Phase::Open, t + 5_000)));
+        let state = b.state(t);
+        assert_eq!((state.phase, state.at_ms), (Phase::Open, t + 5_000));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// One name, two windows (a web client's 10 s, a queue job's 60 s): their buckets and
+    /// streak were counted in one block, each config in epochs of its own width, so each took
+    /// the other's for old ones and reset them. A failure every 5 s, the two taking turns,
+    /// never opened it in an hour (720 in a row); one window opens at the 20th. Another window
+    /// is another breaker, as another window is another budget.
+    #[test]
+    fn two_windows_of_one_name_each_count_their_own_calls() {
+        let p = std::env::temp_dir().join(format!(
+            "resilient-breaker-windows-{}.shm",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&p);
+        let seg = Arc::new(Segment::open(&p, 8).unwrap());
+        let s = Duration::from_secs;
+        let config = |window| BreakerConfig::new(0.5, 10, s(window), s(5), s(1)).unwrap();
+        let web = CircuitBreaker::new(seg.clone(), "up", config(10)).unwrap();
+        let queue = CircuitBreaker::new(seg, "up", config(60)).unwrap();
+        let t = 1_000_000_000;
+        let mut opened = [None, None];
+        for i in 0..40u64 {
+            let (which, b) = if i % 2 == 0 { (0, &web) } else { (1, &queue) };
+            let now = t + i * 1_000;
+            if b.admit(now) == Admission::Closed {
+                b.record(true, now, now, MID);
+            } else if opened[which].is_none() {
+                opened[which] = Some(i);
+            }
+        }
+        assert_eq!(
+            opened,
+            [Some(20), Some(21)],
+            "each opened after its own 10 failures"
+        );
         std::fs::remove_file(p).unwrap();
     }
 
