@@ -569,3 +569,57 @@ fn a_resolver_killed_after_its_close() {
     let n = explore("a resolver killed after its close", &sc);
     assert!(n > 10, "{n}");
 }
+
+/// Pauses before every access (what the replay below steps through one by one).
+struct EveryAccess;
+
+impl Pause for EveryAccess {
+    fn step(&self, _: At) -> impl Future<Output = ()> {
+        PendingOnce(false)
+    }
+}
+
+/// A given-up probe's late success, paused after its "still my ticket" check and before it
+/// empties its bucket and the streak, while another caller takes the ticket over, closes the
+/// breaker and counts 5 failures in a row: resumed, it emptied the new period's streak, so
+/// the 6th failure in a row (`consecutive_failures` 6) did not open the breaker.
+#[test]
+fn a_late_report_paused_after_its_check_leaves_the_next_period_counting() {
+    let ms = Duration::from_millis;
+    let cfg = BreakerConfig::new(0.5, 1000, ms(10_000), ms(5_000), ms(1_000))
+        .unwrap()
+        .with_consecutive_failures(6)
+        .unwrap();
+    let b = zeroed_block();
+    let ghost = StateWord::new(Phase::HalfOpen, 5, 10_000); // its bound: 10 s
+    b.state.store(ghost.0, SeqCst);
+    let me = protocol::ThisProcess;
+    let late = protocol::resolve(&b, &EveryAccess, &cfg, Ticket(ghost), true, 9_990, 0);
+    let mut late = std::pin::pin!(late);
+    let mut cx = Context::from_waker(Waker::noop());
+    // Three accesses in: past its check of the state (still its ticket), before it empties the
+    // streak (whatever it reads of them first).
+    for _ in 0..3 {
+        assert!(late.as_mut().poll(&mut cx).is_pending());
+    }
+
+    let Admission::Probe { ticket, took_over } = complete(protocol::admit(&b, &me, &cfg, 10_500))
+    else {
+        panic!("the bound passed: a probe")
+    };
+    assert!(took_over);
+    let closed = complete(protocol::resolve(&b, &me, &cfg, ticket, true, 10_600, 0));
+    assert_eq!(closed, Some(Transition::Closed));
+    for i in 0..5u64 {
+        let t = 10_700 + i * 100;
+        let failed = protocol::record(&b, &me, &cfg, true, (t - 50, t), 1 << 63);
+        assert_eq!(complete(failed), None);
+    }
+    assert_eq!(complete(late), None, "given up: it decides nothing");
+    let sixth = protocol::record(&b, &me, &cfg, true, (11_150, 11_200), 1 << 63);
+    assert_eq!(
+        complete(sixth),
+        Some(Transition::Opened),
+        "6 failures in a row"
+    );
+}

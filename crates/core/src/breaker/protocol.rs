@@ -269,16 +269,22 @@ pub(crate) async fn resolve(
         // Emptied before the close, while nothing counts (half-open), so that a process killed
         // after its close leaves nothing of the outage behind. Only while this ticket is still
         // the word: a ticket given up (another probe may have closed the breaker since) must
-        // not empty a period that is counting.
+        // not empty a period that is counting. So each is read before that check and emptied
+        // only if it still holds what was read: a resolver paused between its check and its
+        // stores, given up meanwhile, emptied the streak of the period another probe closed.
+        // (One pause before both reads and one before both writes: each write is a CAS that
+        // fails if anything was counted since its read, so no schedule between the two of a
+        // pair is needed, and the model checks stay within reach.)
+        let idx = (config.epoch(now_ms) % BREAKER_BUCKETS as u64) as usize;
+        me.step(At::Bucket(idx)).await;
+        let (bucket, streak) = (b.buckets[idx].load(Acquire), b.streak.load(Acquire));
         me.step(At::State).await;
         if b.state.load(Acquire) != ticket.0 .0 {
             return None;
         }
-        let idx = (config.epoch(now_ms) % BREAKER_BUCKETS as u64) as usize;
         me.step(At::Bucket(idx)).await;
-        b.buckets[idx].store(0, Release);
-        me.step(At::Streak).await;
-        b.streak.store(0, Release);
+        let _ = b.buckets[idx].compare_exchange(bucket, 0, AcqRel, Acquire);
+        let _ = b.streak.compare_exchange(streak, 0, AcqRel, Acquire);
     }
     me.step(At::State).await;
     let changed = b
