@@ -629,10 +629,10 @@ mod tests {
 
     /// A budget idle for 2^23 of its buckets or more (4.9 days at a 1 s window, 2.3 hours at
     /// the shortest) and used again: its buckets were taken for newer ones (up to half the
-    /// tags' range ahead), so every retry was refused, its originals piled into those buckets unseen,
-    /// and when the tags came round again they were summed at once: 0 of 72,000 retries in an
-    /// hour at a 1 s window, then 336,701 granted in one bucket of a 20 ms window whose allowance
-    /// was 15.
+    /// tags' range ahead), so every retry was refused, its originals piled into those buckets
+    /// unseen, and when the tags came round again they were summed at once: 0 of 72,000
+    /// retries in an hour at a 1 s window, then 336,701 granted in one bucket of a 20 ms
+    /// window whose allowance was 15.
     #[test]
     fn a_budget_idle_for_half_the_tags_range_starts_a_window_of_its_own() {
         for idle in [(1u64 << 23) + (1 << 20), (1 << 24) - 2048] {
