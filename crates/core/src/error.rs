@@ -45,7 +45,8 @@ impl Error {
             argument: None,
             message: format!(
                 "shared memory segment {}: its table is full (all {slots} entries are in use: \
-                 one per funnel or client name, and one per retry budget and window); \
+                 one per funnel or client name, one per retry budget and window, and one per \
+                 circuit breaker and window); \
                  raise resilient.shm_slots and remove the file after stopping PHP",
                 path.display()
             ),
