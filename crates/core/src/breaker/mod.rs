@@ -391,13 +391,18 @@ mod tests {
 
     const MID: u64 = 1 << 63; // jitter 0: exactly open_for
 
-    fn breaker(tag: &str, ratio: f64, min_calls: u32) -> (CircuitBreaker, std::path::PathBuf) {
+    /// A fresh segment of this test's own, and its file (removed by the test at its end).
+    fn segment(tag: &str) -> (Arc<Segment>, std::path::PathBuf) {
         let p = std::env::temp_dir().join(format!(
             "resilient-breaker-{tag}-{}.shm",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&p);
-        let seg = Arc::new(Segment::open(&p, 8).unwrap());
+        (Arc::new(Segment::open(&p, 8).unwrap()), p)
+    }
+
+    fn breaker(tag: &str, ratio: f64, min_calls: u32) -> (CircuitBreaker, std::path::PathBuf) {
+        let (seg, p) = segment(tag);
         let s = Duration::from_secs;
         let config = BreakerConfig::new(ratio, min_calls, s(10), s(5), s(1)).unwrap();
         (CircuitBreaker::new(seg, "up", config).unwrap(), p)
@@ -431,12 +436,7 @@ mod tests {
     /// is another breaker, as another window is another budget.
     #[test]
     fn two_windows_of_one_name_each_count_their_own_calls() {
-        let p = std::env::temp_dir().join(format!(
-            "resilient-breaker-windows-{}.shm",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&p);
-        let seg = Arc::new(Segment::open(&p, 8).unwrap());
+        let (seg, p) = segment("windows");
         let s = Duration::from_secs;
         let config = |window| BreakerConfig::new(0.5, 10, s(window), s(5), s(1)).unwrap();
         let web = CircuitBreaker::new(seg.clone(), "up", config(10)).unwrap();
