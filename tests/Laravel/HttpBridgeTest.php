@@ -340,6 +340,48 @@ final class HttpBridgeTest extends PackageTestCase
         }
     }
 
+    /**
+     * Under Http::fake() an option the client refuses in production is refused too, with the
+     * same exception, and not recorded: a test cannot pass on a call that fails in production.
+     * Before, Laravel's stub answered them all with 200.
+     */
+    public function testUnderHttpFakeAnOptionTheClientRefusesIsRefused(): void
+    {
+        [$name, , $client] = $this->upstreamClient('bridge-fake-options');
+        $this->bootWith($name, $client);
+        $refused = [
+            'debug' => [fn () => Http::resilient($name)->withOptions(['debug' => true]), \InvalidArgumentException::class],
+            'a negative timeout' => [fn () => Http::resilient($name)->withOptions(['timeout' => -1]), \ValueError::class],
+            'verify 123' => [fn () => Http::resilient($name)->withOptions(['verify' => 123]), \TypeError::class],
+            'HTTP/1.0' => [fn () => Http::resilient($name)->withOptions(['version' => '1.0']), \InvalidArgumentException::class],
+            'digest auth' => [fn () => Http::resilient($name)->withDigestAuth('u', 'p'), \InvalidArgumentException::class],
+            'a misspelt option' => [fn () => Http::resilient($name)->withOptions(['timout' => 3]), \InvalidArgumentException::class],
+        ];
+        $messages = [];
+        foreach ($refused as $what => [$request, $class]) {
+            try {
+                $request()->get('/quote');
+                $this->fail("$what: refused in production");
+            } catch (\Throwable $e) {
+                $messages[$what] = get_class($e) . ': ' . $e->getMessage();
+            }
+        }
+        Http::fake();
+        foreach ($refused as $what => [$request, $class]) {
+            try {
+                $request()->get('/quote');
+                $this->fail("$what: answered under Http::fake()");
+            } catch (\Throwable $e) {
+                $this->assertSame($messages[$what], get_class($e) . ': ' . $e->getMessage(), $what);
+                $this->assertInstanceOf($class, $e, $what);
+            }
+        }
+        Http::assertNothingSent();
+        // What production takes is answered as before, with the configured headers.
+        $this->assertSame(200, Http::resilient($name)->withOptions(['timeout' => 2])->get('/quote')->status());
+        Http::assertSentCount(1);
+    }
+
     /** A misspelt name fails under Http::fake() as it would in production, not answered by the fake. */
     public function testUnderHttpFakeAnUnknownClientNameStillFails(): void
     {

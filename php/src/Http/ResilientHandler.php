@@ -17,6 +17,7 @@ use GuzzleHttp\TransferStats;
 use Psr\Http\Message\RequestInterface;
 use Psr\Http\Message\StreamInterface;
 use Resilient\Laravel\ResilientManager;
+use Resilient\Laravel\Testing\CallValidator;
 use Resilient\Response;
 use Resilient\Unavailable;
 use Resilient\UpstreamFailed;
@@ -69,36 +70,12 @@ final class ResilientHandler
     public function __invoke(#[\SensitiveParameter] RequestInterface $request, #[\SensitiveParameter] array $options): PromiseInterface
     {
         $started = hrtime(true);
+        $sink = $options['sink'] ?? null;
+        $given = $options;
+        unset($options[self::PARTS]);
         try {
-            GuzzleOptions::checkProtocolVersion($request->getProtocolVersion(), $request->getUri()->getScheme(), $this->name);
-            $config = $this->config();
-            $given = $options[self::PARTS] ?? null;
-            unset($options[self::PARTS]);
-            $clientOptions = GuzzleOptions::toClient($options, $this->explicit, array_keys($config), $this->name, $this->laravelDefaults);
-            $sink = $options['sink'] ?? null;
-            if (is_string($sink) || (is_resource($sink) && (stream_get_meta_data($sink)['wrapper_type'] ?? '') === 'plainfile')) {
-                // Written by the client as the body arrives (a path or a plain-file stream).
-                $clientOptions['sink'] = $sink;
-            }
-            $headers = $this->headers($request, $config);
-            $parts = self::parts($given, $request);
-            if ($parts !== null) {
-                // The client encodes them, with a boundary of its own.
-                $headers = array_filter($headers, fn ($name) => strcasecmp((string) $name, 'content-type') !== 0, ARRAY_FILTER_USE_KEY);
-                $clientOptions['multipart'] = $parts;
-            } elseif (($body = $this->body($request->getBody())) !== '') {
-                $clientOptions['body'] = $body;
-            }
-            if ($headers !== []) {
-                $clientOptions['headers'] = $headers;
-            }
-            $uri = $request->getUri()->withFragment('');
-            if ($this->baseQuery !== '') {
-                // The base URL's query, which Laravel's join and Guzzle's `query` dropped
-                // (ResilientPendingRequest::send()), in front of the request's, as the client joins.
-                $uri = $uri->withQuery($this->baseQuery . ($uri->getQuery() === '' ? '' : '&' . $uri->getQuery()));
-            }
-            $answer = $this->manager->clientWithoutFallback($this->name)->request($request->getMethod(), (string) $uri, $clientOptions);
+            [$uri, $clientOptions] = $this->clientCall($request, $given, withBody: true);
+            $answer = $this->manager->clientWithoutFallback($this->name)->request($request->getMethod(), $uri, $clientOptions);
         } catch (Unavailable $e) {
             // An answer not retried (max_attempts, or our budget or the deadline stopped the
             // retry) is that answer, as Laravel's Http would have returned it.
@@ -115,7 +92,7 @@ final class ResilientHandler
             return Create::rejectionFor($e);
         }
         try {
-            $response = new PsrResponse($answer->status(), self::titleCased($answer->headers()), $this->responseBody($answer, $sink ?? null));
+            $response = new PsrResponse($answer->status(), self::titleCased($answer->headers()), $this->responseBody($answer, $sink));
         } catch (\InvalidArgumentException $e) {
             // A status PSR-7 has no room for (600): rejected, as Guzzle's own handler does.
             $failure = new RequestException("{$answer->status()} is not an HTTP status PSR-7 takes: {$e->getMessage()}", $request, null, $e);
@@ -132,6 +109,60 @@ final class ResilientHandler
         }
 
         return Create::promiseFor($response);
+    }
+
+    /**
+     * Under Laravel's `Http::fake()`, before a stub answers (ResilientPendingRequest): the
+     * checks this call would meet in production, this bridge's (an option it does not take,
+     * the protocol version) and the client's (by `CallValidator`, bound to nothing shared), with
+     * the same exceptions, so a test cannot pass on a call that fails in production. The body
+     * is left out: reading it would move a stream the stub and Laravel's recorder read.
+     */
+    public function check(#[\SensitiveParameter] RequestInterface $request, #[\SensitiveParameter] array $options): void
+    {
+        [$uri, $clientOptions] = $this->clientCall($request, $options, withBody: false);
+        CallValidator::for($this->name, $this->config())?->validateRequest($request->getMethod(), $uri, $clientOptions);
+    }
+
+    /**
+     * The call the client is to make for a Guzzle request: its URL and the client's options
+     * (GuzzleOptions), with the body (multipart parts as the client takes them, else Guzzle's
+     * bytes) when `$withBody`.
+     *
+     * @return array{0: string, 1: array<string, mixed>}
+     */
+    private function clientCall(#[\SensitiveParameter] RequestInterface $request, #[\SensitiveParameter] array $options, bool $withBody): array
+    {
+        GuzzleOptions::checkProtocolVersion($request->getProtocolVersion(), $request->getUri()->getScheme(), $this->name);
+        $config = $this->config();
+        $given = $options[self::PARTS] ?? null;
+        unset($options[self::PARTS]);
+        $clientOptions = GuzzleOptions::toClient($options, $this->explicit, array_keys($config), $this->name, $this->laravelDefaults);
+        $sink = $options['sink'] ?? null;
+        if (is_string($sink) || (is_resource($sink) && (stream_get_meta_data($sink)['wrapper_type'] ?? '') === 'plainfile')) {
+            // Written by the client as the body arrives (a path or a plain-file stream).
+            $clientOptions['sink'] = $sink;
+        }
+        $headers = $this->headers($request, $config);
+        $parts = $withBody ? self::parts($given, $request) : null;
+        if ($parts !== null) {
+            // The client encodes them, with a boundary of its own.
+            $headers = array_filter($headers, fn ($name) => strcasecmp((string) $name, 'content-type') !== 0, ARRAY_FILTER_USE_KEY);
+            $clientOptions['multipart'] = $parts;
+        } elseif ($withBody && ($body = $this->body($request->getBody())) !== '') {
+            $clientOptions['body'] = $body;
+        }
+        if ($headers !== []) {
+            $clientOptions['headers'] = $headers;
+        }
+        $uri = $request->getUri()->withFragment('');
+        if ($this->baseQuery !== '') {
+            // The base URL's query, which Laravel's join and Guzzle's `query` dropped
+            // (ResilientPendingRequest::send()), in front of the request's, as the client joins.
+            $uri = $uri->withQuery($this->baseQuery . ($uri->getQuery() === '' ? '' : '&' . $uri->getQuery()));
+        }
+
+        return [(string) $uri, $clientOptions];
     }
 
     /** Failures (`UpstreamFailed::failure()`) that Guzzle's curl handler reports as a `ConnectException`. */

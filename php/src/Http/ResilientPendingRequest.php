@@ -2,9 +2,11 @@
 
 namespace Resilient\Laravel\Http;
 
+use Closure;
 use GuzzleHttp\Cookie\CookieJarInterface;
 use GuzzleHttp\HandlerStack;
 use GuzzleHttp\Middleware;
+use GuzzleHttp\Promise\Create;
 use Illuminate\Http\Client\PendingRequest;
 use LogicException;
 use Resilient\Laravel\ResilientManager;
@@ -48,6 +50,9 @@ class ResilientPendingRequest extends PendingRequest
 
     /** The client's `allow_redirects` (null: its config says nothing), for faked redirects (buildClient()). */
     protected mixed $resilientRedirects = null;
+
+    /** Under Http::fake(): the Resilient handler's checks, run before a stub answers (buildStubHandler()). */
+    protected ?Closure $resilientCheck = null;
 
     /** A copy of $request (its options, headers, callbacks, stubs) sending through client $name. */
     public static function from(PendingRequest $request, string $name, ResilientManager $manager): static
@@ -208,7 +213,7 @@ class ResilientPendingRequest extends PendingRequest
     public function buildClient()
     {
         $explicit = [...array_keys($this->getOptions()), ...$this->resilientSendOptions];
-        $stack = new HandlerStack(new ResilientHandler(
+        $stack = new HandlerStack($handler = new ResilientHandler(
             $this->resilientManager,
             $this->resilientName,
             $explicit,
@@ -223,6 +228,7 @@ class ResilientPendingRequest extends PendingRequest
         // followed here, as Guzzle follows it for plain Http:: (the client follows real ones),
         // by the rule the client would follow it by (GuzzleOptions: the request's setting, else
         // the client's, else Laravel's default, which Guzzle has already put in the options).
+        $this->resilientCheck = $this->faked() ? $handler->check(...) : null;
         if ($this->faked()) {
             $configured = $this->resilientRedirects;
             if (! in_array('allow_redirects', $explicit, true) && (is_bool($configured) || is_array($configured))) {
@@ -242,6 +248,31 @@ class ResilientPendingRequest extends PendingRequest
         $stack->push(Middleware::prepareBody(), 'prepare_body');
 
         return $this->createClient($this->pushHandlers($stack));
+    }
+
+    /**
+     * Laravel's stub handler, which under Http::fake() answers before the Resilient handler
+     * runs, behind the handler's checks (ResilientHandler::check()): a call production refuses
+     * (an option this bridge or the client does not take, a bad value) is rejected with the
+     * same exception, and Laravel records nothing, as for a misspelt client name.
+     */
+    public function buildStubHandler()
+    {
+        $stub = parent::buildStubHandler();
+        $check = $this->resilientCheck;
+        if ($check === null) {
+            return $stub;
+        }
+
+        return static fn (callable $handler) => static function (#[\SensitiveParameter] $request, #[\SensitiveParameter] array $options) use ($stub, $check, $handler) {
+            try {
+                $check($request, $options);
+            } catch (\Throwable $e) {
+                return Create::rejectionFor($e);
+            }
+
+            return $stub($handler)($request, $options);
+        };
     }
 
     /** True when Laravel's `tries` asks for retries: more than one try, or (10+) a list of waits. */

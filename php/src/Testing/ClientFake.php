@@ -239,37 +239,12 @@ final class ClientFake
     }
 
     /**
-     * A client that checks the calls (`Client::validator()`: the real client's checks, bound to
-     * nothing shared, so a fake makes no entry in the host's segment or on Redis), built from
-     * the name's config (a config the extension refuses throws here, as it would in production)
-     * without what depends on the machine the tests run on, which a test host need not have:
-     * the `verify`, `cert` and `ssl_key` files, a Redis `backend`, a `proxy`; and a base URL
-     * when config has none (an unset `env()`). Nor its funnel, budget and breaker, which a
-     * fake never uses (their settings are checked in production, and by `resilient:check`;
-     * one from an `env()` a test host leaves unset would otherwise fail every faked call).
-     * Null without the extension (or one older than `validator()`): the calls are not checked.
+     * A client that checks the calls (CallValidator), built once from the name's config. Null
+     * without the extension (or one older than `validator()`): the calls are not checked.
      */
     private function checker(): ?Client
     {
-        if (! method_exists(Client::class, 'validator')) {
-            return null;
-        }
-        if ($this->checker === null) {
-            $options = array_diff_key(
-                $this->config !== null ? ($this->config)() : [],
-                array_flip(['verify', 'cert', 'ssl_key', 'backend', 'on_backend_error', 'hosts', 'proxy', 'funnel', 'budget', 'circuit']),
-            );
-            $options['base_url'] ??= $this->baseUrl ?? 'http://localhost/';
-            try {
-                $this->checker = Client::validator($this->name, $options);
-            } catch (\ValueError $e) {
-                throw new \ValueError("resilient.clients.{$this->name}: " . $e->getMessage(), 0, $e);
-            } catch (\TypeError $e) {
-                throw new \TypeError("resilient.clients.{$this->name}: " . $e->getMessage(), 0, $e);
-            }
-        }
-
-        return $this->checker;
+        return $this->checker ??= CallValidator::for($this->name, $this->config !== null ? ($this->config)() : [], $this->baseUrl);
     }
 
     /** The scripted answer to one call (recorded), or the real client's for a stray one. */
