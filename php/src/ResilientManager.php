@@ -399,7 +399,7 @@ final class ResilientManager
         return $this->fake;
     }
 
-    /** A call to an unscripted name, or past the end of a script, throws (fakes on if needed). */
+    /** A call to an unscripted name throws, as one past the end of a list always does (fakes on if needed). */
     public function preventStrayRequests(bool $prevent = true): FakeClients
     {
         return ($this->fake ??= new FakeClients())->preventStrayRequests($prevent);

@@ -6,6 +6,7 @@ namespace Resilient\Tests\Laravel;
 
 require_once __DIR__ . '/support/PackageTestCase.php';
 
+use Illuminate\Support\Facades\Http;
 use PHPUnit\Framework\AssertionFailedError;
 use Resilient\BudgetExhausted;
 use Resilient\FunnelFull;
@@ -98,6 +99,36 @@ final class FakeTest extends PackageTestCase
         }
         Resilient::assertSentCount(1);
         $this->assertSame([], $this->up->attempts($key, 0, 300));
+    }
+
+    /**
+     * A list of answers that has run out throws, with or without preventStrayRequests(), as
+     * Laravel's Http::sequence() does at its end: the script said how many calls there are, and
+     * one more (a POST, say) must not reach the real upstream. Before, it went through.
+     */
+    public function testACallPastTheEndOfAListThrowsAndReachesNothing(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-list-end');
+        $this->up->script($key, [['status' => 200, 'body' => 'real']]);
+        $this->boot(['clients' => [$name => $client]]);
+        Resilient::fake([$name => [Response::fake(200, 'one'), Response::fake(200, 'two')]]);
+
+        $this->assertSame('one', Resilient::client($name)->post('/orders', ['sku' => 1])->body());
+        $this->assertSame('two', Resilient::client($name)->post('/orders', ['sku' => 2])->body());
+        try {
+            Resilient::client($name)->post('/orders', ['sku' => 3]);
+            $this->fail('a call past the end of the list went through');
+        } catch (StrayRequest $e) {
+            $this->assertStringContainsString('"' . $name . '" (POST ' . $this->up->base($key) . '/orders): its script in Resilient::fake() has 2 answer(s) and all were used', $e->getMessage());
+        }
+        try {
+            Http::resilient($name)->post('/orders', ['sku' => 4]);
+            $this->fail('a call past the end of the list went through Http::resilient()');
+        } catch (StrayRequest $e) {
+            $this->assertStringContainsString('has 2 answer(s) and all were used', $e->getMessage());
+        }
+        Resilient::assertSentCount(2);
+        $this->assertSame([], $this->up->attempts($key, 0, 300), 'the upstream saw nothing');
     }
 
     public function testWithoutPreventionAnUnscriptedCallReachesTheRealClientAndIsRecorded(): void

@@ -16,9 +16,9 @@ use Resilient\UpstreamFailed;
  *
  * A script is a list answered in order (a `Resilient\Response` is returned, a `\Throwable`
  * thrown), a single answer repeated, or a closure `fn (RecordedRequest $r) => Response|Throwable`.
- * A call with no answer (an unscripted name, or past the end of a list) goes to the real
- * client, as Laravel's `Http::fake()` lets an unmatched URL through, unless
- * `preventStrayRequests()` is on: then it throws `StrayRequest`.
+ * A call to an unscripted name goes to the real client, as Laravel's `Http::fake()` lets an
+ * unmatched URL through, unless `preventStrayRequests()` is on: then it throws `StrayRequest`.
+ * A call past the end of a list throws it always, as Laravel's `Http::sequence()` at its end.
  */
 final class FakeClients
 {
@@ -80,7 +80,10 @@ final class FakeClients
     {
         $answer = $this->next($request);
         if ($answer === null) {
-            if ($this->preventStray) {
+            // A list that ran out throws whatever preventStrayRequests() says, as Laravel's
+            // Http::sequence() does at its end: the script counted the calls, and one more (a
+            // POST, say) must not reach the real upstream.
+            if ($this->preventStray || is_array($this->scripts[$request->client()] ?? null)) {
                 throw new StrayRequest($this->strayMessage($request));
             }
             try {
@@ -258,7 +261,8 @@ final class FakeClients
         }
 
         return sprintf(
-            'resilient: stray call to "%s" (%s): its script in Resilient::fake() has %d answer(s) and all were used; stray requests are prevented',
+            'resilient: stray call to "%s" (%s): its script in Resilient::fake() has %d answer(s) and all were used '
+            . '(a list of answers ends as Laravel\'s Http::sequence() does; a closure answers every call)',
             $name, $what, is_array($this->scripts[$name]) ? count($this->scripts[$name]) : 1,
         );
     }

@@ -3,8 +3,8 @@
 namespace Resilient\Laravel\Testing;
 
 /**
- * A call `Resilient::fake()` has no answer for while `preventStrayRequests()` is on: an
- * unscripted client name, or a call past the end of a name's script.
+ * A call `Resilient::fake()` has no answer for: a call past the end of a name's list of
+ * answers, or, while `preventStrayRequests()` is on, a call to an unscripted client name.
  */
 final class StrayRequest extends \RuntimeException
 {
