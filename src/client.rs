@@ -438,6 +438,7 @@ impl Client {
             let (method, path, options) = pool_item(item, &label)?;
             // Every error of the item's request, its options' and its URL's, names the item.
             let request = exceptions::about_item(&format!("pool request '{label}': "), || {
+                let options = options.as_ref().and_then(Zval::array);
                 let options = options::request(options, None, &b.http.config().transport, until)?;
                 b.http
                     .prepare(&method, &path, options)
@@ -816,11 +817,10 @@ fn key_owned(key: &ArrayKey) -> OwnedKey {
     }
 }
 
-/// `[method, path, options?]` of a pool entry.
-fn pool_item<'a>(
-    item: &'a Zval,
-    label: &str,
-) -> PhpResult<(String, String, Option<&'a ZendHashTable>)> {
+/// A pool item's method, path and options, the options as a counted copy (an array, or
+/// none): reading them runs PHP code (a `json` body's jsonSerialize, a part's stream wrapper),
+/// and options given by reference (`[$method, $path, &$options]`) could be freed meanwhile.
+fn pool_item(item: &Zval, label: &str) -> PhpResult<(String, String, Option<Zval>)> {
     let bad = || {
         exceptions::value_error(format!(
             "pool request '{label}': must be [method, path, options?]"
@@ -845,7 +845,8 @@ fn pool_item<'a>(
     let options = match list.get_index(2).map(Zval::dereference) {
         None => None,
         Some(z) if z.is_null() => None,
-        Some(z) => Some(z.array().ok_or_else(bad)?),
+        Some(z) if z.is_array() => Some(options::counted(z)),
+        Some(_) => return Err(bad()),
     };
     // Nothing beside indexes 0, 1 and 2: options under another key would be dropped unseen.
     if list.len() != 2 + usize::from(list.get_index(2).is_some()) {

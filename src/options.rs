@@ -581,7 +581,9 @@ pub fn request(
     until: Option<Instant>,
 ) -> PhpResult<RequestOptions> {
     let mut query: Vec<(String, &Zval)> = Vec::new();
-    let mut bodies: Vec<(&str, &Zval)> = Vec::new();
+    // Counted copies: encoding a body runs PHP code (jsonSerialize, a multipart part's stream
+    // wrapper), which may free options reached by reference (a pool item's) before the next.
+    let mut bodies: Vec<(&str, Zval)> = Vec::new();
     let mut out = RequestOptions::new();
     let mut transport = transport_options::Reader::new(client);
     if let Some(Data::Query(data)) = data {
@@ -604,10 +606,10 @@ pub fn request(
                 }
                 // A null body is no body, as Guzzle's `isset` reads it.
                 "json" | "body" | "form" | "multipart" if value.dereference().is_null() => {}
-                "json" => bodies.push(("json", value)),
-                "body" => bodies.push(("body", value)),
-                "form" => bodies.push(("form", value)),
-                "multipart" => bodies.push(("multipart", value)),
+                "json" => bodies.push(("json", counted(value))),
+                "body" => bodies.push(("body", counted(value))),
+                "form" => bodies.push(("form", counted(value))),
+                "multipart" => bodies.push(("multipart", counted(value))),
                 "timeout" => {
                     out = out
                         .timeout(timeout(value, "timeout")?)
@@ -682,6 +684,7 @@ pub fn request(
         return out.body(Body::Json(json_encode(&z)?)).map_err(config_error);
     }
     for (key, value) in bodies {
+        let value = &value;
         let body = match key {
             "json" => Body::Json(json_encode(value)?),
             "body" => match value.dereference().zend_str() {
@@ -702,6 +705,12 @@ pub fn request(
         out = out.body(body).map_err(config_error)?;
     }
     Ok(out)
+}
+
+/// A counted copy of an option's value, which PHP code run meanwhile cannot free or change:
+/// PHP copies an array held twice before writing to it.
+pub(crate) fn counted(value: &Zval) -> Zval {
+    value.dereference().shallow_clone()
 }
 
 /// One `http_build_query` entry: lists and maps as `key[i]` / `key[name]`, `true` as `1`,

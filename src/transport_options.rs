@@ -16,8 +16,8 @@ use resilient_http::{
 
 use crate::exceptions;
 use crate::options::{
-    config_error, entries, header_entries, header_value, mismatch, off, table, text, unknown,
-    values,
+    config_error, counted, entries, header_entries, header_value, mismatch, off, table, text,
+    unknown, values,
 };
 
 /// Transport options being read: `cert` and `ssl_key` are applied together at the end.
@@ -272,14 +272,22 @@ fn flag(value: &Zval, path: &str) -> PhpResult<bool> {
 /// `multipart`: a list of `['name' => .., 'contents' => string|resource, 'filename' => ..,
 /// 'headers' => [..]]`. A plain-file stream is sent from its file (read while sending, on
 /// every attempt); any other stream is read now.
+///
+/// Reading a stream runs PHP code (a stream wrapper's), which may change or free the arrays
+/// being read when they are reached by reference (`'multipart' => &$parts`, or `[&$part]`
+/// as `foreach ($parts as &$part)` leaves it). So the list, each part and each stream are
+/// held by a counted copy while in use: PHP then copies an array before writing to it, and
+/// frees nothing held, and the parts go as they were when the call was made.
 pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
     let mut parts = Vec::new();
     // What the parts read from streams hold so far, outside `memory_limit`.
     let mut held = 0;
-    for (i, item) in entries(table(value, "multipart")?, "multipart")? {
+    let list = counted(value);
+    for (i, item) in entries(table(&list, "multipart")?, "multipart")? {
         let at = format!("multipart.{i}");
         let (mut name, mut contents, mut filename, mut headers) = (None, None, None, Vec::new());
-        for (key, v) in entries(table(item, &at)?, &at)? {
+        let item = counted(item);
+        for (key, v) in entries(table(&item, &at)?, &at)? {
             let path = format!("{at}.{key}");
             match key.as_str() {
                 "name" => name = Some(text(v, &path)?),
@@ -327,7 +335,8 @@ fn part_contents(
     until: Option<Instant>,
     held: &mut u64,
 ) -> PhpResult<(PartContents, Option<String>)> {
-    let v = value.dereference();
+    // Held while read: the read runs PHP code (multipart()).
+    let v = &counted(value);
     if let Some(s) = v.zend_str() {
         return Ok((
             PartContents::Bytes(Bytes::copy_from_slice(s.as_bytes())),

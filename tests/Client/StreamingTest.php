@@ -316,6 +316,33 @@ final class StreamingTest extends ClientTestCase
     }
 
     /**
+     * A part's stream runs PHP code (a stream wrapper) while the call reads it, and that code
+     * may free the part (reached by reference) or grow the list of parts: the call sends the
+     * parts as they were when it was made. Before, it went on reading the freed arrays: a
+     * segfault, or a wrong part (valgrind: invalid reads in `multipart()`). Likewise a pool
+     * item's options given by reference and freed by a `json` body's jsonSerialize(): the
+     * `multipart` beside it is still read (and refused beside `json`), where it segfaulted.
+     */
+    public function testAStreamThatRewritesItsPartsWhileReadSendsThemAsGiven(): void
+    {
+        $key = $this->up->key('multirewritten');
+        foreach (['validate', 'request'] as $mode) {
+            $r = PhpProcess::script('multipart_rewritten.php', [$this->up->base($key), $mode])->wait(30);
+            $this->assertSame(0, $r->exitCode, "$mode: the child must not die:\n" . $r->describe());
+            $this->assertSame($mode === 'validate' ? ['validated' => true] : ['status' => 200], $r->json(), $mode);
+        }
+        $r = PhpProcess::script('multipart_rewritten.php', [$this->up->base($key), 'pool'])->wait(30);
+        $this->assertSame(0, $r->exitCode, "pool: the child must not die:\n" . $r->describe());
+        $this->assertSame(['class' => 'ValueError', 'message' => "pool request 'only': option 'json': only one of 'json', 'body', 'form' and 'multipart' may be given"], $r->json());
+        $parts = $this->up->attempts($key, 1)[0]['parts'] ?? [];
+        $this->assertSame(
+            [['a', 'f.txt', 'b', 'data'], ['second', null, null, 'two']],
+            array_map(fn ($p) => [$p['name'], $p['filename'], $p['headers']['x-a'] ?? null, $p['value']], $parts),
+            json_encode($parts),
+        );
+    }
+
+    /**
      * What ends is sent whole: `/dev/null` (a device too) as an empty part, and a stream whose
      * wrapper never says it reached its end (`stream_eof` always false, as a PSR-7 stream
      * whose `eof()` lies, through Guzzle's StreamWrapper) once a read gives nothing, as it was
