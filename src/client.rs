@@ -730,18 +730,26 @@ fn forked() -> PhpException {
 /// next check (at most a quarter of the stack).
 const STACK_RESERVE: usize = 1024 * 1024;
 
+/// C stack a call needs whatever the stack's size: the HTTP stack (hyper, rustls) runs on the
+/// caller's. Measured in a Fiber (`fiber.stack_size`): a plain call needs 32K, a TLS handshake
+/// 64K, a pool 48K; three times the most, so that a path not measured (a proxy, Redis over
+/// TLS) does not overflow into the guard page (SIGSEGV). A Fiber of 256K makes calls.
+const CALL_STACK: usize = 192 * 1024;
+
 /// The nesting limit for calls made from `on_attempt` (a callable that calls the client, whose
 /// callable calls the client...). Each level costs C stack (the engine's call into the callable,
 /// the runtime's frames), so 1,000 levels overflowed the 8 MB stack with a SIGSEGV. A call is
 /// refused with a `\RuntimeException` when less than [`STACK_RESERVE`] of the stack is left.
 /// Measured on the stack (the thread's, or a Fiber's), see [`crate::stack`].
 fn check_stack() -> PhpResult<()> {
-    crate::stack::check(STACK_RESERVE).map_err(|short| {
-        PhpException::new(
-            format!("Resilient\\Client: calls nested too deeply (a callback such as on_attempt or fallback calling the client, {} KiB of C stack left, at least {} KiB needed): the call was not made", short.left / 1024, short.needed / 1024),
-            0,
-            exceptions::runtime_exception(),
-        )
+    crate::stack::check(STACK_RESERVE, CALL_STACK).map_err(|short| {
+        let (left, needed) = (short.left / 1024, short.needed / 1024);
+        let message = if short.small_stack {
+            format!("Resilient\\Client: the stack this call runs on is too small for a call (fiber.stack_size for a Fiber: {left} KiB left, at least {needed} KiB needed): the call was not made")
+        } else {
+            format!("Resilient\\Client: calls nested too deeply (a callback such as on_attempt or fallback calling the client, {left} KiB of C stack left, at least {needed} KiB needed): the call was not made")
+        };
+        PhpException::new(message, 0, exceptions::runtime_exception())
     })
 }
 

@@ -121,7 +121,7 @@ pub fn cap(seconds: f64) -> f64 {
 /// Enters a scope of `seconds` (validated); returns the depth to pop back to.
 /// Refused (an `\Error`) beyond `resilient_core::deadline::MAX_DEPTH` nested scopes.
 pub fn push(seconds: f64) -> Result<usize, resilient_core::Error> {
-    if let Err(short) = crate::stack::check(crate::stack::CALLABLE_RESERVE) {
+    if let Err(short) = crate::stack::check(crate::stack::CALLABLE_RESERVE, 0) {
         let (left, depth) = (short.left, with_stack(|s| s.depth()));
         return Err(resilient_core::Error::too_deep(
             "Deadline::within",

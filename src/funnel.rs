@@ -191,7 +191,7 @@ impl Funnel {
         const RUN: &str = "Resilient\\Funnel::run";
         // A callable that calls run() again (a fallback retrying through the funnel) would
         // otherwise recurse until the C stack overflows: a SIGSEGV, not an exception.
-        if let Err(short) = crate::stack::check(crate::stack::CALLABLE_RESERVE) {
+        if let Err(short) = crate::stack::check(crate::stack::CALLABLE_RESERVE, 0) {
             return Err(errors::php(resilient_core::Error::too_deep(
                 "Funnel::run",
                 format!(

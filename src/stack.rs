@@ -18,6 +18,9 @@ pub struct Exhausted {
     pub left: usize,
     /// Bytes a level needs.
     pub needed: usize,
+    /// The whole stack is too small for one level: `needed` is the floor, more than the
+    /// quarter of the stack a level otherwise keeps (a Fiber's small `fiber.stack_size`).
+    pub small_stack: bool,
 }
 
 /// C stack kept free when entering a level that calls a PHP callable (a `Deadline::within`
@@ -25,17 +28,23 @@ pub struct Exhausted {
 pub const CALLABLE_RESERVE: usize = 256 * 1024;
 
 /// `Err` when the caller's stack has less than `reserve` bytes left (at most a quarter of the
-/// stack: a fiber's may be small); `Ok` when there is room, or when the stack is not one this
-/// knows (another library's coroutine).
-pub fn check(reserve: usize) -> Result<(), Exhausted> {
+/// stack: a fiber's may be small), or less than `floor` (what one level needs whatever the
+/// stack's size); `Ok` when there is room, or when the stack is not one this knows (another
+/// library's coroutine).
+pub fn check(reserve: usize, floor: usize) -> Result<(), Exhausted> {
     let marker = 0u8;
     let here = &raw const marker as usize;
     let Some((low, size)) = bounds_around(here) else {
         return Ok(());
     };
-    let (left, needed) = (here - low, reserve.min(size / 4));
+    let kept = reserve.min(size / 4);
+    let (left, needed) = (here - low, kept.max(floor));
     if left < needed {
-        return Err(Exhausted { left, needed });
+        return Err(Exhausted {
+            left,
+            needed,
+            small_stack: floor > kept,
+        });
     }
     Ok(())
 }

@@ -67,6 +67,33 @@ final class NestingTest extends HttpTestCase
     }
 
     /**
+     * A call runs the HTTP stack (hyper, rustls) on the caller's stack. In a Fiber whose stack
+     * is smaller than that needs (`fiber.stack_size` 24K, 64K) the call is refused with a
+     * RuntimeException naming the setting, where it overflowed into the guard page (SIGSEGV):
+     * the quarter of the stack kept free was less than one call needs. In 256K it is made.
+     */
+    public function testACallInAFiberWhoseStackIsTooSmallIsRefusedNotACrash(): void
+    {
+        $key = $this->up->key('nest-small-fiber');
+        $this->up->script($key, [['status' => 200, 'body' => 'ok']], 'repeat_last');
+        $base = $this->up->base($key);
+        $code = '$f = new Fiber(fn () => (new Resilient\\Client("small-fiber", ["base_url" => "' . $base . '", "max_attempts" => 1]))->get("/x")->body());'
+            . ' try { $f->start(); echo json_encode(["body" => $f->getReturn()]); }'
+            . ' catch (RuntimeException $e) { echo json_encode(["class" => get_class($e), "error" => $e->getMessage()]); }';
+        foreach (['24K', '64K'] as $size) {
+            $r = PhpProcess::code($code, ['fiber.stack_size' => $size])->wait(30.0);
+            $this->assertSame(0, $r->exitCode, "$size: " . $r->describe());
+            $out = $r->json();
+            $this->assertSame('RuntimeException', $out['class'] ?? null, "$size: " . json_encode($out));
+            $this->assertStringContainsString('too small for a call (fiber.stack_size', $out['error']);
+            $this->assertStringContainsString('at least 192 KiB', $out['error']);
+        }
+        $r = PhpProcess::code($code, ['fiber.stack_size' => '256K'])->wait(30.0);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame(['body' => 'ok'], $r->json());
+    }
+
+    /**
      * A Fiber runs on a stack of its own, outside the thread's: calls there were refused as
      * "nested too deeply, 0 KiB left". They work as anywhere else (pool() too).
      */
