@@ -112,6 +112,40 @@ final class CheckEdgeCasesTest extends PackageTestCase
         );
     }
 
+    /**
+     * A job using `Queueable` cannot redeclare `$connection` with a value (PHP refuses the
+     * property), so it picks its connection in code: `$this->onConnection('x')`. A literal one
+     * is the job's connection; one known only at run time has every connection with a
+     * `retry_after` checked. Before, both were checked against the default connection only (a
+     * false "ok" for a `$timeout` over the chosen queue's `retry_after`).
+     */
+    public function testAConnectionChosenWithOnConnectionIsTheOneChecked(): void
+    {
+        $job = fn (string $class, string $constructor) => self::HEAD . "use Illuminate\\Bus\\Queueable;\n"
+            . "final class $class implements ShouldQueue\n{\n    use Queueable, JitteredBackoff;\n    public \$timeout = 60;\n    public \$tries = 1;\n"
+            . "    public function __construct(string \$queue = 'redis') { $constructor }\n"
+            . "    public function handle(): void { }\n}\n";
+        $queue = ['default' => 'redis', 'connections' => [
+            'redis' => ['driver' => 'redis', 'retry_after' => 90],
+            'redis-short' => ['driver' => 'redis', 'retry_after' => 30],
+            'database' => ['driver' => 'database', 'retry_after' => 45],
+        ]];
+        [$exit, $json] = $this->check([
+            'ShortConn' => $job('ShortConn', "\$this->onConnection('redis-short');"),
+            'LongConn' => $job('LongConn', "\$this->onConnection('redis');"),
+            'RunTimeConn' => $job('RunTimeConn', "\$this->onConnection(\$queue);"),
+        ], [], ['queue' => $queue]);
+        $this->assertSame(1, $exit);
+        $this->assertSame([
+            'RunTimeConn: nesting: $timeout 60s >= retry_after 30s of queue connection "redis-short" (the job picks its connection at run time (onConnection()), so every queue connection with a retry_after is checked)',
+            'RunTimeConn: nesting: $timeout 60s >= retry_after 45s of queue connection "database" (the job picks its connection at run time (onConnection()), so every queue connection with a retry_after is checked)',
+            'ShortConn: nesting: $timeout 60s >= retry_after 30s of queue connection "redis-short"',
+        ], array_values(array_map(
+            fn ($f) => $this->short($f['job']) . ': ' . $f['rule'] . ': ' . strstr($f['message'], ': another worker', true),
+            $json['findings'],
+        )));
+    }
+
     /** Laravel 8's worker ignores `$tries` when `retryUntil()` is set: the job runs until then. */
     public function testRetryUntilMakesTheRunsUnboundedWhateverTheTries(): void
     {

@@ -6,7 +6,7 @@ use Resilient\Laravel\Queue\JitteredBackoff;
 
 /**
  * What a job class says about its time and retries, read without running it: `$timeout`,
- * `$tries`, `$maxExceptions`, `retryUntil()`, `$connection`, its backoff (none, fixed or
+ * `$tries`, `$maxExceptions`, `retryUntil()`, `$connection` (or `->onConnection('x')`), its backoff (none, fixed or
  * jittered), the named clients its source calls (`Resilient::client('x')`,
  * `Http::resilient(name: 'x')`, `new Client(self::X)`), whether it wraps itself in a
  * WithinDeadline middleware (the queue one, or the route one, which is 30 s whatever the
@@ -46,6 +46,8 @@ final class JobFacts
         public readonly ?int $maxExceptions,
         public readonly bool $retryUntil,
         public readonly ?string $connection,
+        /** The job picks its connection at run time (`onConnection($queue)`), or in several places. */
+        public readonly bool $connectionAtRunTime,
         public readonly string $backoffKind,
         public readonly array $backoff,
         public readonly array $clients,
@@ -70,6 +72,7 @@ final class JobFacts
         $unchecked = [];
         [$deadline, $route, $routeDefault] = self::withinDeadline($source, $unchecked);
         [$clients, $maybeClients] = self::clientsCalled($source, $unchecked);
+        [$connection, $connectionAtRunTime] = self::connection($source, $defaults);
 
         return new self(
             $class,
@@ -79,7 +82,8 @@ final class JobFacts
             // Laravel 8's queue reads a `retryUntil()` method or a `$retryUntil` property (set
             // when dispatched, so one declared counts).
             $r->hasMethod('retryUntil') || $r->hasProperty('retryUntil'),
-            is_string($defaults['connection'] ?? null) ? $defaults['connection'] : null,
+            $connection,
+            $connectionAtRunTime,
             $kind,
             $values,
             $clients,
@@ -95,6 +99,38 @@ final class JobFacts
             ])),
             $r->hasMethod('release'),
         );
+    }
+
+    /**
+     * The job's queue connection and whether it is known only at run time: what its code sets
+     * (`->onConnection('x')`, usually in the constructor: a job using `Queueable` cannot
+     * redeclare `$connection` with a value), else its `$connection` property's default. One
+     * computed at run time, or more than one named, leaves the connection unknown.
+     *
+     * @param array<string, mixed> $defaults the class's default property values
+     * @return array{0: ?string, 1: bool}
+     */
+    private static function connection(PhpSource $source, array $defaults): array
+    {
+        $named = [];
+        $atRunTime = false;
+        foreach ($source->calls('onConnection') as $call) {
+            $argument = PhpSource::argument($call['arguments'], 0, 'connection');
+            [$known, $value] = $argument === null ? [false, null] : $source->value($argument);
+            if ($known && is_string($value)) {
+                $named[$value] = true;
+            } else {
+                $atRunTime = true;
+            }
+        }
+        if ($named === [] && ! $atRunTime) {
+            return [is_string($defaults['connection'] ?? null) ? $defaults['connection'] : null, false];
+        }
+        if (count($named) === 1 && ! $atRunTime) {
+            return [(string) array_key_first($named), false];
+        }
+
+        return [null, true];
     }
 
     /**

@@ -173,19 +173,19 @@ final class Rules
     {
         $default = (string) ($this->queue['default'] ?? 'sync');
         $connection = $job->connection ?? $default;
-        if (($retryAfter = $this->retryAfter($connection)) !== null) {
+        if (! $job->connectionAtRunTime && ($retryAfter = $this->retryAfter($connection)) !== null) {
             return [$connection => [$retryAfter, '']];
         }
         if ($job->connection !== null) {
             return [];
         }
+        $why = $job->connectionAtRunTime
+            ? ' (the job picks its connection at run time (onConnection()), so every queue connection with a retry_after is checked)'
+            : sprintf(' (the default connection is "%s" here, so every queue connection with a retry_after is checked)', $default);
         $all = [];
         foreach (array_keys((array) ($this->queue['connections'] ?? [])) as $name) {
             if (($retryAfter = $this->retryAfter((string) $name)) !== null) {
-                $all[(string) $name] = [$retryAfter, sprintf(
-                    ' (the default connection is "%s" here, so every queue connection with a retry_after is checked)',
-                    $default,
-                )];
+                $all[(string) $name] = [$retryAfter, $why];
             }
         }
 
