@@ -229,7 +229,7 @@ impl AdaptiveLimit {
                     Acquire,
                 );
             }
-            State::Closing { pid } => self.take_over_if_dead(pid, state, now_ms),
+            State::Closing { pid } => self.take_over_if_dead(pid, state, now_ms, (counts, latency)),
         }
     }
 
@@ -293,16 +293,30 @@ impl AdaptiveLimit {
 
     /// An interval being closed by process `pid` (the claim `state`): if that process died
     /// in the middle, starts a new interval at the limit of before. (While it is alive, if
-    /// stopped, each attempt's end asks once: one `kill(pid, 0)`.)
+    /// stopped, each attempt's end asks once: one `kill(pid, 0)`.) The sums the dead closer
+    /// left are taken out unread: they span the whole time its claim stood (hours, if its pid
+    /// was taken by a live process meanwhile), longer than the new interval the close would
+    /// measure them against, so a sum that wrapped would pass for a short interval's. This
+    /// attempt's own adds (`own`) are put back: it is the new interval's first. (The few
+    /// attempts that end between the new start and the take go with the old sums.)
     #[cold]
-    fn take_over_if_dead(&self, pid: u32, state: u64, now_ms: u64) {
-        if !liveness::pid_alive(pid) {
-            let _ = self.block().state.compare_exchange(
-                state,
-                pack_state(now_ms, state_word::limit(state)),
-                AcqRel,
-                Acquire,
-            );
+    fn take_over_if_dead(&self, pid: u32, state: u64, now_ms: u64, own: (u64, u64)) {
+        if !liveness::pid_alive(pid)
+            && self
+                .block()
+                .state
+                .compare_exchange(
+                    state,
+                    pack_state(now_ms, state_word::limit(state)),
+                    AcqRel,
+                    Acquire,
+                )
+                .is_ok()
+        {
+            let b = self.block();
+            Sums::load(b).take(b);
+            b.window_counts.fetch_add(own.0, Relaxed);
+            b.window_latency.fetch_add(own.1, Relaxed);
         }
     }
 

@@ -17,9 +17,12 @@
 //! 1024 answers of the cap, or 64 slots busy for 4.7 hours, fit in one interval; samples and
 //! drops wrap after 2^32 attempts; `inflight_sum` after 2^24 / 64 = 262,144 attempts that each
 //! saw all 64 slots busy (the top field: it wraps alone). An interval lasts 2 s at most unless
-//! no attempt ends (or its closer is stopped), so none of these is reached in practice; the
-//! check cannot tell 8 split attempts from none, and no more than a few are ever between their
-//! two adds at once. Taking out never goes below zero (field by field), and sums that no
+//! no attempt ends (or its closer is stopped). A closer stopped for hours is the one way to
+//! reach them, so sums that may have wrapped (more than 2^24 / 64 samples, or an interval so
+//! long that 64 slots' latencies may pass 2^40 µs) are taken out unread, as are the sums a
+//! closer found dead left (they span its whole claim, not the interval after the take-over).
+//! The check cannot tell 8 split attempts from none, and no more than a few are ever between
+//! their two adds at once. Taking out never goes below zero (field by field), and sums that no
 //! attempts add up to (more drops than samples) are not read as a window at all.
 
 use super::policy::Window;
@@ -72,6 +75,18 @@ impl Sums {
         let samples = self.counts as u32;
         let drops = (self.counts >> 32) as u32;
         if drops > samples {
+            return None;
+        }
+        // Sums that may have wrapped (an interval whose close was stuck for hours): at most
+        // 64 attempts are in flight, so the latency sum stays under 64 × (duration + cap) and
+        // the in-flight sum under 64 × samples. Past the fields' widths, nothing is read.
+        let top = MAX_FUNNEL_LIMIT as u64;
+        if u64::from(samples) * top >= 1 << (64 - LATENCY_BITS)
+            || duration_us
+                .saturating_add(LATENCY_CAP_US + 1)
+                .saturating_mul(top)
+                > LATENCY_MASK
+        {
             return None;
         }
         let answers = u64::from(samples - drops);

@@ -917,3 +917,120 @@ fn a_closer_killed_mid_close_is_taken_over() {
     assert_eq!(l.stats().intervals, 2, "{:?}", l.stats());
     std::fs::remove_file(p).unwrap();
 }
+
+/// A closer found dead left sums that span its whole claim: hours, when its pid was taken by a
+/// live process meanwhile and every attempt's end found it "alive". The take-over takes them
+/// out unread. Before, the next close measured them against its own short interval: here
+/// 110,000 answers of 10 s with 64 slots busy, whose latency sum wrapped past 2^40 µs, were
+/// read as 2 s of answers (no-load latency and limit learnt from a wrapped sum).
+#[test]
+fn a_dead_closers_sums_are_not_read_as_the_next_interval() {
+    let (l, p) = limit("dead-closer-sums", 1, 64, 64);
+    let mut t = 1_000u64;
+    while l.stats().intervals < 6 {
+        for _ in 0..32 {
+            l.record(answer(100, 64), t);
+        }
+        t += 100;
+    }
+    let before = l.stats();
+    let b = l.block();
+    let dead_pid = 4_194_000;
+    assert!(!crate::liveness::pid_alive(dead_pid));
+    let running = b.state.load(Relaxed);
+    b.state
+        .store(state_word::closing(running, dead_pid), Relaxed);
+    // What its claim let pile up (the adds of `record`, wrapping as the words do).
+    let (counts, latency) = sums::added(&answer(10_000, 64));
+    for _ in 0..110_000 {
+        b.window_counts.fetch_add(counts, Relaxed);
+        b.window_latency.fetch_add(latency, Relaxed);
+    }
+    let target = before.intervals + 1;
+    while l.stats().intervals < target {
+        for _ in 0..32 {
+            l.record(answer(100, 64), t);
+        }
+        t += 100;
+    }
+    let after = l.stats();
+    std::fs::remove_file(p).unwrap();
+    assert_eq!(
+        (after.no_load_rtt_us, after.rtt_us),
+        (before.no_load_rtt_us, 100_000),
+        "{after:?} after {before:?}"
+    );
+    assert!(
+        after.limit() >= before.limit(),
+        "{after:?} after {before:?}"
+    );
+}
+
+/// A closer stopped mid-close (SIGSTOP, a frozen cgroup, a debugger) while every slot stays
+/// busy: attempts keep adding to the interval's sums. After 4.8 hours of 64 slots busy with
+/// 1 s answers (1,105,920 answers, 1.106e12 µs > 2^40 µs), the 40-bit latency sum carries into
+/// the in-flight field. Sums that may have wrapped are now taken out unread. Before, the next
+/// close read the wrapped sum: a mean latency of ~5.8 ms for an upstream that answered every
+/// call in exactly 1 s, learnt as the no-load latency (not torn: 2^40 is a multiple of 8), and
+/// the limit cut although the latency never changed.
+#[test]
+fn a_latency_sum_stuck_for_hours_does_not_carry_into_the_inflight_sum() {
+    let (l, p) = limit("stuck-carry", 1, 64, 64);
+    // Warm up: 1 s answers, 64 in flight, a close every 2 s.
+    let mut t = 1_000u64;
+    while l.stats().intervals < 6 {
+        for _ in 0..32 {
+            l.record(answer(1_000, 64), t);
+        }
+        t += 1_000;
+    }
+    let before = l.stats();
+    assert_eq!(before.no_load_rtt_us, 1_000_000, "{before:?}");
+    assert_eq!(before.rtt_us, 1_000_000, "{before:?}");
+    // Find the next close and pause its closer there for 4.8 hours of traffic.
+    let stopped_for_s: u64 = 4 * 3_600 + 48 * 60; // 17 280 s
+    let resumed_at = loop {
+        let n = l.stats().intervals;
+        let close_at = t;
+        let meanwhile = || {
+            for s in 0..stopped_for_s {
+                for _ in 0..64 {
+                    l.record(answer(1_000, 64), close_at + 1 + s * 1_000);
+                }
+            }
+        };
+        let mut ran = false;
+        l.record_pausing(answer(1_000, 64), close_at, || {
+            ran = true;
+            meanwhile()
+        });
+        if ran {
+            assert_eq!(l.stats().intervals, n + 1);
+            break close_at + stopped_for_s * 1_000;
+        }
+        t += 1_000;
+    };
+    let limit_before = l.current();
+    // The closer resumed; traffic goes on as before.
+    let mut t = resumed_at + 1;
+    let target = l.stats().intervals + 1;
+    while l.stats().intervals < target {
+        l.record(answer(1_000, 64), t);
+        t += 10;
+    }
+    let after = l.stats();
+    let settled = (after.rtt_us, after.no_load_rtt_us);
+    std::fs::remove_file(p).unwrap();
+    // Every answer took 1 s: that is the interval's mean latency and no-load latency, and the
+    // limit the callers filled is not lowered.
+    assert!(
+        (990_000..=1_010_000).contains(&settled.0)
+            && settled.1 == 1_000_000
+            && after.limit() >= 0.95 * limit_before,
+        "after the stuck interval: rtt {} µs, no-load {} µs (answers of 1 s), limit {} (was {})",
+        settled.0,
+        settled.1,
+        after.limit(),
+        limit_before
+    );
+}
