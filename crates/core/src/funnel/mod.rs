@@ -945,6 +945,47 @@ mod tests {
         std::fs::remove_file(p).unwrap();
     }
 
+    /// Everything in one millisecond: a lease is
+    /// taken, left to lapse at that same ms, reclaimed and the slot leased again; then a
+    /// second round with a lease released and retaken with the same expiry. The stale ids
+    /// neither move the new lease's expiry nor free it, and the limit holds.
+    #[test]
+    fn a_lease_lapsed_reclaimed_and_retaken_in_one_ms_keeps_the_new_holder() {
+        let (s, p) = seg("samems");
+        let f = funnel(&s, 1, 0);
+        let t = 5_000;
+        let a = f.try_acquire_for(1, t, 500).unwrap();
+        let a_id = a.hold_until(t); // lapses at once, same ms
+        let b = f
+            .try_acquire_for(1, t, 500)
+            .expect("a's lapsed slot reclaimed at t");
+        assert_eq!(b.id().expires_at_ms(), a_id.expires_at_ms(), "same expiry");
+        assert!(
+            !s.expire_at(a_id, t),
+            "a's id no longer moves the slot's expiry"
+        );
+        assert!(!s.release(a_id), "nor frees b");
+        assert!(
+            f.try_acquire_for(1, t, 500).is_none(),
+            "b holds until t + 500"
+        );
+        assert!(f.try_acquire_for(1, t + 499, 500).is_none());
+        let b_id = b.into_id();
+        assert!(s.release(b_id));
+        let c = f.try_acquire_for(1, t, 500).unwrap();
+        assert!(
+            !s.expire_at(b_id, t),
+            "released b, same expiry as c: the word tells"
+        );
+        assert!(!s.release(b_id));
+        assert!(
+            f.try_acquire_for(1, t + 499, 500).is_none(),
+            "c still holds"
+        );
+        drop(c);
+        std::fs::remove_file(p).unwrap();
+    }
+
     #[test]
     fn dead_pid_is_reclaimed_at_once() {
         let (s, p) = seg("dead");
