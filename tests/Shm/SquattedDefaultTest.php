@@ -10,7 +10,7 @@ use Resilient\Tests\Harness\TestCase;
 
 /**
  * A squatted default segment: another local user pre-creates the default segment of a victim
- * (/dev/shm/resilient-<uid>.v6.shm; /dev/shm is sticky, so the victim cannot remove it). Every
+ * (/dev/shm/resilient-<uid>.v7.shm; /dev/shm is sticky, so the victim cannot remove it). Every
  * Funnel and every Client with a budget used to throw SharedMemoryError. Now the victim's
  * process keeps working with process-local guards and says so once in PHP's error log.
  *
@@ -30,7 +30,7 @@ final class SquattedDefaultTest extends TestCase
         if (posix_geteuid() !== 0 || trim((string) shell_exec('command -v setpriv')) === '') {
             $this->markTestSkipped('needs root and setpriv to run a process as another user');
         }
-        $this->squatted = '/dev/shm/resilient-' . self::VICTIM_UID . '.v6.shm';
+        $this->squatted = '/dev/shm/resilient-' . self::VICTIM_UID . '.v7.shm';
         if (file_exists($this->squatted)) {
             $this->markTestSkipped("{$this->squatted} exists already; not touching it");
         }

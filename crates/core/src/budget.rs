@@ -364,7 +364,13 @@ impl Window {
         let cur = self.newest & TAG_MASK;
         self.words
             .iter()
-            .filter(|&&w| w != 0 && cur.wrapping_sub(tag_of(w)) & TAG_MASK < BUDGET_BUCKETS as u64)
+            .enumerate()
+            .filter(|&(i, &w)| {
+                let age = cur.wrapping_sub(tag_of(w)) & TAG_MASK;
+                // At the index of its epoch: a tag that wrapped sits elsewhere (2^24 mod 20 = 16).
+                w != 0 && age < BUDGET_BUCKETS as u64 && index(self.newest.wrapping_sub(age)) == i
+            })
+            .map(|(_, w)| w)
             .fold((0, 0), |(o, r), &w| {
                 (o + originals_of(w), r + retries_of(w))
             })
@@ -805,5 +811,28 @@ mod tests {
         );
         let ok = BudgetConfig::new(0.1, 5, Duration::from_millis(20)).unwrap();
         assert_eq!(ok.bucket_ms(), 1);
+    }
+
+    /// The budget's bucket tags wrap as the breaker's. 1000 originals in
+    /// one bucket, the budget idle for exactly 2^24 buckets (9.7 days at a 1 s window, 4.7
+    /// hours at 20 ms): that bucket's tag is the current epoch's again, its originals are
+    /// summed into the window, and 105 retries are granted where the floor allows 5.
+    #[test]
+    fn a_bucket_2_pow_24_epochs_old_is_not_summed_again() {
+        let (b, p) = budget("tagwrap", 0.1, 5, 1.0);
+        let t0 = 1_000_000;
+        for _ in 0..1_000 {
+            b.record_original(t0);
+        }
+        let t1 = t0 + (1u64 << 24) * b.config().bucket_ms();
+        let seen = b.stats(t1).originals;
+        let granted = (0..200).filter(|_| b.try_consume(t1)).count();
+        std::fs::remove_file(p).unwrap();
+        assert!(
+            seen == 0 && granted == 5,
+            "after {} days idle: {seen} originals in the window, {granted} retries granted \
+             (floor 5, no originals since)",
+            (t1 - t0) / 86_400_000
+        );
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RESILNT1");
 
 /// Bumped whenever [`Header`] or [`Entry`] change shape.
-pub const LAYOUT_VERSION: u32 = 6;
+pub const LAYOUT_VERSION: u32 = 7;
 
 /// The most slots a funnel can have: the in-flight set is one 64-bit mask.
 pub const MAX_FUNNEL_LIMIT: u32 = 64;

@@ -889,4 +889,85 @@ mod tests {
         let tiny = BreakerConfig::new(1.0, 1, Duration::from_millis(5), s(1), s(1)).unwrap();
         assert_eq!(tiny.bucket_ms(), 1);
     }
+
+    /// Bucket tags are the epoch's low 24 bits. An outage opens the
+    /// breaker, a probe closes it (the outage's bucket is then out of the window: `since`),
+    /// and the name is idle. Exactly 2^24 buckets later (97 days at a 10 s window, 4.7 hours at
+    /// 20 ms) the outage's bucket has the current epoch's tag again (2^24 mod 20 = 16: it even
+    /// sits at another index than the current epoch's): it is counted as this bucket, and the
+    /// first call, a failure, opens the breaker on a window of 1 call.
+    #[test]
+    fn a_bucket_2_pow_24_epochs_old_is_not_counted_again() {
+        let (b, p) = breaker("tagwrap", 0.5, 20);
+        let t0 = 1_000_000;
+        let mut opened = None;
+        for _ in 0..20 {
+            opened = opened.or(b.record(true, t0, t0, MID));
+        }
+        assert_eq!(opened, Some(Transition::Opened));
+        let t_probe = t0 + 5_000;
+        let Admission::Probe { ticket, .. } = b.admit(t_probe) else {
+            panic!("a probe after open_for")
+        };
+        assert_eq!(
+            b.resolve(ticket, true, t_probe + 10, MID),
+            Some(Transition::Closed)
+        );
+        let closed = b.state(t_probe + 10);
+        assert_eq!(
+            (closed.phase, closed.calls, closed.failures),
+            (Phase::Closed, 0, 0)
+        );
+        // Idle for 2^24 buckets of 500 ms.
+        let t1 = t0 + (1u64 << 24) * b.config().bucket_ms();
+        let seen = b.state(t1);
+        let first = b.record(true, t1, t1, MID);
+        let after = b.state(t1);
+        std::fs::remove_file(p).unwrap();
+        assert!(
+            (seen.calls, seen.failures) == (0, 0) && first.is_none(),
+            "2^24 buckets after the outage the window shows {} calls, {} failures; the first \
+             call's failure gives {:?} (now {:?} until {})",
+            seen.calls,
+            seen.failures,
+            first,
+            after.phase,
+            after.at_ms
+        );
+    }
+
+    /// The streak: its tag was 24 bits too. 4 failures of 5 in a row, the
+    /// name idle for 2^24 + 3 buckets (9.7 days at a 1 s window), and one failure: the streak
+    /// reads it as the 5th in a row (the last was "3 buckets ago") and opens the breaker.
+    #[test]
+    fn a_streak_2_pow_24_epochs_old_is_not_lengthened() {
+        let (seg, p) = segment("streakwrap");
+        let config = BreakerConfig::new(
+            0.5,
+            1_000,
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+            Duration::from_secs(1),
+        )
+        .unwrap()
+        .with_consecutive_failures(5)
+        .unwrap();
+        let b = CircuitBreaker::new(seg, "up", config).unwrap();
+        let t0 = 1_000_000;
+        for _ in 0..4 {
+            assert_eq!(b.record(true, t0, t0, MID), None);
+        }
+        let t1 = t0 + ((1u64 << 24) + 3) * config.bucket_ms();
+        let first = b.record(true, t1, t1, MID);
+        let after = b.state(t1);
+        std::fs::remove_file(p).unwrap();
+        assert!(
+            first.is_none(),
+            "one failure after {} days idle: {:?}, the breaker {:?} until {}",
+            (t1 - t0) / 86_400_000,
+            first,
+            after.phase,
+            after.at_ms
+        );
+    }
 }

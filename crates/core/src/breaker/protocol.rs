@@ -37,7 +37,10 @@ const TAG_BITS: u32 = 24;
 const COUNT_BITS: u32 = 20;
 const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
-const STREAK_BITS: u32 = 64 - TAG_BITS;
+/// The streak word's tag is the epoch's low 40 bits (34 years of 1 ms buckets): no wrap.
+const STREAK_TAG_BITS: u32 = 40;
+const STREAK_TAG_MASK: u64 = (1 << STREAK_TAG_BITS) - 1;
+const STREAK_BITS: u32 = 64 - STREAK_TAG_BITS;
 const STREAK_MAX: u64 = (1 << STREAK_BITS) - 1;
 /// How many buckets late a record may be and still be told late (its caller paused since it
 /// read its clock, or another process's clock read later): it then counts nothing rather than
@@ -132,6 +135,7 @@ pub(crate) async fn record(
     }
     let epoch = config.epoch(now_ms);
     let tag = epoch & TAG_MASK;
+    let streak_tag = epoch & STREAK_TAG_MASK;
     let idx = (epoch % BREAKER_BUCKETS as u64) as usize;
     let bucket = &b.buckets[idx];
     // One pause per round (see `lengthen_streak` for why that is enough).
@@ -162,7 +166,7 @@ pub(crate) async fn record(
         b.streak.store(0, Release);
         return None;
     }
-    let streak = lengthen_streak(b, me, tag).await;
+    let streak = lengthen_streak(b, me, streak_tag).await;
     me.step(At::State).await;
     let seen = StateWord(b.state.load(Acquire));
     // An open and a close between the first check and the counts: the attempt may have been
@@ -184,7 +188,8 @@ pub(crate) async fn record(
 }
 
 /// Adds a failure to the streak and returns its length. The streak word is
-/// `tag:24 | count:40`, the tag the epoch of its last failure: a failure within the window of
+/// `tag:40 | count:24`, the tag the epoch of its last failure (40 bits: it does not wrap, where
+/// 24 bits made a streak left 2^24 epochs ago, 9.7 days at a 1 s window, look recent): a failure within the window of
 /// the one before lengthens the streak, one after a longer quiet starts it again at 1. So a
 /// run of failures may last longer than the window (one caller of a hung upstream, each
 /// failure taking its timeout), while failures hours apart never make a run.
@@ -200,12 +205,12 @@ async fn lengthen_streak(b: &BreakerBlock, me: &impl Pause, tag: u64) -> u64 {
         me.step(At::Streak).await;
         let w = b.streak.load(Acquire);
         let last = w >> STREAK_BITS;
-        let age = tag.wrapping_sub(last) & TAG_MASK;
+        let age = tag.wrapping_sub(last) & STREAK_TAG_MASK;
         // A failure another process counted at a later epoch (a caller paused since it read
         // its clock) is still the run's last.
-        let ahead = last.wrapping_sub(tag) & TAG_MASK;
+        let ahead = last.wrapping_sub(tag) & STREAK_TAG_MASK;
         let window = BREAKER_BUCKETS as u64;
-        if w != 0 && ahead >= window && newer(last, tag) {
+        if w != 0 && ahead >= window && ahead <= LATE_LIMIT {
             return 0;
         }
         let next = if w != 0 && (age < window || ahead < window) {
@@ -233,7 +238,7 @@ async fn window_says_open(
     let (mut calls, mut failures) = (0u64, 0u64);
     for (i, bucket) in b.buckets.iter().enumerate() {
         me.step(At::Bucket(i)).await;
-        if let Some((c, f)) = counted(bucket.load(Acquire), epoch, since) {
+        if let Some((c, f)) = counted(i, bucket.load(Acquire), epoch, since) {
             calls += c;
             failures += f;
         }
@@ -304,15 +309,21 @@ pub(crate) fn window(
     let (epoch, since) = (config.epoch(now_ms), config.epoch(closed.at_ms()));
     b.buckets
         .iter()
-        .filter_map(|bucket| counted(bucket.load(Acquire), epoch, since))
+        .enumerate()
+        .filter_map(|(i, bucket)| counted(i, bucket.load(Acquire), epoch, since))
         .fold((0, 0), |(c, f), (bc, bf)| (c + bc, f + bf))
 }
 
 /// A bucket's (calls, failures) if it lies in the window ending at `epoch` and not before the
 /// bucket in which the breaker last closed (`since`).
-fn counted(w: u64, epoch: u64, since: u64) -> Option<(u64, u64)> {
+fn counted(idx: usize, w: u64, epoch: u64, since: u64) -> Option<(u64, u64)> {
     let age = (epoch & TAG_MASK).wrapping_sub(tag_of(w)) & TAG_MASK;
-    (w != 0 && age < BREAKER_BUCKETS as u64 && age <= epoch.saturating_sub(since))
+    // A bucket sits at the index of its epoch: one whose tag wrapped (2^24 epochs old, which
+    // is 16 mod 20) sits elsewhere. Tag and index then alias only every 5 × 2^24 epochs.
+    (w != 0
+        && age < BREAKER_BUCKETS as u64
+        && age <= epoch.saturating_sub(since)
+        && (epoch.wrapping_sub(age) % BREAKER_BUCKETS as u64) as usize == idx)
         .then(|| (calls_of(w), failures_of(w)))
 }
 
@@ -343,7 +354,8 @@ fn newer(tag: u64, than: u64) -> bool {
 pub(crate) fn count_failures(b: &BreakerBlock, epoch: u64, n: u64) {
     let tag = epoch & TAG_MASK;
     b.buckets[(epoch % BREAKER_BUCKETS as u64) as usize].store(pack(tag, n, n), Release);
-    b.streak.store(tag << STREAK_BITS | n, Release);
+    b.streak
+        .store((epoch & STREAK_TAG_MASK) << STREAK_BITS | n, Release);
 }
 
 fn pack(tag: u64, calls: u64, failures: u64) -> u64 {
