@@ -5,7 +5,9 @@
 //! [`BUDGET_BUCKETS`] buckets, each one word `tag:24 | originals:20 | retries:20`, where
 //! the tag is the bucket's epoch (`now_ms / bucket_ms`, mod 2^24). A bucket whose tag is
 //! old is reset by the same CAS that counts into it, so rotation never loses a count and
-//! never needs a lock.
+//! never needs a lock. A bucket counts in the window only at the index of its tag's epoch:
+//! one left 2^24 epochs ago (a budget idle for 4.7 hours at the shortest window) has a recent
+//! tag again, but sits at another index (2^24 mod 20 = 16).
 //!
 //! Withdrawing is exact across processes. Every decision is made as of the newest epoch the
 //! ring knows (the caller's clock, or a later one another process counted in: a clock read a
