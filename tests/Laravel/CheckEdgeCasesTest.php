@@ -134,6 +134,8 @@ final class CheckEdgeCasesTest extends PackageTestCase
             'ShortConn' => $job('ShortConn', "\$this->onConnection('redis-short');"),
             'LongConn' => $job('LongConn', "\$this->onConnection('redis');"),
             'RunTimeConn' => $job('RunTimeConn', "\$this->onConnection(\$queue);"),
+            // Another job's connection, dispatched from this one's code: not this job's.
+            'DispatchesElsewhere' => $job('DispatchesElsewhere', "ShortConn::dispatch()->onConnection('redis-short'); (new LongConn())->onConnection(\$queue);"),
         ], [], ['queue' => $queue]);
         $this->assertSame(1, $exit);
         $this->assertSame([

@@ -103,9 +103,10 @@ final class JobFacts
 
     /**
      * The job's queue connection and whether it is known only at run time: what its code sets
-     * (`->onConnection('x')`, usually in the constructor: a job using `Queueable` cannot
+     * (`$this->onConnection('x')`, usually in the constructor: a job using `Queueable` cannot
      * redeclare `$connection` with a value), else its `$connection` property's default. One
-     * computed at run time, or more than one named, leaves the connection unknown.
+     * computed at run time, or more than one named, leaves the connection unknown. Another
+     * object's `onConnection()` (a job this one dispatches) is not this job's.
      *
      * @param array<string, mixed> $defaults the class's default property values
      * @return array{0: ?string, 1: bool}
@@ -115,6 +116,9 @@ final class JobFacts
         $named = [];
         $atRunTime = false;
         foreach ($source->calls('onConnection') as $call) {
+            if ($call['object'] !== '$this') {
+                continue;
+            }
             $argument = PhpSource::argument($call['arguments'], 0, 'connection');
             [$known, $value] = $argument === null ? [false, null] : $source->value($argument);
             if ($known && is_string($value)) {

@@ -68,9 +68,10 @@ final class PhpSource
     }
 
     /**
-     * Every `->method(...)` and `X::method(...)` call, with how it was written (`Resilient::client()`, `->client()`).
+     * Every `->method(...)` and `X::method(...)` call, with how it was written (`Resilient::client()`, `->client()`)
+     * and, for `->`, the token before it (`$this`, `$job`, `)` after a call).
      *
-     * @return list<array{call: string, arguments: list<array{name: ?string, tokens: list<array>, text: string}>}>
+     * @return list<array{call: string, object: ?string, arguments: list<array{name: ?string, tokens: list<array>, text: string}>}>
      */
     public function calls(string $method): array
     {
@@ -82,7 +83,11 @@ final class PhpSource
                 continue;
             }
             $receiver = $id === T_DOUBLE_COLON ? ($this->tokens[$i - 1][1] ?? '') : '';
-            $found[] = ['call' => $receiver . $this->tokens[$i][1] . $method . '()', 'arguments' => $this->arguments($i + 2)];
+            $found[] = [
+                'call' => $receiver . $this->tokens[$i][1] . $method . '()',
+                'object' => $id === T_DOUBLE_COLON ? null : (string) ($this->tokens[$i - 1][1] ?? ''),
+                'arguments' => $this->arguments($i + 2),
+            ];
         }
 
         return $found;
