@@ -74,10 +74,10 @@ final class SegmentFileTest extends TestCase
         $this->assertRefused($path, $this->useSegment($path), 'wrong magic');
     }
 
-    /** 2 = the previous layout (its funnel words are encoded differently): never misread. */
+    /** 6 = the previous layout (its breaker's streak word is encoded differently): never misread. */
     public function testOtherLayoutVersionIsRefused(): void
     {
-        foreach ([2, 99] as $version) {
+        foreach ([6, 99] as $version) {
             $path = $this->validSegment('version-' . bin2hex(random_bytes(3)));
             $fh = fopen($path, 'r+');
             fseek($fh, 8); // Header: magic u64, then version u32 (crates/core/src/layout.rs)

@@ -172,6 +172,16 @@ final class DoctorReportTest extends PackageTestCase
         return PhpProcess::code($code, ['extension' => 'intl'] + $ini, ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(30);
     }
 
+    /**
+     * The package's own idea of the default file name (for an extension without
+     * `Metrics::segmentPath()`) names this build's layout version: it stayed at 6 once when the
+     * layout moved on.
+     */
+    public function testThePackagesDefaultPathNamesThisBuildsLayout(): void
+    {
+        $this->assertSame(self::layout(), \Resilient\Laravel\Console\SegmentFiles::LAYOUT);
+    }
+
     /** The layout version of the build under test, as `php --ri resilient` shows it. */
     private static function layout(): int
     {
