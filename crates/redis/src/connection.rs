@@ -157,7 +157,14 @@ struct Slot {
     used_at: Option<Instant>,
     /// The host name's lookup (`lookup.rs`).
     lookup: Lookup,
+    /// Keys whose commands Redis refused for the key itself (WRONGTYPE: something else holds
+    /// a key of ours): their own back-off (until when, and the next length), so that the
+    /// server's other names keep going to Redis.
+    key_backoff: HashMap<String, (Instant, Duration)>,
 }
+
+/// Keys in back-off of their own at most; past that the oldest entries are forgotten.
+const MAX_KEYS_BACKING_OFF: usize = 1024;
 
 /// A Redis server and this process's connection to it.
 pub struct Server {
@@ -552,11 +559,15 @@ impl Server {
             *slot = Slot::new(pid, self.resolver);
         }
         // After a failure (no connection, no answer in time, or an error Redis answered:
-        // OOM, BUSY, READONLY, WRONGTYPE under our key), nothing is sent until the back-off
-        // ends: a struggling Redis is not asked again by every admission of every worker.
+        // OOM, BUSY, READONLY), nothing is sent until the back-off ends: a struggling Redis is
+        // not asked again by every admission of every worker. WRONGTYPE under one of our keys
+        // holds back that key's commands alone.
         if slot.retry_at.is_some_and(|at| Instant::now() < at)
             && !(releasing && slot.conn.is_some())
         {
+            return Err(Unreachable::BackingOff);
+        }
+        if slot.key_backing_off(key) {
             return Err(Unreachable::BackingOff);
         }
         // From here on Redis is talked to.
@@ -631,6 +642,9 @@ impl Server {
                         slot.retry_at = None;
                         slot.backoff = FIRST_BACKOFF;
                     }
+                    if let Some(key) = key.filter(|_| !slot.key_backoff.is_empty()) {
+                        slot.key_backoff.remove(key);
+                    }
                     slot.used_at = Some(Instant::now());
                     break Ok(v);
                 }
@@ -674,8 +688,15 @@ impl Server {
                         resent = true;
                         continue;
                     }
-                    if !dropped {
-                        slot.failed();
+                    match key {
+                        // About this key only: the server answered, and its other names
+                        // go on (a back-off of the key's own keeps it from being asked
+                        // at every admission).
+                        Some(key) if !dropped && e.code() == Some("WRONGTYPE") => {
+                            slot.key_failed(key)
+                        }
+                        _ if !dropped => slot.failed(),
+                        _ => {}
                     }
                     break Err(if ran_nothing(&e) {
                         Unreachable::Refused
@@ -1163,6 +1184,7 @@ impl Slot {
             pending: Pending::default(),
             used_at: None,
             lookup: Lookup::new(resolver),
+            key_backoff: HashMap::new(),
         }
     }
 
@@ -1196,5 +1218,29 @@ impl Slot {
     fn failed(&mut self) {
         self.retry_at = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    /// Redis refused a command for `key` itself: that key's back-off starts or doubles, as
+    /// the server's would, and the server's other names are not held back.
+    fn key_failed(&mut self, key: &str) {
+        let now = Instant::now();
+        let backoff = self.key_backoff.get(key).map_or(FIRST_BACKOFF, |&(_, b)| b);
+        if self.key_backoff.len() >= MAX_KEYS_BACKING_OFF && !self.key_backoff.contains_key(key) {
+            self.key_backoff.retain(|_, &mut (at, _)| at > now);
+        }
+        if self.key_backoff.len() < MAX_KEYS_BACKING_OFF {
+            self.key_backoff.insert(
+                key.to_owned(),
+                (now + backoff, (backoff * 2).min(MAX_BACKOFF)),
+            );
+        }
+    }
+
+    /// Whether `key` is in a back-off of its own now.
+    fn key_backing_off(&self, key: Option<&str>) -> bool {
+        !self.key_backoff.is_empty()
+            && key
+                .and_then(|k| self.key_backoff.get(k))
+                .is_some_and(|&(at, _)| Instant::now() < at)
     }
 }

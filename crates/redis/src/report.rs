@@ -32,12 +32,20 @@ pub(crate) fn failure(e: &redis::RedisError) {
             why.clone(),
             format!("the connection to Redis failed: {why}"),
         ),
+        None if e.kind() == redis::ErrorKind::ParseError => (
+            "parse error".to_owned(),
+            format!(
+                "the server at the Redis URL does not answer as Redis does (another service on \
+                 that port?): {}",
+                one_line(e.detail().unwrap_or("a reply that is not RESP"))
+            ),
+        ),
         None => {
             let code = e.code().unwrap_or_else(|| e.category()).to_owned();
             let what = format!(
                 "Redis answered {code}{}",
                 e.detail()
-                    .map(|d| format!(" ({})", without_arguments(d)))
+                    .map(|d| format!(" ({})", one_line(without_arguments(d))))
                     .unwrap_or_default()
             );
             (code, what)
@@ -63,6 +71,16 @@ fn without_arguments(detail: &str) -> &str {
     match detail.find("with args beginning with") {
         Some(at) => detail[..at].trim_end_matches([',', ' ']),
         None => detail,
+    }
+}
+
+/// `text` on one line of the log, at most 200 characters: what a server answered may run over
+/// lines (a parser's words, an HTTP server's).
+fn one_line(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(200) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
     }
 }
 

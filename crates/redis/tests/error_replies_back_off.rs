@@ -1,7 +1,7 @@
-//! An error Redis answers (OOM, WRONGTYPE under our key, BUSY, READONLY) starts the same
-//! back-off as a failed connection: for 50 ms, doubling, nothing is sent and the guards use
-//! their `on_backend_error` behaviour. Without it every admission of every worker hit a
-//! struggling Redis at once.
+//! An error Redis answers (OOM, BUSY, READONLY) starts the same back-off as a failed
+//! connection: for 50 ms, doubling, nothing is sent and the guards use their
+//! `on_backend_error` behaviour. Without it every admission of every worker hit a struggling
+//! Redis at once. WRONGTYPE under one of our keys backs off that key alone.
 
 mod common;
 use common::*;
@@ -39,5 +39,50 @@ fn admissions_answered_with_errors_back_off() {
         "{sent} admissions reached Redis out of {asked} asked in 300 ms"
     );
     eprintln!("{sent} of {asked} admissions reached Redis in 300 ms");
+    assert!(asked > 100);
+}
+
+/// WRONGTYPE is about one key (something else holds a key of ours): that key's admissions back
+/// off, the server's other names stay on Redis. Before, the server's back-off held every name
+/// back, so a name whose key was taken over kept all the others on `on_backend_error` (refused,
+/// here) for as long as its own calls went on.
+#[test]
+fn a_wrong_type_under_one_name_leaves_the_other_names_on_redis() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url("e2:"), OnBackendError::Closed, 1, "e2");
+    let taken = web_funnel(&b, "up", 4, Duration::from_secs(20));
+    let other = web_funnel(&b, "other", 4, Duration::from_secs(20));
+    drop(taken.admit(1, now_ms()).unwrap());
+    drop(other.admit(1, now_ms()).unwrap());
+    assert_eq!(
+        redis.cli(&["SET", "e2:{up}:funnel", "not a sorted set"]),
+        "OK"
+    );
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let until = Instant::now() + Duration::from_millis(300);
+    let (mut asked, mut admitted) = (0, 0);
+    while Instant::now() < until {
+        assert!(
+            taken.admit(1, now_ms()).is_err(),
+            "WRONGTYPE: refused (closed)"
+        );
+        admitted += usize::from(other.admit(1, now_ms()).is_ok());
+        asked += 1;
+    }
+    let info = redis.cli(&["INFO", "commandstats"]);
+    let errors: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+        .and_then(|rest| rest.split("failed_calls=").nth(1))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap());
+    assert_eq!(
+        admitted, asked,
+        "the other name is admitted on Redis every time"
+    );
+    assert!(
+        errors <= 6,
+        "{errors} admissions of the taken key reached Redis out of {asked} asked in 300 ms"
+    );
     assert!(asked > 100);
 }
