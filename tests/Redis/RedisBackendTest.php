@@ -425,6 +425,36 @@ final class RedisBackendTest extends HttpTestCase
     }
 
     /**
+     * A pool whose first admission waits for a stalled Redis (half of what is left, 500 ms
+     * here) still ends at its deadline: each call's deadline is counted from the pool's start
+     * when it first runs. Before, the calls queued behind that wait counted theirs from when
+     * they started, so their attempts (3 s answers) ran 500 ms past the pool's deadline of 1 s.
+     */
+    public function testAPoolWhoseAdmissionsWaitForAStalledRedisEndsAtItsDeadline(): void
+    {
+        $key = $this->up->key('pool-stall');
+        $this->up->script($key, [['status' => 200, 'delay_ms' => 3000]], 'repeat_last');
+        $client = new Client(Run::name('pool-stall'), ['base_url' => $this->up->base($key),
+            'backend' => $this->url() . '&timeout=1', 'on_backend_error' => 'open', 'deadline' => 1.0, 'timeout' => 5,
+            'max_attempts' => 1, 'funnel' => ['limit' => 8], 'circuit' => ['failure_ratio' => 0.5, 'min_calls' => 20]]);
+        $this->up->script($key, [['status' => 200]], 'repeat_last', '/warm');
+        $this->assertSame(200, $client->get('/warm')->status());
+        $requests = [];
+        for ($i = 0; $i < 12; $i++) {
+            $requests["r$i"] = ['GET', "/p$i"];
+        }
+        self::cli('CLIENT', 'PAUSE', '3000', 'ALL');
+        try {
+            $t = hrtime(true);
+            $client->pool($requests, 6);
+            $elapsed = (hrtime(true) - $t) / 1e6;
+        } finally {
+            self::cli('CLIENT', 'UNPAUSE');
+        }
+        $this->assertLessThan(1150, $elapsed, 'the pool ends at its deadline (1 s), give or take a moment');
+    }
+
+    /**
      * A PHP signal handler (a queue worker's, with async signals) and signals arriving while a
      * decision waits for Redis's reply: the read was interrupted (EINTR: a socket with a
      * timeout is never restarted), taken for Redis failing, and every decision of the back-off

@@ -251,6 +251,14 @@ pub async fn run_pool(
             }
             first_running += 1;
             registered.add(running.spawn(async move {
+                // Counted again when the task first runs, which may be later than its spawn
+                // (another task's guard blocked the thread on Redis meanwhile): the call's
+                // deadline is the batch's, never pushed back by that wait.
+                let enclosing = batch.map(|r| {
+                    r.saturating_sub(Duration::from_nanos(
+                        env.clock().monotonic_ns().saturating_sub(pool_start),
+                    ))
+                });
                 let mut call = Call::start(env, item.policy, item.request, enclosing);
                 let progress = call.advance(true).await;
                 (index, call, progress, true)
