@@ -370,7 +370,10 @@ impl Window {
             .filter(|&(i, &w)| {
                 let age = cur.wrapping_sub(tag_of(w)) & TAG_MASK;
                 // At the index of its epoch: a tag that wrapped sits elsewhere (2^24 mod 20 = 16).
-                w != 0 && age < BUDGET_BUCKETS as u64 && index(self.newest.wrapping_sub(age)) == i
+                w != 0
+                    && age < BUDGET_BUCKETS as u64
+                    && age <= self.newest
+                    && index(self.newest - age) == i
             })
             .map(|(_, w)| w)
             .fold((0, 0), |(o, r), &w| {
@@ -815,10 +818,10 @@ mod tests {
         assert_eq!(ok.bucket_ms(), 1);
     }
 
-    /// The budget's bucket tags wrap as the breaker's. 1000 originals in
-    /// one bucket, the budget idle for exactly 2^24 buckets (9.7 days at a 1 s window, 4.7
-    /// hours at 20 ms): that bucket's tag is the current epoch's again, its originals are
-    /// summed into the window, and 105 retries are granted where the floor allows 5.
+    /// The budget's bucket tags wrap as the breaker's: 1000 originals in one bucket, the
+    /// budget idle for exactly 2^24 buckets (9.7 days at a 1 s window, 4.7 hours at 20 ms), and
+    /// that bucket's tag is the current epoch's again. It sits at another index, so it is not
+    /// summed; before, its originals were, and 105 retries were granted where the floor allows 5.
     #[test]
     fn a_bucket_2_pow_24_epochs_old_is_not_summed_again() {
         let (b, p) = budget("tagwrap", 0.1, 5, 1.0);

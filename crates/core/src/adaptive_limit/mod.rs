@@ -296,28 +296,33 @@ impl AdaptiveLimit {
     /// stopped, each attempt's end asks once: one `kill(pid, 0)`.) The sums the dead closer
     /// left are taken out unread: they span the whole time its claim stood (hours, if its pid
     /// was taken by a live process meanwhile), longer than the new interval the close would
-    /// measure them against, so a sum that wrapped would pass for a short interval's. This
-    /// attempt's own adds (`own`) are put back: it is the new interval's first. (The few
-    /// attempts that end between the new start and the take go with the old sums.)
+    /// measure them against, so a sum that wrapped would pass for a short interval's. So the
+    /// claim is taken over first, the sums taken out, this attempt's own adds (`own`, the new
+    /// interval's first) put back, and only then the new interval published: a close of it
+    /// never reads the old sums, whenever this process is paused. (The few attempts that end
+    /// meanwhile go with the old sums; a taker that dies in between is taken over in turn.)
     #[cold]
     fn take_over_if_dead(&self, pid: u32, state: u64, now_ms: u64, own: (u64, u64)) {
-        if !liveness::pid_alive(pid)
-            && self
-                .block()
-                .state
-                .compare_exchange(
-                    state,
-                    pack_state(now_ms, state_word::limit(state)),
-                    AcqRel,
-                    Acquire,
-                )
-                .is_ok()
-        {
-            let b = self.block();
-            Sums::load(b).take(b);
-            b.window_counts.fetch_add(own.0, Relaxed);
-            b.window_latency.fetch_add(own.1, Relaxed);
+        if liveness::pid_alive(pid) {
+            return;
         }
+        let b = self.block();
+        let claim = state_word::closing(state, liveness::current_pid());
+        if b.state
+            .compare_exchange(state, claim, AcqRel, Acquire)
+            .is_err()
+        {
+            return; // another process took it over
+        }
+        Sums::load(b).take(b);
+        b.window_counts.fetch_add(own.0, Relaxed);
+        b.window_latency.fetch_add(own.1, Relaxed);
+        let _ = b.state.compare_exchange(
+            claim,
+            pack_state(now_ms, state_word::limit(state)),
+            Release,
+            Relaxed,
+        );
     }
 
     /// What the limit has learned (the limit within this config's bounds).

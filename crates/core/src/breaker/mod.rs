@@ -890,12 +890,12 @@ mod tests {
         assert_eq!(tiny.bucket_ms(), 1);
     }
 
-    /// Bucket tags are the epoch's low 24 bits. An outage opens the
-    /// breaker, a probe closes it (the outage's bucket is then out of the window: `since`),
-    /// and the name is idle. Exactly 2^24 buckets later (97 days at a 10 s window, 4.7 hours at
-    /// 20 ms) the outage's bucket has the current epoch's tag again (2^24 mod 20 = 16: it even
-    /// sits at another index than the current epoch's): it is counted as this bucket, and the
-    /// first call, a failure, opens the breaker on a window of 1 call.
+    /// Bucket tags are the epoch's low 24 bits. An outage opens the breaker, a probe closes it
+    /// (the outage's bucket is then out of the window: `since`), and the name is idle. Exactly
+    /// 2^24 buckets later (97 days at a 10 s window, 4.7 hours at 20 ms) the outage's bucket
+    /// has the current epoch's tag again, but sits at another index than that epoch's (2^24 mod
+    /// 20 = 16): it is not counted. Before, it was, and the first call, a failure, opened the
+    /// breaker on a window of 1 call.
     #[test]
     fn a_bucket_2_pow_24_epochs_old_is_not_counted_again() {
         let (b, p) = breaker("tagwrap", 0.5, 20);
@@ -936,9 +936,9 @@ mod tests {
         );
     }
 
-    /// The streak: its tag was 24 bits too. 4 failures of 5 in a row, the
-    /// name idle for 2^24 + 3 buckets (9.7 days at a 1 s window), and one failure: the streak
-    /// reads it as the 5th in a row (the last was "3 buckets ago") and opens the breaker.
+    /// The streak's tag was 24 bits too: 4 failures of 5 in a row, the name idle for 2^24 + 3
+    /// buckets (9.7 days at a 1 s window), and one failure was read as the 5th in a row (the
+    /// last "3 buckets ago") and opened the breaker. With 40 bits it starts a new streak.
     #[test]
     fn a_streak_2_pow_24_epochs_old_is_not_lengthened() {
         let (seg, p) = segment("streakwrap");
