@@ -247,33 +247,37 @@ impl Client {
         )?;
         let now = resilient_core::clock::monotonic_ms;
         let mut yes = 0;
-        match op.as_str() {
-            "funnel" => {
-                let f = config.funnel.ok_or("bench_backend: no 'funnel' option")?;
-                let lease = f.lease.unwrap_or(Duration::from_secs(5));
-                let cfg = resilient_core::FunnelConfig::new(f.limit, f.reserve, lease)
-                    .map_err(errors::php)?;
-                let guard = backend.funnel(&name, cfg, false).map_err(errors::php)?;
-                for _ in 0..n {
-                    if let Ok(permit) = guard.admit(1, now()) {
-                        yes += 1;
-                        drop(permit);
+        interrupt::interruptible(move |poll| {
+            match op.as_str() {
+                "funnel" => {
+                    let f = config.funnel.ok_or("bench_backend: no 'funnel' option")?;
+                    let lease = f.lease.unwrap_or(Duration::from_secs(5));
+                    let cfg = resilient_core::FunnelConfig::new(f.limit, f.reserve, lease)
+                        .map_err(errors::php)?;
+                    let guard = backend.funnel(&name, cfg, false).map_err(errors::php)?;
+                    for _ in 0..n {
+                        poll.check()?;
+                        if let Ok(permit) = guard.admit(1, now()) {
+                            yes += 1;
+                            drop(permit);
+                        }
                     }
                 }
-            }
-            "budget" => {
-                let b = config.budget.ok_or("bench_backend: no 'budget' option")?;
-                let cfg = resilient_core::BudgetConfig::new(b.ratio, b.floor, b.window)
-                    .map_err(errors::php)?;
-                let budget = backend.budget(&name, cfg).map_err(errors::php)?;
-                for _ in 0..n {
-                    budget.record_original(now());
-                    yes += i64::from(budget.try_consume(now()));
+                "budget" => {
+                    let b = config.budget.ok_or("bench_backend: no 'budget' option")?;
+                    let cfg = resilient_core::BudgetConfig::new(b.ratio, b.floor, b.window)
+                        .map_err(errors::php)?;
+                    let budget = backend.budget(&name, cfg).map_err(errors::php)?;
+                    for _ in 0..n {
+                        poll.check()?;
+                        budget.record_original(now());
+                        yes += i64::from(budget.try_consume(now()));
+                    }
                 }
+                _ => return Err("bench_backend: op must be 'funnel' or 'budget'".into()),
             }
-            _ => return Err("bench_backend: op must be 'funnel' or 'budget'".into()),
-        }
-        Ok(yes)
+            Ok(yes)
+        })
     }
 
     /// `get(string $path, array $query = [], array $options = [])`.
@@ -736,6 +740,10 @@ const STACK_RESERVE: usize = 1024 * 1024;
 /// TLS) does not overflow into the guard page (SIGSEGV). A Fiber of 256K makes calls.
 const CALL_STACK: usize = 192 * 1024;
 
+/// What a stack holds above a call before any nesting (a script's, a framework's frames): a
+/// stack smaller than [`CALL_STACK`] and this is called too small rather than too deep.
+const STACK_SLACK: usize = 32 * 1024;
+
 /// The nesting limit for calls made from `on_attempt` (a callable that calls the client, whose
 /// callable calls the client...). Each level costs C stack (the engine's call into the callable,
 /// the runtime's frames), so 1,000 levels overflowed the 8 MB stack with a SIGSEGV. A call is
@@ -744,8 +752,15 @@ const CALL_STACK: usize = 192 * 1024;
 fn check_stack() -> PhpResult<()> {
     crate::stack::check(STACK_RESERVE, CALL_STACK).map_err(|short| {
         let (left, needed) = (short.left / 1024, short.needed / 1024);
-        let message = if short.small_stack {
-            format!("Resilient\\Client: the stack this call runs on is too small for a call (fiber.stack_size for a Fiber: {left} KiB left, at least {needed} KiB needed): the call was not made")
+        // Too small whatever the nesting: even with little of it used above the call (the
+        // frames of a script or a framework), less than a call needs would be left.
+        let message = if short.size < CALL_STACK + STACK_SLACK {
+            let setting = if short.fiber {
+                "fiber.stack_size"
+            } else {
+                "ulimit -s"
+            };
+            format!("Resilient\\Client: the stack this call runs on is too small for a call ({setting}: {left} KiB left, at least {needed} KiB needed): the call was not made")
         } else {
             format!("Resilient\\Client: calls nested too deeply (a callback such as on_attempt or fallback calling the client, {left} KiB of C stack left, at least {needed} KiB needed): the call was not made")
         };

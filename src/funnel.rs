@@ -264,19 +264,22 @@ impl Funnel {
         let bounds = AdaptiveConfig::new(1, 64, 4).map_err(errors::php)?;
         let config = FunnelConfig::adaptive(bounds, 0, std::time::Duration::from_secs(20))
             .map_err(errors::php)?;
-        let funnel = CoreFunnel::new(segment::shared()?, &name, config).map_err(errors::php)?;
         let latency_us = latency.as_micros() as u64;
-        for _ in 0..attempts {
-            let now_ms = clock::monotonic_ms();
-            let sample = Sample {
-                latency_us,
-                drop: false,
-                deadline_cut: false,
-                inflight: funnel.counted(now_ms) + 1,
-            };
-            funnel.record(sample, now_ms);
-        }
-        Ok(funnel.adaptive_stats().map_or(0.0, |s| s.limit()))
+        crate::interrupt::interruptible(move |poll| {
+            let funnel = CoreFunnel::new(segment::shared()?, &name, config).map_err(errors::php)?;
+            for _ in 0..attempts {
+                poll.check()?;
+                let now_ms = clock::monotonic_ms();
+                let sample = Sample {
+                    latency_us,
+                    drop: false,
+                    deadline_cut: false,
+                    inflight: funnel.counted(now_ms) + 1,
+                };
+                funnel.record(sample, now_ms);
+            }
+            Ok(funnel.adaptive_stats().map_or(0.0, |s| s.limit()))
+        })
     }
 
     pub fn name(&self) -> String {

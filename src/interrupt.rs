@@ -62,3 +62,48 @@ pub fn handle() -> PhpResult<()> {
 
 /// `void (*)(zend_execute_data *)`, the type of `zend_interrupt_function`.
 pub type InterruptFunction = unsafe extern "C" fn(*mut zend_execute_data);
+
+/// Runs `work`, a loop in Rust with nothing of PHP's in it that may run long (the @internal
+/// bench helpers: millions of updates in one call), which calls [`Poll::check`] every round.
+/// A signal's handler that throws ends the loop with that exception; `max_execution_time` (a
+/// bailout, caught) ends it too, and goes on as the engine would once `work` returned, its
+/// state dropped. Without this such a loop ran to its end whatever `set_time_limit` said.
+pub fn interruptible<T>(work: impl FnOnce(&mut Poll) -> PhpResult<T>) -> PhpResult<T> {
+    let mut poll = Poll::default();
+    let result = work(&mut poll);
+    if poll.bailed_out {
+        // SAFETY: the engine bailed out inside `try_catch` in `Poll::check`; going on with it
+        // is what the engine would have done, and nothing of PHP's ran since.
+        unsafe { ext_php_rs::zend::bailout() }
+    }
+    result
+}
+
+/// What [`interruptible`]'s loop asks once per round.
+#[derive(Default)]
+pub struct Poll {
+    rounds: u32,
+    bailed_out: bool,
+}
+
+impl Poll {
+    /// Rounds between two looks at the interrupt flag (a volatile load: cheap, but not free in
+    /// a loop of 50 ns rounds).
+    const EVERY: u32 = 1024;
+
+    /// `Err` when a pending interrupt ends the loop (see [`interruptible`]).
+    pub fn check(&mut self) -> PhpResult<()> {
+        self.rounds = self.rounds.wrapping_add(1);
+        if !self.rounds.is_multiple_of(Self::EVERY) || !pending() {
+            return Ok(());
+        }
+        match ext_php_rs::zend::try_catch(std::panic::AssertUnwindSafe(handle)) {
+            Ok(handled) => handled,
+            Err(ext_php_rs::zend::CatchError::Bailout) => {
+                self.bailed_out = true;
+                Err(PhpException::from("interrupted"))
+            }
+            Err(other) => Err(PhpException::from(format!("interrupted: {other}"))),
+        }
+    }
+}

@@ -388,18 +388,22 @@ impl Metrics {
         let calls = validate::count("calls", calls, 0, 1_000_000_000).map_err(errors::php)?;
         let latency: Duration =
             validate::duration("seconds", seconds.unwrap_or(0.001)).map_err(errors::php)?;
-        let events =
-            MetricsEvents::new(CoreMetrics::new(segment::shared()?, &name).map_err(errors::php)?);
-        for _ in 0..calls {
-            events.call_started();
-            drop(events.attempt_sent(1));
-            events.attempt_ended(1, Outcome::Status(200), latency);
-            events.call_ended(CallEnd {
-                attempts: 1,
-                result: Ok(200),
-            });
-        }
-        Ok(())
+        crate::interrupt::interruptible(move |poll| {
+            let events = MetricsEvents::new(
+                CoreMetrics::new(segment::shared()?, &name).map_err(errors::php)?,
+            );
+            for _ in 0..calls {
+                poll.check()?;
+                events.call_started();
+                drop(events.attempt_sent(1));
+                events.attempt_ended(1, Outcome::Status(200), latency);
+                events.call_ended(CallEnd {
+                    attempts: 1,
+                    result: Ok(200),
+                });
+            }
+            Ok(())
+        })
     }
 }
 

@@ -18,9 +18,10 @@ pub struct Exhausted {
     pub left: usize,
     /// Bytes a level needs.
     pub needed: usize,
-    /// The whole stack is too small for one level: `needed` is the floor, more than the
-    /// quarter of the stack a level otherwise keeps (a Fiber's small `fiber.stack_size`).
-    pub small_stack: bool,
+    /// The stack's whole size.
+    pub size: usize,
+    /// Whether the stack is a Fiber's (`fiber.stack_size`), not the thread's (`ulimit -s`).
+    pub fiber: bool,
 }
 
 /// C stack kept free when entering a level that calls a PHP callable (a `Deadline::within`
@@ -34,27 +35,33 @@ pub const CALLABLE_RESERVE: usize = 256 * 1024;
 pub fn check(reserve: usize, floor: usize) -> Result<(), Exhausted> {
     let marker = 0u8;
     let here = &raw const marker as usize;
-    let Some((low, size)) = bounds_around(here) else {
+    let Some((low, size, fiber)) = bounds_around(here) else {
         return Ok(());
     };
-    let kept = reserve.min(size / 4);
-    let (left, needed) = (here - low, kept.max(floor));
+    let (left, needed) = (here - low, reserve.min(size / 4).max(floor));
     if left < needed {
         return Err(Exhausted {
             left,
             needed,
-            small_stack: floor > kept,
+            size,
+            fiber,
         });
     }
     Ok(())
 }
 
-/// The stack `here` is on: the thread's or the running fiber's, as (lowest address, size).
-fn bounds_around(here: usize) -> Option<(usize, usize)> {
+/// The stack `here` is on: the thread's or the running fiber's, as (lowest address, size,
+/// whether it is a fiber's).
+fn bounds_around(here: usize) -> Option<(usize, usize, bool)> {
     let inside = |(low, size): &(usize, usize)| here > *low && here - *low < *size;
     thread_bounds()
         .filter(inside)
-        .or_else(|| fiber_bounds().filter(inside))
+        .map(|(low, size)| (low, size, false))
+        .or_else(|| {
+            fiber_bounds()
+                .filter(inside)
+                .map(|(low, size)| (low, size, true))
+        })
 }
 
 thread_local! {

@@ -276,8 +276,9 @@ fn flag(value: &Zval, path: &str) -> PhpResult<bool> {
 /// Reading a stream runs PHP code (a stream wrapper's), which may change or free the arrays
 /// being read when they are reached by reference (`'multipart' => &$parts`, or `[&$part]`
 /// as `foreach ($parts as &$part)` leaves it). So the list, each part and each stream are
-/// held by a counted copy while in use: PHP then copies an array before writing to it, and
-/// frees nothing held, and the parts go as they were when the call was made.
+/// held by a counted copy while in use: PHP then copies an array before writing to it and
+/// frees nothing held. The list and each part go as they were when the call reached them (a
+/// part given by reference and changed by an earlier part's stream goes as changed).
 pub fn multipart(value: &Zval, until: Option<Instant>) -> PhpResult<Vec<Part>> {
     let mut parts = Vec::new();
     // What the parts read from streams hold so far, outside `memory_limit`.

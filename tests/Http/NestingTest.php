@@ -16,15 +16,17 @@ use Resilient\Tests\Harness\PhpProcess;
  */
 final class NestingTest extends HttpTestCase
 {
-    /** @return iterable<string,array{bool}> */
+    /** @return iterable<string,array{0: bool, 1?: string}> */
     public static function stacks(): iterable
     {
         yield "the thread's stack" => [false];
         yield "a Fiber's own (2 MiB)" => [true];
+        // A stack that takes a call but few levels: the refusal still says nesting.
+        yield 'a Fiber of 256K' => [true, '256K'];
     }
 
     /** @dataProvider stacks */
-    public function testOneHundredThousandNestedCallsEndWithAClearException(bool $inAFiber): void
+    public function testOneHundredThousandNestedCallsEndWithAClearException(bool $inAFiber, ?string $fiberStack = null): void
     {
         $key = $this->up->key('nest');
         $this->up->script($key, [['status' => 200, 'body' => 'ok']]);
@@ -55,13 +57,13 @@ final class NestingTest extends HttpTestCase
         if ($inAFiber) {
             $code = '$f = new Fiber(function () { ' . $code . ' }); $f->start();';
         }
-        $r = PhpProcess::code($code)->wait(120.0);
+        $r = PhpProcess::code($code, $fiberStack === null ? [] : ['fiber.stack_size' => $fiberStack])->wait(120.0);
         $this->assertSame(0, $r->exitCode, $r->describe());
         $this->assertNull($r->signal);
         $out = $r->json();
         $this->assertSame('RuntimeException', $out['class']);
         $this->assertStringContainsString('calls nested too deeply', $out['error']);
-        $this->assertGreaterThan(50, $out['deepest'], 'ordinary nesting is allowed');
+        $this->assertGreaterThan($fiberStack === null ? 50 : 1, $out['deepest'], 'ordinary nesting is allowed');
         $this->assertLessThan(100000, $out['deepest']);
         $this->assertSame('ok', $out['after'], 'the client works after the refusal');
     }
@@ -85,7 +87,7 @@ final class NestingTest extends HttpTestCase
             $this->assertSame(0, $r->exitCode, "$size: " . $r->describe());
             $out = $r->json();
             $this->assertSame('RuntimeException', $out['class'] ?? null, "$size: " . json_encode($out));
-            $this->assertStringContainsString('too small for a call (fiber.stack_size', $out['error']);
+            $this->assertStringContainsString('too small for a call (fiber.stack_size:', $out['error']);
             $this->assertStringContainsString('at least 192 KiB', $out['error']);
         }
         $r = PhpProcess::code($code, ['fiber.stack_size' => '256K'])->wait(30.0);
