@@ -899,12 +899,8 @@ fn a_closer_killed_mid_close_is_taken_over() {
     let before = l.stats();
     assert_eq!(before.intervals, 1);
     let b = l.block();
-    let dead_pid = 4_194_000;
-    assert!(!crate::liveness::pid_alive(dead_pid));
     // Its claim of the interval that began at 1 100, then SIGKILL.
-    let running = b.state.load(Relaxed);
-    b.state
-        .store(state_word::closing(running, dead_pid), Relaxed);
+    claimed_by_a_dead_closer(&l);
     l.record(answer(10, 4), 1_150);
     assert_eq!(
         state_word::read(b.state.load(Relaxed)),
@@ -918,6 +914,28 @@ fn a_closer_killed_mid_close_is_taken_over() {
     std::fs::remove_file(p).unwrap();
 }
 
+/// The running interval claimed by a closer that then died (a pid no process has).
+fn claimed_by_a_dead_closer(l: &AdaptiveLimit) {
+    let dead_pid = 4_194_000;
+    assert!(!crate::liveness::pid_alive(dead_pid));
+    let b = l.block();
+    let running = b.state.load(Relaxed);
+    b.state
+        .store(state_word::closing(running, dead_pid), Relaxed);
+}
+
+/// 32 answers of `latency_ms` with all 64 slots busy every `latency_ms` from `t`, until
+/// `intervals` intervals have closed; the time after the last.
+fn all_busy_until(l: &AdaptiveLimit, intervals: u64, latency_ms: u64, mut t: u64) -> u64 {
+    while l.stats().intervals < intervals {
+        for _ in 0..32 {
+            l.record(answer(latency_ms, 64), t);
+        }
+        t += latency_ms;
+    }
+    t
+}
+
 /// A closer found dead left sums that span its whole claim: hours, when its pid was taken by a
 /// live process meanwhile and every attempt's end found it "alive". The take-over takes them
 /// out unread. Before, the next close measured them against its own short interval: here
@@ -926,33 +944,17 @@ fn a_closer_killed_mid_close_is_taken_over() {
 #[test]
 fn a_dead_closers_sums_are_not_read_as_the_next_interval() {
     let (l, p) = limit("dead-closer-sums", 1, 64, 64);
-    let mut t = 1_000u64;
-    while l.stats().intervals < 6 {
-        for _ in 0..32 {
-            l.record(answer(100, 64), t);
-        }
-        t += 100;
-    }
+    let t = all_busy_until(&l, 6, 100, 1_000);
     let before = l.stats();
     let b = l.block();
-    let dead_pid = 4_194_000;
-    assert!(!crate::liveness::pid_alive(dead_pid));
-    let running = b.state.load(Relaxed);
-    b.state
-        .store(state_word::closing(running, dead_pid), Relaxed);
+    claimed_by_a_dead_closer(&l);
     // What its claim let pile up (the adds of `record`, wrapping as the words do).
     let (counts, latency) = sums::added(&answer(10_000, 64));
     for _ in 0..110_000 {
         b.window_counts.fetch_add(counts, Relaxed);
         b.window_latency.fetch_add(latency, Relaxed);
     }
-    let target = before.intervals + 1;
-    while l.stats().intervals < target {
-        for _ in 0..32 {
-            l.record(answer(100, 64), t);
-        }
-        t += 100;
-    }
+    all_busy_until(&l, before.intervals + 1, 100, t);
     let after = l.stats();
     std::fs::remove_file(p).unwrap();
     assert_eq!(
@@ -977,13 +979,7 @@ fn a_dead_closers_sums_are_not_read_as_the_next_interval() {
 fn a_latency_sum_stuck_for_hours_does_not_carry_into_the_inflight_sum() {
     let (l, p) = limit("stuck-carry", 1, 64, 64);
     // Warm up: 1 s answers, 64 in flight, a close every 2 s.
-    let mut t = 1_000u64;
-    while l.stats().intervals < 6 {
-        for _ in 0..32 {
-            l.record(answer(1_000, 64), t);
-        }
-        t += 1_000;
-    }
+    let mut t = all_busy_until(&l, 6, 1_000, 1_000);
     let before = l.stats();
     assert_eq!(before.no_load_rtt_us, 1_000_000, "{before:?}");
     assert_eq!(before.rtt_us, 1_000_000, "{before:?}");
