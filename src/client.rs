@@ -247,7 +247,7 @@ impl Client {
         )?;
         let now = resilient_core::clock::monotonic_ms;
         let mut yes = 0;
-        interrupt::interruptible(move |poll| {
+        interrupt::interruptible(1, move |poll| {
             match op.as_str() {
                 "funnel" => {
                     let f = config.funnel.ok_or("bench_backend: no 'funnel' option")?;

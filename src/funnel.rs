@@ -265,7 +265,7 @@ impl Funnel {
         let config = FunnelConfig::adaptive(bounds, 0, std::time::Duration::from_secs(20))
             .map_err(errors::php)?;
         let latency_us = latency.as_micros() as u64;
-        crate::interrupt::interruptible(move |poll| {
+        crate::interrupt::interruptible(crate::interrupt::Poll::FAST_ROUNDS, move |poll| {
             let funnel = CoreFunnel::new(segment::shared()?, &name, config).map_err(errors::php)?;
             for _ in 0..attempts {
                 poll.check()?;

@@ -64,14 +64,21 @@ pub fn handle() -> PhpResult<()> {
 pub type InterruptFunction = unsafe extern "C" fn(*mut zend_execute_data);
 
 /// Runs `work`, a loop in Rust with nothing of PHP's in it that may run long (the @internal
-/// bench helpers: millions of updates in one call), which calls [`Poll::check`] every round.
-/// A signal's handler that throws ends the loop with that exception; `max_execution_time` (a
-/// bailout, caught) ends it too, and goes on as the engine would once `work` returned, its
-/// state dropped. Without this such a loop ran to its end whatever `set_time_limit` said.
-pub fn interruptible<T>(work: impl FnOnce(&mut Poll) -> PhpResult<T>) -> PhpResult<T> {
-    let mut poll = Poll::default();
+/// bench helpers: millions of updates in one call), which calls [`Poll::check`] every round;
+/// the flag is looked at every `every` rounds (1 for rounds that wait on a server, more for
+/// rounds of nanoseconds). A signal's handler that throws ends the loop with that exception;
+/// `max_execution_time` (a bailout, caught) ends it too, and goes on as the engine would once
+/// `work` returned, its state dropped. Without this such a loop ran to its end whatever
+/// `set_time_limit` said.
+pub fn interruptible<T>(every: u32, work: impl FnOnce(&mut Poll) -> PhpResult<T>) -> PhpResult<T> {
+    let mut poll = Poll {
+        rounds: 0,
+        every: every.max(1),
+        bailed_out: false,
+    };
     let result = work(&mut poll);
     if poll.bailed_out {
+        drop(result);
         // SAFETY: the engine bailed out inside `try_catch` in `Poll::check`; going on with it
         // is what the engine would have done, and nothing of PHP's ran since.
         unsafe { ext_php_rs::zend::bailout() }
@@ -80,21 +87,22 @@ pub fn interruptible<T>(work: impl FnOnce(&mut Poll) -> PhpResult<T>) -> PhpResu
 }
 
 /// What [`interruptible`]'s loop asks once per round.
-#[derive(Default)]
 pub struct Poll {
     rounds: u32,
+    /// Rounds between two looks at the interrupt flag.
+    every: u32,
     bailed_out: bool,
 }
 
 impl Poll {
-    /// Rounds between two looks at the interrupt flag (a volatile load: cheap, but not free in
-    /// a loop of 50 ns rounds).
-    const EVERY: u32 = 1024;
+    /// `every` for rounds of nanoseconds: the flag is a volatile load, cheap but not free in a
+    /// loop of 50 ns rounds.
+    pub const FAST_ROUNDS: u32 = 1024;
 
     /// `Err` when a pending interrupt ends the loop (see [`interruptible`]).
     pub fn check(&mut self) -> PhpResult<()> {
         self.rounds = self.rounds.wrapping_add(1);
-        if !self.rounds.is_multiple_of(Self::EVERY) || !pending() {
+        if !self.rounds.is_multiple_of(self.every) || !pending() {
             return Ok(());
         }
         match ext_php_rs::zend::try_catch(std::panic::AssertUnwindSafe(handle)) {

@@ -388,7 +388,7 @@ impl Metrics {
         let calls = validate::count("calls", calls, 0, 1_000_000_000).map_err(errors::php)?;
         let latency: Duration =
             validate::duration("seconds", seconds.unwrap_or(0.001)).map_err(errors::php)?;
-        crate::interrupt::interruptible(move |poll| {
+        crate::interrupt::interruptible(crate::interrupt::Poll::FAST_ROUNDS, move |poll| {
             let events = MetricsEvents::new(
                 CoreMetrics::new(segment::shared()?, &name).map_err(errors::php)?,
             );

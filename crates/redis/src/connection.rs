@@ -79,6 +79,9 @@ const LEAST_WAIT: Duration = Duration::from_millis(10);
 pub enum Unreachable {
     /// In back-off after a recent failure: not tried.
     BackingOff,
+    /// This key's commands are in a back-off of their own (Redis answered WRONGTYPE under it):
+    /// not tried. The server, and a cluster node known for the key, are fine.
+    KeyBackingOff,
     /// Connecting (or checking an idle connection) failed or timed out: the command was not
     /// sent.
     NotSent,
@@ -159,11 +162,12 @@ struct Slot {
     lookup: Lookup,
     /// Keys whose commands Redis refused for the key itself (WRONGTYPE: something else holds
     /// a key of ours): their own back-off (until when, and the next length), so that the
-    /// server's other names keep going to Redis.
+    /// server's other names keep going to Redis. At most [`MAX_KEYS_BACKING_OFF`]: past that,
+    /// the server backs off as a whole.
     key_backoff: HashMap<String, (Instant, Duration)>,
 }
 
-/// Keys in back-off of their own at most; past that the oldest entries are forgotten.
+/// Keys in back-off of their own at most (those whose back-off ended are dropped first).
 const MAX_KEYS_BACKING_OFF: usize = 1024;
 
 /// A Redis server and this process's connection to it.
@@ -568,7 +572,7 @@ impl Server {
             return Err(Unreachable::BackingOff);
         }
         if slot.key_backing_off(key) {
-            return Err(Unreachable::BackingOff);
+            return Err(Unreachable::KeyBackingOff);
         }
         // From here on Redis is talked to.
         let _signals = crate::signals::HeldOff::new();
@@ -642,7 +646,11 @@ impl Server {
                         slot.retry_at = None;
                         slot.backoff = FIRST_BACKOFF;
                     }
-                    if let Some(key) = key.filter(|_| !slot.key_backoff.is_empty()) {
+                    // Only a reply read ends a key's back-off: a script sent without waiting
+                    // (an original's record) says nothing yet.
+                    if let Some(key) =
+                        key.filter(|_| slot.pending.answered && !slot.key_backoff.is_empty())
+                    {
                         slot.key_backoff.remove(key);
                     }
                     slot.used_at = Some(Instant::now());
@@ -1221,18 +1229,21 @@ impl Slot {
     }
 
     /// Redis refused a command for `key` itself: that key's back-off starts or doubles, as
-    /// the server's would, and the server's other names are not held back.
+    /// the server's would, and the server's other names are not held back. With no room left
+    /// for the key, the server backs off instead (never no back-off at all).
     fn key_failed(&mut self, key: &str) {
         let now = Instant::now();
         let backoff = self.key_backoff.get(key).map_or(FIRST_BACKOFF, |&(_, b)| b);
         if self.key_backoff.len() >= MAX_KEYS_BACKING_OFF && !self.key_backoff.contains_key(key) {
             self.key_backoff.retain(|_, &mut (at, _)| at > now);
         }
-        if self.key_backoff.len() < MAX_KEYS_BACKING_OFF {
+        if self.key_backoff.len() < MAX_KEYS_BACKING_OFF || self.key_backoff.contains_key(key) {
             self.key_backoff.insert(
                 key.to_owned(),
                 (now + backoff, (backoff * 2).min(MAX_BACKOFF)),
             );
+        } else {
+            self.failed();
         }
     }
 

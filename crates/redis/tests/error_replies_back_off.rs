@@ -81,7 +81,7 @@ fn a_wrong_type_under_one_name_leaves_the_other_names_on_redis() {
         "the other name is admitted on Redis every time"
     );
     assert!(
-        errors <= 6,
+        (1..=6).contains(&errors),
         "{errors} admissions of the taken key reached Redis out of {asked} asked in 300 ms"
     );
     assert!(asked > 100);

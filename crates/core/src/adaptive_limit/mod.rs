@@ -14,9 +14,9 @@
 //! finds the sums and estimates as it left them, and the next closer reads neither its
 //! interval's sums nor older estimates (they were taken out and stored before). A closer
 //! killed in the middle is told by its pid: the next attempt to end starts a new interval,
-//! with the estimates as far as the dead closer stored them, and its interval's sums counted
-//! in the next unless it had taken them out (as a funnel slot, a killed closer whose pid
-//! another process took keeps the limit where it was until that process ends). The limit
+//! with the estimates as far as the dead closer stored them, and its interval's sums taken
+//! out unread (they span its whole claim; as a funnel slot, a killed closer whose pid another
+//! process took keeps the limit where it was until that process ends). The limit
 //! itself is always one consistent word.
 //!
 //! A limit is judged only by the attempts it admitted: after a cut, an attempt that started
