@@ -164,6 +164,16 @@ fn settled(summary: &BatchSummary, unfinished: usize) -> Option<bool> {
     None
 }
 
+/// What is left now of a batch deadline `batch`, counted from the pool's start
+/// (`pool_start`, monotonic ns).
+fn batch_left(batch: Option<Duration>, env: &CallEnv, pool_start: u64) -> Option<Duration> {
+    batch.map(|left| {
+        left.saturating_sub(Duration::from_nanos(
+            env.clock().monotonic_ns().saturating_sub(pool_start),
+        ))
+    })
+}
+
 /// Runs `items` with at most `concurrency` in flight. Must run inside a tokio runtime (tasks
 /// are spawned on it). `enclosing_remaining` is an enclosing deadline's remainder at the start.
 pub async fn run_pool(
@@ -238,27 +248,19 @@ pub async fn run_pool(
             // The deadline bounds the whole batch, counted from the pool's start: a call that
             // starts late gets only what is left (none left: it fails as deadline exceeded).
             let batch = item.policy.deadline_within(enclosing_remaining);
-            let enclosing = batch.map(|r| {
-                r.saturating_sub(Duration::from_nanos(
-                    env.clock().monotonic_ns().saturating_sub(pool_start),
-                ))
-            });
             if cold {
                 opener = Some(index);
                 opener_since_ns = env.clock().monotonic_ns();
                 // Under a deadline, at most a quarter of what is left: the others must fit.
-                opener_wait = enclosing.map_or(OPENER_WAIT, |left| OPENER_WAIT.min(left / 4));
+                opener_wait = batch_left(batch, &env, pool_start)
+                    .map_or(OPENER_WAIT, |left| OPENER_WAIT.min(left / 4));
             }
             first_running += 1;
             registered.add(running.spawn(async move {
-                // Counted again when the task first runs, which may be later than its spawn
-                // (another task's guard blocked the thread on Redis meanwhile): the call's
-                // deadline is the batch's, never pushed back by that wait.
-                let enclosing = batch.map(|r| {
-                    r.saturating_sub(Duration::from_nanos(
-                        env.clock().monotonic_ns().saturating_sub(pool_start),
-                    ))
-                });
+                // Counted when the task first runs, which may be later than its spawn (another
+                // task's guard blocked the thread on Redis meanwhile): the call's deadline is
+                // the batch's, never pushed back by that wait.
+                let enclosing = batch_left(batch, &env, pool_start);
                 let mut call = Call::start(env, item.policy, item.request, enclosing);
                 let progress = call.advance(true).await;
                 (index, call, progress, true)
