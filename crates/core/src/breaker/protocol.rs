@@ -136,7 +136,7 @@ pub(crate) async fn record(
     let epoch = config.epoch(now_ms);
     let tag = epoch & TAG_MASK;
     let streak_tag = epoch & STREAK_TAG_MASK;
-    let idx = (epoch % BREAKER_BUCKETS as u64) as usize;
+    let idx = index(epoch);
     let bucket = &b.buckets[idx];
     // One pause per round (see `lengthen_streak` for why that is enough).
     loop {
@@ -280,7 +280,7 @@ pub(crate) async fn resolve(
         // (One pause before both reads and one before both writes: each write is a CAS that
         // fails if anything was counted since its read, so no schedule between the two of a
         // pair is needed, and the model checks stay within reach.)
-        let idx = (config.epoch(now_ms) % BREAKER_BUCKETS as u64) as usize;
+        let idx = index(config.epoch(now_ms));
         me.step(At::Bucket(idx)).await;
         let (bucket, streak) = (b.buckets[idx].load(Acquire), b.streak.load(Acquire));
         me.step(At::State).await;
@@ -323,7 +323,7 @@ fn counted(idx: usize, w: u64, epoch: u64, since: u64) -> Option<(u64, u64)> {
     (w != 0
         && age < BREAKER_BUCKETS as u64
         && age <= epoch.saturating_sub(since)
-        && (epoch.wrapping_sub(age) % BREAKER_BUCKETS as u64) as usize == idx)
+        && index(epoch.wrapping_sub(age)) == idx)
         .then(|| (calls_of(w), failures_of(w)))
 }
 
@@ -353,9 +353,14 @@ fn newer(tag: u64, than: u64) -> bool {
 #[cfg(test)]
 pub(crate) fn count_failures(b: &BreakerBlock, epoch: u64, n: u64) {
     let tag = epoch & TAG_MASK;
-    b.buckets[(epoch % BREAKER_BUCKETS as u64) as usize].store(pack(tag, n, n), Release);
+    b.buckets[index(epoch)].store(pack(tag, n, n), Release);
     b.streak
         .store((epoch & STREAK_TAG_MASK) << STREAK_BITS | n, Release);
+}
+
+/// The bucket of `epoch` in the ring.
+fn index(epoch: u64) -> usize {
+    (epoch % BREAKER_BUCKETS as u64) as usize
 }
 
 fn pack(tag: u64, calls: u64, failures: u64) -> u64 {
