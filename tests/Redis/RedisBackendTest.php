@@ -540,13 +540,18 @@ final class RedisBackendTest extends HttpTestCase
      * (CircuitOpen for a breaker, FunnelFull for a funnel: what callers catch), but its message
      * says why, and the breaker's state gauge is not set to open. Before, the message said
      * "circuit open" and the gauge read open for a breaker that never opened, pointing the
-     * on-call engineer at a healthy upstream.
+     * on-call engineer at a healthy upstream. The message names what Redis did (never the
+     * URL, which may hold a password), and a call refused during the back-off that follows
+     * says so, with when Redis is asked again.
      */
     public function testRedisOutOfReachUnderClosedIsToldAsSuchNotAsTheGuardsState(): void
     {
         $key = $this->up->key('closed-down');
         $this->up->script($key, [['status' => 200]]);
-        $down = 'redis://127.0.0.1:' . Run::freePort() . '/0?timeout=0.05';
+        $port = Run::freePort();
+        $down = "redis://:s3cret@127.0.0.1:$port/0?timeout=0.05";
+        $why = "/attempt 1 refused, not sent \\(Redis: connection refused(; asked again in \\d+ ms)?\\) \\(0 attempts/";
+        $messages = [];
         foreach ([
             'circuit' => [\Resilient\CircuitOpen::class, ['circuit' => ['min_calls' => 5]]],
             'funnel' => [\Resilient\FunnelFull::class, ['funnel' => ['limit' => 2]]],
@@ -562,12 +567,27 @@ final class RedisBackendTest extends HttpTestCase
                 $this->assertStringContainsString("the backend did not answer or refused (on_backend_error 'closed'): attempt 1 refused, not sent", $e->getMessage());
                 $this->assertStringNotContainsString('circuit open', $e->getMessage());
                 $this->assertStringNotContainsString('funnel full', $e->getMessage());
+                $this->assertMatchesRegularExpression($why, $e->getMessage());
+                $this->assertStringNotContainsString('s3cret', $e->getMessage());
+                $this->assertStringNotContainsString(":$port", $e->getMessage());
+                $messages[] = $e->getMessage();
+            }
+            // At once again: within the back-off the failure started (50 ms, then 100 ms),
+            // Redis is not asked.
+            try {
+                $client->get('/x');
+                $this->fail("$guard: refused again");
+            } catch (\Resilient\Unavailable $e) {
+                $this->assertInstanceOf($class, $e, $e->getMessage());
+                $this->assertMatchesRegularExpression($why, $e->getMessage());
+                $messages[] = $e->getMessage();
             }
             $m = \Resilient\Metrics::snapshot()[$name];
-            $this->assertSame(1, $m['backend_fallbacks'], $guard);
+            $this->assertSame(2, $m['backend_fallbacks'], $guard);
             $this->assertSame('closed', $m['breaker']['state'], "$guard: the breaker's state is not what Redis being down says");
         }
         $this->assertSame([], $this->up->attempts($key, 0, 100), 'nothing sent');
+        $this->assertNotEmpty(preg_grep('/; asked again in \d+ ms\) /', $messages), implode("\n", $messages));
     }
 
     public function testAForkedChildOpensItsOwnConnection(): void

@@ -74,6 +74,11 @@ pub trait BreakerStore: Send + Sync {
     /// Whether `granted` is the ticket of the admission right after `returned` was given back
     /// (the same caller asking again, not a new half-open period).
     fn retakes(&self, returned: Ticket, granted: Ticket) -> bool;
+    /// Why the store gave no answer to the admission it just answered
+    /// [`Admission::Unreachable`] ([`Guard::why_down`]).
+    fn why_down(&self) -> Option<String> {
+        None
+    }
 }
 
 impl BreakerStore for CircuitBreaker {
@@ -179,6 +184,10 @@ impl BreakerGuard {
 }
 
 impl Guard for BreakerGuard {
+    fn why_down(&self) -> Option<String> {
+        self.store.why_down()
+    }
+
     fn admit(&self, _attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
         let asked = Instant::now();
         let admission = self.store.admit(now_ms);

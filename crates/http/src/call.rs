@@ -333,10 +333,11 @@ impl Call {
         let mut slept = false;
         loop {
             let left = time_left::scope(self.time_for_guards(Duration::ZERO));
-            let refusal = match admit_all(&self.env.guards, number, self.env.clock.monotonic_ms()) {
-                Ok(permits) => return Ok(permits),
-                Err(refusal) => refusal,
-            };
+            let (refusal, by) =
+                match admit_all(&self.env.guards, number, self.env.clock.monotonic_ms()) {
+                    Ok(permits) => return Ok(permits),
+                    Err(refused) => refused,
+                };
             drop(left);
             let waited =
                 Duration::from_nanos(self.env.clock.monotonic_ns().saturating_sub(started));
@@ -355,7 +356,9 @@ impl Call {
                         kind,
                         format!(
                             "the backend did not answer or refused (on_backend_error 'closed'): \
-                             attempt {number} refused, not sent"
+                             attempt {number} refused, not sent{}",
+                            (by.why_down())
+                                .map_or_else(String::new, |why| format!(" ({why})"))
                         ),
                     ),
                     Refusal::CircuitOpen => (
@@ -689,10 +692,14 @@ fn time_for_guards(left: Duration, delay: Duration, policy: &Policy) -> Duration
 }
 
 /// Asks every guard in order; on the first refusal the permits already given are dropped.
-fn admit_all(guards: &[Arc<dyn Guard>], number: u32, now_ms: u64) -> Result<Vec<Permit>, Refusal> {
+fn admit_all(
+    guards: &[Arc<dyn Guard>],
+    number: u32,
+    now_ms: u64,
+) -> Result<Vec<Permit>, (Refusal, &Arc<dyn Guard>)> {
     let mut permits = Vec::with_capacity(guards.len());
     for guard in guards {
-        permits.push(guard.admit(number, now_ms)?);
+        permits.push(guard.admit(number, now_ms).map_err(|r| (r, guard))?);
     }
     Ok(permits)
 }

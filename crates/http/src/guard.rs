@@ -160,6 +160,12 @@ pub trait Guard: Send + Sync {
     fn why_full(&self, _now_ms: u64) -> Option<String> {
         None
     }
+    /// Why its backend gave no answer to the admission it just refused as
+    /// [`Refusal::BackendDown`] (`Redis: connection refused`), for the call's message; asked
+    /// right after that admission, on the same thread. Never a URL or a secret.
+    fn why_down(&self) -> Option<String> {
+        None
+    }
     /// Told how an attempt this guard admitted ended (after its permit was dropped).
     fn outcome(&self, _outcome: Outcome, _now_ms: u64) {}
     /// As [`Guard::outcome`], with how long the attempt took and whether the deadline cut it

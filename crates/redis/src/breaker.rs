@@ -92,6 +92,10 @@ fn is_ours(ticket: Ticket) -> bool {
 }
 
 impl BreakerStore for RedisBreaker {
+    fn why_down(&self) -> Option<String> {
+        crate::connection::why_unreachable().map(|why| format!("Redis: {why}"))
+    }
+
     fn admit(&self, now_ms: u64) -> Admission {
         if now_ms < self.kept_until_ms.load(Ordering::Relaxed) {
             match self.kept.load(Ordering::Relaxed) {

@@ -40,6 +40,7 @@
 //! resharded while held) follows its key (`leftovers.rs`). `ASK` (a slot being migrated) is not
 //! followed: that key's calls fall back while the migration lasts.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -95,6 +96,19 @@ pub enum Unreachable {
     Moved,
 }
 
+thread_local! {
+    /// Why this thread's last operation on Redis got no answer ([`Server::exec`]): for the
+    /// message of a call a guard refused then (`on_backend_error` 'closed'), read in the same
+    /// admission.
+    static WHY_UNREACHABLE: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Why this thread's last operation on Redis got no answer (`connection refused`; `no answer
+/// in time; asked again in 40 ms`). Never the URL.
+pub(crate) fn why_unreachable() -> Option<String> {
+    WHY_UNREACHABLE.with(|why| why.borrow().clone())
+}
+
 /// Replies left unread are read before anything more is sent once there are this many: a
 /// process that only sends (an original's record per call, [`Pipelined::send_script`]) reads
 /// them in batches rather than letting them pile up.
@@ -120,10 +134,11 @@ struct Pending {
     /// A release's reply read with [`Pipelined::drain`] was an error: a release Redis refused
     /// (BUSY, LOADING, READONLY, MISCONF), to be sent again rather than taken as done.
     refused: bool,
-    /// Of those, one that no wait explains (an ACL's NOPERM, a replica's READONLY, MISCONF): the
-    /// operation counts as failed (see [`Server::exec`]). Not BUSY, LOADING or a cluster's
-    /// ASK, TRYAGAIN, CLUSTERDOWN: they pass, and the command itself tells.
-    release_refused_for_good: bool,
+    /// Of those, one that no wait explains (an ACL's NOPERM, a replica's READONLY, MISCONF),
+    /// with what Redis answered: the operation counts as failed (see [`Server::exec`]). Not
+    /// BUSY, LOADING or a cluster's ASK, TRYAGAIN, CLUSTERDOWN: they pass, and the command
+    /// itself tells.
+    release_refused_for_good: Option<String>,
     /// Releases answered `MOVED` (their entry, the node named): the slot was resharded while
     /// held, and the release follows its key.
     moved: Vec<(u64, String)>,
@@ -165,6 +180,9 @@ struct Slot {
     /// server's other names keep going to Redis. At most [`MAX_KEYS_BACKING_OFF`]: past that,
     /// the server backs off as a whole.
     key_backoff: HashMap<String, (Instant, Duration)>,
+    /// What the last failure was (`report::describe`), for the message of a call refused
+    /// because of it or in the back-off it started.
+    failure: Option<String>,
 }
 
 /// Keys in back-off of their own at most (those whose back-off ended are dropped first).
@@ -540,6 +558,45 @@ impl Server {
     /// `key`: the key `f` works on, whose node a `MOVED` answer names (see [`Route`]).
     fn exec<T>(
         &self,
+        f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
+        floor: Duration,
+        resend: bool,
+        releasing: bool,
+        key: Option<&str>,
+    ) -> Result<T, Unreachable> {
+        let result = self.operate(f, floor, resend, releasing, key);
+        if let Err(unreachable) = result.as_ref() {
+            let why = self.explain(*unreachable, key);
+            WHY_UNREACHABLE.with(|w| *w.borrow_mut() = Some(why));
+        }
+        result
+    }
+
+    /// Why an operation on `key` got no answer: the failure, and when Redis is asked again if
+    /// it is in a back-off now.
+    fn explain(&self, unreachable: Unreachable, key: Option<&str>) -> String {
+        let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let (why, until) = match unreachable {
+            // (Sent on to the node named: a failure only if that one redirects again.)
+            Unreachable::Moved => (Some("a cluster node redirected (MOVED) twice"), None),
+            Unreachable::KeyBackingOff => (
+                Some("answered WRONGTYPE for this name's key (another kind of value holds it)"),
+                key.and_then(|k| slot.key_backoff.get(k)).map(|&(at, _)| at),
+            ),
+            _ => (slot.failure.as_deref(), slot.retry_at),
+        };
+        let why = why.unwrap_or("no answer");
+        match until.and_then(|at| at.checked_duration_since(Instant::now())) {
+            Some(left) if !left.is_zero() => {
+                format!("{why}; asked again in {} ms", left.as_millis().max(1))
+            }
+            _ => why.to_owned(),
+        }
+    }
+
+    /// [`Server::exec`]'s work.
+    fn operate<T>(
+        &self,
         mut f: impl FnMut(&mut Pipelined<'_>) -> redis::RedisResult<T>,
         floor: Duration,
         resend: bool,
@@ -581,7 +638,7 @@ impl Server {
                 slot.drop_connection(self);
                 if !e.is_connection_dropped() {
                     // No answer in time: as any command's failure.
-                    crate::report::failure(&e);
+                    slot.note_failure(&e);
                     slot.failed();
                     return Err(Unreachable::NotSent);
                 }
@@ -604,7 +661,7 @@ impl Server {
                         slot.used_at = None;
                     }
                     Err(e) => {
-                        crate::report::failure(&e);
+                        slot.note_failure(&e);
                         slot.failed();
                         return Err(if resent {
                             Unreachable::Failed
@@ -642,7 +699,7 @@ impl Server {
                     // A release that went through says nothing of the command a back-off is
                     // for (it passes a back-off, above): only other commands end it. Nor does
                     // an operation whose releases were refused (below).
-                    if !releasing && !slot.pending.release_refused_for_good {
+                    if !releasing && slot.pending.release_refused_for_good.is_none() {
                         slot.retry_at = None;
                         slot.backoff = FIRST_BACKOFF;
                     }
@@ -664,7 +721,7 @@ impl Server {
                         _ => false,
                     };
                     if !learnt {
-                        crate::report::failure(&e);
+                        slot.note_failure(&e);
                     }
                     break Err(if learnt {
                         Unreachable::Moved
@@ -675,12 +732,12 @@ impl Server {
                 Err(e) if e.kind() == redis::ErrorKind::Ask => {
                     // A slot being migrated: this key's calls fall back meanwhile; the server
                     // is fine.
-                    crate::report::failure(&e);
+                    slot.note_failure(&e);
                     slot.used_at = Some(Instant::now());
                     break Err(Unreachable::Refused);
                 }
                 Err(e) => {
-                    crate::report::failure(&e);
+                    slot.note_failure(&e);
                     if leaves_out_of_step(&e) {
                         slot.drop_connection(self);
                     }
@@ -744,7 +801,9 @@ impl Server {
         // outcome follows on_backend_error (an admission it made is given back as one that got
         // no answer is, once Redis takes releases again), and the back-off grows, Redis asked
         // again as it ends. (Its own command failing has started the back-off already.)
-        if std::mem::take(&mut slot.pending.release_refused_for_good) && outcome.is_ok() {
+        let refused = slot.pending.release_refused_for_good.take();
+        if let (Some(why), true) = (refused, outcome.is_ok()) {
+            slot.failure = Some(format!("a slot given back was refused: {why}"));
             slot.failed();
             if !releasing {
                 return Err(Unreachable::Failed);
@@ -1052,12 +1111,15 @@ impl Pipelined<'_> {
                     // Reported as a refused command is (a NOPERM on ZREM: a misconfiguration
                     // that holds every slot until its lease ends is never silent).
                     self.pending.refused = true;
-                    self.pending.release_refused_for_good |= !matches!(
-                        code,
-                        "BUSY" | "LOADING" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "MOVED"
-                    );
                     if let Some(e) = &error {
                         crate::report::failure(e);
+                        if !matches!(
+                            code,
+                            "BUSY" | "LOADING" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "MOVED"
+                        ) {
+                            (self.pending.release_refused_for_good)
+                                .get_or_insert_with(|| crate::report::describe(e));
+                        }
                     }
                 }
                 (Unread::Script(hash, _), Some("NOSCRIPT"), _) => {
@@ -1193,6 +1255,7 @@ impl Slot {
             used_at: None,
             lookup: Lookup::new(resolver),
             key_backoff: HashMap::new(),
+            failure: None,
         }
     }
 
@@ -1221,6 +1284,13 @@ impl Slot {
         self.conn = None;
         self.pending = Pending::default();
         crate::leftovers::send_again(server);
+    }
+
+    /// Reports `e` (`report.rs`) and keeps what it was, for the message of a call it leaves
+    /// refused.
+    fn note_failure(&mut self, e: &redis::RedisError) {
+        crate::report::failure(e);
+        self.failure = Some(crate::report::describe(e));
     }
 
     fn failed(&mut self) {

@@ -83,6 +83,10 @@ impl RedisFunnel {
 }
 
 impl Guard for RedisFunnel {
+    fn why_down(&self) -> Option<String> {
+        crate::connection::why_unreachable().map(|why| format!("Redis: {why}"))
+    }
+
     fn admit(&self, attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {
         if now_ms < self.quiet_until_ms.load(Ordering::Relaxed) {
             return Err(Refusal::Full);

@@ -65,6 +65,39 @@ pub(crate) fn failure(e: &redis::RedisError) {
     ));
 }
 
+/// What went wrong with `e`, in a few words for the message of a call refused under
+/// `on_backend_error` 'closed', after `Redis: ` (`connection refused`, `no answer in time`,
+/// `answered NOPERM (...)`). Never the URL, nor the arguments Redis quotes back.
+pub(crate) fn describe(e: &redis::RedisError) -> String {
+    if let Some(why) = refused_connection(e) {
+        return format!("the connection failed: {}", one_line(&why));
+    }
+    if e.kind() == redis::ErrorKind::ParseError {
+        return "the server does not answer as Redis does".to_owned();
+    }
+    if let Some(io) = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())
+    {
+        // This crate's own words (`the lookup of the Redis host name did not answer in
+        // time`), else the kind's rather than the system's.
+        return match (io.get_ref(), io.kind()) {
+            (Some(ours), _) => one_line(&ours.to_string()),
+            (None, std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                "no answer in time".to_owned()
+            }
+            (None, std::io::ErrorKind::ConnectionRefused) => "connection refused".to_owned(),
+            (None, _) if e.is_connection_dropped() => "the connection was closed".to_owned(),
+            (None, _) => one_line(&io.to_string()),
+        };
+    }
+    let what = e.code().unwrap_or_else(|| e.category());
+    format!(
+        "answered {what}{}",
+        e.detail()
+            .map(|d| format!(" ({})", one_line(without_arguments(d))))
+            .unwrap_or_default()
+    )
+}
+
 /// Redis's words without the arguments it quotes back (`unknown command 'HELLO', with args
 /// beginning with: '3' 'AUTH' 'default' '<password>'`): what was sent may hold a password.
 fn without_arguments(detail: &str) -> &str {

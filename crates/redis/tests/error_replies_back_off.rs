@@ -66,6 +66,9 @@ fn a_wrong_type_under_one_name_leaves_the_other_names_on_redis() {
             taken.admit(1, now_ms()).is_err(),
             "WRONGTYPE: refused (closed)"
         );
+        // The refused call's message: Redis's answer, then the key's back-off.
+        let why = taken.why_down().unwrap_or_default();
+        assert!(why.starts_with("Redis: answered WRONGTYPE"), "{why}");
         admitted += usize::from(other.admit(1, now_ms()).is_ok());
         asked += 1;
     }

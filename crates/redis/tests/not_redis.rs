@@ -37,6 +37,11 @@ fn a_server_that_is_not_redis_is_reported_on_one_line() {
         funnel.admit(1, now_ms()).err(),
         Some(Refusal::BackendDown(UnavailableKind::FunnelFull))
     );
+    let why = funnel.why_down().unwrap_or_default();
+    assert!(
+        why.starts_with("Redis: the server does not answer as Redis does"),
+        "{why}"
+    );
     let reports = reports();
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert!(

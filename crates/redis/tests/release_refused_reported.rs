@@ -29,6 +29,13 @@ fn a_release_refused_by_an_acl_is_reported_once() {
             ),
             "after a refused release, the calls follow on_backend_error"
         );
+        // The message of a call refused so says why (the first, then in the back-off).
+        let why = funnel.why_down().unwrap_or_default();
+        assert!(
+            why.starts_with("Redis: a slot given back was refused: answered NOPERM"),
+            "{why}"
+        );
+        assert!(!why.contains("norel-pass"), "{why}");
     }
     let reports = reports();
     assert_eq!(reports.len(), 1, "{reports:?}");

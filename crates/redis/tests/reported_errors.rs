@@ -20,6 +20,13 @@ fn a_server_error_is_reported_once_per_kind() {
             funnel.admit(1, now_ms()).err(),
             Some(Refusal::BackendDown(UnavailableKind::FunnelFull))
         );
+        // What the refused call's message says.
+        let why = funnel.why_down().unwrap_or_default();
+        assert!(why.starts_with("Redis: answered NOAUTH"), "{why}");
+        assert!(
+            !why.contains("127.0.0.1") && !why.contains("s3cret"),
+            "{why}"
+        );
         // Past the back-off, so that each turn asks Redis again.
         std::thread::sleep(resilient_redis::MAX_BACKOFF + Duration::from_millis(50));
     }

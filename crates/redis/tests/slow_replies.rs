@@ -77,6 +77,8 @@ fn a_script_reloaded_reply_by_reply_ends_near_its_wait() {
         Some(Refusal::BackendDown(UnavailableKind::FunnelFull)),
         "closed: Redis too slow is refused as full"
     );
+    let why = funnel.why_down().unwrap_or_default();
+    assert!(why.starts_with("Redis: no answer in time"), "{why}");
     assert!(
         took <= Duration::from_millis(3000),
         "took {took:?}, more than 1.5 × the 2 s wait"
