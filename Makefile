@@ -30,8 +30,9 @@ build:
 	$(CARGO) build --release --workspace
 
 # Installs the extension as `extension=resilient` for every SAPI (scripts/install.sh;
-# DESTDIR=/root installs under another root, enabled for the CLI and FPM). Builds the extension
-# alone: the workspace's lab crate needs fontconfig, which a production host has no use for.
+# DESTDIR=/some/dir stages it under that directory instead, enabled for the CLI and FPM).
+# Builds the extension alone: the workspace's lab crate needs fontconfig, which a production
+# host has no use for.
 install:
 	$(CARGO) build --release -p resilient
 	scripts/install.sh

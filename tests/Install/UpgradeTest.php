@@ -101,9 +101,123 @@ final class UpgradeTest extends TestCase
         $this->assertSame(0644, fileperms($this->ini($root)) & 0777);
     }
 
-    private function install(string $root): string
+    /**
+     * The ini given its line may hold a Redis password: it keeps its mode, owner and group.
+     * Before, it was rewritten 0644 root:root, readable by every local user.
+     */
+    public function testAnIniGivenTheLineKeepsItsModeAndGroup(): void
     {
-        exec(sprintf('DESTDIR=%s %s/scripts/install.sh 2>&1', escapeshellarg($root), escapeshellarg(Run::root())), $out, $rc);
+        $root = Run::tempDir('upgrade-mode');
+        $this->install($root);
+        $ini = $this->ini($root);
+        file_put_contents($ini, "resilient.backend=\"redis://:s3cret@10.0.0.5:6379/0\"\n");
+        chmod($ini, 0640);
+        chgrp($ini, 'daemon');
+        $group = filegroup($ini);
+
+        $this->install($root);
+
+        clearstatcache();
+        $this->assertSame(['extension=resilient'], $this->extensionLines($ini));
+        $this->assertSame(0640, fileperms($ini) & 0777, 'its mode');
+        $this->assertSame($group, filegroup($ini), 'its group');
+    }
+
+    /** A symlinked ini stays a symlink: its target gets the line. */
+    public function testASymlinkedIniHasItsTargetGivenTheLine(): void
+    {
+        $root = Run::tempDir('upgrade-link');
+        $this->install($root);
+        $ini = $this->ini($root);
+        mkdir("$root/managed");
+        file_put_contents("$root/managed/resilient.ini", "resilient.web_max_attempts=2\n");
+        unlink($ini);
+        symlink("$root/managed/resilient.ini", $ini);
+
+        $this->install($root);
+
+        clearstatcache();
+        $this->assertTrue(is_link($ini), 'still a symlink');
+        $this->assertSame("$root/managed/resilient.ini", readlink($ini));
+        $this->assertSame(['extension=resilient'], $this->extensionLines("$root/managed/resilient.ini"));
+    }
+
+    /**
+     * A PHP without Debian's /etc/php/<version> (built from source, the official Docker
+     * images): the ini goes where that PHP scans (`php-config --ini-dir`). Before, the install
+     * wrote /etc/php/<version>, which such a PHP never reads, and said it was enabled.
+     */
+    public function testAPhpWithoutDebiansLayoutGetsTheIniInItsScanDir(): void
+    {
+        $root = Run::tempDir('upgrade-layout');
+        $bin = Run::tempDir('upgrade-layout-bin');
+        $fake = fn (string $iniDir) => file_put_contents("$bin/php-config", "#!/bin/sh\ncase \"\$1\" in\n"
+            . "--extension-dir) echo /usr/local/lib/php/extensions/no-debug-non-zts-20210902 ;;\n"
+            . "--version) echo 8.1.99 ;;\n--ini-dir) echo $iniDir ;;\nesac\n");
+        $fake('/usr/local/etc/php/conf.d');
+        chmod("$bin/php-config", 0755);
+        $this->assertDirectoryDoesNotExist('/etc/php/8.1', 'a version this machine has no layout for');
+
+        $out = $this->install($root, ['PATH' => "$bin:" . getenv('PATH')]);
+
+        $this->assertFileExists("$root/usr/local/lib/php/extensions/no-debug-non-zts-20210902/resilient.so");
+        $this->assertSame(['extension=resilient'], $this->extensionLines("$root/usr/local/etc/php/conf.d/resilient.ini"), $out);
+        $this->assertDirectoryDoesNotExist("$root/etc/php", $out);
+
+        // No scan dir either: a clear error, nothing written.
+        $fake('');
+        $root = Run::tempDir('upgrade-layout-none');
+        exec(sprintf('PATH=%s DESTDIR=%s %s/scripts/install.sh 2>&1', escapeshellarg("$bin:" . getenv('PATH')),
+            escapeshellarg($root), escapeshellarg(Run::root())), $lines, $rc);
+        $this->assertSame(1, $rc, implode("\n", $lines));
+        $this->assertStringContainsString('add extension=resilient to your php.ini', implode("\n", $lines));
+        $this->assertSame([], array_values(array_diff(scandir($root), ['.', '..'])), 'nothing written');
+    }
+
+    /**
+     * Without DESTDIR the install ends by asking `php -m`: a PHP that does not list the
+     * extension then (another scan dir, another extension_dir) fails the install, saying so.
+     * Here php-config names directories of a temporary tree, and `php` lists no resilient.
+     */
+    public function testAnInstallThatPhpDoesNotLoadFails(): void
+    {
+        $tree = Run::tempDir('upgrade-verify');
+        $bin = Run::tempDir('upgrade-verify-bin');
+        file_put_contents("$bin/php-config", "#!/bin/sh\ncase \"\$1\" in\n--extension-dir) echo $tree/ext ;;\n"
+            . "--version) echo 8.1.99 ;;\n--ini-dir) echo $tree/conf.d ;;\nesac\n");
+        file_put_contents("$bin/php", "#!/bin/sh\necho '[PHP Modules]'; echo Core\n");
+        file_put_contents("$bin/phpenmod", "#!/bin/sh\nexit 1\n");
+        chmod("$bin/php-config", 0755);
+        chmod("$bin/php", 0755);
+        chmod("$bin/phpenmod", 0755);
+
+        exec(sprintf('env -u DESTDIR PATH=%s %s/scripts/install.sh 2>&1', escapeshellarg("$bin:" . getenv('PATH')),
+            escapeshellarg(Run::root())), $out, $rc);
+
+        $this->assertSame(1, $rc, implode("\n", $out));
+        $this->assertStringContainsString("the CLI's PHP does not load it ('php -m' does not list resilient)", implode("\n", $out));
+        $this->assertFileExists("$tree/ext/resilient.so");
+        $this->assertSame(['extension=resilient'], $this->extensionLines("$tree/conf.d/resilient.ini"));
+    }
+
+    /** A relative DESTDIR is the caller's directory's, not the repository's. */
+    public function testARelativeDestdirIsTheCallersDirectorys(): void
+    {
+        $cwd = Run::tempDir('upgrade-relative');
+        exec(sprintf('cd %s && DESTDIR=stage %s/scripts/install.sh 2>&1', escapeshellarg($cwd), escapeshellarg(Run::root())), $out, $rc);
+        $this->assertSame(0, $rc, implode("\n", $out));
+        $this->assertFileExists($this->ini("$cwd/stage"));
+        $this->assertDirectoryDoesNotExist(Run::root() . '/stage');
+    }
+
+    /** @param array<string, string> $env */
+    private function install(string $root, array $env = []): string
+    {
+        $vars = '';
+        foreach ($env as $k => $v) {
+            $vars .= sprintf('%s=%s ', $k, escapeshellarg($v));
+        }
+        exec(sprintf('%sDESTDIR=%s %s/scripts/install.sh 2>&1', $vars, escapeshellarg($root), escapeshellarg(Run::root())), $out, $rc);
         $this->assertSame(0, $rc, implode("\n", $out));
         return implode("\n", $out);
     }
