@@ -64,9 +64,10 @@ test: deps build
 	tests/harness/summary.sh tests/.run/cargo.log tests/.run/phpunit.log tests/.run/lab.log tests/.run/stubs.log; \
 	exit $$rc
 
-# BASELINE=REV also measures each group's own case with the build of REV, beside it.
+# BASELINE=REV also measures each group's own case with the build of REV, beside it (a REV
+# that cannot be built stops the bench: `so=$(...) &&` keeps its status).
 bench: deps build
-	$(if $(BASELINE),BENCH_BASELINE_SO="$$(bench/baseline.sh $(BASELINE))") bench/run.sh $(BENCH_ARGS)
+	$(if $(BASELINE),so="$$(bench/baseline.sh $(BASELINE))" && BENCH_BASELINE_SO="$$so") bench/run.sh $(BENCH_ARGS)
 
 lab: deps build
 	lab/run.sh $(LAB_ARGS)

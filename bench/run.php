@@ -52,11 +52,18 @@ if ($oursJson) {
 $baseline = (string) getenv('BENCH_BASELINE_SO');
 
 $groups = [];
+$known = [];
 foreach (glob(__DIR__ . '/cases/*.php') as $file) {
     $g = require $file;
+    $known[] = $g['group'];
     if ($only === [] || in_array($g['group'], $only, true)) {
         $groups[] = $g;
     }
+}
+// A misspelt group is an error, not a run that measures nothing and says every target was met.
+if ($unknown = array_diff($only, $known)) {
+    fprintf(STDERR, "bench: no group named %s (the groups: %s)\n", implode(', ', $unknown), implode(' ', $known));
+    exit(2);
 }
 usort($groups, fn ($a, $b) => ($a['order'] ?? 100) <=> ($b['order'] ?? 100));
 

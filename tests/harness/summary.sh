@@ -19,17 +19,16 @@ else
 fi
 
 # PHPUnit: "OK (130 tests, 854 assertions)" or "Tests: 130, Assertions: 850, Failures: 2, Errors: 1."
+# Risky tests and warnings fail the run (phpunit.xml.dist: failOnRisky, failOnWarning): failed
+# here too. Skipped and incomplete ones neither passed nor failed.
 if line=$(grep -E '^OK \([0-9]+ tests?' "$phpunit_log" 2>/dev/null | tail -1) && [ -n "$line" ]; then
     passed=$((passed + $(sed -E 's/^OK \(([0-9]+).*/\1/' <<<"$line")))
 elif line=$(grep -E '^Tests: [0-9]+' "$phpunit_log" 2>/dev/null | tail -1) && [ -n "$line" ]; then
     total=$(sed -E 's/^Tests: ([0-9]+).*/\1/' <<<"$line")
-    bad=0
-    for kind in Errors Failures; do
-        n=$(grep -oE "$kind: [0-9]+" <<<"$line" | grep -oE '[0-9]+' || true)
-        bad=$((bad + ${n:-0}))
-    done
-    skipped=$(grep -oE 'Skipped: [0-9]+' <<<"$line" | grep -oE '[0-9]+' || true)
-    passed=$((passed + total - bad - ${skipped:-0})) failed=$((failed + bad))
+    count() { grep -oE "$1: [0-9]+" <<<"$line" | grep -oE '[0-9]+' || echo 0; }
+    bad=$(($(count Errors) + $(count Failures) + $(count Warnings) + $(count Risky)))
+    neither=$(($(count Skipped) + $(count Incomplete)))
+    passed=$((passed + total - bad - neither)) failed=$((failed + bad))
 else
     failed=$((failed + 1))
 fi
