@@ -73,6 +73,7 @@ final class OpcacheSubclassTest extends TestCase
         }
         $log = (string) @file_get_contents("$dir/fpm-error.log");
         $this->assertStringNotContainsString('signal', $log, 'no worker died');
+        $this->assertStringNotContainsString('already loaded', $log . @file_get_contents("$dir/fpm.err"), 'the build under test, not an installed one');
         $this->assertGreaterThan(1, count($pids), 'more than one worker ran the shared class');
     }
 }

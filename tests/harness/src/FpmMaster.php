@@ -62,6 +62,7 @@ final class FpmMaster
         file_put_contents("$dir/fpm.conf", implode("\n", $conf));
 
         return ServiceProcess::start([
+            ...($systemIni ? ['env', 'PHP_INI_SCAN_DIR=' . self::systemScanDir($dir)] : []),
             'php-fpm8.2', ...($systemIni ? [] : ['-n']),
             ...($asRoot ? ['-R'] : []),
             ...($extensionInMaster ? ['-d', 'extension=' . Run::extension()] : []),
@@ -69,5 +70,22 @@ final class FpmMaster
             ...array_merge(...array_map(fn ($k, $v) => ['-d', "$k=$v"], array_keys($masterIni), $masterIni)),
             '-F', '-O', '-y', "$dir/fpm.conf",
         ], "$dir/fpm");
+    }
+
+    /**
+     * The system's FPM conf.d without a file that loads resilient (a `make install` on this
+     * machine): the build under test is the one the master loads, never an installed one
+     * (which would load first, and the build's `-d extension=` be refused as already loaded).
+     */
+    private static function systemScanDir(string $dir): string
+    {
+        $scan = "$dir/conf.d";
+        @mkdir($scan);
+        foreach (glob('/etc/php/8.2/fpm/conf.d/*.ini') ?: [] as $ini) {
+            if (preg_match('/^\s*extension\s*=\s*"?([^";]*\/)?resilient(\.so)?"?\s*(;.*)?$/m', (string) file_get_contents($ini)) !== 1) {
+                @symlink($ini, "$scan/" . basename($ini));
+            }
+        }
+        return $scan;
     }
 }
