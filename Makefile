@@ -81,8 +81,10 @@ stubs-check: build
 stubs: deps
 	stubs/generate.sh
 
-# Remove what interrupted runs may have left: scratch dirs and this project's test segments.
+# Remove what interrupted runs may have left: scratch dirs (a full-disk test's tmpfs unmounted
+# first) and this project's test, bench and lab segments.
 clean-run:
+	awk -v run="$(CURDIR)/tests/.run/" 'index($$2, run) == 1 {print $$2}' /proc/mounts | xargs -r umount
 	rm -rf tests/.run bench/.run
 	git worktree remove --force bench/.baseline/src 2>/dev/null || true; rm -rf bench/.baseline
-	rm -rf /dev/shm/resilient-test-*.shm /dev/shm/resilient-bench-*.shm /tmp/resilient-lab-*
+	rm -rf /dev/shm/resilient-test-*.shm /dev/shm/resilient-bench-*.shm /dev/shm/resilient-lab-*.shm /tmp/resilient-lab-*

@@ -182,7 +182,11 @@ pub fn segment(tag: &str) -> Arc<Segment> {
         std::process::id()
     ));
     let _ = std::fs::remove_file(&path);
-    Arc::new(Segment::open(&path, 16).unwrap())
+    let segment = Arc::new(Segment::open(&path, 16).unwrap());
+    // Mapped, it lives on without its name (nothing here opens it again by path): no file left
+    // behind in /tmp by each test.
+    let _ = std::fs::remove_file(&path);
+    segment
 }
 
 pub fn backend(url: &str, mode: OnBackendError, hosts: u32, seg: &str) -> Redis {
