@@ -40,6 +40,7 @@ key_set!(KEYS: K {
     Latency = "latency",
     Breaker = "breaker",
     Learned = "learned",
+    FunnelInFlight = "funnel_in_flight",
     Funnel = "funnel",
     Budget = "budget",
     Deadline = "deadline",
@@ -111,7 +112,7 @@ struct Shapes {
 }
 
 /// The keys of a name's array, in order; after them come `shed`, `failures`, `latency`,
-/// `breaker` and `learned`.
+/// `breaker`, `learned` and `funnel_in_flight`.
 const COUNTERS: [K; 9] = [
     K::Originals,
     K::Attempts,
@@ -123,7 +124,14 @@ const COUNTERS: [K; 9] = [
     K::Fallbacks,
     K::BackendFallbacks,
 ];
-const AFTER_COUNTERS: [K; 5] = [K::Shed, K::Failures, K::Latency, K::Breaker, K::Learned];
+const AFTER_COUNTERS: [K; 6] = [
+    K::Shed,
+    K::Failures,
+    K::Latency,
+    K::Breaker,
+    K::Learned,
+    K::FunnelInFlight,
+];
 
 impl Shapes {
     fn new(keys: &Keys<'_>) -> Self {
@@ -287,6 +295,9 @@ impl Builder<'_> {
             learned.set_hashtable(crate::funnel::learned_array(l)?);
         }
         out.set(n + 4, learned);
+        if let Some(held) = s.funnel_in_flight {
+            out.set_long(n + 5, u64::from(held));
+        }
         Ok(out.into_zval())
     }
 }
@@ -309,7 +320,9 @@ impl Metrics {
     /// the next call, its probe), 'transitions' => ['closed' => int, 'open' => int, 'half_open' => int]],
     /// 'learned' => null|['limit' =>
     /// float, 'no_load_rtt_ms' => float, 'rtt_ms' => float, 'intervals' => int] (a funnel
-    /// `'limit' => 'auto'`, as `Funnel::stats()`)]]`, where `h` = `['buckets' =>
+    /// `'limit' => 'auto'`, as `Funnel::stats()`), 'funnel_in_flight' => null|int (the slots of
+    /// the name's funnel held on this host now, holders killed mid-attempt not counted, which
+    /// `in_flight` keeps for good; null: no funnel of the name used on this host)]]`, where `h` = `['buckets' =>
     /// [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
     /// in ms), 'sum' => float (s), 'count' => int]`. A name that looks like an int is an int
     /// key, as PHP makes it. Throws `Resilient\SharedMemoryError` when this process cannot use

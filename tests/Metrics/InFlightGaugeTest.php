@@ -124,6 +124,47 @@ final class InFlightGaugeTest extends TestCase
      * found: the slots held in $name's funnel (of $limit), its in-flight gauge, and the status of
      * one more call to $next through a funnel of 1 of that name (or the exception's class).
      */
+    /**
+     * A process killed mid-attempt (SIGKILL: `queue:work --timeout`; FPM's
+     * request_terminate_timeout and a reload under traffic end workers alike) runs no request
+     * end: `in_flight` keeps its attempt for good, but `funnel_in_flight` (the funnel's slots held
+     * on this host, those of dead holders not counted) reads 0 at once, in the snapshot and in
+     * the Prometheus text. Before, nothing a scrape read followed the funnel's exact count.
+     */
+    public function testAProcessKilledMidAttemptLeavesTheFunnelsGaugeExact(): void
+    {
+        $up = MockUpstream::shared();
+        $key = $up->key('inflight-killed');
+        $up->script($key, [['delay_ms' => 10000]]);
+        $name = Run::name('inflight-killed');
+        $p = PhpProcess::code(sprintf(
+            '$c = new Resilient\Client(%s, ["base_url" => %s, "timeout" => 20, "max_attempts" => 1, "funnel" => ["limit" => 4]]);'
+            . '$c->get("/slow");',
+            var_export($name, true),
+            var_export($up->base($key), true),
+        ));
+        $this->assertCount(1, $up->attempts($key, 1, 10000, false), 'the attempt reached the upstream');
+        $held = Metrics::snapshot()[$name];
+        $this->assertSame([1, 1], [$held['in_flight'], $held['funnel_in_flight']], 'while it is in flight');
+        $p->signal(SIGKILL);
+        $p->wait(10);
+
+        $entry = Metrics::snapshot()[$name];
+        $this->assertSame(1, $entry['in_flight'], 'the attempt gauge keeps what a killed process never ended');
+        $this->assertSame(0, $entry['funnel_in_flight'], "a dead holder's slot is not counted");
+        $text = Metrics::prometheus();
+        $this->assertStringContainsString(sprintf("resilient_funnel_in_flight{upstream=\"%s\"} 0\n", $name), $text);
+        $this->assertSame(0, (new Funnel($name, 4))->inFlight());
+
+        // A name whose calls take no funnel slot has none.
+        $plain = Run::name('inflight-plain');
+        $up->script($up->key('inflight-plain'), [['status' => 200]]);
+        (new \Resilient\Client($plain, ['base_url' => $up->base($up->key('inflight-plain')), 'funnel' => false]))->get('/x');
+        $this->assertArrayHasKey('funnel_in_flight', Metrics::snapshot()[$plain]);
+        $this->assertNull(Metrics::snapshot()[$plain]['funnel_in_flight']);
+        $this->assertStringNotContainsString(sprintf('resilient_funnel_in_flight{upstream="%s"}', $plain), Metrics::prometheus());
+    }
+
     private function seenAfterTheTimeLimit(string $name, int $limit, string $call, string $next): array
     {
         $code = sprintf(

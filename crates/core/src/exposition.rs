@@ -243,6 +243,7 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
         },
         |s| s.in_flight,
     );
+    funnel_in_flight(o, names, &labels);
     simple(
         o,
         names,
@@ -347,6 +348,22 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
     out
 }
 
+/// The funnel's slots held on this host, for the names whose funnel was used here: exact when
+/// a process was killed mid-attempt, which leaves `resilient_in_flight` one too high for good.
+fn funnel_in_flight(out: &mut String, names: &[(String, MetricsSnapshot)], labels: &[String]) {
+    if names.iter().all(|(_, s)| s.funnel_in_flight.is_none()) {
+        return;
+    }
+    let name = "resilient_funnel_in_flight";
+    header(out, &Family { name, kind: "gauge",
+        help: "Slots of the funnel held on this host now (holders killed mid-attempt not counted)." });
+    for ((_, s), upstream) in names.iter().zip(labels) {
+        if let Some(n) = s.funnel_in_flight {
+            let _ = writeln!(out, "{name}{upstream}}} {n}");
+        }
+    }
+}
+
 /// The learned funnel limits (`'limit' => 'auto'`), for the names that have one. A latency not
 /// known yet (0, before the first interval with answers) has no sample: 0 s would read as
 /// measured.
@@ -423,6 +440,7 @@ mod tests {
                 rtt_us: 234_567,
                 intervals: 1_000_000,
             }),
+            funnel_in_flight: Some(64),
             ..MetricsSnapshot::default()
         };
         // Ten-digit counters everywhere: a host that ran a long time.

@@ -213,6 +213,10 @@ pub struct MetricsSnapshot {
     pub failure_latency: Histogram,
     /// The name's learned funnel limit (`'limit' => 'auto'`); `None` if nothing learned.
     pub learned: Option<crate::AdaptiveStats>,
+    /// The slots of the name's funnel held on this host now, dead holders not counted
+    /// (`funnel::held_now`): what `in_flight` would read had no process been killed
+    /// mid-attempt. `None`: no funnel of the name used on this host.
+    pub funnel_in_flight: Option<u32>,
 }
 
 impl MetricsSnapshot {
@@ -280,6 +284,7 @@ impl MetricsBlock {
             success_latency: self.success_latency.read(),
             failure_latency: self.failure_latency.read(),
             learned: None,
+            funnel_in_flight: None,
         }
     }
     /// Zeroes the counters; the gauges (in flight, breaker state) describe the present and stay.
@@ -444,6 +449,7 @@ pub fn snapshot_all(seg: &Segment) -> Vec<(String, MetricsSnapshot)> {
 /// exception), so `Metrics::snapshot()` pays only for the PHP array it builds.
 pub fn for_each_snapshot(seg: &Segment, mut visit: impl FnMut(&str, &MetricsSnapshot)) {
     let mut buf = [0u8; crate::layout::NAME_WORDS * 8];
+    let now_ms = crate::clock::monotonic_ms();
     for e in seg.entries() {
         if e.hash.load(Acquire) == 0 || e.metrics.active.load(Relaxed) == 0 {
             continue;
@@ -466,6 +472,7 @@ pub fn for_each_snapshot(seg: &Segment, mut visit: impl FnMut(&str, &MetricsSnap
         };
         let mut s = e.metrics.read();
         s.learned = crate::adaptive_limit::learned(&e.adaptive);
+        s.funnel_in_flight = crate::funnel::held_now(e, now_ms);
         visit(&name, &s);
     }
 }

@@ -385,6 +385,11 @@ impl Funnel {
         n
     }
 
+    /// Slots of this name held on this host now, as a scrape shows them ([`held_now`]).
+    pub fn held_now(&self, now_ms: u64) -> Option<u32> {
+        held_now(self.seg.entry(self.entry), now_ms)
+    }
+
     /// Takes a slot if fewer than `cap` are held; never waits. `None` means full. The bare
     /// counter, for a caller that chose its own cap: [`Funnel::admit`] applies the config
     /// (reserve, `share`, a learned limit).
@@ -437,6 +442,43 @@ impl Funnel {
         ));
         e.funnel_mask.load(Ordering::Acquire).count_ones()
     }
+}
+
+/// The slots of `e`'s funnel held now: counted, by a live process, with a lease that has not run
+/// out at `now_ms`; those of dead holders and lapsed leases are what the next reclaim frees, so
+/// not counted although their bits may still be set. Read-only (the mask, then each counted
+/// slot's word and expiry, and `kill(pid, 0)` for each held one): for a scrape (the metrics'
+/// `funnel_in_flight`), which a process killed mid-attempt must not leave wrong, as it leaves
+/// the attempts' own gauge. `None` when no funnel of that name was ever used on this host (its
+/// words are all zero until a first acquire).
+pub(crate) fn held_now(e: &Entry, now_ms: u64) -> Option<u32> {
+    let mut mask = e.funnel_mask.load(Ordering::Acquire);
+    if mask == 0
+        && e.funnel_slots
+            .iter()
+            .all(|s| s.word.load(Ordering::Relaxed) == 0)
+    {
+        return None;
+    }
+    let mut n = 0;
+    while mask != 0 {
+        let slot = &e.funnel_slots[mask.trailing_zeros() as usize];
+        mask &= mask - 1;
+        let word = SlotWord(slot.word.load(Ordering::Acquire));
+        let live = match word.phase() {
+            // Counted without an owner: stray, the next reclaim clears it.
+            slot_word::Phase::Free => false,
+            slot_word::Phase::Held => {
+                slot.expires_ms.load(Ordering::Acquire) > now_ms
+                    && crate::liveness::pid_alive(word.pid())
+            }
+            slot_word::Phase::Claiming | slot_word::Phase::Clearing => {
+                crate::liveness::pid_alive(word.pid())
+            }
+        };
+        n += u32::from(live);
+    }
+    Some(n)
 }
 
 /// A held slot. Released by [`Lease::release`] or on drop (RAII).
@@ -1001,6 +1043,55 @@ mod tests {
             .store(1_000_000, Ordering::SeqCst);
         e.funnel_mask.store(1, Ordering::SeqCst);
         assert!(f.try_acquire(1, 10).is_some());
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// What a scrape reads (`held_now`): nothing before the name's funnel is first used; then
+    /// the slots held by live processes with a lease still running, without reclaiming the
+    /// others (a dead holder's, a lapsed lease's, a stray bit), which stay counted in the mask
+    /// until an acquire at the cap reclaims them.
+    #[test]
+    fn held_now_counts_live_holders_only_and_changes_nothing() {
+        let (s, p) = seg("held-now");
+        let f = funnel(&s, 4, 0);
+        let e = s.entry(f.entry);
+        assert_eq!(f.held_now(10), None, "never used");
+        let live = f.try_acquire(4, 10).unwrap();
+        let lapsing = f.try_acquire(4, 10).unwrap().hold_until(500);
+        assert_eq!(f.held_now(10), Some(2));
+        // A holder killed mid-attempt (a pid that does not exist), with a far expiry.
+        let dead_pid = 4_194_000;
+        assert!(!crate::liveness::pid_alive(dead_pid));
+        e.funnel_slots[2].word.store(
+            SlotWord::new(dead_pid, slot_word::Phase::Held, 1).0,
+            Ordering::SeqCst,
+        );
+        e.funnel_slots[2]
+            .expires_ms
+            .store(1_000_000, Ordering::SeqCst);
+        e.funnel_mask.fetch_or(1 << 2 | 1 << 3, Ordering::SeqCst);
+        let mask = e.funnel_mask.load(Ordering::SeqCst);
+        assert_eq!(mask.count_ones(), 4, "two held, one dead, one stray");
+        assert_eq!(
+            f.held_now(10),
+            Some(2),
+            "the dead holder's and the stray bit left out"
+        );
+        assert_eq!(
+            f.held_now(500),
+            Some(1),
+            "the lapsed lease left out at its time"
+        );
+        assert_eq!(
+            e.funnel_mask.load(Ordering::SeqCst),
+            mask,
+            "nothing reclaimed"
+        );
+        let _ = lapsing;
+        drop(live);
+        assert_eq!(f.held_now(500), Some(0));
+        assert_eq!(f.in_flight(500), 0, "a reclaim frees them all");
+        assert_eq!(f.held_now(500), Some(0), "used once: 0, not None");
         std::fs::remove_file(p).unwrap();
     }
 
