@@ -170,6 +170,16 @@ async fn run_inner(
         latest.clone(),
         stop.clone(),
     ));
+    // Whatever way this run ends (an error mid-run returns early), its tasks end with it.
+    let _tasks = Tasks {
+        stop: stop.clone(),
+        handles: vec![
+            checkout.abort_handle(),
+            health.abort_handle(),
+            sampler.abort_handle(),
+            progress.abort_handle(),
+        ],
+    };
 
     // Phase switches, on schedule, while the load keeps going.
     // --slow-fail-ratio adds 503s to a slow phase (not the seed's experiment).
@@ -213,6 +223,24 @@ async fn run_inner(
     run.attempts = upstream.attempts(&control, t0_unix_ms).await?;
     drop(sut);
     Ok(())
+}
+
+/// The tasks of a variant's run: stopped and aborted when the run ends, also by an error in the
+/// middle of it. Left running, a failed variant's load generator went on sending to its stopped
+/// nginx, its progress line went on among the next variant's, and its sampler kept the
+/// upstream simulator's process alive (its `Arc`) until the lab exited.
+struct Tasks {
+    stop: Arc<AtomicBool>,
+    handles: Vec<tokio::task::AbortHandle>,
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in &self.handles {
+            h.abort();
+        }
+    }
 }
 
 fn unix_ms_now() -> f64 {
