@@ -294,6 +294,13 @@ usage: resilient-lab [options]
         {
             return Err("rate, phase-secs, capacity, workers and slow-ms must be positive".into());
         }
+        // The upstream simulator's bound (`POST /__control/sim`): refused here rather than at
+        // the first phase switch, after a variant's set-up and a phase of load.
+        if p.normal_ms.max(p.slow_ms) > MAX_SERVICE_MS {
+            return Err(format!(
+                "--normal-ms and --slow-ms must be at most {MAX_SERVICE_MS} (the upstream simulator's bound)"
+            ));
+        }
         if p.phase_secs < MIN_PHASE_SECS {
             return Err(format!(
                 "--phase-secs: {} is below {MIN_PHASE_SECS} s (recovery is judged over 2 s of the last phase)",
@@ -428,6 +435,9 @@ usage: resilient-lab [options]
 
 /// The shortest phase: recovery is measured over 2 s windows of the last phase.
 pub const MIN_PHASE_SECS: f64 = 2.0;
+
+/// The longest service time the upstream simulator takes (its `MAX_WAIT_MS`).
+pub const MAX_SERVICE_MS: u64 = 600_000;
 
 fn num(name: &str, v: &str) -> Result<f64, String> {
     v.parse::<f64>()
@@ -598,6 +608,9 @@ mod tests {
             ["--error-ratio", "5"],
             ["--slow-fail-ratio", "1.01"],
             ["--phase-secs", "0.0001"],
+            // Over the upstream simulator's bound: refused before any variant runs.
+            ["--slow-ms", "700000"],
+            ["--normal-ms", "600001"],
         ] {
             let e = parse(&args).expect_err(&args.join(" "));
             assert!(e.contains(args[0]), "{args:?}: {e}");

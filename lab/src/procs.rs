@@ -140,14 +140,17 @@ pub fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-/// Waits until something accepts TCP connections on the loopback port.
-pub fn wait_for_port(port: u16, timeout: Duration) -> bool {
+/// Waits until something accepts TCP connections on the loopback port `child` was told to
+/// listen on: `Ok(false)` after `timeout`, an error as soon as `child` exits (a port taken, a bad
+/// configuration: said at once rather than after the whole wait).
+pub fn wait_listening(child: &mut Child, port: u16, timeout: Duration) -> Result<bool, String> {
     let until = Instant::now() + timeout;
     while Instant::now() < until {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return true;
+            return Ok(true);
         }
+        child.check_alive()?;
         std::thread::sleep(Duration::from_millis(30));
     }
-    false
+    Ok(false)
 }

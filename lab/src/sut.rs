@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::params::{is_resilient, Params};
-use crate::procs::{free_port, wait_for_port, Child};
+use crate::procs::{free_port, wait_listening, Child};
 
 /// Extensions every variant loads (php-fpm runs with -n, so nothing comes from php.ini).
 /// igbinary must come before redis.
@@ -62,8 +62,10 @@ impl SystemUnderTest {
                 "--loglevel",
                 "warning",
             ]);
-            let child = Child::spawn("redis-server", cmd, &dir.join("redis.log"))?;
-            if !wait_for_port(port, Duration::from_secs(10)) {
+            let mut child = Child::spawn("redis-server", cmd, &dir.join("redis.log"))?;
+            let listening = wait_listening(&mut child, port, Duration::from_secs(10))
+                .map_err(|e| format!("{e} (see redis.log)"))?;
+            if !listening {
                 return Err("redis-server did not start (see redis.log)".into());
             }
             (Some(child), port)
@@ -151,7 +153,9 @@ impl SystemUnderTest {
             redis_port,
             upstream_url: upstream_url.to_string(),
         };
-        if !wait_for_port(port, Duration::from_secs(10)) {
+        let listening = wait_listening(&mut sut.nginx, port, Duration::from_secs(10))
+            .map_err(|e| format!("{e} (see nginx-error.log)"))?;
+        if !listening {
             return Err("nginx did not listen (see nginx-error.log)".into());
         }
         sut.wait_health(Duration::from_secs(15))?;

@@ -22,7 +22,7 @@ use crate::analysis::VariantSummary;
 use crate::experiment::VariantRun;
 use crate::goals::{VariantGoals, Verdict};
 use crate::params::{is_resilient, Params};
-use crate::procs::{free_port, wait_for_port, Child};
+use crate::procs::{free_port, wait_listening, Child};
 use crate::scenario::Scenario;
 use crate::upstream::UpstreamAttempt;
 
@@ -97,8 +97,9 @@ impl HostB {
         std::fs::write(bdir.join("php-fpm.cmd"), format!("{cmd:?}\n"))
             .map_err(|e| e.to_string())?;
         let mut fpm = Child::spawn("php-fpm (host b)", cmd, &bdir.join("fpm.out"))?;
-        if !wait_for_port(port, Duration::from_secs(10)) {
-            fpm.check_alive()?;
+        let listening = wait_listening(&mut fpm, port, Duration::from_secs(10))
+            .map_err(|e| format!("{e} (see {}/fpm-error.log)", bdir.display()))?;
+        if !listening {
             return Err(format!(
                 "host b's php-fpm did not listen (see {}/fpm-error.log)",
                 bdir.display()

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::procs::{free_port, wait_for_port, Child};
+use crate::procs::{free_port, wait_listening, Child};
 use crate::scenario::UpstreamPhase;
 
 /// One attempt as the upstream saw it, on the lab's clock (seconds since the variant's t0).
@@ -64,8 +64,9 @@ impl Upstream {
         let mut cmd = Command::new(bin);
         cmd.args(["--listen", &format!("127.0.0.1:{port}")]);
         let mut child = Child::spawn("resilient-upstream", cmd, &dir.join("upstream.log"))?;
-        if !wait_for_port(port, Duration::from_secs(10)) {
-            child.check_alive()?;
+        let listening = wait_listening(&mut child, port, Duration::from_secs(10))
+            .map_err(|e| format!("{e} (see upstream.log)"))?;
+        if !listening {
             return Err("resilient-upstream did not listen (see upstream.log)".into());
         }
         Ok(Upstream {

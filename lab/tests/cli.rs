@@ -68,6 +68,29 @@ fn a_run_whose_variants_did_not_run_fails_and_says_which() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// An upstream simulator that exits at once is said at once, with its exit status. Before,
+/// the lab waited the whole 10 s for its port first.
+#[test]
+fn an_upstream_that_exits_at_start_is_said_at_once() {
+    let out = scratch("exits");
+    let started = std::time::Instant::now();
+    let o = lab(&out, "/bin/false").output().unwrap();
+    let all = text(&o);
+    assert!(!o.status.success(), "{all}");
+    assert!(
+        all.contains(
+            "[naive] FAILED: resilient-upstream exited early: exit status: 1 (see upstream.log)"
+        ),
+        "{all}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn pruning_keeps_folders_that_are_not_lab_runs_and_the_run_that_just_started() {
     let out = scratch("prune");

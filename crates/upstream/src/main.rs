@@ -53,7 +53,12 @@ fn parse_args() -> Result<Args, String> {
                     .ok_or_else(|| bad("a positive count"))?
             }
             "--service-ms" => {
-                args.sim.service_ms = value.parse().map_err(|_| bad("milliseconds"))?
+                // The bound `POST /__control/sim` keeps to as well.
+                args.sim.service_ms = value
+                    .parse()
+                    .ok()
+                    .filter(|ms| *ms <= resilient_upstream::script::MAX_WAIT_MS)
+                    .ok_or_else(|| bad("milliseconds, at most 600000"))?
             }
             "--fail-ratio" => {
                 args.sim.fail_ratio = value

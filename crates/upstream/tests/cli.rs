@@ -69,6 +69,14 @@ fn refuses_bad_arguments() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A service time past the bound the control endpoint keeps (a request holding its slot
+    // for years, before).
+    let out = Command::new(env!("CARGO_BIN_EXE_resilient-upstream"))
+        .args(["--service-ms", "18446744073709551615"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 600000"));
 }
 
 /// The binary on a free port with `args`; its address.
