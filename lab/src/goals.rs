@@ -70,7 +70,7 @@ pub struct Verdict {
     pub met: bool,
 }
 
-fn slow(v: &VariantSummary) -> Option<&PhaseStats> {
+pub(crate) fn slow(v: &VariantSummary) -> Option<&PhaseStats> {
     if v.skipped.is_some() {
         return None;
     }
@@ -172,16 +172,16 @@ pub fn goals(p: &Params, all: &[VariantSummary], name: &str) -> Vec<Verdict> {
 }
 
 /// What the slow phase can serve, as a goal names it.
-struct Servable {
-    rps: f64,
+pub(crate) struct Servable {
+    pub(crate) rps: f64,
     /// In the goal: `upstream capacity`, or `the offered load`.
-    name: &'static str,
+    pub(crate) name: &'static str,
     /// In the measure: `capacity`, or `offered`.
     short: &'static str,
 }
 
 /// [`PhaseStats::servable_rps`] of the slow phase; `upstream` names the capacity.
-fn servable(s: &PhaseStats, upstream: &'static str) -> Servable {
+pub(crate) fn servable(s: &PhaseStats, upstream: &'static str) -> Servable {
     let rps = s.servable_rps();
     if rps < s.capacity_rps {
         Servable {
@@ -240,7 +240,7 @@ pub fn open_loop(p: &Params, all: &[VariantSummary]) -> Vec<Verdict> {
 }
 
 /// `what`: goodput at least `share` of `of` req/s.
-fn goodput_share(s: &PhaseStats, share: f64, of: f64, what: String) -> Verdict {
+pub(crate) fn goodput_share(s: &PhaseStats, share: f64, of: f64, what: String) -> Verdict {
     Verdict {
         what,
         measured: format!(
