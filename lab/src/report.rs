@@ -383,7 +383,7 @@ pub fn markdown(
         run_dir.strip_prefix(&p.root).unwrap_or(run_dir).display()
     );
     if p.slow_fail_ratio > 0.0 {
-        let _ = writeln!(md, "**Not the seed's experiment:** in the slow phase {:.0} % of the upstream's answers are 503 (`--slow-fail-ratio`).\n", 100.0 * p.slow_fail_ratio);
+        let _ = writeln!(md, "**Not the seed's experiment:** in the slow phase {:.0} % of the upstream's answers are 503 (`--slow-fail-ratio`), after the same service time: its slots serve {:.1} live answers/s at most, which the goodput goals take their share of.\n", 100.0 * p.slow_fail_ratio, p.slow_capacity_rps() * (1.0 - p.slow_fail_ratio));
     }
     if p.bad_is_slow() {
         let relation = if p.slow_capacity_rps() < p.rate {
