@@ -11,7 +11,8 @@
 #   - a PHP without Debian's layout (no /etc/php/<version>: built from source, the official
 #     Docker images): resilient.ini in the directory PHP scans (`php-config --ini-dir`), the
 #     same rules for an existing one
-#   - then, without DESTDIR, `php -m` must list the extension, else the install fails saying so
+#   - then, without DESTDIR, the PHP php-config belongs to (`php-config --php-binary`) must list
+#     the extension in `php -m`, else the install fails saying so
 #
 # To uninstall: see the README's Install section.
 #
@@ -25,6 +26,8 @@ set -euo pipefail
 # A relative DESTDIR is the caller's, not the repository's.
 destdir="${DESTDIR:-}"
 [ -z "$destdir" ] || destdir="$(realpath -m "$destdir")"
+# DESTDIR=/ is the machine itself.
+[ "$destdir" != / ] || destdir=""
 cd "$(dirname "$0")/.."
 
 so=target/release/libresilient.so
@@ -117,10 +120,18 @@ else
     done
 fi
 echo "install: $destdir$ext_dir/resilient.so, enabled for $sapis by $destdir$ini ($ini_state)"
-if [ -z "$destdir" ] && ! php -m 2>/dev/null | grep -qx resilient; then
-    echo "install: but the CLI's PHP does not load it ('php -m' does not list resilient): check" \
-        "'php --ini' for the files it reads, and that $ext_dir is its extension_dir" >&2
-    exit 1
+if [ -z "$destdir" ]; then
+    # The PHP php-config belongs to (not whichever `php` comes first in PATH), its list read
+    # whole, then searched: `grep -q` leaving early would have `php -m` die of SIGPIPE, and
+    # pipefail fail a good install.
+    php_bin="$(php-config --php-binary 2>/dev/null || true)"
+    modules="$("${php_bin:-php}" -m 2>/dev/null || true)"
+    if ! grep -qx resilient <<<"$modules"; then
+        echo "install: but the CLI's PHP (${php_bin:-php}) does not load it ('php -m' does not" \
+            "list resilient): check 'php --ini' for the files it reads, and that $ext_dir is its" \
+            "extension_dir" >&2
+        exit 1
+    fi
 fi
 if [ -z "$destdir" ]; then
     echo "install: restart php-fpm to load it in the workers (e.g. 'service php$version-fpm restart')"

@@ -183,21 +183,34 @@ final class UpgradeTest extends TestCase
     {
         $tree = Run::tempDir('upgrade-verify');
         $bin = Run::tempDir('upgrade-verify-bin');
+        // php-config's own PHP is asked (`--php-binary`), not the `php` first in PATH.
         file_put_contents("$bin/php-config", "#!/bin/sh\ncase \"\$1\" in\n--extension-dir) echo $tree/ext ;;\n"
-            . "--version) echo 8.1.99 ;;\n--ini-dir) echo $tree/conf.d ;;\nesac\n");
-        file_put_contents("$bin/php", "#!/bin/sh\necho '[PHP Modules]'; echo Core\n");
+            . "--version) echo 8.1.99 ;;\n--ini-dir) echo $tree/conf.d ;;\n--php-binary) echo $bin/php8.1 ;;\nesac\n");
+        file_put_contents("$bin/php8.1", "#!/bin/sh\necho '[PHP Modules]'; echo Core\n");
+        file_put_contents("$bin/php", "#!/bin/sh\necho '[PHP Modules]'; echo resilient\n");
         file_put_contents("$bin/phpenmod", "#!/bin/sh\nexit 1\n");
-        chmod("$bin/php-config", 0755);
-        chmod("$bin/php", 0755);
-        chmod("$bin/phpenmod", 0755);
+        foreach (['php-config', 'php8.1', 'php', 'phpenmod'] as $tool) {
+            chmod("$bin/$tool", 0755);
+        }
+        $install = function () use ($bin): array {
+            exec(sprintf('env -u DESTDIR PATH=%s %s/scripts/install.sh 2>&1', escapeshellarg("$bin:" . getenv('PATH')),
+                escapeshellarg(Run::root())), $out, $rc);
+            return [$rc, implode("\n", $out)];
+        };
 
-        exec(sprintf('env -u DESTDIR PATH=%s %s/scripts/install.sh 2>&1', escapeshellarg("$bin:" . getenv('PATH')),
-            escapeshellarg(Run::root())), $out, $rc);
-
-        $this->assertSame(1, $rc, implode("\n", $out));
-        $this->assertStringContainsString("the CLI's PHP does not load it ('php -m' does not list resilient)", implode("\n", $out));
+        [$rc, $out] = $install();
+        $this->assertSame(1, $rc, $out);
+        $this->assertStringContainsString("the CLI's PHP ($bin/php8.1) does not load it ('php -m' does not list resilient)", $out);
         $this->assertFileExists("$tree/ext/resilient.so");
         $this->assertSame(['extension=resilient'], $this->extensionLines("$tree/conf.d/resilient.ini"));
+
+        // Listed, then more than a pipe holds (200 KB): found, and the install ends well. (Piped
+        // to `grep -q`, which leaves at the first match, the writer died of SIGPIPE and the
+        // pipeline failed under pipefail.)
+        file_put_contents("$bin/php8.1", "#!/bin/sh\necho '[PHP Modules]'; echo resilient\n"
+            . "i=0; while [ \$i -lt 10000 ]; do echo zzzzzzzzzzzzzzzzzzzz; i=\$((i+1)); done\n");
+        [$rc, $out] = $install();
+        $this->assertSame(0, $rc, $out);
     }
 
     /** A relative DESTDIR is the caller's directory's, not the repository's. */
