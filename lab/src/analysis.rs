@@ -625,8 +625,6 @@ mod tests {
         assert_eq!(queue_over_in(&levels, 0.0, 10.0, 1), (0, 9));
     }
 
-    /// Background attempts count apart from the web's amplification; outage answers never
-    /// show as queued or in service; calls are told apart by their request id.
     /// With `--slow-fail-ratio 0.2`, a fifth of the slow upstream's slot time goes to 503s:
     /// the capacity the goodput goals take a share of is 80 % of slots / service time. Before,
     /// the whole 33.3/s: a goal no variant could meet, its miss blamed on the funnel's wait.
@@ -650,6 +648,8 @@ mod tests {
         assert!((s.phases[0].capacity_rps - 4.0 * 1000.0 / 20.0).abs() < 1e-9);
     }
 
+    /// Background attempts count apart from the web's amplification; outage answers never
+    /// show as queued or in service; calls are told apart by their request id.
     #[test]
     fn web_and_background_attempts_and_outage_answers_are_counted_apart() {
         let mut p = params();

@@ -38,7 +38,13 @@ final class BadInputTest extends HttpTestCase
             'float attempts' => [['max_attempts' => 2.5], $type, "option 'max_attempts' must be of type int, float given"],
             'backoff typo' => [['backoff' => ['bsae' => 1]], $value, "option 'backoff.bsae': unknown option"],
             'backoff not an array' => [['backoff' => 5], $type, "option 'backoff' must be of type array, int given"],
-            'retry_on 700' => [['retry_on' => [429, 700]], $value, "option 'retry_on': must contain HTTP statuses 100..599, got 700"],
+            'retry_on 700' => [['retry_on' => [429, 700]], $value, "option 'retry_on': must contain HTTP error statuses 400..599, got 700"],
+            // A success or a redirect retried: 3 attempts of what worked, then UpstreamFailed.
+            'retry_on 200' => [['retry_on' => [200]], $value, "option 'retry_on': must contain HTTP error statuses 400..599, got 200"],
+            'retry_on 301' => [['retry_on' => [503, 301]], $value, "option 'retry_on': must contain HTTP error statuses 400..599, got 301"],
+            // One key for every call: a server that honours it answers the second call with the
+            // first one's stored result (and every POST of the client became retryable).
+            'client-wide idempotency key' => [['headers' => ['Idempotency-Key' => 'fixed']], $value, "option 'headers.Idempotency-Key': is one per call, never one for every call of a client: give it per request ('idempotency_key', or the request's headers)"],
             'reserve >= limit' => [['funnel' => ['limit' => 2, 'reserve' => 2]], $value, "option 'funnel.reserve': "],
             'funnel without limit' => [['funnel' => []], $value, "option 'funnel.limit': is required"],
             'share not a bool' => [['funnel' => ['limit' => 4, 'reserve' => 2, 'share' => 'yes']], $type, "option 'funnel.share' must be of type bool, string given"],

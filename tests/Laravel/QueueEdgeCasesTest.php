@@ -69,6 +69,25 @@ final class QueueEdgeCasesTest extends PackageTestCase
      * up the job's `$tries` within seconds. As Laravel reads it, a `$backoff` property wins over
      * a `backoff()` method; a list is indexed by the attempt (its last entry after its end).
      */
+    /**
+     * The dates servers send besides HTTP-date's forms are read as the client reads them
+     * (crates/http/src/retry_after.rs, the same list): a job is not released sooner than the
+     * call itself would have waited.
+     */
+    public function testRetryAfterDatesInOtherFormsAreReadAsTheClientReadsThem(): void
+    {
+        $now = 1_700_000_000.0; // + 3 s = Tue, 14 Nov 2023 22:13:23 GMT
+        foreach (['Tue, 14 Nov 2023 22:13:23 GMT', 'Tue, 14 Nov 2023 22:13:23 +0000', 'Tue, 14 Nov 2023 22:13:23 UTC',
+            'Tue, 14 Nov 2023 22:13:23 gmt', 'tue, 14 nov 2023 22:13:23 GMT', 'Tue, 14 Nov 2023 23:13:23 +0100',
+            '14 Nov 2023 22:13:23 GMT', '2023-11-14T22:13:23Z', '2023-11-14t22:13:23z', '2023-11-14T23:13:23+01:00',
+            'Tuesday, 14-Nov-23 22:13:23 GMT', 'Tue Nov 14 22:13:23 2023'] as $form) {
+            $this->assertSame(3.0, RetryAfter::parse($form, $now), $form);
+        }
+        foreach (['2023-11-14', 'Tue, 14 Nov 2023', '14 Nov 2023 22:13:23 CET', 'tomorrow', 'Wed, 14 Nov 2023 22:13:23 +0000'] as $bad) {
+            $this->assertNull(RetryAfter::parse($bad, $now), $bad);
+        }
+    }
+
     public function testARetryAfterShorterThanTheJobsBackoffReleasesAfterTheBackoff(): void
     {
         $this->boot([]);
@@ -244,13 +263,18 @@ final class QueueEdgeCasesTest extends PackageTestCase
         ] as $value) {
             $this->assertSame(120.0, RetryAfter::parse($value, $now), $value);
         }
-        // Dates the client (httpdate) refuses, PHP alone would read: a weekday that is not the
-        // date's (2030-01-01 is a Tuesday; PHP took 'Mon' as a jump to the next Monday, six
-        // days on), a day of one digit, a month in lower case, spaces doubled outside asctime's
-        // day.
-        $dates = ['Mon, 01 Jan 2030 00:00:00 GMT', 'Tue, 1 Jan 2030 00:00:00 GMT', 'Tue, 01 jan 2030 00:00:00 GMT', 'Monday, 01-Jan-30 00:00:00 GMT', 'Mon Jan  1 00:00:00 2030', 'Tue,  01 Jan 2030 00:00:00 GMT', 'Tue Jan  1  00:00:00 2030'];
-        foreach (['', '-1', '1.5', 'soon', 'Mon, 32 Dec 2026 00:00:00 GMT', 'Fri, 04 Dec 2026 06:55:49 UTC', ...$dates] as $value) {
+        // Dates the client refuses, PHP alone would read: a weekday that is not the date's
+        // (2030-01-01 is a Tuesday; PHP took 'Mon' as a jump to the next Monday, six days on),
+        // spaces doubled in asctime's form outside its day.
+        $dates = ['Mon, 01 Jan 2030 00:00:00 GMT', 'Monday, 01-Jan-30 00:00:00 GMT', 'Mon Jan  1 00:00:00 2030', 'Tue Jan  1  00:00:00 2030', 'Mon, 01 Jan 2030 00:00:00 +0000'];
+        foreach (['', '-1', '1.5', 'soon', 'Mon, 32 Dec 2026 00:00:00 GMT', ...$dates] as $value) {
             $this->assertNull(RetryAfter::parse($value, $now), var_export($value, true));
+        }
+        // Read leniently by both (RFC 9110 §5.6.7; crates/http/src/retry_after.rs): RFC 5322's
+        // forms, a day of one digit, names in any case, spaces doubled, UTC.
+        $in2030 = (float) gmmktime(0, 0, 0, 1, 1, 2030) - $now;
+        foreach (['Tue, 1 Jan 2030 00:00:00 GMT', 'Tue, 01 jan 2030 00:00:00 GMT', 'Tue,  01 Jan 2030 00:00:00 GMT', 'Tue, 01 Jan 2030 00:00:00 UTC'] as $value) {
+            $this->assertSame($in2030, RetryAfter::parse($value, $now), $value);
         }
         $this->assertSame(0.0, RetryAfter::parse('Thu, 01 Jan 1970 00:00:00 GMT', $now), 'a date past is now');
         // asctime's day, padded with a space or a zero (RFC 9110's date3), as httpdate reads it.

@@ -120,11 +120,6 @@ final class InFlightGaugeTest extends TestCase
     }
 
     /**
-     * Runs $call in a child whose time limit then runs out, and returns what a shutdown function
-     * found: the slots held in $name's funnel (of $limit), its in-flight gauge, and the status of
-     * one more call to $next through a funnel of 1 of that name (or the exception's class).
-     */
-    /**
      * A process killed mid-attempt (SIGKILL: `queue:work --timeout`; FPM's
      * request_terminate_timeout and a reload under traffic end workers alike) runs no request
      * end: `in_flight` keeps its attempt for good, but `funnel_in_flight` (the funnel's slots held
@@ -165,6 +160,11 @@ final class InFlightGaugeTest extends TestCase
         $this->assertStringNotContainsString(sprintf('resilient_funnel_in_flight{upstream="%s"}', $plain), Metrics::prometheus());
     }
 
+    /**
+     * Runs $call in a child whose time limit then runs out, and returns what a shutdown function
+     * found: the slots held in $name's funnel (of $limit), its in-flight gauge, and the status of
+     * one more call to $next through a funnel of 1 of that name (or the exception's class).
+     */
     private function seenAfterTheTimeLimit(string $name, int $limit, string $call, string $next): array
     {
         $code = sprintf(

@@ -299,14 +299,15 @@ impl ClientConfig {
         self.backoff = BackoffOptions { base, cap };
         Ok(())
     }
-    /// HTTP statuses 100..599.
+    /// HTTP error statuses 400..599: a success or a redirect retried would be sent again for
+    /// nothing, then thrown as a failure.
     pub fn set_retry_on(&mut self, statuses: &[i64]) -> Result<(), ConfigError> {
         let mut out = Vec::with_capacity(statuses.len());
         for &status in statuses {
-            if !(100..=599).contains(&status) {
+            if !(400..=599).contains(&status) {
                 return Err(ConfigError::new(
                     "retry_on",
-                    format!("must contain HTTP statuses 100..599, got {status}"),
+                    format!("must contain HTTP error statuses 400..599, got {status}"),
                 ));
             }
             out.push(status as u16);
@@ -411,6 +412,15 @@ impl ClientConfig {
             ConfigError::new(option, format!("{shown:?} is not a valid header name"))
         })?;
         refuse_framing(&name, &path)?;
+        if name == "idempotency-key" {
+            // A server that honours the key would answer every call after the first with the
+            // first one's stored result.
+            return Err(ConfigError::new(
+                &path,
+                "is one per call, never one for every call of a client: give it per request \
+                 ('idempotency_key', or the request's headers)",
+            ));
+        }
         let value = header_bytes(value, &path)?;
         if self.headers.len() >= MAX_HEADER_VALUES {
             return Err(too_many_header_values(""));
@@ -710,6 +720,9 @@ mod tests {
             .unwrap_err())
         .starts_with("option 'backoff.cap'"));
         assert!(err(c.set_retry_on(&[429, 700]).unwrap_err()).starts_with("option 'retry_on'"));
+        assert!(err(c.set_retry_on(&[200]).unwrap_err()).contains("error statuses 400..599"));
+        assert!(err(c.set_retry_on(&[399]).unwrap_err()).contains("got 399"));
+        assert!(c.set_retry_on(&[400, 599]).is_ok());
         let full = FunnelOptions {
             limit: 3,
             auto: None,

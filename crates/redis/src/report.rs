@@ -90,6 +90,10 @@ pub(crate) fn describe(e: &redis::RedisError) -> String {
         };
     }
     let what = e.code().unwrap_or_else(|| e.category());
+    // A cluster's redirection names a node's address, which a message shown to users leaves out.
+    if matches!(e.kind(), redis::ErrorKind::Moved | redis::ErrorKind::Ask) {
+        return format!("answered {what}");
+    }
     format!(
         "answered {what}{}",
         e.detail()
@@ -123,4 +127,58 @@ fn one_line(text: &str) -> String {
 fn refused_connection(e: &redis::RedisError) -> Option<String> {
     let io = std::error::Error::source(e)?.downcast_ref::<std::io::Error>()?;
     (io.kind() == std::io::ErrorKind::InvalidData).then(|| io.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+    use redis::{ErrorKind, RedisError};
+
+    /// What a refused call's message says of each kind of failure: never an address (a
+    /// cluster's redirection names a node's) nor the arguments Redis quotes back.
+    #[test]
+    fn a_failure_is_told_without_addresses_or_arguments() {
+        let io = |kind: std::io::ErrorKind| RedisError::from(std::io::Error::from(kind));
+        assert_eq!(
+            describe(&io(std::io::ErrorKind::TimedOut)),
+            "no answer in time"
+        );
+        assert_eq!(
+            describe(&io(std::io::ErrorKind::WouldBlock)),
+            "no answer in time"
+        );
+        assert_eq!(
+            describe(&io(std::io::ErrorKind::ConnectionRefused)),
+            "connection refused"
+        );
+        assert_eq!(
+            describe(&io(std::io::ErrorKind::ConnectionReset)),
+            "the connection was closed"
+        );
+        let ours = std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the lookup of the Redis host name did not answer in time",
+        );
+        assert_eq!(
+            describe(&RedisError::from(ours)),
+            "the lookup of the Redis host name did not answer in time"
+        );
+        for kind in [ErrorKind::Moved, ErrorKind::Ask] {
+            let e = RedisError::from((kind, "redirected", "3999 10.0.0.7:6379".to_owned()));
+            let told = describe(&e);
+            assert!(told.starts_with("answered "), "{told}");
+            assert!(!told.contains("10.0.0.7"), "{told}");
+        }
+        let e = RedisError::from((
+            ErrorKind::ResponseError,
+            "An error was signalled by the server",
+            "unknown command 'HELLO', with args beginning with: '3' 'AUTH' 'default' 's3cret'"
+                .to_owned(),
+        ));
+        let told = describe(&e);
+        assert!(
+            told.contains("unknown command 'HELLO'") && !told.contains("s3cret"),
+            "{told}"
+        );
+    }
 }
