@@ -76,7 +76,21 @@ put "$destdir$ext_dir/resilient.so" < "$so"
 
 # An uncommented `extension=resilient` (or `extension=/path/to/resilient.so`) line.
 loads='^[[:space:]]*extension[[:space:]]*=[[:space:]]*"?([^";]*/)?resilient(\.so)?"?[[:space:]]*(;.*)?$'
-if [ ! -e "$destdir$ini" ]; then
+# Without Debian's layout, another file of the scan dir may load it already (the official
+# Docker images' `docker-php-ext-enable resilient` writes docker-php-ext-resilient.ini): a
+# second line would load it twice.
+other=""
+if [ -z "$debian" ] && [ ! -e "$destdir$ini" ]; then
+    for f in "$destdir$scan_dir"/*.ini; do
+        if [ -f "$f" ] && grep -Eq "$loads" "$f"; then
+            other="$f"
+            break
+        fi
+    done
+fi
+if [ -n "$other" ]; then
+    ini_state="not written: $other loads it already"
+elif [ ! -e "$destdir$ini" ]; then
     put "$destdir$ini" <<INI
 ; resilient: a resilient HTTP client and host-wide limits in shared memory.
 ; priority=20

@@ -164,6 +164,15 @@ final class UpgradeTest extends TestCase
         $this->assertSame(['extension=resilient'], $this->extensionLines("$root/usr/local/etc/php/conf.d/resilient.ini"), $out);
         $this->assertDirectoryDoesNotExist("$root/etc/php", $out);
 
+        // Another file of the scan dir loads it already (`docker-php-ext-enable resilient`):
+        // no second one, which would load it twice.
+        $root2 = Run::tempDir('upgrade-layout-docker');
+        mkdir("$root2/usr/local/etc/php/conf.d", 0755, true);
+        file_put_contents("$root2/usr/local/etc/php/conf.d/docker-php-ext-resilient.ini", "extension=resilient\n");
+        $out = $this->install($root2, ['PATH' => "$bin:" . getenv('PATH')]);
+        $this->assertFileDoesNotExist("$root2/usr/local/etc/php/conf.d/resilient.ini", $out);
+        $this->assertStringContainsString('docker-php-ext-resilient.ini loads it already', $out);
+
         // No scan dir either: a clear error, nothing written.
         $fake('');
         $root = Run::tempDir('upgrade-layout-none');
