@@ -905,13 +905,15 @@ mod tests {
         for alike in [&b" k-1 "[..], b"", b"  "] {
             assert_eq!(header(&both(alike).unwrap(), "idempotency-key"), ["k-1"]);
         }
-        let mut with_default = config("http://h");
-        with_default
+        // A key for every call of a client is refused: a key is one call's.
+        let e = config("http://h")
             .add_header("headers", b"Idempotency-Key", b"d")
-            .unwrap();
-        let over = RequestOptions::new().idempotency_key("k-1").unwrap();
-        let r = prepare(&with_default, "POST", "/q", over).unwrap();
-        assert_eq!(header(&r, "idempotency-key"), ["k-1"]);
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("option 'headers.Idempotency-Key': is one per call"),
+            "{e}"
+        );
         assert!(RequestOptions::new()
             .idempotency_key(" ")
             .unwrap_err()
