@@ -50,7 +50,7 @@ use crate::adaptive_limit::{AdaptiveConfig, AdaptiveLimit, AdaptiveStats, Sample
 use crate::layout::{Entry, MAX_FUNNEL_LIMIT};
 use crate::pause::run;
 use crate::{validate, Error, Segment};
-use protocol::ThisProcess;
+use protocol::{Actor, ThisProcess};
 use slot_word::SlotWord;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -465,18 +465,9 @@ pub(crate) fn held_now(e: &Entry, now_ms: u64) -> Option<u32> {
         let slot = &e.funnel_slots[mask.trailing_zeros() as usize];
         mask &= mask - 1;
         let word = SlotWord(slot.word.load(Ordering::Acquire));
-        let live = match word.phase() {
-            // Counted without an owner: stray, the next reclaim clears it.
-            slot_word::Phase::Free => false,
-            slot_word::Phase::Held => {
-                slot.expires_ms.load(Ordering::Acquire) > now_ms
-                    && crate::liveness::pid_alive(word.pid())
-            }
-            slot_word::Phase::Claiming | slot_word::Phase::Clearing => {
-                crate::liveness::pid_alive(word.pid())
-            }
-        };
-        n += u32::from(live);
+        let expires_ms = || slot.expires_ms.load(Ordering::Acquire);
+        let lapsed = protocol::lapsed(word, true, expires_ms, now_ms, |pid| ThisProcess.alive(pid));
+        n += u32::from(!lapsed);
     }
     Some(n)
 }

@@ -260,6 +260,24 @@ pub(crate) async fn release(e: &Entry, me: &impl Actor, slot: u32, held: SlotWor
     true
 }
 
+/// Whether a reclaim takes a slot whose word is `seen` (`counted`: its bit is set): a `Held`
+/// word whose lease ran out at `now_ms` (`expires_ms`, read only then) or whose process is
+/// dead, a `Claiming` or `Clearing` word of a dead process, a `Free` word counted with no
+/// owner. What a scrape leaves out of the slots held ([`super::held_now`]).
+pub(crate) fn lapsed(
+    seen: SlotWord,
+    counted: bool,
+    expires_ms: impl FnOnce() -> u64,
+    now_ms: u64,
+    alive: impl Fn(u32) -> bool,
+) -> bool {
+    match seen.phase() {
+        Phase::Free => counted,
+        Phase::Held => now_ms >= expires_ms() || !alive(seen.pid()),
+        Phase::Claiming | Phase::Clearing => !alive(seen.pid()),
+    }
+}
+
 /// Frees the slots of expired leases and of dead processes among `0..limit` and among the
 /// slots the mask counts, and clears the bits counted with no owner. Returns how many slots
 /// it freed.
@@ -282,16 +300,12 @@ pub(crate) async fn reclaim(e: &Entry, me: &impl Actor, limit: u32, now_ms: u64)
         let cell = &e.funnel_slots[slot as usize].word;
         me.step(At::Slot(slot)).await;
         let seen = SlotWord(cell.load(Acquire));
-        let takeable = match seen.phase() {
-            Phase::Free => counted & (1u64 << slot) != 0,
-            Phase::Held => {
-                me.step(At::Expiry(slot)).await;
-                let expires_ms = e.funnel_slots[slot as usize].expires_ms.load(Acquire);
-                now_ms >= expires_ms || !me.alive(seen.pid())
-            }
-            Phase::Claiming | Phase::Clearing => !me.alive(seen.pid()),
-        };
-        if !takeable {
+        if seen.phase() == Phase::Held {
+            me.step(At::Expiry(slot)).await;
+        }
+        let expires_ms = || e.funnel_slots[slot as usize].expires_ms.load(Acquire);
+        let counted = counted & (1u64 << slot) != 0;
+        if !lapsed(seen, counted, expires_ms, now_ms, |pid| me.alive(pid)) {
             continue;
         }
         let clearing = SlotWord::new(me.pid(), Phase::Clearing, seen.generation());
