@@ -93,7 +93,7 @@ fn is_ours(ticket: Ticket) -> bool {
 
 impl BreakerStore for RedisBreaker {
     fn why_down(&self) -> Option<String> {
-        crate::connection::why_unreachable().map(|why| format!("Redis: {why}"))
+        crate::connection::why_unreachable()
     }
 
     fn admit(&self, now_ms: u64) -> Admission {

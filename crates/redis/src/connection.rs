@@ -103,10 +103,11 @@ thread_local! {
     static WHY_UNREACHABLE: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// Why this thread's last operation on Redis got no answer (`connection refused`; `no answer
-/// in time; asked again in 40 ms`). Never the URL.
+/// Why this thread's last operation on Redis got no answer (`Redis: connection refused`;
+/// `Redis: no answer in time; asked again in 40 ms`), what a guard's `why_down` tells. Never
+/// the URL.
 pub(crate) fn why_unreachable() -> Option<String> {
-    WHY_UNREACHABLE.with(|why| why.borrow().clone())
+    WHY_UNREACHABLE.with(|why| why.borrow().as_ref().map(|why| format!("Redis: {why}")))
 }
 
 /// Replies left unread are read before anything more is sent once there are this many: a

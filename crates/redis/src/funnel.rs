@@ -84,7 +84,7 @@ impl RedisFunnel {
 
 impl Guard for RedisFunnel {
     fn why_down(&self) -> Option<String> {
-        crate::connection::why_unreachable().map(|why| format!("Redis: {why}"))
+        crate::connection::why_unreachable()
     }
 
     fn admit(&self, attempt: u32, now_ms: u64) -> Result<Permit, Refusal> {

@@ -40,16 +40,7 @@ pub(crate) fn failure(e: &redis::RedisError) {
                 one_line(e.detail().unwrap_or("a reply that is not RESP"))
             ),
         ),
-        None => {
-            let code = e.code().unwrap_or_else(|| e.category()).to_owned();
-            let what = format!(
-                "Redis answered {code}{}",
-                e.detail()
-                    .map(|d| format!(" ({})", one_line(without_arguments(d))))
-                    .unwrap_or_default()
-            );
-            (code, what)
-        }
+        None => (code(e).to_owned(), format!("Redis {}", answered(e))),
     };
     let pid = resilient_core::current_pid();
     {
@@ -89,13 +80,23 @@ pub(crate) fn describe(e: &redis::RedisError) -> String {
             (None, _) => one_line(&io.to_string()),
         };
     }
-    let what = e.code().unwrap_or_else(|| e.category());
     // A cluster's redirection names a node's address, which a message shown to users leaves out.
     if matches!(e.kind(), redis::ErrorKind::Moved | redis::ErrorKind::Ask) {
-        return format!("answered {what}");
+        return format!("answered {}", code(e));
     }
+    answered(e)
+}
+
+/// The error code Redis answered (`NOPERM`), or the error's category when it has none.
+fn code(e: &redis::RedisError) -> &str {
+    e.code().unwrap_or_else(|| e.category())
+}
+
+/// `answered NOPERM (Redis's words on one line, without the arguments it quotes back)`.
+fn answered(e: &redis::RedisError) -> String {
     format!(
-        "answered {what}{}",
+        "answered {}{}",
+        code(e),
         e.detail()
             .map(|d| format!(" ({})", one_line(without_arguments(d))))
             .unwrap_or_default()
