@@ -140,17 +140,27 @@ pub fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
+/// How long a service started for a run gets to listen on its port.
+const LISTEN_WAIT: Duration = Duration::from_secs(10);
+
 /// Waits until something accepts TCP connections on the loopback port `child` was told to
-/// listen on: `Ok(false)` after `timeout`, an error as soon as `child` exits (a port taken, a bad
-/// configuration: said at once rather than after the whole wait).
-pub fn wait_listening(child: &mut Child, port: u16, timeout: Duration) -> Result<bool, String> {
-    let until = Instant::now() + timeout;
+/// listen on, at most [`LISTEN_WAIT`]; an error as soon as `child` exits (a port taken, a bad
+/// configuration: said at once rather than after the whole wait). Errors name the child and
+/// `log`, where it says why.
+pub fn wait_listening(child: &mut Child, port: u16, log: &str) -> Result<(), String> {
+    let until = Instant::now() + LISTEN_WAIT;
     while Instant::now() < until {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(true);
+            return Ok(());
         }
-        child.check_alive()?;
+        child
+            .check_alive()
+            .map_err(|e| format!("{e} (see {log})"))?;
         std::thread::sleep(Duration::from_millis(30));
     }
-    Ok(false)
+    Err(format!(
+        "{} did not listen within {} s (see {log})",
+        child.name,
+        LISTEN_WAIT.as_secs()
+    ))
 }

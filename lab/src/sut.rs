@@ -63,11 +63,7 @@ impl SystemUnderTest {
                 "warning",
             ]);
             let mut child = Child::spawn("redis-server", cmd, &dir.join("redis.log"))?;
-            let listening = wait_listening(&mut child, port, Duration::from_secs(10))
-                .map_err(|e| format!("{e} (see redis.log)"))?;
-            if !listening {
-                return Err("redis-server did not start (see redis.log)".into());
-            }
+            wait_listening(&mut child, port, "redis.log")?;
             (Some(child), port)
         } else {
             (None, 0)
@@ -153,11 +149,7 @@ impl SystemUnderTest {
             redis_port,
             upstream_url: upstream_url.to_string(),
         };
-        let listening = wait_listening(&mut sut.nginx, port, Duration::from_secs(10))
-            .map_err(|e| format!("{e} (see nginx-error.log)"))?;
-        if !listening {
-            return Err("nginx did not listen (see nginx-error.log)".into());
-        }
+        wait_listening(&mut sut.nginx, port, "nginx-error.log")?;
         sut.wait_health(Duration::from_secs(15))?;
         Ok(sut)
     }

@@ -16,7 +16,6 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use crate::analysis::VariantSummary;
 use crate::experiment::VariantRun;
@@ -97,14 +96,8 @@ impl HostB {
         std::fs::write(bdir.join("php-fpm.cmd"), format!("{cmd:?}\n"))
             .map_err(|e| e.to_string())?;
         let mut fpm = Child::spawn("php-fpm (host b)", cmd, &bdir.join("fpm.out"))?;
-        let listening = wait_listening(&mut fpm, port, Duration::from_secs(10))
-            .map_err(|e| format!("{e} (see {}/fpm-error.log)", bdir.display()))?;
-        if !listening {
-            return Err(format!(
-                "host b's php-fpm did not listen (see {}/fpm-error.log)",
-                bdir.display()
-            ));
-        }
+        let log = format!("{}/fpm-error.log", bdir.display());
+        wait_listening(&mut fpm, port, &log)?;
         Ok(Some(HostB {
             fpm,
             port,
