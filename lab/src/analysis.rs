@@ -226,12 +226,13 @@ fn in_window<'a>(rs: impl Iterator<Item = &'a Record>, from: f64, to: f64) -> Ve
     rs.filter(|r| r.sent_s >= from && r.sent_s < to).collect()
 }
 
-/// The share of phase `i`'s answers that can be live: with `--slow-fail-ratio`, the slow
-/// phase answers that share 503 after the same service time (`experiment.rs`), so its slots
-/// serve that many fewer live answers, and the goodput goals ask for a share of those.
-fn live_share(p: &Params, i: usize) -> f64 {
-    if i == 1 && p.bad_is_slow() {
-        1.0 - p.slow_fail_ratio
+/// The share of a phase's answers that can be live: with `--slow-fail-ratio`, the slow phase
+/// answers that share 503 after the same service time ([`Params::phases`]), so its slots serve
+/// that many fewer live answers, and the goodput goals ask for a share of those. (The `errors`
+/// scenario's failures are the load the upstream sheds, judged by its own goals.)
+fn live_share(p: &Params, phase: &crate::scenario::PhasePlan) -> f64 {
+    if p.bad_is_slow() {
+        1.0 - phase.upstream.fail_ratio
     } else {
         1.0
     }
@@ -273,7 +274,7 @@ pub fn summarize(p: &Params, run: &VariantRun) -> VariantSummary {
             to_s: to,
             slots,
             capacity_rps: slots as f64 * 1000.0 / plan[i].upstream.service_ms.max(1) as f64
-                * live_share(p, i),
+                * live_share(p, &plan[i]),
             ..Default::default()
         };
         ps.upstream_queue_p99 = queue_p99_in(&levels, from, to);

@@ -182,14 +182,9 @@ async fn run_inner(
     };
 
     // Phase switches, on schedule, while the load keeps going.
-    // --slow-fail-ratio adds 503s to a slow phase (not the seed's experiment).
     for (k, phase) in plan.iter().enumerate().skip(1) {
-        let mut upstream_phase = phase.upstream;
-        if k == 1 && p.bad_is_slow() && p.slow_fail_ratio > 0.0 {
-            upstream_phase.fail_ratio = p.slow_fail_ratio;
-        }
         tokio::time::sleep_until(t0 + Duration::from_secs_f64(k as f64 * p.phase_secs)).await;
-        upstream.set(&control, phase.slots, upstream_phase).await?;
+        upstream.set(&control, phase.slots, phase.upstream).await?;
         run.switches_s.push((Instant::now() - t0).as_secs_f64());
     }
     let scheduled =

@@ -359,8 +359,9 @@ usage: resilient-lab [options]
     }
 
     /// The phases in order (normal, the scenario's bad phase, normal-again; or capacity-shift's).
+    /// `--slow-fail-ratio` adds 503s to a slow phase (not the seed's experiment).
     pub fn phases(&self) -> Vec<scenario::PhasePlan> {
-        self.scenario.plan(
+        let mut plan = self.scenario.plan(
             self.capacity,
             self.normal_ms,
             self.slow_ms,
@@ -369,7 +370,11 @@ usage: resilient-lab [options]
                 model: self.error_model,
                 offered_rps: self.rate,
             },
-        )
+        );
+        if self.bad_is_slow() && self.slow_fail_ratio > 0.0 {
+            plan[1].upstream.fail_ratio = self.slow_fail_ratio;
+        }
+        plan
     }
 
     /// The upstream in the run's phases, for the report, read from [`Params::phases`]: the
