@@ -146,7 +146,5 @@ if [ -z "$destdir" ]; then
             "extension_dir" >&2
         exit 1
     fi
-fi
-if [ -z "$destdir" ]; then
     echo "install: restart php-fpm to load it in the workers (e.g. 'service php$version-fpm restart')"
 fi
