@@ -49,14 +49,11 @@ final class RetryAfter
         }
         $text = preg_replace('/ {2,}/', ' ', $value);
         foreach (self::DATE_FORMATS as $format) {
-            $date = DateTimeImmutable::createFromFormat($format, $text, new DateTimeZone('UTC'));
-            // A date PHP had to roll over (the 32nd of a month) is no date, nor one that does not
-            // read back as written: PHP takes a weekday that is not the date's as a jump to the
-            // next such day, and a day of one digit, a month in lower case or a doubled space,
-            // which the client (httpdate) refuses.
-            $errors = DateTimeImmutable::getLastErrors();
-            if ($date !== false && ($errors === false || $errors['warning_count'] + $errors['error_count'] === 0)
-                && in_array($value, self::written($date, $format), true)) {
+            $date = self::valid(DateTimeImmutable::createFromFormat($format, $text, new DateTimeZone('UTC')));
+            // Nor one that does not read back as written: PHP takes a weekday that is not the
+            // date's as a jump to the next such day, and a doubled space in asctime's form,
+            // which the client refuses (the other forms go to lenient(), below).
+            if ($date !== null && in_array($value, self::written($date, $format), true)) {
                 return max(0.0, (float) $date->getTimestamp() - $now);
             }
         }
