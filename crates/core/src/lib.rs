@@ -67,6 +67,7 @@ mod liveness;
 pub mod metrics;
 mod pause;
 pub mod segment;
+pub mod signals;
 mod table;
 pub mod validate;
 

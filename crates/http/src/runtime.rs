@@ -45,6 +45,12 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        // The runtime's only threads are its blocking pool's (host-name lookups): signals are
+        // PHP's thread's to handle (`resilient_core::signals`). Blocked first thing on the new
+        // thread; tokio starts it, so there is no creator to hold them off meanwhile.
+        .on_thread_start(|| {
+            resilient_core::signals::block_all();
+        })
         .build()
         .map_err(|e| format!("cannot start the I/O runtime: {e}"))?;
     let io: &'static ProcessIo = Box::leak(Box::new(ProcessIo {

@@ -632,8 +632,12 @@ impl Server {
         if slot.key_backing_off(key) {
             return Err(Unreachable::KeyBackingOff);
         }
-        // From here on Redis is talked to.
-        let _signals = crate::signals::HeldOff::new();
+        // From here on Redis is talked to, signals held off: a read with a timeout
+        // (`SO_RCVTIMEO`, which bounds every Redis read) fails with `EINTR` once a handler ran,
+        // whatever `SA_RESTART` says, and a reply cut short drops the connection (a queue
+        // worker's `pcntl_async_signals`). Held for one operation, bounded by its wait, a signal
+        // is delivered when it ends, and PHP runs its handler then.
+        let _signals = resilient_core::signals::HeldOff::new();
         if slot.used_at.is_some_and(|at| at.elapsed() >= IDLE_CHECK) {
             if let Err(e) = slot.check(started, wait) {
                 slot.drop_connection(self);

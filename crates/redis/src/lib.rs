@@ -24,7 +24,6 @@ mod leftovers;
 mod lookup;
 mod report;
 mod scripts;
-mod signals;
 mod target;
 mod token;
 mod unix_connect;

@@ -76,11 +76,12 @@ impl Lookup {
             _ => {
                 let (tx, rx) = mpsc::channel();
                 let (resolver, host) = (self.resolver, host.to_owned());
-                std::thread::Builder::new()
-                    .name("resilient-redis-lookup".into())
-                    .spawn(move || {
+                resilient_core::signals::spawn(
+                    std::thread::Builder::new().name("resilient-redis-lookup".into()),
+                    move || {
                         let _ = tx.send(resolver(&host, port));
-                    })?;
+                    },
+                )?;
                 (rx, Instant::now())
             }
         };

@@ -38,14 +38,15 @@ impl UnixConnect {
         self.waiting.store(pid, Ordering::Release);
         let (tx, rx) = mpsc::sync_channel(1);
         let (client, waiting) = (client.clone(), self.waiting.clone());
-        let spawned = std::thread::Builder::new()
-            .name("resilient-redis-connect".into())
-            .spawn(move || {
+        let spawned = resilient_core::signals::spawn(
+            std::thread::Builder::new().name("resilient-redis-connect".into()),
+            move || {
                 let connected = client.get_connection_with_timeout(wait);
                 let _ = waiting.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
                 // Given up: the connection is dropped (closed) with the message.
                 let _ = tx.send(connected);
-            });
+            },
+        );
         if let Err(e) = spawned {
             self.waiting.store(0, Ordering::Release);
             return Err(e.into());
