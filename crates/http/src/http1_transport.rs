@@ -203,8 +203,8 @@ async fn connect(
 ) -> Result<Http1Conn, TransportError> {
     let deadline = tokio::time::Instant::now() + limit;
     let addrs: Vec<SocketAddr> =
-        match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
-            Ok(Ok(addrs)) => addrs.collect(),
+        match tokio::time::timeout_at(deadline, crate::lookup::lookup(host, port)).await {
+            Ok(Ok(addrs)) => addrs,
             Ok(Err(e)) => {
                 return Err(TransportError::new(
                     FailureKind::of_connect(&e),

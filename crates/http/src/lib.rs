@@ -24,7 +24,8 @@
 //!   (host-wide metrics recorded through it).
 //! - `pool`: sliding window over many calls, with the seed's batch rule.
 //! - `runtime`: the per-process (fork-safe) tokio runtime and transport, and the driver that
-//!   lets PHP run between polls. `client`: all of it behind [`HttpClient`].
+//!   lets PHP run between polls. `lookup`: host names looked up on threads of their own, one
+//!   per name under way, for both transports. `client`: all of it behind [`HttpClient`].
 //! - `error`: [`Unavailable`] (opaque, with predicates); `config_error`: [`ConfigError`].
 //!
 //! # Example
@@ -101,6 +102,7 @@ mod fork_local;
 mod guard;
 mod http1_transport;
 mod idle_pool;
+mod lookup;
 mod metrics_events;
 mod multipart;
 mod option_file;

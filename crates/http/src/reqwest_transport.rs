@@ -136,7 +136,9 @@ fn build(
     connect_timeout: Duration,
     options: &TransportOptions,
 ) -> reqwest::Result<reqwest::Client> {
-    let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .dns_resolver(std::sync::Arc::new(crate::lookup::ThreadResolver));
     match &options.proxy {
         Some(proxy) if exempts_every_host(proxy.no.iter().map(String::as_str)) => {
             builder = builder.no_proxy();

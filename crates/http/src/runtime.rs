@@ -45,9 +45,10 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        // The runtime's only threads are its blocking pool's (host-name lookups): signals are
-        // PHP's thread's to handle (`resilient_core::signals`). Blocked first thing on the new
-        // thread; tokio starts it, so there is no creator to hold them off meanwhile.
+        // The runtime's only threads would be its blocking pool's, which nothing of ours uses
+        // (host names are looked up by `lookup`'s threads): should a dependency use it, its
+        // threads leave signals to PHP's thread too (`resilient_core::signals`), blocked first
+        // thing on the new thread (tokio starts it: no creator holds them off meanwhile).
         .on_thread_start(|| {
             resilient_core::signals::block_all();
         })
