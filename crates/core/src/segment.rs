@@ -508,7 +508,42 @@ fn check_file(path: &Path, fd: &OwnedFd) -> Result<libc::stat, Error> {
             ),
         ));
     }
+    // SAFETY: a zeroed statfs is a valid out-buffer.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) } == 0 {
+        if let Some(kind) = shared_by_hosts(fs.f_type as i64) {
+            return Err(Error::segment(
+                path,
+                format!(
+                    "is on a file system that other hosts may mount ({kind}); the counters in \
+                     shared memory belong to one host: use a local path such as /dev/shm, and \
+                     the Redis backend to share limits across hosts"
+                ),
+            ));
+        }
+    }
     Ok(st)
+}
+
+/// The file systems (by `statfs`'s `f_type`) whose files other kernels may map at the same
+/// time: network and cluster file systems, a VM's shared folders. A segment there would be
+/// taken for one left by an earlier boot (its boot id is another kernel's) and wiped under
+/// the processes of the other host, and its mappings are not coherent across hosts anyway.
+fn shared_by_hosts(f_type: i64) -> Option<&'static str> {
+    Some(match f_type {
+        0x6969 => "nfs",
+        0x517b => "smb",
+        0xfe53_4d42 => "smb2",
+        0xff53_4d42 => "cifs",
+        0x0102_1997 => "9p",
+        0x00c3_6400 => "ceph",
+        0x5346_414f => "afs",
+        0x0116_1970 => "gfs2",
+        0x7461_636f => "ocfs2",
+        0x0bd0_0bd0 => "lustre",
+        0x786f_4256 => "vboxsf",
+        _ => return None,
+    })
 }
 
 /// Why an existing file cannot be opened, naming its owner when it is someone else's (a
@@ -685,6 +720,21 @@ mod tests {
         let e = Segment::open(&p, 8).err().unwrap();
         assert!(e.to_string().contains("another pid namespace"), "{e}");
         std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn file_systems_other_hosts_mount_are_told_apart_from_local_ones() {
+        for (f_type, kind) in [(0x6969, "nfs"), (0xff53_4d42, "cifs"), (0x0102_1997, "9p")] {
+            assert_eq!(shared_by_hosts(f_type), Some(kind));
+        }
+        // tmpfs, ext4, xfs, btrfs, overlayfs (a container's root).
+        for local in [0x0102_1994, 0xef53, 0x5846_5342, 0x9123_683e, 0x794c_7630] {
+            assert_eq!(shared_by_hosts(local), None, "{local:#x}");
+        }
+        // Where the tests run (/dev/shm or the temp dir) is local: the segment opens.
+        let p = temp_path("localfs");
+        Segment::open(&p, 8).unwrap();
+        let _ = std::fs::remove_file(&p);
     }
 
     #[test]
