@@ -163,6 +163,9 @@ impl Guard for FunnelGuard {
             return;
         }
         let (outcome, duration, now_ms) = (end.outcome, end.duration, end.now_ms);
+        if teaches_nothing(outcome) {
+            return;
+        }
         let sample = Sample {
             latency_us: duration.as_micros().min(u64::MAX as u128) as u64,
             drop: is_drop(outcome),
@@ -183,11 +186,19 @@ fn abandoned(outcome: Outcome) -> bool {
 }
 
 /// What tells a learned limit that the upstream is over capacity: a timeout, a connection
-/// that failed or broke, 429 or 503.
+/// that failed or broke, 429, 503, and a gateway's 502 and 504 (the upstream behind it down
+/// or too slow).
 fn is_drop(outcome: Outcome) -> bool {
     matches!(
         outcome,
-        Outcome::Status(429 | 503)
+        Outcome::Status(429 | 502 | 503 | 504)
             | Outcome::Failed(FailureKind::Timeout | FailureKind::Connect | FailureKind::Closed)
     )
+}
+
+/// An error page (any other 5xx): neither a drop nor a latency, which would be the error's
+/// and not the upstream's queue's (a 500 in 0.3 ms from an upstream that answers in 60 ms
+/// would teach the limit that every later answer queued).
+fn teaches_nothing(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::Status(500..=599)) && !is_drop(outcome)
 }
