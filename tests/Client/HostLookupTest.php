@@ -11,8 +11,8 @@ use Resilient\Tests\Harness\TestCase;
 /**
  * A host name is looked up on a thread (`getaddrinfo` cannot be cut short), and the call waits
  * for it only as long as its connect may. What a resolver that does not answer, or a process
- * that may start no thread, must not do: a thread left behind by every call, or a Rust panic
- * in place of the call's failure. Both need root: a resolver of the test's own in a mount
+ * that may start no thread, must not do: a thread left behind by every call, a thread that
+ * takes PHP's signals, or a Rust panic in place of the call's failure. Both need root: a resolver of the test's own in a mount
  * namespace, and a process limit for the user `nobody`.
  */
 final class HostLookupTest extends TestCase
@@ -57,7 +57,15 @@ final class HostLookupTest extends TestCase
                     $slowest = max($slowest, microtime(true) - $t);
                 }
                 preg_match('/^Threads:\s+(\d+)/m', file_get_contents('/proc/self/status'), $m);
-                echo json_encode(['failed' => $failed, 'slowest_s' => $slowest, 'threads' => (int) $m[1], 'last' => $last ?? null]);
+                $blocked = [];
+                foreach (glob('/proc/self/task/*') as $task) {
+                    if ((int) basename($task) !== getmypid()) {
+                        preg_match('/^SigBlk:\s*([0-9a-f]+)/m', file_get_contents("$task/status"), $b);
+                        $blocked[] = $b[1];
+                    }
+                }
+                echo json_encode(['failed' => $failed, 'slowest_s' => $slowest, 'threads' => (int) $m[1],
+                    'blocked' => $blocked, 'last' => $last ?? null]);
                 PHP, [], ['RESOLV_CONF' => $conf]);
         } finally {
             fclose($server);
@@ -66,6 +74,15 @@ final class HostLookupTest extends TestCase
         $this->assertLessThan(0.5, $out['slowest_s'], 'each call waited for the lookup as long as its connect could');
         // PHP's thread and the one lookup under way (20 calls each starting one: 21).
         $this->assertLessThanOrEqual(2, $out['threads'], $out['last'] ?? '');
+        // The lookup's thread, still waiting for the resolver, leaves signals to PHP's thread:
+        // one sent to the process (a queue worker's pcntl_alarm, SIGTERM) would otherwise run
+        // PHP's handler on it, beside the PHP thread, which pcntl's queue is not made for.
+        $this->assertCount(1, $out['blocked']);
+        $hex = str_pad($out['blocked'][0], 16, '0', STR_PAD_LEFT);
+        foreach ([SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGCHLD, SIGPROF] as $signal) {
+            $bit = (hexdec($hex[15 - intdiv($signal - 1, 4)]) >> (($signal - 1) % 4)) & 1;
+            $this->assertSame(1, $bit, "the lookup's thread blocks signal $signal (SigBlk $hex)");
+        }
     }
 
     public function testAProcessThatMayStartNoThreadFailsTheCallAndItsFallbackAnswers(): void

@@ -59,44 +59,6 @@ final class SignalTest extends HttpTestCase
         $this->assertCount(1, $this->up->attempts($key, 1));
     }
 
-    /**
-     * A signal sent to the process goes to one of its threads that does not block it. A thread
-     * of the extension's (tokio's pool that resolves host names, kept 10 s after a lookup)
-     * would run PHP's handler beside the PHP thread: pcntl's queue of pending signals is not
-     * made for two threads at once. So every thread but PHP's blocks the signals PHP handles.
-     */
-    public function testTheExtensionsThreadsLeaveSignalsToThePhpThread(): void
-    {
-        $key = $this->up->key('sigthreads');
-        $this->up->script($key, [['status' => 200, 'body' => 'ok']]);
-        // A host name, not an address: the lookup runs on a thread of the runtime's pool.
-        $base = str_replace('127.0.0.1', 'localhost', $this->up->base($key));
-        $name = Run::name('sigthreads');
-        $code = <<<PHP
-            \$c = new Resilient\\Client('$name', ['base_url' => '$base', 'timeout' => 5.0, 'max_attempts' => 1]);
-            \$status = \$c->get('/ok')->status();
-            \$threads = [];
-            foreach (glob('/proc/self/task/*') as \$task) {
-                if ((int) basename(\$task) === getmypid()) { continue; }
-                preg_match('/^SigBlk:\\s*([0-9a-f]+)/m', file_get_contents("\$task/status"), \$m);
-                preg_match('/^Name:\\s*(.*)\$/m', file_get_contents("\$task/status"), \$n);
-                \$threads[] = ['name' => \$n[1], 'blocked' => \$m[1]];
-            }
-            echo json_encode(['status' => \$status, 'threads' => \$threads]);
-            PHP;
-        $r = PhpProcess::runCode($code, [], 20.0);
-        $out = json_decode($r->stdout, true);
-        $this->assertSame(200, $out['status'] ?? null, $r->stdout . $r->stderr);
-        $this->assertNotEmpty($out['threads'], 'the lookup left a thread of the pool running');
-        foreach ([SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGCHLD, SIGPROF] as $signal) {
-            foreach ($out['threads'] as $thread) {
-                $hex = str_pad($thread['blocked'], 16, '0', STR_PAD_LEFT);
-                $bit = (hexdec($hex[15 - intdiv($signal - 1, 4)]) >> (($signal - 1) % 4)) & 1;
-                $this->assertSame(1, $bit, "thread {$thread['name']} blocks signal $signal (SigBlk {$thread['blocked']})");
-            }
-        }
-    }
-
     public function testExitInAHandlerEndsTheProcessWithItsStatus(): void
     {
         $key = $this->up->key('sigexit');
