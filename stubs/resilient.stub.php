@@ -383,8 +383,9 @@ namespace Resilient {
          * learned limit (`'limit' => 'auto'` on a client of this name) has learned, shared by
          * every process: `limit` (fractional, as stored for every process, within 1..64: each
          * client's cap is its whole slots clamped to its own `min`..`max`), `no_load_rtt_ms` (the
-         * slowly tracked latency without queueing; 0 while not known yet), `rtt_ms` (the last
-         * interval's mean latency) and `intervals` (closed so far); null before a client of the
+         * slowly tracked latency without queueing; 0 while not known yet), `rtt_ms` (the mean
+         * latency of answers in the latest interval that had any: an outage of drops only keeps
+         * it) and `intervals` (closed so far); null before a client of the
          * name made an attempt.
          *
          * @return array

@@ -391,7 +391,7 @@ fn learned_gauges(out: &mut String, names: &[(String, MetricsSnapshot)], labels:
             Family {
                 name: "resilient_funnel_rtt_seconds",
                 kind: "gauge",
-                help: "The learned limit's mean attempt latency over its last interval (absent until known).",
+                help: "The learned limit's mean latency of answers, over the latest interval that had any (absent until known).",
             },
             |l| seconds(l.rtt_us),
         ),

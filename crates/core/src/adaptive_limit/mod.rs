@@ -129,7 +129,7 @@ pub struct AdaptiveStats {
     pub limit_256ths: u32,
     /// The slowly tracked latency without queueing, µs (0: none yet).
     pub no_load_rtt_us: u32,
-    /// The last interval's mean latency, µs (0: none yet).
+    /// The mean latency of answers in the latest interval that had any, µs (0: none yet).
     pub rtt_us: u32,
     /// Intervals closed so far (by every process).
     pub intervals: u64,
