@@ -1,7 +1,8 @@
 //! Is a process still alive? Used to reclaim a dead holder's funnel slot without waiting for
 //! its lease to expire (and to take over the close of a learned limit's interval from a dead
-//! closer). A pid another process took since reads as alive, as does a zombie: only the lease's
-//! expiry (or that process's end) frees the slot then. And this process's pid, cached: `getpid`
+//! closer). A pid another process took since reads as alive, as does a zombie to a slot's
+//! reclaim: only the lease's expiry (or that process's end) frees the slot then. A closer's
+//! take-over, a cold path, also tells a zombie apart ([`pid_running`]). And this process's pid, cached: `getpid`
 //! is a system call and the lease path needs the pid on every acquire and release.
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,6 +16,25 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     // SAFETY: kill with signal 0 only checks for existence and permission.
     let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
     rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// [`pid_alive`], and not a zombie (killed, not yet reaped by its parent), which `kill(pid, 0)`
+/// finds as it finds a live process. A file read (`/proc/<pid>/stat`): for cold paths only.
+/// A `/proc` that cannot be read answers as [`pid_alive`] does.
+pub(crate) fn pid_running(pid: u32) -> bool {
+    pid_alive(pid) && !zombie(pid)
+}
+
+fn zombie(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) S ...": the command may hold spaces and parentheses; the state follows the
+    // last ')'.
+    stat.iter()
+        .rposition(|&b| b == b')')
+        .and_then(|i| stat.get(i + 2))
+        .is_some_and(|state| matches!(state, b'Z' | b'X'))
 }
 
 /// The cache cell, in a page marked `MADV_WIPEONFORK`: the kernel gives a forked child

@@ -293,7 +293,8 @@ impl AdaptiveLimit {
 
     /// An interval being closed by process `pid` (the claim `state`): if that process died
     /// in the middle, starts a new interval at the limit of before. (While it is alive, if
-    /// stopped, each attempt's end asks once: one `kill(pid, 0)`.) The sums the dead closer
+    /// stopped, each attempt's end asks once: one `kill(pid, 0)` and a read of its
+    /// `/proc/<pid>/stat`.) The sums the dead closer
     /// left are taken out unread: they span the whole time its claim stood (hours, if its pid
     /// was taken by a live process meanwhile), longer than the new interval the close would
     /// measure them against, so a sum that wrapped would pass for a short interval's. So the
@@ -303,7 +304,9 @@ impl AdaptiveLimit {
     /// meanwhile go with the old sums; a taker that dies in between is taken over in turn.)
     #[cold]
     fn take_over_if_dead(&self, pid: u32, state: u64, now_ms: u64, own: (u64, u64)) {
-        if liveness::pid_alive(pid) {
+        // A zombie too: its claim has no lease to end it, and would stand as long as the
+        // zombie does.
+        if liveness::pid_running(pid) {
             return;
         }
         let b = self.block();

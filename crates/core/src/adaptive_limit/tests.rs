@@ -914,6 +914,53 @@ fn a_closer_killed_mid_close_is_taken_over() {
     std::fs::remove_file(p).unwrap();
 }
 
+/// A closer killed mid-close whose parent has not reaped it yet (a zombie: a `pcntl_fork`
+/// parent that did not call `pcntl_waitpid`) answers `kill(pid, 0)` like a live process; taken
+/// for one, its claim stood as long as the zombie did and the limit learnt nothing meanwhile
+/// (10 minutes of drops left it where it was).
+#[test]
+fn a_closer_killed_and_not_reaped_is_taken_over() {
+    let (l, p) = limit("zombie-closer", 1, 64, 8);
+    for t in [1_000, 1_010, 1_020, 1_100] {
+        l.record(answer(10, 4), t);
+    }
+    let before = l.stats();
+    // SAFETY: the child only calls `_exit`, which is async-signal-safe.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        unsafe { libc::_exit(0) };
+    }
+    assert!(child > 0);
+    let zombie = || {
+        std::fs::read_to_string(format!("/proc/{child}/stat"))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+    };
+    let waited = std::time::Instant::now();
+    while !zombie() {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(5),
+            "no zombie"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(
+        crate::liveness::pid_alive(child as u32),
+        "kill(pid, 0) finds a zombie"
+    );
+    let b = l.block();
+    b.state.store(
+        state_word::closing(b.state.load(Relaxed), child as u32),
+        Relaxed,
+    );
+    l.record(answer(10, 4), 1_150);
+    let state = state_word::read(b.state.load(Relaxed));
+    // SAFETY: reaps the child forked above.
+    unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
+    std::fs::remove_file(p).unwrap();
+    assert_eq!(state, state_word::State::Running { start_ms: 1_150 });
+    assert_eq!(l.current(), before.limit());
+}
+
 /// The running interval claimed by a closer that then died (a pid no process has).
 fn claimed_by_a_dead_closer(l: &AdaptiveLimit) {
     let dead_pid = 4_194_000;
