@@ -33,6 +33,9 @@ final class ResilientManager
     /** @var array<string, Client> */
     private array $clients = [];
 
+    /** @var array<string, array> the entry ({@see clientConfig()}) each of $clients was built from */
+    private array $builtFrom = [];
+
     private ?FakeClients $fake = null;
 
     /**
@@ -47,8 +50,9 @@ final class ResilientManager
 
     /**
      * @param array|(Closure(): array) $config `resilient`'s config (clients, funnels, budgets, defaults, log_channel, events), or
-     *        a closure reading it when asked, so a name added later (`config([...])` in a test) is found; a client already
-     *        built keeps the options it was built with, as Laravel's own managers keep their connections
+     *        a closure reading it when asked, so a name added later (`config([...])` in a test) is found, and a client
+     *        whose entry changed since it was built (a tenancy bootstrapper's `config([...])` between two jobs of one
+     *        worker, Octane) is built again with the new one
      * @param (Closure(): \Illuminate\Contracts\Events\Dispatcher)|null $events resolved per attempt, so Event::fake() sees them
      * @param (Closure(string): \Psr\Log\LoggerInterface)|null $logs a log channel by name
      * @param string|null $extensionProblem why the loaded extension does not fit (ExtensionCheck), thrown at first use
@@ -65,6 +69,11 @@ final class ResilientManager
     public function client(string $name): Client|ClientFake
     {
         if ($this->fake !== null) {
+            // A name neither configured nor scripted fails as in production (a misspelt name
+            // must not pass a feature test).
+            if (! $this->fake->scripts($name) && ! array_key_exists($name, $this->entries('clients'))) {
+                $this->clientConfig($name);
+            }
             $base = $this->entries('clients')[$name]['base_url'] ?? $this->entries('defaults')['base_url'] ?? null;
             $fallback = $this->entries('clients')[$name]['fallback'] ?? $this->entries('defaults')['fallback'] ?? null;
 
@@ -383,7 +392,8 @@ final class ResilientManager
     /**
      * Swaps named clients for recording fakes answering $scripts (name => list of
      * `Resilient\Response` or `\Throwable`, one per call; a single one repeats; a closure
-     * answers each call). Without $scripts every name answers 200 with an empty body.
+     * answers each call). Without $scripts every name in `clients` answers 200 with an empty body;
+     * a name neither configured nor scripted throws, as in production.
      */
     public function fake(?array $scripts = null): FakeClients
     {
@@ -440,10 +450,17 @@ final class ResilientManager
     {
         $key = $withFallback ? $name : $name . "\0without fallback";
         if (isset($this->clients[$key])) {
-            return $this->clients[$key];
+            // The entry as it is now: one that changed since (another tenant's URL and key)
+            // must not be sent with the options of before.
+            $options = $this->clientConfig($name);
+            if ($options === $this->builtFrom[$key]) {
+                return $this->clients[$key];
+            }
+        } else {
+            $this->assertExtension();
+            $options = $this->clientConfig($name);
         }
-        $this->assertExtension();
-        $options = $this->clientConfig($name);
+        $builtFrom = $options;
         if (! $withFallback) {
             unset($options['fallback']);
         }
@@ -465,7 +482,10 @@ final class ResilientManager
         }
 
         try {
-            return $this->clients[$key] = new Client($name, $options);
+            $client = new Client($name, $options);
+            $this->builtFrom[$key] = $builtFrom;
+
+            return $this->clients[$key] = $client;
         } catch (\ValueError $e) {
             throw new \ValueError($this->refusedIn($name, $e->getMessage()) . $e->getMessage(), 0, $e);
         } catch (\TypeError $e) {

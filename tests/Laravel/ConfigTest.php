@@ -78,6 +78,33 @@ final class ConfigTest extends PackageTestCase
         $this->assertSame(['/one', '/two', '/two'], array_column($this->up->attempts($key, 3), 'path'));
     }
 
+    /**
+     * A tenancy bootstrapper (or a test) sets a client's entry with config([...]) in a process
+     * that already called it: a queue worker between two tenants' jobs. The next call is the
+     * new entry's, through either door: before, the client built first went on sending tenant
+     * A's key, and Http::resilient() took tenant B's URL with tenant A's headers.
+     */
+    public function testAClientWhoseEntryChangedAtRunTimeSendsWithTheNewEntry(): void
+    {
+        $name = Run::name('cfg-tenant');
+        $keys = ['a' => $this->up->key('cfg-tenant-a'), 'b' => $this->up->key('cfg-tenant-b')];
+        foreach ($keys as $key) {
+            $this->up->script($key, [['status' => 200]]);
+        }
+        $this->boot(['clients' => []]);
+        foreach (['a', 'b', 'a'] as $i => $t) {
+            config(["resilient.clients.$name" => ['base_url' => $this->up->base($keys[$t]), 'headers' => ['X-Api-Key' => "key-of-$t"]]]);
+            $this->assertSame(200, Resilient::client($name)->get("/client-$i")->status());
+            $this->assertSame(200, Http::resilient($name)->get("/http-$i")->status());
+        }
+        $seen = fn (string $key, int $n) => array_map(
+            fn (array $a) => $a['path'] . ' ' . ($a['headers']['x-api-key'] ?? '-'),
+            $this->up->attempts($key, $n),
+        );
+        $this->assertSame(['/client-0 key-of-a', '/http-0 key-of-a', '/client-2 key-of-a', '/http-2 key-of-a'], $seen($keys['a'], 4));
+        $this->assertSame(['/client-1 key-of-b', '/http-1 key-of-b'], $seen($keys['b'], 2));
+    }
+
     public function testANullInAClientsEntryMeansNotSetAsInDefaults(): void
     {
         // `'base_url' => env('SHIPPING_URL')` with the variable unset gives null: the key is

@@ -270,9 +270,9 @@ final class FakeTest extends PackageTestCase
         Resilient::client('echo')->put('/x', ['fail' => true]);
     }
 
-    public function testFakeWithoutScriptsAnswersEveryName200(): void
+    public function testFakeWithoutScriptsAnswersEveryConfiguredName200(): void
     {
-        $this->boot([]);
+        $this->boot(['clients' => ['anything' => ['base_url' => 'https://api.example']]]);
         Resilient::fake();
         $client = Resilient::client('anything');
         $this->assertInstanceOf(ClientFake::class, $client);
@@ -280,6 +280,40 @@ final class FakeTest extends PackageTestCase
         $this->assertSame(200, $client->head('/x')->status());
         $this->assertSame(0, $client->delete('/x')->attempts(), 'a fake answer made no attempt');
         Resilient::assertSentCount(2);
+    }
+
+    /**
+     * A misspelt name fails under the fake as it fails in production and under Http::fake():
+     * answered 200 before, a feature test passed over code that throws when deployed. A name
+     * the fake scripts needs no config entry.
+     */
+    public function testANameNeitherConfiguredNorScriptedFailsUnderTheFakeAsInProduction(): void
+    {
+        $this->boot(['clients' => ['shipping' => ['base_url' => 'https://ship.example']]]);
+        Resilient::fake();
+        foreach ([fn () => Resilient::client('shiping'), fn () => Http::resilient('shiping')] as $call) {
+            try {
+                $call();
+                $this->fail('a misspelt name was answered');
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString('shiping', $e->getMessage());
+            }
+        }
+        Resilient::fake(['scripted-only' => Response::fake(201)]);
+        $this->assertSame(201, Resilient::client('scripted-only')->get('/x')->status());
+        $this->assertSame(201, Http::resilient('scripted-only')->get('https://elsewhere.example/x')->status());
+    }
+
+    /** Under the fake too, a client's entry changed at run time (a tenancy bootstrapper) is the one calls use. */
+    public function testUnderTheFakeACallUsesTheClientsEntryAsItIsNow(): void
+    {
+        $this->boot(['clients' => ['tenant' => ['base_url' => 'https://a.example']]]);
+        Resilient::fake();
+        Resilient::client('tenant')->get('/one');
+        config(['resilient.clients.tenant.base_url' => 'https://b.example']);
+        Resilient::client('tenant')->get('/two');
+        $urls = array_map(fn (array $r) => $r[0]->url(), Resilient::recorded());
+        $this->assertSame(['https://a.example/one', 'https://b.example/two'], $urls);
     }
 
     /**
@@ -293,7 +327,8 @@ final class FakeTest extends PackageTestCase
         $configured = Run::name('fake-configured');
         $this->boot(['clients' => [$configured => ['base_url' => 'http://127.0.0.1:9/', 'funnel' => ['limit' => 2]]]]);
         $unconfigured = Run::name('fake-unconfigured');
-        Resilient::fake();
+        Resilient::fake();                                               // every configured name
+        Resilient::fake([$unconfigured => Response::fake(200)]);         // and a scripted one
 
         Resilient::client($configured)->get('/a');
         Resilient::client($unconfigured)->post('/b', ['x' => 1]);

@@ -134,7 +134,7 @@ final class FakeValidationTest extends PackageTestCase
     public function testCheckingLeavesAMultipartStreamWhereItWas(): void
     {
         $this->boot([]);
-        Resilient::fake();
+        Resilient::fake(['only-faked' => Response::fake(200)]);   // scripted: no config needed
         $s = fopen('php://memory', 'r+');
         fwrite($s, 'csv');
         rewind($s);
@@ -147,7 +147,7 @@ final class FakeValidationTest extends PackageTestCase
     public function testANameWithoutConfigHasItsCallChecked(): void
     {
         $this->boot([]);
-        Resilient::fake();
+        Resilient::fake(['only-faked' => Response::fake(200)]);   // scripted: no config needed
         $this->assertSame(200, Resilient::client('only-faked')->get('relative/path', ['a' => 1])->status());
         $this->assertStringStartsWith(
             "ValueError: option 'timout': unknown option",

@@ -11,7 +11,7 @@ use Illuminate\Support\Facades\Facade;
  * @method static mixed within(float $seconds, callable $fn)
  * @method static array clientConfig(string $name)
  * @method static array clientConfigs() name => options, as clientConfig() gives them
- * @method static \Resilient\Laravel\Testing\FakeClients fake(array|null $scripts = null) name => list of \Resilient\Response|\Throwable (one per call), a single answer (repeated) or fn (RecordedRequest $r) => answer; null: every name answers 200
+ * @method static \Resilient\Laravel\Testing\FakeClients fake(array|null $scripts = null) name => list of \Resilient\Response|\Throwable (one per call), a single answer (repeated) or fn (RecordedRequest $r) => answer; null: every configured name answers 200
  * @method static \Resilient\Laravel\Testing\FakeClients preventStrayRequests(bool $prevent = true)
  * @method static void assertSent(callable $callback) fn (\Resilient\Laravel\Testing\RecordedRequest $request, \Resilient\Response|\Throwable $outcome): bool
  * @method static void assertNotSent(callable $callback)

@@ -71,12 +71,12 @@ class ResilientPendingRequest extends PendingRequest
         $copy->resilientManager = $manager;
         // Events, Telescope and Http::fake() URL patterns see the real URL, not a bare path.
         // A name not in the config fails here, as it would at the call, also under
-        // Http::fake() (which would otherwise answer a misspelt name); only a name faked with
-        // Resilient::fake() may have no config.
+        // Http::fake() (which would otherwise answer a misspelt name); only a name that
+        // Resilient::fake() scripts may have no config.
         try {
             $config = $manager->clientConfig($name);
         } catch (\InvalidArgumentException $e) {
-            if ($manager->fakes() === null) {
+            if (! ($manager->fakes()?->scripts($name) ?? false)) {
                 throw $e;
             }
             $config = [];

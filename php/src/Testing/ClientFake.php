@@ -45,6 +45,12 @@ final class ClientFake
     ) {
     }
 
+    /** Whether this fake stands for a client with this base URL and fallback. */
+    public function madeFor(#[\SensitiveParameter] ?string $baseUrl, mixed $fallback): bool
+    {
+        return $baseUrl === $this->baseUrl && $fallback === $this->fallback;
+    }
+
     public function name(): string
     {
         return $this->name;

@@ -28,7 +28,7 @@ final class FakeClients
     /** @var array<string, int> calls answered from each list so far */
     private array $used = [];
 
-    /** fake() without scripts: every name answers 200 with an empty body. */
+    /** fake() without scripts: every configured name answers 200 with an empty body. */
     private bool $answerAll = false;
 
     private bool $preventStray = false;
@@ -39,7 +39,7 @@ final class FakeClients
     /** @var array<string, ClientFake> */
     private array $clients = [];
 
-    /** Adds scripts (null: every name answers 200). */
+    /** Adds scripts (null: every configured name answers 200). */
     public function script(?array $scripts): self
     {
         if ($scripts === null) {
@@ -55,6 +55,12 @@ final class FakeClients
         return $this;
     }
 
+    /** Whether $name has a script of its own (such a name needs no config entry). */
+    public function scripts(string $name): bool
+    {
+        return array_key_exists($name, $this->scripts);
+    }
+
     public function preventStrayRequests(bool $prevent = true): self
     {
         $this->preventStray = $prevent;
@@ -68,7 +74,14 @@ final class FakeClients
      */
     public function client(string $name, Closure $real, #[\SensitiveParameter] ?string $baseUrl = null, mixed $fallback = null, ?Closure $config = null): ClientFake
     {
-        return $this->clients[$name] ??= new ClientFake($name, $this, $real, $baseUrl, $fallback, $config);
+        // One made for another base URL or fallback (the entry changed since: a tenancy
+        // bootstrapper's config([...])) is made again, as the real client is.
+        $fake = $this->clients[$name] ?? null;
+        if ($fake === null || ! $fake->madeFor($baseUrl, $fallback)) {
+            $fake = $this->clients[$name] = new ClientFake($name, $this, $real, $baseUrl, $fallback, $config);
+        }
+
+        return $fake;
     }
 
     /**
