@@ -67,7 +67,7 @@ final class CheckEdgeCasesTest extends PackageTestCase
         $job = fn (string $class, string $uses) => self::HEAD
             . "use Illuminate\\Queue\\InteractsWithQueue;\n"
             . "use Resilient\\Laravel\\Queue\\{ReleaseWhenUnavailable, WithinDeadline};\n"
-            . "final class $class implements ShouldQueue\n{\n    use $uses;\n    public \$timeout = 20;\n    public \$tries = 3;\n"
+            . "final class $class implements ShouldQueue\n{\n    use $uses;\n    public \$timeout = 20;\n    public \$tries = 11;\n"
             . "    public function middleware(): array { return [new ReleaseWhenUnavailable(), new WithinDeadline()]; }\n"
             . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n";
         [$exit, $json] = $this->check([
@@ -182,6 +182,9 @@ final class CheckEdgeCasesTest extends PackageTestCase
             'NoTriesFunnel' => $job('NoTriesFunnel', '', "new Funnel('slow', limit: 2)", 'slow'),
             'ReleasedUntil' => $job('ReleasedUntil', "    public \$tries = 1;\n    public function retryUntil() { return now()->addHour(); }\n", 'new ReleaseWhenUnavailable()', 'slow'),
             'ReleasedPricing' => $job('ReleasedPricing', "    public \$tries = 3;\n", 'new ReleaseWhenUnavailable()', 'pricing'),
+            // Two releases of at most 30 s: a funnel full for a minute fails it.
+            'ReleasedThreeTries' => $job('ReleasedThreeTries', "    public \$tries = 3;\n", 'new ReleaseWhenUnavailable()', 'slow'),
+            'ReleasedElevenTries' => $job('ReleasedElevenTries', "    public \$tries = 11;\n", 'new ReleaseWhenUnavailable()', 'slow'),
             // Laravel's pattern for a job that releases itself: tries for the releases, one
             // exception. Releases are no exceptions: room enough.
             'ReleasesOneException' => $job('ReleasesOneException', "    public \$tries = 25;\n    public \$maxExceptions = 1;\n", 'new ReleaseWhenUnavailable()', 'slow'),
@@ -192,7 +195,13 @@ final class CheckEdgeCasesTest extends PackageTestCase
             $found[$this->short($f['job'])][] = $f['rule'] . ': ' . $f['message'];
         }
         ksort($found);
-        $this->assertSame(['NoTriesFunnel', 'OneTryReleased', 'ReleasedPricing'], array_keys($found), json_encode($found));
+        $this->assertSame(['NoTriesFunnel', 'OneTryReleased', 'ReleasedPricing', 'ReleasedThreeTries'], array_keys($found), json_encode($found));
+        $this->assertSame(
+            ['released without tries: ReleaseWhenUnavailable puts the job back on the queue, and each release uses a try: with $tries 3 the job '
+            . 'outlasts a full funnel for at most 60 s (2 releases of at most 30 s, resilient.queue.release_delay), then fails '
+            . '(MaxAttemptsExceededException); give it retryUntil(), or $tries for 300 s of releases'],
+            $found['ReleasedThreeTries'],
+        );
         $this->assertSame(
             'released without tries: Queue\\Funnel puts the job back on the queue, and each release uses a try: with 1 try (the worker\'s --tries, 1 by default) '
             . 'the job fails (MaxAttemptsExceededException) when taken after its first release, its work never done; give it $tries room for its releases, or retryUntil()',
@@ -216,7 +225,7 @@ final class CheckEdgeCasesTest extends PackageTestCase
             'GroupImport' => "use Illuminate\\Contracts\\Queue\\ShouldQueue;\nuse Resilient\\Laravel\\Facades\\Resilient;\n"
                 . "use Resilient\\Laravel\\Queue\\{ReleaseWhenUnavailable, WithinDeadline};\n"
                 . "final class GroupImport implements ShouldQueue\n{\n    use \\Illuminate\\Queue\\InteractsWithQueue, \\Resilient\\Laravel\\Queue\\JitteredBackoff;\n"
-                . "    public \$timeout = 20;\n    public \$tries = 3;\n"
+                . "    public \$timeout = 20;\n    public \$tries = 11;\n"
                 . "    public function middleware(): array { return [new ReleaseWhenUnavailable(), new WithinDeadline()]; }\n"
                 . "    public function handle(): void { Resilient::client('slow')->get('/x'); }\n}\n",
         ]);

@@ -186,7 +186,7 @@ final class StatusEdgeCasesTest extends PackageTestCase
         file_put_contents("$dir/SapJob.php", "<?php\n\nnamespace StatusEdge;\n\n"
             . "use Illuminate\\Contracts\\Queue\\ShouldQueue;\nuse Resilient\\Laravel\\Queue\\Funnel;\n"
             . "final class SapJob implements ShouldQueue\n{\n    use \\Illuminate\\Queue\\InteractsWithQueue, \\Resilient\\Laravel\\Queue\\JitteredBackoff;\n"
-            . "    public \$timeout = 20;\n    public \$tries = 3;\n"
+            . "    public \$timeout = 20;\n    public \$tries = 11;\n"
             . "    public function middleware(): array { return [new Funnel('$name')]; }\n"
             . "    public function handle(): void { }\n}\n");
 

@@ -73,8 +73,9 @@ final class CheckCommand extends Command
             }
         }
         // As the job middleware reads them at every run (a value it refuses fails every job).
+        $longestRelease = ReleaseDelay::DEFAULT[1];
         try {
-            ReleaseDelay::configured();
+            $longestRelease = ReleaseDelay::configured()->max;
         } catch (\InvalidArgumentException $e) {
             $errors[] = preg_replace('/^resilient: /', '', $e->getMessage());
         }
@@ -106,6 +107,7 @@ final class CheckCommand extends Command
                     throw new \InvalidArgumentException('segment unusable: ' . $e->getMessage(), 0, $e);
                 }
             },
+            $longestRelease,
         );
 
         $jobs = JobClasses::in($paths, $errors);

@@ -13,7 +13,9 @@ namespace Resilient\Laravel\Console\Check;
  *   then, whatever its `$tries`: Laravel's worker reads only the one);
  * - jitter: a fixed backoff brings every job that failed together back at the same second;
  * - released without tries: a job our middleware puts back on the queue (each release a try,
- *   Laravel's rule) that may run only once fails when taken after its first release;
+ *   Laravel's rule) that may run only once fails when taken after its first release, and one
+ *   whose tries last less than RELEASES_FOR of releases fails while a funnel stays full (the
+ *   load a funnel is for);
  * - cannot be released: a job our middleware puts back on the queue has no release()
  *   (InteractsWithQueue), so each refusal fails the run instead;
  * - job funnel: a Queue\\Funnel middleware whose name config cannot turn into a funnel (none
@@ -22,6 +24,13 @@ namespace Resilient\Laravel\Console\Check;
  */
 final class Rules
 {
+    /**
+     * The least time a released job's tries should keep it through releases (each at most
+     * `resilient.queue.release_delay`'s max): a funnel full for a few minutes is an ordinary
+     * incident, not a reason to fail the job.
+     */
+    public const RELEASES_FOR = 300;
+
     /** Drivers whose `retry_after` defaults to 60 s in Laravel when the config omits it. */
     private const RETRY_AFTER_DRIVERS = ['redis', 'database', 'beanstalkd'];
 
@@ -32,6 +41,8 @@ final class Rules
         private ?float $deadlineMargin,
         /** Resolves a funnel name as Queue\\Funnel does; throws InvalidArgumentException. */
         private ?\Closure $funnelOptions = null,
+        /** The longest release of a refused job (`resilient.queue.release_delay`'s max), s. */
+        private int $longestRelease = 30,
     ) {
     }
 
@@ -64,7 +75,25 @@ final class Rules
     {
         // Releases are no exceptions: $maxExceptions does not bound them, only the tries do.
         $once = ! $job->retryUntil && ($job->tries ?? 1) === 1;
-        if ($job->releasedBy === [] || ! $once) {
+        if ($job->releasedBy === []) {
+            return [];
+        }
+        $releases = $job->tries - 1;
+        if (! $once && ! $job->retryUntil && $job->tries > 1 && $releases * $this->longestRelease < self::RELEASES_FOR) {
+            return [new Finding(Finding::RELEASED_WITHOUT_TRIES, $job->class, sprintf(
+                '%s puts the job back on the queue, and each release uses a try: with $tries %d the job '
+                . 'outlasts a full funnel for at most %d s (%d release%s of at most %d s, resilient.queue.release_delay), '
+                . 'then fails (MaxAttemptsExceededException); give it retryUntil(), or $tries for %d s of releases',
+                implode(' and ', $job->releasedBy),
+                $job->tries,
+                $releases * $this->longestRelease,
+                $releases,
+                $releases === 1 ? '' : 's',
+                $this->longestRelease,
+                self::RELEASES_FOR,
+            ))];
+        }
+        if (! $once) {
             return [];
         }
 
