@@ -355,6 +355,29 @@ final class CheckEdgeCasesTest extends PackageTestCase
         $this->assertSame(['fixed backoff'], array_column($json['findings'], 'rule'), json_encode($json));
     }
 
+    /**
+     * A `$backoff` of ranges (JitteredBackoff's `$backoffRanges` written as `$backoff`): Laravel
+     * implodes it into the payload, which fails the dispatch ("Array to string conversion").
+     * The check says so for that job: before, it crashed on the same implode, and checked no
+     * other job.
+     */
+    public function testABackoffOfRangesIsAFindingNotACrash(): void
+    {
+        [$exit, $json] = $this->check([
+            'RangedBackoff' => self::HEAD
+                . "final class RangedBackoff implements ShouldQueue\n{\n    public \$timeout = 60;\n    public \$tries = 3;\n    public \$backoff = [[60, 90], [300, 400]];\n"
+                . "    public function handle(): void { }\n}\n",
+            'OneTry' => self::HEAD
+                . "final class OneTry implements ShouldQueue\n{\n    public \$timeout = 60;\n    public \$tries = 1;\n    public \$backoff = [[60, 90]];\n"
+                . "    public function handle(): void { }\n}\n",
+        ]);
+        $this->assertSame(1, $exit, json_encode($json));
+        $this->assertSame([
+            ['fixed backoff', 'OneTry', 'backoff [[60,90]] is not seconds: Laravel writes $backoff into the job\'s payload as text, and a list in it fails every dispatch ("Array to string conversion"); for ranges use Resilient\\Laravel\\Queue\\JitteredBackoff with $backoffRanges = [[60,90]]'],
+            ['fixed backoff', 'RangedBackoff', 'backoff [[60,90],[300,400]] is not seconds: Laravel writes $backoff into the job\'s payload as text, and a list in it fails every dispatch ("Array to string conversion"); for ranges use Resilient\\Laravel\\Queue\\JitteredBackoff with $backoffRanges = [[60,90],[300,400]]'],
+        ], array_map(fn ($f) => [$f['rule'], $this->short($f['job']), $f['message']], $json['findings']));
+    }
+
     /** A `check.paths` entry that is not a directory is an error, not "no jobs": CI must not pass. */
     public function testAMissingPathIsAnError(): void
     {

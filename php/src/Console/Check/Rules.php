@@ -280,6 +280,15 @@ final class Rules
     /** @return list<Finding> */
     private function jitter(JobFacts $job): array
     {
+        $lists = array_filter($job->backoff, fn ($delay) => ! is_scalar($delay) && $delay !== null);
+        if ($lists !== []) {
+            $shown = json_encode(array_values($job->backoff));
+
+            return [new Finding(Finding::FIXED_BACKOFF, $job->class,
+                "backoff $shown is not seconds: Laravel writes \$backoff into the job's payload as text, and a list in it fails "
+                . 'every dispatch ("Array to string conversion"); for ranges use Resilient\\Laravel\\Queue\\JitteredBackoff with '
+                . "\$backoffRanges = $shown")];
+        }
         [$runs] = $this->runs($job);
         if ($runs <= 1 || $job->backoffKind === 'jittered') {
             return [];
