@@ -378,6 +378,35 @@ final class CheckEdgeCasesTest extends PackageTestCase
         ], array_map(fn ($f) => [$f['rule'], $this->short($f['job']), $f['message']], $json['findings']));
     }
 
+    /**
+     * The layout the config recommends, one class per upstream making its calls, handed to the
+     * job: its client's attempts times the job's tries are retries in two layers as if the job
+     * called the client itself (before, the job passed as "ok": only its own source was read).
+     * A class of the framework's (not of the job's root namespace) is not followed.
+     */
+    public function testACallMadeByAServiceTheJobIsHandedCountsAsTheJobs(): void
+    {
+        $gateway = "final class ShippingGateway\n{\n    public function quote(): mixed { return Http::resilient('pricing')->get('/quote'); }\n}\n";
+        $job = fn (string $class, string $handle) => self::HEAD
+            . "final class $class implements ShouldQueue\n{\n    use JitteredBackoff;\n    public \$timeout = 60;\n    public \$tries = 5;\n"
+            . "    public function __construct(private ?\\Illuminate\\Contracts\\Cache\\Repository \$cache = null) { }\n"
+            . "    public function handle($handle): void { }\n}\n";
+        [$exit, $json] = $this->check([
+            'ShippingGateway' => $gateway,
+            'QuoteViaGateway' => $job('QuoteViaGateway', 'ShippingGateway $gateway'),
+            'QuoteViaUnion' => $job('QuoteViaUnion', 'ShippingGateway|\\Illuminate\\Contracts\\Bus\\Dispatcher $gateway'),
+            'NoGateway' => $job('NoGateway', '\\Illuminate\\Contracts\\Bus\\Dispatcher $bus'),
+        ]);
+        $this->assertSame(1, $exit, json_encode($json));
+        $found = [];
+        foreach ($json['findings'] as $f) {
+            $found[$this->short($f['job'])][] = $f['rule'] . ': ' . $f['message'];
+        }
+        ksort($found);
+        $this->assertSame(['QuoteViaGateway', 'QuoteViaUnion'], array_keys($found), json_encode($found));
+        $this->assertStringStartsWith('retries in two layers: client pricing makes up to 3 attempts per run × 5 tries = 15', $found['QuoteViaGateway'][0]);
+    }
+
     /** A `check.paths` entry that is not a directory is an error, not "no jobs": CI must not pass. */
     public function testAMissingPathIsAnError(): void
     {

@@ -72,6 +72,14 @@ final class JobFacts
         $unchecked = [];
         [$deadline, $route, $routeDefault] = self::withinDeadline($source, $unchecked);
         [$clients, $maybeClients] = self::clientsCalled($source, $unchecked);
+        // The layout the config recommends: one class per upstream makes the calls, and the
+        // job is handed it. Its calls are the job's (one level deep).
+        foreach (self::collaborators($r) as $collaborator) {
+            $theirs = new PhpSource((string) @file_get_contents((string) $collaborator->getFileName()), $collaborator);
+            [$certain, $maybe] = self::clientsCalled($theirs, $unchecked);
+            $clients = self::union($clients, $certain);
+            $maybeClients = self::union($maybeClients, $maybe);
+        }
         [$connection, $connectionAtRunTime] = self::connection($source, $defaults);
 
         return new self(
@@ -174,6 +182,54 @@ final class JobFacts
      *
      * @return array{0: list<string>, 1: list<string>}
      */
+    /**
+     * The classes of the app that the job is handed (`handle()`'s and the constructor's
+     * parameter types) and whose calls it makes: those of the job's own root namespace
+     * (`App\\Services\\ShippingGateway` for `App\\Jobs\\Quote`), not the framework's.
+     *
+     * @return list<\ReflectionClass>
+     */
+    private static function collaborators(\ReflectionClass $job): array
+    {
+        $root = strstr($job->getName(), '\\', true);
+        if ($root === false) {
+            return [];
+        }
+        $found = [];
+        foreach (['handle', '__construct'] as $method) {
+            if (! $job->hasMethod($method)) {
+                continue;
+            }
+            foreach ($job->getMethod($method)->getParameters() as $parameter) {
+                $type = $parameter->getType();
+                $named = $type instanceof \ReflectionNamedType ? [$type] : ($type instanceof \ReflectionUnionType ? $type->getTypes() : []);
+                foreach ($named as $t) {
+                    $name = $t instanceof \ReflectionNamedType && ! $t->isBuiltin() ? $t->getName() : null;
+                    if ($name === null || ! str_starts_with($name, "$root\\") || $name === $job->getName() || isset($found[$name])) {
+                        continue;
+                    }
+                    if (class_exists($name) || interface_exists($name)) {
+                        $class = new \ReflectionClass($name);
+                        if ($class->isUserDefined() && $class->getFileName() !== false && ! $class->isInterface()) {
+                            $found[$name] = $class;
+                        }
+                    }
+                }
+            }
+        }
+
+        return array_values($found);
+    }
+
+    /** @param list<string> $a @param list<string> $b @return list<string> sorted, each once */
+    private static function union(array $a, array $b): array
+    {
+        $all = array_values(array_unique([...$a, ...$b]));
+        sort($all);
+
+        return $all;
+    }
+
     private static function clientsCalled(PhpSource $source, array &$unchecked): array
     {
         $certain = [];
