@@ -15,6 +15,11 @@
 //! ([`crate::RequestOptions::sink`]). Failing to write it later is a [`FailureKind::Sink`]: ours,
 //! never retried, and nothing the guards learn from. Its writes are bounded by the attempt's
 //! timeout, not by `max_body`.
+//!
+//! Every write (a decoder's output comes in writes of at most 32 KB) checks the attempt's end
+//! first: a network chunk may decode to a thousand times its size, and the transport's timer
+//! cannot fire while one chunk is being decoded. Without the check a 4 MB gzip answer wrote
+//! 4 GiB into a sink over 8 s of a 0.5 s timeout, holding its funnel slot past its lease.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -74,7 +79,10 @@ impl ResponseBody {
                 } else {
                     content_length
                 };
-                Destination::Memory(BodyBuffer::new(announced, limit.into())?)
+                Destination::Memory(
+                    BodyBuffer::new(announced, limit.into())?,
+                    target.write_until,
+                )
             }
         };
         let writer: Box<dyn Finish> = match encoding {
@@ -160,16 +168,36 @@ impl Encoding {
     }
 }
 
+/// Where the body goes, and the attempt's end (`BodyTarget::write_until`), past which no
+/// write is made.
 enum Destination {
-    Memory(BodyBuffer),
-    /// The sink, and until when a write may wait for its reader.
+    Memory(BodyBuffer, Option<Instant>),
     File(File, Option<Instant>),
+}
+
+impl Destination {
+    fn until(&self) -> Option<Instant> {
+        match self {
+            Destination::Memory(_, until) | Destination::File(_, until) => *until,
+        }
+    }
+}
+
+/// The attempt ended while its body was being written.
+fn out_of_time(what: &str) -> io::Error {
+    io::Error::other(TransportError::new(
+        FailureKind::Timeout,
+        format!("the attempt timed out: {what}"),
+    ))
 }
 
 impl Write for Destination {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.until().is_some_and(|until| Instant::now() >= until) {
+            return Err(out_of_time("its body was still being written"));
+        }
         match self {
-            Destination::Memory(b) => b.push(buf).map(|()| buf.len()).map_err(io::Error::other),
+            Destination::Memory(b, _) => b.push(buf).map(|()| buf.len()).map_err(io::Error::other),
             Destination::File(f, until) => loop {
                 match f.write(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_writable(f, *until)?,
@@ -181,7 +209,7 @@ impl Write for Destination {
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
-            Destination::Memory(_) => Ok(()),
+            Destination::Memory(..) => Ok(()),
             Destination::File(f, _) => f.flush().map_err(sink_error),
         }
     }
@@ -194,10 +222,9 @@ impl Write for Destination {
 fn wait_writable(f: &File, until: Option<Instant>) -> io::Result<()> {
     let left = until.map(|t| t.saturating_duration_since(Instant::now()));
     if left.is_some_and(|l| l.is_zero()) {
-        return Err(io::Error::other(TransportError::new(
-            FailureKind::Timeout,
-            "the attempt timed out: the sink's reader did not take the body in time",
-        )));
+        return Err(out_of_time(
+            "the sink's reader did not take the body in time",
+        ));
     }
     let mut fd = libc::pollfd {
         fd: std::os::fd::AsRawFd::as_raw_fd(f),
@@ -298,7 +325,7 @@ trait Finish: Write + Send {
 impl Finish for Destination {
     fn finish(self: Box<Self>) -> io::Result<Vec<u8>> {
         match *self {
-            Destination::Memory(b) => Ok(b.into_vec()),
+            Destination::Memory(b, _) => Ok(b.into_vec()),
             Destination::File(mut f, _) => f.flush().map(|()| Vec::new()),
         }
     }
@@ -546,6 +573,41 @@ mod tests {
                 String::from_utf8_lossy(encoding)
             );
             assert!(!e.kind.is_transient());
+        }
+    }
+
+    /// 64 MB of zeros in 64 KB of gzip, into a sink and into memory, for an attempt whose time
+    /// is up: nothing more is written, and the attempt times out. Before, the whole chunk was
+    /// decoded into the sink whatever the time (4 GiB over 8 s of a 0.5 s timeout).
+    #[test]
+    fn a_body_decoded_past_the_attempts_end_stops_there() {
+        let bomb = {
+            let mut e = GzEncoder::new(Vec::new(), Compression::fast());
+            for _ in 0..1024 {
+                e.write_all(&[0u8; 64 * 1024]).unwrap();
+            }
+            e.finish().unwrap()
+        };
+        let sink = std::env::temp_dir().join(format!("resilient-bomb-{}.bin", std::process::id()));
+        for sink in [Some(sink.clone()), None] {
+            let target = BodyTarget {
+                decode: true,
+                sink: sink.clone(),
+                write_until: Some(Instant::now() + std::time::Duration::from_millis(2)),
+            };
+            let mut h = vec![("content-encoding".to_string(), b"gzip".to_vec())];
+            let mut body = ResponseBody::start(&target, &mut h, None, 1 << 30).unwrap();
+            let e = body.push(&bomb).unwrap_err();
+            assert_eq!(e.kind, FailureKind::Timeout, "{sink:?}: {}", e.detail);
+            assert!(e.kind.is_transient());
+            if let Some(path) = &sink {
+                let written = std::fs::metadata(path).unwrap().len();
+                assert!(
+                    written < 64 << 20,
+                    "stopped before the end: {written} bytes"
+                );
+                std::fs::remove_file(path).unwrap();
+            }
         }
     }
 
