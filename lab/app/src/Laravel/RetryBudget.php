@@ -9,7 +9,8 @@ use Illuminate\Support\Facades\Cache;
 /**
  * Seed 000's cache-based retry budget, unchanged except `now()` (a Foundation helper that needs
  * the full app) spelled as Carbon::now(): a per-minute window, `floor` retries always allowed plus
- * `ratio` per original in that minute. Two Redis round trips per decision.
+ * `ratio` per original in that minute. Redis round trips: two per recordOriginal() (add, increment)
+ * and three per tryConsume() (add, increment, get).
  */
 final class RetryBudget
 {
