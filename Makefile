@@ -64,7 +64,7 @@ test: deps build
 	tests/harness/summary.sh tests/.run/cargo.log tests/.run/phpunit.log tests/.run/lab.log tests/.run/stubs.log; \
 	exit $$rc
 
-# BASELINE=REV also measures each group's own case with the build of REV, beside it (a REV
+# BASELINE=REV also measures each group's own case (and those marked 'baseline') with the build of REV, beside it (a REV
 # that cannot be built stops the bench: `so=$(...) &&` keeps its status).
 bench: deps build
 	$(if $(BASELINE),so="$$(bench/baseline.sh $(BASELINE))" && BENCH_BASELINE_SO="$$so") bench/run.sh $(BENCH_ARGS)

@@ -70,10 +70,10 @@ usort($groups, fn ($a, $b) => ($a['order'] ?? 100) <=> ($b['order'] ?? 100));
 if ($oursJson) {
     $out = [];
     foreach ($groups as $g) {
-        foreach ($g['cases'] as $case) {
-            if (!empty($case['ours']) && (!isset($case['requires']) || ($case['requires'])() === null)) {
+        foreach ($g['cases'] as $id => $case) {
+            if (compared($case) && (!isset($case['requires']) || ($case['requires'])() === null)) {
                 gc_collect_cycles();
-                $out[$g['group']] = measure($case['make'](), max(1, (int) ($case['ops'] * $scale)));
+                $out[$g['group']][$id] = measure($case['make'](), max(1, (int) ($case['ops'] * $scale)));
             }
         }
     }
@@ -127,11 +127,16 @@ foreach ($groups as $g) {
             printf("    ↳ %s\n", $notes[$id]);
         }
     }
-    if ($baseline !== '' && $ours !== null && isset($us[$ours])) {
-        $base = baselineUs($baseline, $g['group']);
-        printf("  %-62s %10s %12s   %s\n", '  the same, baseline build (BENCH_BASELINE_SO)',
-            $base === null ? 'failed' : fmtUs($base), $base === null ? '' : number_format(1e6 / $base),
-            $base === null ? '' : sprintf('ours %+.1f %%', ($us[$ours] / $base - 1) * 100));
+    $compared = array_filter(array_keys($us), fn ($id) => compared($g['cases'][$id]));
+    if ($baseline !== '' && $compared !== []) {
+        $bases = baselineUs($baseline, $g['group']);
+        foreach ($compared as $id) {
+            $base = $bases[$id] ?? null;
+            $label = $id === $ours ? 'the same' : $g['cases'][$id]['label'];
+            printf("  %-62s %10s %12s   %s\n", "  $label, baseline build (BENCH_BASELINE_SO)",
+                $base === null ? 'failed' : fmtUs($base), $base === null ? '' : number_format(1e6 / $base),
+                $base === null ? '' : sprintf('ours %+.1f %%', ($us[$id] / $base - 1) * 100));
+        }
     }
     foreach ($g['targets'] ?? [] as $t) {
         [$met, $text] = match ($t[0]) {
@@ -149,8 +154,23 @@ foreach ($groups as $g) {
 }
 echo "\n", $allMet ? "all targets met\n" : "some targets missed (see above)\n";
 
-/** The group's own case measured by a child PHP process that loads the baseline build. */
-function baselineUs(string $so, string $group): ?float
+/**
+ * Whether a case is measured with the baseline build too: the group's own (`ours`), and any
+ * other case of the extension alone that says `'baseline' => true` (`Metrics::snapshot()`: a
+ * regression there went unseen while only each group's first case was compared).
+ */
+function compared(array $case): bool
+{
+    return !empty($case['ours']) || !empty($case['baseline']);
+}
+
+/**
+ * The group's compared cases (see compared()), by id, measured by a child PHP process that
+ * loads the baseline build.
+ *
+ * @return array<string, float>
+ */
+function baselineUs(string $so, string $group): array
 {
     // Its own segment file: the two builds may have different layouts.
     $shm = preg_replace('/\.shm$/', '', (string) getenv('RESILIENT_SHM_PATH')) . '-baseline.shm';
@@ -161,7 +181,7 @@ function baselineUs(string $so, string $group): ?float
     if (!is_array($json)) {
         fwrite(STDERR, "baseline build failed:\n" . substr($raw, 0, 2000) . "\n");
     }
-    return is_array($json) && isset($json[$group]) ? (float) $json[$group] : null;
+    return is_array($json) && is_array($json[$group] ?? null) ? array_map('floatval', $json[$group]) : [];
 }
 
 /** Median µs per operation over ROUNDS rounds of $ops operations (after one warm-up round). */

@@ -43,6 +43,7 @@ return [
         ],
         'snapshot' => [
             'label' => 'Metrics::snapshot(), 100 upstreams (PHP array)',
+            'baseline' => true,
             'ops' => 2_000,
             'make' => function (): Closure {
                 metrics_bench_names();
@@ -55,6 +56,7 @@ return [
         ],
         'prometheus' => [
             'label' => 'Metrics::prometheus(), 100 upstreams (text exposition)',
+            'baseline' => true,
             'ops' => 1_000,
             'make' => function (): Closure {
                 metrics_bench_names();
