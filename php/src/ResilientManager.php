@@ -69,18 +69,19 @@ final class ResilientManager
     public function client(string $name): Client|ClientFake
     {
         if ($this->fake !== null) {
+            $clients = $this->entries('clients');
             // A name neither configured nor scripted fails as in production (a misspelt name
             // must not pass a feature test).
-            if (! $this->fake->scripts($name) && ! array_key_exists($name, $this->entries('clients'))) {
+            if (! $this->fake->scripts($name) && ! array_key_exists($name, $clients)) {
                 $this->clientConfig($name);
             }
-            $base = $this->entries('clients')[$name]['base_url'] ?? $this->entries('defaults')['base_url'] ?? null;
-            $fallback = $this->entries('clients')[$name]['fallback'] ?? $this->entries('defaults')['fallback'] ?? null;
+            $base = $clients[$name]['base_url'] ?? $this->entries('defaults')['base_url'] ?? null;
+            $fallback = $clients[$name]['fallback'] ?? $this->entries('defaults')['fallback'] ?? null;
 
             // A stray call goes through the real client without its fallback: its Unavailable
             // comes back to the fake, which records it and applies the fallback itself, as it
             // does for a scripted one.
-            $config = array_key_exists($name, $this->entries('clients')) ? fn () => $this->clientConfig($name) : null;
+            $config = array_key_exists($name, $clients) ? fn () => $this->clientConfig($name) : null;
 
             return $this->fake->client($name, fn () => $this->realClient($name, withFallback: false), $base, $fallback, $config);
         }

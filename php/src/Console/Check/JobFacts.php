@@ -174,15 +174,6 @@ final class JobFacts
     }
 
     /**
-     * The client names the source calls: [those surely a client's (given to the facade's
-     * `Resilient::client()`, to `->resilient()`, to `new Resilient\Client`), those maybe one's
-     * (given to any other `client()` method: another library's, such as an SDK's
-     * `->client('eu-west')`, or the manager's, injected)]. A name known only at run time is
-     * listed as not checked when it is surely a client's.
-     *
-     * @return array{0: list<string>, 1: list<string>}
-     */
-    /**
      * The classes of the app that the job is handed (`handle()`'s and the constructor's
      * parameter types) and whose calls it makes: those of the job's own root namespace
      * (`App\\Services\\ShippingGateway` for `App\\Jobs\\Quote`), not the framework's.
@@ -230,6 +221,15 @@ final class JobFacts
         return $all;
     }
 
+    /**
+     * The client names the source calls: [those surely a client's (given to the facade's
+     * `Resilient::client()`, to `->resilient()`, to `new Resilient\Client`), those maybe one's
+     * (given to any other `client()` method: another library's, such as an SDK's
+     * `->client('eu-west')`, or the manager's, injected)]. A name known only at run time is
+     * listed as not checked when it is surely a client's.
+     *
+     * @return array{0: list<string>, 1: list<string>}
+     */
     private static function clientsCalled(PhpSource $source, array &$unchecked): array
     {
         $certain = [];

@@ -73,36 +73,38 @@ final class Rules
     /** @return list<Finding> */
     private function releasedWithoutTries(JobFacts $job): array
     {
-        // Releases are no exceptions: $maxExceptions does not bound them, only the tries do.
-        $once = ! $job->retryUntil && ($job->tries ?? 1) === 1;
-        if ($job->releasedBy === []) {
+        // Releases are no exceptions: $maxExceptions does not bound them, only the tries do
+        // (retryUntil() and $tries 0: as many as the releases take).
+        $tries = $job->tries ?? 1;   // queue:work --tries defaults to 1
+        if ($job->releasedBy === [] || $job->retryUntil || $tries < 1) {
             return [];
         }
-        $releases = $job->tries - 1;
-        if (! $once && ! $job->retryUntil && $job->tries > 1 && $releases * $this->longestRelease < self::RELEASES_FOR) {
+        $released = implode(' and ', $job->releasedBy);
+        if ($tries === 1) {
             return [new Finding(Finding::RELEASED_WITHOUT_TRIES, $job->class, sprintf(
-                '%s puts the job back on the queue, and each release uses a try: with $tries %d the job '
-                . 'outlasts a full funnel for at most %d s (%d release%s of at most %d s, resilient.queue.release_delay), '
-                . 'then fails (MaxAttemptsExceededException); give it retryUntil(), or $tries for %d s of releases',
-                implode(' and ', $job->releasedBy),
-                $job->tries,
-                $releases * $this->longestRelease,
-                $releases,
-                $releases === 1 ? '' : 's',
-                $this->longestRelease,
-                self::RELEASES_FOR,
+                '%s puts the job back on the queue, and each release uses a try: with %s the job fails '
+                . '(MaxAttemptsExceededException) when taken after its first release, its work never done; '
+                . 'give it $tries room for its releases, or retryUntil()',
+                $released,
+                $job->tries === null ? "1 try (the worker's --tries, 1 by default)" : '$tries 1',
             ))];
         }
-        if (! $once) {
+        $releases = $tries - 1;
+        if ($releases * $this->longestRelease >= self::RELEASES_FOR) {
             return [];
         }
 
         return [new Finding(Finding::RELEASED_WITHOUT_TRIES, $job->class, sprintf(
-            '%s puts the job back on the queue, and each release uses a try: with %s the job fails '
-            . '(MaxAttemptsExceededException) when taken after its first release, its work never done; '
-            . 'give it $tries room for its releases, or retryUntil()',
-            implode(' and ', $job->releasedBy),
-            $job->tries === null ? "1 try (the worker's --tries, 1 by default)" : sprintf('$tries %d', $job->tries),
+            '%s puts the job back on the queue, and each release uses a try: with $tries %d the job '
+            . 'outlasts a full funnel for at most %d s (%d release%s of at most %d s, resilient.queue.release_delay), '
+            . 'then fails (MaxAttemptsExceededException); give it retryUntil(), or $tries for %d s of releases',
+            $released,
+            $tries,
+            $releases * $this->longestRelease,
+            $releases,
+            $releases === 1 ? '' : 's',
+            $this->longestRelease,
+            self::RELEASES_FOR,
         ))];
     }
 
