@@ -2,8 +2,9 @@
 //! its lease to expire (and to take over the close of a learned limit's interval from a dead
 //! closer). A pid another process took since reads as alive, as does a zombie to a slot's
 //! reclaim: only the lease's expiry (or that process's end) frees the slot then. A closer's
-//! take-over, a cold path, also tells a zombie apart ([`pid_running`]). And this process's pid, cached: `getpid`
-//! is a system call and the lease path needs the pid on every acquire and release.
+//! take-over, a cold path, also tells a zombie apart ([`pid_running`]). And this process's
+//! pid, cached: `getpid` is a system call and the lease path needs the pid on every acquire
+//! and release.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;

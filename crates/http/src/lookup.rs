@@ -62,11 +62,7 @@ pub(crate) async fn lookup(host: &str, port: u16) -> io::Result<Vec<SocketAddr>>
     lookup_with(system, host, port).await
 }
 
-pub(crate) async fn lookup_with(
-    resolver: Resolver,
-    host: &str,
-    port: u16,
-) -> io::Result<Vec<SocketAddr>> {
+async fn lookup_with(resolver: Resolver, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
     if let Ok(ip) = literal.unwrap_or(host).parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);

@@ -22,8 +22,9 @@ pub struct BodyTarget {
     pub decode: bool,
     /// `sink`: the body is written here instead of being kept in memory.
     pub sink: Option<PathBuf>,
-    /// Set by the transport for each attempt: a sink write waits for a reader that is slow to
-    /// take the body (a FIFO's) until then at most, and the attempt then ends as timed out.
+    /// Set by the transport for each attempt, its end: no body write (to memory or a sink,
+    /// decoded or not) is made after it, and a sink write waits for a reader that is slow to
+    /// take the body (a FIFO's) until then at most; the attempt then ends as timed out.
     pub write_until: Option<Instant>,
 }
 

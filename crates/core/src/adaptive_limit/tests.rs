@@ -834,12 +834,7 @@ fn a_closer_paused_mid_close_changes_nothing() {
 /// leaves) are dropped and the interval starts again, not read as an interval of drops.
 #[test]
 fn an_impossible_window_is_dropped_not_read_as_drops() {
-    let (l, p) = limit("impossible-window", 1, 64, 8);
-    for t in [1_000, 1_010, 1_020, 1_100] {
-        l.record(answer(10, 4), t);
-    }
-    let before = l.stats();
-    assert_eq!(before.intervals, 1, "{before:?}");
+    let (l, p, before) = one_interval_closed("impossible-window");
     let b = l.block();
     b.window_counts.store(0xffff_ffff_ffff_fffc, Relaxed);
     for t in [1_210, 1_220, 1_230] {
@@ -892,12 +887,7 @@ fn an_attempt_split_by_a_close_teaches_no_lower_no_load_latency() {
 /// to end starts a new interval at the same limit, which closes as any other.
 #[test]
 fn a_closer_killed_mid_close_is_taken_over() {
-    let (l, p) = limit("killed-closer", 1, 64, 8);
-    for t in [1_000, 1_010, 1_020, 1_100] {
-        l.record(answer(10, 4), t);
-    }
-    let before = l.stats();
-    assert_eq!(before.intervals, 1);
+    let (l, p, before) = one_interval_closed("killed-closer");
     let b = l.block();
     // Its claim of the interval that began at 1 100, then SIGKILL.
     claimed_by_a_dead_closer(&l);
@@ -920,11 +910,7 @@ fn a_closer_killed_mid_close_is_taken_over() {
 /// (10 minutes of drops left it where it was).
 #[test]
 fn a_closer_killed_and_not_reaped_is_taken_over() {
-    let (l, p) = limit("zombie-closer", 1, 64, 8);
-    for t in [1_000, 1_010, 1_020, 1_100] {
-        l.record(answer(10, 4), t);
-    }
-    let before = l.stats();
+    let (l, p, before) = one_interval_closed("zombie-closer");
     // SAFETY: the child only calls `_exit`, which is async-signal-safe.
     let child = unsafe { libc::fork() };
     if child == 0 {
@@ -947,13 +933,9 @@ fn a_closer_killed_and_not_reaped_is_taken_over() {
         crate::liveness::pid_alive(child as u32),
         "kill(pid, 0) finds a zombie"
     );
-    let b = l.block();
-    b.state.store(
-        state_word::closing(b.state.load(Relaxed), child as u32),
-        Relaxed,
-    );
+    claimed_by(&l, child as u32);
     l.record(answer(10, 4), 1_150);
-    let state = state_word::read(b.state.load(Relaxed));
+    let state = state_word::read(l.block().state.load(Relaxed));
     // SAFETY: reaps the child forked above.
     unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
     std::fs::remove_file(p).unwrap();
@@ -961,14 +943,30 @@ fn a_closer_killed_and_not_reaped_is_taken_over() {
     assert_eq!(l.current(), before.limit());
 }
 
+/// A limit of 1..64 from 8 whose first interval closed at 1 100 (four answers of 10 ms, 4 in
+/// flight), and what it learnt.
+fn one_interval_closed(tag: &str) -> (AdaptiveLimit, std::path::PathBuf, AdaptiveStats) {
+    let (l, p) = limit(tag, 1, 64, 8);
+    for t in [1_000, 1_010, 1_020, 1_100] {
+        l.record(answer(10, 4), t);
+    }
+    let closed = l.stats();
+    assert_eq!(closed.intervals, 1, "{closed:?}");
+    (l, p, closed)
+}
+
+/// The running interval claimed by process `pid` (its close under way).
+fn claimed_by(l: &AdaptiveLimit, pid: u32) {
+    let b = l.block();
+    let running = b.state.load(Relaxed);
+    b.state.store(state_word::closing(running, pid), Relaxed);
+}
+
 /// The running interval claimed by a closer that then died (a pid no process has).
 fn claimed_by_a_dead_closer(l: &AdaptiveLimit) {
     let dead_pid = 4_194_000;
     assert!(!crate::liveness::pid_alive(dead_pid));
-    let b = l.block();
-    let running = b.state.load(Relaxed);
-    b.state
-        .store(state_word::closing(running, dead_pid), Relaxed);
+    claimed_by(l, dead_pid);
 }
 
 /// 32 answers of `latency_ms` with all 64 slots busy every `latency_ms` from `t`, until
