@@ -557,6 +557,40 @@ final class CheckEdgeCasesTest extends PackageTestCase
         $this->assertSame(['resilient.clients.nothing: must be an array of client options, got null'], json_decode($out, true)['errors'] ?? $this->fail($out));
     }
 
+    /**
+     * php/README: an option the extension refuses (`'timout'`) throws at every call, and
+     * resilient:check reports it beside the rest: exit 2 naming the entry and the option, and a
+     * job calling that client is told why, not that the client is undefined (nor for an entry
+     * that is not an array).
+     */
+    public function testAClientEntryEveryCallRefusesIsAnErrorAndItsJobsAreToldWhy(): void
+    {
+        $job = fn (string $class, string $client) => self::HEAD
+            . "final class $class implements ShouldQueue\n{\n    public \$timeout = 120;\n    public \$tries = 1;\n"
+            . "    public function handle(): void { Resilient::client('$client')->get('/x'); }\n}\n";
+        [$exit, $json] = $this->check(
+            ['Typo' => $job('Typo', 'typo'), 'NotAnArray' => $job('NotAnArray', 'bare')],
+            ['clients' => self::CLIENTS + [
+                'typo' => ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 1, 'timout' => 5],
+                'bare' => 'http://127.0.0.1:9',
+            ]],
+        );
+        $this->assertSame(2, $exit, json_encode($json));
+        $errors = implode("\n", $json['errors'] ?? []);
+        $this->assertStringContainsString('resilient.clients.typo', $errors);
+        $this->assertStringContainsString("option 'timout': unknown option", $errors);
+        $this->assertStringContainsString('resilient.clients.bare: must be an array of client options', $errors);
+        $found = [];
+        foreach ($json['findings'] as $f) {
+            $found[$this->short($f['job'])] = $f['message'];
+        }
+        ksort($found);
+        $this->assertSame([
+            'NotAnArray' => "calls client 'bare', whose entry in config/resilient.php cannot be built (the error above): every call throws",
+            'Typo' => "calls client 'typo', whose entry in config/resilient.php cannot be built (the error above): every call throws",
+        ], $found);
+    }
+
     /** @return array{0: int, 1: array} exit code and the --json output */
     private function check(array $jobs, array $resilient = [], array $laravel = []): array
     {

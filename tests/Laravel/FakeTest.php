@@ -72,6 +72,65 @@ final class FakeTest extends PackageTestCase
         $this->assertSame([], $this->up->attempts($key, 0, 300), 'the upstream saw nothing');
     }
 
+    /**
+     * A scripted answer is a call's outcome. The real client never returns a status in its
+     * `retry_on`: it retries it, and when the attempts run out throws `UpstreamFailed` with that
+     * response. So does the fake (a test could otherwise pass over `if ($r->status() === 503)`,
+     * code that production never reaches); a status not in `retry_on` is returned.
+     */
+    public function testAScriptedStatusTheClientRetriesIsThrownAsTheRealClientThrowsItOnceItsAttemptsRunOut(): void
+    {
+        [$name, $key, $client] = $this->upstreamClient('fake-retry-on');
+        $fallbacks = [];
+        $this->boot(['clients' => [
+            $name => $client,
+            "$name-500" => $client + ['retry_on' => [500]],
+            "$name-fb" => $client + ['fallback' => function (Unavailable $e) use (&$fallbacks) {
+                $fallbacks[] = $e;
+
+                return 'cached';
+            }],
+        ]]);
+        $busy = Response::fake(503, 'busy', ['Retry-After' => '120']);
+        Resilient::fake([
+            $name => [$busy, Response::fake(500, 'oops'), Response::fake(429)],
+            "$name-500" => [Response::fake(503), Response::fake(500)],
+            "$name-fb" => Response::fake(503),
+        ]);
+
+        try {
+            Resilient::client($name)->get('/quote', ['postcode' => '10110']);
+            $this->fail('a 503 in the default retry_on returned');
+        } catch (UpstreamFailed $e) {
+            $this->assertSame(503, $e->getCode());
+            $this->assertSame($busy, $e->response(), 'the scripted response, body and headers');
+            $this->assertNull($e->failure());
+            $this->assertStringContainsString("GET {$this->up->base($key)}/quote: status 503", $e->getMessage());
+            $this->assertStringContainsString('retry_on', $e->getMessage());
+            $this->assertStringNotContainsString('10110', $e->getMessage(), 'no query in the message, as the real one');
+        }
+        $this->assertSame(500, Resilient::client($name)->get('/x')->status(), '500 is not in the default retry_on');
+        $this->assertInstanceOf(UpstreamFailed::class, Resilient::client($name)->pool(['a' => ['GET', '/y']])['a'], 'a 429: a value in a pool');
+        Resilient::assertSent(fn (RecordedRequest $r, $outcome) => $r->query() === ['postcode' => '10110']
+            && $outcome instanceof UpstreamFailed && $outcome->response() === $busy);
+
+        $this->assertSame(503, Resilient::client("$name-500")->get('/x')->status(), 'its retry_on is [500]');
+        try {
+            Resilient::client("$name-500")->get('/x');
+            $this->fail('a 500 in retry_on [500] returned');
+        } catch (UpstreamFailed $e) {
+            $this->assertSame(500, $e->getCode());
+        }
+        Resilient::fake([$name => $busy]);
+        $laravel = Http::resilient($name)->get('/q');
+        $this->assertSame([503, 'busy', '120'], [$laravel->status(), $laravel->body(), $laravel->header('Retry-After')],
+            "through Http::resilient() the response, as when the real client's retries ran out on it");
+        $this->assertSame('cached', Resilient::client("$name-fb")->get('/x'), "the client's fallback answers it");
+        $this->assertCount(1, $fallbacks);
+        $this->assertSame(503, $fallbacks[0]->getCode());
+        $this->assertSame([], $this->up->attempts($key, 0, 300), 'the upstream saw nothing');
+    }
+
     public function testAStrayCallThrowsUnderPreventStrayRequests(): void
     {
         [$name, $key, $client] = $this->upstreamClient('fake-stray');

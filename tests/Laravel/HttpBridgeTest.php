@@ -15,6 +15,8 @@ use Illuminate\Http\Client\Events\ResponseReceived;
 use Illuminate\Http\Client\Request;
 use Illuminate\Support\Facades\Event;
 use Illuminate\Support\Facades\Http;
+use Resilient\BudgetExhausted;
+use Resilient\DeadlineExceeded;
 use Resilient\FunnelFull;
 use Resilient\Laravel\Facades\Resilient;
 use Resilient\Laravel\Http\GuzzleOptions;
@@ -527,6 +529,38 @@ final class HttpBridgeTest extends PackageTestCase
             $this->assertStringNotContainsString('s3cret', $e->getMessage());
         }
         $this->assertSame(1, $this->events[ConnectionFailed::class] ?? 0);
+    }
+
+    /**
+     * The same cause, the same exception: when the attempts reached nothing (refused, timed
+     * out) and then the budget refused the retry, or the deadline ended the attempt, Laravel
+     * sees the ConnectionException (and ConnectionFailed) that a call whose attempts ran out
+     * gets, the client's exception under it. Thrown as themselves, which of the two a page got
+     * depended on the host's budget, spent by other processes.
+     */
+    public function testAttemptsThatReachedNothingAreAConnectionExceptionWhateverStoppedTheRetries(): void
+    {
+        $refused = Run::name('bridge-refused-spent');
+        [$slow, $key, $client] = $this->upstreamClient('bridge-cut', ['deadline' => 0.3, 'timeout' => 5.0]);
+        $this->up->script($key, [['status' => 200, 'delay_ms' => 3000]]);
+        $this->bootWith($refused, [
+            'base_url' => 'http://127.0.0.1:' . Run::freePort(), 'max_attempts' => 3,
+            'backoff' => ['base' => 0.001, 'cap' => 0.002], 'budget' => ['ratio' => 0.0, 'floor' => 0],
+        ]);
+        config(["resilient.clients.$slow" => $client]);
+        foreach ([$refused => [BudgetExhausted::class, 'connect'], $slow => [DeadlineExceeded::class, 'timeout']] as $name => [$class, $failure]) {
+            try {
+                Http::resilient($name)->get('/quote');
+                $this->fail("$name: expected ConnectionException");
+            } catch (ConnectionException $e) {
+                $cause = $e->getPrevious()?->getPrevious();
+                $this->assertInstanceOf($class, $cause, $name);
+                $this->assertSame($failure, $cause->failure(), $name);
+                $this->assertSame($cause->getMessage(), $e->getMessage(), $name);
+            }
+        }
+        $this->assertSame(2, $this->events[ConnectionFailed::class] ?? 0);
+        $this->assertCount(1, $this->up->attempts($key, 1), 'the deadline ended the one attempt');
     }
 
     /**

@@ -16,6 +16,7 @@ use Resilient\Laravel\Queue\ReleaseWhenUnavailable;
 use Resilient\Laravel\Queue\RetryAfter;
 use Resilient\Laravel\Queue\WithinDeadline;
 use Resilient\Tests\Harness\PhpProcess;
+use Resilient\Tests\Harness\Run;
 
 /**
  * The job middleware on values a worker meets rarely: an absurd Retry-After, a margin that would
@@ -244,6 +245,49 @@ final class QueueEdgeCasesTest extends PackageTestCase
             $middleware->handle($released, fn () => throw $e);
             $this->assertContains($released->released[0], [3, 4, 5], get_class($e));
         }
+    }
+
+    /**
+     * Through `Http::resilient()` a refusal that stopped the retries of attempts that reached
+     * nothing is Laravel's ConnectionException (the client's exception under it): the job is
+     * released as for the client's own exception, a FunnelFull in the refusal range, a
+     * BudgetExhausted after the job's backoff; a connection failure whose attempts simply ran
+     * out is rethrown, as without the middleware.
+     */
+    public function testARefusalUnderLaravelsConnectionExceptionIsReleasedAsTheRefusalItself(): void
+    {
+        $refused = ['base_url' => 'http://127.0.0.1:' . Run::freePort(), 'backoff' => ['base' => 0.001, 'cap' => 0.002]];
+        [$spent, $free] = [Run::name('qe-conn-budget'), Run::name('qe-conn-ran-out')];
+        $this->boot(['clients' => [
+            $spent => $refused + ['max_attempts' => 2, 'budget' => ['ratio' => 0.0, 'floor' => 0]],
+            $free => $refused + ['max_attempts' => 2],
+        ]]);
+        $job = new class () {
+            public array $released = [];
+            public array $backoff = [240];
+
+            public function attempts(): int
+            {
+                return 1;
+            }
+
+            public function release(int $delay): void
+            {
+                $this->released[] = $delay;
+            }
+        };
+        $middleware = new ReleaseWhenUnavailable(3, 5);
+        $middleware->handle($job, fn () => \Illuminate\Support\Facades\Http::resilient($spent)->get('/x'));
+        $this->assertCount(1, $job->released, 'released, not failed');
+        $this->assertThat($job->released[0], $this->logicalAnd($this->greaterThanOrEqual(240), $this->lessThanOrEqual(264)));
+
+        try {
+            $middleware->handle($job, fn () => \Illuminate\Support\Facades\Http::resilient($free)->get('/x'));
+            $this->fail('attempts that ran out were absorbed');
+        } catch (\Illuminate\Http\Client\ConnectionException $e) {
+            $this->assertInstanceOf(\Resilient\UpstreamFailed::class, $e->getPrevious()?->getPrevious());
+        }
+        $this->assertCount(1, $job->released);
     }
 
     /**

@@ -94,6 +94,13 @@ final class CheckCommand extends Command
         $clients = $manager->clientConfigs($problems);
         // A client entry the app cannot build: the check would not be of the config that runs.
         array_push($errors, ...$problems);
+        // Entries left out above, and those every call refuses: their jobs are told why.
+        $entries = $config->get('resilient.clients', []);
+        $broken = array_diff_key(is_array($entries) ? $entries : [], $clients);
+        foreach (ClientProblems::of($manager, array_keys($clients)) as $name => $problem) {
+            $errors[] = $problem;
+            $broken[$name] = true;
+        }
         $rules = new Rules(
             $clients,
             (array) $config->get('queue', []),
@@ -108,6 +115,7 @@ final class CheckCommand extends Command
                 }
             },
             $longestRelease,
+            array_keys($broken),
         );
 
         $jobs = JobClasses::in($paths, $errors);

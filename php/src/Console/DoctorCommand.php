@@ -56,42 +56,16 @@ final class DoctorCommand extends Command
         foreach ($problems as $problem) {
             $this->problem('error', $problem);
         }
-        $this->clientProblems($manager, array_keys($clients));
+        // A client its config cannot build throws at every call (as resilient:status says).
+        foreach (ClientProblems::of($manager, array_keys($clients)) as $problem) {
+            $this->problem('error', $problem);
+        }
         $this->budgetMismatches($manager, $clients);
         $this->webCaps($clients);
 
         $this->line($this->problems === 0 ? 'No problems found.' : "{$this->problems} problem(s) found.");
 
         return $this->problems === 0 ? 0 : 1;
-    }
-
-    /**
-     * A client its config cannot build throws at every call (as resilient:status says). Building
-     * one connects nowhere; before any process created the segment, it is built on a stand-in
-     * (building it would create the segment); an unusable segment was said above.
-     *
-     * @param list<int|string> $names
-     */
-    private function clientProblems(ResilientManager $manager, array $names): void
-    {
-        $check = function () use ($manager, $names): void {
-            foreach ($names as $name) {
-                try {
-                    $problem = $manager->clientProblem((string) $name);
-                } catch (\RuntimeException) {
-                    continue;
-                }
-                if ($problem !== null) {
-                    $this->problem('error', $problem);
-                }
-            }
-        };
-        try {
-            $absent = SegmentFiles::notCreatedYet();
-        } catch (\RuntimeException) {
-            return;
-        }
-        $absent === null ? $check() : SegmentFiles::withStandIn($absent, $check);
     }
 
     /**

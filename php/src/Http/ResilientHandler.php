@@ -33,14 +33,17 @@ use Resilient\UpstreamFailed;
  * - a failure with a last response (retryable statuses exhausted: `UpstreamFailed`; a retry
  *   our budget or the deadline stopped: `BudgetExhausted`, `DeadlineExceeded`) is that
  *   response, fulfilled, as Laravel's Http would have returned it;
- * - `UpstreamFailed` without one rejects with the exception Guzzle's curl handler gives for
- *   that failure, whose previous is the `UpstreamFailed`: a failure to reach the upstream
- *   (refused, timeouts, TLS, closed before an answer) is a `ConnectException`, so Laravel
- *   raises its `ConnectionException` and dispatches `ConnectionFailed`; a redirect loop is a
- *   `TooManyRedirectsException`, anything else (a body over `max_body`, one that cannot be
- *   read or decoded, a sink that cannot be written) a `RequestException`;
- * - the client's own refusals with no answer in hand (`FunnelFull`, `BudgetExhausted`,
- *   `DeadlineExceeded`, `CircuitOpen`) and bad options reject with the exception itself.
+ * - without one, after attempts that got no answer (`UpstreamFailed`, or `BudgetExhausted`,
+ *   `DeadlineExceeded`, `FunnelFull`, `CircuitOpen` stopping the retries: `failure()` set),
+ *   rejects with the exception Guzzle's curl handler gives for that failure, whose previous is
+ *   the client's: a failure to reach the upstream (refused, timeouts, TLS, closed before an
+ *   answer) is a `ConnectException`, so Laravel raises its `ConnectionException` and
+ *   dispatches `ConnectionFailed`; a redirect loop is a `TooManyRedirectsException`, anything
+ *   else (a body over `max_body`, one that cannot be read or decoded, a sink that cannot be
+ *   written) a `RequestException`;
+ * - the client's own refusals before any attempt went out (`FunnelFull`, `CircuitOpen`,
+ *   `BudgetExhausted`, `DeadlineExceeded` with `failure()` null) and bad options reject with
+ *   the exception itself.
  *
  * Requests, options, bodies and responses are `#[\SensitiveParameter]`: a stack trace's
  * arguments (`zend.exception_ignore_args=0`, which error trackers collect) would carry their
@@ -81,7 +84,10 @@ final class ResilientHandler
             // retry) is that answer, as Laravel's Http would have returned it.
             $answer = $e->response();
             if ($answer === null) {
-                $failure = $e instanceof UpstreamFailed ? self::rejection($e, $request) : $e;
+                // Attempts that reached nothing (`failure()` says why) are Guzzle's failure
+                // whatever stopped the retries (the attempts, the budget, the deadline): the same
+                // cause, the same exception, however spent the host's budget is.
+                $failure = $e instanceof UpstreamFailed || $e->failure() !== null ? self::rejection($e, $request) : $e;
                 $this->stats($options, $request, null, $failure, $started, null);
 
                 return Create::rejectionFor($failure);
@@ -169,7 +175,7 @@ final class ResilientHandler
     private const CONNECT_FAILURES = ['timeout', 'connect', 'tls', 'closed'];
 
     /** What Guzzle would have rejected with, for a call that got no answer. */
-    private static function rejection(UpstreamFailed $e, #[\SensitiveParameter] RequestInterface $request): TransferException
+    private static function rejection(Unavailable $e, #[\SensitiveParameter] RequestInterface $request): TransferException
     {
         return match (true) {
             in_array($e->failure(), self::CONNECT_FAILURES, true) => new ConnectException($e->getMessage(), $request, $e),

@@ -3,6 +3,7 @@
 namespace Resilient\Laravel\Queue;
 
 use Closure;
+use Illuminate\Http\Client\ConnectionException;
 use Illuminate\Http\Client\RequestException;
 use Resilient\BudgetExhausted;
 use Resilient\FunnelFull;
@@ -13,7 +14,9 @@ use Resilient\Unavailable;
  *
  *     public function middleware(): array { return [new ReleaseWhenUnavailable()]; }
  *
- * - FunnelFull, BudgetExhausted, CircuitOpen: nothing was wrong with the job, the host is
+ * - FunnelFull, BudgetExhausted, CircuitOpen (also under Laravel's ConnectionException, as
+ *   `Http::resilient()` gives one that stopped the retries of attempts that reached nothing):
+ *   nothing was wrong with the job, the host is
  *   protecting the upstream; release with a delay drawn from the range (constructor, else
  *   `resilient.queue.release_delay`, else [5, 30] s), so the refused jobs come back spread out.
  *   A BudgetExhausted also comes back no sooner than the job's own backoff for this attempt
@@ -56,17 +59,23 @@ final class ReleaseWhenUnavailable
     /** @param object $job a queued job using InteractsWithQueue */
     public function handle($job, Closure $next)
     {
+        $ours = $seconds = null;
         try {
             return $next($job);
         } catch (Unavailable $e) {
-            $seconds = $this->delayFor($e);
+            $ours = $e;
+        } catch (ConnectionException $e) {
+            // Through Http::resilient(): attempts that reached nothing, whose retries our
+            // refusal may have stopped (the client's exception is under Guzzle's).
+            $ours = self::under($e);
         } catch (RequestException $e) {
             $seconds = self::delayForAnswer($e);
         }
+        $seconds ??= $ours === null ? null : $this->delayFor($ours);
         if ($seconds === null) {
             throw $e;
         }
-        if (! self::isOneOf($e, self::NO_BACKOFF) && ($backoff = ReleaseDelay::jobBackoff($job)) > $seconds) {
+        if (! self::isOneOf($ours ?? $e, self::NO_BACKOFF) && ($backoff = ReleaseDelay::jobBackoff($job)) > $seconds) {
             // An attempt failed (the upstream's answer, or the retry of a failed attempt refused
             // by the budget): no sooner than the job's own backoff for this attempt either (a
             // release counts as one, and a short delay used up its `$tries` within seconds);
@@ -100,6 +109,18 @@ final class ReleaseWhenUnavailable
         }
 
         return $told;
+    }
+
+    /** The client's exception a Laravel ConnectionException was made from, if any. */
+    private static function under(ConnectionException $e): ?Unavailable
+    {
+        for ($cause = $e->getPrevious(); $cause !== null; $cause = $cause->getPrevious()) {
+            if ($cause instanceof Unavailable) {
+                return $cause;
+            }
+        }
+
+        return null;
     }
 
     /** @param list<string> $classes */

@@ -27,6 +27,9 @@ final class ClientFake
     /** The body options; a non-empty `$json` argument beside one of them is refused. */
     private const BODIES = ['json' => true, 'body' => true, 'form' => true, 'multipart' => true];
 
+    /** The extension's default `retry_on` (docs/client-options.md). */
+    private const RETRY_ON = [429, 503];
+
     /** The real client that checks the calls, once built (see checker()). */
     private ?Client $checker = null;
 
@@ -253,13 +256,27 @@ final class ClientFake
         return $this->checker ??= CallValidator::for($this->name, $this->config !== null ? ($this->config)() : [], $this->baseUrl);
     }
 
+    /**
+     * The statuses the client retries (its `retry_on`, the extension's default without one): a
+     * scripted answer with one of them ends the call as the real client's attempts ending on it.
+     *
+     * @return list<int>
+     */
+    private function retryOn(): array
+    {
+        $config = $this->config !== null ? ($this->config)() : [];
+        $statuses = $config['retry_on'] ?? self::RETRY_ON;
+
+        return is_array($statuses) ? array_map('intval', array_filter($statuses, 'is_numeric')) : self::RETRY_ON;
+    }
+
     /** The scripted answer to one call (recorded), or the real client's for a stray one. */
     private function answer(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $data, #[\SensitiveParameter] array $options): Response
     {
         $configured = ConfiguredHeaders::of($this->config !== null ? ($this->config)() : []);
         $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl, $configured);
 
-        return $this->fakes->answer($request, function () use ($method, $path, $data, $options) {
+        return $this->fakes->answer($request, $this->retryOn(), function () use ($method, $path, $data, $options) {
             $real = ($this->real)();
 
             return match ($method) {

@@ -87,9 +87,11 @@ final class FakeClients
     /**
      * The answer to one call: recorded, then returned or thrown.
      *
+     * @param list<int> $retryOn the client's `retry_on`: a scripted response with one of these
+     *        statuses is thrown as the `UpstreamFailed` the real client ends such a call with
      * @param Closure(): Response $stray sends the call through the real client
      */
-    public function answer(#[\SensitiveParameter] RecordedRequest $request, Closure $stray): Response
+    public function answer(#[\SensitiveParameter] RecordedRequest $request, array $retryOn, Closure $stray): Response
     {
         $answer = $this->next($request);
         if ($answer === null) {
@@ -106,6 +108,9 @@ final class FakeClients
             }
         } else {
             $answer = self::completed($answer);
+            if ($answer instanceof Response && in_array($answer->status(), $retryOn, true)) {
+                $answer = self::attemptsRanOut($request, $answer);
+            }
             if (! in_array($request->options()['sink'] ?? null, [null, false], true)) {   // null, false: no sink
                 $answer = self::intoSink($answer, $request->options()['sink']);
             }
@@ -139,6 +144,24 @@ final class FakeClients
         }
 
         return $answer;
+    }
+
+    /**
+     * What the real client throws when a call's attempts end on a status it retries (every
+     * attempt answered so, or its retry refused: a POST without a key): `UpstreamFailed`, its
+     * code the status, its `response()` the scripted response. Its message names the call as
+     * the real one does (no user-info, no query).
+     */
+    private static function attemptsRanOut(#[\SensitiveParameter] RecordedRequest $request, Response $response): UpstreamFailed
+    {
+        $status = $response->status();
+        $failed = new UpstreamFailed(sprintf(
+            "%s %s: status %d; a scripted answer in the client's retry_on, so the call fails as when its attempts run out on it",
+            $request->method(), AttemptMade::safeUrl($request->url()), $status,
+        ), $status);
+        (new \ReflectionProperty(Unavailable::class, 'response'))->setValue($failed, $response);
+
+        return $failed;
     }
 
     /** @return list<array{0: RecordedRequest, 1: Response|\Throwable}> the calls $callback accepts (all without one) */

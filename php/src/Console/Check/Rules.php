@@ -43,6 +43,8 @@ final class Rules
         private ?\Closure $funnelOptions = null,
         /** The longest release of a refused job (`resilient.queue.release_delay`'s max), s. */
         private int $longestRelease = 30,
+        /** @var list<int|string> clients whose entry every call refuses (reported as errors) */
+        private array $broken = [],
     ) {
     }
 
@@ -151,6 +153,10 @@ final class Rules
 
         $limits = [];
         foreach ($this->clientsOf($job) as $name) {
+            if (in_array($name, $this->broken, false)) {
+                $found[] = new Finding(Finding::UNKNOWN_CLIENT, $job->class, "calls client '$name', whose entry in config/resilient.php cannot be built (the error above): every call throws");
+                continue;
+            }
             if (! isset($this->clients[$name]) || ! is_array($this->clients[$name])) {
                 $found[] = new Finding(Finding::UNKNOWN_CLIENT, $job->class, "calls client '$name', which config/resilient.php does not define");
                 continue;
