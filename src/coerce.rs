@@ -364,6 +364,22 @@ impl StringArg<'_> {
         }
     }
 
+    /// An optional `?string` argument taken as an array key: null is `None`, an int its
+    /// decimal text.
+    pub fn optional_key(
+        arg: Option<&Self>,
+        function: &str,
+        position: u32,
+        name: &str,
+    ) -> Result<Option<String>, PhpException> {
+        match arg {
+            Some(arg) if !arg.0.dereference().is_null() => {
+                arg.utf8_or_key(function, position, name).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Argument `position` (`name`) of `function`, which must be UTF-8 text (`\ValueError`
     /// otherwise).
     pub fn utf8(&self, function: &str, position: u32, name: &str) -> Result<String, PhpException> {

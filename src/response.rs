@@ -189,15 +189,31 @@ impl Response {
         binary(self.inner.body())
     }
 
-    /// The body decoded as JSON into arrays (`json_decode($body, true)`); null when not JSON.
-    pub fn json(&self) -> PhpResult<Zval> {
+    /// `json(?string $key = null, mixed $default = null)`: the body decoded as JSON into arrays
+    /// (`json_decode($body, true)`; null when not JSON). With `$key`, the value at that
+    /// dot-separated path (`'data.items.0.id'`), or `$default` when the path is not there, as
+    /// Laravel's `Response::json($key, $default)` reads it (without its `*` wildcard).
+    pub fn json(&self, key: Option<coerce::StringArg>, default: Option<&Zval>) -> PhpResult<Zval> {
+        let key =
+            coerce::StringArg::optional_key(key.as_ref(), "Resilient\\Response::json", 1, "key")?;
         let decode = ZendCallable::try_from_name("json_decode")
             .map_err(|_| PhpException::from("json_decode is not available"))?;
         let body = self.body();
         let assoc = true;
-        decode
+        let decoded = decode
             .try_call(vec![&body as &dyn ext_php_rs::convert::IntoZvalDyn, &assoc])
-            .map_err(PhpException::from)
+            .map_err(PhpException::from)?;
+        let Some(key) = key else {
+            return Ok(decoded);
+        };
+        let mut at = &decoded;
+        for segment in key.split('.') {
+            match at.array().and_then(|table| table.get(segment)) {
+                Some(value) => at = value.dereference(),
+                None => return Ok(default.map(Zval::shallow_clone).unwrap_or_default()),
+            }
+        }
+        Ok(at.shallow_clone())
     }
 
     /// Attempts the call made, the first one included.

@@ -577,11 +577,16 @@ namespace Resilient {
         public function headers(): array {}
 
         /**
-         * The body decoded as JSON into arrays (`json_decode($body, true)`); null when not JSON.
+         * `json(?string $key = null, mixed $default = null)`: the body decoded as JSON into arrays
+         * (`json_decode($body, true)`; null when not JSON). With `$key`, the value at that
+         * dot-separated path (`'data.items.0.id'`), or `$default` when the path is not there, as
+         * Laravel's `Response::json($key, $default)` reads it (without its `*` wildcard).
          *
+         * @param string|null $key
+         * @param mixed $default
          * @return mixed
          */
-        public function json(): mixed {}
+        public function json(?string $key = null, mixed $default = null): mixed {}
 
         /**
          * True for 2xx.

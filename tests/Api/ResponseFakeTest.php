@@ -26,6 +26,27 @@ final class ResponseFakeTest extends TestCase
         $this->assertSame("\x00\xff", Response::fake(500, "\x00\xff")->body());
     }
 
+    /** `json($key, $default)` as Laravel's Response reads it: a dot path, else the default. */
+    public function testJsonTakesADotPathAndADefaultAsLaravelsResponse(): void
+    {
+        $r = Response::fake(200, '{"data":{"items":[{"id":7,"tags":null}],"0":"zero","a.b":1},"n":0}');
+        $this->assertSame(7, $r->json('data.items.0.id'));
+        $this->assertSame([['id' => 7, 'tags' => null]], $r->json('data.items'));
+        $this->assertSame('zero', $r->json('data.0'), 'a numeric segment finds the int key PHP made');
+        $this->assertNull($r->json('data.items.0.tags', 'given'), 'a null that is there is not the default');
+        $this->assertSame(0, $r->json('n', 5));
+        $this->assertSame('none', $r->json('data.items.1.id', 'none'));
+        $this->assertSame('none', $r->json('n.deeper', 'none'), 'into a scalar: not there');
+        $this->assertSame('none', $r->json('data.a.b', 'none'), 'a dot always separates, as in Laravel');
+        $this->assertNull($r->json('missing'));
+        $this->assertSame($r->json(), $r->json(null));
+        $this->assertSame('d', Response::fake(200, 'not json')->json('a', 'd'));
+        $this->assertSame([1], Response::fake(200, '{"5":[1]}')->json(5), 'an int key');
+        $this->expectException(\TypeError::class);
+        $this->expectExceptionMessage('Resilient\Response::json(): Argument #1 ($key) must be of type string, array given');
+        $r->json([]);
+    }
+
     public function testBadArgumentsAreRefusedByName(): void
     {
         foreach ([[99], [600], [-1]] as $args) {

@@ -32,6 +32,25 @@ final class FunnelLeaseTest extends TestCase
         $this->assertSame(3, $f->inFlight());
     }
 
+    /** README: one set of slots per name; each caller is let in under its own limit. */
+    public function testOneNameWithTwoLimitsSharesTheSlotsEachCallerUnderItsOwnLimit(): void
+    {
+        $name = Run::name('two-limits');
+        $four = new Funnel($name, limit: 4);
+        $two = new Funnel($name, limit: 2);
+        $held = [$four->tryAcquire(), $four->tryAcquire()];
+        $this->assertNotContains(null, $held);
+        $this->assertNull($two->tryAcquire(), 'the limit-2 caller counts the limit-4 caller\'s holders');
+        $held[] = $four->tryAcquire();
+        $held[] = $four->tryAcquire();
+        $this->assertNotContains(null, $held);
+        $this->assertNull($four->tryAcquire(), 'and the limit-4 caller stops at its own 4');
+        $this->assertSame(4, $two->inFlight(), 'one count for the name');
+        $held = [];
+        $this->assertSame(0, $four->inFlight());
+        $this->assertInstanceOf(Lease::class, $two->tryAcquire());
+    }
+
     public function testReleaseIsIdempotentAndDestructionReleases(): void
     {
         $f = new Funnel(Run::name('release'), limit: 1);
