@@ -188,6 +188,7 @@ final class CheckEdgeCasesTest extends PackageTestCase
             // Laravel's pattern for a job that releases itself: tries for the releases, one
             // exception. Releases are no exceptions: room enough.
             'ReleasesOneException' => $job('ReleasesOneException', "    public \$tries = 25;\n    public \$maxExceptions = 1;\n", 'new ReleaseWhenUnavailable()', 'slow'),
+            'BothRelease' => $job('BothRelease', "    public \$tries = 1;\n", "new ReleaseWhenUnavailable(), new Funnel('slow', limit: 2)", 'slow'),
         ]);
         $this->assertSame(1, $exit);
         $found = [];
@@ -195,7 +196,8 @@ final class CheckEdgeCasesTest extends PackageTestCase
             $found[$this->short($f['job'])][] = $f['rule'] . ': ' . $f['message'];
         }
         ksort($found);
-        $this->assertSame(['NoTriesFunnel', 'OneTryReleased', 'ReleasedPricing', 'ReleasedThreeTries'], array_keys($found), json_encode($found));
+        $this->assertSame(['BothRelease', 'NoTriesFunnel', 'OneTryReleased', 'ReleasedPricing', 'ReleasedThreeTries'], array_keys($found), json_encode($found));
+        $this->assertStringStartsWith('released without tries: ReleaseWhenUnavailable and Queue\\Funnel put the job back on the queue', $found['BothRelease'][0]);
         $this->assertSame(
             ['released without tries: ReleaseWhenUnavailable puts the job back on the queue, and each release uses a try: with $tries 3 the job '
             . 'outlasts a full funnel for at most 60 s (2 releases of at most 30 s, resilient.queue.release_delay), then fails '

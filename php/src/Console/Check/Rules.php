@@ -57,6 +57,12 @@ final class Rules
         ];
     }
 
+    /** `X puts` or `X and Y put`: what releases the job, with its verb. */
+    private static function puts(array $releasedBy): string
+    {
+        return implode(' and ', $releasedBy) . (count($releasedBy) > 1 ? ' put' : ' puts');
+    }
+
     /** @return list<Finding> */
     private function notReleasable(JobFacts $job): array
     {
@@ -65,10 +71,10 @@ final class Rules
         }
 
         return [new Finding(Finding::NOT_RELEASABLE, $job->class, sprintf(
-            '%s puts the job back on the queue, but the job has no release(): use '
+            '%s the job back on the queue, but the job has no release(): use '
             . 'Illuminate\\Queue\\InteractsWithQueue in it (without, each refusal fails the run, and the '
             . "job comes back after its backoff, not the release's seconds)",
-            implode(' and ', $job->releasedBy),
+            self::puts($job->releasedBy),
         ))];
     }
 
@@ -81,10 +87,10 @@ final class Rules
         if ($job->releasedBy === [] || $job->retryUntil || $tries < 1) {
             return [];
         }
-        $released = implode(' and ', $job->releasedBy);
+        $released = self::puts($job->releasedBy);
         if ($tries === 1) {
             return [new Finding(Finding::RELEASED_WITHOUT_TRIES, $job->class, sprintf(
-                '%s puts the job back on the queue, and each release uses a try: with %s the job fails '
+                '%s the job back on the queue, and each release uses a try: with %s the job fails '
                 . '(MaxAttemptsExceededException) when taken after its first release, its work never done; '
                 . 'give it $tries room for its releases, or retryUntil()',
                 $released,
@@ -97,7 +103,7 @@ final class Rules
         }
 
         return [new Finding(Finding::RELEASED_WITHOUT_TRIES, $job->class, sprintf(
-            '%s puts the job back on the queue, and each release uses a try: with $tries %d the job '
+            '%s the job back on the queue, and each release uses a try: with $tries %d the job '
             . 'outlasts a full funnel for at most %d s (%d release%s of at most %d s, resilient.queue.release_delay), '
             . 'then fails (MaxAttemptsExceededException); give it retryUntil(), or $tries for %d s of releases',
             $released,
