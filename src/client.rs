@@ -228,11 +228,16 @@ impl Client {
     /// choose (`backend`, `on_backend_error`, `funnel`, `budget`), with no HTTP. Returns how
     /// many were admitted or allowed.
     pub fn bench_backend(
-        name: String,
-        options: &ZendHashTable,
-        op: String,
-        n: i64,
+        name: StringArg,
+        options: ArrayArg,
+        op: StringArg,
+        n: &Zval,
     ) -> PhpResult<i64> {
+        const FUNCTION: &str = "Resilient\\Client::benchBackend";
+        let name = name.utf8(FUNCTION, 1, "name")?;
+        let options = options.array(FUNCTION, 2, "options")?;
+        let op = op.utf8(FUNCTION, 3, "op")?;
+        let n = coerce::int_arg(n, FUNCTION, 4, "n")?;
         resilient_core::validate::name("name", &name).map_err(errors::php)?;
         let n = resilient_core::validate::count("n", n, 0, 1_000_000_000).map_err(errors::php)?;
         let (mut config, _) = options::client(Some(options))?;
@@ -438,7 +443,7 @@ impl Client {
         let mut keys = Vec::with_capacity(requests.len());
         let mut prepared = Vec::with_capacity(requests.len());
         for (key, item) in keyed_entries(requests, "requests").map_err(exceptions::value_error)? {
-            let label = key_string(&key);
+            let label = resilient_http::shown_label(&key_string(&key));
             let (method, path, options) = pool_item(item, &label)?;
             // Every error of the item's request, its options' and its URL's, names the item.
             let request = exceptions::about_item(&format!("pool request '{label}': "), || {

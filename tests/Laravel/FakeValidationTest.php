@@ -42,6 +42,10 @@ final class FakeValidationTest extends PackageTestCase
             'a pool item with its options at index 3' => fn ($c) => $c->pool(['a' => [0 => 'POST', 1 => '/x', 3 => ['json' => []]]]),
             'a pool item with a bad method, after a good one' => fn ($c) => $c->pool(['ok' => ['GET', '/x'], 'b' => ['FETCH ME', '/x']]),
             'a pool item with a misspelt option' => fn ($c) => $c->pool(['a' => ['GET', '/x', ['timout' => 1]]]),
+            // Keys that carry secrets show as the real pool shows them.
+            'a pool item keyed by a URL with credentials' => fn ($c) => $c->pool(['HTTP://u:pw@Example.com:8080/x?t=1' => ['GET']]),
+            'a pool item keyed by a path with a query' => fn ($c) => $c->pool(['/x?token=t' => ['GET', '/x', ['timout' => 1]]]),
+            'a pool item keyed by a long label' => fn ($c) => $c->pool([str_repeat('é', 70) => ['GET']]),
             'a pool item with an option of the wrong type' => fn ($c) => $c->pool(['a' => ['GET', '/x', ['timeout' => []]]]),
             'a pool item with a URL too long' => fn ($c) => $c->pool(['long' => ['GET', '/x', ['query' => ['q' => str_repeat('a', 70_000)]]]]),
             'a pool concurrency of 0' => fn ($c) => $c->pool([['GET', '/x']], 0),

@@ -115,7 +115,7 @@ final class ClientFake
         // Every item is checked before any is answered: the real pool sends none of them when one is refused.
         $items = [];
         foreach ($requests as $key => $item) {
-            $items[$key] = $this->poolItem((string) $key, $item);
+            $items[$key] = $this->poolItem(self::label((string) $key), $item);
         }
         $out = [];
         foreach ($items as $key => [$method, $path, $options]) {
@@ -155,6 +155,23 @@ final class ClientFake
         }
 
         return $number;
+    }
+
+    /**
+     * A pool key as the real pool's messages show it (`resilient_http::shown_label`): keys made
+     * from URLs are common, so a URL without its user-info, query and fragment; any other key
+     * up to its first character that is not a letter, digit, space or one of `-_./`, then "…".
+     */
+    private static function label(#[\SensitiveParameter] string $key): string
+    {
+        $url = parse_url($key);
+        if (is_array($url) && isset($url['scheme'], $url['host'])) {
+            return strtolower($url['scheme']) . '://' . strtolower($url['host']) . (isset($url['port']) ? ':' . $url['port'] : '') . ($url['path'] ?? '/');
+        }
+        $plain = preg_match('~^[\p{L}\p{N} ._/-]*~u', $key, $m) === 1 ? $m[0] : '';
+        $shown = mb_substr($plain, 0, 64);
+
+        return strlen($shown) < strlen($key) ? $shown . '…' : $shown;
     }
 
     private function poolItem(string $label, #[\SensitiveParameter] mixed $item): array
