@@ -255,9 +255,19 @@ impl Funnel {
     /// @internal For benchmarks: teaches the learned limit of `$name` (bounds 1..64) `$attempts`
     /// answers of `$seconds` each, as the client's funnel guard does after every attempt (the
     /// clock read, the in-flight load and the update). Returns the learned limit.
-    pub fn learn_synthetic(name: String, attempts: i64, seconds: Option<f64>) -> PhpResult<f64> {
+    pub fn learn_synthetic(
+        name: StringArg,
+        attempts: &Zval,
+        seconds: Option<&Zval>,
+    ) -> PhpResult<f64> {
         use resilient_core::adaptive_limit::Sample;
         use resilient_core::{validate, AdaptiveConfig};
+        const FUNCTION: &str = "Resilient\\Funnel::learnSynthetic";
+        let name = name.utf8(FUNCTION, 1, "name")?;
+        let attempts = coerce::int_arg(attempts, FUNCTION, 2, "attempts")?;
+        let seconds = coerce::given(seconds)
+            .map(|z| coerce::float_arg(z, FUNCTION, 3, "seconds"))
+            .transpose()?;
         let attempts =
             validate::count("attempts", attempts, 0, 1_000_000_000).map_err(errors::php)?;
         let latency =

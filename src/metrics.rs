@@ -397,8 +397,19 @@ impl Metrics {
     /// @internal For benchmarks and dashboard smoke tests: records `$calls` calls of one
     /// successful attempt of `$seconds` under `$name`, through the same recorder the attempt
     /// loop uses.
-    pub fn record_synthetic(name: String, calls: i64, seconds: Option<f64>) -> PhpResult<()> {
+    pub fn record_synthetic(
+        name: crate::coerce::StringArg,
+        calls: &Zval,
+        seconds: Option<&Zval>,
+    ) -> PhpResult<()> {
+        use crate::coerce;
         use resilient_core::validate;
+        const FUNCTION: &str = "Resilient\\Metrics::recordSynthetic";
+        let name = name.utf8(FUNCTION, 1, "name")?;
+        let calls = coerce::int_arg(calls, FUNCTION, 2, "calls")?;
+        let seconds = coerce::given(seconds)
+            .map(|z| coerce::float_arg(z, FUNCTION, 3, "seconds"))
+            .transpose()?;
         let calls = validate::count("calls", calls, 0, 1_000_000_000).map_err(errors::php)?;
         let latency: Duration =
             validate::duration("seconds", seconds.unwrap_or(0.001)).map_err(errors::php)?;

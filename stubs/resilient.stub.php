@@ -28,10 +28,10 @@ namespace Resilient {
          * @param string $name
          * @param array $options
          * @param string $op
-         * @param int $n
+         * @param mixed $n
          * @return int
          */
-        public static function benchBackend(string $name, #[\SensitiveParameter] array $options, string $op, int $n): int {}
+        public static function benchBackend(string $name, #[\SensitiveParameter] array $options, string $op, mixed $n): int {}
 
         /**
          * `delete(string $path, array $json = [], array $options = [])`.
@@ -331,11 +331,11 @@ namespace Resilient {
          * clock read, the in-flight load and the update). Returns the learned limit.
          *
          * @param string $name
-         * @param int $attempts
-         * @param float|null $seconds
+         * @param mixed $attempts
+         * @param mixed $seconds
          * @return float
          */
-        public static function learnSynthetic(string $name, int $attempts, ?float $seconds = null): float {}
+        public static function learnSynthetic(string $name, mixed $attempts, mixed $seconds = null): float {}
 
         /**
          * Lease length in seconds.
@@ -465,11 +465,11 @@ namespace Resilient {
          * loop uses.
          *
          * @param string $name
-         * @param int $calls
-         * @param float|null $seconds
+         * @param mixed $calls
+         * @param mixed $seconds
          * @return void
          */
-        public static function recordSynthetic(string $name, int $calls, ?float $seconds = null): void {}
+        public static function recordSynthetic(string $name, mixed $calls, mixed $seconds = null): void {}
 
         /**
          * Zeroes the counters and histograms of `$name` (not the attempts in flight now, nor the

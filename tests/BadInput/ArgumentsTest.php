@@ -268,6 +268,10 @@ final class ArgumentsTest extends TestCase
         yield 'Redis URL as on_backend_error' => [$client . '["on_backend_error" => "redis://:s3cr3tPw@cache:6379"]);', "got \"redis…\""];
         yield 'Redis URL as context' => [$client . '["context" => "redis://:s3cr3tPw@cache:6379"]);', "got 'redis…'"];
         yield 'URL as a redirect protocol' => [$client . '["allow_redirects" => ["protocols" => ["https://u:s3cr3tPw@h"]]]);', "got 'https…'"];
+        // A pool keyed by URL (array_combine($urls, ...)): the key shows as URLs do in messages.
+        $pool = '(new Resilient\\Client("k", ["base_url" => "http://127.0.0.1:9"]))->pool(';
+        yield 'pool key a URL' => [$pool . '["http://u:s3cr3tPw@h/x?token=s3cr3tQ" => ["GET"]]);', "pool request 'http://h/x': must be"];
+        yield 'pool key a path with a query' => [$pool . '["/x?token=s3cr3tQ" => ["GET", "/x", ["timout" => 1]]]);', "pool request '/x…': option 'timout'"];
     }
 
     /** @dataProvider secretsInTheWrongPlace */
@@ -311,6 +315,13 @@ final class ArgumentsTest extends TestCase
         // A string is a proxy for every scheme: said beside the array (before: "array").
         yield 'proxy' => ['new Resilient\\Client("typed", ["proxy" => 5]);', \TypeError::class, "option 'proxy' must be of type string|array, int given"];
         yield 'fake headers' => ['Resilient\\Response::fake(200, "", "h");', \TypeError::class, 'Resilient\\Response::fake(): Argument #3 ($headers) must be of type ?array, string given'];
+        yield 'json key' => ['Resilient\\Response::fake(200, "{}")->json([]);', \TypeError::class, 'Resilient\\Response::json(): Argument #1 ($key) must be of type string, array given'];
+        // The @internal bench helpers, public all the same.
+        yield 'recordSynthetic name' => ['Resilient\\Metrics::recordSynthetic("caf\\xE9", 1);', \ValueError::class, 'Resilient\\Metrics::recordSynthetic(): Argument #1 ($name) is not valid UTF-8'];
+        yield 'recordSynthetic calls' => ['Resilient\\Metrics::recordSynthetic("x", "abc");', \TypeError::class, 'Resilient\\Metrics::recordSynthetic(): Argument #2 ($calls) must be of type int, string given'];
+        yield 'learnSynthetic seconds' => ['Resilient\\Funnel::learnSynthetic("x", 1, "abc");', \TypeError::class, 'Resilient\\Funnel::learnSynthetic(): Argument #3 ($seconds) must be of type float, string given'];
+        yield 'benchBackend options' => ['Resilient\\Client::benchBackend("x", 5, "funnel", 1);', \TypeError::class, 'Resilient\\Client::benchBackend(): Argument #2 ($options) must be of type array, int given'];
+        yield 'benchBackend op' => ['Resilient\\Client::benchBackend("x", [], "\\xff", 1);', \ValueError::class, 'Resilient\\Client::benchBackend(): Argument #3 ($op) is not valid UTF-8'];
     }
 
     /** @dataProvider wronglyTypedArguments */

@@ -187,9 +187,9 @@ impl Decision {
     }
 }
 
-/// `1.5s`, `250ms`, `12µs`; absurdly long waits as `>1y`.
+/// `1.5s`, `250ms`, `12µs`; waits longer than a year (the longest any option takes) as `>1y`.
 pub(crate) fn fmt_duration(d: Duration) -> String {
-    if d >= Duration::from_secs(365 * 86_400) {
+    if d > Duration::from_secs(365 * 86_400) {
         ">1y".into()
     } else if d >= Duration::from_secs(1) {
         let s = format!("{:.3}", d.as_secs_f64());

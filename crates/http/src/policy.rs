@@ -522,5 +522,8 @@ mod tests {
         assert_eq!(fmt_duration(Duration::from_secs(2)), "2s");
         assert_eq!(fmt_duration(Duration::from_millis(40)), "40ms");
         assert_eq!(fmt_duration(Duration::MAX), ">1y");
+        // A year, the longest `max_retry_after`, is said: "Retry-After >1y exceeds
+        // max_retry_after 31536000s", not "... exceeds max_retry_after >1y".
+        assert_eq!(fmt_duration(Duration::from_secs(365 * 86_400)), "31536000s");
     }
 }
