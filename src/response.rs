@@ -191,8 +191,9 @@ impl Response {
 
     /// `json(?string $key = null, mixed $default = null)`: the body decoded as JSON into arrays
     /// (`json_decode($body, true)`; null when not JSON). With `$key`, the value at that
-    /// dot-separated path (`'data.items.0.id'`), or `$default` when the path is not there, as
-    /// Laravel's `Response::json($key, $default)` reads it (without its `*` wildcard).
+    /// dot-separated path (`'data.items.0.id'`), or `$default` when the path is not there (a
+    /// `Closure` is called for it), as Laravel's `Response::json($key, $default)` reads it
+    /// (without its `*` wildcard).
     pub fn json(&self, key: Option<coerce::StringArg>, default: Option<&Zval>) -> PhpResult<Zval> {
         let key =
             coerce::StringArg::optional_key(key.as_ref(), "Resilient\\Response::json", 1, "key")?;
@@ -210,7 +211,7 @@ impl Response {
         for segment in key.split('.') {
             match at.array().and_then(|table| table.get(segment)) {
                 Some(value) => at = value.dereference(),
-                None => return Ok(default.map(Zval::shallow_clone).unwrap_or_default()),
+                None => return or_default(default),
             }
         }
         Ok(at.shallow_clone())
@@ -237,6 +238,23 @@ impl Response {
     pub fn redirected(&self) -> bool {
         self.inner.redirected()
     }
+}
+
+/// `$default` as Laravel's `value()` gives it: a `Closure` called, anything else as it is.
+fn or_default(default: Option<&Zval>) -> PhpResult<Zval> {
+    let Some(default) = default.map(Zval::dereference) else {
+        return Ok(Zval::new());
+    };
+    let is_closure = default
+        .object()
+        .and_then(|o| o.get_class_name().ok())
+        .is_some_and(|class| class == "Closure");
+    if !is_closure {
+        return Ok(default.shallow_clone());
+    }
+    let call = ZendCallable::new(default)
+        .map_err(|_| PhpException::from("the default is not callable"))?;
+    call.try_call(vec![]).map_err(PhpException::from)
 }
 
 /// Bytes as a PHP string, copied once.

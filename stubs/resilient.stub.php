@@ -579,8 +579,9 @@ namespace Resilient {
         /**
          * `json(?string $key = null, mixed $default = null)`: the body decoded as JSON into arrays
          * (`json_decode($body, true)`; null when not JSON). With `$key`, the value at that
-         * dot-separated path (`'data.items.0.id'`), or `$default` when the path is not there, as
-         * Laravel's `Response::json($key, $default)` reads it (without its `*` wildcard).
+         * dot-separated path (`'data.items.0.id'`), or `$default` when the path is not there (a
+         * `Closure` is called for it), as Laravel's `Response::json($key, $default)` reads it
+         * (without its `*` wildcard).
          *
          * @param string|null $key
          * @param mixed $default

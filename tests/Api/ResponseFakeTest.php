@@ -39,6 +39,15 @@ final class ResponseFakeTest extends TestCase
         $this->assertSame('none', $r->json('n.deeper', 'none'), 'into a scalar: not there');
         $this->assertSame('none', $r->json('data.a.b', 'none'), 'a dot always separates, as in Laravel');
         $this->assertNull($r->json('missing'));
+        $this->assertSame('computed', $r->json('missing', fn () => 'computed'), 'a Closure default is called, as value() does');
+        $this->assertSame(7, $r->json('data.items.0.id', fn () => $this->fail('called for a path that is there')));
+        $this->assertSame('strlen', $r->json('missing', 'strlen'), 'a callable string is a value');
+        try {
+            $r->json('missing', fn () => throw new \LogicException('from the default'));
+            $this->fail('the default\'s exception was lost');
+        } catch (\LogicException $e) {
+            $this->assertSame('from the default', $e->getMessage());
+        }
         $this->assertSame($r->json(), $r->json(null));
         $this->assertSame('d', Response::fake(200, 'not json')->json('a', 'd'));
         $this->assertSame([1], Response::fake(200, '{"5":[1]}')->json(5), 'an int key');
