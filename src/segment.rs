@@ -75,22 +75,27 @@ fn config_error(message: String) -> PhpException {
 /// at a `resilient.shm_path` php-fpm shares, it would lock the FPM workers out.
 pub fn not_created_yet() -> Result<bool, PhpException> {
     let path = path()?;
-    Ok(!open_here(&path) && !path.exists() && path.parent().is_some_and(|dir| dir.is_dir()))
+    Ok(!open_here(&path)? && !path.exists() && path.parent().is_some_and(|dir| dir.is_dir()))
 }
 
 /// True when this process has the segment at `path` open, shared, and found its file valid
 /// less than `REVALIDATE_MS` ago: [`open`] would use it without looking at the file, so
 /// asking the file system whether it exists (a path walk per scrape) would tell nothing new.
-fn open_here(path: &std::path::Path) -> bool {
+fn open_here(path: &std::path::Path) -> Result<bool, PhpException> {
+    // Keyed as `open` keys its cache: another slot count or `shm_required` opens anew.
+    let slots = ini::shm_slots().map_err(config_error)?;
+    let required = ini::shm_required().map_err(config_error)?;
     let now = resilient_core::clock::monotonic_ms();
     let cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-    cache.as_ref().is_some_and(|c| {
+    Ok(cache.as_ref().is_some_and(|c| {
         c.pid == resilient_core::current_pid()
             && c.path == path
+            && c.slots == slots
+            && c.required == required
             && c.degraded.is_none()
             && !c.recheck
             && now.saturating_sub(c.checked_ms) < REVALIDATE_MS
-    })
+    }))
 }
 
 /// The path in effect: `resilient.shm_path`, or the per-uid default.

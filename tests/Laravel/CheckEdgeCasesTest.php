@@ -571,10 +571,11 @@ final class CheckEdgeCasesTest extends PackageTestCase
             . "final class $class implements ShouldQueue\n{\n    public \$timeout = 120;\n    public \$tries = 1;\n"
             . "    public function handle(): void { Resilient::client('$client')->get('/x'); }\n}\n";
         [$exit, $json] = $this->check(
-            ['Typo' => $job('Typo', 'typo'), 'NotAnArray' => $job('NotAnArray', 'bare')],
+            ['Typo' => $job('Typo', 'typo'), 'NotAnArray' => $job('NotAnArray', 'bare'), 'OtherName' => $job('OtherName', '1e2')],
             ['clients' => self::CLIENTS + [
                 'typo' => ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 1, 'timout' => 5],
                 'bare' => 'http://127.0.0.1:9',
+                '100' => 'http://127.0.0.1:9',   // an int key, that '1e2' equals in a loose comparison
             ]],
         );
         $this->assertSame(2, $exit, json_encode($json));
@@ -589,6 +590,7 @@ final class CheckEdgeCasesTest extends PackageTestCase
         ksort($found);
         $this->assertSame([
             'NotAnArray' => "calls client 'bare', whose entry in config/resilient.php cannot be built (the error above): every call throws",
+            'OtherName' => "calls client '1e2', which config/resilient.php does not define",
             'Typo' => "calls client 'typo', whose entry in config/resilient.php cannot be built (the error above): every call throws",
         ], $found);
     }

@@ -251,8 +251,9 @@ final class QueueEdgeCasesTest extends PackageTestCase
      * Through `Http::resilient()` a refusal that stopped the retries of attempts that reached
      * nothing is Laravel's ConnectionException (the client's exception under it): the job is
      * released as for the client's own exception, a FunnelFull in the refusal range, a
-     * BudgetExhausted after the job's backoff; a connection failure whose attempts simply ran
-     * out is rethrown, as without the middleware.
+     * BudgetExhausted after the job's backoff (also under Guzzle's RequestException, after a
+     * body cut short); a connection failure whose attempts simply ran out is rethrown, as
+     * without the middleware.
      */
     public function testARefusalUnderLaravelsConnectionExceptionIsReleasedAsTheRefusalItself(): void
     {
@@ -288,6 +289,19 @@ final class QueueEdgeCasesTest extends PackageTestCase
             $this->assertInstanceOf(\Resilient\UpstreamFailed::class, $e->getPrevious()?->getPrevious());
         }
         $this->assertCount(1, $job->released);
+
+        // As the bridge builds them: a refusal under Guzzle's RequestException (after a body cut
+        // short, which Laravel 8 lets through as it is), a FunnelFull under ConnectionException.
+        $request = new \GuzzleHttp\Psr7\Request('GET', 'http://127.0.0.1:9/x');
+        foreach ([
+            'budget under RequestException' => [new \GuzzleHttp\Exception\RequestException('cut', $request, null, new BudgetExhausted('spent')), 240, 264],
+            'funnel under ConnectionException' => [new \Illuminate\Http\Client\ConnectionException('full', 0, new \GuzzleHttp\Exception\ConnectException('full', $request, new \Resilient\FunnelFull('full'))), 3, 5],
+        ] as $what => [$thrown, $min, $max]) {
+            $job->released = [];
+            $middleware->handle($job, fn () => throw $thrown);
+            $this->assertCount(1, $job->released, "$what: released, not failed");
+            $this->assertThat($job->released[0], $this->logicalAnd($this->greaterThanOrEqual($min), $this->lessThanOrEqual($max)), $what);
+        }
     }
 
     /**

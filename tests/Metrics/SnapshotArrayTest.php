@@ -236,4 +236,23 @@ final class SnapshotArrayTest extends TestCase
         $this->assertStringNotContainsString('upstream=', $prometheus);
         $this->assertFileDoesNotExist($path, 'reading the metrics created the segment');
     }
+
+    /**
+     * A process that has the segment open skips the file check for a second, but only for the
+     * segment open() would use as it is: after the file was removed and `shm_slots` changed,
+     * the next snapshot finds no file and makes none (it made one as the reader's user).
+     */
+    public function testASnapshotAfterTheFileWentAndTheSettingsChangedCreatesNoFile(): void
+    {
+        $path = Run::tempDir('snapshot-gone') . '/gone.shm';
+        $r = PhpProcess::runCode(
+            '(new Resilient\\Funnel("gone", 2))->tryAcquire()?->release();'
+            . ' Resilient\\Metrics::snapshot(); unlink(ini_get("resilient.shm_path"));'
+            . ' ini_set("resilient.shm_slots", "512"); var_export(Resilient\\Metrics::snapshot());'
+            . ' echo "|", var_export(file_exists(ini_get("resilient.shm_path")), true);',
+            ['resilient.shm_path' => $path],
+        );
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $this->assertSame("array (\n)|false", $r->stdout);
+    }
 }

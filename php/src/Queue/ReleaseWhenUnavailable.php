@@ -3,7 +3,6 @@
 namespace Resilient\Laravel\Queue;
 
 use Closure;
-use Illuminate\Http\Client\ConnectionException;
 use Illuminate\Http\Client\RequestException;
 use Resilient\BudgetExhausted;
 use Resilient\FunnelFull;
@@ -14,9 +13,10 @@ use Resilient\Unavailable;
  *
  *     public function middleware(): array { return [new ReleaseWhenUnavailable()]; }
  *
- * - FunnelFull, BudgetExhausted, CircuitOpen (also under Laravel's ConnectionException, as
- *   `Http::resilient()` gives one that stopped the retries of attempts that reached nothing):
- *   nothing was wrong with the job, the host is
+ * - FunnelFull, BudgetExhausted, CircuitOpen (also under the exception `Http::resilient()`
+ *   throws when one stopped the retries of attempts that got no answer: Laravel's
+ *   ConnectionException, or Guzzle's RequestException for a body cut short): nothing was
+ *   wrong with the job, the host is
  *   protecting the upstream; release with a delay drawn from the range (constructor, else
  *   `resilient.queue.release_delay`, else [5, 30] s), so the refused jobs come back spread out.
  *   A BudgetExhausted also comes back no sooner than the job's own backoff for this attempt
@@ -64,12 +64,13 @@ final class ReleaseWhenUnavailable
             return $next($job);
         } catch (Unavailable $e) {
             $ours = $e;
-        } catch (ConnectionException $e) {
-            // Through Http::resilient(): attempts that reached nothing, whose retries our
-            // refusal may have stopped (the client's exception is under Guzzle's).
-            $ours = self::under($e);
         } catch (RequestException $e) {
             $seconds = self::delayForAnswer($e);
+        } catch (\Throwable $e) {
+            // Through Http::resilient(), attempts that got no answer, whose retries our refusal
+            // may have stopped: the client's exception is under Laravel's ConnectionException
+            // (or, for a body cut short, Guzzle's RequestException, which Laravel 8 lets through).
+            $ours = self::under($e);
         }
         $seconds ??= $ours === null ? null : $this->delayFor($ours);
         if ($seconds === null) {
@@ -111,8 +112,8 @@ final class ReleaseWhenUnavailable
         return $told;
     }
 
-    /** The client's exception a Laravel ConnectionException was made from, if any. */
-    private static function under(ConnectionException $e): ?Unavailable
+    /** The client's exception another was made from, if any. */
+    private static function under(\Throwable $e): ?Unavailable
     {
         for ($cause = $e->getPrevious(); $cause !== null; $cause = $cause->getPrevious()) {
             if ($cause instanceof Unavailable) {

@@ -159,7 +159,7 @@ final class Rules
 
         $limits = [];
         foreach ($this->clientsOf($job) as $name) {
-            if (in_array($name, $this->broken, false)) {
+            if (in_array((string) $name, array_map('strval', $this->broken), true)) {
                 $found[] = new Finding(Finding::UNKNOWN_CLIENT, $job->class, "calls client '$name', whose entry in config/resilient.php cannot be built (the error above): every call throws");
                 continue;
             }
