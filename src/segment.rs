@@ -57,6 +57,20 @@ const REVALIDATE_MS: u64 = 1000;
 
 static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
 
+/// With `shm_required=1`, the last failure to open the segment (there is no fallback to cache):
+/// for `REVALIDATE_MS` each use throws it again at once, and after that the file is tried
+/// without waiting for anyone's lock. Otherwise a file whose initialiser hangs made every use
+/// wait the whole lock wait again (2 s per request under FPM).
+struct RequiredFailure {
+    pid: u32,
+    path: PathBuf,
+    slots: u32,
+    at_ms: u64,
+    error: resilient_core::Error,
+}
+
+static REQUIRED_FAILURE: Mutex<Option<RequiredFailure>> = Mutex::new(None);
+
 /// Bumped whenever the cached segment is replaced or a segment setting is given a value, so a
 /// [`Rebinding`] that checked recently knows, with one load, whether its segment is still the
 /// current one.
@@ -72,16 +86,28 @@ fn config_error(message: String) -> PhpException {
 /// True when no process created the segment yet and one could (the file is absent, its folder
 /// is there). What only reads the host's state checks this first and finds nothing: opening
 /// the segment creates it, mode 0600 for this process's user, and made by an operator's user
-/// at a `resilient.shm_path` php-fpm shares, it would lock the FPM workers out.
+/// at a `resilient.shm_path` php-fpm shares, it would lock the FPM workers out. False when this
+/// process already uses the segment or is in the degraded mode for it (the file could not be
+/// made: a full or read-only file system), and when the file system cannot say (a folder this
+/// user may not search): opening then says why, and `Resilient\Metrics` throws it.
 pub fn not_created_yet() -> Result<bool, PhpException> {
     let path = path()?;
-    Ok(!open_here(&path)? && !path.exists() && path.parent().is_some_and(|dir| dir.is_dir()))
+    if known_here(&path)? {
+        return Ok(false);
+    }
+    Ok(match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            path.parent().is_some_and(|dir| dir.is_dir())
+        }
+        _ => false,
+    })
 }
 
-/// True when this process has the segment at `path` open, shared, and found its file valid
-/// less than `REVALIDATE_MS` ago: [`open`] would use it without looking at the file, so
-/// asking the file system whether it exists (a path walk per scrape) would tell nothing new.
-fn open_here(path: &std::path::Path) -> Result<bool, PhpException> {
+/// True when this process is in the degraded mode for the segment at `path`, or has it open,
+/// shared, and found its file valid less than `REVALIDATE_MS` ago ([`open`] would use it
+/// without looking at the file: asking the file system again, a path walk per scrape, would
+/// tell nothing new).
+fn known_here(path: &std::path::Path) -> Result<bool, PhpException> {
     // Keyed as `open` keys its cache: another slot count or `shm_required` opens anew.
     let slots = ini::shm_slots().map_err(config_error)?;
     let required = ini::shm_required().map_err(config_error)?;
@@ -92,9 +118,8 @@ fn open_here(path: &std::path::Path) -> Result<bool, PhpException> {
             && c.path == path
             && c.slots == slots
             && c.required == required
-            && c.degraded.is_none()
-            && !c.recheck
-            && now.saturating_sub(c.checked_ms) < REVALIDATE_MS
+            && (c.degraded.is_some()
+                || !c.recheck && now.saturating_sub(c.checked_ms) < REVALIDATE_MS)
     }))
 }
 
@@ -188,7 +213,31 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
             }
         }
     }
-    let (segment, degraded) = match Segment::open(&path, slots) {
+    // Required, and failed before: the same error for a while, then a try without waiting.
+    let mut failed = REQUIRED_FAILURE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let failed_before = required
+        && failed
+            .as_ref()
+            .is_some_and(|f| f.pid == pid && f.path == path && f.slots == slots);
+    if failed_before {
+        if let Some(f) = failed
+            .as_ref()
+            .filter(|f| now.saturating_sub(f.at_ms) < REVALIDATE_MS)
+        {
+            return Err(errors::to_php(&f.error));
+        }
+    }
+    let opened = if failed_before {
+        Segment::try_open(&path, slots)
+    } else {
+        Segment::open(&path, slots)
+    };
+    if opened.is_ok() || !required {
+        *failed = None;
+    }
+    let (segment, degraded) = match opened {
         Ok(s) => (s, None),
         Err(e) if e.is_segment() && !required => {
             let reason = e.to_string();
@@ -205,7 +254,15 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
             // ask again at their next use.
             *cache = None;
             GENERATION.fetch_add(1, Ordering::Release);
-            return Err(errors::php(e));
+            let thrown = errors::to_php(&e);
+            *failed = Some(RequiredFailure {
+                pid,
+                path,
+                slots,
+                at_ms: now,
+                error: e,
+            });
+            return Err(thrown);
         }
     };
     let segment = Arc::new(segment);

@@ -111,4 +111,47 @@ final class DeadCreatorTest extends TestCase
         $out = $this->use($path, ['resilient.shm_required' => '1']);
         $this->assertFalse($out['degraded']);
     }
+
+    /**
+     * With `shm_required=1` there is no fallback to remember, and every use waited the whole
+     * lock wait again (2 s per request under FPM). Now the first use waits; the next ones
+     * within a second throw the same error at once, later ones try the file without waiting,
+     * and the file is used as soon as its creator is gone.
+     */
+    public function testARequiredSegmentsStuckCreatorIsWaitedForOnceNotAtEveryUse(): void
+    {
+        $path = Run::shmPath('stuck-req-' . bin2hex(random_bytes(3)));
+        $creator = $this->creator($path);
+        $code = '$uses = [];
+            foreach ([0, 0, 0, 1100, 0] as $pause) {
+                usleep($pause * 1000);
+                $t = microtime(true);
+                try { (new Resilient\\Funnel("stuck", limit: 2))->tryAcquire(); $e = null; } catch (Resilient\\SharedMemoryError $e) {}
+                $uses[] = ["ms" => (int) ((microtime(true) - $t) * 1000), "error" => $e?->getMessage()];
+            }
+            echo json_encode($uses), "\n";
+            while (!file_exists(%s)) { usleep(10000); }   // the test kills the creator meanwhile
+            usleep(1100000);
+            echo (new Resilient\\Funnel("stuck", limit: 2))->tryAcquire() !== null ? "used" : "not used";';
+        $go = Run::tempDir('stuck-req') . '/go';
+        $p = PhpProcess::code(sprintf($code, var_export($go, true)), ['resilient.shm_path' => $path, 'resilient.shm_required' => '1']);
+        try {
+            $this->assertTrue($p->waitForOutput(fn ($o) => str_contains($o, "]\n"), 30.0), 'the uses did not end');
+            $uses = json_decode(strtok($p->stdoutSoFar(), "\n"), true);
+            $this->assertGreaterThanOrEqual(1900, $uses[0]['ms'], 'the first use waits for the creator');
+            foreach ($uses as $i => $use) {
+                $this->assertStringContainsString('still being initialised', (string) $use['error'], "use $i");
+                if ($i > 0) {
+                    $this->assertLessThan(1000, $use['ms'], "use $i waited again: " . json_encode($uses));
+                }
+            }
+        } finally {
+            $creator->signal(SIGKILL);
+            $creator->wait(5);
+        }
+        touch($go);
+        $r = $p->wait(30);
+        $this->assertStringEndsWith('used', $r->stdout, $r->describe());
+        $this->assertStringNotContainsString('not used', $r->stdout);
+    }
 }

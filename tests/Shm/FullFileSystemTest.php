@@ -86,6 +86,30 @@ final class FullFileSystemTest extends TestCase
         $this->assertFileDoesNotExist($path);
     }
 
+    /**
+     * docs/shared-memory.md: in the degraded mode the metrics throw (a metrics route answers
+     * 500, Prometheus marks the target down), never an empty "nothing recorded". With no file
+     * made (the file system is full), they answered [] and reset() false.
+     */
+    public function testTheMetricsOfAProcessDegradedOnAFullTmpfsThrow(): void
+    {
+        $path = self::$mount . '/metrics.shm';
+        $code = 'Resilient\\Metrics::recordSynthetic("full", 3); $out = [Resilient\\Funnel::degradedReason() !== null];
+            foreach (["snapshot" => fn () => Resilient\\Metrics::snapshot(), "prometheus" => fn () => Resilient\\Metrics::prometheus(),
+                      "reset" => fn () => Resilient\\Metrics::reset("full")] as $what => $read) {
+                try { $read(); $out[$what] = "answered"; } catch (Resilient\\SharedMemoryError $e) { $out[$what] = $e->getMessage(); }
+            }
+            echo json_encode($out);';
+        $r = PhpProcess::runCode($code, ['resilient.shm_path' => $path, 'log_errors' => '0'], 20);
+        $this->assertSame(0, $r->exitCode, $r->describe());
+        $out = json_decode($r->stdout, true);
+        $this->assertTrue($out[0], 'degraded');
+        foreach (['snapshot', 'prometheus', 'reset'] as $what) {
+            $this->assertStringContainsString("Resilient\\Metrics::$what(): the host's counters are in the shared memory segment, which this process cannot use", $out[$what], $what);
+            $this->assertStringContainsString('cannot reserve', $out[$what], $what);
+        }
+    }
+
     public function testASmallTableFitsAndIsShared(): void
     {
         // 16 slots = 12,352 bytes: fits, and a second process sees the first one's lease.
