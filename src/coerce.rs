@@ -65,6 +65,18 @@ pub fn int_arg(
     int(value).map_err(|e| e.for_argument(function, position, name))
 }
 
+/// An optional float argument of `function` (omitted or null: `None`), coerced as PHP would.
+pub fn optional_float_arg(
+    value: Option<&Zval>,
+    function: &str,
+    position: u32,
+    name: &str,
+) -> Result<Option<f64>, PhpException> {
+    given(value)
+        .map(|z| float_arg(z, function, position, name))
+        .transpose()
+}
+
 /// A float argument of `function`, coerced as PHP would (see the module docs).
 pub fn float_arg(
     value: &Zval,

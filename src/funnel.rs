@@ -265,9 +265,7 @@ impl Funnel {
         const FUNCTION: &str = "Resilient\\Funnel::learnSynthetic";
         let name = name.utf8(FUNCTION, 1, "name")?;
         let attempts = coerce::int_arg(attempts, FUNCTION, 2, "attempts")?;
-        let seconds = coerce::given(seconds)
-            .map(|z| coerce::float_arg(z, FUNCTION, 3, "seconds"))
-            .transpose()?;
+        let seconds = coerce::optional_float_arg(seconds, FUNCTION, 3, "seconds")?;
         let attempts =
             validate::count("attempts", attempts, 0, 1_000_000_000).map_err(errors::php)?;
         let latency =

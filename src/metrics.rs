@@ -407,9 +407,7 @@ impl Metrics {
         const FUNCTION: &str = "Resilient\\Metrics::recordSynthetic";
         let name = name.utf8(FUNCTION, 1, "name")?;
         let calls = coerce::int_arg(calls, FUNCTION, 2, "calls")?;
-        let seconds = coerce::given(seconds)
-            .map(|z| coerce::float_arg(z, FUNCTION, 3, "seconds"))
-            .transpose()?;
+        let seconds = coerce::optional_float_arg(seconds, FUNCTION, 3, "seconds")?;
         let calls = validate::count("calls", calls, 0, 1_000_000_000).map_err(errors::php)?;
         let latency: Duration =
             validate::duration("seconds", seconds.unwrap_or(0.001)).map_err(errors::php)?;

@@ -27,9 +27,7 @@ final class SquattedDefaultTest extends TestCase
 
     protected function setUp(): void
     {
-        if (posix_geteuid() !== 0 || trim((string) shell_exec('command -v setpriv')) === '') {
-            $this->markTestSkipped('needs root and setpriv to run a process as another user');
-        }
+        $this->needSetpriv();
         $this->squatted = '/dev/shm/resilient-' . self::VICTIM_UID . '.v7.shm';
         if (file_exists($this->squatted)) {
             $this->markTestSkipped("{$this->squatted} exists already; not touching it");
@@ -79,13 +77,8 @@ final class SquattedDefaultTest extends TestCase
             $b = new Resilient\RetryBudget("squat-b");
             return ["uid" => posix_geteuid(), "bodies" => $bodies, "funnel_degraded" => $f->isDegraded(), "second" => $f->tryAcquire(background: false) !== null,
                 "budget" => $b->stats()["degraded"], "reason" => Resilient\Funnel::degradedReason()];', $port);
-        $cmd = ['setpriv', '--reuid=' . self::VICTIM_UID, '--regid=' . self::VICTIM_UID, '--clear-groups',
-            Run::root() . '/tests/harness/php.sh', '-d', 'resilient.shm_path=', '-d', 'log_errors=1', '-d', "error_log={$this->log}",
-            Run::root() . '/tests/fixtures/cli/expect_throw.php', $code];
-        $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, Run::root());
-        $stdout = stream_get_contents($pipes[1]);
-        $stderr = stream_get_contents($pipes[2]);
-        $rc = proc_close($proc);
+        [$rc, $stdout, $stderr] = $this->phpAs(self::VICTIM_UID, ['-d', 'resilient.shm_path=', '-d', 'log_errors=1', '-d', "error_log={$this->log}",
+            Run::root() . '/tests/fixtures/cli/expect_throw.php', $code]);
         $this->assertSame(0, $rc, "stdout: $stdout\nstderr: $stderr");
         $out = json_decode($stdout, true);
         $this->assertIsArray($out, "stdout: $stdout\nstderr: $stderr");

@@ -24,9 +24,7 @@ final class UnsearchableFolderTest extends TestCase
 
     protected function setUp(): void
     {
-        if (posix_geteuid() !== 0 || trim((string) shell_exec('command -v setpriv')) === '') {
-            $this->markTestSkipped('needs root and setpriv to run a process as another user');
-        }
+        $this->needSetpriv();
         $this->dir = '/dev/shm/resilient-test-' . Run::id() . '-folder-' . bin2hex(random_bytes(3));
         mkdir($this->dir, 0700);
     }
@@ -52,12 +50,8 @@ final class UnsearchableFolderTest extends TestCase
                 try { $out[$what] = "answered " . json_encode($read()); } catch (Resilient\SharedMemoryError $e) { $out[$what] = $e->getMessage(); }
             }
             echo json_encode($out);';
-        $cmd = ['setpriv', '--reuid=' . self::READER_UID, '--regid=' . self::READER_UID, '--clear-groups',
-            Run::root() . '/tests/harness/php.sh', '-d', "resilient.shm_path=$path", '-d', 'log_errors=0', '-r', $code];
-        $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, '/');
-        $stdout = stream_get_contents($pipes[1]);
-        $stderr = stream_get_contents($pipes[2]);
-        $this->assertSame(0, proc_close($proc), "stdout: $stdout\nstderr: $stderr");
+        [$rc, $stdout, $stderr] = $this->phpAs(self::READER_UID, ['-d', "resilient.shm_path=$path", '-d', 'log_errors=0', '-r', $code]);
+        $this->assertSame(0, $rc, "stdout: $stdout\nstderr: $stderr");
         $out = json_decode($stdout, true);
         $this->assertIsArray($out, "stdout: $stdout\nstderr: $stderr");
         foreach (['snapshot', 'prometheus', 'reset'] as $what) {
@@ -66,13 +60,9 @@ final class UnsearchableFolderTest extends TestCase
         }
 
         // The textfile collector's script: exit 2 with the reason, not "no segment yet", exit 0.
-        $cmd = ['setpriv', '--reuid=' . self::READER_UID, '--regid=' . self::READER_UID, '--clear-groups',
-            Run::root() . '/tests/harness/php.sh', '-d', "resilient.shm_path=$path", '-d', 'log_errors=0',
-            Run::root() . '/php/bin/resilient-metrics', '--prometheus'];
-        $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, '/');
-        $stdout = stream_get_contents($pipes[1]);
-        $stderr = stream_get_contents($pipes[2]);
-        $this->assertSame(2, proc_close($proc), "stdout: $stdout\nstderr: $stderr");
+        [$rc, $stdout, $stderr] = $this->phpAs(self::READER_UID, ['-d', "resilient.shm_path=$path", '-d', 'log_errors=0',
+            Run::root() . '/php/bin/resilient-metrics', '--prometheus']);
+        $this->assertSame(2, $rc, "stdout: $stdout\nstderr: $stderr");
         $this->assertSame('', $stdout);
         $this->assertStringContainsString('Permission denied', $stderr);
         $this->assertStringNotContainsString('yet', $stderr);
