@@ -571,7 +571,9 @@ final class CheckEdgeCasesTest extends PackageTestCase
             . "final class $class implements ShouldQueue\n{\n    public \$timeout = 120;\n    public \$tries = 1;\n"
             . "    public function handle(): void { Resilient::client('$client')->get('/x'); }\n}\n";
         [$exit, $json] = $this->check(
-            ['Typo' => $job('Typo', 'typo'), 'NotAnArray' => $job('NotAnArray', 'bare'), 'OtherName' => $job('OtherName', '1e2')],
+            ['Typo' => $job('Typo', 'typo'), 'NotAnArray' => $job('NotAnArray', 'bare'), 'OtherName' => $job('OtherName', '1e2'),
+                // A $timeout of 0 skips the nesting rule, not the client's name.
+                'NoTimeout' => str_replace('$timeout = 120', '$timeout = 0', $job('NoTimeout', 'typo'))],
             ['clients' => self::CLIENTS + [
                 'typo' => ['base_url' => 'http://127.0.0.1:9', 'max_attempts' => 1, 'timout' => 5],
                 'bare' => 'http://127.0.0.1:9',
@@ -585,10 +587,13 @@ final class CheckEdgeCasesTest extends PackageTestCase
         $this->assertStringContainsString('resilient.clients.bare: must be an array of client options', $errors);
         $found = [];
         foreach ($json['findings'] as $f) {
-            $found[$this->short($f['job'])] = $f['message'];
+            if ($f['rule'] === 'unknown client') {
+                $found[$this->short($f['job'])] = $f['message'];
+            }
         }
         ksort($found);
         $this->assertSame([
+            'NoTimeout' => "calls client 'typo', whose entry in config/resilient.php cannot be built (the error above): every call throws",
             'NotAnArray' => "calls client 'bare', whose entry in config/resilient.php cannot be built (the error above): every call throws",
             'OtherName' => "calls client '1e2', which config/resilient.php does not define",
             'Typo' => "calls client 'typo', whose entry in config/resilient.php cannot be built (the error above): every call throws",

@@ -52,7 +52,7 @@ final class Rules
     public function check(JobFacts $job): array
     {
         return [
-            ...$this->nesting($job), ...$this->twoLayers($job), ...$this->jitter($job),
+            ...$this->unknownClients($job), ...$this->nesting($job), ...$this->twoLayers($job), ...$this->jitter($job),
             ...$this->releasedWithoutTries($job), ...$this->notReleasable($job), ...$this->funnels($job),
         ];
     }
@@ -134,6 +134,37 @@ final class Rules
         return $found;
     }
 
+    /**
+     * A client the job calls that no call can use: not defined, or an entry every call refuses.
+     * Whatever the job's timeout (one of 0 skips the nesting rule, not this).
+     *
+     * @return list<Finding>
+     */
+    private function unknownClients(JobFacts $job): array
+    {
+        $found = [];
+        foreach ($this->clientsOf($job) as $name) {
+            if (($why = $this->unknown($name)) !== null) {
+                $found[] = new Finding(Finding::UNKNOWN_CLIENT, $job->class, "calls client '$name', $why");
+            }
+        }
+
+        return $found;
+    }
+
+    /** Why no call can use client $name, or null when its config builds one. */
+    private function unknown(string $name): ?string
+    {
+        if (in_array($name, array_map('strval', $this->broken), true)) {
+            return 'whose entry in config/resilient.php cannot be built (the error above): every call throws';
+        }
+        if (! isset($this->clients[$name]) || ! is_array($this->clients[$name])) {
+            return 'which config/resilient.php does not define';
+        }
+
+        return null;
+    }
+
     /** @return list<Finding> */
     private function nesting(JobFacts $job): array
     {
@@ -159,15 +190,9 @@ final class Rules
 
         $limits = [];
         foreach ($this->clientsOf($job) as $name) {
-            if (in_array((string) $name, array_map('strval', $this->broken), true)) {
-                $found[] = new Finding(Finding::UNKNOWN_CLIENT, $job->class, "calls client '$name', whose entry in config/resilient.php cannot be built (the error above): every call throws");
-                continue;
+            if ($this->unknown($name) === null) {
+                $limits[] = ClientLimits::of($name, $this->clients[$name]);
             }
-            if (! isset($this->clients[$name]) || ! is_array($this->clients[$name])) {
-                $found[] = new Finding(Finding::UNKNOWN_CLIENT, $job->class, "calls client '$name', which config/resilient.php does not define");
-                continue;
-            }
-            $limits[] = ClientLimits::of($name, $this->clients[$name]);
         }
         // A WithinDeadline whose seconds are known only at run time (INF): listed as not checked.
         if ($limits !== [] && $job->withinDeadline !== INF) {
