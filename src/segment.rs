@@ -183,7 +183,14 @@ fn open() -> Result<(Arc<Segment>, Option<String>), PhpException> {
             c.recheck = false;
             match &c.degraded {
                 None if c.segment.still_valid() => return Ok((c.segment.clone(), None)),
-                None => {}
+                // Removed, replaced or shrunk: said, since the counts start afresh in a new
+                // file (a cleaner that removed a segment in use is otherwise never seen).
+                None => errors::log_warning(&format!(
+                    "resilient: shared memory segment {} was removed, replaced or shrunk while \
+                     in use; opening the path again (a new file's counters, funnels and \
+                     breakers start afresh)",
+                    path.display()
+                )),
                 // Degraded: has the file become usable (removed, fixed, space freed)? Asked
                 // without waiting for anyone's lock; until then the process-local segment
                 // stays, with its counts.

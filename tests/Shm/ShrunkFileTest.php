@@ -19,7 +19,7 @@ use Resilient\Tests\Harness\TestCase;
 final class ShrunkFileTest extends TestCase
 {
     /** A worker that uses the segment, waits for `go`, then uses it again (a "next request"). */
-    private function worker(string $path, string $go): PhpProcess
+    private function worker(string $path, string $go, array $ini = []): PhpProcess
     {
         $code = sprintf('
             $a = new Resilient\Funnel("shrink", limit: 2); $a->tryAcquire(background: false);
@@ -29,7 +29,7 @@ final class ShrunkFileTest extends TestCase
             $b = new Resilient\Funnel("shrink", limit: 2); $l = $b->tryAcquire(background: false);
             echo json_encode(["degraded" => $b->isDegraded(), "reason" => Resilient\Funnel::degradedReason(), "held" => $l !== null, "in_flight" => $b->inFlight()]), "\n";
             sleep(5);', var_export($go, true));
-        $w = PhpProcess::code($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8']);
+        $w = PhpProcess::code($code, ['resilient.shm_path' => $path, 'resilient.shm_slots' => '8'] + $ini);
         $this->assertTrue($w->waitForOutput(fn ($o) => str_contains($o, 'ready'), 10.0), 'worker did not start');
         return $w;
     }
@@ -62,13 +62,17 @@ final class ShrunkFileTest extends TestCase
     {
         $path = Run::shmPath('removed-' . bin2hex(random_bytes(3)));
         $go = Run::tempDir('removed') . '/go';
-        $w = $this->worker($path, $go);
+        $log = dirname($go) . '/php-error.log';
+        $w = $this->worker($path, $go, ['log_errors' => '1', 'error_log' => $log]);
         unlink($path);
         touch($go);
         $v = $this->answer($w);
         try {
             $this->assertFalse($v['degraded'], json_encode($v));
             $this->assertSame(1, $v['in_flight'], 'only the new lease: a fresh file');
+            // Said once: the counts start afresh, which a cleaner's removal would otherwise hide.
+            $said = (string) @file_get_contents($log);
+            $this->assertSame(1, substr_count($said, "shared memory segment $path was removed, replaced or shrunk while in use"), $said);
             clearstatcache();
             $this->assertFileExists($path);
             // Another process sees the worker's lease in the new file.

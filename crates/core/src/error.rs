@@ -47,7 +47,8 @@ impl Error {
                 "shared memory segment {}: its table is full (all {slots} entries are in use: \
                  one per funnel or client name, one per retry budget and window, and one per \
                  circuit breaker and window); \
-                 raise resilient.shm_slots and remove the file after stopping PHP",
+                 a file keeps the count it was made with, so raise resilient.shm_slots, then \
+                 remove the file after stopping PHP",
                 path.display()
             ),
         }
