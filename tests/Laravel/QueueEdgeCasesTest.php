@@ -305,6 +305,53 @@ final class QueueEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * Laravel's redis and database queues make a released job ready at the current second,
+     * rounded down, plus the delay: released at 52.35 s with 3, it ran at 55.0 s, before the
+     * 3 s the middleware promises (and before a Retry-After it obeyed). Measured against a
+     * queue job that counts as RedisQueue does, at several moments within a second.
+     */
+    public function testAReleasedJobIsReadyNoSoonerThanItsDelayAsLaravelsQueuesCountIt(): void
+    {
+        $this->boot([]);
+        $middleware = new ReleaseWhenUnavailable(3, 3);
+        foreach ([0, 350, 700, 950] as $pastTheSecond) {
+            usleep((1_000_000 - (int) (fmod(microtime(true), 1.0) * 1_000_000) + $pastTheSecond * 1000) % 1_000_000);
+            $queued = new class () {
+                public ?int $availableAt = null;
+                public float $releasedAt = 0.0;
+
+                public function release(int $delay): void
+                {
+                    $this->releasedAt = microtime(true);
+                    $this->availableAt = \Illuminate\Support\Carbon::now()->addRealSeconds($delay)->getTimestamp();
+                }
+
+                public function isDeletedOrReleased(): bool
+                {
+                    return $this->availableAt !== null;
+                }
+
+                public function hasFailed(): bool
+                {
+                    return false;
+                }
+            };
+            $job = new class ($queued) {
+                use \Illuminate\Queue\InteractsWithQueue;
+
+                public function __construct(object $queued)
+                {
+                    $this->job = $queued;
+                }
+            };
+            $middleware->handle($job, fn () => throw new \Resilient\FunnelFull('full'));
+            $this->assertNotNull($queued->availableAt, 'released');
+            $this->assertGreaterThanOrEqual(3.0, $queued->availableAt - $queued->releasedAt, "released {$pastTheSecond} ms into a second");
+            $this->assertLessThan(5.0, $queued->availableAt - $queued->releasedAt);
+        }
+    }
+
+    /**
      * Retry-After as the client reads it (RFC 9110 §10.2.3): the three HTTP-date forms, and the
      * longest of several values. Before, an RFC 850 or asctime date, or two headers (joined
      * '5, 120'), read as no Retry-After at all and the job failed.

@@ -30,11 +30,16 @@ final class Released
         }
         // InteractsWithQueue hands release() to the queue job it holds (`$job->job`); a job with a
         // release() of its own is taken at its word.
-        if (in_array(InteractsWithQueue::class, class_uses_recursive($job), true)
-            && (! self::onAQueue($job->job) || self::settled($job->job))) {
+        $queued = in_array(InteractsWithQueue::class, class_uses_recursive($job), true);
+        if ($queued && (! self::onAQueue($job->job) || self::settled($job->job))) {
             throw $refusal();
         }
-        $job->release($seconds);
+        // Laravel's redis and database queues count a release from the start of the current
+        // second (`Carbon::now()->addRealSeconds($delay)->getTimestamp()`): a delay of 5 given
+        // at 52.35 s made the job ready at 57.0 s, 4.65 s later, before the Retry-After it
+        // obeyed. A second more keeps every "no sooner than" (SQS and beanstalkd, which count
+        // from now, keep the job a second longer).
+        $job->release($queued ? $seconds + 1 : $seconds);
     }
 
     /** Whether the queue job $queued already failed, or was deleted or released. */
