@@ -71,12 +71,16 @@ final class ResilientManager
         if ($this->fake !== null) {
             $clients = $this->entries('clients');
             // A name neither configured nor scripted fails as in production (a misspelt name
-            // must not pass a feature test).
-            if (! $this->fake->scripts($name) && ! array_key_exists($name, $clients)) {
+            // must not pass a feature test), and so does an entry that is no array of options.
+            $configured = array_key_exists($name, $clients);
+            if (! $configured && ! $this->fake->scripts($name)) {
                 $this->clientConfig($name);
             }
-            $base = $clients[$name]['base_url'] ?? $this->entries('defaults')['base_url'] ?? null;
-            $fallback = $clients[$name]['fallback'] ?? $this->entries('defaults')['fallback'] ?? null;
+            $entry = $configured ? $this->clientConfig($name) : $this->entries('defaults');
+            // A base URL that is no string is the checker's to refuse, at the call, in the
+            // client's words.
+            $base = is_string($entry['base_url'] ?? null) ? $entry['base_url'] : null;
+            $fallback = $entry['fallback'] ?? null;
 
             // A stray call goes through the real client without its fallback: its Unavailable
             // comes back to the fake, which records it and applies the fallback itself, as it
@@ -514,6 +518,9 @@ final class ResilientManager
     private function logger(): ?Closure
     {
         $channel = $this->config()['log_channel'] ?? null;
+        if (($problem = Console\ConfigKeys::logChannelProblem($channel)) !== null) {
+            throw new InvalidArgumentException($problem);
+        }
         if ($channel === null || $channel === '' || $channel === false || $this->logs === null) {
             return null;
         }

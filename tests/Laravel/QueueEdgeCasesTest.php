@@ -452,14 +452,21 @@ final class QueueEdgeCasesTest extends PackageTestCase
             {
             }
         };
+        $range = 'a backoff range must be [min, max] with 0 <= min <= max <= 31536000 (a year), got ';
+        $plain = 'a backoff must be [min, max] or whole seconds from 0 to 31536000 (a year), got ';
         foreach ([
-            [[[60]], 'a backoff range must be [min, max] with 0 <= min <= max, got [60]'],
-            [[[1, 2, 3]], 'a backoff range must be [min, max] with 0 <= min <= max, got [1, 2, 3]'],
-            [[['a', 'b']], "a backoff range must be [min, max] with 0 <= min <= max, got ['a', 'b']"],
-            [[[30, 10]], 'a backoff range must be [min, max] with 0 <= min <= max, got [30, 10]'],
-            [[[NAN, [1]]], 'a backoff range must be [min, max] with 0 <= min <= max, got [NAN, array]'],
-            [[[INF, INF]], 'a backoff range must be [min, max] with 0 <= min <= max, got [INF, INF]'],
+            [[[60]], $range . '[60]'],
+            [[[1, 2, 3]], $range . '[1, 2, 3]'],
+            [[['a', 'b']], $range . "['a', 'b']"],
+            [[[30, 10]], $range . '[30, 10]'],
+            [[[NAN, [1]]], $range . '[NAN, array]'],
+            [[[INF, INF]], $range . '[INF, INF]'],
             [[], '$backoffRanges is empty'],
+            // Before: PHP's own TypeErrors from inside the trait, or accepted as written.
+            [[null], $plain . 'null'],
+            [['abc'], $plain . 'string'],
+            [[-5], $plain . '-5'],
+            [[[5, 1e20]], $range . '[5, 1.0E+20]'],
         ] as [$ranges, $message]) {
             try {
                 $job($ranges)->backoff();
@@ -469,6 +476,17 @@ final class QueueEdgeCasesTest extends PackageTestCase
             }
         }
         $this->assertSame([5, 7], $job([5, [7, 7]])->backoff(), 'a plain number is a fixed delay');
+        $notAList = new class () {
+            use \Resilient\Laravel\Queue\JitteredBackoff;
+
+            public $backoffRanges = 5;
+        };
+        try {
+            $notAList->backoff();
+            $this->fail('accepted $backoffRanges = 5');
+        } catch (\InvalidArgumentException $e) {
+            $this->assertSame('resilient: $backoffRanges must be a list of [min, max] ranges or seconds, got int', $e->getMessage());
+        }
         $this->assertNull($job([])->releaseDelay(), 'no range: no delay of its own');
     }
 

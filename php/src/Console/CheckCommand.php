@@ -68,6 +68,11 @@ final class CheckCommand extends Command
             if (! is_string($path)) {
                 $errors[] = sprintf('resilient.check.paths.%s: must be a directory path, got %s', $i, get_debug_type($path));
                 unset($paths[$i]);
+            } elseif (preg_match('~^[a-z][a-z0-9+.-]*://~i', $path) === 1) {
+                // A URL (a wrong env variable): is_dir() would open it through its stream wrapper
+                // (a connection, or a wait), and the message would show its credentials.
+                $errors[] = sprintf('resilient.check.paths.%s: must be a local directory path, not a URL', $i);
+                unset($paths[$i]);
             } elseif (! is_dir($path)) {
                 $errors[] = "resilient.check.paths: $path is not a directory";
             }

@@ -28,6 +28,15 @@ final class ConfigKeys
         foreach ($config as $key => $value) {
             if (! array_key_exists($key, $known)) {
                 $problems[] = self::unknown("resilient.$key", 'unknown key, ignored', (string) $key, array_keys($known));
+            } elseif ($key === 'log_channel' && ($problem = self::logChannelProblem($value)) !== null) {
+                $problems[] = $problem;
+            } elseif (in_array($key, ['funnels', 'budgets'], true) && $value !== null && ! is_array($value)) {
+                // (`clients` is said where its entries are read.)
+                try {
+                    \Resilient\Laravel\ResilientManager::sectionOf($config, $key);
+                } catch (\InvalidArgumentException $e) {
+                    $problems[] = $e->getMessage();
+                }
             } elseif ($key === 'defaults' && is_array($value)) {
                 array_push($problems, ...self::notClientOptions($value));
             } elseif (is_array($value) && is_array($known[$key]) && ! array_is_list($known[$key]) && ! in_array($key, self::NAMED, true)) {
@@ -38,6 +47,14 @@ final class ConfigKeys
         }
 
         return $problems;
+    }
+
+    /** Why `resilient.log_channel` cannot name a channel (every client build throws it), or null. */
+    public static function logChannelProblem(mixed $channel): ?string
+    {
+        return $channel === null || $channel === false || is_string($channel)
+            ? null
+            : sprintf("resilient.log_channel: must be a log channel's name (a string), or null for none, got %s", get_debug_type($channel));
     }
 
     /**

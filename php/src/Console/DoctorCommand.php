@@ -32,6 +32,9 @@ final class DoctorCommand extends Command
 
     private int $problems = 0;
 
+    /** @var array<string, true> the problems said so far */
+    private array $said = [];
+
     public function handle(): int
     {
         if (! extension_loaded('resilient')) {
@@ -276,7 +279,9 @@ final class DoctorCommand extends Command
         $this->line(sprintf('web caps   timeout %s s, connect_timeout %s s, max_attempts %s (as this CLI reads them)',
             ...array_map(fn ($c) => ini_get($c[0]) === false ? $c[1] : ini_get($c[0]), array_values($caps))));
         foreach ($clients as $name => $options) {
-            if (! is_array($options) || ResilientManager::contextName((string) ($options['context'] ?? '')) === 'console') {
+            // A context that is no string was said above (the client's own error).
+            if (! is_array($options) || ! is_string($options['context'] ?? '')
+                || ResilientManager::contextName($options['context'] ?? '') === 'console') {
                 continue;
             }
             foreach ($caps as $option => [$ini, $default, $unit]) {
@@ -302,6 +307,12 @@ final class DoctorCommand extends Command
 
     private function problem(string $level, string $message): void
     {
+        // One config mistake can reach two checks (a bad log_channel: the config's keys, and
+        // every client built with it): said once.
+        if (isset($this->said[$message])) {
+            return;
+        }
+        $this->said[$message] = true;
         $this->problems++;
         $level === 'error' ? $this->error("$level: $message") : $this->warn("$level: $message");
     }

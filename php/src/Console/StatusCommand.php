@@ -105,9 +105,18 @@ final class StatusCommand extends Command
         $config = (array) $this->laravel['config']->get('resilient', []);
         // On a stand-in, a manager of its own: the app's keeps the clients it builds, and one
         // built on the stand-in would count on it after the command (a worker that runs it).
-        $status = UpstreamStatus::of($config, $absent === null
-            ? $this->laravel->make(ResilientManager::class)
-            : new ResilientManager($config, extensionProblem: ExtensionCheck::problem()));
+        try {
+            $status = UpstreamStatus::of($config, $absent === null
+                ? $this->laravel->make(ResilientManager::class)
+                : new ResilientManager($config, extensionProblem: ExtensionCheck::problem()));
+        } catch (\InvalidArgumentException $e) {
+            // A section that is no array of entries (`'funnels' => 'sap'`): no name to show.
+            $this->option('json')
+                ? $this->output->writeln(json_encode(['ok' => false, 'error' => $e->getMessage(), 'names' => (object) []], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE), OutputInterface::OUTPUT_RAW)
+                : $this->error($e->getMessage());
+
+            return 2;
+        }
         if ($degraded !== null) {
             foreach ($status as &$s) {
                 $s['trouble'][] = "degraded: this process's own counters, not the host's";

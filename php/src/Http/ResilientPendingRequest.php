@@ -83,8 +83,14 @@ class ResilientPendingRequest extends PendingRequest
         }
         // The app's base URL stays; one the previous resilient() filled in goes with its client.
         $base = (string) ($copy->baseUrl ?? '');
+        $configured = $config['base_url'] ?? '';
+        if (! is_string($configured)) {
+            // As the client itself says it (each call would otherwise fail inside Laravel with
+            // "Array to string conversion").
+            throw new \TypeError(sprintf("resilient.clients.%s: option 'base_url' must be of type string, %s given", $name, get_debug_type($configured)));
+        }
         if ($base === '' || $base === $copy->resilientConfiguredBaseUrl) {
-            $copy->baseUrl = (string) ($config['base_url'] ?? '');
+            $copy->baseUrl = $configured;
             $copy->resilientConfiguredBaseUrl = $copy->baseUrl;
         }
         $copy->resilientHeaders = ConfiguredHeaders::of($config);

@@ -40,22 +40,38 @@ trait JitteredBackoff
         return self::drawBackoff($ranges[min($attempt, count($ranges)) - 1]);
     }
 
-    /** @return list<array{int, int}|int> */
+    /** @return list<mixed> the ranges as given (each checked when drawn) */
     protected function backoffRanges(): array
     {
-        return property_exists($this, 'backoffRanges') ? array_values($this->backoffRanges) : [[240, 360], [540, 660]];
+        if (! property_exists($this, 'backoffRanges')) {
+            return [[240, 360], [540, 660]];
+        }
+        if (! is_array($this->backoffRanges)) {
+            throw new \InvalidArgumentException(sprintf(
+                'resilient: $backoffRanges must be a list of [min, max] ranges or seconds, got %s', get_debug_type($this->backoffRanges),
+            ));
+        }
+
+        return array_values($this->backoffRanges);
     }
 
-    /** @param array{int, int}|int $range */
-    private static function drawBackoff(array|int $range): int
+    /** The longest backoff taken: a year (a larger number would overflow into nonsense). */
+    private const LONGEST = 31_536_000;
+
+    private static function drawBackoff(mixed $range): int
     {
-        if (is_int($range)) {
-            return $range;
+        if (! is_array($range)) {
+            if (is_int($range) && $range >= 0 && $range <= self::LONGEST) {
+                return $range;
+            }
+            throw new \InvalidArgumentException('resilient: a backoff must be [min, max] or whole seconds from 0 to '
+                . self::LONGEST . ' (a year), got ' . (is_int($range) ? $range : get_debug_type($range)));
         }
         $ends = array_values($range);
-        if (count($ends) !== 2 || ! QueueSettings::isSeconds($ends[0]) || ! QueueSettings::isSeconds($ends[1]) || $ends[1] < $ends[0]) {
-            throw new \InvalidArgumentException('resilient: a backoff range must be [min, max] with 0 <= min <= max, got ['
-                . implode(', ', array_map(QueueSettings::shown(...), $ends)) . ']');
+        if (count($ends) !== 2 || ! QueueSettings::isSeconds($ends[0]) || ! QueueSettings::isSeconds($ends[1]) || $ends[1] < $ends[0]
+            || $ends[1] > self::LONGEST) {
+            throw new \InvalidArgumentException('resilient: a backoff range must be [min, max] with 0 <= min <= max <= '
+                . self::LONGEST . ' (a year), got [' . implode(', ', array_map(QueueSettings::shown(...), $ends)) . ']');
         }
         [$min, $max] = $ends;
 

@@ -41,10 +41,10 @@ final class ClientFake
     public function __construct(
         private string $name,
         private FakeClients $fakes,
-        private Closure $real,
+        #[\SensitiveParameter] private Closure $real,
         #[\SensitiveParameter] private ?string $baseUrl,
         private mixed $fallback = null,
-        private ?Closure $config = null,
+        #[\SensitiveParameter] private ?Closure $config = null,
     ) {
     }
 

@@ -72,7 +72,7 @@ final class FakeClients
      * @param Closure(): \Resilient\Client $real
      * @param callable|null $fallback the client's `fallback` option
      */
-    public function client(string $name, Closure $real, #[\SensitiveParameter] ?string $baseUrl = null, mixed $fallback = null, ?Closure $config = null): ClientFake
+    public function client(string $name, #[\SensitiveParameter] Closure $real, #[\SensitiveParameter] ?string $baseUrl = null, mixed $fallback = null, #[\SensitiveParameter] ?Closure $config = null): ClientFake
     {
         // One made for another base URL or fallback (the entry changed since: a tenancy
         // bootstrapper's config([...])) is made again, as the real client is.
@@ -91,7 +91,7 @@ final class FakeClients
      *        statuses is thrown as the `UpstreamFailed` the real client ends such a call with
      * @param Closure(): Response $stray sends the call through the real client
      */
-    public function answer(#[\SensitiveParameter] RecordedRequest $request, array $retryOn, Closure $stray): Response
+    public function answer(#[\SensitiveParameter] RecordedRequest $request, array $retryOn, #[\SensitiveParameter] Closure $stray): Response
     {
         $answer = $this->next($request);
         if ($answer === null) {
