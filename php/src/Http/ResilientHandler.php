@@ -42,8 +42,8 @@ use Resilient\UpstreamFailed;
  *   else (a body over `max_body`, one that cannot be read or decoded, a sink that cannot be
  *   written) a `RequestException`;
  * - the client's own refusals before any attempt went out (`FunnelFull`, `CircuitOpen`,
- *   `BudgetExhausted`, `DeadlineExceeded` with `failure()` null) and bad options reject with
- *   the exception itself.
+ *   `DeadlineExceeded` with `failure()` null) and bad options reject with the exception
+ *   itself.
  *
  * Requests, options, bodies and responses are `#[\SensitiveParameter]`: a stack trace's
  * arguments (`zend.exception_ignore_args=0`, which error trackers collect) would carry their
