@@ -141,13 +141,12 @@ pub use metrics_events::{attempt_class, end_open_attempts, refusal_of, MetricsEv
 pub use multipart::{Multipart, Part, PartContents};
 pub use option_file::{read_pem, MAX_PEM_FILE};
 pub use options::{
-    no_control_characters, parse_redis_url, shown_label, shown_name, BackendKind, BackoffOptions,
-    BudgetOptions, CircuitOptions, ClientConfig, FunnelOptions, OnBackendError, RedisUrl,
-    MAX_ATTEMPTS,
+    no_control_characters, parse_redis_url, shown_name, BackendKind, BackoffOptions, BudgetOptions,
+    CircuitOptions, ClientConfig, FunnelOptions, OnBackendError, RedisUrl, MAX_ATTEMPTS,
 };
 pub use policy::{Caps, Policy};
 pub use pool::{abort_abandoned_pools, BatchSummary};
-pub use request::{Body, PreparedRequest, RequestOptions};
+pub use request::{shown_label, Body, PreparedRequest, RequestOptions};
 pub use reqwest::header::{HeaderName, HeaderValue};
 pub use reqwest::Url;
 pub use reqwest_transport::ReqwestTransport;

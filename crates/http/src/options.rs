@@ -648,51 +648,10 @@ pub fn shown_name(name: &str) -> String {
     shown
 }
 
-/// A label a caller gave (a pool request's key) as an error may show it. Keys made from URLs
-/// are common (`array_combine($urls, ...)`): one that is a URL shows as URLs do in messages,
-/// without user-info, query or fragment; any other up to its first character that is not a
-/// letter, digit, space or one of `-_./` (a `user:password@`, a `?token=`), then "…", and 64
-/// characters at most.
-pub fn shown_label(label: &str) -> String {
-    if let Ok(url) = Url::parse(label) {
-        if url.has_host() {
-            return crate::request::display_url(&url);
-        }
-    }
-    let plain = |c: char| c.is_alphanumeric() || " -_./".contains(c);
-    let end = label.find(|c: char| !plain(c)).unwrap_or(label.len());
-    let mut shown = truncate(&label[..end], 64);
-    if shown.len() < label.len() {
-        shown.push('…');
-    }
-    shown
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    #[test]
-    fn a_label_shows_no_credentials_query_or_control_characters() {
-        for (label, shown) in [
-            ("sku-1", "sku-1"),
-            ("user/42 page.2", "user/42 page.2"),
-            ("http://u:SECRET@h:8080/x?token=Q#f", "http://h:8080/x"),
-            (
-                "https://api.example/quote?key=Q",
-                "https://api.example/quote",
-            ),
-            ("/quote?token=Q", "/quote…"),
-            ("u:SECRET@host", "u…"),
-            ("a\nb", "a…"),
-            ("", ""),
-        ] {
-            assert_eq!(shown_label(label), shown, "{label:?}");
-        }
-        let long = "x".repeat(100);
-        assert_eq!(shown_label(&long), format!("{}…", "x".repeat(64)));
-    }
 
     fn err(e: ConfigError) -> String {
         e.to_string()

@@ -81,6 +81,26 @@ pub fn display_url(url: &Url) -> String {
     shown
 }
 
+/// A label a caller gave (a pool request's key) as an error may show it. Keys made from URLs
+/// are common (`array_combine($urls, ...)`): one that is a URL shows as URLs do in messages,
+/// without user-info, query or fragment; any other up to its first character that is not a
+/// letter, digit, space or one of `-_./` (a `user:password@`, a `?token=`), then "…", and 64
+/// characters at most.
+pub fn shown_label(label: &str) -> String {
+    if let Ok(url) = Url::parse(label) {
+        if url.has_host() {
+            return display_url(&url);
+        }
+    }
+    let plain = |c: char| c.is_alphanumeric() || " -_./".contains(c);
+    let end = label.find(|c: char| !plain(c)).unwrap_or(label.len());
+    let mut shown = crate::options::truncate(&label[..end], 64);
+    if shown.len() < label.len() {
+        shown.push('…');
+    }
+    shown
+}
+
 /// A request body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
@@ -638,6 +658,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.url.query(), Some("key=abc&page=2&a+b=2"));
+    }
+
+    #[test]
+    fn a_label_shows_no_credentials_query_or_control_characters() {
+        for (label, shown) in [
+            ("sku-1", "sku-1"),
+            ("user/42 page.2", "user/42 page.2"),
+            ("http://u:SECRET@h:8080/x?token=Q#f", "http://h:8080/x"),
+            (
+                "https://api.example/quote?key=Q",
+                "https://api.example/quote",
+            ),
+            ("/quote?token=Q", "/quote…"),
+            ("u:SECRET@host", "u…"),
+            ("a\nb", "a…"),
+            ("", ""),
+        ] {
+            assert_eq!(shown_label(label), shown, "{label:?}");
+        }
+        let long = "x".repeat(100);
+        assert_eq!(shown_label(&long), format!("{}…", "x".repeat(64)));
     }
 
     #[test]
