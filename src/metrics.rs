@@ -17,7 +17,7 @@ use resilient_core::{
 use resilient_http::{CallEnd, CallEvents, MetricsEvents, Outcome};
 
 use crate::array_keys::{self, key_set, ArrayBuilder, Key, Keys, Shape, Shaped};
-use crate::{errors, segment};
+use crate::{coerce, errors, segment};
 
 /// Host-wide metrics per upstream name (static; not instantiable).
 #[php_class]
@@ -398,11 +398,10 @@ impl Metrics {
     /// successful attempt of `$seconds` under `$name`, through the same recorder the attempt
     /// loop uses.
     pub fn record_synthetic(
-        name: crate::coerce::StringArg,
+        name: coerce::StringArg,
         calls: &Zval,
         seconds: Option<&Zval>,
     ) -> PhpResult<()> {
-        use crate::coerce;
         use resilient_core::validate;
         const FUNCTION: &str = "Resilient\\Metrics::recordSynthetic";
         let name = name.utf8(FUNCTION, 1, "name")?;

@@ -85,7 +85,7 @@ final class ResilientManager
             // A stray call goes through the real client without its fallback: its Unavailable
             // comes back to the fake, which records it and applies the fallback itself, as it
             // does for a scripted one.
-            $config = array_key_exists($name, $clients) ? fn () => $this->clientConfig($name) : null;
+            $config = $configured ? fn () => $this->clientConfig($name) : null;
 
             return $this->fake->client($name, fn () => $this->realClient($name, withFallback: false), $base, $fallback, $config);
         }

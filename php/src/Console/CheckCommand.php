@@ -120,7 +120,8 @@ final class CheckCommand extends Command
                 }
             },
             $longestRelease,
-            array_keys($broken),
+            // As text: an int key ('100') is no other name ('1e2') in a loose comparison.
+            array_map('strval', array_keys($broken)),
         );
 
         $jobs = JobClasses::in($paths, $errors);

@@ -30,8 +30,8 @@ final class ConfigKeys
                 $problems[] = self::unknown("resilient.$key", 'unknown key, ignored', (string) $key, array_keys($known));
             } elseif ($key === 'log_channel' && ($problem = self::logChannelProblem($value)) !== null) {
                 $problems[] = $problem;
-            } elseif (in_array($key, ['funnels', 'budgets'], true) && $value !== null && ! is_array($value)) {
-                // (`clients` is said where its entries are read.)
+            } elseif ($key === 'funnels' || $key === 'budgets') {
+                // A section that is no array of entries (`clients` is said where its entries are read).
                 try {
                     \Resilient\Laravel\ResilientManager::sectionOf($config, $key);
                 } catch (\InvalidArgumentException $e) {

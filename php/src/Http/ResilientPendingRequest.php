@@ -10,6 +10,7 @@ use GuzzleHttp\Promise\Create;
 use Illuminate\Http\Client\PendingRequest;
 use LogicException;
 use Resilient\Laravel\ResilientManager;
+use Resilient\Laravel\Testing\CallValidator;
 
 /**
  * What `Http::resilient('shipping')` returns: Laravel's PendingRequest (its events, its
@@ -85,9 +86,10 @@ class ResilientPendingRequest extends PendingRequest
         $base = (string) ($copy->baseUrl ?? '');
         $configured = $config['base_url'] ?? '';
         if (! is_string($configured)) {
-            // As the client itself says it (each call would otherwise fail inside Laravel with
-            // "Array to string conversion").
-            throw new \TypeError(sprintf("resilient.clients.%s: option 'base_url' must be of type string, %s given", $name, get_debug_type($configured)));
+            // The client's own TypeError, as each call would give it (not PHP's "Array to
+            // string conversion" inside Laravel); without the extension, the call says so.
+            CallValidator::for($name, $config);
+            $configured = '';
         }
         if ($base === '' || $base === $copy->resilientConfiguredBaseUrl) {
             $copy->baseUrl = $configured;

@@ -270,7 +270,13 @@ final class ClientFake
      */
     private function checker(): ?Client
     {
-        return $this->checker ??= CallValidator::for($this->name, $this->config !== null ? ($this->config)() : [], $this->baseUrl);
+        return $this->checker ??= CallValidator::for($this->name, $this->entry(), $this->baseUrl);
+    }
+
+    /** The name's client config as it is now ([] for a name only faked). */
+    private function entry(): array
+    {
+        return $this->config !== null ? ($this->config)() : [];
     }
 
     /**
@@ -279,9 +285,8 @@ final class ClientFake
      *
      * @return list<int>
      */
-    private function retryOn(): array
+    private static function retryOn(#[\SensitiveParameter] array $config): array
     {
-        $config = $this->config !== null ? ($this->config)() : [];
         $statuses = $config['retry_on'] ?? self::RETRY_ON;
 
         return is_array($statuses) ? array_map('intval', array_filter($statuses, 'is_numeric')) : self::RETRY_ON;
@@ -290,10 +295,10 @@ final class ClientFake
     /** The scripted answer to one call (recorded), or the real client's for a stray one. */
     private function answer(string $method, #[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $data, #[\SensitiveParameter] array $options): Response
     {
-        $configured = ConfiguredHeaders::of($this->config !== null ? ($this->config)() : []);
-        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl, $configured);
+        $config = $this->entry();
+        $request = new RecordedRequest($this->name, $method, $path, $data, $options, $this->baseUrl, ConfiguredHeaders::of($config));
 
-        return $this->fakes->answer($request, $this->retryOn(), function () use ($method, $path, $data, $options) {
+        return $this->fakes->answer($request, self::retryOn($config), function () use ($method, $path, $data, $options) {
             $real = ($this->real)();
 
             return match ($method) {

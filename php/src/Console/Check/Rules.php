@@ -43,7 +43,7 @@ final class Rules
         private ?\Closure $funnelOptions = null,
         /** The longest release of a refused job (`resilient.queue.release_delay`'s max), s. */
         private int $longestRelease = 30,
-        /** @var list<int|string> clients whose entry every call refuses (reported as errors) */
+        /** @var list<string> clients whose entry every call refuses (reported as errors) */
         private array $broken = [],
     ) {
     }
@@ -155,7 +155,7 @@ final class Rules
     /** Why no call can use client $name, or null when its config builds one. */
     private function unknown(string $name): ?string
     {
-        if (in_array($name, array_map('strval', $this->broken), true)) {
+        if (in_array($name, $this->broken, true)) {
             return 'whose entry in config/resilient.php cannot be built (the error above): every call throws';
         }
         if (! isset($this->clients[$name]) || ! is_array($this->clients[$name])) {
