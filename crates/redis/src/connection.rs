@@ -46,9 +46,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use crate::connect_thread::ConnectThread;
 use crate::lookup::{self, Lookup, Resolver};
 use crate::target::Target;
-use crate::unix_connect::UnixConnect;
 
 /// The first back-off after a failure.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -198,8 +198,8 @@ pub struct Server {
     slot: Mutex<Slot>,
     /// The cluster nodes a redirection named, shared by the URL's server and those nodes'.
     redirects: Link,
-    /// A `unix://` server's connects (`unix_connect.rs`).
-    unix: UnixConnect,
+    /// Where this server's connects run, each bounded by its wait (`connect_thread.rs`).
+    connects: ConnectThread,
     /// When the last operation began that Redis answered (monotonic ms; 0: never).
     answered_ms: AtomicU64,
 }
@@ -486,7 +486,7 @@ impl Server {
             resolver,
             slot: Mutex::new(Slot::new(0, resolver)),
             redirects,
-            unix: UnixConnect::default(),
+            connects: ConnectThread::default(),
             answered_ms: AtomicU64::new(0),
         })
     }
@@ -826,28 +826,9 @@ impl Server {
     /// has the name looked up again (the host may have moved). TLS needs the name itself (the
     /// certificate is checked against it), so for `rediss://` a fresh lookup first shows, within
     /// the wait, that the resolver answers; the redis crate's connect then looks the name up
-    /// once more, unbounded, and gives each address the whole wait.
-    ///
-    /// The URL's database is selected after the handshake, within what is left: redis-rs sends
-    /// SELECT in the handshake's pipeline (after AUTH or HELLO) and reads each reply with the
-    /// whole timeout, so a stalled Redis held the connect for twice its wait.
+    /// once more. Each connect, its handshake and the URL's database included, runs on the
+    /// connect thread, bounded by what is left of the wait (`connect_thread.rs`).
     fn connect(
-        &self,
-        lookup: &mut Lookup,
-        left: &impl Fn() -> Duration,
-    ) -> redis::RedisResult<redis::Connection> {
-        let mut conn = self.open(lookup, left)?;
-        if self.target.db != 0 {
-            fit(&mut conn, &mut None, left())?;
-            redis::cmd("SELECT")
-                .arg(self.target.db)
-                .query::<()>(&mut conn)?;
-        }
-        Ok(conn)
-    }
-
-    /// Opens a connection to the database 0 (see [`Server::connect`]).
-    fn open(
         &self,
         lookup: &mut Lookup,
         left: &impl Fn() -> Duration,
@@ -861,17 +842,17 @@ impl Server {
         let (host, port, tls) = match &self.target.info.addr {
             redis::ConnectionAddr::Tcp(host, port) => (host, *port, false),
             redis::ConnectionAddr::TcpTls { host, port, .. } => (host, *port, true),
-            redis::ConnectionAddr::Unix(_) => return self.unix.connect(&self.client, left()),
+            redis::ConnectionAddr::Unix(_) => return self.dial(self.client.clone(), left()),
         };
         if host.parse::<std::net::IpAddr>().is_ok() {
-            return self.client.get_connection_with_timeout(left());
+            return self.dial(self.client.clone(), left());
         }
         let addrs = lookup.addresses(host, port, left(), tls)?;
         if tls {
             if left() < MIN_WAIT {
                 return Err(no_time());
             }
-            return self.client.get_connection_with_timeout(left());
+            return self.dial(self.client.clone(), left());
         }
         let mut last = None;
         let mut refused = false;
@@ -882,7 +863,7 @@ impl Server {
             }
             let mut info = self.target.info.clone();
             info.addr = redis::ConnectionAddr::Tcp(lookup::numeric_host(&addr), addr.port());
-            match redis::Client::open(info).and_then(|c| c.get_connection_with_timeout(wait)) {
+            match redis::Client::open(info).and_then(|c| self.dial(c, wait)) {
                 Ok(conn) => return Ok(conn),
                 // The address did not answer, or refused: the others first next time.
                 Err(e) if e.kind() == redis::ErrorKind::IoError => {
@@ -898,6 +879,37 @@ impl Server {
             lookup.forget();
         }
         Err(last.unwrap_or_else(no_time))
+    }
+
+    /// Connects with `client` on the connect thread, waiting `wait` at most, and selects the
+    /// URL's database: redis-rs sends SELECT in the handshake's pipeline (after AUTH or HELLO)
+    /// and reads each reply with the whole timeout, so it is sent here, after the handshake,
+    /// within what the handshake left. A TLS connection makes its handshake at its first
+    /// command, so one is sent here too (SELECT, or PING for the database 0): the first
+    /// admission would otherwise make it, outside the connect thread's bound.
+    fn dial(&self, client: redis::Client, wait: Duration) -> redis::RedisResult<redis::Connection> {
+        let db = self.target.db;
+        let tls = matches!(
+            client.get_connection_info().addr,
+            redis::ConnectionAddr::TcpTls { .. }
+        );
+        self.connects.run(wait, move || {
+            let started = Instant::now();
+            let mut conn = client.get_connection_with_timeout(wait)?;
+            if db != 0 || tls {
+                fit(&mut conn, &mut None, wait.saturating_sub(started.elapsed()))?;
+            }
+            if db != 0 {
+                redis::cmd("SELECT").arg(db).query::<()>(&mut conn)?;
+            } else if tls {
+                // Any answer shows the handshake made (an ACL may refuse PING itself).
+                match redis::cmd("PING").query::<redis::Value>(&mut conn) {
+                    Err(e) if e.code().is_none() => return Err(e),
+                    _ => {}
+                }
+            }
+            Ok(conn)
+        })
     }
 
     /// Sends `cmd` without waiting for its reply (read, and dropped, before the next command

@@ -6,7 +6,8 @@
 //! - `target`: the URL (never shown: it may hold a password), key prefix, hash-tagged keys;
 //! - `connection`: this process's one connection per server (opened again after fork),
 //!   timeouts from the request's deadline, back-off after a failure; `lookup`: the host name's
-//!   lookup, bounded by the same wait; `unix_connect`: a unix socket's connect, bounded too;
+//!   lookup, bounded by the same wait; `connect_thread`: each connect with its handshake,
+//!   bounded too;
 //! - `scripts`: the Lua scripts, one EVALSHA per decision, on the server's clock;
 //! - `funnel`, `budget`, `breaker`: the guard, the retry allowance and the breaker store;
 //! - `backend`: [`Redis`] and the `on_backend_error` behaviours;
@@ -18,6 +19,7 @@
 mod backend;
 mod breaker;
 mod budget;
+mod connect_thread;
 mod connection;
 mod funnel;
 mod leftovers;
@@ -26,7 +28,6 @@ mod report;
 mod scripts;
 mod target;
 mod token;
-mod unix_connect;
 
 pub use backend::Redis;
 pub use connection::{Route, Server, Unreachable, FIRST_BACKOFF, MAX_BACKOFF, MAX_IDLE_SERVERS};
