@@ -46,7 +46,8 @@ namespace Resilient {
         public function delete(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $json = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
-         * `get(string $path, array $query = [], array $options = [])`.
+         * `get(string $path, array $query = [], array $options = [])`. Options given as the query (an
+         * array under `headers`, `query`, `json`, `form_params` or `auth`) are a `\ValueError`.
          * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
          * the call is unavailable.
          *
@@ -58,7 +59,8 @@ namespace Resilient {
         public function get(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $query = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
-         * `head(string $path, array $query = [], array $options = [])`.
+         * `head(string $path, array $query = [], array $options = [])`. Options given as the query (an
+         * array under `headers`, `query`, `json`, `form_params` or `auth`) are a `\ValueError`.
          * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
          * the call is unavailable.
          *

@@ -332,6 +332,28 @@ final class ArgumentsTest extends TestCase
     }
 
     /**
+     * Guzzle's and Symfony's `get($uri, $options)` habit: options given where `get()` takes the
+     * query would be sent in the URL, the bearer token or `auth`'s password with them. Refused
+     * before anything is sent, the secret not shown; a parameter of the same name that holds no
+     * array is a query parameter like any other (the call goes out and finds nothing listening).
+     */
+    public function testRequestOptionsGivenAsTheQueryAreRefusedNotSentInTheUrl(): void
+    {
+        $client = '(new Resilient\\Client("guzzle-habit", ["base_url" => "http://127.0.0.1:9", "max_attempts" => 1]))';
+        $message = fn (string $method, string $key) => "Resilient\\Client::$method(): Argument #2 (\$query) holds the key '$key' with an array, as Guzzle's request options do: the options are argument #3 (\$options); as a query they would be sent in the URL";
+        foreach ([
+            ['get', 'headers', '["headers" => ["Authorization" => "Bearer s3cr3tT0k"]]'],
+            ['get', 'auth', '["auth" => ["user", "s3cr3tT0k"]]'],
+            ['head', 'query', '["page" => 1, "query" => ["token" => "s3cr3tT0k"]]'],
+        ] as [$method, $key, $query]) {
+            $result = $this->thrownInAChild("{$client}->$method('/me', $query);");
+            $this->assertSame([\ValueError::class, $message($method, $key)], [$result['class'], $result['message']]);
+        }
+        $sent = $this->thrownInAChild("{$client}->get('/me', ['headers' => 'plain', 'json' => 1]);");
+        $this->assertSame('Resilient\\UpstreamFailed', $sent['class'], json_encode($sent));
+    }
+
+    /**
      * PHP lets code call `__construct()` again on a live object; the Rust value behind it was
      * then replaced in place, also while a method of it ran (a client re-constructed by its own
      * `on_attempt` in mid-call went on under the new name, with references into the dropped
