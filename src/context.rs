@@ -99,6 +99,8 @@ pub fn caps(web: bool) -> resilient_http::Caps {
         timeout: seconds(ini::WEB_TIMEOUT, ini::web_timeout),
         connect_timeout: seconds(ini::WEB_CONNECT_TIMEOUT, ini::web_connect_timeout),
         max_attempts: binds(ini::WEB_MAX_ATTEMPTS, web).then(ini::web_max_attempts),
+        timeout_name: "resilient.web_timeout",
+        max_attempts_name: "resilient.web_max_attempts",
     }
 }
 

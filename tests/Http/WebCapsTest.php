@@ -13,6 +13,7 @@ use Resilient\Tests\Harness\Run;
  * Must show 8: under real php-fpm a web request gets the web caps (attempt timeout ≤
  * resilient.web_timeout, connect ≤ web_connect_timeout, attempts ≤ web_max_attempts, i.e. no
  * retry by default); the same client in CLI (a queue worker) retries with its configured values.
+ * The messages name the caps, which the client's options do not show.
  */
 final class WebCapsTest extends HttpTestCase
 {
@@ -55,6 +56,7 @@ final class WebCapsTest extends HttpTestCase
         $this->assertFalse($web['results'][0]['ok']);
         $this->assertSame('Resilient\\UpstreamFailed', $web['results'][0]['class']);
         $this->assertCount(1, $web['results'][0]['records'], 'web: no retry');
+        $this->assertStringContainsString('max_attempts (1, capped by resilient.web_max_attempts) reached', $web['results'][0]['message'], 'the message says where the 1 comes from');
         $this->assertCount(1, $this->up->attempts($key, 1));
 
         $cli = PhpProcess::script(__DIR__ . '/fixtures/call.php', [base64_encode(json_encode($this->spec($key)))])->wait(20.0)->json();
@@ -72,6 +74,7 @@ final class WebCapsTest extends HttpTestCase
         $r = $web['results'][0];
         $this->assertFalse($r['ok']);
         $this->assertSame('timeout', $r['records'][0]['error']);
+        $this->assertStringContainsString('the attempt timed out after 1s, cut to resilient.web_timeout', $r['message']);
         // timeout => 30 was asked for; this pool's resilient.web_timeout = 1 wins.
         $this->assertGreaterThanOrEqual(990.0, $r['elapsed_ms']);
         $this->assertLessThan(2000.0, $r['elapsed_ms'], 'the 1 s cap, not the 30 s asked for');

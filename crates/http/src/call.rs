@@ -444,8 +444,14 @@ impl Call {
         );
         let (timeout, connect_timeout) = self.policy.attempt_limits(room);
         let cut_short = timeout == remaining && remaining < self.policy.timeout;
-        // What cut the attempt's timeout below its own, when it was a permit's bound.
-        let cut_by = lapsing.filter(|_| timeout == room && room < self.policy.timeout);
+        // What cut the attempt's timeout below its own, when it was a permit's bound, or below
+        // the options', when it was a cap.
+        let cut_by = lapsing
+            .filter(|_| timeout == room && room < self.policy.timeout)
+            .or(self
+                .policy
+                .timeout_capped_by
+                .filter(|_| timeout == self.policy.timeout));
         self.attempts = number;
         let began = self.env.clock.monotonic_ns();
         let limits = AttemptLimits {

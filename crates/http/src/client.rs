@@ -197,6 +197,8 @@ impl HttpClient {
             max_retry_after: config.max_retry_after,
             funnel_wait: config.funnel.map_or(Duration::ZERO, |f| f.wait),
             max_body: config.max_body,
+            timeout_capped_by: None,
+            max_attempts_capped_by: None,
         }
         .capped(caps)
     }

@@ -92,7 +92,11 @@ pub enum GiveUpReason {
     NotRetryable,
     /// POST/PATCH without an idempotency key.
     NotIdempotent,
-    MaxAttempts(u32),
+    /// `max_attempts` attempts were made; `capped_by`: the cap that lowered it, by name.
+    MaxAttempts {
+        n: u32,
+        capped_by: Option<&'static str>,
+    },
     RetryAfterTooLong {
         wait: Duration,
         max: Duration,
@@ -137,7 +141,13 @@ impl fmt::Display for GiveUpReason {
             GiveUpReason::NotIdempotent => f.write_str(
                 "not retried: the method is not idempotent and no idempotency_key was given",
             ),
-            GiveUpReason::MaxAttempts(n) => write!(f, "max_attempts ({n}) reached"),
+            GiveUpReason::MaxAttempts { n, capped_by: None } => {
+                write!(f, "max_attempts ({n}) reached")
+            }
+            GiveUpReason::MaxAttempts {
+                n,
+                capped_by: Some(cap),
+            } => write!(f, "max_attempts ({n}, capped by {cap}) reached"),
             GiveUpReason::RetryAfterTooLong { wait, max } => write!(
                 f,
                 "Retry-After {} exceeds max_retry_after {}, failing without waiting",

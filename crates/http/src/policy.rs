@@ -34,6 +34,11 @@ pub struct Caps {
     pub timeout: Option<Duration>,
     pub connect_timeout: Option<Duration>,
     pub max_attempts: Option<u32>,
+    /// The settings the caps come from, named in the message of a call one of them made
+    /// shorter than its options say (`max_attempts (1, capped by resilient.web_max_attempts)
+    /// reached`): the option alone would leave the reader looking for a 1 nowhere written.
+    pub timeout_name: &'static str,
+    pub max_attempts_name: &'static str,
 }
 
 /// The numbers the loop runs on.
@@ -51,6 +56,9 @@ pub struct Policy {
     pub funnel_wait: Duration,
     /// The largest response body accepted, in bytes (`max_body`).
     pub max_body: u64,
+    /// The caps that lowered `timeout` and `max_attempts`, by name (see [`Caps`]).
+    pub timeout_capped_by: Option<&'static str>,
+    pub max_attempts_capped_by: Option<&'static str>,
 }
 
 /// How often a waiting attempt looks for a free funnel slot (a few shared-memory loads).
@@ -88,15 +96,23 @@ impl Policy {
     /// Applies caller caps (each only lowers a value).
     pub fn capped(mut self, caps: Caps) -> Self {
         if let Some(t) = caps.timeout {
-            self.timeout = self.timeout.min(t);
+            if t < self.timeout {
+                self.timeout = t;
+                self.timeout_capped_by = Some(caps.timeout_name).filter(|n| !n.is_empty());
+            }
             // A web request must not sit in a funnel queue longer than it may wait for an answer.
             self.funnel_wait = self.funnel_wait.min(t);
         }
         if let Some(c) = caps.connect_timeout {
             self.connect_timeout = self.connect_timeout.min(c);
         }
-        if let Some(n) = caps.max_attempts {
-            self.max_attempts = self.max_attempts.min(n.max(1));
+        if let Some(n) = caps
+            .max_attempts
+            .map(|n| n.max(1))
+            .filter(|n| *n < self.max_attempts)
+        {
+            self.max_attempts = n;
+            self.max_attempts_capped_by = Some(caps.max_attempts_name).filter(|n| !n.is_empty());
         }
         self
     }
@@ -156,7 +172,10 @@ impl Policy {
             return upstream(GiveUpReason::NotIdempotent);
         }
         if facts.attempt >= self.max_attempts {
-            return upstream(GiveUpReason::MaxAttempts(self.max_attempts));
+            return upstream(GiveUpReason::MaxAttempts {
+                n: self.max_attempts,
+                capped_by: self.max_attempts_capped_by,
+            });
         }
         if let Some(wait) = facts.retry_after.filter(|w| *w > self.max_retry_after) {
             return upstream(GiveUpReason::RetryAfterTooLong {
@@ -207,6 +226,8 @@ mod tests {
             max_retry_after: Duration::from_secs(30),
             funnel_wait: Duration::ZERO,
             max_body: 32 << 20,
+            timeout_capped_by: None,
+            max_attempts_capped_by: None,
         };
         p.timeout = 300 * MS;
         p.max_attempts = 3;
@@ -396,7 +417,10 @@ mod tests {
             matches!(
                 n,
                 Next::GiveUp {
-                    reason: GiveUpReason::MaxAttempts(3)
+                    reason: GiveUpReason::MaxAttempts {
+                        n: 3,
+                        capped_by: None
+                    }
                 }
             ),
             "{n:?}"
@@ -469,6 +493,7 @@ mod tests {
             timeout: Some(Duration::from_secs(10)),
             connect_timeout: Some(Duration::from_secs(3)),
             max_attempts: Some(1),
+            ..Caps::default()
         };
         let c = p.clone().capped(caps);
         assert_eq!(

@@ -819,8 +819,9 @@ async fn web_caps_lower_timeouts_and_attempts() {
         timeout: Some(Duration::from_secs(10)),
         connect_timeout: Some(Duration::from_secs(3)),
         max_attempts: Some(1),
+        ..Caps::default()
     };
-    let c = HttpClient::new(config, caps, rig.env.clone());
+    let c = HttpClient::new(config.clone(), caps, rig.env.clone());
     let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
     assert_eq!(e.attempts(), 1);
     let limits = rig.transport.seen()[0].limits.clone();
@@ -828,6 +829,39 @@ async fn web_caps_lower_timeouts_and_attempts() {
         (limits.timeout, limits.connect_timeout),
         (Duration::from_secs(10), Duration::from_secs(3))
     );
+    // The message names the settings that made the call shorter than its options say: the
+    // client asked for 3 attempts of 30 s.
+    let named = Caps {
+        timeout_name: "resilient.web_timeout",
+        max_attempts_name: "resilient.web_max_attempts",
+        ..caps
+    };
+    let c = HttpClient::new(config.clone(), named, rig.env.clone());
+    let e = call(&rig, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("max_attempts (1, capped by resilient.web_max_attempts) reached"),
+        "{e}"
+    );
+    let hang = Rig::new(vec![], Step::Hang);
+    let c = HttpClient::new(config, named, hang.env.clone());
+    let e = call(&hang, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the attempt timed out after 10s, cut to resilient.web_timeout"),
+        "{e}"
+    );
+    // A cap above the option changes nothing, and is not named.
+    let above = Caps {
+        max_attempts: Some(5),
+        timeout: Some(Duration::from_secs(60)),
+        ..named
+    };
+    let config = json::config(&json!({"base_url": "http://h", "timeout": 0.5, "max_attempts": 1}));
+    let c = HttpClient::new(config, above, hang.env.clone());
+    let e = call(&hang, &c, "GET", "/", json!({})).await.unwrap_err();
+    assert!(!e.to_string().contains("resilient.web"), "{e}");
+    assert!(e.to_string().contains("max_attempts (1) reached"), "{e}");
 }
 
 /// A funnel slot lapses at its lease's end, when another process may take it: a request's own
