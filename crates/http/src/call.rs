@@ -302,7 +302,10 @@ impl Call {
             drop(left);
             if !allowed {
                 let why = GiveUpReason::BudgetExhausted;
-                let reason = self.give_up(pending.record, why);
+                let mut reason = self.give_up(pending.record, why);
+                if let Some(because) = budget.refused_because(now_ms) {
+                    reason = format!("{reason}: {because}");
+                }
                 return Err(self.unavailable(why.kind(), reason));
             }
             self.withdrawn_at_ms = Some(now_ms);

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::decision::Outcome;
+use crate::decision::{fmt_duration, Outcome};
 use crate::transport::FailureKind;
 
 /// Permission for one attempt. Whatever it holds (a funnel slot) is given back exactly once:
@@ -185,6 +185,12 @@ pub trait RetryAllowance: Send + Sync {
     fn give_back(&self, consumed_at_ms: u64, now_ms: u64) {
         let _ = (consumed_at_ms, now_ms);
     }
+    /// What the budget held when it refused a retry, for the call's message: a budget shared
+    /// beyond the process is found spent by a caller that made no retry yet. Never a URL or a
+    /// secret.
+    fn refused_because(&self, _now_ms: u64) -> Option<String> {
+        None
+    }
 }
 
 impl RetryAllowance for resilient_core::RetryBudget {
@@ -196,6 +202,19 @@ impl RetryAllowance for resilient_core::RetryBudget {
     }
     fn give_back(&self, consumed_at_ms: u64, _now_ms: u64) {
         resilient_core::RetryBudget::give_back(self, consumed_at_ms)
+    }
+    fn refused_because(&self, now_ms: u64) -> Option<String> {
+        let (stats, config) = (self.stats(now_ms), self.config());
+        let allowed = format!("{:.2}", stats.allowed);
+        Some(format!(
+            "{} retries in the last {}, against {} allowed (floor {} + ratio {} × {} originals), counted by every process of this host",
+            stats.retries,
+            fmt_duration(config.window()),
+            allowed.trim_end_matches('0').trim_end_matches('.'),
+            config.floor(),
+            config.ratio(),
+            stats.originals,
+        ))
     }
 }
 

@@ -616,11 +616,26 @@ fn shared_rig(
 async fn the_real_shared_budget_bounds_attempts_too() {
     let budget = json!({"budget": {"ratio": 0.1, "floor": 5, "window": 60}});
     let (rig, c, _) = shared_rig("budget", budget, true, status(503));
+    let mut last = None;
     for _ in 0..100 {
-        assert!(call(&rig, &c, "GET", "/", json!({})).await.is_err());
+        last = call(&rig, &c, "GET", "/", json!({})).await.err();
+        assert!(last.is_some());
     }
     let attempts = rig.sends();
     assert!((105..=115).contains(&attempts), "{attempts} attempts");
+    // The refusal says what the budget held, and that it is the host's, not the process's (a
+    // fresh CLI run may find it spent).
+    let e = last.unwrap();
+    assert!(e.is_budget_exhausted(), "{e}");
+    let spent = attempts - 100;
+    assert!(
+        e.to_string().contains(&format!(
+            "retry budget exhausted: {spent} retries in the last 60s, against {} allowed \
+             (floor 5 + ratio 0.1 × 100 originals), counted by every process of this host",
+            5 + 10
+        )),
+        "{e}"
+    );
 }
 
 /// A retry the budget allowed and a guard then refused (the breaker the first answer opened)
