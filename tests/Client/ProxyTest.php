@@ -131,6 +131,30 @@ final class ProxyTest extends ClientTestCase
         $this->assertDirect($key);
     }
 
+    /**
+     * A proxy that is down refuses the connect as an upstream would: the message says a proxy
+     * carries the request, or the reader looks for a fault in an upstream that is up.
+     */
+    public function testAConnectErrorSaysAProxyCarriesTheRequest(): void
+    {
+        [$key, $base] = $this->key('proxydead');
+        $dead = 'http://127.0.0.1:9';
+        try {
+            $this->client($base, ['proxy' => $dead, 'max_attempts' => 1])->get('/x');
+            $this->fail('the proxy is down');
+        } catch (\Resilient\UpstreamFailed $e) {
+            $this->assertSame('connect', $e->failure());
+            $this->assertStringContainsString("a proxy is set for http:// URLs (option 'proxy' or the environment's *_PROXY): the failure may be the proxy's", $e->getMessage());
+        }
+        $this->assertSame([], $this->up->attempts($key, 0));
+        try {
+            $this->client($dead, ['max_attempts' => 1])->get('/x');
+            $this->fail('nothing listens there');
+        } catch (\Resilient\UpstreamFailed $e) {
+            $this->assertStringNotContainsString('proxy', $e->getMessage(), 'no proxy, none named');
+        }
+    }
+
     public function testProxyIsAlsoAPerRequestOption(): void
     {
         [$key, $base] = $this->key('proxyreq');

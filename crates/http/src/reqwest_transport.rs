@@ -238,6 +238,7 @@ impl Transport for ReqwestTransport {
         // when the attempt's own timeout is no longer, it is that limit a connect runs out of,
         // as the plain-http transport says it.
         let connect_is_cut = limits.connect_timeout_setting >= timeout;
+        let proxied = proxy_for(request);
         let clients = self.clients.clone();
         Box::pin(async move {
             // The process's runtime runs only while a call runs, so a kept connection the server
@@ -249,11 +250,18 @@ impl Transport for ReqwestTransport {
             let answered = (clients.clone(), origin.0.clone());
             let exchange = async move {
                 let mut response = builder.send().await.map_err(|e| {
-                    if connect_is_cut && e.is_connect() && e.is_timeout() {
+                    let mut e = if connect_is_cut && e.is_connect() && e.is_timeout() {
                         attempt_timed_out()
                     } else {
                         map_error(e)
+                    };
+                    if let (Some(scheme), FailureKind::Connect) = (proxied, e.kind) {
+                        e.detail = format!(
+                            "{}; a proxy is set for {scheme}:// URLs (option 'proxy' or the environment's *_PROXY): the failure may be the proxy's",
+                            e.detail
+                        );
                     }
+                    e
                 })?;
                 {
                     let (clients, origin) = answered;
@@ -301,6 +309,20 @@ impl Transport for ReqwestTransport {
 
 fn attempt_timed_out() -> TransportError {
     TransportError::new(FailureKind::Timeout, "the attempt timed out")
+}
+
+/// The request's scheme when a proxy is set for it (the request's or client's `proxy` option,
+/// else the environment's): a connect error may then be the proxy's, which refuses as an
+/// upstream would. (A host its `no` list or `NO_PROXY` exempts goes direct all the same: the
+/// message says "may".)
+fn proxy_for(request: &PreparedRequest) -> Option<&'static str> {
+    let https = request.url.scheme() == "https";
+    let set = match &request.transport.proxy {
+        Some(proxy) if https => proxy.https.is_some(),
+        Some(proxy) => proxy.http.is_some(),
+        None => proxy_configured(),
+    };
+    set.then_some(if https { "https" } else { "http" })
 }
 
 /// Whether the environment names a proxy (reqwest honours `HTTP(S)_PROXY` / `ALL_PROXY`, as curl
