@@ -128,7 +128,8 @@ final class RequestShapeTest extends HttpTestCase
             [['body' => ['x']], \TypeError::class, "option 'body' must be of type string, array given"],
             [['query' => 'a=1'], \TypeError::class, "option 'query' must be of type array, string given"],
             [['headers' => ['X-A' => ['ok', new \stdClass()]]], \TypeError::class, "option 'headers.X-A' must be of type string"],
-            [['idempotency_key' => ''], \ValueError::class, "option 'idempotency_key': must be a non-empty string"],
+            [['idempotency_key' => ''], \ValueError::class, "option 'idempotency_key': must be a non-empty string, got an empty string"],
+            [['idempotency_key' => '   '], \ValueError::class, "option 'idempotency_key': must be a non-empty string, got only white space"],
             [['query' => ['o' => new \stdClass()]], \TypeError::class, "option 'query' must be of type"],
             [['jsn' => []], \ValueError::class, "option 'jsn': unknown option (known: query, json, body, form, multipart, headers, idempotency_key, timeout, connect_timeout, sink, verify, cert, ssl_key, proxy, allow_redirects, decode_content)"],
         ];

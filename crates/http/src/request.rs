@@ -184,9 +184,13 @@ impl RequestOptions {
     /// The `Idempotency-Key` (not blank).
     pub fn idempotency_key(mut self, key: &str) -> Result<Self, ConfigError> {
         if key.trim().is_empty() {
+            let got = match key.is_empty() {
+                true => "an empty string",
+                false => "only white space",
+            };
             return Err(ConfigError::new(
                 "idempotency_key",
-                "must be a non-empty string, got an empty string",
+                format!("must be a non-empty string, got {got}"),
             ));
         }
         self.idempotency_key = Some(HeaderValue::from_str(key).map_err(|_| {
