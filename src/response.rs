@@ -238,6 +238,28 @@ impl Response {
     pub fn redirected(&self) -> bool {
         self.inner.redirected()
     }
+
+    /// What `var_dump()`, `print_r()` and Laravel's `dump()` show: the status, the URL without
+    /// its query (`url()` keeps it), the attempts and the time, the headers' names and the
+    /// body's length. No header's value and no body: a `Set-Cookie` or a token in an answer
+    /// would end up in the logs that dumps go to. `headers()` and `body()` give them.
+    pub fn __debug_info(&self) -> PhpResult<ZBox<ZendHashTable>> {
+        let mut info = ZendHashTable::new();
+        info.insert("status", self.status())?;
+        info.insert("url", self.inner.url().map(resilient_http::shown_label))?;
+        info.insert("attempts", self.attempts())?;
+        info.insert("elapsedMs", self.elapsed_ms())?;
+        let mut names = ZendHashTable::new();
+        for (name, _) in self.inner.headers_grouped() {
+            names.push(name)?;
+        }
+        info.insert("headers", names)?;
+        info.insert(
+            "bodyBytes",
+            i64::try_from(self.inner.body().len()).unwrap_or(i64::MAX),
+        )?;
+        Ok(info)
+    }
 }
 
 /// `$default` as Laravel's `value()` gives it: a `Closure` called, anything else as it is.

@@ -529,6 +529,16 @@ namespace Resilient {
         private function __construct() {}
 
         /**
+         * What `var_dump()`, `print_r()` and Laravel's `dump()` show: the status, the URL without
+         * its query (`url()` keeps it), the attempts and the time, the headers' names and the
+         * body's length. No header's value and no body: a `Set-Cookie` or a token in an answer
+         * would end up in the logs that dumps go to. `headers()` and `body()` give them.
+         *
+         * @return array
+         */
+        public function __debugInfo(): array {}
+
+        /**
          * Attempts the call made, the first one included.
          *
          * @return int
