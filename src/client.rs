@@ -286,7 +286,8 @@ impl Client {
     }
 
     /// `get(string $path, array $query = [], array $options = [])`. Options given as the query (an
-    /// array under `headers`, `query`, `json`, `form_params` or `auth`) are a `\ValueError`.
+    /// array under `headers`, `query`, `json`, `form`, `multipart`, `cert`, `ssl_key`, `proxy`,
+    /// `form_params` or `auth`) are a `\ValueError`.
     /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
     /// the call is unavailable.
     pub fn get(
@@ -299,8 +300,8 @@ impl Client {
         self.verb(name, "GET", &path, query.as_ref(), options.as_ref())
     }
 
-    /// `head(string $path, array $query = [], array $options = [])`. Options given as the query (an
-    /// array under `headers`, `query`, `json`, `form_params` or `auth`) are a `\ValueError`.
+    /// `head(string $path, array $query = [], array $options = [])`. Options given as the query
+    /// are a `\ValueError`, as for `get()`.
     /// Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
     /// the call is unavailable.
     pub fn head(
@@ -538,7 +539,7 @@ impl Client {
         let data = ArrayArg::optional(data, function, 2, data_name)?;
         if let Some(key) = data.filter(|_| query).and_then(options_mistaken_for_query) {
             return Err(exceptions::value_error(format!(
-                "{function}(): Argument #2 ($query) holds the key '{key}' with an array, as Guzzle's request options do: the options are argument #3 ($options); as a query they would be sent in the URL"
+                "{function}(): Argument #2 ($query) holds the key '{key}' with an array, as request options do: the options are argument #3 ($options); as a query they would be sent in the URL (a query parameter of that name goes in $options['query'])"
             )));
         }
         let options = ArrayArg::optional(options, function, 3, "options")?;
@@ -949,10 +950,22 @@ fn choose_backend(
 
 /// The key of `query` that holds a request option's array: `get($path, ['headers' => [...]])`
 /// as Guzzle and Symfony take it, where `get()` takes the query (as Laravel's). Sent as a
-/// query, the headers, a bearer token among them, or `auth`'s password would be in the URL and
-/// every log of it; such a parameter is never meant, so the call is refused instead.
+/// query, the headers, a bearer token among them, or a password (`auth`'s, `cert`'s, a
+/// proxy's) would be in the URL and every log of it. Such a parameter is hardly ever meant, so
+/// the call is refused; `$options['query']` still sends one.
 fn options_mistaken_for_query(query: &ZendHashTable) -> Option<&'static str> {
-    ["headers", "query", "json", "form_params", "auth"]
-        .into_iter()
-        .find(|key| query.get(*key).is_some_and(|v| v.dereference().is_array()))
+    [
+        "headers",
+        "query",
+        "json",
+        "form",
+        "multipart",
+        "cert",
+        "ssl_key",
+        "proxy",
+        "form_params",
+        "auth",
+    ]
+    .into_iter()
+    .find(|key| query.get(*key).is_some_and(|v| v.dereference().is_array()))
 }

@@ -47,7 +47,8 @@ namespace Resilient {
 
         /**
          * `get(string $path, array $query = [], array $options = [])`. Options given as the query (an
-         * array under `headers`, `query`, `json`, `form_params` or `auth`) are a `\ValueError`.
+         * array under `headers`, `query`, `json`, `form`, `multipart`, `cert`, `ssl_key`, `proxy`,
+         * `form_params` or `auth`) are a `\ValueError`.
          * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
          * the call is unavailable.
          *
@@ -59,8 +60,8 @@ namespace Resilient {
         public function get(#[\SensitiveParameter] string $path, #[\SensitiveParameter] ?array $query = null, #[\SensitiveParameter] ?array $options = null): mixed {}
 
         /**
-         * `head(string $path, array $query = [], array $options = [])`. Options given as the query (an
-         * array under `headers`, `query`, `json`, `form_params` or `auth`) are a `\ValueError`.
+         * `head(string $path, array $query = [], array $options = [])`. Options given as the query
+         * are a `\ValueError`, as for `get()`.
          * Returns a `Resilient\Response`; with the `fallback` option, the fallback's value when
          * the call is unavailable.
          *

@@ -340,16 +340,20 @@ final class ArgumentsTest extends TestCase
     public function testRequestOptionsGivenAsTheQueryAreRefusedNotSentInTheUrl(): void
     {
         $client = '(new Resilient\\Client("guzzle-habit", ["base_url" => "http://127.0.0.1:9", "max_attempts" => 1]))';
-        $message = fn (string $method, string $key) => "Resilient\\Client::$method(): Argument #2 (\$query) holds the key '$key' with an array, as Guzzle's request options do: the options are argument #3 (\$options); as a query they would be sent in the URL";
+        $message = fn (string $method, string $key) => "Resilient\\Client::$method(): Argument #2 (\$query) holds the key '$key' with an array, as request options do: the options are argument #3 (\$options); as a query they would be sent in the URL (a query parameter of that name goes in \$options['query'])";
         foreach ([
             ['get', 'headers', '["headers" => ["Authorization" => "Bearer s3cr3tT0k"]]'],
             ['get', 'auth', '["auth" => ["user", "s3cr3tT0k"]]'],
+            ['get', 'cert', '["cert" => ["/etc/c.pem", "s3cr3tT0k"]]'],
             ['head', 'query', '["page" => 1, "query" => ["token" => "s3cr3tT0k"]]'],
         ] as [$method, $key, $query]) {
             $result = $this->thrownInAChild("{$client}->$method('/me', $query);");
             $this->assertSame([\ValueError::class, $message($method, $key)], [$result['class'], $result['message']]);
         }
         $sent = $this->thrownInAChild("{$client}->get('/me', ['headers' => 'plain', 'json' => 1]);");
+        $this->assertSame('Resilient\\UpstreamFailed', $sent['class'], json_encode($sent));
+        // As the message says: a parameter of that name in option 'query'.
+        $sent = $this->thrownInAChild("{$client}->get('/me', [], ['query' => ['headers' => ['a' => 1]]]);");
         $this->assertSame('Resilient\\UpstreamFailed', $sent['class'], json_encode($sent));
     }
 

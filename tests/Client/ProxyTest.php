@@ -147,12 +147,26 @@ final class ProxyTest extends ClientTestCase
             $this->assertStringContainsString("a proxy is set for http:// URLs (option 'proxy' or the environment's *_PROXY): the failure may be the proxy's", $e->getMessage());
         }
         $this->assertSame([], $this->up->attempts($key, 0));
-        try {
-            $this->client($dead, ['max_attempts' => 1])->get('/x');
-            $this->fail('nothing listens there');
-        } catch (\Resilient\UpstreamFailed $e) {
-            $this->assertStringNotContainsString('proxy', $e->getMessage(), 'no proxy, none named');
+        // No proxy for the request's scheme, or one its `no` list exempts it from: none named.
+        foreach ([[], ['proxy' => ['https' => $dead]], ['proxy' => ['http' => $dead, 'no' => ['*']]]] as $options) {
+            try {
+                $this->client($dead, ['max_attempts' => 1] + $options)->get('/x');
+                $this->fail('nothing listens there');
+            } catch (\Resilient\UpstreamFailed $e) {
+                $this->assertStringNotContainsString('proxy', $e->getMessage(), json_encode($options));
+            }
         }
+        // The environment's, as reqwest reads it: the scheme's variable, not the other one's.
+        $inChild = function (array $env): string {
+            $code = 'try { (new Resilient\\Client("envdead", ["base_url" => "http://127.0.0.1:9", "max_attempts" => 1]))->get("/x"); }'
+                . ' catch (Resilient\\UpstreamFailed $e) { echo $e->getMessage(); }';
+            $r = PhpProcess::code($code, [], $env + ['NO_PROXY' => '', 'no_proxy' => ''])->wait(20.0);
+            $this->assertSame(0, $r->exitCode, $r->describe());
+
+            return $r->stdout;
+        };
+        $this->assertStringContainsString('a proxy is set for http:// URLs', $inChild(['HTTP_PROXY' => 'http://127.0.0.1:9', 'http_proxy' => 'http://127.0.0.1:9']));
+        $this->assertStringNotContainsString('proxy', $inChild(['HTTPS_PROXY' => 'http://127.0.0.1:9', 'https_proxy' => 'http://127.0.0.1:9']));
     }
 
     public function testProxyIsAlsoAPerRequestOption(): void

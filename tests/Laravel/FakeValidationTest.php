@@ -32,6 +32,8 @@ final class FakeValidationTest extends PackageTestCase
             'a line break in a header' => fn ($c) => $c->get('/echo', null, ['headers' => ['X-A' => "a\r\nX-B: c"]]),
             'a timeout that is no number' => fn ($c) => $c->get('/echo', null, ['timeout' => 'abc']),
             'option query as a string beside a $query argument' => fn ($c) => $c->get('/echo', ['a' => 1], ['query' => 'b=2']),
+            "Guzzle's options as the query" => fn ($c) => $c->get('/echo', ['headers' => ['Authorization' => 'Bearer t']]),
+            "Guzzle's options as the query of a HEAD" => fn ($c) => $c->head('/echo', ['auth' => ['u', 'p']]),
             'verify as a number' => fn ($c) => $c->delete('/echo', null, ['verify' => 123]),
             'a URL of another scheme' => fn ($c) => $c->get('ftp://example.com/x'),
             'a pool item without a path' => fn ($c) => $c->pool(['a' => ['GET']]),

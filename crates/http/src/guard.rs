@@ -207,8 +207,8 @@ impl RetryAllowance for resilient_core::RetryBudget {
         let (stats, config) = (self.stats(now_ms), self.config());
         let allowed = format!("{:.2}", stats.allowed);
         Some(format!(
-            "{} retries in the last {}, against {} allowed (floor {} + ratio {} × {} originals), counted by every process of this host",
-            stats.retries,
+            "a retry would make {} in the last {}, over the {} allowed (floor {} + ratio {} × {} originals), counted by every process of this host",
+            stats.retries + 1,
             fmt_duration(config.window()),
             allowed.trim_end_matches('0').trim_end_matches('.'),
             config.floor(),

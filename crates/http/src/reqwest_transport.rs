@@ -238,7 +238,8 @@ impl Transport for ReqwestTransport {
         // when the attempt's own timeout is no longer, it is that limit a connect runs out of,
         // as the plain-http transport says it.
         let connect_is_cut = limits.connect_timeout_setting >= timeout;
-        let proxied = proxy_for(request);
+        let https = request.url.scheme() == "https";
+        let proxy_option = proxy_option_for(request, https);
         let clients = self.clients.clone();
         Box::pin(async move {
             // The process's runtime runs only while a call runs, so a kept connection the server
@@ -255,7 +256,11 @@ impl Transport for ReqwestTransport {
                     } else {
                         map_error(e)
                     };
-                    if let (Some(scheme), FailureKind::Connect) = (proxied, e.kind) {
+                    // The environment is read only once a connect failed.
+                    if e.kind == FailureKind::Connect
+                        && proxy_option.unwrap_or_else(|| env_proxy_for(https))
+                    {
+                        let scheme = if https { "https" } else { "http" };
                         e.detail = format!(
                             "{}; a proxy is set for {scheme}:// URLs (option 'proxy' or the environment's *_PROXY): the failure may be the proxy's",
                             e.detail
@@ -311,18 +316,37 @@ fn attempt_timed_out() -> TransportError {
     TransportError::new(FailureKind::Timeout, "the attempt timed out")
 }
 
-/// The request's scheme when a proxy is set for it (the request's or client's `proxy` option,
-/// else the environment's): a connect error may then be the proxy's, which refuses as an
-/// upstream would. (A host its `no` list or `NO_PROXY` exempts goes direct all the same: the
-/// message says "may".)
-fn proxy_for(request: &PreparedRequest) -> Option<&'static str> {
-    let https = request.url.scheme() == "https";
-    let set = match &request.transport.proxy {
-        Some(proxy) if https => proxy.https.is_some(),
-        Some(proxy) => proxy.http.is_some(),
-        None => proxy_configured(),
+/// Whether the request's or client's `proxy` option sets a proxy for the request's scheme
+/// (`None`: no option, the environment decides): a connect error may then be the proxy's,
+/// which refuses as an upstream would. (A host its `no` list exempts goes direct all the same:
+/// the message says "may".)
+fn proxy_option_for(request: &PreparedRequest, https: bool) -> Option<bool> {
+    let proxy = request.transport.proxy.as_ref()?;
+    let set = if https { &proxy.https } else { &proxy.http };
+    Some(set.is_some() && !exempts_every_host(proxy.no.iter().map(String::as_str)))
+}
+
+/// Whether the environment sets a proxy for `https` or plain `http` requests as reqwest reads
+/// it: none under CGI (`REQUEST_METHOD` set, where `HTTP_PROXY` may come from a request's
+/// `Proxy` header), else the scheme's variable or `ALL_PROXY`, unless `NO_PROXY` exempts every
+/// host.
+fn env_proxy_for(https: bool) -> bool {
+    let first = |names: [&str; 2]| {
+        names
+            .iter()
+            .find_map(|name| std::env::var(name).ok())
+            .unwrap_or_default()
     };
-    set.then_some(if https { "https" } else { "http" })
+    if std::env::var_os("REQUEST_METHOD").is_some()
+        || exempts_every_host(std::iter::once(first(["NO_PROXY", "no_proxy"]).as_str()))
+    {
+        return false;
+    }
+    let scheme = match https {
+        true => first(["HTTPS_PROXY", "https_proxy"]),
+        false => first(["HTTP_PROXY", "http_proxy"]),
+    };
+    !scheme.is_empty() || !first(["ALL_PROXY", "all_proxy"]).is_empty()
 }
 
 /// Whether the environment names a proxy (reqwest honours `HTTP(S)_PROXY` / `ALL_PROXY`, as curl

@@ -630,8 +630,9 @@ async fn the_real_shared_budget_bounds_attempts_too() {
     let spent = attempts - 100;
     assert!(
         e.to_string().contains(&format!(
-            "retry budget exhausted: {spent} retries in the last 60s, against {} allowed \
+            "retry budget exhausted: a retry would make {} in the last 60s, over the {} allowed \
              (floor 5 + ratio 0.1 × 100 originals), counted by every process of this host",
+            spent + 1,
             5 + 10
         )),
         "{e}"

@@ -181,10 +181,12 @@ impl Backend for Redis {
                 .target()
                 .key(name, &format!("{}:sums", config.key().replace('/', ":"))),
             bucket_ms: config.bucket_ms(),
+            window: config.window(),
             floor: config.floor(),
             ratio: config.ratio(),
             fallback,
             granted_without_redis: Default::default(),
+            fell_back: Default::default(),
         }))
     }
 

@@ -19,6 +19,7 @@
 //! sent before the error reply is read are lost, per process and event. Each lost original
 //! makes the budget stricter, by `ratio` of a retry, never looser.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use resilient_http::RetryAllowance;
@@ -31,12 +32,16 @@ pub struct RedisBudget {
     pub(crate) server: Arc<Server>,
     pub(crate) key: String,
     pub(crate) bucket_ms: u64,
+    pub(crate) window: std::time::Duration,
     pub(crate) floor: u32,
     pub(crate) ratio: f64,
     pub(crate) fallback: Fallback<Arc<dyn RetryAllowance>>,
     /// When the last retries granted without Redis (its `on_backend_error` behaviour) were
     /// counted: given back there, not on Redis.
     pub(crate) granted_without_redis: Mutex<Vec<u64>>,
+    /// The last retry decision was made without Redis (its `on_backend_error` behaviour): what
+    /// a refusal's message tells.
+    pub(crate) fell_back: AtomicBool,
 }
 
 /// How many retries granted without Redis are remembered to be given back there (a call gives
@@ -78,23 +83,48 @@ impl RetryAllowance for RedisBudget {
 
     fn try_consume(&self, now_ms: u64) -> bool {
         let decision = self.command("r");
-        self.server
+        let answered = self
+            .server
             .route(&self.key)
-            .run(|c| c.query_script::<i64>(&BUDGET, &decision))
-            .map(|n| n == 1)
-            .unwrap_or_else(|_| {
-                let granted =
-                    self.fallback
-                        .decide(|local| local.try_consume(now_ms), || true, || false);
-                if granted {
-                    let mut remembered = self.granted_without_redis();
-                    if remembered.len() == REMEMBERED {
-                        remembered.remove(0);
-                    }
-                    remembered.push(now_ms);
+            .run(|c| c.query_script::<i64>(&BUDGET, &decision));
+        self.fell_back.store(answered.is_err(), Ordering::Relaxed);
+        answered.map(|n| n == 1).unwrap_or_else(|_| {
+            let granted =
+                self.fallback
+                    .decide(|local| local.try_consume(now_ms), || true, || false);
+            if granted {
+                let mut remembered = self.granted_without_redis();
+                if remembered.len() == REMEMBERED {
+                    remembered.remove(0);
                 }
-                granted
-            })
+                remembered.push(now_ms);
+            }
+            granted
+        })
+    }
+
+    /// Where Redis decided: the budget's rule (its numbers live in Redis, asked for nothing
+    /// more on a refusal). Without Redis: why, and what decided instead.
+    fn refused_because(&self, now_ms: u64) -> Option<String> {
+        if !self.fell_back.load(Ordering::Relaxed) {
+            return Some(format!(
+                "the budget every host shares through Redis allows floor {} + ratio {} × originals per {}s",
+                self.floor,
+                self.ratio,
+                self.window.as_secs_f64()
+            ));
+        }
+        let why =
+            crate::connection::why_unreachable().unwrap_or_else(|| "Redis unreachable".into());
+        Some(match &self.fallback {
+            Fallback::Local { store, .. } => match store.refused_because(now_ms) {
+                Some(local) => {
+                    format!("{why}; this host's share of the budget decides meanwhile: {local}")
+                }
+                None => format!("{why}; this host's share of the budget decides meanwhile"),
+            },
+            _ => format!("{why}; on_backend_error 'closed' denies every retry meanwhile"),
+        })
     }
 
     /// Where the retry was granted: without Redis, there (the local budget; nothing under

@@ -13,8 +13,10 @@
 //!
 //! So every connect runs on a thread of its own and is waited for `wait` at most. One given up
 //! ends on that thread (when the server answers, gives up or goes), and its connection is
-//! closed there. One such thread per server and process at most: while it still waits,
-//! connecting again fails at once (no other connect would do better meanwhile).
+//! closed there. One such thread per server (URL) and process at most: while it still waits,
+//! connecting again to that server fails at once, to any of its addresses (only a server that
+//! answers byte by byte keeps a thread longer than its wait, and no other connect would do
+//! better meanwhile).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
@@ -46,21 +48,88 @@ impl ConnectThread {
         let spawned = resilient_core::signals::spawn(
             std::thread::Builder::new().name("resilient-redis-connect".into()),
             move || {
-                let connected = connect();
-                let _ = waiting.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
+                // Cleared however `connect` ends, a panic included: else every later connect of
+                // this process would fail at once, for its whole life.
+                let _done = Done { waiting, pid };
                 // Given up: the connection is dropped (closed) with the message.
-                let _ = tx.send(connected);
+                let _ = tx.send(connect());
             },
         );
         if let Err(e) = spawned {
             self.waiting.store(0, Ordering::Release);
-            return Err(e.into());
+            // Not the spawn's own kind: `EAGAIN` (a process at its thread limit) would read as
+            // a timeout, which is reported as Redis's slowness.
+            return Err(std::io::Error::other(format!(
+                "could not start a thread to connect to Redis: {e}"
+            ))
+            .into());
         }
         rx.recv_timeout(wait)
             .unwrap_or_else(|_| Err(timed_out("Redis did not complete the connect in time")))
     }
 }
 
+/// Marks the process's connect thread as done when dropped.
+struct Done {
+    waiting: Arc<AtomicU32>,
+    pid: u32,
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let _ = self
+            .waiting
+            .compare_exchange(self.pid, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
 fn timed_out(what: &'static str) -> redis::RedisError {
     std::io::Error::new(std::io::ErrorKind::TimedOut, what).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused() -> redis::RedisResult<redis::Connection> {
+        Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
+    }
+
+    /// A connect that panicked on its thread leaves the next one free to run (before, every
+    /// later connect of the process failed at once as "still waits").
+    #[test]
+    fn a_connect_that_panicked_does_not_hold_back_the_next() {
+        let connects = ConnectThread::default();
+        let wait = Duration::from_secs(5);
+        assert!(connects.run(wait, || panic!("in the connect")).is_err());
+        let next = connects.run(wait, refused).err().unwrap();
+        assert!(
+            next.to_string().contains("refused"),
+            "the next connect ran: {next}"
+        );
+    }
+
+    /// While a connect given up still waits, the next one to that server fails at once.
+    #[test]
+    fn a_connect_given_up_holds_back_the_next_until_it_ends() {
+        let connects = ConnectThread::default();
+        let (release, released) = mpsc::channel::<()>();
+        let stuck = connects.run(Duration::from_millis(20), move || {
+            let _ = released.recv();
+            refused()
+        });
+        assert!(stuck.err().unwrap().is_timeout());
+        let held = connects.run(Duration::from_secs(5), refused).err().unwrap();
+        assert!(held.to_string().contains("still waits"), "{held}");
+        release.send(()).unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let next = connects.run(Duration::from_secs(5), refused).err().unwrap();
+            if next.to_string().contains("refused") {
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "{next}");
+            std::thread::yield_now();
+        }
+    }
 }

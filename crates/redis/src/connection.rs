@@ -13,11 +13,9 @@
 //! further read gets only what is left of it: a slow Redis answering reply by reply cannot stretch an operation much past its
 //! wait: the read under way keeps the timeout it started with, so a reply that arrives in
 //! pieces may take that long once more (about 1.35 × the wait measured in
-//! tests/slow_replies.rs; the wait is at most half of what the call has left). A connect gets
-//! the whole wait: redis-rs sends the handshake (AUTH or HELLO) in one round trip read with
-//! what the TCP connect left, and the database is selected apart within what is left then (in
-//! the handshake's pipeline, each reply was read with the whole timeout: a stalled Redis held a
-//! connect with a password and a database for twice its wait).
+//! tests/slow_replies.rs; the wait is at most half of what the call has left). A connect, its
+//! handshake (TLS, AUTH or HELLO, the database's SELECT) included, runs on a thread of its own
+//! and is waited for the whole wait at most, whatever the server does (`connect_thread.rs`).
 //!
 //! Back-off: after a failure no command is tried for 50 ms, doubling to at most 1 s while
 //! failures go on; the first success resets it. A Redis that comes back is used again within
@@ -656,8 +654,8 @@ impl Server {
             if connecting {
                 // (The back-off was checked above; sending again after a drop is no back-off
                 // case.)
-                // The handshake (AUTH or HELLO) is one round trip after the connect, and SELECT
-                // another, within what the connect left of this wait.
+                // The connect and its handshake (TLS, AUTH or HELLO, SELECT, a PING that makes a
+                // TLS handshake without AUTH) within this wait, on the connect thread.
                 match self.connect(&mut slot.lookup, &left) {
                     Ok(conn) => {
                         slot.conn = Some(conn);
@@ -885,14 +883,14 @@ impl Server {
     /// URL's database: redis-rs sends SELECT in the handshake's pipeline (after AUTH or HELLO)
     /// and reads each reply with the whole timeout, so it is sent here, after the handshake,
     /// within what the handshake left. A TLS connection makes its handshake at its first
-    /// command, so one is sent here too (SELECT, or PING for the database 0): the first
-    /// admission would otherwise make it, outside the connect thread's bound.
+    /// command, so without AUTH one is sent here too (SELECT, or PING for the database 0): the
+    /// first admission would otherwise make it, outside the connect thread's bound.
     fn dial(&self, client: redis::Client, wait: Duration) -> redis::RedisResult<redis::Connection> {
         let db = self.target.db;
-        let tls = matches!(
-            client.get_connection_info().addr,
-            redis::ConnectionAddr::TcpTls { .. }
-        );
+        let info = client.get_connection_info();
+        let tls = matches!(info.addr, redis::ConnectionAddr::TcpTls { .. })
+            && info.redis.password.is_none()
+            && info.redis.username.is_none();
         self.connects.run(wait, move || {
             let started = Instant::now();
             let mut conn = client.get_connection_with_timeout(wait)?;

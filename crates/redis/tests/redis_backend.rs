@@ -132,6 +132,43 @@ fn one_budget_obeys_floor_plus_ratio_across_hosts() {
         allowed += u32::from(host.try_consume(0));
     }
     assert_eq!(allowed, 15, "5 + 0.1 × 100");
+    // A refusal's message gives the rule Redis applied.
+    assert!(!a.try_consume(0));
+    assert_eq!(
+        a.refused_because(0).as_deref(),
+        Some("the budget every host shares through Redis allows floor 5 + ratio 0.1 × originals per 60s")
+    );
+}
+
+/// A retry refused without Redis says why, and what decided instead: 'closed' refuses every
+/// one (the budget is not spent: Redis is down), 'local' the host's share of the budget.
+#[test]
+fn a_retry_refused_without_redis_says_why() {
+    let mut redis = RedisServer::start();
+    let url = redis.url("t4d:");
+    let config = BudgetConfig::new(0.0, 2, Duration::from_secs(60)).unwrap();
+    let closed = backend(&url, OnBackendError::Closed, 1, "bd0")
+        .budget("sap", config)
+        .unwrap();
+    let local = backend(&url, OnBackendError::Local, 2, "bd1")
+        .budget("sap", config)
+        .unwrap();
+    redis.kill();
+    assert!(!closed.try_consume(now_ms()));
+    let why = closed.refused_because(now_ms()).unwrap();
+    assert!(
+        why.starts_with("Redis: ")
+            && why.ends_with("; on_backend_error 'closed' denies every retry meanwhile"),
+        "{why}"
+    );
+    assert!(local.try_consume(now_ms()), "local: floor 2 / 2 hosts = 1");
+    assert!(!local.try_consume(now_ms()));
+    let why = local.refused_because(now_ms()).unwrap();
+    assert!(
+        why.starts_with("Redis: ")
+            && why.ends_with("; this host's share of the budget decides meanwhile: a retry would make 2 in the last 60s, over the 1 allowed (floor 1 + ratio 0 × 0 originals), counted by every process of this host"),
+        "{why}"
+    );
 }
 
 #[test]
