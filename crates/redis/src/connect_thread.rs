@@ -48,11 +48,14 @@ impl ConnectThread {
         let spawned = resilient_core::signals::spawn(
             std::thread::Builder::new().name("resilient-redis-connect".into()),
             move || {
-                // Cleared however `connect` ends, a panic included: else every later connect of
-                // this process would fail at once, for its whole life.
-                let _done = Done { waiting, pid };
+                // Cleared however `connect` ends, a panic included (else every later connect of
+                // this process would fail at once, for its whole life), and before the caller
+                // hears of it (its next connect, to another address, must not find it waiting).
+                let done = Done { waiting, pid };
+                let connected = connect();
+                drop(done);
                 // Given up: the connection is dropped (closed) with the message.
-                let _ = tx.send(connect());
+                let _ = tx.send(connected);
             },
         );
         if let Err(e) = spawned {
@@ -107,6 +110,17 @@ mod tests {
             next.to_string().contains("refused"),
             "the next connect ran: {next}"
         );
+    }
+
+    /// A connect that ended is over when its caller hears of it: the caller's next connect (to
+    /// the next address of a host name) runs at once, however the threads are scheduled.
+    #[test]
+    fn the_next_connect_runs_as_soon_as_one_ended() {
+        let connects = ConnectThread::default();
+        for _ in 0..2000 {
+            let next = connects.run(Duration::from_secs(5), refused).err().unwrap();
+            assert!(next.to_string().contains("refused"), "{next}");
+        }
     }
 
     /// While a connect given up still waits, the next one to that server fails at once.
