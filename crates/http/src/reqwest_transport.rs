@@ -327,9 +327,11 @@ fn proxy_option_for(request: &PreparedRequest, https: bool) -> Option<bool> {
 }
 
 /// Whether the environment sets a proxy for `https` or plain `http` requests as reqwest reads
-/// it: none under CGI (`REQUEST_METHOD` set, where `HTTP_PROXY` may come from a request's
-/// `Proxy` header), else the scheme's variable or `ALL_PROXY`, unless `NO_PROXY` exempts every
-/// host.
+/// it (hyper-util's matcher: the first of each variable's two spellings that is set): none
+/// under CGI (`REQUEST_METHOD` set, where `HTTP_PROXY` may come from a request's `Proxy`
+/// header), else the scheme's variable or `ALL_PROXY`; and none when `NO_PROXY` exempts every
+/// host (`*` in either spelling: the client is then built without proxies, see
+/// [`proxy_configured`]).
 fn env_proxy_for(https: bool) -> bool {
     let first = |names: [&str; 2]| {
         names
@@ -337,8 +339,9 @@ fn env_proxy_for(https: bool) -> bool {
             .find_map(|name| std::env::var(name).ok())
             .unwrap_or_default()
     };
+    let no_proxy = ["NO_PROXY", "no_proxy"].map(|v| std::env::var(v).unwrap_or_default());
     if std::env::var_os("REQUEST_METHOD").is_some()
-        || exempts_every_host(std::iter::once(first(["NO_PROXY", "no_proxy"]).as_str()))
+        || exempts_every_host(no_proxy.iter().map(String::as_str))
     {
         return false;
     }
@@ -349,22 +352,11 @@ fn env_proxy_for(https: bool) -> bool {
     !scheme.is_empty() || !first(["ALL_PROXY", "all_proxy"]).is_empty()
 }
 
-/// Whether the environment names a proxy (reqwest honours `HTTP(S)_PROXY` / `ALL_PROXY`, as curl
-/// does; without one, matching every request against the proxy rules is wasted work), and
-/// `NO_PROXY` does not exempt every host (`*`, which reqwest applies to host names only).
+/// Whether the environment sets a proxy for either scheme: without one, matching every request
+/// against the proxy rules is wasted work (the client is built without them, and plain `http://`
+/// requests go through the HTTP/1 transport).
 pub(crate) fn proxy_configured() -> bool {
-    let no_proxy = ["NO_PROXY", "no_proxy"].map(|v| std::env::var(v).unwrap_or_default());
-    !exempts_every_host(no_proxy.iter().map(String::as_str))
-        && [
-            "HTTP_PROXY",
-            "http_proxy",
-            "HTTPS_PROXY",
-            "https_proxy",
-            "ALL_PROXY",
-            "all_proxy",
-        ]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+    env_proxy_for(false) || env_proxy_for(true)
 }
 
 /// Whether a list of hosts reached directly (`no`, `NO_PROXY`: entries, each possibly
