@@ -12,7 +12,7 @@
 //!   have reached Redis).
 //!
 //! Every operation on a usable connection first writes the ZREMs of its server's slots to
-//! release, read with its own reply (`connection.rs`), and request end writes them for every
+//! release, read with its own reply (`connection/pipelined.rs`), and request end writes them for every
 //! slot still here. A ZREM of a token Redis never added, or removed already, changes nothing;
 //! tokens are never reused. A late admission's ZREM rides on a connection opened after the one
 //! that sent its script, and Redis reads the earlier connection's bytes first in practice (they

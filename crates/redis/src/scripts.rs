@@ -11,7 +11,7 @@ use redis::Script;
 /// the cap. Expired leases are dropped only when the count reaches the cap (below it, counting
 /// them too still admits rightly), then counted again. The key expires with its longest lease
 /// (`GT`: a shorter lease never shortens it). Idempotent by token, for an admission sent again
-/// after its reply was lost (`connection.rs`): below the cap its ZADD only renews the token's
+/// after its reply was lost (`connection/mod.rs`): below the cap its ZADD only renews the token's
 /// score, and at the cap a token already held is granted (checked there only: one call less
 /// on the way of every admission).
 pub static FUNNEL_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {

@@ -5,7 +5,7 @@
 //! taken out before the rest goes to the `redis` crate:
 //! - `prefix` (default `resilient:`): put before every key;
 //! - `timeout` (seconds, default 0.25): the longest connect or command wait, further capped by
-//!   half of what is left of the calling request's deadline (see `connection.rs`);
+//!   half of what is left of the calling request's deadline (see `connection/mod.rs`);
 //! - `ca` (`rediss://` only): a PEM file of the certificate authorities to trust instead of the
 //!   webpki roots (a private CA).
 
