@@ -269,6 +269,47 @@ final class BreakerTest extends HttpTestCase
         $this->assertCount(self::MIN_CALLS + 3, $this->up->attempts($key, self::MIN_CALLS + 3));
     }
 
+    /**
+     * A probe that waited half of the client's `timeout` or more without an answer reopens the
+     * breaker, whatever cut it: its own `deadline` (here equal to the `timeout`, which leaves
+     * the attempt a few microseconds less) or an enclosing `Deadline::within`. Before, every
+     * such probe was no verdict: against a hung upstream each next call probed at once, the
+     * breaker never reopened, and the host sent a probe per deadline instead of one per
+     * `open_for`.
+     *
+     * @dataProvider longCuts
+     */
+    public function testAProbeThatWaitedHalfItsTimeoutReopensTheBreaker(string $cut): void
+    {
+        $key = $this->up->key('hung-probe');
+        $this->up->script($key, [...array_fill(0, self::MIN_CALLS, ['status' => 503]), ['status' => 200, 'delay_ms' => 3000]]);
+        $options = $this->options($key, 0.2, 0.4);
+        $client = new Client(Run::name('breaker'), $cut === 'deadline' ? $options + ['deadline' => 0.4] : $options);
+        $this->open($client);
+        usleep(300_000); // past open_for + 20 %
+
+        $probe = fn () => $client->get('/x');
+        try {
+            $cut === 'deadline' ? $probe() : Deadline::within(0.3, $probe);
+            $this->fail('the probe outlives the deadline');
+        } catch (DeadlineExceeded) {
+            $this->addToAssertionCount(1);
+        }
+        $this->expectCircuitOpen($client);
+        $this->expectCircuitOpen($client);
+        $this->assertCount(self::MIN_CALLS + 1, $this->up->attempts($key, self::MIN_CALLS + 1), 'one probe');
+        $snapshot = \Resilient\Metrics::snapshot()[$client->name()]['breaker'];
+        $this->assertSame('open', $snapshot['state']);
+        $this->assertSame(2, $snapshot['transitions']['open'], 'opened, then reopened by the probe');
+    }
+
+    /** @return iterable<string,array{string}> */
+    public static function longCuts(): iterable
+    {
+        yield "the client's deadline, equal to its timeout" => ['deadline'];
+        yield 'Deadline::within(0.3) around a timeout of 0.4' => ['within'];
+    }
+
     private function expectCircuitOpen(Client $client): void
     {
         try {

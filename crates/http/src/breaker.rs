@@ -240,9 +240,13 @@ impl Guard for BreakerGuard {
         let (outcome, now_ms) = (end.outcome, end.now_ms);
         let failure = self.is_failure(outcome);
         if let Some(ticket) = self.take_ended_probe() {
-            // The caller's own deadline ended the probe: no verdict on the upstream, the next
-            // caller probes (given back as of now, so at once).
-            if end.by_deadline() && self.store.give_back(ticket, now_ms) {
+            // The caller's own deadline ended the probe early: no verdict on the upstream, the
+            // next caller probes (given back as of now, so at once). One that waited half the
+            // client's timeout or more is a failure: where every caller's deadline is as short
+            // (or the client's `deadline` its `timeout`), a hung upstream must reopen the
+            // breaker, or each next caller would probe it at once for as long as it hangs.
+            let cut_early = end.by_deadline() && end.duration < self.probe_attempt / 2;
+            if cut_early && self.store.give_back(ticket, now_ms) {
                 return;
             }
             if let Some(t) = self.store.resolve(ticket, !failure, now_ms, jitter()) {
@@ -491,7 +495,7 @@ mod tests {
     }
 
     /// A probe won by a caller with little time left (its deadline ended the attempt before
-    /// the client's timeout) says nothing of the upstream: the ticket is given back and the
+    /// half the client's timeout) says nothing of the upstream: the ticket is given back and the
     /// next caller probes at once. (Before, one page's deadline reopened the breaker of a
     /// healthy upstream for the whole host for another `open_for`.) A probe that ran its full
     /// timeout still reopens it, and while closed a deadline-cut timeout still counts (a hung
@@ -524,6 +528,44 @@ mod tests {
             g.admit(1, 8_072).err(),
             Some(Refusal::CircuitOpen),
             "a probe that ran its whole timeout reopens it"
+        );
+        std::fs::remove_file(seg_path).unwrap();
+    }
+
+    /// A probe its caller's deadline ended once it had waited half the client's timeout or more
+    /// is a failure: a hung upstream reopens the breaker though every caller's deadline is no
+    /// longer than the timeout (before, each such probe was no verdict, and the next caller
+    /// probed at once, for as long as the upstream hung).
+    #[test]
+    fn a_probe_cut_by_the_deadline_after_half_its_timeout_reopens_the_breaker() {
+        let (seg, seg_path) = segment("deadline-probe-long");
+        let s = std::time::Duration::from_secs;
+        let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
+        let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
+        let g = BreakerGuard::new(store.clone(), &[503], SECOND);
+        let cut = |waited_ms, now_ms| Ended {
+            cut_short: true,
+            ..took(
+                Outcome::Failed(FailureKind::Timeout),
+                Duration::from_millis(waited_ms),
+                now_ms,
+            )
+        };
+        drop(g.admit(1, 0).unwrap());
+        g.ended(&cut(70, 70));
+        assert_eq!(g.admit(1, 100).err(), Some(Refusal::CircuitOpen), "opened");
+
+        let probe = g.admit(1, 7_000).expect("the probe");
+        probe.end(&cut(500, 7_500));
+        g.ended(&cut(500, 7_500));
+        assert_eq!(
+            g.admit(1, 7_501).err(),
+            Some(Refusal::CircuitOpen),
+            "half the timeout waited without an answer: reopened"
+        );
+        assert_eq!(
+            store.state(7_501).phase,
+            resilient_core::breaker::Phase::Open
         );
         std::fs::remove_file(seg_path).unwrap();
     }
