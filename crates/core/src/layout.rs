@@ -40,7 +40,11 @@ pub struct Header {
     pub pid_namespace: AtomicU64,
     /// The creator's boot (`host::boot_id`); 0 = unknown.
     pub boot: AtomicU64,
-    pub _reserved: [AtomicU64; 2],
+    /// 1: every process that maps the file holds a read lock on its first byte while it does
+    /// (`segment.rs`), so a process of another pid namespace can tell whether it is still in
+    /// use; 0: made by a build before that (in use as far as anyone can tell).
+    pub in_use_locks: AtomicU64,
+    pub _reserved: AtomicU64,
 }
 
 /// One funnel slot. `word`: `pid:22 | phase:2 | generation:40` (who owns the slot, whether

@@ -13,6 +13,16 @@
 //! user, with no permission bits for group or others, of the expected size, with our magic
 //! and layout version. The error names the path and the problem.
 //!
+//! A file made in another pid namespace is refused while a process there still maps it:
+//! holders are told apart by pid, and a pid means another process in each namespace. Every
+//! process that maps the file holds a read lock on its first byte for as long as it does (an
+//! open file description lock: the kernel's, whatever the namespace, gone with the last
+//! descriptor). A file of another namespace that nobody holds so (a container restarted in a
+//! new pid namespace, its `/dev/shm` kept, as a Kubernetes pod's is) is started afresh, as a
+//! file from an earlier boot is. The check and the fresh start happen under the exclusive
+//! `flock`, and an opener takes its read lock under a shared one, so none of them can map the
+//! file between the check and the fresh start.
+//!
 //! What cannot be prevented: a process of the same user (or root) truncating the file
 //! while it is mapped makes the next access through the old mapping fault (SIGBUS).
 //! [`Segment::still_valid`] lets the binding notice a shrunk or replaced file between
@@ -145,10 +155,16 @@ impl Segment {
             }
             // SAFETY: a fresh descriptor we own.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            let st = check_file(path, &fd)?;
+            check_file(path, &fd)?;
             let header = read_header(path, &fd)?;
-            if header.magic == MAGIC && !header.made_before_this_boot() {
-                return Self::attach(path, fd, &header, st.st_size as usize);
+            if header.magic == MAGIC
+                && !header.made_before_this_boot()
+                && !header.made_in_another_pid_namespace()
+            {
+                match Self::attach_shared(path, fd, lock_wait)? {
+                    Locked::Ready(seg) => return Ok(seg),
+                    Locked::Gone => continue,
+                }
             }
             if header.magic != 0 && header.magic != MAGIC {
                 return Err(Error::segment(
@@ -156,7 +172,8 @@ impl Segment {
                     "is not a resilient segment (bad magic); remove it after stopping PHP",
                 ));
             }
-            // No header yet (or one from an earlier boot): its creator is still at work (it holds the lock) or died.
+            // No header yet (or one from an earlier boot or another pid namespace): its creator
+            // is still at work (it holds the lock), or died, or nobody uses it any more.
             match Self::lock_and_init(path, &cpath, fd, slots, lock_wait)? {
                 Locked::Ready(seg) => return Ok(seg),
                 Locked::Gone => continue,
@@ -168,8 +185,29 @@ impl Segment {
         ))
     }
 
+    /// Under the shared lock (an initialiser holds the exclusive one): attach to a file whose
+    /// header is still one to attach to; `Gone` (start over) when it was removed, or started
+    /// afresh since it was read.
+    fn attach_shared(path: &Path, fd: OwnedFd, lock_wait: Duration) -> Result<Locked, Error> {
+        let lock = FileLock::take(path, fd, lock_wait, libc::LOCK_SH)?;
+        let st = check_file(path, lock.fd())?;
+        let header = read_header(path, lock.fd())?;
+        if st.st_nlink == 0
+            || header.magic != MAGIC
+            || header.made_before_this_boot()
+            || header.made_in_another_pid_namespace()
+        {
+            return Ok(Locked::Gone);
+        }
+        Self::attach(path, lock.fd(), &header, st.st_size as usize).map(|mut seg| {
+            seg.file = Some(lock.release());
+            Locked::Ready(seg)
+        })
+    }
+
     /// Under the file's lock: attach if someone else initialised it meanwhile, otherwise
-    /// initialise it (a new file, or a header-less one whose creator died).
+    /// initialise it (a new file, a header-less one whose creator died, or one nobody maps
+    /// any more from an earlier boot or another pid namespace).
     fn lock_and_init(
         path: &Path,
         cpath: &CString,
@@ -177,19 +215,25 @@ impl Segment {
         slots: u32,
         lock_wait: Duration,
     ) -> Result<Locked, Error> {
-        let lock = FileLock::take(path, fd, lock_wait)?;
+        let lock = FileLock::take(path, fd, lock_wait, libc::LOCK_EX)?;
         let st = check_file(path, lock.fd())?;
         if st.st_nlink == 0 {
             return Ok(Locked::Gone); // a failed creator removed it while we waited
         }
         let header = read_header(path, lock.fd())?;
-        if header.magic == MAGIC && !header.made_before_this_boot() {
-            return Self::attach(path, lock.release(), &header, st.st_size as usize)
-                .map(Locked::Ready);
+        let abandoned = || header.in_use_locks == 1 && !in_use_by_others(lock.fd());
+        if header.magic == MAGIC
+            && !header.made_before_this_boot()
+            && !(header.made_in_another_pid_namespace() && abandoned())
+        {
+            return Self::attach(path, lock.fd(), &header, st.st_size as usize).map(|mut seg| {
+                seg.file = Some(lock.release());
+                Locked::Ready(seg)
+            });
         }
         if header.magic == MAGIC {
-            // Written before this boot: every process that used it is gone, and its times
-            // and pids mean nothing now. Start it afresh, as a new file.
+            // Written before this boot, or in another pid namespace by processes all gone:
+            // its times and pids mean nothing now. Start it afresh, as a new file.
             let mut seg = Self::init(path, lock.fd(), slots)?;
             seg.file = Some(lock.release());
             return Ok(Locked::Ready(seg));
@@ -252,6 +296,7 @@ impl Segment {
                 ));
             }
         }
+        hold_in_use(path, fd)?;
         let mut seg = Self::map(path, fd, len, libc::MAP_SHARED)?;
         seg.slots = slots;
         seg.write_header(slots);
@@ -296,6 +341,7 @@ impl Segment {
         h.pid_namespace
             .store(crate::host::pid_namespace(), Ordering::Relaxed);
         h.boot.store(crate::host::boot_id(), Ordering::Relaxed);
+        h.in_use_locks.store(1, Ordering::Relaxed);
         h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
         h.slots.store(slots, Ordering::Relaxed);
         h.entry_size.store(ENTRY_SIZE as u32, Ordering::Relaxed);
@@ -303,7 +349,8 @@ impl Segment {
         h.magic.store(MAGIC, Ordering::Release);
     }
 
-    fn attach(path: &Path, fd: OwnedFd, h: &RawHeader, size: usize) -> Result<Segment, Error> {
+    /// Maps the file `h` was read from, under its lock (the caller sets `file`).
+    fn attach(path: &Path, fd: &OwnedFd, h: &RawHeader, size: usize) -> Result<Segment, Error> {
         if h.version != LAYOUT_VERSION {
             return Err(Error::segment(
                 path,
@@ -317,9 +364,10 @@ impl Segment {
             return Err(Error::segment(
                 path,
                 format!(
-                    "was created in another pid namespace (inode {}, ours {}): holders are told \
-                     apart by pid, so processes that share a segment must share a pid namespace; \
-                     give each container its own resilient.shm_path",
+                    "was created in another pid namespace (inode {}, ours {}) and is still in use \
+                     there: holders are told apart by pid, so processes that share a segment must \
+                     share a pid namespace; give each container its own resilient.shm_path (a \
+                     file no process of another namespace maps any more is started afresh)",
                     h.pid_namespace,
                     crate::host::pid_namespace()
                 ),
@@ -337,9 +385,9 @@ impl Segment {
                 format!("is corrupt (slots {slots}, entry size {entry_size}, recorded size {total}, file size {size}); remove it after stopping PHP"),
             ));
         }
-        let mut seg = Self::map(path, &fd, total, libc::MAP_SHARED)?;
+        hold_in_use(path, fd)?;
+        let mut seg = Self::map(path, fd, total, libc::MAP_SHARED)?;
         seg.slots = slots;
-        seg.file = Some(fd);
         Ok(seg)
     }
 
@@ -574,6 +622,7 @@ struct RawHeader {
     total_size: u64,
     pid_namespace: u64,
     boot: u64,
+    in_use_locks: u64,
 }
 
 impl RawHeader {
@@ -610,7 +659,7 @@ fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
     let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
     // Offsets of `layout::Header` (repr(C)).
     Ok(RawHeader {
-        rest_zero: b[20..24].iter().chain(&b[48..]).all(|&x| x == 0),
+        rest_zero: b[20..24].iter().chain(&b[56..]).all(|&x| x == 0),
         magic: u64_at(0),
         version: u32_at(8),
         slots: u32_at(12),
@@ -618,6 +667,7 @@ fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
         total_size: u64_at(24),
         pid_namespace: u64_at(32),
         boot: u64_at(40),
+        in_use_locks: u64_at(48),
     })
 }
 
@@ -632,6 +682,7 @@ fn half_made(h: &RawHeader, size: usize) -> bool {
     (size == 0 || table)
         && h.magic == 0
         && h.rest_zero
+        && h.in_use_locks <= 1
         && (h.version == 0 || h.version == LAYOUT_VERSION)
         && (h.entry_size == 0 || h.entry_size as usize == ENTRY_SIZE)
         && (h.total_size == 0 || h.total_size as usize == size)
@@ -648,16 +699,18 @@ fn same_file(cpath: &CString, st: &libc::stat) -> bool {
     found && now.st_dev == st.st_dev && now.st_ino == st.st_ino
 }
 
-/// An exclusive `flock` on the segment file, held while the descriptor is ours (the kernel
-/// releases it when its holder dies, so a dead creator never blocks anyone).
+/// A `flock` on the segment file (exclusive to initialise it, shared to attach), held while
+/// the descriptor is ours (the kernel releases it when its holder dies, so a dead creator
+/// never blocks anyone).
 struct FileLock(OwnedFd);
 
 impl FileLock {
-    fn take(path: &Path, fd: OwnedFd, wait: Duration) -> Result<FileLock, Error> {
+    /// `how`: `LOCK_EX` or `LOCK_SH`. Waits at most `wait` for an initialiser's lock.
+    fn take(path: &Path, fd: OwnedFd, wait: Duration, how: libc::c_int) -> Result<FileLock, Error> {
         let deadline = Instant::now() + wait;
         loop {
             // SAFETY: flock on our descriptor.
-            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            if unsafe { libc::flock(fd.as_raw_fd(), how | libc::LOCK_NB) } == 0 {
                 return Ok(FileLock(fd));
             }
             let err = os_err();
@@ -668,10 +721,14 @@ impl FileLock {
                 return Err(Error::segment(path, format!("cannot lock: {err}")));
             }
             if Instant::now() >= deadline {
+                let waited = match wait.as_millis() {
+                    0 => String::new(),
+                    ms => format!(" after {ms} ms"),
+                };
                 return Err(Error::segment(
                     path,
                     format!(
-                        "is still being initialised by another process after {wait:?} (is it stopped?)"
+                        "is still being initialised by another process{waited} (is it stopped?)"
                     ),
                 ));
             }
@@ -690,6 +747,40 @@ impl FileLock {
         unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
         self.0
     }
+}
+
+/// The file's first byte, which every process that maps the segment holds a read lock on.
+fn first_byte(kind: libc::c_int) -> libc::flock {
+    // SAFETY: a zeroed flock is valid (l_pid must be 0 for an open file description lock).
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_type = kind as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    l.l_len = 1;
+    l
+}
+
+/// Marks the file in use by this process for as long as `fd` (or a copy of it, in a forked
+/// child) stays open: a read lock of its open file description, which no one ever contends
+/// (nobody takes a write lock; [`in_use_by_others`] only asks).
+fn hold_in_use(path: &Path, fd: &OwnedFd) -> Result<(), Error> {
+    let l = first_byte(libc::F_RDLCK);
+    // SAFETY: fcntl on our descriptor with a valid flock.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_SETLK, &l) } != 0 {
+        return Err(Error::segment(
+            path,
+            format!("cannot mark it in use (a read lock on it): {}", os_err()),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a process other than this descriptor's holder maps the file now (holds the read
+/// lock of [`hold_in_use`]). When the kernel cannot say, in use.
+fn in_use_by_others(fd: &OwnedFd) -> bool {
+    let mut l = first_byte(libc::F_WRLCK);
+    // SAFETY: fcntl on our descriptor with a valid flock, which it fills in.
+    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_GETLK, &mut l) };
+    rc != 0 || l.l_type != libc::F_UNLCK as libc::c_short
 }
 
 #[cfg(test)]
@@ -717,6 +808,61 @@ mod tests {
             crate::host::pid_namespace()
         );
         a.header().pid_namespace.store(12345, Ordering::Relaxed);
+        let e = Segment::open(&p, 8).err().unwrap();
+        assert!(e.to_string().contains("another pid namespace"), "{e}");
+        assert!(e.to_string().contains("still in use there"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    /// A container restarted in a new pid namespace with its `/dev/shm` kept finds the file
+    /// its previous processes made: nobody maps it any more, so it starts afresh (before, it
+    /// was refused for good, and every process of the new container counted alone until
+    /// someone removed the file). Its names and counts are gone with the processes they
+    /// meant; a process still mapping it, also one forked off after it opened, keeps it.
+    #[test]
+    fn a_file_of_another_pid_namespace_nobody_maps_starts_afresh() {
+        let p = temp_path("pidns-left");
+        let a = Segment::open(&p, 8).unwrap();
+        a.entry_index("sap").unwrap();
+        a.header().pid_namespace.store(12345, Ordering::Relaxed);
+        let copy = a.file.as_ref().unwrap().try_clone().unwrap();
+        drop(a);
+        let e = Segment::open(&p, 8).err().unwrap();
+        assert!(
+            e.to_string().contains("still in use there"),
+            "a copy of the descriptor (a forked child's) still holds it: {e}"
+        );
+        drop(copy);
+        let b = Segment::open(&p, 4).unwrap();
+        assert_eq!(
+            b.header().pid_namespace.load(Ordering::Relaxed),
+            crate::host::pid_namespace()
+        );
+        assert_eq!(
+            b.slots(),
+            4,
+            "initialised again, with this opener's slot count"
+        );
+        assert!(
+            b.names().is_empty(),
+            "nothing of the other namespace is kept"
+        );
+        let c = Segment::open(&p, 8).unwrap();
+        c.entry_index("erp").unwrap();
+        let names: Vec<String> = b.names().into_iter().map(|(_, n)| n).collect();
+        assert_eq!(names, ["erp"], "one segment again");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    /// A file of another pid namespace made by a build whose processes did not mark it in
+    /// use cannot be told unused: it is refused, as before.
+    #[test]
+    fn a_file_of_another_pid_namespace_without_in_use_marks_is_refused() {
+        let p = temp_path("pidns-old");
+        let a = Segment::open(&p, 8).unwrap();
+        a.header().pid_namespace.store(12345, Ordering::Relaxed);
+        a.header().in_use_locks.store(0, Ordering::Relaxed);
+        drop(a);
         let e = Segment::open(&p, 8).err().unwrap();
         assert!(e.to_string().contains("another pid namespace"), "{e}");
         std::fs::remove_file(&p).unwrap();
