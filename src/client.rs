@@ -33,7 +33,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
 use ext_php_rs::zend::{bailout, try_catch, CatchError};
 use resilient_core::{LeaseId, Segment};
-use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
+use resilient_http::{process_io, process_transport, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
     AttemptRecord, Backend, BackendKind, CallEnv, CallEvents, FailureKind, HttpClient,
     LeaseRegistry, MetricsEvents, PreparedRequest, RequestOptions, SharedMemory, Unavailable,
@@ -107,8 +107,9 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
     if !recipe.bound {
         let http = HttpClient::builder(config)
             .caps(context::caps(recipe.web))
+            .transport(process_transport())
             .build()
-            .map_err(|e| PhpException::from(e.as_str()))?;
+            .map_err(no_runtime)?;
         return Ok(Built {
             http: Arc::new(http),
             events: None,
@@ -121,10 +122,9 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
         config.hosts,
     );
     let caps = context::caps(recipe.web);
-    let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
     let mut builder = HttpClient::builder(config)
         .caps(caps)
-        .transport(io.transport());
+        .transport(process_transport());
     // Metrics are best effort: a client without a funnel or a budget works as before when
     // the segment is unusable (`shm_required`) or its table is full; it records nothing.
     // The name is listed once the client is built: a client refused below (its budget's
@@ -153,9 +153,7 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
             .backend(backend.as_ref(), name, !recipe.web)
             .map_err(errors::php)?;
     }
-    let http = builder
-        .build()
-        .map_err(|e| PhpException::from(e.as_str()))?;
+    let http = builder.build().map_err(no_runtime)?;
     if let Some(metrics) = &metrics {
         metrics.list();
     }
@@ -167,6 +165,16 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
         events,
         segment,
     })
+}
+
+/// A client could not be made: the builder's error (none with a transport given; a call
+/// whose I/O runtime cannot start ends `UpstreamFailed` instead: [`Unavailable::not_sent`]).
+fn no_runtime(why: String) -> PhpException {
+    PhpException::new(
+        format!("Resilient\\Client: {why}"),
+        0,
+        exceptions::runtime_exception(),
+    )
 }
 
 /// The process that last said a client's metrics did not fit (once per process: a worker
@@ -460,20 +468,27 @@ impl Client {
             keys.push(key_owned(&key));
         }
         check_stack()?;
-        let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
-        let (env, events) = self.call_env(&b.http, io);
-        let future = b
-            .http
-            .pool(env, prepared, concurrency as usize, left_of(until));
-        let mut failure = None;
-        let (results, _summary) =
-            match io.drive(future, events, Some(&interrupt::pending), |wake| {
-                self.wake(wake, &mut failure)
-            }) {
-                Driven::Done(output) => output,
-                Driven::Forked => return Err(forked()),
-                Driven::Cancelled => return Err(stopped(failure, "the pool was cancelled")),
-            };
+        let results = match process_io() {
+            // Nothing can be sent: each request's failure, as a value.
+            Err(why) => prepared
+                .iter()
+                .map(|request| Err(Unavailable::not_sent(request, &why)))
+                .collect(),
+            Ok(io) => {
+                let (env, events) = self.call_env(&b.http, io);
+                let future = b
+                    .http
+                    .pool(env, prepared, concurrency as usize, left_of(until));
+                let mut failure = None;
+                match io.drive(future, events, Some(&interrupt::pending), |wake| {
+                    self.wake(wake, &mut failure)
+                }) {
+                    Driven::Done((results, _summary)) => results,
+                    Driven::Forked => return Err(forked()),
+                    Driven::Cancelled => return Err(stopped(failure, "the pool was cancelled")),
+                }
+            }
+        };
         let mut out = ZendHashTable::with_capacity(u32::try_from(keys.len()).unwrap_or(u32::MAX));
         for (key, result) in keys.into_iter().zip(results) {
             let value = match result {
@@ -619,7 +634,10 @@ impl Client {
         until: Option<Instant>,
     ) -> PhpResult<Zval> {
         check_stack()?;
-        let io = process_io().map_err(|e| PhpException::from(e.as_str()))?;
+        let io = match process_io() {
+            Ok(io) => io,
+            Err(why) => return self.unavailable(b, Unavailable::not_sent(&request, &why)),
+        };
         let (env, events) = self.call_env(&b.http, io);
         let future = b.http.call(env, request, left_of(until));
         let mut failure = None;
@@ -629,16 +647,21 @@ impl Client {
         match driven {
             Driven::Done(Ok(response)) => Response::into_zval_object(response)
                 .ok_or_else(|| PhpException::from("Resilient\\Response could not be created")),
-            Driven::Done(Err(unavailable)) => match &self.fallback {
-                None => Err(throw_unavailable(unavailable)),
-                Some(fallback) => self.fall_back(b, fallback, unavailable),
-            },
+            Driven::Done(Err(unavailable)) => self.unavailable(b, unavailable),
             // A bailout in the child (inside the `on_attempt` that forked) goes on as one.
             Driven::Forked if matches!(failure, Some(Stopped::Bailout)) => {
                 Err(stopped(failure, ""))
             }
             Driven::Forked => Err(forked()),
             Driven::Cancelled => Err(stopped(failure, "the call was cancelled")),
+        }
+    }
+
+    /// The call ended `unavailable`: thrown, or given to the `fallback`.
+    fn unavailable(&self, b: &Built, unavailable: Unavailable) -> PhpResult<Zval> {
+        match &self.fallback {
+            None => Err(throw_unavailable(unavailable)),
+            Some(fallback) => self.fall_back(b, fallback, unavailable),
         }
     }
 

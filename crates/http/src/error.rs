@@ -55,6 +55,26 @@ impl Unavailable {
         }
     }
 
+    /// `request` could not be sent at all: this process lacks what every request needs (its
+    /// I/O runtime did not start, `why`: out of file descriptors, of memory). The upstream's
+    /// failure in kind, as a connect this host lacks the resources for is, with the failure
+    /// `request` (ours: no outcome for the guards or the metrics), and no attempt.
+    pub fn not_sent(request: &crate::request::PreparedRequest, why: &str) -> Self {
+        let failure = crate::transport::TransportError::new(FailureKind::Request, why);
+        let message = format!(
+            "{} {}: request error; not sent (0 attempts) [{failure}]",
+            request.method,
+            request.display_url(),
+        );
+        Self::new(
+            UnavailableKind::UpstreamFailed,
+            0,
+            None,
+            Some(FailureKind::Request),
+            message,
+        )
+    }
+
     /// The deadline (the option's or an enclosing one) left no room for an attempt or a wait.
     pub fn is_deadline_exceeded(&self) -> bool {
         self.kind == UnavailableKind::DeadlineExceeded

@@ -63,6 +63,38 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
     Ok(io)
 }
 
+/// This process's transport; when its I/O runtime cannot start (out of file descriptors, of
+/// memory), one whose every attempt fails with the failure `request`, saying why. A client
+/// can still be made then: each call asks [`process_io`] again before it sends (and ends as
+/// [`crate::Unavailable::not_sent`] says when that fails), so a process that got its
+/// descriptors back sends again.
+pub fn process_transport() -> Arc<dyn Transport> {
+    match process_io() {
+        Ok(io) => io.transport(),
+        Err(why) => Arc::new(NotStarted(why)),
+    }
+}
+
+/// The transport of a process whose I/O runtime did not start: why.
+struct NotStarted(String);
+
+impl Transport for NotStarted {
+    fn send(
+        &self,
+        _: &crate::request::PreparedRequest,
+        _: crate::transport::AttemptLimits,
+    ) -> crate::clock::BoxFuture<
+        'static,
+        Result<crate::transport::RawResponse, crate::transport::TransportError>,
+    > {
+        let failure = crate::transport::TransportError::new(
+            crate::transport::FailureKind::Request,
+            self.0.clone(),
+        );
+        Box::pin(std::future::ready(Err(failure)))
+    }
+}
+
 /// Ends what a call cut short by a fatal error left on this process's runtime: aborts the
 /// tasks of its pools ([`crate::pool::abort_abandoned_pools`]) and runs the runtime until they
 /// (and any of a pool dropped earlier and not yet ended) are dropped, giving back their funnel
