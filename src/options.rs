@@ -221,8 +221,21 @@ fn funnel(table: &ZendHashTable) -> PhpResult<FunnelOptions> {
     for (key, v) in entries(table, "funnel")? {
         let path = format!("funnel.{key}");
         match key.as_str() {
-            "limit" if v.dereference().str() == Some("auto") => auto = true,
-            "limit" => limit = Some(count(v, &path, crate::funnel::slots)?),
+            // 'auto' in any case (as a `.env` may give it).
+            "limit"
+                if v.dereference()
+                    .str()
+                    .is_some_and(|s| s.eq_ignore_ascii_case("auto")) =>
+            {
+                auto = true
+            }
+            "limit" => {
+                let n = coerce::int(v).map_err(|mut e| {
+                    e.expected = "int or 'auto'";
+                    e.for_option(&path)
+                })?;
+                limit = Some(crate::funnel::slots(&path, n).map_err(|e| core_error("", e))?);
+            }
             // Checked once the limit is known (it may come after, or be learned).
             "reserve" => reserve = Some((int(v, &path)?, path)),
             "lease" => {
@@ -352,16 +365,6 @@ fn flag(value: &Zval, path: &str) -> PhpResult<bool> {
         .dereference()
         .bool()
         .ok_or_else(|| mismatch("bool", value, path))
-}
-
-/// A count, an int checked by `rule` (a funnel's slots are read as `Resilient\Funnel`'s
-/// arguments are).
-fn count(
-    value: &Zval,
-    path: &str,
-    rule: fn(&str, i64) -> Result<u32, resilient_core::Error>,
-) -> PhpResult<u32> {
-    rule(path, int(value, path)?).map_err(|e| core_error("", e))
 }
 
 /// The breaker's counts of calls are 1 to this.

@@ -34,7 +34,7 @@ final class OptionsAndStatsTest extends TestCase
             'negative min' => [['limit' => 'auto', 'min' => -1], \ValueError::class, "option 'funnel.min': must be between 1 and 64, got -1"],
             'huge min' => [['limit' => 'auto', 'min' => 2 ** 40], \ValueError::class, "option 'funnel.min': must be between 1 and 64, got 1099511627776"],
             'huge initial' => [['limit' => 'auto', 'initial' => PHP_INT_MAX], \ValueError::class, "option 'funnel.initial': must be between min (1) and max (64), got " . PHP_INT_MAX],
-            'another word' => [['limit' => 'automatic'], \TypeError::class, "option 'funnel.limit' must be of type int, string given"],
+            'another word' => [['limit' => 'automatic'], \TypeError::class, "option 'funnel.limit' must be of type int or 'auto', string given"],
             'bounds with a fixed limit' => [['limit' => 4, 'max' => 8], \ValueError::class, "option 'funnel.max': only with 'limit' => 'auto'"],
             'reserve not under max' => [['limit' => 'auto', 'max' => 4, 'reserve' => 4], \ValueError::class, "option 'funnel.reserve': must be between 0 and limit - 1 (3), got 4"],
         ];
@@ -56,6 +56,7 @@ final class OptionsAndStatsTest extends TestCase
     {
         $name = Run::name('ao-ok');
         new Client($name, ['funnel' => ['limit' => 'auto']]);
+        new Client($name, ['funnel' => ['limit' => 'AUTO']]); // as a `.env` may spell it
         new Client($name, ['funnel' => ['limit' => 'auto', 'min' => '2', 'max' => 8.0, 'initial' => 3, 'reserve' => 1]]);
         $this->assertNull((new Funnel($name, 8))->stats()['learned'], 'nothing learned before an attempt');
     }

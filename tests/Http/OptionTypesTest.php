@@ -66,7 +66,7 @@ final class OptionTypesTest extends HttpTestCase
         $this->assertInstanceOf(\TypeError::class, $a);
         $this->assertInstanceOf(\TypeError::class, $b);
         $this->assertStringEndsWith("must be of type int, $given given", $a->getMessage());
-        $this->assertSame("option 'funnel.limit' must be of type int, $given given", $b->getMessage());
+        $this->assertSame("option 'funnel.limit' must be of type int or 'auto', $given given", $b->getMessage());
         $c = self::thrown(fn () => new Client('ot-c', ['timeout' => $limit]));
         $this->assertInstanceOf(\TypeError::class, $c);
         $this->assertSame("option 'timeout' must be of type float, $given given", $c->getMessage());

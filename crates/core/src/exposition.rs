@@ -262,7 +262,7 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
         Family {
             name: "resilient_backend_fallbacks_total",
             kind: "counter",
-            help: "Guard decisions made without the shared backend (Redis down or slow).",
+            help: "Guard operations (admissions, records of outcomes and originals) made without the shared backend (Redis down or slow).",
         },
         |s| s.backend_fallbacks,
     );
@@ -356,7 +356,7 @@ fn funnel_in_flight(out: &mut String, names: &[(String, MetricsSnapshot)], label
     }
     let name = "resilient_funnel_in_flight";
     header(out, &Family { name, kind: "gauge",
-        help: "Slots of the funnel held on this host now (holders killed mid-attempt not counted)." });
+        help: "Slots of the name's shared-memory funnel held on this host now (holders killed mid-attempt not counted; a funnel on Redis: only those its local fallback took)." });
     for ((_, s), upstream) in names.iter().zip(labels) {
         if let Some(n) = s.funnel_in_flight {
             let _ = writeln!(out, "{name}{upstream}}} {n}");

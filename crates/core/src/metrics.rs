@@ -213,9 +213,11 @@ pub struct MetricsSnapshot {
     pub failure_latency: Histogram,
     /// The name's learned funnel limit (`'limit' => 'auto'`); `None` if nothing learned.
     pub learned: Option<crate::AdaptiveStats>,
-    /// The slots of the name's funnel held on this host now, dead holders not counted
-    /// (`funnel::held_now`): what `in_flight` would read had no process been killed
-    /// mid-attempt. `None`: no funnel of the name used on this host.
+    /// The slots of the name's shared-memory funnel held on this host now, dead holders and
+    /// lapsed leases not counted (`funnel::held_now`): unlike `in_flight`, never left high by
+    /// a process killed mid-attempt (and a slot kept past an attempt abandoned while the
+    /// upstream may still work on it counts here, not there). `None`: no funnel of the name
+    /// used on this host (a funnel on Redis: unless its local fallback ran).
     pub funnel_in_flight: Option<u32>,
 }
 

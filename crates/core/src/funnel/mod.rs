@@ -319,6 +319,12 @@ impl Funnel {
         } else {
             format!("web callers may hold {may_hold}")
         };
+        if held > limit {
+            // The name's slots are one set, and another user of it has a higher limit.
+            return format!(
+                "{held} slots in flight, over this caller's limit of {limit} (a user of the name with a higher limit holds them); {why}"
+            );
+        }
         format!("{held} of {limit} slots in flight; {why}")
     }
 
@@ -584,6 +590,26 @@ mod tests {
         assert_eq!(d.id().slot(), 1, "the freed slot is reused");
         drop((a, c, d));
         assert_eq!(f.in_flight(1000), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    /// The name's slots are one set and the limit is the caller's: a caller with a lower
+    /// limit than another user of the name is told why it finds more held than its limit
+    /// (before: "3 of 2 slots in flight").
+    #[test]
+    fn a_caller_under_a_higher_limits_holders_is_told_so() {
+        let (s, p) = seg("two-limits");
+        let (high, low) = (funnel(&s, 4, 0), funnel(&s, 2, 0));
+        let _held: Vec<_> = (0..3).map(|_| high.try_acquire(4, 0).unwrap()).collect();
+        assert!(low.try_acquire(2, 0).is_none());
+        assert_eq!(
+            low.why_full(false, 0),
+            "3 slots in flight, over this caller's limit of 2 (a user of the name with a higher limit holds them); web callers may hold 2"
+        );
+        assert_eq!(
+            high.why_full(false, 0),
+            "3 of 4 slots in flight; web callers may hold 4"
+        );
         std::fs::remove_file(p).unwrap();
     }
 
