@@ -156,6 +156,9 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
     let http = builder.build().map_err(no_runtime)?;
     if let Some(metrics) = &metrics {
         metrics.list();
+        if let Some(f) = recipe.config.funnel.as_ref().filter(|f| f.auto.is_none()) {
+            metrics.funnel_limit(f.limit);
+        }
     }
     if let Some(e) = metrics_lost {
         say_metrics_lost(name, &e);

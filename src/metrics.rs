@@ -41,6 +41,7 @@ key_set!(KEYS: K {
     Breaker = "breaker",
     Learned = "learned",
     FunnelInFlight = "funnel_in_flight",
+    FunnelLimit = "funnel_limit",
     Funnel = "funnel",
     Budget = "budget",
     Deadline = "deadline",
@@ -112,7 +113,7 @@ struct Shapes {
 }
 
 /// The keys of a name's array, in order; after them come `shed`, `failures`, `latency`,
-/// `breaker`, `learned` and `funnel_in_flight`.
+/// `breaker`, `learned`, `funnel_in_flight` and `funnel_limit`.
 const COUNTERS: [K; 9] = [
     K::Originals,
     K::Attempts,
@@ -124,13 +125,14 @@ const COUNTERS: [K; 9] = [
     K::Fallbacks,
     K::BackendFallbacks,
 ];
-const AFTER_COUNTERS: [K; 6] = [
+const AFTER_COUNTERS: [K; 7] = [
     K::Shed,
     K::Failures,
     K::Latency,
     K::Breaker,
     K::Learned,
     K::FunnelInFlight,
+    K::FunnelLimit,
 ];
 
 impl Shapes {
@@ -298,6 +300,9 @@ impl Builder<'_> {
         if let Some(held) = s.funnel_in_flight {
             out.set_long(n + 5, u64::from(held));
         }
+        if let Some(limit) = s.funnel_limit {
+            out.set_long(n + 6, u64::from(limit));
+        }
         Ok(out.into_zval())
     }
 }
@@ -323,7 +328,8 @@ impl Metrics {
     /// `'limit' => 'auto'`, as `Funnel::stats()`), 'funnel_in_flight' => null|int (the slots of
     /// the name's funnel held on this host now, holders killed mid-attempt not counted, which
     /// `in_flight` keeps for good; null: no shared-memory funnel of the name used on this host,
-    /// as for a funnel on Redis, whose slots are kept there)]]`, where `h` = `['buckets' =>
+    /// as for a funnel on Redis, whose slots are kept there), 'funnel_limit' => null|int (the
+    /// fixed funnel limit of the latest client made with one under the name on this host)]]`, where `h` = `['buckets' =>
     /// [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
     /// in ms), 'sum' => float (s), 'count' => int]`. A name that looks like an int is an int
     /// key, as PHP makes it. Throws `Resilient\SharedMemoryError` when this process cannot use

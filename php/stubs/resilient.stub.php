@@ -511,7 +511,8 @@ namespace Resilient {
          * `'limit' => 'auto'`, as `Funnel::stats()`), 'funnel_in_flight' => null|int (the slots of
          * the name's funnel held on this host now, holders killed mid-attempt not counted, which
          * `in_flight` keeps for good; null: no shared-memory funnel of the name used on this host,
-         * as for a funnel on Redis, whose slots are kept there)]]`, where `h` = `['buckets' =>
+         * as for a funnel on Redis, whose slots are kept there), 'funnel_limit' => null|int (the
+         * fixed funnel limit of the latest client made with one under the name on this host)]]`, where `h` = `['buckets' =>
          * [1 => int, 2 => int, ..., 10000 => int, '+Inf' => int] (cumulative; keys: upper bounds
          * in ms), 'sum' => float (s), 'count' => int]`. A name that looks like an int is an int
          * key, as PHP makes it. Throws `Resilient\SharedMemoryError` when this process cannot use

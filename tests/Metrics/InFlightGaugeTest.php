@@ -149,6 +149,9 @@ final class InFlightGaugeTest extends TestCase
         $this->assertSame(0, $entry['funnel_in_flight'], "a dead holder's slot is not counted");
         $text = Metrics::prometheus();
         $this->assertStringContainsString(sprintf("resilient_funnel_in_flight{upstream=\"%s\"} 0\n", $name), $text);
+        // Beside it, the limit it is measured against (the client's fixed one).
+        $this->assertSame(4, $entry['funnel_limit']);
+        $this->assertStringContainsString(sprintf("resilient_funnel_limit{upstream=\"%s\"} 4\n", $name), $text);
         $this->assertSame(0, (new Funnel($name, 4))->inFlight());
 
         // A name whose calls take no funnel slot has none.
@@ -157,6 +160,7 @@ final class InFlightGaugeTest extends TestCase
         (new \Resilient\Client($plain, ['base_url' => $up->base($up->key('inflight-plain')), 'funnel' => false]))->get('/x');
         $this->assertArrayHasKey('funnel_in_flight', Metrics::snapshot()[$plain]);
         $this->assertNull(Metrics::snapshot()[$plain]['funnel_in_flight']);
+        $this->assertNull(Metrics::snapshot()[$plain]['funnel_limit']);
         $this->assertStringNotContainsString(sprintf('resilient_funnel_in_flight{upstream="%s"}', $plain), Metrics::prometheus());
     }
 

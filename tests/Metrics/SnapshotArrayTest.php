@@ -43,6 +43,7 @@ final class SnapshotArrayTest extends TestCase
             'breaker' => ['state' => 'closed', 'transitions' => ['closed' => 0, 'open' => 0, 'half_open' => 0]],
             'learned' => null,
             'funnel_in_flight' => null,
+            'funnel_limit' => null,
         ];
     }
 

@@ -244,6 +244,7 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
         |s| s.in_flight,
     );
     funnel_in_flight(o, names, &labels);
+    funnel_limit(o, names, &labels);
     simple(
         o,
         names,
@@ -364,6 +365,21 @@ fn funnel_in_flight(out: &mut String, names: &[(String, MetricsSnapshot)], label
     }
 }
 
+/// The fixed funnel limits, for the names a client with one was made under (the latest one's).
+fn funnel_limit(out: &mut String, names: &[(String, MetricsSnapshot)], labels: &[String]) {
+    if names.iter().all(|(_, s)| s.funnel_limit.is_none()) {
+        return;
+    }
+    let name = "resilient_funnel_limit";
+    header(out, &Family { name, kind: "gauge",
+        help: "The fixed funnel limit of the latest client made with one under the name on this host (a learned limit: resilient_funnel_learned_limit)." });
+    for ((_, s), upstream) in names.iter().zip(labels) {
+        if let Some(n) = s.funnel_limit {
+            let _ = writeln!(out, "{name}{upstream}}} {n}");
+        }
+    }
+}
+
 /// The learned funnel limits (`'limit' => 'auto'`), for the names that have one. A latency not
 /// known yet (0, before the first interval with answers) has no sample: 0 s would read as
 /// measured.
@@ -441,6 +457,7 @@ mod tests {
                 intervals: 1_000_000,
             }),
             funnel_in_flight: Some(64),
+            funnel_limit: Some(64),
             ..MetricsSnapshot::default()
         };
         // Ten-digit counters everywhere: a host that ran a long time.
@@ -505,6 +522,39 @@ mod tests {
         assert!(
             !text.contains("resilient_funnel_rtt_seconds{upstream=\"b\"}"),
             "{text}"
+        );
+    }
+
+    /// The fixed limit beside the slots held, for the names that have one: a dashboard's
+    /// saturation is `resilient_funnel_in_flight / resilient_funnel_limit`.
+    #[test]
+    fn the_fixed_funnel_limit_is_a_gauge_of_the_names_that_have_one() {
+        let with = MetricsSnapshot {
+            funnel_limit: Some(10),
+            funnel_in_flight: Some(3),
+            ..MetricsSnapshot::default()
+        };
+        let names = [
+            ("a".to_string(), with),
+            ("b".to_string(), MetricsSnapshot::default()),
+        ];
+        let text = prometheus(&names);
+        assert!(
+            text.contains("# TYPE resilient_funnel_limit gauge\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("resilient_funnel_limit{upstream=\"a\"} 10\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("resilient_funnel_limit{upstream=\"b\"}"),
+            "{text}"
+        );
+        let none = prometheus(&[("b".to_string(), MetricsSnapshot::default())]);
+        assert!(
+            !none.contains("resilient_funnel_limit"),
+            "no family without a sample"
         );
     }
 

@@ -159,7 +159,11 @@ pub struct MetricsBlock {
     /// Guard decisions made without the shared backend (Redis down or slow): the
     /// `on_backend_error` behaviour was used instead.
     pub backend_fallbacks: AtomicU64,
-    pub _reserved: [AtomicU64; 4],
+    /// The fixed funnel limit of the latest client made with one under this name on this host
+    /// (0: none yet; a learned limit is the adaptive block's). A gauge, never reset. (Zero in
+    /// files of earlier builds, where it was reserved.)
+    pub funnel_limit: AtomicU64,
+    pub _reserved: [AtomicU64; 3],
 }
 
 pub const METRICS_BLOCK_SIZE: usize = std::mem::size_of::<MetricsBlock>();
@@ -213,6 +217,10 @@ pub struct MetricsSnapshot {
     pub failure_latency: Histogram,
     /// The name's learned funnel limit (`'limit' => 'auto'`); `None` if nothing learned.
     pub learned: Option<crate::AdaptiveStats>,
+    /// The fixed funnel limit of the latest client made with one under this name on this
+    /// host ([`Metrics::funnel_limit`]): what `funnel_in_flight` (or `in_flight`, for a funnel
+    /// on Redis) is measured against. `None`: no such client yet.
+    pub funnel_limit: Option<u32>,
     /// The slots of the name's shared-memory funnel held on this host now, dead holders and
     /// lapsed leases not counted (`funnel::held_now`): unlike `in_flight`, never left high by
     /// a process killed mid-attempt (and a slot kept past an attempt abandoned while the
@@ -286,6 +294,9 @@ impl MetricsBlock {
             success_latency: self.success_latency.read(),
             failure_latency: self.failure_latency.read(),
             learned: None,
+            funnel_limit: u32::try_from(self.funnel_limit.load(Relaxed))
+                .ok()
+                .filter(|&l| l > 0),
             funnel_in_flight: None,
         }
     }
@@ -340,6 +351,12 @@ impl Metrics {
     /// Lists the name in snapshots from now on (at zero until it records).
     pub fn list(&self) {
         self.block().active.store(1, Relaxed);
+    }
+
+    /// A client of the name with a fixed funnel `limit` was made (the latest one's is shown,
+    /// for dashboards to set the slots held against).
+    pub fn funnel_limit(&self, limit: u32) {
+        self.block().funnel_limit.store(u64::from(limit), Relaxed);
     }
 
     fn block(&self) -> &MetricsBlock {
