@@ -270,12 +270,14 @@ final class BreakerTest extends HttpTestCase
     }
 
     /**
-     * A probe that waited half of the client's `timeout` or more without an answer reopens the
-     * breaker, whatever cut it: its own `deadline` (here equal to the `timeout`, which leaves
-     * the attempt a few microseconds less) or an enclosing `Deadline::within`. Before, every
-     * such probe was no verdict: against a hung upstream each next call probed at once, the
-     * breaker never reopened, and the host sent a probe per deadline instead of one per
-     * `open_for`.
+     * A probe that waited half of what the client's own settings give an attempt (its
+     * `timeout`, a request's own, or the client's `deadline` when shorter) or more without an
+     * answer reopens the breaker, whatever cut it: the client's `deadline` equal to its
+     * `timeout` (which leaves the attempt a few microseconds less), a client `deadline` under
+     * half the `timeout`, an enclosing `Deadline::within`, or one around a request's own
+     * `timeout`. Before, every such probe was no verdict: against a hung upstream each next
+     * call probed at once, the breaker never reopened, and the host sent a probe per deadline
+     * instead of one per `open_for`.
      *
      * @dataProvider longCuts
      */
@@ -283,14 +285,23 @@ final class BreakerTest extends HttpTestCase
     {
         $key = $this->up->key('hung-probe');
         $this->up->script($key, [...array_fill(0, self::MIN_CALLS, ['status' => 503]), ['status' => 200, 'delay_ms' => 3000]]);
-        $options = $this->options($key, 0.2, 0.4);
-        $client = new Client(Run::name('breaker'), $cut === 'deadline' ? $options + ['deadline' => 0.4] : $options);
+        $options = match ($cut) {
+            'deadline' => $this->options($key, 0.2, 0.4) + ['deadline' => 0.4],
+            'short deadline' => $this->options($key, 0.2, 2.0) + ['deadline' => 0.4],
+            'within' => $this->options($key, 0.2, 0.4),
+            'request timeout' => $this->options($key, 0.2, 30.0),
+        };
+        $client = new Client(Run::name('breaker'), $options);
         $this->open($client);
         usleep(300_000); // past open_for + 20 %
 
-        $probe = fn () => $client->get('/x');
+        $probe = match ($cut) {
+            'deadline', 'short deadline' => fn () => $client->get('/x'),
+            'within' => fn () => Deadline::within(0.3, fn () => $client->get('/x')),
+            'request timeout' => fn () => Deadline::within(0.4, fn () => $client->get('/x', [], ['timeout' => 0.4])),
+        };
         try {
-            $cut === 'deadline' ? $probe() : Deadline::within(0.3, $probe);
+            $probe();
             $this->fail('the probe outlives the deadline');
         } catch (DeadlineExceeded) {
             $this->addToAssertionCount(1);
@@ -307,7 +318,9 @@ final class BreakerTest extends HttpTestCase
     public static function longCuts(): iterable
     {
         yield "the client's deadline, equal to its timeout" => ['deadline'];
+        yield "the client's deadline of 0.4, under half its timeout of 2" => ['short deadline'];
         yield 'Deadline::within(0.3) around a timeout of 0.4' => ['within'];
+        yield "Deadline::within(0.4) around a request's timeout of 0.4 (the client's: 30)" => ['request timeout'];
     }
 
     private function expectCircuitOpen(Client $client): void

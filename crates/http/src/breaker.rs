@@ -14,10 +14,12 @@
 //!
 //! A timeout counts also when the call's deadline cut the attempt short: where every caller's
 //! deadline is shorter than the client's timeout, every attempt is cut, and a hung upstream
-//! must still open the breaker. Not so for the probe: one caller's lack of time must not keep
-//! the upstream cut off for another `open_for`. A probe its caller's deadline ended gives its
-//! ticket back (the next caller probes at once); a hung upstream then keeps the breaker
-//! half-open, one probe at a time, until a probe is answered or runs its whole timeout.
+//! must still open the breaker. Not quite so for the probe: one caller's lack of time must not
+//! keep the upstream cut off for another `open_for`. A probe its caller's deadline ended before
+//! it waited half of what the client's own settings give an attempt (its timeout, or the
+//! client's `deadline` if shorter: [`Ended::cut_early`]) gives its ticket back, and the next
+//! caller probes at once; one that waited longer is a failure, so a hung upstream reopens the
+//! breaker however short the callers' deadlines are, down to half that.
 //!
 //! An attempt sent before the breaker last closed is not counted when it ends after the close
 //! (the store gets when it was sent): it tells of the outage the probe saw end.
@@ -241,12 +243,12 @@ impl Guard for BreakerGuard {
         let failure = self.is_failure(outcome);
         if let Some(ticket) = self.take_ended_probe() {
             // The caller's own deadline ended the probe early: no verdict on the upstream, the
-            // next caller probes (given back as of now, so at once). One that waited half the
-            // client's timeout or more is a failure: where every caller's deadline is as short
-            // (or the client's `deadline` its `timeout`), a hung upstream must reopen the
-            // breaker, or each next caller would probe it at once for as long as it hangs.
-            let cut_early = end.by_deadline() && end.duration < self.probe_attempt / 2;
-            if cut_early && self.store.give_back(ticket, now_ms) {
+            // next caller probes (given back as of now, so at once). One that waited half of
+            // what the client allows an attempt or more is a failure: where every caller's
+            // deadline is as short (or the client's `deadline` shorter than its `timeout`), a
+            // hung upstream must reopen the breaker, or each next caller would probe it at
+            // once for as long as it hangs.
+            if end.cut_early() && self.store.give_back(ticket, now_ms) {
                 return;
             }
             if let Some(t) = self.store.resolve(ticket, !failure, now_ms, jitter()) {
@@ -344,6 +346,7 @@ mod tests {
             duration,
             now_ms,
             cut_short: false,
+            allowed: SECOND,
         }
     }
 

@@ -510,6 +510,7 @@ impl Call {
             duration,
             now_ms: self.env.clock.monotonic_ms(),
             cut_short,
+            allowed: (self.policy.timeout).min(self.policy.deadline.unwrap_or(Duration::MAX)),
         };
         // A failure of ours (the sink file could not be written, the request could not be made)
         // says nothing about the upstream: the guards learn nothing from it (permits dropped

@@ -61,12 +61,23 @@ pub struct Ended {
     /// request's, a web cap): a timeout then tells of the caller's budget more than of the
     /// upstream.
     pub cut_short: bool,
+    /// What the client's own settings give an attempt: its timeout (a request's own, under
+    /// the web cap), or the client's `deadline` when shorter. An attempt cut well below it
+    /// was cut by one caller's lack of time ([`Ended::cut_early`]).
+    pub allowed: std::time::Duration,
 }
 
 impl Ended {
     /// The deadline ended the attempt: its timeout was cut to what was left, and it timed out.
     pub fn by_deadline(&self) -> bool {
         self.cut_short && self.outcome == Outcome::Failed(FailureKind::Timeout)
+    }
+
+    /// The deadline ended the attempt before it had waited half of what the client's own
+    /// settings give one ([`Ended::allowed`]): a caller short of time (an enclosing
+    /// `Deadline::within`, a retry late in its call), which says little of the upstream.
+    pub fn cut_early(&self) -> bool {
+        self.by_deadline() && self.duration < self.allowed / 2
     }
 }
 
