@@ -704,7 +704,7 @@ namespace Resilient {
 // so `cargo php stubs` does not see them; this part is written by hand.
 //
 // php.ini (src/ini.rs), all PHP_INI_ALL; a bad value is refused (ini_set returns false):
-//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v7.shm
+//   resilient.shm_path            = ""     ; "" = /dev/shm/resilient-<uid>.v8.shm
 //   resilient.shm_slots           = 256    ; names the segment holds (fixed when the file is created)
 //   resilient.shm_required        = 0      ; 1: an unusable segment throws SharedMemoryError;
 //                                          ; 0: process-local guards (said once in PHP's error log)

@@ -92,7 +92,7 @@ final class IniTest extends TestCase
         $code = 'return [ini_set("resilient.shm_path", ""), Resilient\\Metrics::segmentPath()];';
         $out = PhpProcess::runScript('expect_throw.php', [$code], ['resilient.shm_path' => 'relative'], 20)->json();
         $this->assertFalse($out['threw'], json_encode($out));
-        $this->assertSame(['', '/dev/shm/resilient-' . posix_getuid() . '.v7.shm'], $out['returned']);
+        $this->assertSame(['', '/dev/shm/resilient-' . posix_getuid() . '.v8.shm'], $out['returned']);
         // ... and the slots' (256), used.
         $path = Run::shmPath('ini-default-' . bin2hex(random_bytes(3)));
         $code = 'return [ini_set("resilient.shm_slots", "256"), Resilient\\Funnel::degradedReason()];';
@@ -116,7 +116,7 @@ final class IniTest extends TestCase
         $out = PhpProcess::runScript('expect_throw.php', ['return [ini_get("resilient.shm_slots"), (new Resilient\Funnel("g", limit: 1))->isDegraded()];'], ['resilient.shm_path' => $path, 'resilient.shm_slots' => '7', 'resilient.shm_required' => 'on'], 20)->json();
         $this->assertSame(['7', false], $out['returned'], json_encode($out));
         $this->assertSame(Run::segmentSize(7), filesize($path));
-        // Empty = the documented default (/dev/shm/resilient-<uid>.v7.shm), no error.
+        // Empty = the documented default (/dev/shm/resilient-<uid>.v8.shm), no error.
         $out = PhpProcess::runScript('expect_throw.php', ['return ini_set("resilient.shm_path", "");'], ['resilient.shm_path' => $path], 20)->json();
         $this->assertSame($path, $out['returned'], json_encode($out));
     }

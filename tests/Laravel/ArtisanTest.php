@@ -126,7 +126,7 @@ final class ArtisanTest extends TestCase
         $this->assertSame(0, $r->exitCode, $r->describe());
         [$doctor, $extension] = explode('|', $r->stdout);
         $this->assertSame($extension, $doctor);
-        $this->assertSame(sprintf('/dev/shm/resilient-%d.v7.shm', posix_getuid()), $extension);
+        $this->assertSame(sprintf('/dev/shm/resilient-%d.v8.shm', posix_getuid()), $extension);
     }
 
     public function testDoctorWarnsAboutASegmentOfAnotherUser(): void

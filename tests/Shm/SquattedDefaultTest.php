@@ -10,7 +10,7 @@ use Resilient\Tests\Harness\TestCase;
 
 /**
  * A squatted default segment: another local user pre-creates the default segment of a victim
- * (/dev/shm/resilient-<uid>.v7.shm; /dev/shm is sticky, so the victim cannot remove it). Every
+ * (/dev/shm/resilient-<uid>.v8.shm; /dev/shm is sticky, so the victim cannot remove it). Every
  * Funnel and every Client with a budget used to throw SharedMemoryError. Now the victim's
  * process keeps working with process-local guards and says so once in PHP's error log.
  *
@@ -28,7 +28,7 @@ final class SquattedDefaultTest extends TestCase
     protected function setUp(): void
     {
         $this->needSetpriv();
-        $this->squatted = '/dev/shm/resilient-' . self::VICTIM_UID . '.v7.shm';
+        $this->squatted = '/dev/shm/resilient-' . self::VICTIM_UID . '.v8.shm';
         if (file_exists($this->squatted)) {
             $this->markTestSkipped("{$this->squatted} exists already; not touching it");
         }

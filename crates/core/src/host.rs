@@ -4,7 +4,9 @@
 //!   `kill(pid, 0)`, so a process in another pid namespace (a container sharing `/dev/shm`
 //!   through `--ipc=host` or a volume) would see live holders as dead and free their slots.
 //!   Processes that share a segment must share a pid namespace; a file created in another one
-//!   is refused (the degraded mode then applies).
+//!   is refused while a process there maps it (the degraded mode then applies), and taken over
+//!   once none does (`segment.rs`). (The kernel may give a namespace's number again; a file
+//!   nobody maps forgets its processes' pids anyway.)
 //! - The boot: leases expire on `CLOCK_MONOTONIC`, which starts again at zero after a reboot.
 //!   A segment on persistent storage that outlived a reboot holds meaningless times and pids,
 //!   and nobody can still be using it: it is initialised again.

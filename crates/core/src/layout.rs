@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 /// "RESILNT1" as a little-endian u64; written last when a segment is created.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RESILNT1");
 
-/// Bumped whenever [`Header`] or [`Entry`] change shape.
-pub const LAYOUT_VERSION: u32 = 7;
+/// Bumped whenever [`Header`] or [`Entry`] change shape, or what processes do with them
+/// (8: every process that maps the file holds a read lock on its first byte, `segment.rs`).
+pub const LAYOUT_VERSION: u32 = 8;
 
 /// The most slots a funnel can have: the in-flight set is one 64-bit mask.
 pub const MAX_FUNNEL_LIMIT: u32 = 64;
@@ -40,11 +41,7 @@ pub struct Header {
     pub pid_namespace: AtomicU64,
     /// The creator's boot (`host::boot_id`); 0 = unknown.
     pub boot: AtomicU64,
-    /// 1: every process that maps the file holds a read lock on its first byte while it does
-    /// (`segment.rs`), so a process of another pid namespace can tell whether it is still in
-    /// use; 0: made by a build before that (in use as far as anyone can tell).
-    pub in_use_locks: AtomicU64,
-    pub _reserved: AtomicU64,
+    pub _reserved: [AtomicU64; 2],
 }
 
 /// One funnel slot. `word`: `pid:22 | phase:2 | generation:40` (who owns the slot, whether

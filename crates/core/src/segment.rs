@@ -13,15 +13,19 @@
 //! user, with no permission bits for group or others, of the expected size, with our magic
 //! and layout version. The error names the path and the problem.
 //!
-//! A file made in another pid namespace is refused while a process there still maps it:
-//! holders are told apart by pid, and a pid means another process in each namespace. Every
-//! process that maps the file holds a read lock on its first byte for as long as it does (an
-//! open file description lock: the kernel's, whatever the namespace, gone with the last
-//! descriptor). A file of another namespace that nobody holds so (a container restarted in a
-//! new pid namespace, its `/dev/shm` kept, as a Kubernetes pod's is) is started afresh, as a
-//! file from an earlier boot is. The check and the fresh start happen under the exclusive
-//! `flock`, and an opener takes its read lock under a shared one, so none of them can map the
-//! file between the check and the fresh start.
+//! Every process that maps the file holds a read lock on its first byte for as long as it does
+//! (an open file description lock: the kernel's, whatever the pid namespace, gone with the last
+//! descriptor), so an opener can tell whether anyone else maps it. A file nobody maps holds
+//! nothing of any live process: its opener forgets the funnel slots, the in-flight gauges and
+//! a learned limit's unfinished close that processes now gone left, which their pids can no
+//! longer tell (a pid the kernel gave to another process looks alive; a container restarted
+//! in a new pid namespace may even get its predecessor's namespace number back), and keeps the
+//! rest (budgets, breakers, counters, learned limits). A file made in another pid namespace is
+//! refused while a process there maps it (holders are told apart by pid, and a pid means
+//! another process in each namespace); once nobody does (a container restarted with its
+//! `/dev/shm` kept, as a Kubernetes pod's is), it is taken over so. The check and the
+//! forgetting happen under the exclusive `flock`, and an opener takes its read lock under a
+//! shared one, so nobody maps the file in between.
 //!
 //! What cannot be prevented: a process of the same user (or root) truncating the file
 //! while it is mapped makes the next access through the old mapping fault (SIGBUS).
@@ -70,6 +74,9 @@ enum Locked {
     Ready(Segment),
     /// The file was removed while we waited: start over.
     Gone,
+    /// Nobody else maps the file: what processes left in it is to be forgotten, under the
+    /// exclusive lock ([`Segment::lock_and_init`]).
+    Unused(OwnedFd),
 }
 
 fn os_err() -> std::io::Error {
@@ -125,7 +132,7 @@ impl Segment {
                 unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) };
                 match Self::lock_and_init(path, &cpath, fd, slots, lock_wait)? {
                     Locked::Ready(seg) => return Ok(seg),
-                    Locked::Gone => continue,
+                    _ => continue,
                 }
             }
             let err = os_err();
@@ -161,9 +168,14 @@ impl Segment {
                 && !header.made_before_this_boot()
                 && !header.made_in_another_pid_namespace()
             {
-                match Self::attach_shared(path, fd, lock_wait)? {
+                let fd = match Self::attach_shared(path, fd, lock_wait)? {
                     Locked::Ready(seg) => return Ok(seg),
                     Locked::Gone => continue,
+                    Locked::Unused(fd) => fd,
+                };
+                match Self::lock_and_init(path, &cpath, fd, slots, lock_wait)? {
+                    Locked::Ready(seg) => return Ok(seg),
+                    _ => continue,
                 }
             }
             if header.magic != 0 && header.magic != MAGIC {
@@ -176,7 +188,7 @@ impl Segment {
             // is still at work (it holds the lock), or died, or nobody uses it any more.
             match Self::lock_and_init(path, &cpath, fd, slots, lock_wait)? {
                 Locked::Ready(seg) => return Ok(seg),
-                Locked::Gone => continue,
+                _ => continue,
             }
         }
         Err(Error::segment(
@@ -186,8 +198,8 @@ impl Segment {
     }
 
     /// Under the shared lock (an initialiser holds the exclusive one): attach to a file whose
-    /// header is still one to attach to; `Gone` (start over) when it was removed, or started
-    /// afresh since it was read.
+    /// header is still one to attach to and that someone else maps; `Gone` (start over) when
+    /// it was removed, or started afresh since it was read; `Unused` when nobody else maps it.
     fn attach_shared(path: &Path, fd: OwnedFd, lock_wait: Duration) -> Result<Locked, Error> {
         let lock = FileLock::take(path, fd, lock_wait, libc::LOCK_SH)?;
         let st = check_file(path, lock.fd())?;
@@ -199,15 +211,19 @@ impl Segment {
         {
             return Ok(Locked::Gone);
         }
-        Self::attach(path, lock.fd(), &header, st.st_size as usize).map(|mut seg| {
+        if !in_use_by_others(lock.fd()) {
+            return Ok(Locked::Unused(lock.release()));
+        }
+        Self::attach(path, lock.fd(), &header, st.st_size as usize, false).map(|mut seg| {
             seg.file = Some(lock.release());
             Locked::Ready(seg)
         })
     }
 
-    /// Under the file's lock: attach if someone else initialised it meanwhile, otherwise
-    /// initialise it (a new file, a header-less one whose creator died, or one nobody maps
-    /// any more from an earlier boot or another pid namespace).
+    /// Under the file's lock: attach if someone else initialised it meanwhile (forgetting what
+    /// processes left in it when nobody else maps it, and taking it over from another pid
+    /// namespace then), otherwise initialise it (a new file, a header-less one whose creator
+    /// died, or one from an earlier boot).
     fn lock_and_init(
         path: &Path,
         cpath: &CString,
@@ -221,19 +237,21 @@ impl Segment {
             return Ok(Locked::Gone); // a failed creator removed it while we waited
         }
         let header = read_header(path, lock.fd())?;
-        let abandoned = || header.in_use_locks == 1 && !in_use_by_others(lock.fd());
-        if header.magic == MAGIC
-            && !header.made_before_this_boot()
-            && !(header.made_in_another_pid_namespace() && abandoned())
-        {
-            return Self::attach(path, lock.fd(), &header, st.st_size as usize).map(|mut seg| {
+        if header.magic == MAGIC && !header.made_before_this_boot() {
+            let unused = !in_use_by_others(lock.fd());
+            let size = st.st_size as usize;
+            let seg = Self::attach(path, lock.fd(), &header, size, unused).map(|mut seg| {
+                if unused {
+                    seg.forget_processes();
+                }
                 seg.file = Some(lock.release());
                 Locked::Ready(seg)
             });
+            return seg;
         }
         if header.magic == MAGIC {
-            // Written before this boot, or in another pid namespace by processes all gone:
-            // its times and pids mean nothing now. Start it afresh, as a new file.
+            // Written before this boot: its times and pids mean nothing now. Start it afresh,
+            // as a new file.
             let mut seg = Self::init(path, lock.fd(), slots)?;
             seg.file = Some(lock.release());
             return Ok(Locked::Ready(seg));
@@ -341,7 +359,6 @@ impl Segment {
         h.pid_namespace
             .store(crate::host::pid_namespace(), Ordering::Relaxed);
         h.boot.store(crate::host::boot_id(), Ordering::Relaxed);
-        h.in_use_locks.store(1, Ordering::Relaxed);
         h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
         h.slots.store(slots, Ordering::Relaxed);
         h.entry_size.store(ENTRY_SIZE as u32, Ordering::Relaxed);
@@ -349,8 +366,15 @@ impl Segment {
         h.magic.store(MAGIC, Ordering::Release);
     }
 
-    /// Maps the file `h` was read from, under its lock (the caller sets `file`).
-    fn attach(path: &Path, fd: &OwnedFd, h: &RawHeader, size: usize) -> Result<Segment, Error> {
+    /// Maps the file `h` was read from, under its lock (the caller sets `file`). `unused`:
+    /// nobody else maps it, and it is taken over whatever pid namespace made it.
+    fn attach(
+        path: &Path,
+        fd: &OwnedFd,
+        h: &RawHeader,
+        size: usize,
+        unused: bool,
+    ) -> Result<Segment, Error> {
         if h.version != LAYOUT_VERSION {
             return Err(Error::segment(
                 path,
@@ -360,14 +384,14 @@ impl Segment {
                 ),
             ));
         }
-        if h.made_in_another_pid_namespace() {
+        if h.made_in_another_pid_namespace() && !unused {
             return Err(Error::segment(
                 path,
                 format!(
                     "was created in another pid namespace (inode {}, ours {}) and is still in use \
                      there: holders are told apart by pid, so processes that share a segment must \
                      share a pid namespace; give each container its own resilient.shm_path (a \
-                     file no process of another namespace maps any more is started afresh)",
+                     file no process of another namespace maps any more is taken over)",
                     h.pid_namespace,
                     crate::host::pid_namespace()
                 ),
@@ -413,6 +437,23 @@ impl Segment {
             path: path.to_path_buf(),
             file: None,
         })
+    }
+
+    /// Forgets what processes now gone left in the file (nobody else maps it, and the caller
+    /// holds the exclusive lock): the funnel slots they held, the attempts they had in flight,
+    /// a learned limit's close they did not finish; and takes the file over for this process's
+    /// pid namespace. Their pids can tell none of it (the kernel gives pids, and even a pid
+    /// namespace's number, again). Budgets, breakers, counters and learned limits stay.
+    fn forget_processes(&self) {
+        let now_ms = crate::clock::monotonic_ms();
+        for e in self.entries() {
+            crate::funnel::forget_holders(e);
+            crate::adaptive_limit::forget_closer(&e.adaptive, now_ms);
+            e.metrics.in_flight.store(0, Ordering::Relaxed);
+        }
+        self.header()
+            .pid_namespace
+            .store(crate::host::pid_namespace(), Ordering::Release);
     }
 
     /// True for a process-local segment (the degraded mode).
@@ -622,7 +663,6 @@ struct RawHeader {
     total_size: u64,
     pid_namespace: u64,
     boot: u64,
-    in_use_locks: u64,
 }
 
 impl RawHeader {
@@ -659,7 +699,7 @@ fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
     let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
     // Offsets of `layout::Header` (repr(C)).
     Ok(RawHeader {
-        rest_zero: b[20..24].iter().chain(&b[56..]).all(|&x| x == 0),
+        rest_zero: b[20..24].iter().chain(&b[48..]).all(|&x| x == 0),
         magic: u64_at(0),
         version: u32_at(8),
         slots: u32_at(12),
@@ -667,7 +707,6 @@ fn read_header(path: &Path, fd: &OwnedFd) -> Result<RawHeader, Error> {
         total_size: u64_at(24),
         pid_namespace: u64_at(32),
         boot: u64_at(40),
-        in_use_locks: u64_at(48),
     })
 }
 
@@ -682,7 +721,6 @@ fn half_made(h: &RawHeader, size: usize) -> bool {
     (size == 0 || table)
         && h.magic == 0
         && h.rest_zero
-        && h.in_use_locks <= 1
         && (h.version == 0 || h.version == LAYOUT_VERSION)
         && (h.entry_size == 0 || h.entry_size as usize == ENTRY_SIZE)
         && (h.total_size == 0 || h.total_size as usize == size)
@@ -705,7 +743,8 @@ fn same_file(cpath: &CString, st: &libc::stat) -> bool {
 struct FileLock(OwnedFd);
 
 impl FileLock {
-    /// `how`: `LOCK_EX` or `LOCK_SH`. Waits at most `wait` for an initialiser's lock.
+    /// `how`: `LOCK_EX` or `LOCK_SH`. Waits at most `wait` for a conflicting holder (an
+    /// initialiser, an opener taking a file nobody else maps over, or openers attaching).
     fn take(path: &Path, fd: OwnedFd, wait: Duration, how: libc::c_int) -> Result<FileLock, Error> {
         let deadline = Instant::now() + wait;
         loop {
@@ -721,16 +760,16 @@ impl FileLock {
                 return Err(Error::segment(path, format!("cannot lock: {err}")));
             }
             if Instant::now() >= deadline {
-                let waited = match wait.as_millis() {
-                    0 => String::new(),
-                    ms => format!(" after {ms} ms"),
-                };
-                return Err(Error::segment(
-                    path,
-                    format!(
-                        "is still being initialised by another process{waited} (is it stopped?)"
+                let message = match wait.as_millis() {
+                    0 => "is being initialised or opened by another process (it holds the file's \
+                          lock); not waited for"
+                        .to_owned(),
+                    ms => format!(
+                        "is still being initialised or opened by another process after {ms} ms \
+                         (is it stopped?)"
                     ),
-                ));
+                };
+                return Err(Error::segment(path, message));
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -815,15 +854,16 @@ mod tests {
     }
 
     /// A container restarted in a new pid namespace with its `/dev/shm` kept finds the file
-    /// its previous processes made: nobody maps it any more, so it starts afresh (before, it
-    /// was refused for good, and every process of the new container counted alone until
-    /// someone removed the file). Its names and counts are gone with the processes they
-    /// meant; a process still mapping it, also one forked off after it opened, keeps it.
+    /// its previous processes made: nobody maps it any more, so it is taken over, what those
+    /// processes held forgotten and the rest kept (before, it was refused for good, and every
+    /// process of the new container counted alone until someone removed the file). A process
+    /// still mapping it, also one forked off after it opened, keeps it refused.
     #[test]
-    fn a_file_of_another_pid_namespace_nobody_maps_starts_afresh() {
+    fn a_file_of_another_pid_namespace_nobody_maps_is_taken_over() {
         let p = temp_path("pidns-left");
         let a = Segment::open(&p, 8).unwrap();
-        a.entry_index("sap").unwrap();
+        let i = a.entry_index("sap").unwrap();
+        a.entries()[i].budget_buckets[0].store(77, Ordering::Relaxed);
         a.header().pid_namespace.store(12345, Ordering::Relaxed);
         let copy = a.file.as_ref().unwrap().try_clone().unwrap();
         drop(a);
@@ -838,33 +878,55 @@ mod tests {
             b.header().pid_namespace.load(Ordering::Relaxed),
             crate::host::pid_namespace()
         );
-        assert_eq!(
-            b.slots(),
-            4,
-            "initialised again, with this opener's slot count"
-        );
-        assert!(
-            b.names().is_empty(),
-            "nothing of the other namespace is kept"
-        );
+        assert_eq!(b.slots(), 8, "the same file, not initialised again");
+        assert_eq!(b.entry_index("sap").unwrap(), i, "its names kept");
+        assert_eq!(b.entries()[i].budget_buckets[0].load(Ordering::Relaxed), 77);
         let c = Segment::open(&p, 8).unwrap();
-        c.entry_index("erp").unwrap();
-        let names: Vec<String> = b.names().into_iter().map(|(_, n)| n).collect();
-        assert_eq!(names, ["erp"], "one segment again");
+        assert_eq!(c.entry_index("sap").unwrap(), i, "one segment again");
         std::fs::remove_file(&p).unwrap();
     }
 
-    /// A file of another pid namespace made by a build whose processes did not mark it in
-    /// use cannot be told unused: it is refused, as before.
+    /// What processes left in a file nobody maps any more is forgotten by its next opener:
+    /// their funnel slots (held here by this process's own pid, alive, as a pid the kernel gave
+    /// again to another process would be), their attempts in flight, a learned limit's close
+    /// they did not finish. While someone maps it, nothing is.
     #[test]
-    fn a_file_of_another_pid_namespace_without_in_use_marks_is_refused() {
-        let p = temp_path("pidns-old");
-        let a = Segment::open(&p, 8).unwrap();
-        a.header().pid_namespace.store(12345, Ordering::Relaxed);
-        a.header().in_use_locks.store(0, Ordering::Relaxed);
+    fn a_file_nobody_maps_forgets_what_processes_left_in_it() {
+        let p = temp_path("left");
+        let a = std::sync::Arc::new(Segment::open(&p, 8).unwrap());
+        let f = crate::Funnel::new(
+            a.clone(),
+            "sap",
+            crate::FunnelConfig::new(4, 0, Duration::from_secs(60)).unwrap(),
+        )
+        .unwrap();
+        let now = crate::clock::monotonic_ms();
+        f.try_acquire(4, now).unwrap().hold_until(now + 60_000);
+        let i = a.entry_index("sap").unwrap();
+        a.entries()[i].metrics.in_flight.store(1, Ordering::Relaxed);
+        use crate::adaptive_limit::state_word;
+        let closing = state_word::closing(state_word::pack_state(1_000, 3.0), 12_345);
+        a.entries()[i]
+            .adaptive
+            .state
+            .store(closing, Ordering::Relaxed);
+        let still = Segment::open(&p, 8).unwrap();
+        assert_eq!(f.in_flight(crate::clock::monotonic_ms()), 1, "mapped: kept");
+        drop(still);
+        drop(f);
         drop(a);
-        let e = Segment::open(&p, 8).err().unwrap();
-        assert!(e.to_string().contains("another pid namespace"), "{e}");
+
+        let b = Segment::open(&p, 8).unwrap();
+        let e = &b.entries()[i];
+        assert_eq!(
+            e.funnel_mask.load(Ordering::Relaxed),
+            0,
+            "the slot forgotten"
+        );
+        assert_eq!(e.metrics.in_flight.load(Ordering::Relaxed), 0);
+        let state = e.adaptive.state.load(Ordering::Relaxed);
+        assert_ne!(state, closing, "the close given up");
+        assert_eq!(state_word::limit(state), 3.0, "at the limit of before");
         std::fs::remove_file(&p).unwrap();
     }
 

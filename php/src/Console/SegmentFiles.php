@@ -13,7 +13,7 @@ namespace Resilient\Laravel\Console;
 final class SegmentFiles
 {
     /** The layout version in the default file name, for an extension without `Metrics::segmentPath()`. */
-    public const LAYOUT = 7;
+    public const LAYOUT = 8;
 
     /** The segment path this process uses. */
     public static function path(): string

@@ -29,7 +29,7 @@
 //! stored within `[1, 64]`, and each process clamps what it reads to its own `[min, max]`.
 
 pub mod policy;
-mod state_word;
+pub(crate) mod state_word;
 mod sums;
 
 use crate::layout::{AdaptiveBlock, MAX_FUNNEL_LIMIT};
@@ -334,6 +334,20 @@ impl AdaptiveLimit {
             limit_256ths: (self.current() * LIMIT_ONE) as u32,
             ..learned(self.block()).unwrap_or_default()
         }
+    }
+}
+
+/// A close of `b`'s interval that a process now gone left unfinished (a file no process maps,
+/// [`Segment`]'s `forget_processes`): a new interval starts at `now_ms` at the limit of before,
+/// the old sums dropped, as [`AdaptiveLimit`] does for a closer found dead, which a pid the
+/// kernel gave again would hide.
+pub(crate) fn forget_closer(b: &AdaptiveBlock, now_ms: u64) {
+    let state = b.state.load(Acquire);
+    if let State::Closing { .. } = state_word::read(state) {
+        b.window_counts.store(0, Relaxed);
+        b.window_latency.store(0, Relaxed);
+        b.state
+            .store(pack_state(now_ms, state_word::limit(state)), Release);
     }
 }
 

@@ -450,6 +450,16 @@ impl Funnel {
     }
 }
 
+/// Frees every slot of `e`'s funnel, for a file no process maps ([`Segment`]'s
+/// `forget_processes`): their holders are gone, and no lease of theirs is given back later.
+pub(crate) fn forget_holders(e: &Entry) {
+    e.funnel_mask.store(0, Ordering::Release);
+    for slot in &e.funnel_slots {
+        slot.word.store(0, Ordering::Relaxed);
+        slot.expires_ms.store(0, Ordering::Relaxed);
+    }
+}
+
 /// The slots of `e`'s funnel held now: counted, by a live process, with a lease that has not run
 /// out at `now_ms`; those of dead holders and lapsed leases are what the next reclaim frees, so
 /// not counted although their bits may still be set. Read-only (the mask, then each counted
