@@ -475,7 +475,7 @@ impl Client {
             // Nothing can be sent: each request's failure, as a value.
             Err(why) => prepared
                 .iter()
-                .map(|request| Err(Unavailable::not_sent(request, &why)))
+                .map(|request| Err(b.http.not_sent(request, &why)))
                 .collect(),
             Ok(io) => {
                 let (env, events) = self.call_env(&b.http, io);
@@ -639,7 +639,7 @@ impl Client {
         check_stack()?;
         let io = match process_io() {
             Ok(io) => io,
-            Err(why) => return self.unavailable(b, Unavailable::not_sent(&request, &why)),
+            Err(why) => return self.unavailable(b, b.http.not_sent(&request, &why)),
         };
         let (env, events) = self.call_env(&b.http, io);
         let future = b.http.call(env, request, left_of(until));

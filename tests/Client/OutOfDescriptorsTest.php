@@ -17,11 +17,14 @@ use Resilient\Tests\Harness\TestCase;
  */
 final class OutOfDescriptorsTest extends TestCase
 {
-    /** Runs `$code` (which sets `$out`) in a process limited to 64 descriptors, after `$setup`; `$out`. */
-    private function runStarved(string $setup, string $code): array
+    /**
+     * Runs `$code` (which sets `$out`) in a process limited to 64 descriptors, after `$setup`,
+     * and `$after` once the descriptors are given back; `$out`.
+     */
+    private function runStarved(string $setup, string $code, string $after = ''): array
     {
         $starve = '$fds = []; while (($f = @fopen("/dev/null", "r")) !== false) { $fds[] = $f; }';
-        $script = $setup . $starve . $code . ' $fds = []; echo json_encode($out);';
+        $script = $setup . $starve . $code . ' $fds = []; ' . $after . ' echo json_encode($out);';
         $cmd = ['bash', '-c', 'ulimit -n 64 && exec "$0" "$@"', Run::root() . '/tests/harness/php.sh',
             '-d', 'resilient.shm_path=' . ini_get('resilient.shm_path'), '-r', $script];
         $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, Run::root());
@@ -42,13 +45,16 @@ final class OutOfDescriptorsTest extends TestCase
         $setup = sprintf('$c = new Resilient\Client(%s, %s + ["fallback" => fn (Resilient\Unavailable $e) => ["fell back", get_class($e), $e->failure(), str_contains($e->getMessage(), "not sent (0 attempts)"), $e->getMessage()]]);
             $plain = new Resilient\Client(%1$s, %2$s);
             try { $plain->get("/warm"); } catch (Resilient\Unavailable) {}
-            if (($pid = pcntl_fork()) > 0) { pcntl_waitpid($pid, $status); exit(pcntl_wexitstatus($status)); }',
-            var_export(Run::name('nofd'), true), $this->options());
+            if (($pid = pcntl_fork()) > 0) { pcntl_waitpid($pid, $status); exit(pcntl_wexitstatus($status)); }
+            $before = Resilient\Metrics::snapshot()[%1$s];',
+            var_export($name = Run::name('nofd'), true), $this->options());
         $out = $this->runStarved($setup, '
             $thrown = null;
             try { $plain->get("/x"); } catch (Resilient\Unavailable $e) { $thrown = [get_class($e), $e->failure(), str_contains($e->getMessage(), "not sent (0 attempts)")]; }
             $pool = array_map(fn ($r) => [get_class($r), $r->failure()], $plain->pool(["a" => ["GET", "/a"], "b" => ["GET", "/b"]]));
-            $out = ["fallback" => $c->get("/x"), "thrown" => $thrown, "pool" => $pool];');
+            $out = ["fallback" => $c->get("/x"), "thrown" => $thrown, "pool" => $pool];', sprintf('
+            $now = Resilient\Metrics::snapshot()[%s];
+            $out["counted"] = array_map(fn ($k) => $now[$k] - $before[$k], ["originals" => "originals", "attempts" => "attempts", "fallbacks" => "fallbacks"]);', var_export($name, true)));
 
         [$said, $class, $failure, $notSent, $message] = $out['fallback'];
         $this->assertSame('fell back', $said);
@@ -60,6 +66,7 @@ final class OutOfDescriptorsTest extends TestCase
         $this->assertStringNotContainsString('secret', $message);
         $this->assertSame(['Resilient\UpstreamFailed', 'request', true], $out['thrown']);
         $this->assertSame(['a' => ['Resilient\UpstreamFailed', 'request'], 'b' => ['Resilient\UpstreamFailed', 'request']], $out['pool']);
+        $this->assertSame(['originals' => 4, 'attempts' => 0, 'fallbacks' => 1], $out['counted'], 'each call counted, none sent');
     }
 
     public function testAClientMadeWhenTheRuntimeCannotStartEndsItsCallsUnavailable(): void

@@ -112,6 +112,11 @@ impl CallEnv {
         self
     }
 
+    /// Who is told each call's start and end, if anyone.
+    pub fn told(&self) -> Option<&Arc<dyn CallEvents>> {
+        self.events.as_ref()
+    }
+
     /// Replaces the transport (the binding's per-process one, after a fork).
     pub fn transport(mut self, transport: Arc<dyn Transport>) -> Self {
         self.transport = transport;

@@ -263,6 +263,21 @@ impl HttpClient {
         Call::start(env, self.policy_of(&request), request, enclosing_remaining).run()
     }
 
+    /// A call of `request` that could not be sent at all: this process's I/O runtime did not
+    /// start (`why`). Counted as any call is (an original, unavailable, no attempt), and ended
+    /// as [`Unavailable::not_sent`] says.
+    pub fn not_sent(&self, request: &PreparedRequest, why: &str) -> Unavailable {
+        let unavailable = Unavailable::not_sent(request, why);
+        if let Some(events) = self.env.told() {
+            events.call_started();
+            events.call_ended(crate::call_events::CallEnd {
+                attempts: 0,
+                result: Err(crate::UnavailableKind::UpstreamFailed),
+            });
+        }
+        unavailable
+    }
+
     /// Many calls, at most `concurrency` in flight, results in input order.
     pub fn pool(
         &self,
