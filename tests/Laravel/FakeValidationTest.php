@@ -136,6 +136,30 @@ final class FakeValidationTest extends PackageTestCase
         $this->assertSame(0, (new \Resilient\Funnel($name, 2))->inFlight(), 'the checker took no slot');
     }
 
+    /**
+     * A funnel, budget or breaker that production refuses is refused under the fake too, with
+     * the same exception (before, the fake left the guards out: a reserve over the limit, or a
+     * limit from an `env()` without a default, passed every test and threw in production).
+     */
+    public function testTheGuardsAreCheckedAsProductionChecksThem(): void
+    {
+        $refused = [
+            'funnel' => [['limit' => 3, 'reserve' => 5], "option 'funnel.reserve': must be between 0 and limit - 1 (2), got 5"],
+            'budget' => [['ratio' => -1], "option 'budget.ratio': must be a finite number >= 0, got -1"],
+            'circuit' => [['failure_ratio' => 2], "option 'circuit.failure_ratio': must be greater than 0 and at most 1, got 2"],
+            'funnel of an unset env()' => [['limit' => null, 'reserve' => 1], "option 'funnel.limit': is required"],
+        ];
+        foreach ($refused as $guard => [$value, $message]) {
+            $name = 'fake-validate-' . count($refused) . '-' . getmypid() . '-' . bin2hex(random_bytes(2));
+            $this->boot(['clients' => [$name => ['base_url' => 'http://localhost', strtok($guard, ' ') => $value]]]);
+            $real = self::thrown(fn () => Resilient::client($name));
+            $this->assertStringContainsString($message, $real);
+            Resilient::fake([$name => Response::fake(200)]);
+            $this->assertSame($real, self::thrown(fn () => Resilient::client($name)->get('/x')), $guard);
+            Resilient::assertNothingSent();
+        }
+    }
+
     /** Checking a call leaves a multipart part's stream where it was: the test may still read it. */
     public function testCheckingLeavesAMultipartStreamWhereItWas(): void
     {

@@ -12,14 +12,14 @@ use Resilient\Client;
  * Built from the name's config (a config the extension refuses throws here, as it would in
  * production) without what depends on the machine the tests run on, which a test host need not
  * have: the `verify`, `cert` and `ssl_key` files, a Redis `backend`, a `proxy`; and a base URL
- * when config has none (an unset `env()`). Nor its funnel, budget and breaker, which a fake
- * never uses (their settings are checked in production, and by `resilient:check`; one from an
- * `env()` a test host leaves unset would otherwise fail every faked call).
+ * when config has none (an unset `env()`). Its funnel, budget and breaker, which a fake never
+ * uses, are checked as production checks them (a reserve over the limit, a negative ratio, a
+ * limit left unset by an `env()` without a default: production refuses each at its first call).
  */
 final class CallValidator
 {
     /** Config keys a fake's checks leave out (see above). */
-    private const MACHINE_BOUND = ['verify', 'cert', 'ssl_key', 'backend', 'on_backend_error', 'hosts', 'proxy', 'funnel', 'budget', 'circuit'];
+    private const MACHINE_BOUND = ['verify', 'cert', 'ssl_key', 'backend', 'on_backend_error', 'hosts', 'proxy'];
 
     /**
      * @param array<string, mixed> $config the name's client config ([] for a name only faked)
