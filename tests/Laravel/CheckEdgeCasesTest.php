@@ -427,6 +427,29 @@ final class CheckEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * A relative `check.paths` entry is the app's (`app/Jobs`), wherever the command runs from:
+     * before, it was looked up from the current directory, and a CI step or cron job that did
+     * not `cd` into the app failed with "app/Jobs is not a directory".
+     */
+    public function testARelativePathIsTheApps(): void
+    {
+        $relative = 'check-rel-' . bin2hex(random_bytes(4));
+        $app = $this->boot(['clients' => self::CLIENTS, 'check' => ['paths' => [$relative]]]);
+        $this->assertDirectoryDoesNotExist(getcwd() . "/$relative");
+        [, $out] = $this->artisan(['--json' => true]);
+        $this->assertSame(['resilient.check.paths: ' . $app->basePath($relative) . ' is not a directory'], json_decode($out, true)['errors'], $out);
+
+        mkdir($app->basePath($relative));
+        try {
+            [$exit, $out] = $this->artisan(['--json' => true]);
+            $this->assertSame([], json_decode($out, true)['errors'] ?? [], $out);
+            $this->assertSame(0, $exit, $out);
+        } finally {
+            rmdir($app->basePath($relative));
+        }
+    }
+
+    /**
      * A name that is not UTF-8 (a config key read from a Latin-1 file) is written with U+FFFD,
      * as resilient:status writes it: before, json_encode() failed and `--json` printed an empty
      * line, which a CI step reading it took for no output.

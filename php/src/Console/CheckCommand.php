@@ -73,8 +73,15 @@ final class CheckCommand extends Command
                 // (a connection, or a wait), and the message would show its credentials.
                 $errors[] = sprintf('resilient.check.paths.%s: must be a local directory path, not a URL', $i);
                 unset($paths[$i]);
-            } elseif (! is_dir($path)) {
-                $errors[] = "resilient.check.paths: $path is not a directory";
+            } else {
+                // A relative path is the app's (`app/Jobs`), wherever the command runs from
+                // (CI and cron need not `cd` into the app).
+                if (! str_starts_with($path, '/')) {
+                    $paths[$i] = $path = $this->laravel->basePath($path);
+                }
+                if (! is_dir($path)) {
+                    $errors[] = "resilient.check.paths: $path is not a directory";
+                }
             }
         }
         // As the job middleware reads them at every run (a value it refuses fails every job).
