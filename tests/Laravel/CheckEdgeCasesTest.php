@@ -427,6 +427,34 @@ final class CheckEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * A job's `middleware()` and `handle()` inherited from a class of the app above it (an
+     * abstract BaseJob, the common layout) are checked as if the job declared them: before,
+     * only the job's own file was read, and a child of a base whose middleware releases the
+     * job, or whose handle() calls a retrying client, passed with nothing found.
+     */
+    public function testWhatAJobInheritsFromTheAppsBaseClassIsChecked(): void
+    {
+        $body = "    use \\Illuminate\\Queue\\InteractsWithQueue, JitteredBackoff;\n    public \$timeout = 20;\n    public \$tries = 3;\n"
+            . "    public function middleware(): array { return [new ReleaseWhenUnavailable()]; }\n"
+            . "    public function handle(): void { Resilient::client('pricing')->get('/x'); }\n";
+        $head = self::HEAD . "use Resilient\\Laravel\\Queue\\ReleaseWhenUnavailable;\n";
+        [$exit, $json] = $this->check([
+            'FlatJob' => $head . "final class FlatJob implements ShouldQueue\n{\n$body}\n",
+            'BaseJob' => $head . "abstract class BaseJob implements ShouldQueue\n{\n$body}\n",
+            'ChildJob' => self::HEAD . "final class ChildJob extends BaseJob\n{\n}\n",
+        ]);
+        $this->assertSame(1, $exit);
+        $found = [];
+        foreach ($json['findings'] as $f) {
+            $found[$this->short($f['job'])][] = $f['rule'] . ': ' . $f['message'];
+        }
+        $this->assertSame(['ChildJob', 'FlatJob'], array_keys($found), json_encode($found));
+        $this->assertNotEmpty($found['FlatJob']);
+        $this->assertSame($found['FlatJob'], $found['ChildJob']);
+        $this->assertStringContainsString('released without tries', implode("\n", $found['ChildJob']));
+    }
+
+    /**
      * A relative `check.paths` entry is the app's (`app/Jobs`), wherever the command runs from:
      * before, it was looked up from the current directory, and a CI step or cron job that did
      * not `cd` into the app failed with "app/Jobs is not a directory".

@@ -67,19 +67,38 @@ final class JobFacts
     {
         $r = new \ReflectionClass($class);
         $defaults = $r->getDefaultProperties();
-        $source = new PhpSource((string) @file_get_contents((string) $r->getFileName()), $r);
+        $source = self::source($r);
+        // A `middleware()` or `handle()` the job inherits from a class of the app above it (an
+        // abstract BaseJob) is read in that class's file, beside the job's own.
+        $middleware = [$source, ...self::inheritedSource($r, 'middleware')];
+        $handle = [$source, ...self::inheritedSource($r, 'handle')];
         [$kind, $values] = self::backoff($r, $defaults);
         $unchecked = [];
-        [$deadline, $route, $routeDefault] = self::withinDeadline($source, $unchecked);
-        [$clients, $maybeClients] = self::clientsCalled($source, $unchecked);
-        // The layout the config recommends: one class per upstream makes the calls, and the
-        // job is handed it. Its calls are the job's (one level deep).
-        foreach (self::collaborators($r) as $collaborator) {
-            $theirs = new PhpSource((string) @file_get_contents((string) $collaborator->getFileName()), $collaborator);
-            [$certain, $maybe] = self::clientsCalled($theirs, $unchecked);
+        [$deadline, $route, $routeDefault] = [false, false, false];
+        foreach ($middleware as $file) {
+            [$deadline, $route, $routeDefault] = self::withinDeadline($file, $unchecked);
+            if ($deadline !== false) {
+                break;
+            }
+        }
+        [$clients, $maybeClients] = [[], []];
+        foreach ($handle as $file) {
+            [$certain, $maybe] = self::clientsCalled($file, $unchecked);
             $clients = self::union($clients, $certain);
             $maybeClients = self::union($maybeClients, $maybe);
         }
+        // The layout the config recommends: one class per upstream makes the calls, and the
+        // job is handed it. Its calls are the job's (one level deep).
+        foreach (self::collaborators($r) as $collaborator) {
+            [$certain, $maybe] = self::clientsCalled(self::source($collaborator), $unchecked);
+            $clients = self::union($clients, $certain);
+            $maybeClients = self::union($maybeClients, $maybe);
+        }
+        $funnels = [];
+        foreach ($middleware as $file) {
+            $funnels = self::union($funnels, self::funnelsFromConfig($file, $unchecked));
+        }
+        $news = fn (string $class) => array_filter($middleware, fn (PhpSource $file) => $file->news($class) !== []) !== [];
         [$connection, $connectionAtRunTime] = self::connection($source, $defaults);
 
         return new self(
@@ -96,17 +115,41 @@ final class JobFacts
             $values,
             $clients,
             $deadline,
-            self::funnelsFromConfig($source, $unchecked),
+            $funnels,
             $route,
             $routeDefault,
             $unchecked,
             $maybeClients,
             array_keys(array_filter([
-                'ReleaseWhenUnavailable' => $source->news(self::QUEUE_RELEASE) !== [],
-                'Queue\\Funnel' => $source->news(self::QUEUE_FUNNEL) !== [],
+                'ReleaseWhenUnavailable' => $news(self::QUEUE_RELEASE),
+                'Queue\\Funnel' => $news(self::QUEUE_FUNNEL),
             ])),
             $r->hasMethod('release'),
         );
+    }
+
+    private static function source(\ReflectionClass $class): PhpSource
+    {
+        return new PhpSource((string) @file_get_contents((string) $class->getFileName()), $class);
+    }
+
+    /**
+     * The file of the app's class above the job that declares the `$method` it inherits (none
+     * when the job declares it, or it comes from the framework or a package).
+     *
+     * @return list<PhpSource>
+     */
+    private static function inheritedSource(\ReflectionClass $job, string $method): array
+    {
+        if (! $job->hasMethod($method)) {
+            return [];
+        }
+        $declaring = $job->getMethod($method)->getDeclaringClass();
+        $file = $declaring->getFileName();
+        $app = $declaring->getName() !== $job->getName() && $declaring->isUserDefined() && $file !== false
+            && ! str_contains($file, '/vendor/') && ! str_starts_with($declaring->getName(), 'Illuminate\\');
+
+        return $app ? [self::source($declaring)] : [];
     }
 
     /**
