@@ -33,7 +33,7 @@ final class ResilientManager
     /** @var array<string, Client> */
     private array $clients = [];
 
-    /** @var array<string, array> the entry ({@see clientConfig()}) each of $clients was built from */
+    /** @var array<string, array> the entry ({@see clientConfig()}) each of $clients was built from, and where its attempts are reported */
     private array $builtFrom = [];
 
     private ?FakeClients $fake = null;
@@ -454,18 +454,21 @@ final class ResilientManager
     private function realClient(string $name, bool $withFallback = true): Client
     {
         $key = $withFallback ? $name : $name . "\0without fallback";
+        // Where its attempts are reported, read at every call as the entry is: a test or a
+        // tenancy bootstrapper that turns events or the log channel off takes effect.
+        $reporting = [(bool) ($this->config()['events'] ?? true), $this->config()['log_channel'] ?? null];
         if (isset($this->clients[$key])) {
             // The entry as it is now: one that changed since (another tenant's URL and key)
             // must not be sent with the options of before.
             $options = $this->clientConfig($name);
-            if ($options === $this->builtFrom[$key]) {
+            if ([$options, $reporting] === $this->builtFrom[$key]) {
                 return $this->clients[$key];
             }
         } else {
             $this->assertExtension();
             $options = $this->clientConfig($name);
         }
-        $builtFrom = $options;
+        $builtFrom = [$options, $reporting];
         if (! $withFallback) {
             unset($options['fallback']);
         }

@@ -206,6 +206,15 @@ final class ConfigTest extends PackageTestCase
         Event::fake([AttemptMade::class]);
         Resilient::client($off)->get('/y');
         Event::assertNotDispatched(AttemptMade::class);
+        // Turned off while the app runs (a test, a tenancy bootstrapper), after the client of
+        // the first name was built: its next call is not reported either (before, it was).
+        $this->bootWithCache(['clients' => [$name => $client]]);
+        Event::fake([AttemptMade::class]);
+        Resilient::client($name)->get('/x');
+        Event::assertDispatchedTimes(AttemptMade::class, 1);
+        config(['resilient.events' => false]);
+        Resilient::client($name)->get('/x');
+        Event::assertDispatchedTimes(AttemptMade::class, 1);
     }
 
     /** Laravel 8's Event::fake() refreshes the cache's dispatcher, so it needs a cache. */
