@@ -243,8 +243,16 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
         },
         |s| s.in_flight,
     );
-    funnel_in_flight(o, names, &labels);
-    funnel_limit(o, names, &labels);
+    // The funnel's slots held on this host, for the names whose funnel was used here: exact
+    // when a process was killed mid-attempt, which leaves `resilient_in_flight` one too high
+    // for good.
+    sparse_gauge(o, names, &labels, Family { name: "resilient_funnel_in_flight", kind: "gauge",
+        help: "Slots of the name's shared-memory funnel held on this host now (holders killed mid-attempt not counted; a funnel on Redis: only those its local fallback took)." },
+        |s| s.funnel_in_flight);
+    // The fixed funnel limits, for the names a client with one was made under (the latest one's).
+    sparse_gauge(o, names, &labels, Family { name: "resilient_funnel_limit", kind: "gauge",
+        help: "The fixed funnel limit of the latest client made with one under the name on this host (a learned limit: resilient_funnel_learned_limit)." },
+        |s| s.funnel_limit);
     simple(
         o,
         names,
@@ -349,33 +357,22 @@ pub fn prometheus(names: &[(String, MetricsSnapshot)]) -> String {
     out
 }
 
-/// The funnel's slots held on this host, for the names whose funnel was used here: exact when
-/// a process was killed mid-attempt, which leaves `resilient_in_flight` one too high for good.
-fn funnel_in_flight(out: &mut String, names: &[(String, MetricsSnapshot)], labels: &[String]) {
-    if names.iter().all(|(_, s)| s.funnel_in_flight.is_none()) {
+/// A gauge of the names that have a value: the others have no sample, and with none the
+/// family is left out.
+fn sparse_gauge(
+    out: &mut String,
+    names: &[(String, MetricsSnapshot)],
+    labels: &[String],
+    family: Family,
+    value: fn(&MetricsSnapshot) -> Option<u32>,
+) {
+    if names.iter().all(|(_, s)| value(s).is_none()) {
         return;
     }
-    let name = "resilient_funnel_in_flight";
-    header(out, &Family { name, kind: "gauge",
-        help: "Slots of the name's shared-memory funnel held on this host now (holders killed mid-attempt not counted; a funnel on Redis: only those its local fallback took)." });
+    header(out, &family);
     for ((_, s), upstream) in names.iter().zip(labels) {
-        if let Some(n) = s.funnel_in_flight {
-            let _ = writeln!(out, "{name}{upstream}}} {n}");
-        }
-    }
-}
-
-/// The fixed funnel limits, for the names a client with one was made under (the latest one's).
-fn funnel_limit(out: &mut String, names: &[(String, MetricsSnapshot)], labels: &[String]) {
-    if names.iter().all(|(_, s)| s.funnel_limit.is_none()) {
-        return;
-    }
-    let name = "resilient_funnel_limit";
-    header(out, &Family { name, kind: "gauge",
-        help: "The fixed funnel limit of the latest client made with one under the name on this host (a learned limit: resilient_funnel_learned_limit)." });
-    for ((_, s), upstream) in names.iter().zip(labels) {
-        if let Some(n) = s.funnel_limit {
-            let _ = writeln!(out, "{name}{upstream}}} {n}");
+        if let Some(n) = value(s) {
+            let _ = writeln!(out, "{}{upstream}}} {n}", family.name);
         }
     }
 }
