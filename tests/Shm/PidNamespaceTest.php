@@ -105,6 +105,6 @@ final class PidNamespaceTest extends TestCase
         stream_get_contents($pipes[1]);
         $this->assertSame(0, proc_close($holder));
         $after = $this->runOnce();
-        $this->assertFalse($after['degraded'], 'its holder gone, the file is started afresh: ' . $after['reason']);
+        $this->assertFalse($after['degraded'], 'its holder gone, the file is taken over: ' . $after['reason']);
     }
 }

@@ -199,7 +199,7 @@ impl Segment {
 
     /// Under the shared lock (an initialiser holds the exclusive one): attach to a file whose
     /// header is still one to attach to and that someone else maps; `Gone` (start over) when
-    /// it was removed, or started afresh since it was read; `Unused` when nobody else maps it.
+    /// it was removed, or initialised again since it was read; `Unused` when nobody else maps it.
     fn attach_shared(path: &Path, fd: OwnedFd, lock_wait: Duration) -> Result<Locked, Error> {
         let lock = FileLock::take(path, fd, lock_wait, libc::LOCK_SH)?;
         let st = check_file(path, lock.fd())?;
