@@ -333,6 +333,18 @@ mod tests {
         )
     }
 
+    /// A shared-memory breaker on a segment of its own that opens at the first failure
+    /// (window 10 s, open for 5 s ± 20 %, probe bound 1 s), and the segment's file.
+    fn opening_at_first_failure(tag: &str) -> (Arc<CircuitBreaker>, std::path::PathBuf) {
+        let (seg, seg_path) = segment(tag);
+        let s = std::time::Duration::from_secs;
+        let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
+        (
+            Arc::new(CircuitBreaker::new(seg, "up", config).unwrap()),
+            seg_path,
+        )
+    }
+
     const SECOND: Duration = Duration::from_secs(1);
 
     fn ended(status: u16, now_ms: u64) -> Ended {
@@ -419,10 +431,7 @@ mod tests {
 
     #[test]
     fn the_probes_outcome_resolves_its_ticket_and_nothing_else_does() {
-        let (seg, seg_path) = segment("resolve");
-        let s = std::time::Duration::from_secs;
-        let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
-        let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
+        let (store, seg_path) = opening_at_first_failure("resolve");
         let a = BreakerGuard::new(store.clone(), &[503], SECOND);
         let b = BreakerGuard::new(store.clone(), &[503], SECOND);
         drop(a.admit(1, 0).unwrap());
@@ -457,10 +466,7 @@ mod tests {
 
     #[test]
     fn a_probe_never_sent_is_given_back_at_once_and_asking_again_is_not_a_new_period() {
-        let (seg, seg_path) = segment("given-back");
-        let s = std::time::Duration::from_secs;
-        let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
-        let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
+        let (store, seg_path) = opening_at_first_failure("given-back");
         let seen = Arc::new(Transitions::default());
         let a = BreakerGuard::new(store.clone(), &[503], SECOND).with_events(seen.clone());
         drop(a.admit(1, 0).unwrap());
@@ -505,10 +511,7 @@ mod tests {
     /// upstream must open the breaker where every caller's deadline is short).
     #[test]
     fn a_probe_ended_by_its_callers_deadline_gives_its_ticket_back() {
-        let (seg, seg_path) = segment("deadline-probe");
-        let s = std::time::Duration::from_secs;
-        let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
-        let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
+        let (store, seg_path) = opening_at_first_failure("deadline-probe");
         let g = BreakerGuard::new(store.clone(), &[503], SECOND);
         let timeout = Outcome::Failed(FailureKind::Timeout);
         let cut = |now_ms| Ended {
@@ -541,10 +544,7 @@ mod tests {
     /// probed at once, for as long as the upstream hung).
     #[test]
     fn a_probe_cut_by_the_deadline_after_half_its_timeout_reopens_the_breaker() {
-        let (seg, seg_path) = segment("deadline-probe-long");
-        let s = std::time::Duration::from_secs;
-        let config = resilient_core::BreakerConfig::new(1.0, 1, s(10), s(5), s(1)).unwrap();
-        let store = Arc::new(CircuitBreaker::new(seg.clone(), "up", config).unwrap());
+        let (store, seg_path) = opening_at_first_failure("deadline-probe-long");
         let g = BreakerGuard::new(store.clone(), &[503], SECOND);
         let cut = |waited_ms, now_ms| Ended {
             cut_short: true,
