@@ -33,7 +33,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ArrayKey, ZendCallable, ZendHashTable, ZendObject, Zval};
 use ext_php_rs::zend::{bailout, try_catch, CatchError};
 use resilient_core::{LeaseId, Segment};
-use resilient_http::{process_io, process_transport, Driven, ProcessIo, Wake, FORKED_MESSAGE};
+use resilient_http::{process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE};
 use resilient_http::{
     AttemptRecord, Backend, BackendKind, CallEnv, CallEvents, FailureKind, HttpClient,
     LeaseRegistry, MetricsEvents, PreparedRequest, RequestOptions, SharedMemory, Unavailable,
@@ -107,9 +107,7 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
     if !recipe.bound {
         let http = HttpClient::builder(config)
             .caps(context::caps(recipe.web))
-            .transport(process_transport())
-            .build()
-            .map_err(no_runtime)?;
+            .build();
         return Ok(Built {
             http: Arc::new(http),
             events: None,
@@ -122,9 +120,7 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
         config.hosts,
     );
     let caps = context::caps(recipe.web);
-    let mut builder = HttpClient::builder(config)
-        .caps(caps)
-        .transport(process_transport());
+    let mut builder = HttpClient::builder(config).caps(caps);
     // Metrics are best effort: a client without a funnel or a budget works as before when
     // the segment is unusable (`shm_required`) or its table is full; it records nothing.
     // The name is listed once the client is built: a client refused below (its budget's
@@ -153,7 +149,7 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
             .backend(backend.as_ref(), name, !recipe.web)
             .map_err(errors::php)?;
     }
-    let http = builder.build().map_err(no_runtime)?;
+    let http = builder.build();
     if let Some(metrics) = &metrics {
         metrics.list();
         if let Some(f) = recipe.config.funnel.as_ref().filter(|f| f.auto.is_none()) {
@@ -168,16 +164,6 @@ fn build(name: &str, recipe: &Recipe) -> PhpResult<Built> {
         events,
         segment,
     })
-}
-
-/// A client could not be made: the builder's error (none with a transport given; a call
-/// whose I/O runtime cannot start ends `UpstreamFailed` instead: [`Unavailable::not_sent`]).
-fn no_runtime(why: String) -> PhpException {
-    PhpException::new(
-        format!("Resilient\\Client: {why}"),
-        0,
-        exceptions::runtime_exception(),
-    )
 }
 
 /// The process that last said a client's metrics did not fit (once per process: a worker

@@ -133,12 +133,13 @@ impl HttpClientBuilder {
         }
         Ok(self)
     }
-    /// The client; without a transport set, this process's (fork-safe) one.
-    pub fn build(self) -> Result<HttpClient, String> {
-        let transport = match self.transport {
-            Some(t) => t,
-            None => crate::runtime::process_io()?.transport(),
-        };
+    /// The client; without a transport set, this process's (fork-safe) one, or, when this
+    /// process's I/O runtime cannot start, one that fails each attempt saying why
+    /// (`runtime::process_transport`).
+    pub fn build(self) -> HttpClient {
+        let transport = self
+            .transport
+            .unwrap_or_else(crate::runtime::process_transport);
         let mut env = CallEnv::new(self.clock, self.sleeper, transport);
         for guard in self.guards {
             env = env.guard(guard);
@@ -152,7 +153,7 @@ impl HttpClientBuilder {
         if let Some(events) = self.events {
             env = env.events(events);
         }
-        Ok(HttpClient::new(self.config, self.caps, env))
+        HttpClient::new(self.config, self.caps, env)
     }
 }
 

@@ -152,8 +152,7 @@ pub use reqwest::Url;
 pub use reqwest_transport::ReqwestTransport;
 pub use response::Response;
 pub use runtime::{
-    end_abandoned_tasks, process_io, process_transport, Driven, ProcessIo, Wake, FORKED_MESSAGE,
-    INTERRUPT_POLL,
+    end_abandoned_tasks, process_io, Driven, ProcessIo, Wake, FORKED_MESSAGE, INTERRUPT_POLL,
 };
 pub use time_left::remaining as call_time_left;
 pub use time_left::within as with_time_left;

@@ -64,11 +64,12 @@ pub fn process_io() -> Result<&'static ProcessIo, String> {
 }
 
 /// This process's transport; when its I/O runtime cannot start (out of file descriptors, of
-/// memory), one whose every attempt fails with the failure `request`, saying why. A client
-/// can still be made then: each call asks [`process_io`] again before it sends (and ends as
-/// [`crate::Unavailable::not_sent`] says when that fails), so a process that got its
-/// descriptors back sends again.
-pub fn process_transport() -> Arc<dyn Transport> {
+/// memory), one whose every attempt fails with the failure `request`, saying why: the
+/// default of [`crate::HttpClientBuilder::build`], so a client can still be made then. (The
+/// binding asks [`process_io`] again at each call, and ends it as
+/// [`crate::Unavailable::not_sent`] says while that fails: a process that got its descriptors
+/// back sends again.)
+pub(crate) fn process_transport() -> Arc<dyn Transport> {
     match process_io() {
         Ok(io) => io.transport(),
         Err(why) => Arc::new(NotStarted(why)),

@@ -606,8 +606,7 @@ fn shared_rig(
         .clock(rig.clock.clone(), rig.sleeper.clone())
         .backend(&backend, "test", web)
         .unwrap()
-        .build()
-        .unwrap();
+        .build();
     rig.env = c.env().clone();
     (rig, c, segment)
 }
