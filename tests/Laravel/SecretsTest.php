@@ -177,6 +177,14 @@ final class SecretsTest extends PackageTestCase
             // Wherever one appears: a URL inside another's path.
             'http://127.0.0.1:1/api/ https://user:urlpass@example.com/x' => 'http://127.0.0.1:1/api/ https://example.com/x',
             'http://h.example/to/https://user:urlpass@example.com/x' => 'http://h.example/to/https://example.com/x',
+            // A password holding a raw '?' or '#' (not percent-encoded): a host with a port and a
+            // query, or user-info? Nothing of it shows.
+            'http://user:url?pass@127.0.0.1:1/x' => 'http://[hidden]',
+            'http://user:12#pass@127.0.0.1:1/x?api_key=APIKEY123' => 'http://[hidden]',
+            'http://user:url?pass@127.0.0.1:1?api_key=APIKEY123@x' => 'http://[hidden]',
+            // A query holding an '@' right after the host: the host is the one before the query.
+            'http://h.example?email=joe@example.com/more' => 'http://h.example',
+            'https://user:urlpass@h.example#joe@example.com' => 'https://h.example',
         ] as $url => $safe) {
             $this->assertSame($safe, AttemptMade::safeUrl($url), $url);
         }

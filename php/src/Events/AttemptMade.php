@@ -77,8 +77,37 @@ final class AttemptMade
      */
     public static function safeUrl(#[\SensitiveParameter] string $url): string
     {
-        $url = preg_replace('/[?#].*$/s', '', GivenText::trimmed($url));
+        $url = preg_replace_callback(
+            '#([a-z][a-z0-9+.-]*://)([^/]*)#i',
+            static fn (array $m): string => $m[1] . self::shownAuthority($m[2]),
+            GivenText::trimmed($url),
+        );
 
-        return preg_replace('#([a-z][a-z0-9+.-]*://)[^/]*@#i', '$1', $url);
+        return preg_replace('/[?#].*$/s', '', $url);
+    }
+
+    /**
+     * An authority (what follows `scheme://` up to the next '/') without its user-info; its
+     * query or fragment, if any, is cut by the caller. An '@' after a '?' or '#' is either in a
+     * query (`h.example?email=joe@example.com`) or after a password holding a raw '?' or '#'
+     * (`user:pa?ss@h.example`, which no URL parser reads as a password): the host before the
+     * query shows only when nothing there could be a password.
+     */
+    private static function shownAuthority(#[\SensitiveParameter] string $authority): string
+    {
+        $at = strrpos($authority, '@');
+        $query = strcspn($authority, '?#');
+        if ($at === false || $at < $query) {
+            return $at === false ? $authority : substr($authority, $at + 1);
+        }
+        $host = substr($authority, 0, $query);
+        $at = strrpos($host, '@');
+        if ($at !== false) {
+            $host = substr($host, $at + 1);
+        } elseif (str_contains($host, ':')) {
+            $host = '[hidden]';
+        }
+
+        return $host . '?';
     }
 }
