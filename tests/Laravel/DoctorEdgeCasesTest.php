@@ -29,6 +29,36 @@ final class DoctorEdgeCasesTest extends PackageTestCase
     }
 
     /**
+     * A `log_channel` that config/logging.php does not define: Laravel writes each line to its
+     * emergency logger with an error of its own, so the channel meant never sees one. Doctor
+     * warns; a defined channel, none, or an app without logging config (nothing to compare
+     * with) is no problem.
+     */
+    public function testALogChannelLoggingDoesNotDefineIsAWarning(): void
+    {
+        $cases = [
+            ['slak', ['stack' => [], 'slack' => []], "warning: resilient.log_channel: 'slak' is no channel of config/logging.php (known: stack, slack): Laravel writes its lines to the emergency logger instead\n"],
+            ['slack', ['stack' => [], 'slack' => []], null],
+            [null, ['stack' => []], null],
+            ['slack', null, null],
+        ];
+        foreach ($cases as [$channel, $channels, $warning]) {
+            $code = self::childApp(['log_channel' => $channel, 'clients' => ['ok' => ['base_url' => 'http://127.0.0.1:9']]])
+                . ($channels === null ? '' : '$app["config"]->set("logging.channels", ' . var_export($channels, true) . ');')
+                . self::commandInChild(DoctorCommand::class);
+            $result = PhpProcess::code($code, ['extension' => 'intl'], ['APP_RUNNING_IN_CONSOLE' => 'true'])->wait(20);
+            $out = $result->stdout;
+            $this->assertStringStartsWith('exit ', $out, $result->describe());
+            if ($warning === null) {
+                $this->assertStringNotContainsString('log_channel', $out);
+            } else {
+                $this->assertStringStartsWith("exit 1\n", $out, $result->describe());
+                $this->assertStringContainsString($warning, $out);
+            }
+        }
+    }
+
+    /**
      * A client's budget and a `budgets` entry of its name that differ are a warning naming
      * both: with another window they are two budgets counted apart, with another floor or
      * ratio one budget judged two ways. Not when they are the same budget, when the client

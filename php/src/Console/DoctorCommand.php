@@ -65,6 +65,7 @@ final class DoctorCommand extends Command
         }
         $this->budgetMismatches($manager, $clients);
         $this->webCaps($clients);
+        $this->logChannel();
 
         $this->line($this->problems === 0 ? 'No problems found.' : "{$this->problems} problem(s) found.");
 
@@ -303,6 +304,23 @@ final class DoctorCommand extends Command
                     $name, $option, $options[$option], $unit, $ini, $cap, $cap, $unit));
             }
         }
+    }
+
+    /**
+     * A `log_channel` config/logging.php does not define: Laravel's LogManager then writes
+     * every line to its emergency logger (with an error line of its own), not to the channel
+     * meant. Only judged when the app has logging channels to compare with.
+     */
+    private function logChannel(): void
+    {
+        $config = $this->laravel['config'];
+        $channel = $config->get('resilient.log_channel');
+        $channels = $config->get('logging.channels');
+        if (! is_string($channel) || $channel === '' || ! is_array($channels) || array_key_exists($channel, $channels)) {
+            return;
+        }
+        $this->problem('warning', sprintf("resilient.log_channel: '%s' is no channel of config/logging.php (known: %s): "
+            . 'Laravel writes its lines to the emergency logger instead', $channel, implode(', ', array_keys($channels))));
     }
 
     private function problem(string $level, string $message): void
