@@ -192,17 +192,28 @@ final class RedirectTest extends ClientTestCase
         $this->assertSame('Bearer same-host', $rows[1]['headers']['authorization'] ?? null);
     }
 
-    public function testAPostRedirectedWith302Or303BecomesAGet(): void
+    /**
+     * Guzzle's rule, which `Http::` follows: after a 301, 302 or 303 every method but GET,
+     * HEAD and OPTIONS continues as GET without its body. A PUT or DELETE is not sent again,
+     * body and all, where a move points.
+     */
+    public function testAMoveOrSeeOtherContinuesAsGetUnlessTheMethodIsSafe(): void
     {
-        foreach ([302, 303] as $status) {
-            $key = $this->up->key("redir-post$status");
-            $this->chain($key, ['/submit', '/done'], $status);
-            $r = $this->client($this->up->base($key), ['allow_redirects' => true])->post('/submit', ['a' => 1]);
-            $this->assertSame(200, $r->status());
-            $rows = $this->up->attempts($key, 2);
-            $this->assertSame(['POST', 'GET'], array_column($rows, 'method'), "$status");
-            $this->assertSame(0, $rows[1]['body_len'], "$status: the body is not sent again");
+        foreach (['POST' => [301, 302, 303], 'PUT' => [301, 302], 'PATCH' => [303], 'DELETE' => [301, 302]] as $method => $statuses) {
+            foreach ($statuses as $status) {
+                $key = $this->up->key('redir-' . strtolower($method) . $status);
+                $this->chain($key, ['/submit', '/done'], $status);
+                $r = $this->client($this->up->base($key), ['allow_redirects' => true])->request($method, '/submit', ['json' => ['a' => 1]]);
+                $this->assertSame(200, $r->status());
+                $rows = $this->up->attempts($key, 2);
+                $this->assertSame([$method, 'GET'], array_column($rows, 'method'), "$method $status");
+                $this->assertSame(0, $rows[1]['body_len'], "$method $status: the body is not sent again");
+            }
         }
+        $key = $this->up->key('redir-options303');
+        $this->chain($key, ['/submit', '/done'], 303);
+        $this->client($this->up->base($key), ['allow_redirects' => true])->request('OPTIONS', '/submit');
+        $this->assertSame(['OPTIONS', 'OPTIONS'], array_column($this->up->attempts($key, 2), 'method'));
     }
 
     public function testRedirectsHappenInsideTheAttemptAndItsTimeout(): void

@@ -2,8 +2,9 @@
 //!
 //! Every hop is part of the same attempt: it runs on what is left of the attempt's timeout
 //! (so a redirect chain can never outlast it), holds the same funnel permit, and counts as one
-//! attempt for the retry policy. The rules are Guzzle's: 303 (and, unless `strict`, 301/302
-//! after a POST) continue as GET without a body; Authorization, Cookie and
+//! attempt for the retry policy. The rules are Guzzle's: 303 (and, unless `strict`, 301/302)
+//! continue as GET without a body, unless the method was GET, HEAD or OPTIONS, which stay;
+//! Authorization, Cookie and
 //! Proxy-Authorization are not sent to another host; a redirect to a scheme outside
 //! `protocols`, or one more than `max`, ends the attempt with [`FailureKind::Redirects`] (not
 //! retried: the same request would be redirected the same way).
@@ -144,8 +145,10 @@ fn next_request(
         return Err(invalid());
     }
     let mut next = previous.clone();
-    let to_get = (status == 303 && previous.method != Method::HEAD)
-        || (!rules.strict && matches!(status, 301 | 302) && previous.method == Method::POST);
+    // Guzzle's rule (what `Http::` and its fakes do), not the browsers': every method but the
+    // safe ones, a PUT or a DELETE too, is not sent again with its body where a move points.
+    let safe = [Method::GET, Method::HEAD, Method::OPTIONS].contains(&previous.method);
+    let to_get = !safe && (status == 303 || (!rules.strict && matches!(status, 301 | 302)));
     if to_get {
         next.method = Method::GET;
         next.body = None;
@@ -205,6 +208,42 @@ mod tests {
         assert!(next.headers.get(AUTHORIZATION).is_none());
         assert!(next.headers.get(COOKIE).is_none());
         assert_eq!(next.url.as_str(), "http://localhost:8080/b");
+    }
+
+    /// Guzzle's rule, which `Http::` and its fakes follow: a 303, and unless `strict` a 301 or
+    /// 302, continues as GET without a body for every method but GET, HEAD and OPTIONS, which
+    /// keep theirs. A PUT or DELETE is not sent again, body and all, where the redirect points.
+    #[test]
+    fn a_see_other_or_non_strict_move_continues_as_get_unless_the_method_is_safe() {
+        let strict = Redirects {
+            strict: true,
+            ..Redirects::default()
+        };
+        for method in ["POST", "PUT", "PATCH", "DELETE", "PURGE"] {
+            let r = request(method, "http://127.0.0.1:8080/a");
+            for (status, rules) in [
+                (301, Redirects::default()),
+                (302, Redirects::default()),
+                (303, Redirects::default()),
+                (303, strict),
+            ] {
+                let next = next_request(&r, status, b"/b", rules).unwrap();
+                assert_eq!(next.method, Method::GET, "{method} after {status}");
+                assert!(next.body.is_none() && next.headers.get(CONTENT_TYPE).is_none());
+            }
+            for (status, rules) in [(301, strict), (302, strict), (307, Redirects::default())] {
+                let next = next_request(&r, status, b"/b", rules).unwrap();
+                assert_eq!(next.method.as_str(), method, "{method} after {status}");
+                assert!(next.body.is_some());
+            }
+        }
+        for method in ["GET", "HEAD", "OPTIONS"] {
+            let r = request(method, "http://127.0.0.1:8080/a");
+            for status in [301, 302, 303, 307, 308] {
+                let next = next_request(&r, status, b"/b", Redirects::default()).unwrap();
+                assert_eq!(next.method.as_str(), method, "{method} after {status}");
+            }
+        }
     }
 
     #[test]
