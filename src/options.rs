@@ -535,10 +535,11 @@ pub fn utf8(bytes: &[u8], path: &str) -> Result<String, String> {
 /// Deepest array nesting accepted in a query or form (a cycle through references cannot hang
 /// us).
 const MAX_DEPTH: u32 = 32;
-/// `json_encode` flags: `JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE |
-/// JSON_PRESERVE_ZERO_FRACTION` (no `JSON_THROW_ON_ERROR`: a value that cannot be encoded is a
-/// bad option, reported as `\ValueError` like every other).
-const JSON_FLAGS: i64 = 64 | 256 | 1024;
+/// `json_encode` flags: none, as Guzzle's `json` option and Laravel's `Http::` encode (`1.0` as
+/// `1`, `/` as `\/`, non-ASCII as `\uXXXX`): the same bytes, so a signature computed over
+/// `json_encode($data)` matches the body. No `JSON_THROW_ON_ERROR`: a value that cannot be
+/// encoded is a bad option, reported as `\ValueError` like every other.
+const JSON_FLAGS: i64 = 0;
 
 /// A request's own option keys ([`TransportOptions::KEYS`] are accepted too).
 const REQUEST_KEYS: &[&str] = &[
