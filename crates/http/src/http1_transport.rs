@@ -218,6 +218,9 @@ async fn connect(
     let fd = stream.as_raw_fd();
     let (sender, conn) = http1::Builder::new()
         .max_headers(MAX_RESPONSE_HEADERS)
+        // `Content-Type`, not `content-type`, as curl and Guzzle send: some servers match
+        // names case-sensitively (hyper keeps no case given; reqwest's transport does the same).
+        .title_case_headers(true)
         .handshake(TokioIo::new(stream))
         .await
         .map_err(|e| TransportError::new(FailureKind::Connect, format!("handshake error: {e}")))?;

@@ -138,6 +138,7 @@ fn build(
 ) -> reqwest::Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder()
         .connect_timeout(connect_timeout)
+        .http1_title_case_headers()
         .dns_resolver(std::sync::Arc::new(crate::lookup::ThreadResolver));
     match &options.proxy {
         Some(proxy) if exempts_every_host(proxy.no.iter().map(String::as_str)) => {

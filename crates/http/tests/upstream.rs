@@ -475,3 +475,52 @@ fn max_body_is_enforced_while_reading_on_both_transports() {
         assert_eq!(r.unwrap().body().len(), 65_536);
     }
 }
+
+/// The head of one request, read raw off the socket by a one-shot server that answers `ok`.
+fn request_head_as_sent(transport: Arc<dyn Transport>, options: Value) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the request ended before its head");
+            head.extend_from_slice(&buf[..n]);
+        }
+        s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .unwrap();
+        String::from_utf8(head).unwrap()
+    });
+    let c = real_client(
+        &json!({"base_url": format!("http://127.0.0.1:{port}"), "max_attempts": 1}),
+        transport,
+    );
+    let (r, _) = run(&c, "POST", "/h", options);
+    assert_eq!(r.unwrap().body(), b"ok");
+    server.join().unwrap()
+}
+
+/// Header names go out as Guzzle's and curl's common ones do (`Content-Type`, `X-Api-Key`), not
+/// in lower case: servers that match names case-sensitively (old SOAP stacks, appliances) exist.
+/// hyper keeps no case given, so names are title-cased (`SOAPAction` goes as `Soapaction`).
+#[test]
+fn header_names_are_sent_title_cased_over_http1() {
+    let options = json!({"json": {"a": 1}, "headers": {"x-api-key": "k", "SOAPAction": "urn:x"}});
+    for transport in [
+        process_io().unwrap().transport(),
+        Arc::new(resilient_http::ReqwestTransport::new()) as Arc<dyn Transport>,
+    ] {
+        let head = request_head_as_sent(transport, options.clone());
+        for line in [
+            "\r\nContent-Type: application/json\r\n",
+            "\r\nX-Api-Key: k\r\n",
+            "\r\nSoapaction: urn:x\r\n",
+            "\r\nHost: 127.0.0.1:",
+        ] {
+            assert!(head.contains(line), "{line:?} in {head}");
+        }
+    }
+}
