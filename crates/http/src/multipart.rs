@@ -71,8 +71,14 @@ impl Multipart {
             has_type |= name.eq_ignore_ascii_case("content-type");
             head.push_str(&format!("{name}: {value}\r\n"));
         }
-        if !has_type && part.filename.is_some() {
-            head.push_str("Content-Type: application/octet-stream\r\n");
+        if let (false, Some(filename)) = (has_type, &part.filename) {
+            // As Guzzle's MultipartStream: the type the name's extension says (servers check
+            // an upload's type), else bytes.
+            let type_ = mime_guess::from_path(filename).first_raw();
+            head.push_str(&format!(
+                "Content-Type: {}\r\n",
+                type_.unwrap_or("application/octet-stream")
+            ));
         }
         head.push_str("\r\n");
         Bytes::from(head)
@@ -176,6 +182,46 @@ mod tests {
     #[test]
     fn header_parameters_never_carry_a_line_break_or_a_nul() {
         assert_eq!(escape("a\0b\r\nc\"d"), "a%00b%0D%0Ac\\\"d");
+    }
+
+    /// As Guzzle's `MultipartStream`: a file part without a Content-Type gets the one its
+    /// name's extension says (a server may check it); unknown, `application/octet-stream`.
+    #[test]
+    fn a_file_parts_type_is_guessed_from_its_name() {
+        let m = Multipart::new(Vec::new());
+        let head = |filename: &str, headers: Vec<(String, String)>| {
+            let part = Part {
+                name: "f".into(),
+                filename: Some(filename.into()),
+                headers,
+                contents: PartContents::Bytes(Bytes::from_static(b"x")),
+            };
+            String::from_utf8(m.head(&part).to_vec()).unwrap()
+        };
+        for (filename, type_) in [
+            ("a.json", "application/json"),
+            ("p.PNG", "image/png"),
+            ("notes.txt", "text/plain"),
+            ("r.pdf", "application/pdf"),
+            ("blob.zzunknown", "application/octet-stream"),
+            ("no-extension", "application/octet-stream"),
+        ] {
+            let head = head(filename, Vec::new());
+            assert!(
+                head.contains(&format!("\r\nContent-Type: {type_}\r\n")),
+                "{head}"
+            );
+        }
+        let given = head(
+            "a.json",
+            vec![("content-type".into(), "text/x-mine".into())],
+        );
+        assert_eq!(
+            given.to_ascii_lowercase().matches("content-type").count(),
+            1,
+            "{given}"
+        );
+        assert!(given.contains("content-type: text/x-mine"), "{given}");
     }
 
     #[test]
