@@ -638,17 +638,31 @@ final class HttpBridgeTest extends PackageTestCase
         $client['base_url'] .= '/api?v=2&key=K';
         $this->bootWith($name, $client);
 
+        $seen = [];
+        Event::listen(RequestSending::class, function (RequestSending $e) use (&$seen) {
+            $seen[] = $e->request->url();
+        });
+        $effective = [];
         Http::resilient($name)->get('/items', ['q' => 1]);
         Http::resilient($name)->get('/items?page=3');
         Http::resilient($name)->get('items');
+        // A key the request gives replaces the base's, as the client's own query does.
+        $effective[] = (string) Http::resilient($name)->get('/items', ['key' => 'mine', 'q' => 1])->effectiveUri();
         Resilient::client($name)->get('/items', ['q' => 1]);
-        $got = array_map(fn ($a) => [$a['path'], $a['query']], $this->up->attempts($key, 4));
+        Resilient::client($name)->get('/items', ['key' => 'mine', 'q' => 1]);
+        $got = array_map(fn ($a) => [$a['path'], $a['query']], $this->up->attempts($key, 6));
         $this->assertSame([
             ['/api/items', 'v=2&key=K&q=1'],
             ['/api/items', 'v=2&key=K&page=3'],
             ['/api/items', 'v=2&key=K'],
+            ['/api/items', 'v=2&key=mine&q=1'],
             ['/api/items', 'v=2&key=K&q=1'],
+            ['/api/items', 'v=2&key=mine&q=1'],
         ], $got);
+        // Events and the response show the URL sent, not one without the base's query.
+        $base = $this->up->base($key) . '/api/items?';
+        $this->assertSame([$base . 'v=2&key=K&q=1', $base . 'v=2&key=K&page=3', $base . 'v=2&key=K', $base . 'v=2&key=mine&q=1'], $seen);
+        $this->assertSame([$base . 'v=2&key=mine&q=1'], $effective);
     }
 
     /**

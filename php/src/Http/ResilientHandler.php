@@ -66,7 +66,6 @@ final class ResilientHandler
         private string $name,
         private array $explicit = [],
         private array $laravelDefaults = [],
-        #[\SensitiveParameter] private string $baseQuery = '',
     ) {
     }
 
@@ -161,14 +160,8 @@ final class ResilientHandler
         if ($headers !== []) {
             $clientOptions['headers'] = $headers;
         }
-        $uri = $request->getUri()->withFragment('');
-        if ($this->baseQuery !== '') {
-            // The base URL's query, which Laravel's join and Guzzle's `query` dropped
-            // (ResilientPendingRequest::send()), in front of the request's, as the client joins.
-            $uri = $uri->withQuery($this->baseQuery . ($uri->getQuery() === '' ? '' : '&' . $uri->getQuery()));
-        }
-
-        return [(string) $uri, $clientOptions];
+        // (A base URL's query is already in it: ResilientPendingRequest::buildClient().)
+        return [(string) $request->getUri()->withFragment(''), $clientOptions];
     }
 
     /** Failures (`UpstreamFailed::failure()`) that Guzzle's curl handler reports as a `ConnectException`. */

@@ -9,6 +9,7 @@ use GuzzleHttp\Middleware;
 use GuzzleHttp\Promise\Create;
 use Illuminate\Http\Client\PendingRequest;
 use LogicException;
+use Psr\Http\Message\RequestInterface;
 use Resilient\Laravel\ResilientManager;
 use Resilient\Laravel\Testing\CallValidator;
 
@@ -229,7 +230,6 @@ class ResilientPendingRequest extends PendingRequest
             // and `connect_timeout` 10, 11+ `crypto_method`): Laravel's defaults, not the
             // caller's wishes, so they never override the client's config (GuzzleOptions).
             (new PendingRequest())->getOptions(),
-            $this->resilientBaseQuery,
         ));
         $stack->push(Middleware::httpErrors(), 'http_errors');
         // Under Http::fake() the fake answers before the client runs: a faked redirect is
@@ -254,8 +254,31 @@ class ResilientPendingRequest extends PendingRequest
             return $next($jar instanceof CookieJarInterface ? $jar->withCookieHeader($request) : $request, $options);
         }, 'cookies');
         $stack->push(Middleware::prepareBody(), 'prepare_body');
+        $this->pushHandlers($stack);
+        if ($this->resilientBaseQuery !== '') {
+            // Before every other layer (Laravel's RequestSending, its fakes, the app's own
+            // middleware), so each sees the URL sent and effectiveUri() is that URL.
+            $base = $this->resilientBaseQuery;
+            $stack->unshift(Middleware::mapRequest(static fn (#[\SensitiveParameter] RequestInterface $request) => $request->withUri(
+                $request->getUri()->withQuery(self::withBaseQuery($base, $request->getUri()->getQuery())),
+            )), 'resilient_base_query');
+        }
 
-        return $this->createClient($this->pushHandlers($stack));
+        return $this->createClient($stack);
+    }
+
+    /**
+     * The base URL's query (which Laravel's join and Guzzle's `query` dropped: send()) in
+     * front of the request's, as the client joins them: a key the request gives replaces
+     * that key's pairs there (by name before any `[`, so `filter` replaces `filter[...]`).
+     */
+    private static function withBaseQuery(#[\SensitiveParameter] string $base, #[\SensitiveParameter] string $query): string
+    {
+        $name = static fn (string $pair): string => explode('[', urldecode(explode('=', $pair, 2)[0]), 2)[0];
+        $given = $query === '' ? [] : array_map($name, explode('&', $query));
+        $kept = array_filter(explode('&', $base), static fn (string $pair) => ! in_array($name($pair), $given, true));
+
+        return implode('&', [...$kept, ...($query === '' ? [] : [$query])]);
     }
 
     /**
