@@ -59,7 +59,7 @@ final class BytesTest extends HttpTestCase
         $this->assertSame(200, $r->status());
         $seen = $this->up->attempts($key, 1)[0];
         $this->assertSame(bin2hex($binary), $seen['body_hex']);
-        $this->assertSame('q=' . urlencode('café ☕'), $seen['query']);
+        $this->assertSame('q=' . rawurlencode('café ☕'), $seen['query']);
         $this->assertSame('café', $seen['headers']['x-name']);
     }
 

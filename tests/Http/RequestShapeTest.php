@@ -72,6 +72,16 @@ final class RequestShapeTest extends HttpTestCase
         $this->assertSame('{"url":"https:\/\/x\/y","name":"\u0e44\u0e17\u0e22","price":10,"list":[],"map":{"a":null}}', $seen['body']);
     }
 
+    /** A query is encoded as Guzzle's `query` option encodes it (RFC 3986: a space as %20): what a signature over it expects. */
+    public function testAQueryIsEncodedAsGuzzlesQueryOption(): void
+    {
+        $key = $this->up->key('shapeq');
+        $this->up->script($key, [['status' => 200]]);
+        $query = ['s' => 'a b', 't' => '~*+/é', 'l' => ['x y', 'z']];
+        $this->client($key)->get('/q', $query);
+        $this->assertSame(http_build_query($query, '', '&', PHP_QUERY_RFC3986), $this->up->attempts($key, 1)[0]['query']);
+    }
+
     public function testDataAndTheOptionsQueryAreMergedTheOptionsWinning(): void
     {
         $key = $this->up->key('shapem');

@@ -10,6 +10,7 @@
 //! bytes or form —, headers, the key); turning a language's arrays into them (PHP's
 //! `http_build_query` shape, `json_encode`) is the binding's job.
 
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use reqwest::header::{
     HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT,
 };
@@ -270,10 +271,16 @@ pub fn prepare_at(
 
     if !options.query.is_empty() {
         drop_replaced_pairs(&mut url, &options.query);
-        let mut serializer = url.query_pairs_mut();
+        let mut query = url.query().unwrap_or_default().to_owned();
         for (k, v) in &options.query {
-            serializer.append_pair(k, v);
+            if !query.is_empty() {
+                query.push('&');
+            }
+            query.extend(utf8_percent_encode(k, QUERY_COMPONENT));
+            query.push('=');
+            query.extend(utf8_percent_encode(v, QUERY_COMPONENT));
         }
+        url.set_query(Some(&query));
     }
     if url.as_str().len() > MAX_URL_LEN {
         return Err(ConfigError::new(
@@ -472,6 +479,15 @@ pub fn join_url(base: Option<&Url>, path: &str) -> Result<Url, ConfigError> {
     }
 }
 
+/// What a query's keys and values keep unescaped: RFC 3986's unreserved characters, as PHP's
+/// `rawurlencode` and so Guzzle's `query` option (a space as `%20`, not `+`): the bytes a
+/// signature computed over the query the PHP way expects.
+const QUERY_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// Removes from the URL's own query (the base URL's and the path's) every pair whose key the
 /// request's `query` gives: its keys win, as they do over `$query`. Keys compare by name
 /// before any `[`, so `filter` replaces every `filter[...]` pair (PHP's `array_merge` of the
@@ -587,12 +603,15 @@ mod tests {
         let q = RequestOptions::new()
             .query("postcode", "10110")
             .query("a b", "x&y")
-            .query("l[0]", "1");
+            .query("l[0]", "1")
+            .query("t", "~a*b+c/é");
         let r = prepare(&c, "get", "/quote", q).unwrap();
         assert_eq!(r.method, Method::GET);
+        // As Guzzle's `query` option encodes (PHP's rawurlencode, RFC 3986): a space as %20,
+        // `~` kept, `*` and `+` escaped; what a signature over the query expects.
         assert_eq!(
             r.url.as_str(),
-            "http://127.0.0.1:8080/api/quote?postcode=10110&a+b=x%26y&l%5B0%5D=1"
+            "http://127.0.0.1:8080/api/quote?postcode=10110&a%20b=x%26y&l%5B0%5D=1&t=~a%2Ab%2Bc%2F%C3%A9"
         );
         assert_eq!(r.display_url(), "http://127.0.0.1:8080/api/quote");
         let r = prepare(
@@ -661,7 +680,7 @@ mod tests {
             RequestOptions::new().query("page", "2").query("a b", "2"),
         )
         .unwrap();
-        assert_eq!(r.url.query(), Some("key=abc&page=2&a+b=2"));
+        assert_eq!(r.url.query(), Some("key=abc&page=2&a%20b=2"));
     }
 
     #[test]
