@@ -12,7 +12,7 @@
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use reqwest::header::{
-    HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT,
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT,
 };
 use reqwest::{Method, Url};
 
@@ -363,6 +363,11 @@ pub fn prepare_at(
     }
     if let Some(key) = options.idempotency_key {
         replace_header(&mut headers, HeaderName::from_static(IDEMPOTENCY_KEY), key);
+    }
+    // As curl (so Guzzle) sends, and reqwest would add on its own: the same request over
+    // either transport carries the same headers.
+    if !headers.iter().any(|(n, _)| *n == ACCEPT) {
+        headers.push((ACCEPT, HeaderValue::from_static("*/*")));
     }
     // A blank header is no key (the option refuses one): a server cannot deduplicate by it.
     let has_idempotency_key = headers

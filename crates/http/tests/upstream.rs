@@ -522,5 +522,7 @@ fn header_names_are_sent_title_cased_over_http1() {
         ] {
             assert!(head.contains(line), "{line:?} in {head}");
         }
+        // One Accept, as curl sends it, whichever transport.
+        assert_eq!(head.matches("\r\nAccept: */*\r\n").count(), 1, "{head}");
     }
 }
