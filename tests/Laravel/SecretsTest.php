@@ -177,14 +177,21 @@ final class SecretsTest extends PackageTestCase
             // Wherever one appears: a URL inside another's path.
             'http://127.0.0.1:1/api/ https://user:urlpass@example.com/x' => 'http://127.0.0.1:1/api/ https://example.com/x',
             'http://h.example/to/https://user:urlpass@example.com/x' => 'http://h.example/to/https://example.com/x',
-            // A password holding a raw '?' or '#' (not percent-encoded): a host with a port and a
-            // query, or user-info? Nothing of it shows.
+            // The host shown is the one the client reads (the URL standard's: the authority
+            // ends at the first '/', '?' or '#', its user-info at its last '@'); a password
+            // holding a raw '/', '?' or '#' leaves no host and port there: nothing more shows.
             'http://user:url?pass@127.0.0.1:1/x' => 'http://[hidden]',
-            'http://user:12#pass@127.0.0.1:1/x?api_key=APIKEY123' => 'http://[hidden]',
+            'http://user:url#pass@127.0.0.1:1/x?api_key=APIKEY123' => 'http://[hidden]',
             'http://user:url?pass@127.0.0.1:1?api_key=APIKEY123@x' => 'http://[hidden]',
-            // A query holding an '@' right after the host: the host is the one before the query.
+            'http://user:pa/ss@h.example/x' => 'http://[hidden]',
+            'http://user:pa\\ss@h.example/x' => 'http://[hidden]',
+            // (Read as host `user`, port 12, as the client reads and names it.)
+            'http://user:12#pass@127.0.0.1:1/x' => 'http://user:12',
+            // A query or fragment holding an '@' right after the host.
             'http://h.example?email=joe@example.com/more' => 'http://h.example',
-            'https://user:urlpass@h.example#joe@example.com' => 'https://h.example',
+            'http://127.0.0.1:8080?email=joe@example.com' => 'http://127.0.0.1:8080',
+            'http://[::1]:8080?email=joe@example.com' => 'http://[::1]:8080',
+            'https://user:urlpass@h.example:8443#joe@example.com' => 'https://h.example:8443',
         ] as $url => $safe) {
             $this->assertSame($safe, AttemptMade::safeUrl($url), $url);
         }

@@ -72,14 +72,15 @@ final class AttemptMade
     /**
      * The URL as it may be shown (logs, events, test failures): trimmed as the client reads it
      * (Unicode whitespace), without the query, the fragment and any user:password it may carry,
-     * wherever a `scheme://user:password@` appears (also inside a path). The user-info ends at
-     * the authority's last '@', as the client reads it (a password may hold an '@').
+     * wherever a `scheme://user:password@` appears (also inside a path). The host is the one the
+     * client reads (the URL standard's): the authority ends at the first '/', '\', '?' or '#',
+     * its user-info at its last '@'.
      */
     public static function safeUrl(#[\SensitiveParameter] string $url): string
     {
         $url = preg_replace_callback(
-            '#([a-z][a-z0-9+.-]*://)([^/]*)#i',
-            static fn (array $m): string => $m[1] . self::shownAuthority($m[2]),
+            '#([a-z][a-z0-9+.-]*://)([^/\\\\?\#]*)#i',
+            static fn (array $m): string => $m[1] . self::shownHost($m[2]),
             GivenText::trimmed($url),
         );
 
@@ -87,27 +88,15 @@ final class AttemptMade
     }
 
     /**
-     * An authority (what follows `scheme://` up to the next '/') without its user-info; its
-     * query or fragment, if any, is cut by the caller. An '@' after a '?' or '#' is either in a
-     * query (`h.example?email=joe@example.com`) or after a password holding a raw '?' or '#'
-     * (`user:pa?ss@h.example`, which no URL parser reads as a password): the host before the
-     * query shows only when nothing there could be a password.
+     * An authority without its user-info. One that is no host and port (`user:pa/ss@h`, a
+     * password holding a raw '/', '?' or '#' the client cannot read as one) is hidden whole,
+     * and so is the rest of the URL: what follows may be the rest of that password.
      */
-    private static function shownAuthority(#[\SensitiveParameter] string $authority): string
+    private static function shownHost(#[\SensitiveParameter] string $authority): string
     {
         $at = strrpos($authority, '@');
-        $query = strcspn($authority, '?#');
-        if ($at === false || $at < $query) {
-            return $at === false ? $authority : substr($authority, $at + 1);
-        }
-        $host = substr($authority, 0, $query);
-        $at = strrpos($host, '@');
-        if ($at !== false) {
-            $host = substr($host, $at + 1);
-        } elseif (str_contains($host, ':')) {
-            $host = '[hidden]';
-        }
+        $host = $at === false ? $authority : substr($authority, $at + 1);
 
-        return $host . '?';
+        return preg_match('/^(\[[^\]]*\]|[^:\[\]]*)(:\d*)?$/', $host) === 1 ? $host : '[hidden]?';
     }
 }
