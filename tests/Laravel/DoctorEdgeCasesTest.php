@@ -41,6 +41,9 @@ final class DoctorEdgeCasesTest extends PackageTestCase
             ['slack', ['stack' => [], 'slack' => []], null],
             [null, ['stack' => []], null],
             ['slack', null, null],
+            // Looked up as Laravel's LogManager looks it up: a dot path.
+            ['ops.http', ['ops' => ['http' => []]], null],
+            ['ops.http', ['ops.http' => []], "warning: resilient.log_channel: 'ops.http' is no channel of config/logging.php (known: ops.http): Laravel writes its lines to the emergency logger instead\n"],
         ];
         foreach ($cases as [$channel, $channels, $warning]) {
             $code = self::childApp(['log_channel' => $channel, 'clients' => ['ok' => ['base_url' => 'http://127.0.0.1:9']]])

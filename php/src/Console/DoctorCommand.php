@@ -316,7 +316,8 @@ final class DoctorCommand extends Command
         $config = $this->laravel['config'];
         $channel = $config->get('resilient.log_channel');
         $channels = $config->get('logging.channels');
-        if (! is_string($channel) || $channel === '' || ! is_array($channels) || array_key_exists($channel, $channels)) {
+        // Found as LogManager finds it: a dot path (`ops.http` is `channels.ops.http`).
+        if (! is_string($channel) || $channel === '' || ! is_array($channels) || $config->get("logging.channels.$channel") !== null) {
             return;
         }
         $this->problem('warning', sprintf("resilient.log_channel: '%s' is no channel of config/logging.php (known: %s): "
