@@ -648,20 +648,25 @@ final class HttpBridgeTest extends PackageTestCase
         Http::resilient($name)->get('items');
         // A key the request gives replaces the base's, as the client's own query does.
         $effective[] = (string) Http::resilient($name)->get('/items', ['key' => 'mine', 'q' => 1])->effectiveUri();
+        // A path's own query is put beside the base's, as the client puts it.
+        Http::resilient($name)->get('/items?key=path');
         Resilient::client($name)->get('/items', ['q' => 1]);
         Resilient::client($name)->get('/items', ['key' => 'mine', 'q' => 1]);
-        $got = array_map(fn ($a) => [$a['path'], $a['query']], $this->up->attempts($key, 6));
+        Resilient::client($name)->get('/items?key=path');
+        $got = array_map(fn ($a) => [$a['path'], $a['query']], $this->up->attempts($key, 8));
         $this->assertSame([
             ['/api/items', 'v=2&key=K&q=1'],
             ['/api/items', 'v=2&key=K&page=3'],
             ['/api/items', 'v=2&key=K'],
             ['/api/items', 'v=2&key=mine&q=1'],
+            ['/api/items', 'v=2&key=K&key=path'],
             ['/api/items', 'v=2&key=K&q=1'],
             ['/api/items', 'v=2&key=mine&q=1'],
+            ['/api/items', 'v=2&key=K&key=path'],
         ], $got);
         // Events and the response show the URL sent, not one without the base's query.
         $base = $this->up->base($key) . '/api/items?';
-        $this->assertSame([$base . 'v=2&key=K&q=1', $base . 'v=2&key=K&page=3', $base . 'v=2&key=K', $base . 'v=2&key=mine&q=1'], $seen);
+        $this->assertSame([$base . 'v=2&key=K&q=1', $base . 'v=2&key=K&page=3', $base . 'v=2&key=K', $base . 'v=2&key=mine&q=1', $base . 'v=2&key=K&key=path'], $seen);
         $this->assertSame([$base . 'v=2&key=mine&q=1'], $effective);
     }
 

@@ -41,6 +41,9 @@ class ResilientPendingRequest extends PendingRequest
     /** The query of the `base_url` the send() in progress joins to (see send()). */
     protected string $resilientBaseQuery = '';
 
+    /** Whether the send() in progress has a `query` option (its keys replace the base query's). */
+    protected bool $resilientQueryGiven = false;
+
     /** @var list<string> option names given to the send() in progress: the request's own too */
     protected array $resilientSendOptions = [];
 
@@ -176,8 +179,11 @@ class ResilientPendingRequest extends PendingRequest
         if (preg_match('#^https?://#i', $url) === 1) {
             $this->baseUrl = '';
         } elseif (($at = strpos((string) $base, '?')) !== false) {
-            // Joined to the base's path; the handler puts the base's query back in front.
+            // Joined to the base's path; buildClient() puts the base's query back in front.
             [$this->baseUrl, $this->resilientBaseQuery] = [substr($base, 0, $at), substr($base, $at + 1)];
+            // Guzzle's `query` option takes the place of the path's query: its keys replace
+            // the base's, as the client's `$query` does; a path's own query is kept beside it.
+            $this->resilientQueryGiven = array_key_exists('query', $options) || array_key_exists('query', $this->options);
         }
         $this->resilientSendOptions = array_keys($options);
         $headers = $this->options['headers'] ?? null;
@@ -196,6 +202,7 @@ class ResilientPendingRequest extends PendingRequest
             $this->baseUrl = $base;
             $this->resilientSendOptions = [];
             $this->resilientBaseQuery = '';
+            $this->resilientQueryGiven = false;
         }
     }
 
@@ -258,9 +265,9 @@ class ResilientPendingRequest extends PendingRequest
         if ($this->resilientBaseQuery !== '') {
             // Before every other layer (Laravel's RequestSending, its fakes, the app's own
             // middleware), so each sees the URL sent and effectiveUri() is that URL.
-            $base = $this->resilientBaseQuery;
+            [$base, $replaces] = [$this->resilientBaseQuery, $this->resilientQueryGiven];
             $stack->unshift(Middleware::mapRequest(static fn (#[\SensitiveParameter] RequestInterface $request) => $request->withUri(
-                $request->getUri()->withQuery(self::withBaseQuery($base, $request->getUri()->getQuery())),
+                $request->getUri()->withQuery(self::withBaseQuery($base, $request->getUri()->getQuery(), $replaces)),
             )), 'resilient_base_query');
         }
 
@@ -269,13 +276,14 @@ class ResilientPendingRequest extends PendingRequest
 
     /**
      * The base URL's query (which Laravel's join and Guzzle's `query` dropped: send()) in
-     * front of the request's, as the client joins them: a key the request gives replaces
-     * that key's pairs there (by name before any `[`, so `filter` replaces `filter[...]`).
+     * front of the request's, as the client joins them: a key of a `query` option
+     * ($replaces) replaces that key's pairs there (by name before any `[`, so `filter`
+     * replaces `filter[...]`); a path's own query is put beside it.
      */
-    private static function withBaseQuery(#[\SensitiveParameter] string $base, #[\SensitiveParameter] string $query): string
+    private static function withBaseQuery(#[\SensitiveParameter] string $base, #[\SensitiveParameter] string $query, bool $replaces): string
     {
         $name = static fn (string $pair): string => explode('[', urldecode(explode('=', $pair, 2)[0]), 2)[0];
-        $given = $query === '' ? [] : array_map($name, explode('&', $query));
+        $given = $query === '' || ! $replaces ? [] : array_map($name, explode('&', $query));
         $kept = array_filter(explode('&', $base), static fn (string $pair) => ! in_array($name($pair), $given, true));
 
         return implode('&', [...$kept, ...($query === '' ? [] : [$query])]);
