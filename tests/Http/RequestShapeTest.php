@@ -16,6 +16,7 @@ final class RequestShapeTest extends HttpTestCase
 {
     private const MIXED = [
         'name' => 'café & co',
+        'marks' => "~*-._!'()+/",
         'page' => 2,
         'ratio' => 0.5,
         'whole' => 2.0,
@@ -43,6 +44,9 @@ final class RequestShapeTest extends HttpTestCase
         $this->assertSame($expected, $seenQuery);
         $this->assertSame($expected, $seenForm);
         $this->assertSame(urldecode(http_build_query(self::MIXED)), urldecode($get['query']));
+        // Byte for byte as Guzzle's form_params and its query option write them.
+        $this->assertSame(http_build_query(self::MIXED), $post['body']);
+        $this->assertSame(http_build_query(self::MIXED, '', '&', PHP_QUERY_RFC3986), $get['query']);
     }
 
     /** A float header value or multipart contents is written as PHP (and Guzzle) write it, as in `query` and `form`. */

@@ -312,16 +312,12 @@ pub fn prepare_at(
             Some(bytes)
         }
         Some(Body::Form(pairs)) => {
-            let mut serializer = url::form_urlencoded::Serializer::new(String::new());
-            for (k, v) in &pairs {
-                serializer.append_pair(k, v);
-            }
             replace_header(
                 &mut headers,
                 CONTENT_TYPE,
                 HeaderValue::from_static("application/x-www-form-urlencoded"),
             );
-            Some(serializer.finish().into_bytes())
+            Some(form_encoded(&pairs).into_bytes())
         }
     };
     if let Some(key) = &options.idempotency_key {
@@ -492,6 +488,25 @@ const QUERY_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'_')
     .remove(b'~');
+
+/// What a form's keys and values keep unescaped: as PHP's `urlencode`, so `http_build_query`
+/// and Guzzle's `form_params` (`*` escaped too, where the URL standard's form encoding keeps it).
+const FORM_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_');
+
+/// A form body as `http_build_query` writes it: a space as `+`, every other byte but
+/// [`FORM_COMPONENT`]'s escaped.
+fn form_encoded(pairs: &[(String, String)]) -> String {
+    let encode = |text: &str| {
+        utf8_percent_encode(text, FORM_COMPONENT)
+            .to_string()
+            .replace("%20", "+")
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
 
 /// Removes from the URL's own query (the base URL's and the path's) every pair whose key the
 /// request's `query` gives: its keys win, as they do over `$query`. Keys compare by name
