@@ -75,7 +75,8 @@ return [
     ],
 
     // Funnels and budgets used directly (Resilient::funnel('sap')), by name. A client's own
-    // funnel and budget are reachable by the client's name too (Resilient::budget('shipping')).
+    // funnel and budget are reachable by the client's name too (Resilient::budget('shipping');
+    // such a funnel leases for its funnel.lease, else 20 s: see README).
     'funnels' => [
         // 'sap' => ['limit' => 15, 'reserve' => 3, 'lease' => 20.0],  // 'share' => true: see README
     ],
