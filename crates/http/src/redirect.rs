@@ -4,9 +4,10 @@
 //! (so a redirect chain can never outlast it), holds the same funnel permit, and counts as one
 //! attempt for the retry policy. The rules are Guzzle's: 303 (and, unless `strict`, 301/302)
 //! continue without a body, as GET unless the method was GET, HEAD or OPTIONS, which stay;
-//! Authorization, Cookie and Proxy-Authorization are not sent to another host; a redirect to a scheme outside
-//! `protocols`, or one more than `max`, ends the attempt with [`FailureKind::Redirects`] (not
-//! retried: the same request would be redirected the same way).
+//! Authorization, Cookie and Proxy-Authorization are not sent to another host; a redirect to
+//! a scheme outside `protocols`, or one more than `max`, ends the attempt with
+//! [`FailureKind::Redirects`] (not retried: the same request would be redirected the same
+//! way).
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -144,9 +145,8 @@ fn next_request(
         return Err(invalid());
     }
     let mut next = previous.clone();
-    // Guzzle's rule (what `Http::` and its fakes do), not the browsers': every method but the
-    // safe ones, a PUT or a DELETE too, is not sent again with its body where a move points.
-    // The method stays only when it was GET, HEAD or OPTIONS; the body goes in every case.
+    // Guzzle's rule (what `Http::` and its fakes do), not the browsers': no body goes where a
+    // move points, and a method but GET, HEAD or OPTIONS (a PUT or a DELETE too) becomes GET.
     if status == 303 || (!rules.strict && matches!(status, 301 | 302)) {
         if ![Method::GET, Method::HEAD, Method::OPTIONS].contains(&previous.method) {
             next.method = Method::GET;

@@ -271,15 +271,11 @@ pub fn prepare_at(
 
     if !options.query.is_empty() {
         drop_replaced_pairs(&mut url, &options.query);
-        let mut query = url.query().unwrap_or_default().to_owned();
-        for (k, v) in &options.query {
-            if !query.is_empty() {
-                query.push('&');
-            }
-            query.extend(utf8_percent_encode(k, QUERY_COMPONENT));
-            query.push('=');
-            query.extend(utf8_percent_encode(v, QUERY_COMPONENT));
-        }
+        let added = encoded_pairs(&options.query, QUERY_COMPONENT);
+        let query = match url.query() {
+            Some(own) if !own.is_empty() => format!("{own}&{added}"),
+            _ => added,
+        };
         url.set_query(Some(&query));
     }
     if url.as_str().len() > MAX_URL_LEN {
@@ -493,19 +489,25 @@ const QUERY_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
 /// and Guzzle's `form_params` (`*` escaped too, where the URL standard's form encoding keeps it).
 const FORM_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_');
 
-/// A form body as `http_build_query` writes it: a space as `+`, every other byte but
-/// [`FORM_COMPONENT`]'s escaped.
-fn form_encoded(pairs: &[(String, String)]) -> String {
-    let encode = |text: &str| {
-        utf8_percent_encode(text, FORM_COMPONENT)
-            .to_string()
-            .replace("%20", "+")
-    };
+/// `k=v&...`, every byte of a key or value outside `keep` escaped.
+fn encoded_pairs(pairs: &[(String, String)], keep: &'static AsciiSet) -> String {
     pairs
         .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                utf8_percent_encode(k, keep),
+                utf8_percent_encode(v, keep)
+            )
+        })
         .collect::<Vec<_>>()
         .join("&")
+}
+
+/// A form body as `http_build_query` writes it: a space as `+` (a `%20` can only be a space:
+/// a `%` given is escaped too), every other byte but [`FORM_COMPONENT`]'s escaped.
+fn form_encoded(pairs: &[(String, String)]) -> String {
+    encoded_pairs(pairs, FORM_COMPONENT).replace("%20", "+")
 }
 
 /// Removes from the URL's own query (the base URL's and the path's) every pair whose key the
