@@ -70,7 +70,9 @@ pub struct BreakerBlock {
     pub _reserved: [AtomicU64; 2],
 }
 
-/// One named entry: the name's funnel, retry budget, circuit breaker and metrics.
+/// One named entry of the table. A name's entry holds its funnel, learned limit and metrics;
+/// each retry budget and each circuit breaker has an entry of its own, keyed by the name and
+/// its window (`budget.rs`, `breaker/mod.rs`), where only its block is used.
 #[repr(C, align(64))]
 pub struct Entry {
     /// FNV-1a hash of the name (never 0); 0 means the entry is unused. A lookup compares the

@@ -7,8 +7,8 @@
 //!
 //! The big picture:
 //! - [`segment`] owns the mapping: creation, validation of a foreign or corrupt file,
-//!   and a fixed table of named entries ([`table`]); one entry per name holds that
-//!   name's funnel and budget state ([`layout`]).
+//!   and a fixed table of named entries (`table`); a name's entry holds its funnel and
+//!   metrics, and each retry budget and circuit breaker has an entry of its own ([`layout`]).
 //! - [`funnel`] hands out [`Lease`]s from a 64-bit slot mask; a lease expires on the
 //!   monotonic clock, and the slot of a dead process is reclaimed by the next acquire that
 //!   finds no free slot, without waiting for the lease to expire. Dead means its pid is gone

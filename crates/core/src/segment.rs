@@ -516,8 +516,10 @@ impl Segment {
             .ok_or_else(|| Error::table_full(&self.path, self.slots))
     }
 
-    /// Names in use, with their entry index (for metrics).
-    pub fn names(&self) -> Vec<(usize, String)> {
+    /// Keys in use, with their entry index: the names, and the keys of budgets and breakers
+    /// (`name\u{1f}…`).
+    #[cfg(test)]
+    pub(crate) fn names(&self) -> Vec<(usize, String)> {
         self.entries()
             .iter()
             .enumerate()

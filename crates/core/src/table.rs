@@ -114,6 +114,7 @@ fn write_name(e: &Entry, name: &str) {
 }
 
 /// The stored name of an entry (empty while a claimer is still writing it).
+#[cfg(test)]
 pub(crate) fn read_name(e: &Entry) -> String {
     let mut buf = [0u8; NAME_WORDS * 8];
     String::from_utf8_lossy(name_bytes(e, &mut buf)).into_owned()

@@ -1,8 +1,11 @@
-//! Where a client's shared state lives: host-wide shared memory now, Redis next.
+//! Where a client's shared state lives: [`SharedMemory`] here (the host's segment), Redis in
+//! `crates/redis` (the same trait, for limits across hosts).
 //!
 //! A [`Backend`] turns typed configurations into the guards (funnel, circuit breaker state) and
-//! the retry allowance the loop runs on. A client obtains them once, when it is built ([`bind`]); the loop only sees the
-//! [`Guard`] and [`RetryAllowance`] traits, so a new backend changes nothing in it.
+//! the retry allowance the loop runs on. A client obtains them once, when it is built
+//! ([`crate::HttpClientBuilder::backend`]); the loop only sees the [`Guard`] and
+//! [`RetryAllowance`] traits, so a new backend changes nothing in it. A new kind of guard adds
+//! a method here, which every backend then implements (Redis's with its fallback).
 
 use std::sync::Arc;
 

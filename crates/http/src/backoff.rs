@@ -73,7 +73,7 @@ impl Iterator for FullJitter {
 }
 
 /// SplitMix64 finaliser: spreads nearby inputs (clock ticks) over the whole seed space.
-fn splitmix64(mut z: u64) -> u64 {
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

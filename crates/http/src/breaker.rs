@@ -3,8 +3,8 @@
 //! attempt it admitted ended.
 //!
 //! The state lives behind [`BreakerStore`] (the host-wide shared memory's
-//! `resilient_core::CircuitBreaker` now, Redis later); this file only decides what counts as a
-//! failure and carries the probe's ticket from its admission to its outcome.
+//! `resilient_core::CircuitBreaker`, or Redis's in `crates/redis`); this file only decides what
+//! counts as a failure and carries the probe's ticket from its admission to its outcome.
 //!
 //! A failure is what the client would retry: a transient transport failure (timeout,
 //! connection refused or closed) or a 5xx status in `retry_on`. A 404 or a 500 not in
@@ -264,15 +264,12 @@ impl Guard for BreakerGuard {
 /// processes and hosts that open at once draw apart. Not for anything secret.
 fn jitter() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut z = crate::clock::monotonic_ns()
+    let z = crate::clock::monotonic_ns()
         ^ (std::process::id() as u64).rotate_left(40)
         ^ COUNTER
             .fetch_add(1, Ordering::Relaxed)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    crate::backoff::splitmix64(z.wrapping_add(0x9E37_79B9_7F4A_7C15))
 }
 
 #[cfg(test)]

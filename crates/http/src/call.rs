@@ -7,8 +7,9 @@
 //! 1. The deadline is set once, at the start: `min(option deadline, enclosing deadline)`.
 //!    The original is recorded in the retry budget.
 //! 2. Before each attempt: stop (deadline exceeded) when the remainder cannot cover a useful
-//!    attempt; ask every [`Guard`] in order for a permit or fail fast on a refusal (funnel full,
-//!    circuit open; our refusal, nothing sent).
+//!    attempt; ask every [`Guard`] in order for a permit. A refusal is ours, nothing sent: an
+//!    open circuit fails fast; a full funnel is asked again every millisecond for up to
+//!    `funnel.wait` (within the deadline), then fails.
 //! 3. The attempt runs with `min(timeout, remaining)` and its own connect timeout; the permits
 //!    are ended as soon as it ends, before anything else, so this process never holds a slot in
 //!    a sleep; then each guard is told the attempt's [`Outcome`].

@@ -1,13 +1,15 @@
 //! The seam every admission guard plugs into: asked before each attempt, told its outcome after.
 //!
-//! The attempt loop holds an ordered list of [`Guard`]s (the funnel today; a circuit breaker,
-//! metrics or an adaptive limit later) and knows nothing about any of them: adding one is a new
-//! type implementing [`Guard`], put in the list when the client is built, with no edit to the
-//! loop. Before an attempt the loop asks each guard in order for a [`Permit`]; the first
+//! The attempt loop holds an ordered list of [`Guard`]s (the circuit breaker's, then the
+//! funnel's, whose learned limit rides on it) and knows them only through this trait and
+//! [`Refusal`]: a guard that refuses as the funnel does (`Full`) or as the breaker does
+//! (`CircuitOpen`) is a new type implementing [`Guard`], put in the list when the client is
+//! built, with no edit to the loop; a refusal of another kind is a new [`Refusal`] variant,
+//! which the loop then handles (docs/architecture.md, "Adding a guard"). Before an attempt the loop asks each guard in order for a [`Permit`]; the first
 //! [`Refusal`] stops admission (permits already given are dropped, so released). After the
 //! attempt the permits are ended first, told how it ended (a slot is never held into a sleep;
 //! a learned limit keeps an abandoned attempt's slot counted a while, without this process),
-//! then each guard that admitted it is told the [`Outcome`].
+//! then each guard that admitted it is told how it ended ([`Guard::ended`]).
 //!
 //! The retry budget is not a guard: it decides whether a *retry* may go out, not whether an
 //! attempt is admitted. It sits behind [`RetryAllowance`], chosen once when the client is built.
@@ -177,13 +179,10 @@ pub trait Guard: Send + Sync {
     fn why_down(&self) -> Option<String> {
         None
     }
-    /// Told how an attempt this guard admitted ended (after its permit was dropped).
-    fn outcome(&self, _outcome: Outcome, _now_ms: u64) {}
-    /// As [`Guard::outcome`], with how long the attempt took and whether the deadline cut it
-    /// short (the funnel's learned limit needs them); the loop calls this one.
-    fn ended(&self, end: &Ended) {
-        self.outcome(end.outcome, end.now_ms)
-    }
+    /// Told how an attempt this guard admitted ended, after its permit was dropped: the
+    /// outcome, when, how long it took and whether the deadline cut it short (the breaker
+    /// counts outcomes; the funnel's learned limit needs the rest too).
+    fn ended(&self, _end: &Ended) {}
 }
 
 /// The retry budget: originals deposit, retries withdraw.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use resilient_http::RequestOptions;
 use resilient_http::{
-    FailureKind, Guard, HttpClient, Outcome, Permit, Refusal, Response, Unavailable,
+    Ended, FailureKind, Guard, HttpClient, Outcome, Permit, Refusal, Response, Unavailable,
 };
 use serde_json::json;
 use support::*;
@@ -34,10 +34,10 @@ impl Guard for EveryOther {
             held.fetch_sub(1, Ordering::SeqCst);
         }))
     }
-    fn outcome(&self, outcome: Outcome, _now_ms: u64) {
+    fn ended(&self, end: &Ended) {
         // The permit was dropped before the outcome is told.
         assert_eq!(self.held.load(Ordering::SeqCst), 0);
-        self.outcomes.lock().unwrap().push(outcome);
+        self.outcomes.lock().unwrap().push(end.outcome);
     }
 }
 
@@ -157,8 +157,8 @@ impl Guard for Recorder {
             permits.lock().unwrap().push(ended.map(|e| e.outcome));
         }))
     }
-    fn outcome(&self, outcome: Outcome, _now_ms: u64) {
-        self.outcomes.lock().unwrap().push(outcome);
+    fn ended(&self, end: &Ended) {
+        self.outcomes.lock().unwrap().push(end.outcome);
     }
 }
 

@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use resilient_http::{Guard, Outcome, Permit, Refusal, UnavailableKind, FUNNEL_LEASE};
+use resilient_http::{Guard, Permit, Refusal, UnavailableKind, FUNNEL_LEASE};
 
 use crate::backend::Fallback;
 use crate::connection::{Server, Unreachable};
@@ -158,12 +158,6 @@ impl Guard for RedisFunnel {
                     || Err(Refusal::BackendDown(UnavailableKind::FunnelFull)),
                 )
             }
-        }
-    }
-
-    fn outcome(&self, outcome: Outcome, now_ms: u64) {
-        if let Fallback::Local { store, .. } = &self.fallback {
-            store.outcome(outcome, now_ms);
         }
     }
 }

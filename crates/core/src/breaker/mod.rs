@@ -1,7 +1,7 @@
 //! The circuit breaker: when an upstream fails most attempts, stop sending to it for a while,
 //! then let exactly one probe across every process of the host find out whether it is back.
 //!
-//! One breaker per name, in the name's entry of the segment ([`BreakerBlock`]): a state word
+//! One breaker per name and bucket width, in an entry of its own ([`BreakerBlock`]): a state word
 //! (closed / open until a moment / half-open with one probe ticket, see [`state_word`]) and a
 //! sliding window of counting buckets, as the retry budget's. The protocol ([`protocol`]) is
 //! lock-free, every step one atomic operation; `model_check` (tests) explores every schedule of
