@@ -17,8 +17,10 @@
 //! - `call`: THE attempt loop, the single retry owner, over the injected mechanism: `clock`
 //!   (monotonic + wall time, sleeper), `transport` (one attempt: hyper in `http1_transport` for
 //!   plain http, reqwest in `reqwest_transport` for https), `guard` (the admission seam: each
-//!   [`Guard`] asked before an attempt and told its outcome after; the [`RetryAllowance`]),
-//!   `backend` (where the funnel and the budget live: `resilient_core`'s shared memory),
+//!   [`Guard`] asked before an attempt and told how it ended after; the [`RetryAllowance`]),
+//!   `backend` (where the funnel, the budget and the breaker live: the host's shared memory
+//!   here, Redis in `crates/redis`), `funnel_guard` and `breaker` (the shared memory's funnel
+//!   and any backend's breaker as guards),
 //!   `attempt` (one [`AttemptRecord`] per attempt for `on_attempt`), `call_events` (each call's
 //!   start and end and each attempt, told without text: [`CallEvents`]) and `metrics_events`
 //!   (host-wide metrics recorded through it).
@@ -99,6 +101,7 @@ mod config_error;
 mod decision;
 mod error;
 mod fork_local;
+mod funnel_guard;
 mod guard;
 mod http1_transport;
 mod idle_pool;
@@ -122,7 +125,7 @@ mod transport;
 mod transport_options;
 
 pub use attempt::{AttemptObserver, AttemptRecord, RecordLog};
-pub use backend::{Backend, LeaseRegistry, SharedMemory};
+pub use backend::{Backend, SharedMemory};
 pub use backoff::FullJitter;
 pub use body_memory::{BodyLimit, SharedBodyLimit};
 pub use breaker::{BreakerGuard, BreakerStore};
@@ -135,6 +138,7 @@ pub use clock::{BoxFuture, Clock, Sleeper, SystemClock, TokioSleeper};
 pub use config_error::ConfigError;
 pub use decision::{Decision, GiveUpReason, Outcome, RetryReason};
 pub use error::{Unavailable, UnavailableKind};
+pub use funnel_guard::LeaseRegistry;
 pub use guard::{Ended, Guard, Permit, Refusal, RetryAllowance, FUNNEL_LEASE};
 pub use http1_transport::Http1Transport;
 pub use metrics_events::{attempt_class, end_open_attempts, refusal_of, MetricsEvents};
