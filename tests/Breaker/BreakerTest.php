@@ -76,7 +76,6 @@ final class BreakerTest extends HttpTestCase
         $other = PhpProcess::script(__DIR__ . '/fixtures/probe.php', [$spec])->wait(20.0);
         $this->assertStringContainsString('Resilient\\\\CircuitOpen', $other->stdout, $other->describe());
 
-        usleep(100_000);
         $this->assertCount(self::MIN_CALLS, $this->up->attempts($key, self::MIN_CALLS), 'no attempt reached the upstream while open');
         fwrite(STDERR, sprintf("\n[breaker] opened after %d failures; 51 calls while open (2 processes): 0 reached the upstream, %.1f µs per refused call\n", self::MIN_CALLS, $perCallUs));
     }
@@ -100,7 +99,6 @@ final class BreakerTest extends HttpTestCase
             }
         }
         $this->assertSame(20, $refused, 'open after consecutive_failures (min_calls) failures in a row');
-        usleep(100_000);
         $this->assertCount(100 + self::MIN_CALLS, $this->up->attempts($key, 100 + self::MIN_CALLS));
     }
 
@@ -286,14 +284,16 @@ final class BreakerTest extends HttpTestCase
         $key = $this->up->key('hung-probe');
         $this->up->script($key, [...array_fill(0, self::MIN_CALLS, ['status' => 503]), ['status' => 200, 'delay_ms' => 3000]]);
         $options = match ($cut) {
-            'deadline' => $this->options($key, 0.2, 0.4) + ['deadline' => 0.4],
-            'short deadline' => $this->options($key, 0.2, 2.0) + ['deadline' => 0.4],
-            'within' => $this->options($key, 0.2, 0.4),
-            'request timeout' => $this->options($key, 0.2, 30.0),
+            // open_for 0.5 s: reopened, the breaker stays open at least 0.4 s (−20 %), far
+            // longer than the two refused calls below take, even on a loaded machine.
+            'deadline' => $this->options($key, 0.5, 0.4) + ['deadline' => 0.4],
+            'short deadline' => $this->options($key, 0.5, 2.0) + ['deadline' => 0.4],
+            'within' => $this->options($key, 0.5, 0.4),
+            'request timeout' => $this->options($key, 0.5, 30.0),
         };
         $client = new Client(Run::name('breaker'), $options);
         $this->open($client);
-        usleep(300_000); // past open_for + 20 %
+        usleep(650_000); // past open_for + 20 %
 
         $probe = match ($cut) {
             'deadline', 'short deadline' => fn () => $client->get('/x'),

@@ -28,7 +28,9 @@ final class HangTest extends HttpTestCase
             $this->fail('expected DeadlineExceeded');
         } catch (DeadlineExceeded $e) {
             $elapsedMs = (hrtime(true) - $t) / 1e6;
-            $this->assertLessThan(600.0, $elapsedMs);
+            // At the deadline, not at the 3 s connect or the 10 s timeout (the upper bound only
+            // catches that: a loaded machine may pause the process a while).
+            $this->assertLessThan(1500.0, $elapsedMs);
             $this->assertGreaterThanOrEqual(495.0, $elapsedMs);
             $this->assertSame(0, $e->getCode());
             $this->assertNull($e->response());

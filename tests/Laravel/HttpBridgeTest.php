@@ -365,6 +365,7 @@ final class HttpBridgeTest extends PackageTestCase
                 $request()->get('/quote');
                 $this->fail("$what: refused in production");
             } catch (\Throwable $e) {
+                $this->assertInstanceOf($class, $e, "$what: " . $e->getMessage());
                 $messages[$what] = get_class($e) . ': ' . $e->getMessage();
             }
         }

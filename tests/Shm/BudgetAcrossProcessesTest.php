@@ -132,7 +132,10 @@ final class BudgetAcrossProcessesTest extends TestCase
         }
         $this->assertSame(3, $ok, 'floor 1 + 0.5 × 4 originals');
         $stats = $b->stats();
-        $this->assertIsArray($stats);
-        $this->assertNotEmpty($stats);
+        $this->assertSame(4, $stats['originals']);
+        $this->assertSame(3, $stats['retries'], 'only the granted ones count');
+        $this->assertEqualsWithDelta(3.0, $stats['allowed'], 1e-9, 'floor 1 + 0.5 × 4');
+        $this->assertEqualsWithDelta(0.0, $stats['remaining'], 1e-9);
+        $this->assertSame([60.0, 0.5, 1, false], [$stats['window'], $stats['ratio'], $stats['floor'], $stats['degraded']]);
     }
 }

@@ -29,6 +29,12 @@ final class SquattedDefaultTest extends TestCase
     {
         $this->needSetpriv();
         $this->squatted = '/dev/shm/resilient-' . self::VICTIM_UID . '.v8.shm';
+        clearstatcache();
+        if (is_file($this->squatted) && fileowner($this->squatted) === 65534 && filesize($this->squatted) === 0) {
+            // This test's own squat, left by a run cut short before tearDown (the victim's
+            // real segment would be the victim's, and never empty).
+            unlink($this->squatted);
+        }
         if (file_exists($this->squatted)) {
             $this->markTestSkipped("{$this->squatted} exists already; not touching it");
         }

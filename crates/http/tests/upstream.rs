@@ -135,8 +135,10 @@ fn a_hanging_upstream_ends_within_the_deadline() {
     let elapsed = started.elapsed();
     let e = r.unwrap_err();
     assert!(e.is_deadline_exceeded(), "{e}");
+    // Ends at the deadline, not at the 10 s timeout (the upper bound only catches that: a
+    // loaded machine may add a pause).
     assert!(
-        elapsed >= Duration::from_millis(480) && elapsed < Duration::from_millis(600),
+        elapsed >= Duration::from_millis(480) && elapsed < Duration::from_secs(2),
         "{elapsed:?}"
     );
     assert_eq!(records[0].1.error(), Some("timeout"));
@@ -374,7 +376,10 @@ fn the_reqwest_transport_follows_the_same_rules() {
     let started = Instant::now();
     let (r, _) = run(&c, "GET", "/", json!({}));
     assert!(r.unwrap_err().is_deadline_exceeded());
-    assert!(started.elapsed() < Duration::from_millis(400));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "at the deadline, not the 5 s timeout"
+    );
 }
 
 /// A raw server for one request, answering `answer` byte for byte (what the mock upstream

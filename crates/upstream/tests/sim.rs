@@ -139,23 +139,26 @@ fn a_request_whose_client_left_still_occupies_its_slot() {
     .unwrap();
     let a = up.addr();
     let mut quitter = Conn::open(a);
+    let sent = Instant::now();
     quitter.send("GET", "/sim/quote", &[("X-Request-Id", "quitter")], b"");
-    thread::sleep(Duration::from_millis(50));
+    while get(a, "/__control/stats").json()["sim"]["in_service"] != 1 {
+        assert!(sent.elapsed() < Duration::from_secs(5), "never in service");
+        thread::sleep(Duration::from_millis(5));
+    }
     drop(quitter);
-    thread::sleep(Duration::from_millis(30));
-    let t = Instant::now();
     let r = Conn::open(a).call(
         "GET",
         "/sim/quote",
         &[("X-Request-Id", "patient"), ("X-Attempt", "1")],
         b"",
     );
-    let waited = t.elapsed();
     assert_eq!(r.status, 200);
-    // The slot frees only when the quitter's 300 ms are served: ~220 ms left, then its own 300.
+    // The slot frees only when the quitter's 300 ms are served, then the patient's own 300
+    // (counted from the quitter's send, so however long this thread took to get here).
+    let waited = sent.elapsed();
     assert!(
-        waited >= Duration::from_millis(450),
-        "waited only {waited:?}"
+        waited >= Duration::from_millis(600),
+        "answered only {waited:?} after the quitter's send"
     );
     let rows = sim_rows(a);
     let (q, p) = (&rows[0], &rows[1]);
