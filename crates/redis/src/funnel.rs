@@ -10,7 +10,9 @@
 //! "full" from memory after Redis said full, and asks Redis again only after a quiet time that
 //! starts at 2 ms and doubles up to 20 ms while Redis keeps saying full (reset by any
 //! admission). A waiting process so sends at most one round trip per 2–20 ms, and learns of a
-//! freed slot at most 20 ms late.
+//! freed slot at most 20 ms late. The quiet time is the client's, not one call's: another call
+//! of the same client in this process within it is told "full" from memory too, at once when
+//! its `funnel.wait` is 0 (docs/redis.md).
 //!
 //! `share` (web and background each keep their part under contention): the background holders'
 //! tokens are also in a second sorted set, and a background caller refused sets a key that lives
