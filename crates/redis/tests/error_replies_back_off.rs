@@ -49,7 +49,13 @@ fn admissions_answered_with_errors_back_off() {
 #[test]
 fn a_wrong_type_under_one_name_leaves_the_other_names_on_redis() {
     let redis = RedisServer::start();
-    let b = backend(&redis.url("e2:"), OnBackendError::Closed, 1, "e2");
+    // A wait far above a pause of the machine: the point is the key's back-off, not a timeout.
+    let b = backend(
+        &format!("{}&timeout=2", redis.url("e2:")),
+        OnBackendError::Closed,
+        1,
+        "e2",
+    );
     let taken = web_funnel(&b, "up", 4, Duration::from_secs(20));
     let other = web_funnel(&b, "other", 4, Duration::from_secs(20));
     drop(taken.admit(1, now_ms()).unwrap());

@@ -21,18 +21,26 @@ fn a_late_admission_is_given_back_with_the_first_command_after_a_stall_longer_th
         redis.port()
     );
     let b = backend(&url, OnBackendError::Closed, 1, "g5");
-    let f = web_funnel(&b, "up", 2, Duration::from_millis(800));
-    let other = web_funnel(&b, "other", 2, Duration::from_millis(800));
-    drop(other.admit(1, now_ms()).unwrap()); // connected, scripts loaded
+    // A lease of 2 s, a stall of 2.5 s: far apart enough that a pause of the machine cannot
+    // make a slot given back early look like one that lapsed.
+    let lease = Duration::from_millis(2000);
+    let f = web_funnel(&b, "up", 2, lease);
+    let other = web_funnel(&b, "other", 2, lease);
+    // Connected, scripts loaded (asked again if a pause of the machine outlasted the 50 ms).
+    drop(until_ok("never admitted", || other.admit(1, now_ms())));
 
-    let stalled = stall(redis.port(), 1500);
+    let stall_began = Instant::now();
+    let stalled = stall(redis.port(), 2500);
     assert!(
         f.admit(1, now_ms()).is_err(),
         "timed out: the script may run late"
     );
-    // Calls go on during the stall: each connect's SELECT times out, nothing is written.
+    // Calls go on during the stall: each connect's SELECT times out, nothing is written. (One
+    // asked near the stall's end may be answered: only those well inside it are checked.)
     while !stalled.is_finished() {
-        assert!(other.admit(1, now_ms()).is_err(), "Redis is stalled");
+        let inside = stall_began.elapsed() < Duration::from_millis(2000);
+        let admitted = other.admit(1, now_ms()).is_ok();
+        assert!(!(inside && admitted), "Redis is stalled");
         std::thread::sleep(Duration::from_millis(20));
     }
     stalled.join().unwrap();
@@ -46,10 +54,7 @@ fn a_late_admission_is_given_back_with_the_first_command_after_a_stall_longer_th
     drop(until_ok("no answer after the stall", || {
         other.admit(1, now_ms())
     }));
-    assert!(
-        ran.elapsed() < Duration::from_millis(800),
-        "checked within the lease"
-    );
+    assert!(ran.elapsed() < lease, "checked within the lease");
     assert_eq!(
         redis.cli(&["-n", "2", "ZCARD", "g5:{up}:funnel"]),
         "0",

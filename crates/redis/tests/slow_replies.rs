@@ -79,9 +79,11 @@ fn a_script_reloaded_reply_by_reply_ends_near_its_wait() {
     );
     let why = funnel.why_down().unwrap_or_default();
     assert!(why.starts_with("Redis: no answer in time"), "{why}");
+    // Between the 2.7 s it takes and the 3.6 s of reads given the whole wait each (a loaded
+    // machine's pause may add to the former).
     assert!(
-        took <= Duration::from_millis(3000),
-        "took {took:?}, more than 1.5 × the 2 s wait"
+        took <= Duration::from_millis(3400),
+        "took {took:?}, more than 1.7 × the 2 s wait"
     );
 }
 
@@ -116,7 +118,7 @@ fn load_scripts(url: &str) {
 /// The handshake (AUTH) is one round trip and SELECT another, each read within what is left of
 /// the wait (in one pipeline, redis-rs read each reply with the whole wait: a stalled Redis held
 /// the connect for twice its wait). A Redis 100 ms away with a password and a database other
-/// than 0 connects and admits (three round trips) within a 400 ms wait: no fallback.
+/// than 0 connects and admits (three round trips, 300 ms) within a 700 ms wait: no fallback.
 #[test]
 fn a_distant_redis_with_a_password_and_a_database_connects_within_its_wait() {
     let redis = RedisServer::start_with(&["--requirepass", "pw"]);
@@ -125,7 +127,7 @@ fn a_distant_redis_with_a_password_and_a_database_connects_within_its_wait() {
         redis.port()
     ));
     let proxy = distant_proxy(redis.port(), Duration::from_millis(100));
-    let url = format!("redis://:pw@127.0.0.1:{proxy}/2?prefix=far:&timeout=0.4");
+    let url = format!("redis://:pw@127.0.0.1:{proxy}/2?prefix=far:&timeout=0.7");
     let b = backend(&url, OnBackendError::Closed, 1, "far");
     let funnel = web_funnel(&b, "sap", 4, Duration::from_secs(10));
     let started = Instant::now();
@@ -160,7 +162,7 @@ fn a_permit_lasts_the_lease_less_the_admissions_round_trip() {
     assert!(took >= Duration::from_millis(100), "{took:?}");
     let lasts = permit.lasts().expect("bounded by its lease");
     assert!(
-        lasts <= Duration::from_millis(200) - took + Duration::from_millis(1),
+        lasts <= Duration::from_millis(200).saturating_sub(took) + Duration::from_millis(1),
         "lasts {lasts:?} after an admission of {took:?}"
     );
 }
@@ -190,7 +192,7 @@ fn a_probe_lasts_its_timeout_less_the_admissions_round_trip() {
     assert!(took >= ms(100), "{took:?}");
     let lasts = probe.lasts().expect("bounded by its ticket");
     assert!(
-        lasts <= Duration::from_secs(1) - took + ms(1),
+        lasts <= Duration::from_secs(1).saturating_sub(took) + ms(1),
         "lasts {lasts:?} after an admission of {took:?}"
     );
 }

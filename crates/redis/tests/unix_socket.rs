@@ -33,10 +33,9 @@ fn a_connect_to_a_full_unix_socket_queue_ends_within_its_wait() {
 
     let warm = backend(&url("u0:"), OnBackendError::Closed, 1, "u0");
     let f = web_funnel(&warm, "up", 8, Duration::from_secs(10));
-    drop(
+    drop(until_ok("Redis answers on its unix socket", || {
         f.admit(1, now_ms())
-            .expect("Redis answers on its unix socket"),
-    );
+    }));
 
     let pid = redis.pid();
     signal(pid, "STOP");
