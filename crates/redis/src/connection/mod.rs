@@ -55,7 +55,7 @@ use cluster::Link;
 pub use cluster::Route;
 pub(crate) use pipelined::lost;
 pub use pipelined::{evalsha, Pipelined};
-use pipelined::{fit, leaves_out_of_step, ran_nothing, Pending};
+use pipelined::{fit, interrupted, leaves_out_of_step, ran_nothing, Pending};
 
 /// The first back-off after a failure.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -532,12 +532,15 @@ impl Server {
                     }
                     // A connection used before and found dropped (EOF, reset, broken pipe)
                     // lost its server's end while unused, the server being alive to close it:
-                    // no back-off. An idempotent `f` is sent again at once on a new connection,
-                    // and so is any `f` whose command Redis did not read (found dropped before
-                    // its reply was due); any other falls back (Redis may have run it before
-                    // the drop), and the next command connects again (a failed connect starts
-                    // the back-off).
-                    let dropped = !connecting && e.is_connection_dropped();
+                    // no back-off. So is a read or write cut short by a stop of this process
+                    // (SIGSTOP and SIGCONT, a container paused: a socket with a timeout is not
+                    // restarted, whatever the signal mask), which says nothing of Redis; the
+                    // connection, out of step, was dropped above. An idempotent `f` is sent
+                    // again at once on a new connection, and so is any `f` whose command Redis
+                    // did not read (found dropped before its reply was due); any other falls
+                    // back (Redis may have run it before the drop), and the next command
+                    // connects again (a failed connect starts the back-off).
+                    let dropped = !connecting && (e.is_connection_dropped() || interrupted(&e));
                     if dropped && (resend || unread_by_redis) && !resent && left() >= MIN_WAIT {
                         resent = true;
                         continue;

@@ -341,6 +341,14 @@ pub(super) fn ran_nothing(e: &redis::RedisError) -> bool {
     !leaves_out_of_step(e) && e.code().is_some_and(|c| BEFORE_RUNNING.contains(&c))
 }
 
+/// A read or write that a stop of this process ended (EINTR): Redis may be fine.
+pub(super) fn interrupted(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::IoError
+        && std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+}
+
 /// The connection failed, was refused or timed out: nothing Redis answered.
 pub(crate) fn lost(e: &redis::RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
