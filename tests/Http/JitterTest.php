@@ -22,6 +22,7 @@ final class JitterTest extends HttpTestCase
         $cap = 0.4;
         $allWaits = [];
         $fractions = [];
+        $overshoots = [];
         for ($call = 0; $call < 3; $call++) {
             $key = $this->up->key('jitter');
             $this->up->script($key, [['status' => 500], ['status' => 503], ['status' => 500], ['status' => 503], ['status' => 200]]);
@@ -47,8 +48,13 @@ final class JitterTest extends HttpTestCase
                 $this->assertLessThan($drawn[$i] + 250.0, $wait, "retry " . ($i + 1) . ": waited {$wait} ms for a backoff of {$drawn[$i]} ms");
                 $allWaits[] = round($wait, 1);
                 $fractions[] = $drawn[$i] / $bound;
+                $overshoots[] = round($wait - $drawn[$i], 1);
             }
         }
+        // The draw is what was slept: most waits within 25 ms of it (a pause of the machine may
+        // lengthen one or two; sleeping the bound, or twice the draw, misses by far more).
+        $close = array_filter($overshoots, fn ($o) => $o <= 25.0);
+        $this->assertGreaterThanOrEqual(10, count($close), 'waits beyond their draw (ms): ' . json_encode($overshoots));
         // 12 waits from continuous distributions: (almost) all different.
         $this->assertGreaterThanOrEqual(10, count(array_unique($allWaits)), 'waits must differ: ' . json_encode($allWaits));
         // Full jitter spreads over the whole range: plain (or equal-jitter) exponential backoff

@@ -5,7 +5,9 @@
 //! [`Refusal`]: a guard that refuses as the funnel does (`Full`) or as the breaker does
 //! (`CircuitOpen`) is a new type implementing [`Guard`], put in the list when the client is
 //! built, with no edit to the loop; a refusal of another kind is a new [`Refusal`] variant,
-//! which the loop then handles (docs/architecture.md, "Adding a guard"). Before an attempt the loop asks each guard in order for a [`Permit`]; the first
+//! which the loop then handles (docs/architecture.md, "Adding a guard").
+//!
+//! Before an attempt the loop asks each guard in order for a [`Permit`]; the first
 //! [`Refusal`] stops admission (permits already given are dropped, so released). After the
 //! attempt the permits are ended first, told how it ended (a slot is never held into a sleep;
 //! a learned limit keeps an abandoned attempt's slot counted a while, without this process),

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use resilient_http::OnBackendError;
 
@@ -23,20 +23,33 @@ fn an_admission_whose_process_was_stopped_and_continued_is_sent_again() {
     let f = web_funnel(&b, "up", 4, Duration::from_secs(10));
     drop(until_ok("never admitted", || f.admit(1, now_ms()))); // connected, script loaded
 
-    // Redis busy for 600 ms; this process stopped 200 ms into it, for 50 ms, while its
-    // admission waits for the reply.
-    let stalled = stall(redis.port(), 600);
+    // Redis busy for 1 s; this process stopped 200 ms into it, for 50 ms, while its admission
+    // waits for the reply. The stopper writes when it stops us (ns since the epoch).
+    let stalled = stall(redis.port(), 1000);
     let pid = std::process::id();
+    let stopped_at = std::env::temp_dir().join(format!("resilient-stopped-{pid}"));
     let mut stopper = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "sleep 0.2; kill -STOP {pid}; sleep 0.05; kill -CONT {pid}"
+            "sleep 0.2; date +%s%N > {}; kill -STOP {pid}; sleep 0.05; kill -CONT {pid}",
+            stopped_at.display()
         ))
         .spawn()
         .unwrap();
     let admitted = f.admit(1, now_ms());
+    let returned = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     assert!(stopper.wait().unwrap().success());
     stalled.join().unwrap();
+    let stopped: u128 = std::fs::read_to_string(&stopped_at)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = std::fs::remove_file(&stopped_at);
+    assert!(
+        stopped < returned.as_nanos(),
+        "the stop came after the admission returned: nothing was tested"
+    );
     let permit = admitted.expect("admitted on Redis after the stop");
     let next = f.admit(1, now_ms()).expect("no back-off");
     assert_eq!(

@@ -425,7 +425,9 @@ impl Server {
         if slot.used_at.is_some_and(|at| at.elapsed() >= IDLE_CHECK) {
             if let Err(e) = slot.check(started, wait) {
                 slot.drop_connection(self);
-                if !e.is_connection_dropped() {
+                // Found dropped, or the check cut short by a stop of the process (see below):
+                // the command goes out on a new connection.
+                if !e.is_connection_dropped() && !interrupted(&e) {
                     // No answer in time: as any command's failure.
                     slot.note_failure(&e);
                     slot.failed();
@@ -451,7 +453,11 @@ impl Server {
                     }
                     Err(e) => {
                         slot.note_failure(&e);
-                        slot.failed();
+                        // A handshake a stop of the process cut short says nothing of Redis:
+                        // this operation falls back, the next one connects again at once.
+                        if !interrupted(&e) {
+                            slot.failed();
+                        }
                         return Err(if resent {
                             Unreachable::Failed
                         } else {
@@ -540,7 +546,7 @@ impl Server {
                     // did not read (found dropped before its reply was due); any other falls
                     // back (Redis may have run it before the drop), and the next command
                     // connects again (a failed connect starts the back-off).
-                    let dropped = !connecting && (e.is_connection_dropped() || interrupted(&e));
+                    let dropped = (!connecting && e.is_connection_dropped()) || interrupted(&e);
                     if dropped && (resend || unread_by_redis) && !resent && left() >= MIN_WAIT {
                         resent = true;
                         continue;
