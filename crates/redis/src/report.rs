@@ -66,8 +66,7 @@ pub(crate) fn describe(e: &redis::RedisError) -> String {
     if e.kind() == redis::ErrorKind::ParseError {
         return "the server does not answer as Redis does".to_owned();
     }
-    if let Some(io) = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())
-    {
+    if let Some(io) = io_error(e) {
         // This crate's own words (`the lookup of the Redis host name did not answer in
         // time`), else the kind's rather than the system's.
         return match (io.get_ref(), io.kind()) {
@@ -126,8 +125,13 @@ fn one_line(text: &str) -> String {
 /// gives for a certificate it does not trust, or a name that does not match (`InvalidData`,
 /// its text naming the problem, never the URL).
 fn refused_connection(e: &redis::RedisError) -> Option<String> {
-    let io = std::error::Error::source(e)?.downcast_ref::<std::io::Error>()?;
+    let io = io_error(e)?;
     (io.kind() == std::io::ErrorKind::InvalidData).then(|| io.to_string())
+}
+
+/// The I/O error behind `e`, when a read, a write or a connect failed.
+pub(crate) fn io_error(e: &redis::RedisError) -> Option<&std::io::Error> {
+    std::error::Error::source(e)?.downcast_ref::<std::io::Error>()
 }
 
 #[cfg(test)]

@@ -343,10 +343,7 @@ pub(super) fn ran_nothing(e: &redis::RedisError) -> bool {
 
 /// A read or write that a stop of this process ended (EINTR): Redis may be fine.
 pub(super) fn interrupted(e: &redis::RedisError) -> bool {
-    e.kind() == redis::ErrorKind::IoError
-        && std::error::Error::source(e)
-            .and_then(|s| s.downcast_ref::<std::io::Error>())
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+    crate::report::io_error(e).is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
 }
 
 /// The connection failed, was refused or timed out: nothing Redis answered.
