@@ -30,8 +30,8 @@ final class JitterTest extends HttpTestCase
             $client = $this->client($key, [
                 'retry_on' => [500, 503], 'max_attempts' => 5, 'backoff' => ['base' => $base, 'cap' => $cap],
                 'on_attempt' => function (array $a) use (&$drawn): void {
-                    if (preg_match('/retry after backoff (\d+)(ms|µs)/', $a['reason'], $m)) {
-                        $drawn[] = $m[2] === 'ms' ? (float) $m[1] : $m[1] / 1000;
+                    if (($ms = self::backoffMs($a['reason'])) !== null) {
+                        $drawn[] = $ms;
                     }
                 },
             ]);

@@ -154,8 +154,7 @@ final class RetryAfterTest extends HttpTestCase
             ])->get('/x');
             $this->assertSame(2, $r->attempts());
             $this->assertMatchesRegularExpression('/retry after backoff (\d+)(ms|µs) \(Retry-After 0µs is shorter\)/', $reasons[0]);
-            preg_match('/backoff (\d+)(ms|µs)/', $reasons[0], $m);
-            $waitMs = $m[2] === 'ms' ? (float) $m[1] : $m[1] / 1000;
+            $waitMs = self::backoffMs($reasons[0]);
             $gap = self::gapsMs($this->up->attempts($key, 2))[0];
             $this->assertGreaterThanOrEqual($waitMs - 2.0, $gap, "$value: waited the backoff");
             $this->assertLessThan($waitMs + 150.0, $gap, $value);

@@ -27,6 +27,18 @@ abstract class HttpTestCase extends TestCase
         return new Client(Run::name('http'), $options + ['base_url' => $this->up->base($key)]);
     }
 
+    /**
+     * The backoff an `on_attempt` reason says was drawn (`retry after backoff 37ms`), in ms
+     * (shown rounded down to the millisecond, or in µs below one); null when it says none.
+     */
+    protected static function backoffMs(string $reason): ?float
+    {
+        if (preg_match('/retry after backoff (\d+)(ms|µs)/', $reason, $m) !== 1) {
+            return null;
+        }
+        return $m[2] === 'ms' ? (float) $m[1] : $m[1] / 1000;
+    }
+
     /** Gaps in ms between consecutive arrivals, from the upstream's own clock. */
     protected static function gapsMs(array $attempts): array
     {
